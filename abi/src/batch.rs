@@ -1,0 +1,402 @@
+//! The batch encoding: how records cross the wasm boundary (and Weir's channels).
+//!
+//! Layout, all integers little-endian, no padding (`docs/ABI.md` §Batches):
+//!
+//! ```text
+//! offset  size  field
+//! 0       4     record_count: u32
+//! 4       4     port: u32           input port of the batch; 0 in output batches
+//! 8       ...   record_count records, each:
+//!                 8   timestamp: i64  (milliseconds)
+//!                 4   key_len: u32
+//!                 4   value_len: u32
+//!                 key_len bytes of key, then value_len bytes of value
+//! ```
+//!
+//! A batch is exactly that long: trailing bytes are an error.
+
+use core::fmt;
+
+use crate::wire::{Reader, Short};
+
+/// Bytes before the first record.
+pub const HEADER_LEN: usize = 8;
+/// Fixed bytes of each record before its key and value.
+pub const RECORD_HEADER_LEN: usize = 16;
+
+/// The number of bytes one record takes in a batch.
+pub fn encoded_record_len(key_len: usize, value_len: usize) -> usize {
+    RECORD_HEADER_LEN + key_len + value_len
+}
+
+/// One record, borrowing its key and value from the batch it was decoded from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Record<'a> {
+    /// The key; empty when the record has none.
+    pub key: &'a [u8],
+    /// The value.
+    pub value: &'a [u8],
+    /// Event time in milliseconds.
+    pub timestamp: i64,
+}
+
+/// Why a byte string is not a valid batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DecodeError {
+    /// Fewer than [`HEADER_LEN`] bytes.
+    MissingHeader {
+        /// How many bytes there were.
+        len: usize,
+    },
+    /// Record `index` runs past the end of the batch.
+    Truncated {
+        /// Zero-based index of the record that does not fit.
+        index: u32,
+        /// Byte offset at which the missing field starts.
+        offset: usize,
+        /// Bytes that field needed.
+        needed: usize,
+        /// Total length of the batch.
+        len: usize,
+    },
+    /// Bytes are left over after the last record the header announced.
+    TrailingBytes {
+        /// The record count from the header.
+        records: u32,
+        /// How many bytes follow the last record.
+        extra: usize,
+    },
+}
+
+impl fmt::Display for DecodeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            DecodeError::MissingHeader { len } => write!(
+                f,
+                "batch is {len} bytes, shorter than its {HEADER_LEN}-byte header (record count, port)"
+            ),
+            DecodeError::Truncated { index, offset, needed, len } => write!(
+                f,
+                "record {index} needs {needed} bytes at offset {offset} but the batch ends at {len}"
+            ),
+            DecodeError::TrailingBytes { records, extra } => write!(
+                f,
+                "{extra} bytes follow the last of the {records} records the header announces"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for DecodeError {}
+
+/// A validated, borrowed batch: every record in it is known to be well formed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Batch<'a> {
+    records: &'a [u8],
+    count: u32,
+    port: u32,
+}
+
+impl<'a> Batch<'a> {
+    /// Checks `bytes` against the layout and returns a view of it.
+    ///
+    /// The whole batch is validated here, once, so iterating it later cannot fail.
+    pub fn decode(bytes: &'a [u8]) -> Result<Self, DecodeError> {
+        let mut r = Reader::new(bytes);
+        let (count, port) = match (r.u32(), r.u32()) {
+            (Ok(count), Ok(port)) => (count, port),
+            _ => return Err(DecodeError::MissingHeader { len: bytes.len() }),
+        };
+        let truncated = |index, s: Short| DecodeError::Truncated {
+            index,
+            offset: s.offset,
+            needed: s.needed,
+            len: bytes.len(),
+        };
+        for index in 0..count {
+            r.i64().map_err(|s| truncated(index, s))?;
+            let key_len = r.u32().map_err(|s| truncated(index, s))? as usize;
+            let value_len = r.u32().map_err(|s| truncated(index, s))? as usize;
+            r.take(key_len).map_err(|s| truncated(index, s))?;
+            r.take(value_len).map_err(|s| truncated(index, s))?;
+        }
+        if r.remaining() != 0 {
+            return Err(DecodeError::TrailingBytes { records: count, extra: r.remaining() });
+        }
+        Ok(Batch { records: &bytes[HEADER_LEN..], count, port })
+    }
+
+    /// The input port the batch arrived on (always 0 for output batches).
+    pub fn port(&self) -> u32 {
+        self.port
+    }
+
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether the batch holds no record.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Total encoded size in bytes, header included.
+    pub fn encoded_len(&self) -> usize {
+        HEADER_LEN + self.records.len()
+    }
+
+    /// The records, in order.
+    pub fn iter(&self) -> Records<'a> {
+        Records { reader: Reader::new(self.records), left: self.count }
+    }
+}
+
+impl<'a> IntoIterator for Batch<'a> {
+    type Item = Record<'a>;
+    type IntoIter = Records<'a>;
+
+    fn into_iter(self) -> Records<'a> {
+        self.iter()
+    }
+}
+
+impl<'a> IntoIterator for &Batch<'a> {
+    type Item = Record<'a>;
+    type IntoIter = Records<'a>;
+
+    fn into_iter(self) -> Records<'a> {
+        self.iter()
+    }
+}
+
+/// Iterator over the records of a [`Batch`].
+#[derive(Clone)]
+pub struct Records<'a> {
+    reader: Reader<'a>,
+    left: u32,
+}
+
+impl<'a> Iterator for Records<'a> {
+    type Item = Record<'a>;
+
+    fn next(&mut self) -> Option<Record<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        // The batch was validated when it was decoded, so these reads succeed;
+        // `ok()?` keeps the iterator panic-free regardless.
+        let timestamp = self.reader.i64().ok()?;
+        let key_len = self.reader.u32().ok()? as usize;
+        let value_len = self.reader.u32().ok()? as usize;
+        let key = self.reader.take(key_len).ok()?;
+        let value = self.reader.take(value_len).ok()?;
+        Some(Record { key, value, timestamp })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for Records<'_> {}
+
+/// Encodes records into a batch, growing one reusable buffer.
+///
+/// The header is kept current after every push, so [`as_bytes`](Self::as_bytes)
+/// is a valid batch at any moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BatchBuilder {
+    buf: Vec<u8>,
+    count: u32,
+}
+
+impl BatchBuilder {
+    /// An empty batch for `port` (use 0 for output batches).
+    pub fn new(port: u32) -> Self {
+        Self::with_capacity(port, 0)
+    }
+
+    /// An empty batch for `port` with room for `bytes` bytes of records.
+    pub fn with_capacity(port: u32, bytes: usize) -> Self {
+        let mut buf = Vec::with_capacity(HEADER_LEN + bytes);
+        buf.extend_from_slice(&0u32.to_le_bytes());
+        buf.extend_from_slice(&port.to_le_bytes());
+        Self { buf, count: 0 }
+    }
+
+    /// Appends one record.
+    ///
+    /// # Panics
+    /// If the key or value is longer than `u32::MAX` bytes, or the batch
+    /// already holds `u32::MAX` records.
+    pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
+        let key_len = u32::try_from(key.len()).expect("record key longer than u32::MAX bytes");
+        let value_len =
+            u32::try_from(value.len()).expect("record value longer than u32::MAX bytes");
+        self.count = self.count.checked_add(1).expect("batch holds u32::MAX records");
+        self.buf.reserve(encoded_record_len(key.len(), value.len()));
+        self.buf.extend_from_slice(&timestamp.to_le_bytes());
+        self.buf.extend_from_slice(&key_len.to_le_bytes());
+        self.buf.extend_from_slice(&value_len.to_le_bytes());
+        self.buf.extend_from_slice(key);
+        self.buf.extend_from_slice(value);
+        self.buf[..4].copy_from_slice(&self.count.to_le_bytes());
+    }
+
+    /// Appends a record taken from another batch.
+    pub fn push_record(&mut self, record: &Record<'_>) {
+        self.push(record.key, record.value, record.timestamp);
+    }
+
+    /// Number of records pushed so far.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether no record has been pushed.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Encoded size in bytes, header included.
+    pub fn encoded_len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// The port written in the header.
+    pub fn port(&self) -> u32 {
+        u32::from_le_bytes([self.buf[4], self.buf[5], self.buf[6], self.buf[7]])
+    }
+
+    /// The encoded batch.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.buf
+    }
+
+    /// Removes every record, keeping the port and the buffer's capacity.
+    pub fn clear(&mut self) {
+        self.buf.truncate(HEADER_LEN);
+        self.count = 0;
+        self.buf[..4].copy_from_slice(&0u32.to_le_bytes());
+    }
+
+    /// The encoded batch, by value.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.buf
+    }
+
+    /// Takes the encoded batch out, leaving an empty batch for the same port.
+    pub fn take_bytes(&mut self) -> Vec<u8> {
+        let port = self.port();
+        std::mem::replace(self, BatchBuilder::new(port)).into_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn arb_records() -> impl Strategy<Value = Vec<(Vec<u8>, Vec<u8>, i64)>> {
+        prop::collection::vec(
+            (
+                prop::collection::vec(any::<u8>(), 0..24),
+                prop::collection::vec(any::<u8>(), 0..64),
+                any::<i64>(),
+            ),
+            0..40,
+        )
+    }
+
+    proptest! {
+        #[test]
+        fn round_trips_arbitrary_batches(port in any::<u32>(), records in arb_records()) {
+            let mut builder = BatchBuilder::new(port);
+            for (k, v, ts) in &records {
+                builder.push(k, v, *ts);
+            }
+            let batch = Batch::decode(builder.as_bytes()).unwrap();
+            prop_assert_eq!(batch.port(), port);
+            prop_assert_eq!(batch.len(), records.len());
+            prop_assert_eq!(batch.encoded_len(), builder.encoded_len());
+            let decoded: Vec<_> = batch
+                .iter()
+                .map(|r| (r.key.to_vec(), r.value.to_vec(), r.timestamp))
+                .collect();
+            prop_assert_eq!(decoded, records);
+        }
+
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..256)) {
+            if let Ok(batch) = Batch::decode(&bytes) {
+                prop_assert_eq!(batch.iter().count(), batch.len());
+                prop_assert_eq!(batch.encoded_len(), bytes.len());
+            }
+        }
+
+        #[test]
+        fn every_truncation_of_a_valid_batch_is_rejected(records in arb_records(), cut in any::<prop::sample::Index>()) {
+            let mut builder = BatchBuilder::new(0);
+            for (k, v, ts) in &records {
+                builder.push(k, v, *ts);
+            }
+            let bytes = builder.as_bytes();
+            let cut = cut.index(bytes.len());
+            prop_assert!(Batch::decode(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn names_the_record_that_runs_past_the_end() {
+        let mut b = BatchBuilder::new(0);
+        b.push(b"a", b"bb", 1);
+        b.push(b"key", b"value", 2);
+        let bytes = b.as_bytes();
+        let err = Batch::decode(&bytes[..bytes.len() - 1]).unwrap_err();
+        assert_eq!(
+            err,
+            DecodeError::Truncated { index: 1, offset: 46, needed: 5, len: bytes.len() - 1 }
+        );
+        assert_eq!(
+            err.to_string(),
+            "record 1 needs 5 bytes at offset 46 but the batch ends at 50"
+        );
+    }
+
+    #[test]
+    fn rejects_trailing_bytes_and_short_headers() {
+        let mut bytes = BatchBuilder::new(3).into_bytes();
+        bytes.push(0);
+        assert_eq!(
+            Batch::decode(&bytes).unwrap_err(),
+            DecodeError::TrailingBytes { records: 0, extra: 1 }
+        );
+        assert_eq!(Batch::decode(&[1, 2]).unwrap_err(), DecodeError::MissingHeader { len: 2 });
+    }
+
+    #[test]
+    fn huge_announced_count_fails_without_allocating() {
+        let mut bytes = u32::MAX.to_le_bytes().to_vec();
+        bytes.extend_from_slice(&0u32.to_le_bytes());
+        assert!(matches!(Batch::decode(&bytes), Err(DecodeError::Truncated { index: 0, .. })));
+    }
+
+    #[test]
+    fn builder_clear_keeps_port() {
+        let mut b = BatchBuilder::new(7);
+        b.push(b"k", b"v", 0);
+        b.clear();
+        assert_eq!(b.len(), 0);
+        let batch = Batch::decode(b.as_bytes()).unwrap();
+        assert_eq!((batch.port(), batch.len()), (7, 0));
+        let taken = {
+            b.push(b"x", b"", -5);
+            b.take_bytes()
+        };
+        assert_eq!(Batch::decode(&taken).unwrap().len(), 1);
+        assert_eq!(b.port(), 7);
+        assert!(b.is_empty());
+    }
+}

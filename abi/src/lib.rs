@@ -1,0 +1,77 @@
+//! The contract between the Weir host and a guest operator, as Rust code.
+//!
+//! `docs/ABI.md` is the normative text; this crate is its single Rust
+//! implementation. The host (`weir`) and the Rust guest SDK (`weir-sdk`) both
+//! depend on it, so the export names, the version number and the byte layout
+//! of batches and init messages cannot drift apart between the two sides.
+//!
+//! The crate has no dependencies and no `unsafe`: it compiles for the host and
+//! for `wasm32-unknown-unknown` alike.
+
+#![forbid(unsafe_code)]
+
+pub mod batch;
+pub mod init;
+mod wire;
+
+pub use batch::{Batch, BatchBuilder, DecodeError, Record, Records};
+pub use init::InitMessage;
+
+/// The ABI version this crate implements. A guest returns it from
+/// [`exports::ABI_VERSION`]; the host refuses a guest that returns another.
+pub const ABI_VERSION: u32 = 1;
+
+/// The module name under which the host provides every import.
+pub const IMPORT_MODULE: &str = "weir";
+
+/// Names of the functions (and the memory) a guest exports.
+///
+/// Required: [`MEMORY`](exports::MEMORY), [`ABI_VERSION`](exports::ABI_VERSION),
+/// [`ALLOC`](exports::ALLOC), [`PROCESS`](exports::PROCESS). Everything else is
+/// optional; `docs/ABI.md` says what the host does when one is absent.
+pub mod exports {
+    /// `memory`: the guest's linear memory, through which every buffer passes.
+    pub const MEMORY: &str = "memory";
+    /// `() -> i32`: the ABI version the guest was written against.
+    pub const ABI_VERSION: &str = "weir_abi_version";
+    /// `(len: i32) -> i32`: allocate `len` bytes for the host to write into; 0 on failure.
+    pub const ALLOC: &str = "weir_alloc";
+    /// `(ptr: i32, len: i32) -> i32`: take the init message; 0 on success.
+    pub const INIT: &str = "weir_init";
+    /// `(ptr: i32, len: i32) -> i32`: process one encoded batch; 0 on success.
+    pub const PROCESS: &str = "weir_process";
+    /// `() -> i32`: every input has ended; emit final records; 0 on success.
+    pub const FINISH: &str = "weir_finish";
+    /// `(checkpoint_id: i64) -> i32`: write the state through `save_state`; 0 on success.
+    pub const SNAPSHOT: &str = "weir_snapshot";
+    /// `(ptr: i32, len: i32) -> i32`: replace the state with a snapshot's bytes; 0 on success.
+    pub const RESTORE: &str = "weir_restore";
+    /// `(checkpoint_id: i64) -> i32`: checkpoints up to this id are complete; 0 on success.
+    pub const CHECKPOINT_COMPLETE: &str = "weir_checkpoint_complete";
+}
+
+/// Names of the functions the host provides under [`IMPORT_MODULE`].
+pub mod imports {
+    /// `(ptr: i32, len: i32)`: append one encoded batch of output records.
+    pub const EMIT: &str = "emit";
+    /// `(ptr: i32, len: i32)`: append bytes to the snapshot being taken.
+    pub const SAVE_STATE: &str = "save_state";
+    /// `(ptr: i32, len: i32)`: fail the current call with a UTF-8 message; never returns.
+    pub const FAIL: &str = "fail";
+    /// `(level: i32, ptr: i32, len: i32)`: write a UTF-8 log line.
+    pub const LOG: &str = "log";
+}
+
+/// Log levels understood by the `log` import.
+pub mod log_level {
+    /// Something went wrong.
+    pub const ERROR: i32 = 0;
+    /// Something looks wrong.
+    pub const WARN: i32 = 1;
+    /// Normal progress worth telling an operator of the job.
+    pub const INFO: i32 = 2;
+    /// Detail for the guest's author.
+    pub const DEBUG: i32 = 3;
+    /// Very fine detail.
+    pub const TRACE: i32 = 4;
+}
