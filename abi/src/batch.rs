@@ -75,7 +75,12 @@ impl fmt::Display for DecodeError {
                 f,
                 "batch is {len} bytes, shorter than its {HEADER_LEN}-byte header (record count, port)"
             ),
-            DecodeError::Truncated { index, offset, needed, len } => write!(
+            DecodeError::Truncated {
+                index,
+                offset,
+                needed,
+                len,
+            } => write!(
                 f,
                 "record {index} needs {needed} bytes at offset {offset} but the batch ends at {len}"
             ),
@@ -121,9 +126,16 @@ impl<'a> Batch<'a> {
             r.take(value_len).map_err(|s| truncated(index, s))?;
         }
         if r.remaining() != 0 {
-            return Err(DecodeError::TrailingBytes { records: count, extra: r.remaining() });
+            return Err(DecodeError::TrailingBytes {
+                records: count,
+                extra: r.remaining(),
+            });
         }
-        Ok(Batch { records: &bytes[HEADER_LEN..], count, port })
+        Ok(Batch {
+            records: &bytes[HEADER_LEN..],
+            count,
+            port,
+        })
     }
 
     /// The input port the batch arrived on (always 0 for output batches).
@@ -148,7 +160,10 @@ impl<'a> Batch<'a> {
 
     /// The records, in order.
     pub fn iter(&self) -> Records<'a> {
-        Records { reader: Reader::new(self.records), left: self.count }
+        Records {
+            reader: Reader::new(self.records),
+            left: self.count,
+        }
     }
 }
 
@@ -192,7 +207,11 @@ impl<'a> Iterator for Records<'a> {
         let value_len = self.reader.u32().ok()? as usize;
         let key = self.reader.take(key_len).ok()?;
         let value = self.reader.take(value_len).ok()?;
-        Some(Record { key, value, timestamp })
+        Some(Record {
+            key,
+            value,
+            timestamp,
+        })
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
@@ -235,7 +254,10 @@ impl BatchBuilder {
         let key_len = u32::try_from(key.len()).expect("record key longer than u32::MAX bytes");
         let value_len =
             u32::try_from(value.len()).expect("record value longer than u32::MAX bytes");
-        self.count = self.count.checked_add(1).expect("batch holds u32::MAX records");
+        self.count = self
+            .count
+            .checked_add(1)
+            .expect("batch holds u32::MAX records");
         self.buf.reserve(encoded_record_len(key.len(), value.len()));
         self.buf.extend_from_slice(&timestamp.to_le_bytes());
         self.buf.extend_from_slice(&key_len.to_le_bytes());
@@ -357,7 +379,12 @@ mod tests {
         let err = Batch::decode(&bytes[..bytes.len() - 1]).unwrap_err();
         assert_eq!(
             err,
-            DecodeError::Truncated { index: 1, offset: 46, needed: 5, len: bytes.len() - 1 }
+            DecodeError::Truncated {
+                index: 1,
+                offset: 46,
+                needed: 5,
+                len: bytes.len() - 1
+            }
         );
         assert_eq!(
             err.to_string(),
@@ -371,16 +398,25 @@ mod tests {
         bytes.push(0);
         assert_eq!(
             Batch::decode(&bytes).unwrap_err(),
-            DecodeError::TrailingBytes { records: 0, extra: 1 }
+            DecodeError::TrailingBytes {
+                records: 0,
+                extra: 1
+            }
         );
-        assert_eq!(Batch::decode(&[1, 2]).unwrap_err(), DecodeError::MissingHeader { len: 2 });
+        assert_eq!(
+            Batch::decode(&[1, 2]).unwrap_err(),
+            DecodeError::MissingHeader { len: 2 }
+        );
     }
 
     #[test]
     fn huge_announced_count_fails_without_allocating() {
         let mut bytes = u32::MAX.to_le_bytes().to_vec();
         bytes.extend_from_slice(&0u32.to_le_bytes());
-        assert!(matches!(Batch::decode(&bytes), Err(DecodeError::Truncated { index: 0, .. })));
+        assert!(matches!(
+            Batch::decode(&bytes),
+            Err(DecodeError::Truncated { index: 0, .. })
+        ));
     }
 
     #[test]

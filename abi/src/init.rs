@@ -65,18 +65,28 @@ impl<'a> InitMessage<'a> {
 
     /// Decodes and validates a message.
     pub fn decode(bytes: &'a [u8]) -> Result<Self, InitDecodeError> {
-        let short = |field| move |_| InitDecodeError { field, problem: "message ends early" };
+        let short = |field| {
+            move |_| InitDecodeError {
+                field,
+                problem: "message ends early",
+            }
+        };
         let mut r = Reader::new(bytes);
         let subtask = r.u32().map_err(short("subtask_index"))?;
         let parallelism = r.u32().map_err(short("parallelism"))?;
         let name_len = r.u32().map_err(short("name_len"))? as usize;
         let name = r.take(name_len).map_err(short("name"))?;
-        let operator = core::str::from_utf8(name)
-            .map_err(|_| InitDecodeError { field: "name", problem: "not UTF-8" })?;
+        let operator = core::str::from_utf8(name).map_err(|_| InitDecodeError {
+            field: "name",
+            problem: "not UTF-8",
+        })?;
         let config_len = r.u32().map_err(short("config_len"))? as usize;
         let config = r.take(config_len).map_err(short("config"))?;
         if r.remaining() != 0 {
-            return Err(InitDecodeError { field: "config", problem: "bytes follow the config" });
+            return Err(InitDecodeError {
+                field: "config",
+                problem: "bytes follow the config",
+            });
         }
         if subtask >= parallelism {
             return Err(InitDecodeError {
@@ -84,7 +94,12 @@ impl<'a> InitMessage<'a> {
                 problem: "not below parallelism",
             });
         }
-        Ok(InitMessage { operator, subtask, parallelism, config })
+        Ok(InitMessage {
+            operator,
+            subtask,
+            parallelism,
+            config,
+        })
     }
 }
 
@@ -94,7 +109,12 @@ mod tests {
 
     #[test]
     fn round_trips() {
-        let msg = InitMessage { operator: "count", subtask: 1, parallelism: 2, config: b"k=v" };
+        let msg = InitMessage {
+            operator: "count",
+            subtask: 1,
+            parallelism: 2,
+            config: b"k=v",
+        };
         let bytes = msg.encode();
         assert_eq!(bytes.len(), 4 + 4 + 4 + 5 + 4 + 3);
         assert_eq!(InitMessage::decode(&bytes).unwrap(), msg);
@@ -102,12 +122,22 @@ mod tests {
 
     #[test]
     fn rejects_bad_messages_naming_the_field() {
-        let msg = InitMessage { operator: "op", subtask: 0, parallelism: 1, config: b"" };
+        let msg = InitMessage {
+            operator: "op",
+            subtask: 0,
+            parallelism: 1,
+            config: b"",
+        };
         let bytes = msg.encode();
         for cut in 0..bytes.len() {
             assert!(InitMessage::decode(&bytes[..cut]).is_err(), "cut at {cut}");
         }
-        let bad = InitMessage { subtask: 1, parallelism: 1, ..msg }.encode();
+        let bad = InitMessage {
+            subtask: 1,
+            parallelism: 1,
+            ..msg
+        }
+        .encode();
         assert_eq!(
             InitMessage::decode(&bad).unwrap_err().to_string(),
             "init message field `subtask_index`: not below parallelism"

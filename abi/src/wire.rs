@@ -25,14 +25,20 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn take(&mut self, len: usize) -> Result<&'a [u8], Short> {
-        let end = self.pos.checked_add(len).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|&end| end <= self.bytes.len());
         match end {
             Some(end) => {
                 let out = &self.bytes[self.pos..end];
                 self.pos = end;
                 Ok(out)
             }
-            None => Err(Short { offset: self.pos, needed: len }),
+            None => Err(Short {
+                offset: self.pos,
+                needed: len,
+            }),
         }
     }
 
