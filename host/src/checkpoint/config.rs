@@ -1,0 +1,69 @@
+//! The checkpoint settings of a job: the `[checkpoint]` table of the job file,
+//! validated. Each field has the meaning of the Flink setting of the same name.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How barriers from several inputs are handled.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointMode {
+    /// Inputs whose barrier arrived are blocked until every input's barrier
+    /// arrived (alignment): no record after the barrier is processed before
+    /// the snapshot. Flink's `EXACTLY_ONCE`.
+    ExactlyOnce,
+    /// Barriers are only tracked: the snapshot is taken when the last one
+    /// arrives, and records after an early barrier may be processed before it
+    /// (and so be replayed after a restore). Flink's `AT_LEAST_ONCE`.
+    AtLeastOnce,
+}
+
+/// What happens to completed checkpoints when a job is cancelled.
+/// (On failure they are always kept.)
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Retention {
+    /// Keep them, so the job can be restarted from them. Flink's `RETAIN_ON_CANCELLATION`.
+    RetainOnCancel,
+    /// Delete them. Flink's `DELETE_ON_CANCELLATION`.
+    DeleteOnCancel,
+}
+
+/// Validated checkpoint settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CheckpointConfig {
+    /// Time between two periodic checkpoints; `None` disables periodic
+    /// checkpoints (savepoints still work). Flink's `enableCheckpointing(ms)`.
+    pub interval: Option<Duration>,
+    /// Exactly-once (aligned barriers) or at-least-once (tracked barriers).
+    pub mode: CheckpointMode,
+    /// Least time from the completion of one checkpoint to the trigger of the next.
+    pub min_pause: Duration,
+    /// A pending checkpoint not complete after this long is aborted.
+    pub timeout: Duration,
+    /// How many checkpoints may be pending at once (at least 1).
+    pub max_concurrent: u32,
+    /// What cancel does to completed checkpoints.
+    pub on_cancel: Retention,
+    /// Directory holding this job's checkpoints and savepoints.
+    pub directory: PathBuf,
+    /// How many completed checkpoints to keep (at least 1); older ones are pruned.
+    pub retained: usize,
+    /// How many checkpoint failures in a row are tolerated before the job fails over.
+    pub tolerable_failures: u32,
+}
+
+impl CheckpointConfig {
+    /// Flink's defaults, with periodic checkpoints off, storing in `directory`.
+    pub fn new(directory: PathBuf) -> Self {
+        CheckpointConfig {
+            interval: None,
+            mode: CheckpointMode::ExactlyOnce,
+            min_pause: Duration::ZERO,
+            timeout: Duration::from_secs(600),
+            max_concurrent: 1,
+            on_cancel: Retention::RetainOnCancel,
+            directory,
+            retained: 1,
+            tolerable_failures: 0,
+        }
+    }
+}

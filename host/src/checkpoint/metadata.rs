@@ -1,0 +1,427 @@
+//! What a completed checkpoint records about itself: the `_metadata` file.
+//!
+//! Why a module of its own: the metadata is the commit record of a checkpoint
+//! (its presence is what makes a checkpoint complete) and the map a restore
+//! follows (which task's state is in which file, how long it is, what its
+//! checksum is). It is also the one file people read when something went
+//! wrong, so its payload is pretty-printed JSON inside the usual frame
+//! ([`format`](mod@format)): inspectable with `tail -c +21 _metadata | head -c -4`
+//! or `weir checkpoints`, and evolvable — new optional fields can be added
+//! with a serde default without a version bump; a change an older build must
+//! not misread bumps [`METADATA_VERSION`], which readers check before
+//! anything else.
+//!
+//! Source positions need no field of their own: a source's offset is its
+//! state, stored in its state file like any operator's.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use thiserror::Error;
+
+use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError};
+use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::dataflow::TaskId;
+
+/// The version of the metadata JSON schema this build writes, and the newest
+/// it reads.
+pub const METADATA_VERSION: u32 = 1;
+
+/// Where one task's snapshot lives, and how to tell it is intact.
+///
+/// The asynchronous part of a snapshot returns it once the file is durable;
+/// the task's acknowledgement carries it to the coordinator, which records it
+/// in the metadata; a restore reads it back and refuses a file that does not
+/// match it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct StateHandle {
+    /// The state file's name, relative to the checkpoint directory, so a
+    /// checkpoint directory can be moved or copied as a whole.
+    pub file: String,
+    /// Length of the whole file in bytes (payload plus the 24-byte frame).
+    pub length: u64,
+    /// The CRC-32 stored in the file's trailer: it covers every byte before
+    /// it, so equal checksums mean this very file, not just a valid one.
+    /// Written as an 8-digit hex string, as checksums appear in messages.
+    #[serde(with = "hex_u32")]
+    pub crc32: u32,
+}
+
+/// One task's entry in the metadata: its state and what the snapshot cost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskStateMeta {
+    /// The task (vertex name and subtask index).
+    pub task: TaskId,
+    /// Where its state is.
+    pub handle: StateHandle,
+    /// Size of the state itself (the payload of the state file), in bytes.
+    pub state_bytes: u64,
+    /// Synchronous part of the snapshot (the guest's snapshot export and the
+    /// copy out), in milliseconds: the time processing paused.
+    pub sync_duration_ms: u64,
+    /// Asynchronous part (write, fsync, checksum), in milliseconds.
+    pub async_duration_ms: u64,
+    /// Time the task spent aligning barriers (exactly-once mode), in
+    /// milliseconds; 0 for a task with one input.
+    pub alignment_duration_ms: u64,
+}
+
+/// The record of one completed checkpoint or savepoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointMetadata {
+    /// Schema version of this record ([`METADATA_VERSION`] when written by
+    /// this build).
+    pub format_version: u32,
+    /// The job's name, as in the job file.
+    pub job_name: String,
+    /// Fingerprint of the job graph the checkpoint was taken from, so a
+    /// restore can tell whether the graph changed. Written as a 16-digit hex
+    /// string: JSON numbers lose precision above 2^53 in many readers.
+    #[serde(with = "hex_u64")]
+    pub job_fingerprint: u64,
+    /// The checkpoint's id.
+    pub checkpoint_id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// When the coordinator triggered it, Unix time in milliseconds.
+    pub trigger_time_ms: u64,
+    /// When the last acknowledgement arrived and the metadata was written,
+    /// Unix time in milliseconds.
+    pub completion_time_ms: u64,
+    /// Trigger to completion, in milliseconds.
+    pub duration_ms: u64,
+    /// Parallelism of every vertex of the job graph, by vertex name: a
+    /// restore refuses a changed parallelism of a stateful vertex.
+    pub parallelism: BTreeMap<String, u32>,
+    /// Every task's state, one entry per task of the execution graph.
+    pub tasks: Vec<TaskStateMeta>,
+}
+
+/// A metadata file that cannot be trusted, naming the file and the problem.
+#[derive(Debug, Error)]
+pub enum MetadataError {
+    /// The frame does not verify (magic, version, length, checksum).
+    #[error(transparent)]
+    Format(#[from] FormatError),
+    /// The payload is not the JSON of a metadata record.
+    #[error("metadata file {path}: invalid json: {source}")]
+    Json {
+        /// The metadata file.
+        path: PathBuf,
+        /// What the JSON parser said.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The record was written by a newer build.
+    #[error(
+        "metadata file {path}: unsupported metadata version {found} (this build reads {supported})"
+    )]
+    UnsupportedVersion {
+        /// The metadata file.
+        path: PathBuf,
+        /// The version in the file.
+        found: u32,
+        /// [`METADATA_VERSION`].
+        supported: u32,
+    },
+    /// The record parses but contradicts itself or its directory.
+    #[error("metadata file {path}: {problem}")]
+    Invalid {
+        /// The metadata file.
+        path: PathBuf,
+        /// What is inconsistent.
+        problem: String,
+    },
+}
+
+impl CheckpointMetadata {
+    /// The framed bytes of this record, as written to `_metadata`.
+    pub fn encode(&self) -> Vec<u8> {
+        let json = serde_json::to_vec_pretty(self).expect("metadata always serializes to json");
+        format::encode(FileKind::Metadata, &json)
+    }
+
+    /// Reads a record from the bytes of the metadata file at `path`: verifies
+    /// the frame, the schema version, then the record's own consistency
+    /// ([`validate`](Self::validate)). Never panics, whatever the bytes.
+    pub fn decode(path: &Path, bytes: &[u8]) -> Result<Self, MetadataError> {
+        let frame = format::decode(FileKind::Metadata, path, bytes)?;
+        let json_error = |source| MetadataError::Json {
+            path: path.to_owned(),
+            source,
+        };
+        // The version first, so a newer record is refused by name rather
+        // than by whatever field it renamed.
+        #[derive(Deserialize)]
+        struct Version {
+            format_version: u32,
+        }
+        let version: Version = serde_json::from_slice(frame.payload).map_err(json_error)?;
+        if version.format_version > METADATA_VERSION || version.format_version == 0 {
+            return Err(MetadataError::UnsupportedVersion {
+                path: path.to_owned(),
+                found: version.format_version,
+                supported: METADATA_VERSION,
+            });
+        }
+        let meta: CheckpointMetadata = serde_json::from_slice(frame.payload).map_err(json_error)?;
+        meta.validate().map_err(|problem| MetadataError::Invalid {
+            path: path.to_owned(),
+            problem,
+        })?;
+        Ok(meta)
+    }
+
+    /// Checks that the record is consistent: one entry per task of the
+    /// execution graph that `parallelism` describes, no task twice, every
+    /// state file a plain name. Returns the first problem found, in words.
+    pub fn validate(&self) -> Result<(), String> {
+        let mut seen = BTreeSet::new();
+        for entry in &self.tasks {
+            let task = &entry.task;
+            let Some(&parallelism) = self.parallelism.get(&task.vertex) else {
+                return Err(format!(
+                    "task {task} belongs to no vertex of the recorded parallelism"
+                ));
+            };
+            if task.subtask >= parallelism {
+                return Err(format!(
+                    "task {task} is beyond the parallelism {parallelism} of vertex {:?}",
+                    task.vertex
+                ));
+            }
+            if !seen.insert(task) {
+                return Err(format!("task {task} is recorded twice"));
+            }
+            if !CheckpointLayout::is_plain_file_name(&entry.handle.file) {
+                return Err(format!(
+                    "task {task}: state file name {:?} is not a plain file name",
+                    entry.handle.file
+                ));
+            }
+            if entry.state_bytes.checked_add(FRAME_OVERHEAD as u64) != Some(entry.handle.length) {
+                return Err(format!(
+                    "task {task}: {} bytes of state cannot make a state file of {} bytes",
+                    entry.state_bytes, entry.handle.length
+                ));
+            }
+        }
+        let expected: u64 = self.parallelism.values().map(|&p| u64::from(p)).sum();
+        if seen.len() as u64 != expected {
+            return Err(format!(
+                "{} tasks recorded but the parallelism of the vertices adds up to {expected}",
+                seen.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The entry of `task`, if it is recorded.
+    pub fn task(&self, task: &TaskId) -> Option<&TaskStateMeta> {
+        self.tasks.iter().find(|entry| &entry.task == task)
+    }
+
+    /// Total size of all tasks' state, in bytes (what `weir checkpoints`
+    /// shows as the checkpoint's size).
+    pub fn state_bytes(&self) -> u64 {
+        self.tasks.iter().map(|entry| entry.state_bytes).sum()
+    }
+}
+
+/// Serde for a `u64` as a `0x`-prefixed, 16-digit hex string.
+mod hex_u64 {
+    use serde::{Deserializer, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format!("{value:#018x}"))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        super::parse_hex(deserializer)
+    }
+}
+
+/// Serde for a `u32` as a `0x`-prefixed, 8-digit hex string, as checksums
+/// are shown in error messages.
+mod hex_u32 {
+    use serde::{Deserializer, Serializer, de::Error};
+
+    pub(super) fn serialize<S: Serializer>(value: &u32, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format!("{value:#010x}"))
+    }
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+        let value = super::parse_hex(deserializer)?;
+        u32::try_from(value)
+            .map_err(|_| D::Error::custom(format!("{value:#x} does not fit in 32 bits")))
+    }
+}
+
+/// Reads a `0x`-prefixed hex string.
+fn parse_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    use serde::de::Error;
+    let text = String::deserialize(deserializer)?;
+    let digits = text.strip_prefix("0x").ok_or_else(|| {
+        D::Error::custom(format!("expected a 0x-prefixed hex string, found {text:?}"))
+    })?;
+    u64::from_str_radix(digits, 16)
+        .map_err(|e| D::Error::custom(format!("bad hex number {text:?}: {e}")))
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A consistent metadata record of checkpoint `id` with `count` at
+    /// parallelism 2 and a `source` at parallelism 1.
+    pub(crate) fn sample(kind: CheckpointKind, id: u64) -> CheckpointMetadata {
+        let task = |vertex: &str, subtask| TaskStateMeta {
+            task: TaskId::new(vertex, subtask),
+            handle: StateHandle {
+                file: CheckpointLayout::state_file_name(&TaskId::new(vertex, subtask)).unwrap(),
+                length: 30,
+                crc32: 0x1234_5678,
+            },
+            state_bytes: 6,
+            sync_duration_ms: 1,
+            async_duration_ms: 2,
+            alignment_duration_ms: 0,
+        };
+        CheckpointMetadata {
+            format_version: METADATA_VERSION,
+            job_name: "wordcount".into(),
+            job_fingerprint: 0xfeed_beef_0000_0001,
+            checkpoint_id: CheckpointId(id),
+            kind,
+            trigger_time_ms: 1_700_000_000_000 + id * 1000,
+            completion_time_ms: 1_700_000_000_050 + id * 1000,
+            duration_ms: 50,
+            parallelism: [("source".to_string(), 1), ("count".to_string(), 2)].into(),
+            tasks: vec![task("source", 0), task("count", 0), task("count", 1)],
+        }
+    }
+
+    fn p() -> &'static Path {
+        Path::new("/jobs/wc/chk-0000000003/_metadata")
+    }
+
+    #[test]
+    fn round_trips_through_the_framed_file() {
+        let meta = sample(CheckpointKind::Checkpoint, 3);
+        assert_eq!(
+            CheckpointMetadata::decode(p(), &meta.encode()).unwrap(),
+            meta
+        );
+    }
+
+    #[test]
+    fn json_is_readable_and_names_its_fields() {
+        let meta = sample(CheckpointKind::Savepoint, 3);
+        let bytes = meta.encode();
+        let json = std::str::from_utf8(&bytes[format::HEADER_LEN..bytes.len() - 4]).unwrap();
+        for needle in [
+            "\"format_version\": 1",
+            "\"job_fingerprint\": \"0xfeedbeef00000001\"",
+            "\"checkpoint_id\": 3",
+            "\"kind\": \"savepoint\"",
+            "\"vertex\": \"count\"",
+            "\"file\": \"count-1.state\"",
+            "\"alignment_duration_ms\": 0",
+            "\"crc32\": \"0x12345678\"",
+        ] {
+            assert!(json.contains(needle), "{needle} not in {json}");
+        }
+    }
+
+    #[test]
+    fn a_flipped_byte_is_a_checksum_error_naming_the_file() {
+        let mut bytes = sample(CheckpointKind::Checkpoint, 3).encode();
+        let i = bytes.len() / 2;
+        bytes[i] ^= 0x01;
+        let err = CheckpointMetadata::decode(p(), &bytes).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.starts_with("metadata file /jobs/wc/chk-0000000003/_metadata: checksum mismatch"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused_by_version() {
+        let mut meta = sample(CheckpointKind::Checkpoint, 3);
+        meta.format_version = 9;
+        let err = CheckpointMetadata::decode(p(), &meta.encode()).unwrap_err();
+        assert!(
+            err.to_string()
+                .ends_with("unsupported metadata version 9 (this build reads 1)"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn framed_non_json_is_named() {
+        let bytes = format::encode(FileKind::Metadata, b"not json");
+        let err = CheckpointMetadata::decode(p(), &bytes).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("metadata file /jobs/wc/chk-0000000003/_metadata: invalid json")
+        );
+    }
+
+    #[test]
+    fn inconsistent_records_are_refused() {
+        let mut missing = sample(CheckpointKind::Checkpoint, 3);
+        missing.tasks.pop();
+        let mut twice = sample(CheckpointKind::Checkpoint, 3);
+        twice.tasks[2] = twice.tasks[1].clone();
+        let mut beyond = sample(CheckpointKind::Checkpoint, 3);
+        beyond.tasks[2].task.subtask = 5;
+        let mut escape = sample(CheckpointKind::Checkpoint, 3);
+        escape.tasks[0].handle.file = "../../secret".into();
+        let mut stranger = sample(CheckpointKind::Checkpoint, 3);
+        stranger.tasks[0].task.vertex = "ghost".into();
+        let mut sizes = sample(CheckpointKind::Checkpoint, 3);
+        sizes.tasks[1].handle.length = 31;
+        for (meta, needle) in [
+            (
+                missing,
+                "2 tasks recorded but the parallelism of the vertices adds up to 3",
+            ),
+            (twice, "recorded twice"),
+            (beyond, "beyond the parallelism 2"),
+            (escape, "not a plain file name"),
+            (stranger, "belongs to no vertex"),
+            (
+                sizes,
+                "6 bytes of state cannot make a state file of 31 bytes",
+            ),
+        ] {
+            let err = CheckpointMetadata::decode(p(), &meta.encode()).unwrap_err();
+            assert!(matches!(err, MetadataError::Invalid { .. }), "{err}");
+            assert!(err.to_string().contains(needle), "{err}");
+        }
+    }
+
+    #[test]
+    fn sums_state_bytes_and_finds_tasks() {
+        let meta = sample(CheckpointKind::Checkpoint, 3);
+        assert_eq!(meta.state_bytes(), 18);
+        assert!(meta.task(&TaskId::new("count", 1)).is_some());
+        assert!(meta.task(&TaskId::new("count", 2)).is_none());
+    }
+
+    proptest! {
+        #[test]
+        fn reading_arbitrary_bytes_as_metadata_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = CheckpointMetadata::decode(p(), &bytes);
+        }
+
+        #[test]
+        fn reading_arbitrary_framed_json_never_panics(json in "\\PC{0,200}") {
+            let _ = CheckpointMetadata::decode(p(), &format::encode(FileKind::Metadata, json.as_bytes()));
+        }
+    }
+}

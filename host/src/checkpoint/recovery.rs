@@ -1,0 +1,540 @@
+//! Which checkpoint to restore, which to prune, and whether one can be
+//! trusted: the decisions of recovery, apart from the I/O.
+//!
+//! Why a module of its own: these choices decide whether a restart loses or
+//! duplicates output, so they are small synchronous functions over plain
+//! facts (the listings the storage found, the ids completed so far), tested
+//! exhaustively without a disk or a runtime (STYLE habit 7). The CLI and the
+//! coordinator call them; they never list directories themselves.
+//! [`verify`] and [`restore_latest`] do read, but only through
+//! [`CheckpointStorage`], so they run as well over [`MemoryStorage`](crate::checkpoint::storage::MemoryStorage).
+//!
+//! # What `--restore latest` picks
+//!
+//! The **newest complete snapshot by id, checkpoint or savepoint**, whose
+//! metadata and every state file verify. Checkpoints and savepoints share
+//! one id sequence, and sinks commit on the completion of either; restoring
+//! a checkpoint older than a newer savepoint would replay records whose
+//! output an exactly-once sink already committed, so a newer savepoint wins.
+//! (This differs from Flink, whose "latest" looks only at checkpoints.) Only
+//! savepoints in the job's layout are seen. The two kinds never share an id
+//! in normal operation; if they do (a savepoint copied in by hand), the
+//! checkpoint is preferred.
+//!
+//! Every newer directory passed over is reported with its reason, so the CLI
+//! can print `skipping chk-0000000007: state file …/count-1.state: checksum mismatch: …`.
+//!
+//! # What pruning removes
+//!
+//! Only checkpoints: the oldest completed ones beyond the `retained` newest.
+//! Savepoints are never pruned and do not count towards `retained`. At least
+//! one completed checkpoint is always kept, whatever `retained` says: it is
+//! the only way back after a failure.
+
+use std::cmp::Reverse;
+use std::fmt;
+use std::path::Path;
+
+use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
+use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::storage::{
+    CheckpointListing, CheckpointStorage, ListingStatus, StorageError,
+};
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+
+/// Why a checkpoint was passed over.
+#[derive(Debug)]
+pub enum SkipReason {
+    /// It has no metadata: it was never completed.
+    Incomplete,
+    /// Its metadata or one of its state files does not verify; the error
+    /// names the file and the problem.
+    Corrupt(StorageError),
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::Incomplete => f.write_str("incomplete: missing metadata"),
+            SkipReason::Corrupt(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+/// A checkpoint newer than the one chosen, passed over, and why.
+/// Displays as `skipping chk-0000000007: <reason>`.
+#[derive(Debug)]
+pub struct Skipped {
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Its id.
+    pub id: CheckpointId,
+    /// Its directory.
+    pub location: CheckpointLocation,
+    /// Why it was passed over.
+    pub reason: SkipReason,
+}
+
+impl fmt::Display for Skipped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "skipping {}: {}",
+            CheckpointLayout::dir_name(self.kind, self.id),
+            self.reason
+        )
+    }
+}
+
+/// A verified checkpoint to restore from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestorePoint {
+    /// Its directory: state handles are relative to it.
+    pub location: CheckpointLocation,
+    /// Its verified metadata.
+    pub metadata: CheckpointMetadata,
+}
+
+/// The outcome of choosing the latest checkpoint.
+#[derive(Debug)]
+pub struct LatestSelection {
+    /// The newest complete, verified checkpoint or savepoint; `None` if
+    /// there is none.
+    pub chosen: Option<RestorePoint>,
+    /// Every checkpoint newer than the chosen one (all of them if none was
+    /// chosen), newest first, with the reason it was passed over.
+    pub skipped: Vec<Skipped>,
+}
+
+/// Chooses what `--restore latest` restores, from the storage's listings:
+/// walks them newest first, skipping incomplete and corrupt ones, and calls
+/// `verify` on each complete one until one verifies. Pure but for `verify`.
+pub fn choose_latest<F>(mut listings: Vec<CheckpointListing>, mut verify: F) -> LatestSelection
+where
+    F: FnMut(&CheckpointLocation) -> Result<CheckpointMetadata, StorageError>,
+{
+    // Newest first; on a tie of ids, the checkpoint before the savepoint.
+    let rank = |kind| match kind {
+        CheckpointKind::Checkpoint => 1,
+        CheckpointKind::Savepoint => 0,
+    };
+    listings.sort_by_key(|listing| Reverse((listing.id, rank(listing.kind))));
+    let mut skipped = Vec::new();
+    for listing in listings {
+        let CheckpointListing {
+            kind,
+            id,
+            location,
+            status,
+        } = listing;
+        let reason = match status {
+            ListingStatus::Incomplete => SkipReason::Incomplete,
+            ListingStatus::Corrupt(error) => SkipReason::Corrupt(error),
+            ListingStatus::Complete(_) => match verify(&location) {
+                Ok(metadata) => {
+                    return LatestSelection {
+                        chosen: Some(RestorePoint { location, metadata }),
+                        skipped,
+                    };
+                }
+                Err(error) => SkipReason::Corrupt(error),
+            },
+        };
+        skipped.push(Skipped {
+            kind,
+            id,
+            location,
+            reason,
+        });
+    }
+    LatestSelection {
+        chosen: None,
+        skipped,
+    }
+}
+
+/// Checks that the checkpoint at `location` can be trusted: its metadata
+/// verifies, and so does every state file it references (frame, length and
+/// checksum against the state handle). Reads every state file once; the
+/// first failure is returned, naming the file.
+pub fn verify<S>(
+    storage: &S,
+    location: &CheckpointLocation,
+) -> Result<CheckpointMetadata, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    let metadata = storage.read_metadata(location)?;
+    for entry in &metadata.tasks {
+        storage.read_state(location, &entry.handle)?;
+    }
+    Ok(metadata)
+}
+
+/// `--restore latest`: lists the storage and chooses with [`choose_latest`],
+/// verifying each candidate with [`verify`].
+pub fn restore_latest<S>(storage: &S) -> Result<LatestSelection, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    Ok(choose_latest(storage.list()?, |location| {
+        verify(storage, location)
+    }))
+}
+
+/// `--restore PATH`: the checkpoint or savepoint at `path` (its directory or
+/// its `_metadata` file), verified.
+pub fn restore_from_path<S>(storage: &S, path: &Path) -> Result<RestorePoint, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    let location = storage.locate(path)?;
+    let metadata = verify(storage, &location)?;
+    Ok(RestorePoint { location, metadata })
+}
+
+/// Which completed checkpoints to delete so that the `retained` newest
+/// remain (at least one). Savepoints in `completed` are never returned and
+/// do not count. The result is sorted oldest first.
+pub fn checkpoints_to_prune(
+    completed: &[(CheckpointKind, CheckpointId)],
+    retained: usize,
+) -> Vec<CheckpointId> {
+    let mut ids: Vec<CheckpointId> = completed
+        .iter()
+        .filter(|(kind, _)| *kind == CheckpointKind::Checkpoint)
+        .map(|&(_, id)| id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let keep = retained.max(1);
+    ids.truncate(ids.len().saturating_sub(keep));
+    ids
+}
+
+/// The id the coordinator should use next: after every id present in the
+/// storage (complete, incomplete or corrupt, so no directory is ever reused)
+/// and after the restored one (which may come from elsewhere).
+pub fn next_checkpoint_id(
+    listings: &[CheckpointListing],
+    restored: Option<CheckpointId>,
+) -> CheckpointId {
+    listings
+        .iter()
+        .map(|listing| listing.id)
+        .chain(restored)
+        .max()
+        .map_or(CheckpointId(1), CheckpointId::next)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
+    use crate::checkpoint::metadata::tests::sample;
+    use crate::checkpoint::storage::{LocalStorage, MemoryStorage};
+    use crate::dataflow::TaskId;
+    use std::fs;
+    use std::path::PathBuf;
+
+    const CHK: CheckpointKind = CheckpointKind::Checkpoint;
+    const SP: CheckpointKind = CheckpointKind::Savepoint;
+
+    fn listing(kind: CheckpointKind, id: u64, status: ListingStatus) -> CheckpointListing {
+        let layout = CheckpointLayout::new("/jobs/wc");
+        CheckpointListing {
+            kind,
+            id: CheckpointId(id),
+            location: layout.location(kind, CheckpointId(id)),
+            status,
+        }
+    }
+
+    fn complete(kind: CheckpointKind, id: u64) -> CheckpointListing {
+        listing(
+            kind,
+            id,
+            ListingStatus::Complete(Box::new(sample(kind, id))),
+        )
+    }
+
+    fn corrupt_error(file: &str) -> StorageError {
+        StorageError::Format(FormatError {
+            kind: FileKind::State,
+            path: PathBuf::from(file),
+            problem: FormatProblem::ChecksumMismatch {
+                stored: 1,
+                computed: 2,
+            },
+        })
+    }
+
+    /// A verifier that accepts everything but the given locations.
+    fn verifier(
+        bad: &[&str],
+    ) -> impl FnMut(&CheckpointLocation) -> Result<CheckpointMetadata, StorageError> {
+        let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
+        move |location| {
+            let (kind, id) = location.parsed_name().unwrap();
+            if bad.contains(&location.name()) {
+                Err(corrupt_error(&format!("{}/count-1.state", location.name())))
+            } else {
+                Ok(sample(kind, id.0))
+            }
+        }
+    }
+
+    fn chosen(selection: &LatestSelection) -> Option<String> {
+        selection.chosen.as_ref().map(|point| point.location.name())
+    }
+
+    fn skipped(selection: &LatestSelection) -> Vec<String> {
+        selection.skipped.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn chooses_the_newest_complete_checkpoint() {
+        let listings = vec![complete(CHK, 1), complete(CHK, 3), complete(CHK, 2)];
+        let selection = choose_latest(listings, verifier(&[]));
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000003"));
+        assert!(selection.skipped.is_empty());
+        assert_eq!(selection.chosen.unwrap().metadata, sample(CHK, 3));
+    }
+
+    #[test]
+    fn skips_newer_incomplete_and_corrupt_checkpoints_with_the_reason() {
+        let listings = vec![
+            complete(CHK, 5),
+            listing(
+                CHK,
+                6,
+                ListingStatus::Corrupt(corrupt_error("chk-0000000006/_metadata")),
+            ),
+            complete(CHK, 7),
+            listing(CHK, 8, ListingStatus::Incomplete),
+            complete(CHK, 4),
+            listing(CHK, 2, ListingStatus::Incomplete),
+        ];
+        let selection = choose_latest(listings, verifier(&["chk-0000000007"]));
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000005"));
+        assert_eq!(
+            skipped(&selection),
+            [
+                "skipping chk-0000000008: incomplete: missing metadata",
+                "skipping chk-0000000007: state file chk-0000000007/count-1.state: \
+                 checksum mismatch: stored 0x00000001, computed 0x00000002",
+                "skipping chk-0000000006: state file chk-0000000006/_metadata: \
+                 checksum mismatch: stored 0x00000001, computed 0x00000002",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_newer_savepoint_wins_an_older_one_does_not() {
+        let selection = choose_latest(vec![complete(CHK, 3), complete(SP, 4)], verifier(&[]));
+        assert_eq!(chosen(&selection).as_deref(), Some("sp-0000000004"));
+        let selection = choose_latest(vec![complete(SP, 2), complete(CHK, 3)], verifier(&[]));
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000003"));
+    }
+
+    #[test]
+    fn on_a_tie_of_ids_the_checkpoint_wins() {
+        let selection = choose_latest(vec![complete(SP, 3), complete(CHK, 3)], verifier(&[]));
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000003"));
+    }
+
+    #[test]
+    fn nothing_complete_chooses_nothing_and_reports_everything() {
+        let selection = choose_latest(vec![], verifier(&[]));
+        assert!(selection.chosen.is_none() && selection.skipped.is_empty());
+        let listings = vec![listing(CHK, 1, ListingStatus::Incomplete), complete(CHK, 2)];
+        let selection = choose_latest(listings, verifier(&["chk-0000000002"]));
+        assert!(selection.chosen.is_none());
+        assert_eq!(selection.skipped.len(), 2);
+        assert_eq!(selection.skipped[0].id, CheckpointId(2));
+    }
+
+    #[test]
+    fn verifies_only_until_one_passes() {
+        let mut calls = Vec::new();
+        let listings = vec![complete(CHK, 1), complete(CHK, 2), complete(CHK, 3)];
+        let selection = choose_latest(listings, |location| {
+            calls.push(location.name());
+            verifier(&["chk-0000000003"])(location)
+        });
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000002"));
+        assert_eq!(calls, ["chk-0000000003", "chk-0000000002"]);
+    }
+
+    #[test]
+    fn pruning_keeps_exactly_retained_checkpoints_and_never_savepoints() {
+        let completed: Vec<_> = [
+            (CHK, 1),
+            (SP, 2),
+            (CHK, 3),
+            (CHK, 5),
+            (SP, 6),
+            (CHK, 4),
+            (CHK, 7),
+        ]
+        .iter()
+        .map(|&(kind, id)| (kind, CheckpointId(id)))
+        .collect();
+        let ids = |v: Vec<CheckpointId>| v.into_iter().map(|id| id.0).collect::<Vec<_>>();
+        assert_eq!(ids(checkpoints_to_prune(&completed, 2)), [1, 3, 4]);
+        assert_eq!(ids(checkpoints_to_prune(&completed, 1)), [1, 3, 4, 5]);
+        assert_eq!(ids(checkpoints_to_prune(&completed, 5)), Vec::<u64>::new());
+        assert_eq!(ids(checkpoints_to_prune(&completed, 50)), Vec::<u64>::new());
+        // Never the last one, even if asked to keep none.
+        assert_eq!(ids(checkpoints_to_prune(&completed, 0)), [1, 3, 4, 5]);
+        // Savepoints alone: nothing to prune.
+        assert!(
+            checkpoints_to_prune(&[(SP, CheckpointId(1)), (SP, CheckpointId(2))], 1).is_empty()
+        );
+        for retained in 1..8 {
+            let pruned = checkpoints_to_prune(&completed, retained);
+            let kept = 5 - pruned.len();
+            assert_eq!(kept, retained.min(5), "retained {retained}");
+        }
+    }
+
+    #[test]
+    fn next_id_follows_every_listed_and_the_restored_id() {
+        assert_eq!(next_checkpoint_id(&[], None), CheckpointId(1));
+        assert_eq!(
+            next_checkpoint_id(&[], Some(CheckpointId(41))),
+            CheckpointId(42)
+        );
+        let listings = vec![
+            complete(CHK, 3),
+            listing(CHK, 9, ListingStatus::Corrupt(corrupt_error("x"))),
+            listing(SP, 7, ListingStatus::Incomplete),
+        ];
+        assert_eq!(
+            next_checkpoint_id(&listings, Some(CheckpointId(3))),
+            CheckpointId(10)
+        );
+    }
+
+    // --- over real storage ---
+
+    /// Writes every task of `sample(kind, id)` and publishes the metadata.
+    fn write_checkpoint(storage: &dyn CheckpointStorage, kind: CheckpointKind, id: u64) {
+        let mut meta = sample(kind, id);
+        for entry in &mut meta.tasks {
+            let state = format!("{}@{id}", entry.task);
+            entry.handle = storage
+                .write_state(kind, CheckpointId(id), &entry.task, state.as_bytes())
+                .unwrap();
+            entry.state_bytes = state.len() as u64;
+        }
+        storage.write_metadata(&meta).unwrap();
+    }
+
+    fn local_with(ids: &[u64]) -> (tempfile::TempDir, LocalStorage) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::new(CheckpointLayout::new(dir.path().join("job")));
+        for &id in ids {
+            write_checkpoint(&storage, CHK, id);
+        }
+        (dir, storage)
+    }
+
+    #[test]
+    fn restores_previous_checkpoint_when_a_state_file_is_truncated() {
+        let (_dir, storage) = local_with(&[1, 2]);
+        let chk2 = storage.layout().location(CHK, CheckpointId(2));
+        let path = chk2.dir().join("count-1.state");
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
+
+        let selection = restore_latest(&storage).unwrap();
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
+        assert_eq!(
+            skipped(&selection),
+            [format!(
+                "skipping chk-0000000002: state file {}: truncated: expected {} bytes, found {}",
+                path.display(),
+                bytes.len(),
+                bytes.len() - 5
+            )]
+        );
+        let point = selection.chosen.unwrap();
+        let entry = point.metadata.task(&TaskId::new("count", 1)).unwrap();
+        assert_eq!(
+            storage.read_state(&point.location, &entry.handle).unwrap(),
+            b"count#1@1"
+        );
+    }
+
+    #[test]
+    fn restores_previous_checkpoint_when_metadata_has_a_flipped_byte() {
+        let (_dir, storage) = local_with(&[1, 2, 3]);
+        let path =
+            CheckpointLayout::metadata_file(&storage.layout().location(CHK, CheckpointId(3)));
+        let mut bytes = fs::read(&path).unwrap();
+        bytes[100] ^= 0x08;
+        fs::write(&path, bytes).unwrap();
+
+        let selection = restore_latest(&storage).unwrap();
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000002"));
+        let message = skipped(&selection).join("\n");
+        assert!(
+            message.starts_with(&format!(
+                "skipping chk-0000000003: metadata file {}: checksum mismatch",
+                path.display()
+            )),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn restores_previous_checkpoint_when_a_state_file_is_missing() {
+        let storage = MemoryStorage::default();
+        write_checkpoint(&storage, CHK, 1);
+        write_checkpoint(&storage, CHK, 2);
+        let path = storage
+            .layout()
+            .state_file(CHK, CheckpointId(2), &TaskId::new("source", 0))
+            .unwrap();
+        assert!(storage.remove_raw_file(&path));
+        let selection = restore_latest(&storage).unwrap();
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
+        assert!(
+            skipped(&selection)[0].contains("source-0.state"),
+            "{:?}",
+            skipped(&selection)
+        );
+    }
+
+    #[test]
+    fn restores_previous_checkpoint_when_the_newest_is_incomplete() {
+        let (_dir, storage) = local_with(&[1]);
+        storage
+            .write_state(CHK, CheckpointId(2), &TaskId::new("count", 0), b"x")
+            .unwrap();
+        let selection = restore_latest(&storage).unwrap();
+        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
+        assert_eq!(
+            skipped(&selection),
+            ["skipping chk-0000000002: incomplete: missing metadata"]
+        );
+    }
+
+    #[test]
+    fn restores_a_given_path_only_if_it_verifies() {
+        let (_dir, storage) = local_with(&[1]);
+        write_checkpoint(&storage, SP, 2);
+        let sp = storage.layout().location(SP, CheckpointId(2));
+        let point = restore_from_path(&storage, &CheckpointLayout::metadata_file(&sp)).unwrap();
+        assert_eq!(point.location, sp);
+        assert_eq!(point.metadata.kind, SP);
+
+        fs::write(sp.dir().join("count-0.state"), b"WEIRSTAT").unwrap();
+        let err = restore_from_path(&storage, sp.dir()).unwrap_err();
+        assert!(
+            err.to_string().contains("count-0.state: truncated"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,32 @@
+//! The `blackhole` sink: drops every record (the task counts them), for benchmarks.
+
+use crate::checkpoint::CheckpointId;
+use crate::dataflow::message::Barrier;
+use crate::dataflow::router::Router;
+use crate::dataflow::task::{Processor, TaskError};
+
+/// Discards records.
+#[derive(Debug, Default)]
+pub struct Blackhole;
+
+impl Processor for Blackhole {
+    fn process(&mut self, _batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn snapshot(&mut self, _barrier: Barrier) -> Result<Vec<u8>, TaskError> {
+        Ok(Vec::new())
+    }
+
+    fn restore(&mut self, _state: &[u8]) -> Result<(), TaskError> {
+        Ok(())
+    }
+
+    fn checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), TaskError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,148 @@
+//! The asynchronous part of a task's snapshot, and the events tasks send to
+//! the job's driver.
+//!
+//! A task hands its state bytes to the [`Persister`] and goes on processing;
+//! a blocking-pool thread writes the state file (fsync included) and only then
+//! sends the acknowledgement. A write that fails declines the checkpoint.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::TaskId;
+use super::message::Barrier;
+use super::task::TaskError;
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::metadata::StateHandle;
+use crate::checkpoint::storage::CheckpointStorage;
+
+/// A task's acknowledgement of a checkpoint: its state is durable.
+#[derive(Debug, Clone)]
+pub struct TaskAck {
+    /// Where the state file is.
+    pub handle: StateHandle,
+    /// The synchronous part: guest snapshot and copy-out, until the barrier was forwarded.
+    pub sync: Duration,
+    /// The asynchronous part: writing and syncing the state file.
+    pub async_part: Duration,
+    /// Time between the first and the last barrier of the alignment.
+    pub alignment: Duration,
+    /// Size of the state in bytes.
+    pub bytes: u64,
+}
+
+/// What tasks tell the job's driver.
+///
+/// The channel carrying these is unbounded on purpose: a task must never
+/// block on the driver, and the number of events is bounded by the number of
+/// tasks times the checkpoints in flight (plus one exit per task).
+#[derive(Debug)]
+pub enum TaskEvent {
+    /// The task's state for `id` is durable.
+    Ack {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// The task.
+        task: TaskId,
+        /// Where and how long.
+        ack: TaskAck,
+    },
+    /// The task cannot take part in checkpoint `id`.
+    Decline {
+        /// The checkpoint.
+        id: CheckpointId,
+        /// The task.
+        task: TaskId,
+        /// Why, for the log and the statistics.
+        reason: String,
+    },
+    /// A source has emitted its last record.
+    SourceFinished(TaskId),
+    /// The task's thread ended: `Ok` after a shutdown, or how it failed.
+    Exited {
+        /// The task.
+        task: TaskId,
+        /// How it ended.
+        result: Result<(), TaskError>,
+    },
+}
+
+/// Writes snapshots off the task's thread and reports to the driver.
+#[derive(Clone)]
+pub struct Persister {
+    storage: Arc<dyn CheckpointStorage>,
+    runtime: tokio::runtime::Handle,
+    events: UnboundedSender<TaskEvent>,
+}
+
+impl Persister {
+    /// A persister writing to `storage` on `runtime`'s blocking pool.
+    pub fn new(
+        storage: Arc<dyn CheckpointStorage>,
+        runtime: tokio::runtime::Handle,
+        events: UnboundedSender<TaskEvent>,
+    ) -> Self {
+        Persister {
+            storage,
+            runtime,
+            events,
+        }
+    }
+
+    /// Writes `state` for `task` at `barrier` in the background; acknowledges
+    /// when it is durable, declines if it cannot be written.
+    pub fn persist(
+        &self,
+        barrier: Barrier,
+        task: TaskId,
+        state: Vec<u8>,
+        sync: Duration,
+        alignment: Duration,
+    ) {
+        let storage = Arc::clone(&self.storage);
+        let events = self.events.clone();
+        self.runtime.spawn_blocking(move || {
+            let started = Instant::now();
+            let event = match storage.write_state(barrier.kind, barrier.id, &task, &state) {
+                Ok(handle) => TaskEvent::Ack {
+                    id: barrier.id,
+                    task,
+                    ack: TaskAck {
+                        handle,
+                        sync,
+                        async_part: started.elapsed(),
+                        alignment,
+                        bytes: state.len() as u64,
+                    },
+                },
+                Err(e) => TaskEvent::Decline {
+                    id: barrier.id,
+                    task,
+                    reason: e.to_string(),
+                },
+            };
+            // The driver is gone only when the attempt is over; nothing to tell then.
+            let _ = events.send(event);
+        });
+    }
+
+    /// Declines checkpoint `id` for `task`.
+    pub fn decline(&self, id: CheckpointId, task: &TaskId, reason: &str) {
+        let _ = self.events.send(TaskEvent::Decline {
+            id,
+            task: task.clone(),
+            reason: reason.to_string(),
+        });
+    }
+
+    /// Tells the driver a source has emitted its last record.
+    pub fn source_finished(&self, task: &TaskId) {
+        let _ = self.events.send(TaskEvent::SourceFinished(task.clone()));
+    }
+
+    /// Tells the driver a task's thread ended.
+    pub fn exited(&self, task: TaskId, result: Result<(), TaskError>) {
+        let _ = self.events.send(TaskEvent::Exited { task, result });
+    }
+}

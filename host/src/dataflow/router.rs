@@ -1,0 +1,236 @@
+//! Routing a task's output records to the tasks downstream, by the
+//! partitioner of each outgoing edge.
+//!
+//! Records are appended to one [`BatchBuilder`] per downstream channel (with
+//! that channel's input port already in its header) and sent when the batch
+//! reaches [`BATCH_BYTES`] or the task flushes. Barriers and end-of-input
+//! markers go to every channel, after everything buffered before them.
+
+use std::sync::Arc;
+
+use crossbeam_channel::Sender;
+use weir_abi::{Batch, BatchBuilder, DecodeError};
+
+use super::channel::{StopSignal, Stopped, send};
+use super::message::Message;
+use super::metrics::TaskMetrics;
+use crate::job::Partitioner;
+
+/// A batch is sent once its encoding reaches this many bytes.
+pub const BATCH_BYTES: usize = 32 * 1024;
+
+/// One outgoing edge of a task: its partitioner and a channel per downstream subtask.
+#[derive(Debug)]
+pub struct OutputEdge {
+    partitioner: Partitioner,
+    /// Indexed by downstream subtask.
+    channels: Vec<Sender<Message>>,
+    /// Pending records per downstream subtask.
+    builders: Vec<BatchBuilder>,
+    /// Next channel for `rebalance`.
+    next: usize,
+}
+
+impl OutputEdge {
+    /// An edge to `channels` (one per downstream subtask, in subtask order),
+    /// whose batches carry `port` as the receiver's input port.
+    ///
+    /// For `forward`, the caller passes just the one channel to its peer subtask.
+    pub fn new(partitioner: Partitioner, port: u32, channels: Vec<Sender<Message>>) -> Self {
+        let builders = channels
+            .iter()
+            .map(|_| BatchBuilder::with_capacity(port, BATCH_BYTES))
+            .collect();
+        OutputEdge {
+            partitioner,
+            channels,
+            builders,
+            next: 0,
+        }
+    }
+}
+
+/// Why a task could not route its output.
+#[derive(Debug, thiserror::Error)]
+pub enum RouteError {
+    /// The job is stopping.
+    #[error(transparent)]
+    Stopped(#[from] Stopped),
+    /// A batch handed to the router was malformed (a bug in the host, since
+    /// guest output is validated by the wasm layer).
+    #[error("malformed batch: {0}")]
+    Malformed(#[from] DecodeError),
+}
+
+/// All outgoing edges of one task.
+#[derive(Debug)]
+pub struct Router {
+    edges: Vec<OutputEdge>,
+    stop: StopSignal,
+    metrics: Arc<TaskMetrics>,
+}
+
+impl Router {
+    /// A router over `edges` (empty for a sink).
+    pub fn new(edges: Vec<OutputEdge>, stop: StopSignal, metrics: Arc<TaskMetrics>) -> Self {
+        Router {
+            edges,
+            stop,
+            metrics,
+        }
+    }
+
+    /// Routes one record.
+    pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+        self.metrics.add_records_out(1);
+        for e in 0..self.edges.len() {
+            let edge = &mut self.edges[e];
+            let n = edge.builders.len();
+            let target = match edge.partitioner {
+                Partitioner::Forward => Some(0),
+                Partitioner::Rebalance => {
+                    let i = edge.next;
+                    edge.next = (i + 1) % n;
+                    Some(i)
+                }
+                Partitioner::KeyHash => Some(key_group(key, n)),
+                Partitioner::Broadcast => None,
+            };
+            match target {
+                Some(i) => {
+                    edge.builders[i].push(key, value, timestamp);
+                    if edge.builders[i].encoded_len() >= BATCH_BYTES {
+                        self.send_builder(e, i)?;
+                    }
+                }
+                None => {
+                    for i in 0..n {
+                        self.edges[e].builders[i].push(key, value, timestamp);
+                        if self.edges[e].builders[i].encoded_len() >= BATCH_BYTES {
+                            self.send_builder(e, i)?;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Routes every record of an encoded batch.
+    pub fn push_batch(&mut self, bytes: &[u8]) -> Result<(), RouteError> {
+        let batch = Batch::decode(bytes)?;
+        for r in batch.iter() {
+            self.push(r.key, r.value, r.timestamp)?;
+        }
+        Ok(())
+    }
+
+    /// Sends every non-empty pending batch.
+    pub fn flush(&mut self) -> Result<(), Stopped> {
+        for e in 0..self.edges.len() {
+            for i in 0..self.edges[e].builders.len() {
+                if !self.edges[e].builders[i].is_empty() {
+                    self.send_builder(e, i)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Flushes, then sends `msg` (a barrier or end-of-input) on every channel.
+    pub fn broadcast(&mut self, msg: Message) -> Result<(), Stopped> {
+        self.flush()?;
+        for edge in &self.edges {
+            for ch in &edge.channels {
+                send(
+                    ch,
+                    msg.clone(),
+                    &self.stop,
+                    &self.metrics.backpressured_nanos,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn send_builder(&mut self, edge: usize, i: usize) -> Result<(), Stopped> {
+        let edge = &mut self.edges[edge];
+        let port = edge.builders[i].port();
+        let full = std::mem::replace(
+            &mut edge.builders[i],
+            BatchBuilder::with_capacity(port, BATCH_BYTES),
+        );
+        send(
+            &edge.channels[i],
+            Message::Batch(full.into_bytes()),
+            &self.stop,
+            &self.metrics.backpressured_nanos,
+        )
+    }
+}
+
+/// The downstream subtask, out of `n`, that owns `key` under `key-hash`.
+///
+/// FNV-1a: stable across runs and machines, which matters because keyed
+/// state is restored into the subtask this function picks.
+pub fn key_group(key: &[u8], n: usize) -> usize {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in key {
+        hash ^= u64::from(b);
+        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    (hash % n as u64) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn drain(rx: &crossbeam_channel::Receiver<Message>) -> Vec<(u32, Vec<u8>)> {
+        let mut out = Vec::new();
+        while let Ok(Message::Batch(bytes)) = rx.try_recv() {
+            let batch = Batch::decode(&bytes).unwrap();
+            for r in batch.iter() {
+                out.push((batch.port(), r.key.to_vec()));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn key_hash_sends_each_key_to_one_subtask_with_the_receivers_port() {
+        let (tx0, rx0) = crossbeam_channel::unbounded();
+        let (tx1, rx1) = crossbeam_channel::unbounded();
+        let edge = OutputEdge::new(Partitioner::KeyHash, 3, vec![tx0, tx1]);
+        let mut router = Router::new(vec![edge], StopSignal::new(), Arc::default());
+        for k in [b"a", b"b", b"c", b"a", b"b", b"c"] {
+            router.push(k, b"", 0).unwrap();
+        }
+        router.flush().unwrap();
+        let (got0, got1) = (drain(&rx0), drain(&rx1));
+        assert_eq!(got0.len() + got1.len(), 6);
+        for (port, key) in got0.iter().chain(&got1) {
+            assert_eq!(*port, 3);
+            let owner = key_group(key, 2);
+            assert!(if owner == 0 {
+                got0.contains(&(3, key.clone()))
+            } else {
+                got1.contains(&(3, key.clone()))
+            });
+        }
+    }
+
+    #[test]
+    fn barrier_follows_buffered_records() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            StopSignal::new(),
+            Arc::default(),
+        );
+        router.push(b"k", b"v", 1).unwrap();
+        router.broadcast(Message::EndOfInput).unwrap();
+        assert!(matches!(rx.try_recv(), Ok(Message::Batch(_))));
+        assert_eq!(rx.try_recv(), Ok(Message::EndOfInput));
+    }
+}

@@ -1,0 +1,71 @@
+//! The bytes a task stores in its state file: a small host-side envelope
+//! around the state of what the task runs (a guest's snapshot, a source's
+//! position, a sink's pre-committed files).
+//!
+//! ```text
+//! offset  size  field
+//! 0       1     envelope version (1)
+//! 1       1     flags: bit 0 = the task had already seen the end of all its inputs
+//! 2       ...   the state of the source, operator or sink
+//! ```
+//! The file around it (magic, length, checksum) is `checkpoint::format`'s.
+
+const VERSION: u8 = 1;
+const FINISHED: u8 = 1;
+
+/// One task's state at a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskState {
+    /// The task had processed the end of all its inputs (its guest's
+    /// `weir_finish` ran): after a restore it must not run again.
+    pub finished: bool,
+    /// The state of the source, operator or sink, opaque to the task loop.
+    pub inner: Vec<u8>,
+}
+
+impl TaskState {
+    /// Encodes the envelope.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(2 + self.inner.len());
+        out.push(VERSION);
+        out.push(if self.finished { FINISHED } else { 0 });
+        out.extend_from_slice(&self.inner);
+        out
+    }
+
+    /// Decodes an envelope, saying what is wrong with a bad one.
+    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
+        match bytes {
+            [VERSION, flags, inner @ ..] if flags & !FINISHED == 0 => Ok(TaskState {
+                finished: flags & FINISHED != 0,
+                inner: inner.to_vec(),
+            }),
+            [VERSION, flags, ..] => Err(format!("unknown task state flags {flags:#04x}")),
+            [version, ..] => Err(format!(
+                "task state envelope version {version} is not supported (this build reads {VERSION})"
+            )),
+            [] => Err("task state is empty".to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trips_and_rejects_unknown_versions() {
+        let s = TaskState {
+            finished: true,
+            inner: vec![1, 2, 3],
+        };
+        assert_eq!(TaskState::decode(&s.encode()).unwrap(), s);
+        assert!(
+            TaskState::decode(&[9, 0])
+                .unwrap_err()
+                .contains("version 9")
+        );
+        assert!(TaskState::decode(&[]).is_err());
+        assert!(TaskState::decode(&[1, 2]).is_err());
+    }
+}

@@ -1,0 +1,255 @@
+//! What can be wrong with a job file, and where.
+//!
+//! Every error but an unreadable file carries a [`Location`] and displays as
+//! `file:line:column: message`, the form editors and terminals link to.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+/// A position in the job file, counted from 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    /// The job file as messages name it (the path given to `weir`, or a test's name).
+    pub file: String,
+    /// Line, from 1.
+    pub line: usize,
+    /// Column in characters, from 1.
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Why a job file could not be turned into a [`Job`](super::Job).
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The file could not be read.
+    #[error("{}: cannot read the job file: {source}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: io::Error,
+    },
+    /// The text is not TOML, or a key is unknown, missing or of the wrong type
+    /// (the message comes from the TOML parser).
+    #[error("{at}: {message}")]
+    Syntax {
+        /// Where.
+        at: Location,
+        /// What the parser said, prefixed with the key when one is known.
+        message: String,
+    },
+    /// The file is well-formed but describes an invalid job.
+    #[error("{at}: {problem}")]
+    Invalid {
+        /// Where: the key or table the problem is about.
+        at: Location,
+        /// What is wrong (boxed: it is large, and errors travel in `Result`s).
+        problem: Box<Problem>,
+    },
+}
+
+impl JobError {
+    /// Where in the job file the error is, unless the file could not be read.
+    pub fn location(&self) -> Option<&Location> {
+        match self {
+            JobError::Read { .. } => None,
+            JobError::Syntax { at, .. } | JobError::Invalid { at, .. } => Some(at),
+        }
+    }
+
+    /// The line of [`location`](Self::location).
+    pub fn line(&self) -> Option<usize> {
+        self.location().map(|at| at.line)
+    }
+
+    /// The validation problem, if this is one.
+    pub fn problem(&self) -> Option<&Problem> {
+        match self {
+            JobError::Invalid { problem, .. } => Some(problem),
+            _ => None,
+        }
+    }
+}
+
+/// A well-formed job file describing an invalid job. Vertex names are the
+/// names of sources, operators and sinks; a `kind` is `"source"`,
+/// `"operator"` or `"sink"`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Problem {
+    /// A key has a value outside what it allows.
+    #[error("{key}: expected {expected}, found {found}")]
+    BadValue {
+        /// The key, with its table (`` `checkpoint.interval` ``, `` `parallelism` of operator "count" ``).
+        key: String,
+        /// The value as written.
+        found: String,
+        /// What is allowed.
+        expected: String,
+    },
+    /// A required key is absent.
+    #[error("{owner} needs `{key}`: {meaning}")]
+    MissingKey {
+        /// The table lacking it (`file source "lines"`).
+        owner: String,
+        /// The key.
+        key: &'static str,
+        /// What the key means, so the user knows what to write.
+        meaning: &'static str,
+    },
+    /// A key that exists, but not for this `type` or `strategy`.
+    #[error("`{key}` does not apply to {owner}: its keys are {}", allowed.join(", "))]
+    KeyNotAllowed {
+        /// The key.
+        key: &'static str,
+        /// The table it was found in (`restart strategy "exponential-delay"`).
+        owner: String,
+        /// The keys that apply there.
+        allowed: Vec<&'static str>,
+    },
+    /// Two vertices share a name.
+    #[error(
+        "vertex name \"{name}\" is already used on line {first_line}: \
+         names must be unique across sources, operators and sinks"
+    )]
+    DuplicateVertex {
+        /// The name.
+        name: String,
+        /// Where it was first used.
+        first_line: usize,
+    },
+    /// An input names no vertex.
+    #[error(
+        "{kind} \"{vertex}\" reads from unknown vertex \"{input}\": known vertices are {}",
+        quoted(known)
+    )]
+    UnknownInput {
+        /// The reading vertex's kind.
+        kind: &'static str,
+        /// The reading vertex.
+        vertex: String,
+        /// The unknown name.
+        input: String,
+        /// Every source and operator name, in file order.
+        known: Vec<String>,
+    },
+    /// An input names a sink.
+    #[error(
+        "{kind} \"{vertex}\" reads from sink \"{sink}\": sinks have no output; read from a source or an operator"
+    )]
+    InputFromSink {
+        /// The reading vertex's kind.
+        kind: &'static str,
+        /// The reading vertex.
+        vertex: String,
+        /// The sink.
+        sink: String,
+    },
+    /// The same vertex is listed twice in one `inputs`.
+    #[error("{kind} \"{vertex}\" lists input \"{input}\" twice: list each input once")]
+    DuplicateInput {
+        /// The reading vertex's kind.
+        kind: &'static str,
+        /// The reading vertex.
+        vertex: String,
+        /// The input listed twice.
+        input: String,
+    },
+    /// A source has `inputs`.
+    #[error(
+        "source \"{source_name}\" has `inputs`: sources read from outside the job and take no inputs"
+    )]
+    SourceWithInputs {
+        /// The source.
+        source_name: String,
+    },
+    /// An operator or sink has no (or empty) `inputs`.
+    #[error(
+        "{kind} \"{vertex}\" has no `inputs`: list at least one source or operator, e.g. inputs = [\"lines\"]"
+    )]
+    NoInputs {
+        /// `"operator"` or `"sink"`.
+        kind: &'static str,
+        /// The vertex.
+        vertex: String,
+    },
+    /// A source or operator whose output nothing reads.
+    #[error(
+        "{kind} \"{vertex}\" feeds nothing: list it in the `inputs` of an operator or sink, or remove it"
+    )]
+    UnusedOutput {
+        /// `"source"` or `"operator"`.
+        kind: &'static str,
+        /// The vertex.
+        vertex: String,
+    },
+    /// The operators' inputs form a cycle.
+    #[error("the inputs form a cycle {}: a job graph must be acyclic", cycle.join(" -> "))]
+    Cycle {
+        /// The vertices around the cycle, the first repeated at the end.
+        cycle: Vec<String>,
+    },
+    /// A `forward` edge between vertices of different parallelism.
+    #[error(
+        "`forward` from \"{from}\" (parallelism {from_parallelism}) to \"{to}\" \
+         (parallelism {to_parallelism}) needs equal parallelism: use rebalance or key-hash, \
+         or match parallelism"
+    )]
+    ForwardParallelism {
+        /// The upstream vertex.
+        from: String,
+        /// Its parallelism.
+        from_parallelism: u32,
+        /// The downstream vertex.
+        to: String,
+        /// Its parallelism.
+        to_parallelism: u32,
+    },
+    /// A file source with parallelism above 1.
+    #[error(
+        "file source \"{source_name}\" has parallelism {parallelism}: a file source reads \
+         one file in order and must have parallelism 1; add a rebalance or key-hash edge \
+         downstream to spread the records"
+    )]
+    FileSourceParallelism {
+        /// The source.
+        source_name: String,
+        /// The parallelism asked for.
+        parallelism: u32,
+    },
+    /// The job has no `[[source]]`.
+    #[error("the job has no source: add a [[source]] table")]
+    NoSource,
+    /// The job has no `[[sink]]`.
+    #[error("the job has no sink: add a [[sink]] table")]
+    NoSink,
+    /// An operator's module file is not there (see [`Job::check_modules_exist`](super::Job::check_modules_exist)).
+    #[error(
+        "module of operator \"{operator}\" not found at {}: build the example guests with \
+         `bash scripts/build-guests.sh`, or fix `module` (relative to the job file's folder)",
+        path.display()
+    )]
+    ModuleMissing {
+        /// The operator.
+        operator: String,
+        /// The module path, resolved against the job file's folder.
+        path: PathBuf,
+    },
+}
+
+/// `"a", "b"`, or `none` for an empty list.
+fn quoted(names: &[String]) -> String {
+    if names.is_empty() {
+        return "none".to_owned();
+    }
+    names
+        .iter()
+        .map(|n| format!("\"{n}\""))
+        .collect::<Vec<_>>()
+        .join(", ")
+}

@@ -1,0 +1,510 @@
+//! The job graph: the validated job file (DESIGN §1).
+//!
+//! A [`Job`] is built only by [`Job::from_file`] or [`Job::from_str`], so every
+//! `Job` satisfies the rules docs/JOB.md lists: unique vertex names, known
+//! inputs, no cycle, forward edges between equal parallelisms, and so on.
+//! Paths in it are already resolved against the job file's folder.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::error::{JobError, Location, Problem};
+use super::limits::Limits;
+use super::restart::RestartStrategy;
+use super::spec::{
+    CheckpointSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec, SinkSpec, SourceSpec,
+};
+use super::units::{format_duration, format_size};
+use super::validate;
+use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::dataflow::TaskId;
+
+/// A validated job: its vertices, the edges between them and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Job {
+    /// The job's name (`name`): ASCII letters, digits, `-` and `_`.
+    pub name: String,
+    /// How messages name the job file (the path it was read from, or the name
+    /// given to [`Job::from_str`]).
+    pub file: String,
+    /// The job file's folder: relative paths in the file are relative to it.
+    pub base_dir: PathBuf,
+    /// Every source, operator and sink, in topological order: a vertex comes
+    /// after all its inputs (ties keep file order, sources first).
+    pub vertices: Vec<Vertex>,
+    /// Every edge, ordered by the receiving vertex (as in `vertices`), then port.
+    pub edges: Vec<Edge>,
+    /// The `[checkpoint]` table; `directory` is resolved.
+    pub checkpoint: CheckpointConfig,
+    /// The `[restart]` table.
+    pub restart: RestartStrategy,
+    /// The `[limits]` table: what operators without their own `limits` get.
+    pub limits: Limits,
+}
+
+/// One source, operator or sink.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Vertex {
+    /// Its name, unique in the job; tasks and checkpoint state are named after it.
+    pub name: String,
+    /// How many parallel tasks (subtasks) run it; at least 1.
+    pub parallelism: u32,
+    /// What it is, with the settings of its kind.
+    pub kind: VertexKind,
+    /// The line of its `name` key, for messages about the vertex after loading.
+    pub line: usize,
+}
+
+/// The three kinds of vertex.
+#[derive(Debug, Clone, PartialEq)]
+pub enum VertexKind {
+    /// Reads records from outside the job; has no inputs.
+    Source(SourceKind),
+    /// A WebAssembly module; has inputs and outputs.
+    Operator(Operator),
+    /// Writes records out of the job; has no outputs.
+    Sink(SinkKind),
+}
+
+/// A source and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SourceKind {
+    /// The lines of a file, one record each; the position is the byte offset.
+    File {
+        /// The file, resolved against the job file's folder.
+        path: PathBuf,
+        /// Keep reading as the file grows instead of ending at its end.
+        follow: bool,
+    },
+    /// Deterministic synthetic records, for demos, tests and benchmarks.
+    Generator {
+        /// Seeds the record generator: the same seed gives the same records.
+        seed: u64,
+        /// Records to generate over all subtasks; `None` = never end.
+        count: Option<u64>,
+        /// Records per second over all subtasks; `None` = as fast as possible.
+        rate: Option<f64>,
+        /// How many distinct keys (at least 1).
+        keys: u64,
+        /// Bytes in each record's value.
+        value_size: usize,
+    },
+}
+
+/// A WebAssembly operator and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operator {
+    /// The module file, resolved against the job file's folder. Not checked to
+    /// exist until [`Job::check_modules_exist`].
+    pub module: PathBuf,
+    /// The line of the `module` key.
+    pub module_line: usize,
+    /// Handed to the guest's `weir_init` (docs/ABI.md §6); empty if absent.
+    pub config: Vec<u8>,
+    /// The job's `[limits]` with this operator's `limits` applied.
+    pub limits: Limits,
+}
+
+/// A sink and its settings.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SinkKind {
+    /// Exactly-once part files in a directory (two-phase commit with the checkpoints).
+    File {
+        /// The output directory, resolved against the job file's folder.
+        directory: PathBuf,
+    },
+    /// One line per record on standard output; at-least-once.
+    Stdout,
+    /// Counts records and drops them, for benchmarks.
+    Blackhole,
+}
+
+/// How records of one vertex reach the subtasks of the next (DESIGN §1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Partitioner {
+    /// Subtask *i* sends to subtask *i*; both sides have the same parallelism.
+    Forward,
+    /// Round robin over the downstream subtasks.
+    Rebalance,
+    /// By a hash of the record's key: equal keys reach the same subtask.
+    KeyHash,
+    /// Every record to every downstream subtask.
+    Broadcast,
+}
+
+impl Partitioner {
+    /// The name in the job file: `forward`, `rebalance`, `key-hash` or `broadcast`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Partitioner::Forward => "forward",
+            Partitioner::Rebalance => "rebalance",
+            Partitioner::KeyHash => "key-hash",
+            Partitioner::Broadcast => "broadcast",
+        }
+    }
+
+    /// The partitioner named `name` in a job file.
+    pub fn from_name(name: &str) -> Option<Partitioner> {
+        [
+            Partitioner::Forward,
+            Partitioner::Rebalance,
+            Partitioner::KeyHash,
+            Partitioner::Broadcast,
+        ]
+        .into_iter()
+        .find(|p| p.name() == name)
+    }
+}
+
+/// A connection from one vertex to an input port of another.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Edge {
+    /// The upstream vertex (a source or an operator).
+    pub from: String,
+    /// The downstream vertex (an operator or a sink).
+    pub to: String,
+    /// The input port of `to`: this input's index in its `inputs`, from 0. The
+    /// guest sees it on every batch.
+    pub port: u32,
+    /// How records are spread over `to`'s subtasks.
+    pub partitioner: Partitioner,
+}
+
+impl Vertex {
+    /// `"source"`, `"operator"` or `"sink"`.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            VertexKind::Source(_) => "source",
+            VertexKind::Operator(_) => "operator",
+            VertexKind::Sink(_) => "sink",
+        }
+    }
+
+    /// The operator settings, if this is an operator.
+    pub fn operator(&self) -> Option<&Operator> {
+        match &self.kind {
+            VertexKind::Operator(operator) => Some(operator),
+            _ => None,
+        }
+    }
+
+    /// One task per subtask, in subtask order.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
+        (0..self.parallelism).map(|subtask| TaskId::new(self.name.clone(), subtask))
+    }
+}
+
+impl Job {
+    /// Reads and validates the job file at `path`; relative paths in it are
+    /// resolved against its folder. Module files are not checked: see
+    /// [`Job::load`] and [`Job::check_modules_exist`].
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let path = path.as_ref();
+        let text = fs::read_to_string(path).map_err(|source| JobError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base_dir = path.parent().unwrap_or(Path::new(""));
+        Job::from_str(&text, base_dir, &path.display().to_string())
+    }
+
+    /// [`Job::from_file`], then [`Job::check_modules_exist`]: what `weir run` needs.
+    pub fn load(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let job = Job::from_file(path)?;
+        job.check_modules_exist()?;
+        Ok(job)
+    }
+
+    /// Parses and validates job file text. Relative paths are resolved against
+    /// `base_dir`; messages name the file `file_name`. Module files are not checked.
+    pub fn from_str(
+        text: &str,
+        base_dir: impl AsRef<Path>,
+        file_name: &str,
+    ) -> Result<Job, JobError> {
+        validate::parse(text, base_dir.as_ref(), file_name)
+    }
+
+    /// Checks that every operator's module file exists, naming the first one
+    /// that does not (at its `module` line). A separate step so a job file can
+    /// be validated — in tests, or by `weir check` — before the guests are built.
+    pub fn check_modules_exist(&self) -> Result<(), JobError> {
+        for vertex in &self.vertices {
+            let Some(operator) = vertex.operator() else {
+                continue;
+            };
+            if !operator.module.is_file() {
+                return Err(JobError::Invalid {
+                    at: Location {
+                        file: self.file.clone(),
+                        line: operator.module_line,
+                        column: 1,
+                    },
+                    problem: Box::new(Problem::ModuleMissing {
+                        operator: vertex.name.clone(),
+                        path: operator.module.clone(),
+                    }),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The vertex named `name`.
+    pub fn vertex(&self, name: &str) -> Option<&Vertex> {
+        self.vertices.iter().find(|v| v.name == name)
+    }
+
+    /// The sources, in topological (and so file) order.
+    pub fn sources(&self) -> impl Iterator<Item = &Vertex> {
+        self.vertices
+            .iter()
+            .filter(|v| matches!(v.kind, VertexKind::Source(_)))
+    }
+
+    /// The operators, in topological order.
+    pub fn operators(&self) -> impl Iterator<Item = &Vertex> {
+        self.vertices
+            .iter()
+            .filter(|v| matches!(v.kind, VertexKind::Operator(_)))
+    }
+
+    /// The sinks, in topological order.
+    pub fn sinks(&self) -> impl Iterator<Item = &Vertex> {
+        self.vertices
+            .iter()
+            .filter(|v| matches!(v.kind, VertexKind::Sink(_)))
+    }
+
+    /// The edges into `vertex`, by port.
+    pub fn inputs_of<'a>(&'a self, vertex: &'a str) -> impl Iterator<Item = &'a Edge> {
+        self.edges.iter().filter(move |e| e.to == vertex)
+    }
+
+    /// The edges out of `vertex`, in [`Job::edges`] order.
+    pub fn outputs_of<'a>(&'a self, vertex: &'a str) -> impl Iterator<Item = &'a Edge> {
+        self.edges.iter().filter(move |e| e.from == vertex)
+    }
+
+    /// Every task of the job: who must acknowledge a checkpoint (DESIGN §2.2).
+    pub fn tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.vertices.iter().flat_map(Vertex::tasks)
+    }
+
+    /// The tasks of the sources: who receives a checkpoint's trigger (DESIGN §2.2).
+    pub fn source_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.sources().flat_map(Vertex::tasks)
+    }
+
+    /// The job as a [`JobSpec`] with every setting explicit, paths relative to
+    /// [`Job::base_dir`] where possible. Parsing it again gives this job back
+    /// (except durations finer than a millisecond, which a job file cannot
+    /// write, and `line` fields).
+    pub fn to_spec(&self) -> JobSpec {
+        let mut spec = JobSpec {
+            name: unspanned(self.name.clone()),
+            checkpoint: Some(self.checkpoint_spec()),
+            restart: Some(self.restart_spec()),
+            limits: Some(limits_spec(&self.limits, None)),
+            sources: Vec::new(),
+            operators: Vec::new(),
+            sinks: Vec::new(),
+        };
+        for vertex in &self.vertices {
+            let name = unspanned(vertex.name.clone());
+            let parallelism = Some(unspanned(vertex.parallelism));
+            let inputs = self.inputs_spec(vertex);
+            match &vertex.kind {
+                VertexKind::Source(kind) => {
+                    let mut source = SourceSpec {
+                        name,
+                        kind: None,
+                        parallelism,
+                        inputs: None,
+                        path: None,
+                        follow: None,
+                        seed: None,
+                        count: None,
+                        rate: None,
+                        keys: None,
+                        value_size: None,
+                    };
+                    match kind {
+                        SourceKind::File { path, follow } => {
+                            source.kind = Some(unspanned("file".into()));
+                            source.path = Some(unspanned(self.relative(path)));
+                            source.follow = Some(unspanned(*follow));
+                        }
+                        SourceKind::Generator {
+                            seed,
+                            count,
+                            rate,
+                            keys,
+                            value_size,
+                        } => {
+                            source.kind = Some(unspanned("generator".into()));
+                            source.seed = Some(unspanned(*seed));
+                            source.count = count.map(unspanned);
+                            source.rate = rate.map(unspanned);
+                            source.keys = Some(unspanned(*keys));
+                            source.value_size = Some(unspanned(*value_size as u64));
+                        }
+                    }
+                    spec.sources.push(source);
+                }
+                VertexKind::Operator(operator) => spec.operators.push(OperatorSpec {
+                    name,
+                    module: Some(unspanned(self.relative(&operator.module))),
+                    parallelism,
+                    config: (!operator.config.is_empty())
+                        .then(|| String::from_utf8_lossy(&operator.config).into_owned()),
+                    inputs,
+                    limits: (operator.limits != self.limits)
+                        .then(|| limits_spec(&operator.limits, Some(&self.limits))),
+                }),
+                VertexKind::Sink(kind) => {
+                    let (kind, path) = match kind {
+                        SinkKind::File { directory } => {
+                            ("file", Some(unspanned(self.relative(directory))))
+                        }
+                        SinkKind::Stdout => ("stdout", None),
+                        SinkKind::Blackhole => ("blackhole", None),
+                    };
+                    spec.sinks.push(SinkSpec {
+                        name,
+                        kind: Some(unspanned(kind.into())),
+                        parallelism,
+                        inputs,
+                        path,
+                    });
+                }
+            }
+        }
+        spec
+    }
+
+    /// [`Job::to_spec`] written as a job file.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(&self.to_spec()).expect("a job spec is always representable in TOML")
+    }
+
+    /// `path` relative to the job folder if it lies under it, else as is.
+    fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.base_dir)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
+    fn checkpoint_spec(&self) -> CheckpointSpec {
+        let c = &self.checkpoint;
+        let duration = |d: Duration| Some(unspanned(format_duration(d)));
+        CheckpointSpec {
+            interval: Some(unspanned(
+                c.interval.map_or_else(|| "off".to_owned(), format_duration),
+            )),
+            mode: Some(unspanned(
+                match c.mode {
+                    CheckpointMode::ExactlyOnce => "exactly-once",
+                    CheckpointMode::AtLeastOnce => "at-least-once",
+                }
+                .to_owned(),
+            )),
+            min_pause: duration(c.min_pause),
+            timeout: duration(c.timeout),
+            max_concurrent: Some(unspanned(c.max_concurrent)),
+            on_cancel: Some(unspanned(
+                match c.on_cancel {
+                    Retention::RetainOnCancel => "retain",
+                    Retention::DeleteOnCancel => "delete",
+                }
+                .to_owned(),
+            )),
+            directory: Some(unspanned(self.relative(&c.directory))),
+            retained: Some(unspanned(u32::try_from(c.retained).unwrap_or(u32::MAX))),
+            tolerable_failures: Some(unspanned(c.tolerable_failures)),
+        }
+    }
+
+    fn restart_spec(&self) -> RestartSpec {
+        let mut spec = RestartSpec {
+            strategy: Some(unspanned(self.restart.name().to_owned())),
+            attempts: None,
+            delay: None,
+            initial: None,
+            max: None,
+            multiplier: None,
+        };
+        match self.restart {
+            RestartStrategy::None => {}
+            RestartStrategy::FixedDelay { attempts, delay } => {
+                spec.attempts = Some(unspanned(attempts));
+                spec.delay = Some(unspanned(format_duration(delay)));
+            }
+            RestartStrategy::ExponentialDelay {
+                initial,
+                max,
+                multiplier,
+                attempts,
+            } => {
+                spec.initial = Some(unspanned(format_duration(initial)));
+                spec.max = Some(unspanned(format_duration(max)));
+                spec.multiplier = Some(unspanned(multiplier));
+                spec.attempts = attempts.map(unspanned);
+            }
+        }
+        spec
+    }
+
+    fn inputs_spec(&self, vertex: &Vertex) -> Option<Spanned<Vec<Spanned<InputSpec>>>> {
+        if matches!(vertex.kind, VertexKind::Source(_)) {
+            return None;
+        }
+        let inputs = self
+            .inputs_of(&vertex.name)
+            .map(|edge| {
+                // The shorthand where it means the same partitioner.
+                let upstream = self.vertex(&edge.from).map(|v| v.parallelism);
+                let implied = if upstream == Some(vertex.parallelism) {
+                    Partitioner::Forward
+                } else {
+                    Partitioner::Rebalance
+                };
+                unspanned(if edge.partitioner == implied {
+                    InputSpec::Name(edge.from.clone())
+                } else {
+                    InputSpec::Edge {
+                        from: unspanned(edge.from.clone()),
+                        partition: Some(unspanned(edge.partitioner.name().to_owned())),
+                    }
+                })
+            })
+            .collect();
+        Some(unspanned(inputs))
+    }
+}
+
+/// A value with no position, for specs built in memory.
+fn unspanned<T>(value: T) -> Spanned<T> {
+    Spanned::new(0..0, value)
+}
+
+/// `limits` as a table; with `base`, only the keys that differ from it.
+fn limits_spec(limits: &Limits, base: Option<&Limits>) -> LimitsSpec {
+    let show = |differs: bool| base.is_none() || differs;
+    let base = base.unwrap_or(limits);
+    let size = |bytes: usize| unspanned(format_size(bytes as u64));
+    LimitsSpec {
+        max_memory: show(base.max_memory_bytes != limits.max_memory_bytes)
+            .then(|| size(limits.max_memory_bytes)),
+        call_timeout: show(base.call_timeout != limits.call_timeout)
+            .then(|| unspanned(format_duration(limits.call_timeout))),
+        max_output: show(base.max_output_bytes != limits.max_output_bytes)
+            .then(|| size(limits.max_output_bytes)),
+        max_state: show(base.max_state_bytes != limits.max_state_bytes)
+            .then(|| size(limits.max_state_bytes)),
+    }
+}

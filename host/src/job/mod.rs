@@ -1,0 +1,43 @@
+//! The job: the job file, parsed and validated into a job graph.
+//!
+//! A job file (TOML, described for users in docs/JOB.md) goes through two
+//! steps, as ripgrep's raw and validated arguments do:
+//!
+//! 1. [`spec`]: serde reads the text into [`JobSpec`] — the file's shape, with
+//!    unknown keys and wrong types refused and positions kept.
+//! 2. validation turns the spec into a [`Job`], the job graph: vertices with
+//!    kind-specific settings, [`Edge`]s with a [`Partitioner`] and an input port,
+//!    a [`CheckpointConfig`](crate::checkpoint::config::CheckpointConfig), a
+//!    [`RestartStrategy`] and guest [`Limits`]; paths resolved against the job
+//!    file's folder. Every error is a [`JobError`] that displays as
+//!    `file:line:column: message`.
+//!
+//! Whether operator module files exist is a separate step,
+//! [`Job::check_modules_exist`] (or [`Job::load`], which does both), so a
+//! job file can be checked before its guests are built.
+//!
+//! Also here: the [`JobStatus`] of a running job and the restart
+//! arithmetic of [`RestartStrategy::delay_for`].
+
+mod error;
+mod fingerprint;
+mod graph;
+mod limits;
+mod restart;
+pub mod spec;
+mod status;
+mod units;
+mod validate;
+
+#[cfg(test)]
+mod tests;
+
+pub use error::{JobError, Location, Problem};
+pub use graph::{Edge, Job, Operator, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
+pub use limits::Limits;
+pub use restart::RestartStrategy;
+pub use spec::JobSpec;
+pub use status::JobStatus;
+pub use units::{
+    DURATION_FORMS, SIZE_FORMS, format_duration, format_size, parse_duration, parse_size,
+};

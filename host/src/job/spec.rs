@@ -1,0 +1,282 @@
+//! The job file as written: raw serde structs, one per TOML table.
+//!
+//! These types only fix the shape of the file: which keys exist and their TOML
+//! types. Unknown keys and wrong types are rejected here, by serde, with the
+//! position toml reports. Everything else — units, allowed words, which keys
+//! belong to which `type`, required keys, the graph — is checked when the spec
+//! becomes a [`Job`](super::Job), which is why values a later check may reject
+//! are wrapped in [`Spanned`]: the error can then name their line. (Required
+//! keys other than `name` are `Option`s for the same reason: the message can
+//! then say what the key means and which vertex lacks it.)
+//!
+//! A `*Spec` is never used to run anything; the validated [`Job`](super::Job) is.
+//! docs/JOB.md is the user's description of the same format.
+
+use std::fmt;
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::ser::{SerializeMap, Serializer};
+use serde::{Deserialize, Serialize};
+use toml::Spanned;
+
+/// A whole job file.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// `name`: the job's name (required).
+    pub name: Spanned<String>,
+    /// `[checkpoint]`: checkpoint settings; absent = checkpoints off, defaults for the rest.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
+    /// `[restart]`: the restart strategy; absent = a default that depends on checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartSpec>,
+    /// `[limits]`: guest limits for every operator; absent = the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsSpec>,
+    /// `[[source]]` tables, in file order.
+    #[serde(rename = "source", default, skip_serializing_if = "Vec::is_empty")]
+    pub sources: Vec<SourceSpec>,
+    /// `[[operator]]` tables, in file order.
+    #[serde(rename = "operator", default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<OperatorSpec>,
+    /// `[[sink]]` tables, in file order.
+    #[serde(rename = "sink", default, skip_serializing_if = "Vec::is_empty")]
+    pub sinks: Vec<SinkSpec>,
+}
+
+/// The `[checkpoint]` table; every key is optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// `interval`: a duration, or `"off"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Spanned<String>>,
+    /// `mode`: `"exactly-once"` or `"at-least-once"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Spanned<String>>,
+    /// `min_pause`: a duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pause: Option<Spanned<String>>,
+    /// `timeout`: a duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<Spanned<String>>,
+    /// `max_concurrent`: at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<Spanned<u32>>,
+    /// `on_cancel`: `"retain"` or `"delete"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_cancel: Option<Spanned<String>>,
+    /// `directory`: relative to the job file's folder.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory: Option<Spanned<String>>,
+    /// `retained`: at least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retained: Option<Spanned<u32>>,
+    /// `tolerable_failures`: consecutive checkpoint failures tolerated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tolerable_failures: Option<Spanned<u32>>,
+}
+
+/// The `[restart]` table. Which keys apply depends on `strategy`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSpec {
+    /// `strategy`: `"none"`, `"fixed-delay"` or `"exponential-delay"` (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strategy: Option<Spanned<String>>,
+    /// `attempts`: fixed-delay and exponential-delay.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<Spanned<u32>>,
+    /// `delay`: fixed-delay only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<Spanned<String>>,
+    /// `initial`: exponential-delay only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub initial: Option<Spanned<String>>,
+    /// `max`: exponential-delay only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Spanned<String>>,
+    /// `multiplier`: exponential-delay only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multiplier: Option<Spanned<f64>>,
+}
+
+/// The `[limits]` table, or an operator's `limits`; every key is optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSpec {
+    /// `max_memory`: a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<Spanned<String>>,
+    /// `call_timeout`: a duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout: Option<Spanned<String>>,
+    /// `max_output`: a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_output: Option<Spanned<String>>,
+    /// `max_state`: a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_state: Option<Spanned<String>>,
+}
+
+/// A `[[source]]` table. Which keys apply depends on `type`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// `name` (required).
+    pub name: Spanned<String>,
+    /// `type`: `"file"` or `"generator"` (required).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Spanned<String>>,
+    /// `parallelism`: default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<Spanned<u32>>,
+    /// `inputs`: never allowed on a source; kept so the error can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `path` (file): the file to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<Spanned<String>>,
+    /// `follow` (file): keep reading as the file grows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub follow: Option<Spanned<bool>>,
+    /// `seed` (generator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<Spanned<u64>>,
+    /// `count` (generator): records in total; absent = unbounded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<Spanned<u64>>,
+    /// `rate` (generator): records per second; absent = as fast as possible.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<Spanned<f64>>,
+    /// `keys` (generator): how many distinct keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keys: Option<Spanned<u64>>,
+    /// `value_size` (generator): bytes per value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_size: Option<Spanned<u64>>,
+}
+
+/// An `[[operator]]` table: a WebAssembly module run as a vertex.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorSpec {
+    /// `name` (required).
+    pub name: Spanned<String>,
+    /// `module`: the `.wasm` file, relative to the job file's folder (required).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<Spanned<String>>,
+    /// `parallelism`: default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<Spanned<u32>>,
+    /// `config`: handed to the guest's init as bytes; default empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// `inputs` (required, non-empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `limits`: overrides of the job's `[limits]`, key by key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<LimitsSpec>,
+}
+
+/// A `[[sink]]` table. Which keys apply depends on `type`.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSpec {
+    /// `name` (required).
+    pub name: Spanned<String>,
+    /// `type`: `"file"`, `"stdout"` or `"blackhole"` (required).
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Spanned<String>>,
+    /// `parallelism`: default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<Spanned<u32>>,
+    /// `inputs` (required, non-empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `path` (file): the output directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<Spanned<String>>,
+}
+
+/// One element of an `inputs` array: a vertex name, or a table naming the
+/// vertex and the partitioner.
+///
+/// ```toml
+/// inputs = ["lines", { from = "split", partition = "key-hash" }]
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub enum InputSpec {
+    /// `"split"`: the partitioner is chosen by parallelism.
+    Name(String),
+    /// `{ from = "split", partition = "key-hash" }`.
+    Edge {
+        /// `from`: the upstream vertex (required).
+        from: Spanned<String>,
+        /// `partition`: `forward`, `rebalance`, `key-hash` or `broadcast`.
+        partition: Option<Spanned<String>>,
+    },
+}
+
+/// The keys of an input table.
+const INPUT_KEYS: &[&str] = &["from", "partition"];
+
+impl<'de> Deserialize<'de> for InputSpec {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(InputVisitor)
+    }
+}
+
+/// Accepts a string or a `{ from, partition }` table, refusing other keys.
+struct InputVisitor;
+
+impl<'de> Visitor<'de> for InputVisitor {
+    type Value = InputSpec;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(
+            "a vertex name or a table { from = \"<vertex>\", partition = \"<partitioner>\" }",
+        )
+    }
+
+    fn visit_str<E: de::Error>(self, name: &str) -> Result<InputSpec, E> {
+        Ok(InputSpec::Name(name.to_owned()))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputSpec, A::Error> {
+        let mut from = None;
+        let mut partition = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "from" if from.is_some() => return Err(de::Error::duplicate_field("from")),
+                "from" => from = Some(map.next_value()?),
+                "partition" if partition.is_some() => {
+                    return Err(de::Error::duplicate_field("partition"));
+                }
+                "partition" => partition = Some(map.next_value()?),
+                other => return Err(de::Error::unknown_field(other, INPUT_KEYS)),
+            }
+        }
+        let from = from.ok_or_else(|| de::Error::missing_field("from"))?;
+        Ok(InputSpec::Edge { from, partition })
+    }
+}
+
+impl Serialize for InputSpec {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            InputSpec::Name(name) => serializer.serialize_str(name),
+            InputSpec::Edge { from, partition } => {
+                let mut map =
+                    serializer.serialize_map(Some(1 + usize::from(partition.is_some())))?;
+                map.serialize_entry("from", from.get_ref())?;
+                if let Some(partition) = partition {
+                    map.serialize_entry("partition", partition.get_ref())?;
+                }
+                map.end()
+            }
+        }
+    }
+}

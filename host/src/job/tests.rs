@@ -1,0 +1,1318 @@
+//! Job file → job graph: the shipped example, defaults, round trip, the
+//! fingerprint, and every validation error with its exact line.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::*;
+use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::dataflow::TaskId;
+
+fn parse(text: &str) -> Result<Job, JobError> {
+    Job::from_str(text, "/jobs", "test.toml")
+}
+
+fn job(text: &str) -> Job {
+    parse(text).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// The line and the problem of a validation error.
+#[track_caller]
+fn invalid(text: &str) -> (usize, Problem) {
+    match parse(text) {
+        Err(JobError::Invalid { at, problem }) => (at.line, *problem),
+        other => panic!("expected a validation error, got {other:?}"),
+    }
+}
+
+/// The line and the message of a parser error.
+#[track_caller]
+fn syntax(text: &str) -> (usize, String) {
+    match parse(text) {
+        Err(JobError::Syntax { at, message }) => (at.line, message),
+        other => panic!("expected a syntax error, got {other:?}"),
+    }
+}
+
+#[track_caller]
+fn bad_value(text: &str) -> (usize, String, String) {
+    match invalid(text) {
+        (line, Problem::BadValue { key, found, .. }) => (line, key, found),
+        other => panic!("expected a bad value, got {other:?}"),
+    }
+}
+
+/// The smallest valid job: generator → blackhole.
+const MINIMAL: &str = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[sink]]
+name = "out"
+type = "blackhole"
+inputs = ["in"]
+"#;
+
+/// A job with every key set, none at its default.
+const COMPLETE: &str = r#"name = "complete"
+
+[checkpoint]
+interval = "250ms"
+mode = "at-least-once"
+min_pause = "100ms"
+timeout = "2m"
+max_concurrent = 2
+on_cancel = "delete"
+directory = "state/complete"
+retained = 5
+tolerable_failures = 3
+
+[restart]
+strategy = "exponential-delay"
+initial = "100ms"
+max = "10s"
+multiplier = 1.5
+attempts = 7
+
+[limits]
+max_memory = "128MiB"
+call_timeout = "5s"
+max_output = "8MB"
+max_state = "2GiB"
+
+[[source]]
+name = "lines"
+type = "file"
+path = "in.txt"
+follow = true
+
+[[source]]
+name = "numbers"
+type = "generator"
+seed = 42
+count = 100000
+rate = 5000.5
+keys = 17
+value_size = 64
+parallelism = 3
+
+[[operator]]
+name = "split"
+module = "split.wasm"
+config = "lowercase=true"
+inputs = ["lines"]
+
+[[operator]]
+name = "join"
+module = "/opt/weir/join.wasm"
+parallelism = 4
+inputs = [{ from = "split", partition = "key-hash" }, { from = "numbers", partition = "broadcast" }]
+limits = { call_timeout = "1s", max_state = "16MiB" }
+
+[[sink]]
+name = "files"
+type = "file"
+path = "out"
+parallelism = 4
+inputs = [{ from = "join" }]
+
+[[sink]]
+name = "console"
+type = "stdout"
+inputs = [{ from = "join", partition = "rebalance" }, { from = "split", partition = "broadcast" }]
+"#;
+
+fn wordcount_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/wordcount.toml")
+}
+
+/// A job with `line` fields zeroed, to compare jobs read from different texts.
+fn without_lines(mut job: Job) -> Job {
+    for vertex in &mut job.vertices {
+        vertex.line = 0;
+        if let VertexKind::Operator(operator) = &mut vertex.kind {
+            operator.module_line = 0;
+        }
+    }
+    job
+}
+
+fn edge(from: &str, to: &str, port: u32, partitioner: Partitioner) -> Edge {
+    Edge {
+        from: from.into(),
+        to: to.into(),
+        port,
+        partitioner,
+    }
+}
+
+// ---- the shipped example -------------------------------------------------
+
+#[test]
+fn shipped_wordcount_job_parses_into_the_documented_graph() {
+    let path = wordcount_path();
+    let job = Job::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    let folder = path.parent().unwrap();
+
+    assert_eq!(job.name, "wordcount");
+    assert_eq!(job.base_dir, folder);
+    let names: Vec<_> = job
+        .vertices
+        .iter()
+        .map(|v| (v.name.as_str(), v.kind_name(), v.parallelism))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("lines", "source", 1),
+            ("split", "operator", 1),
+            ("count", "operator", 2),
+            ("out", "sink", 2)
+        ]
+    );
+    assert_eq!(
+        job.edges,
+        [
+            edge("lines", "split", 0, Partitioner::Forward),
+            edge("split", "count", 0, Partitioner::KeyHash),
+            edge("count", "out", 0, Partitioner::Forward),
+        ]
+    );
+    let VertexKind::Source(SourceKind::File {
+        path: input,
+        follow: false,
+    }) = &job.vertex("lines").unwrap().kind
+    else {
+        panic!("lines is not a file source")
+    };
+    assert!(
+        input.is_file(),
+        "{} ships with the repository",
+        input.display()
+    );
+    for (name, file) in [
+        ("split", "weir_example_split.wasm"),
+        ("count", "weir_example_count.wasm"),
+    ] {
+        let module = &job.vertex(name).unwrap().operator().unwrap().module;
+        assert_eq!(
+            module,
+            &folder
+                .join("../../target/wasm32-unknown-unknown/release")
+                .join(file)
+        );
+    }
+    assert!(matches!(
+        job.vertex("out").unwrap().kind,
+        VertexKind::Sink(SinkKind::File { .. })
+    ));
+
+    let checkpoint = &job.checkpoint;
+    assert_eq!(checkpoint.interval, Some(Duration::from_secs(1)));
+    assert_eq!(checkpoint.mode, CheckpointMode::ExactlyOnce);
+    assert_eq!(checkpoint.on_cancel, Retention::RetainOnCancel);
+    assert_eq!(checkpoint.directory, folder.join("checkpoints/wordcount"));
+    assert_eq!(
+        job.restart,
+        RestartStrategy::FixedDelay {
+            attempts: 3,
+            delay: Duration::from_secs(1)
+        }
+    );
+    assert_eq!(job.tasks().count(), 6);
+    assert_eq!(
+        job.source_tasks().collect::<Vec<_>>(),
+        [TaskId::new("lines", 0)]
+    );
+}
+
+// ---- defaults ------------------------------------------------------------
+
+#[test]
+fn absent_tables_and_keys_take_their_defaults() {
+    let job = job(MINIMAL);
+    assert_eq!(
+        job.checkpoint,
+        CheckpointConfig::new(PathBuf::from("/jobs/checkpoints/t"))
+    );
+    assert_eq!(job.checkpoint.interval, None);
+    assert_eq!(
+        job.restart,
+        RestartStrategy::None,
+        "no checkpoints, nothing to restart from"
+    );
+    assert_eq!(job.limits, Limits::default());
+    assert_eq!(job.vertices[0].parallelism, 1);
+    assert_eq!(
+        job.vertices[0].kind,
+        VertexKind::Source(SourceKind::Generator {
+            seed: 0,
+            count: None,
+            rate: None,
+            keys: 1_000,
+            value_size: 16
+        })
+    );
+    assert_eq!(job.edges, [edge("in", "out", 0, Partitioner::Forward)]);
+}
+
+#[test]
+fn default_limits_are_those_of_the_abi() {
+    let limits = Limits::default();
+    assert_eq!(limits.max_memory_bytes, 256 * 1024 * 1024);
+    assert_eq!(limits.call_timeout, Duration::from_secs(10));
+    assert_eq!(limits.max_output_bytes, 64 * 1024 * 1024);
+    assert_eq!(limits.max_state_bytes, 1024 * 1024 * 1024);
+}
+
+#[test]
+fn restart_defaults_to_fixed_delay_when_checkpoints_are_on() {
+    let text = MINIMAL.replace("[[source]]", "[checkpoint]\ninterval = \"5s\"\n[[source]]");
+    assert_eq!(job(&text).restart, RestartStrategy::DEFAULT_FIXED_DELAY);
+}
+
+#[test]
+fn interval_off_disables_periodic_checkpoints() {
+    let text = MINIMAL.replace("[[source]]", "[checkpoint]\ninterval = \"off\"\n[[source]]");
+    assert_eq!(job(&text).checkpoint.interval, None);
+}
+
+#[test]
+fn strategy_keys_default_when_absent() {
+    let fixed = MINIMAL.replace(
+        "[[source]]",
+        "[restart]\nstrategy = \"fixed-delay\"\n[[source]]",
+    );
+    assert_eq!(job(&fixed).restart, RestartStrategy::DEFAULT_FIXED_DELAY);
+    let exponential = MINIMAL.replace(
+        "[[source]]",
+        "[restart]\nstrategy = \"exponential-delay\"\n[[source]]",
+    );
+    assert_eq!(
+        job(&exponential).restart,
+        RestartStrategy::ExponentialDelay {
+            initial: Duration::from_secs(1),
+            max: Duration::from_secs(60),
+            multiplier: 2.0,
+            attempts: None
+        }
+    );
+}
+
+#[test]
+fn shorthand_input_is_rebalance_between_different_parallelisms() {
+    let text = MINIMAL.replace(
+        "type = \"blackhole\"",
+        "type = \"blackhole\"\nparallelism = 3",
+    );
+    assert_eq!(
+        job(&text).edges,
+        [edge("in", "out", 0, Partitioner::Rebalance)]
+    );
+}
+
+// ---- a complete job ------------------------------------------------------
+
+#[test]
+fn complete_job_reads_every_key() {
+    let job = job(COMPLETE);
+    assert_eq!(
+        job.checkpoint,
+        CheckpointConfig {
+            interval: Some(Duration::from_millis(250)),
+            mode: CheckpointMode::AtLeastOnce,
+            min_pause: Duration::from_millis(100),
+            timeout: Duration::from_secs(120),
+            max_concurrent: 2,
+            on_cancel: Retention::DeleteOnCancel,
+            directory: PathBuf::from("/jobs/state/complete"),
+            retained: 5,
+            tolerable_failures: 3,
+        }
+    );
+    assert_eq!(
+        job.restart,
+        RestartStrategy::ExponentialDelay {
+            initial: Duration::from_millis(100),
+            max: Duration::from_secs(10),
+            multiplier: 1.5,
+            attempts: Some(7),
+        }
+    );
+    let job_limits = Limits {
+        max_memory_bytes: 128 << 20,
+        call_timeout: Duration::from_secs(5),
+        max_output_bytes: 8_000_000,
+        max_state_bytes: 2 << 30,
+    };
+    assert_eq!(job.limits, job_limits);
+
+    let order: Vec<_> = job.vertices.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        order,
+        ["lines", "numbers", "split", "join", "files", "console"]
+    );
+    assert_eq!(
+        job.vertex("lines").unwrap().kind,
+        VertexKind::Source(SourceKind::File {
+            path: "/jobs/in.txt".into(),
+            follow: true
+        })
+    );
+    assert_eq!(
+        job.vertex("numbers").unwrap().kind,
+        VertexKind::Source(SourceKind::Generator {
+            seed: 42,
+            count: Some(100_000),
+            rate: Some(5000.5),
+            keys: 17,
+            value_size: 64
+        })
+    );
+    let split = job.vertex("split").unwrap();
+    assert_eq!(split.line, 44);
+    assert_eq!(
+        split.operator().unwrap(),
+        &Operator {
+            module: "/jobs/split.wasm".into(),
+            module_line: 45,
+            config: b"lowercase=true".to_vec(),
+            limits: job_limits
+        }
+    );
+    let join = job.vertex("join").unwrap().operator().unwrap();
+    assert_eq!(
+        join.module,
+        PathBuf::from("/opt/weir/join.wasm"),
+        "absolute paths stay as they are"
+    );
+    assert_eq!(join.config, b"");
+    assert_eq!(
+        join.limits,
+        Limits {
+            call_timeout: Duration::from_secs(1),
+            max_state_bytes: 16 << 20,
+            ..job_limits
+        },
+        "an operator's limits override the job's key by key"
+    );
+    assert_eq!(
+        job.vertex("files").unwrap().kind,
+        VertexKind::Sink(SinkKind::File {
+            directory: "/jobs/out".into()
+        })
+    );
+    assert_eq!(
+        job.vertex("console").unwrap().kind,
+        VertexKind::Sink(SinkKind::Stdout)
+    );
+    assert_eq!(
+        job.edges,
+        [
+            edge("lines", "split", 0, Partitioner::Forward),
+            edge("split", "join", 0, Partitioner::KeyHash),
+            edge("numbers", "join", 1, Partitioner::Broadcast),
+            edge("join", "files", 0, Partitioner::Forward),
+            edge("join", "console", 0, Partitioner::Rebalance),
+            edge("split", "console", 1, Partitioner::Broadcast),
+        ]
+    );
+    assert_eq!(
+        job.inputs_of("join")
+            .map(|e| e.from.as_str())
+            .collect::<Vec<_>>(),
+        ["split", "numbers"]
+    );
+    assert_eq!(job.outputs_of("split").count(), 2);
+    assert_eq!(
+        job.outputs_of("join")
+            .map(|e| e.to.as_str())
+            .collect::<Vec<_>>(),
+        ["files", "console"]
+    );
+    assert_eq!(job.sources().count(), 2);
+    assert_eq!(job.operators().count(), 2);
+    assert_eq!(job.sinks().count(), 2);
+    assert_eq!(job.tasks().count(), 1 + 3 + 1 + 4 + 4 + 1);
+}
+
+#[test]
+fn complete_job_round_trips_through_toml() {
+    let original = job(COMPLETE);
+    let written = original.to_toml();
+    let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(
+        without_lines(reread.clone()),
+        without_lines(original.clone()),
+        "{written}"
+    );
+    assert_eq!(reread.fingerprint(), original.fingerprint());
+    assert_eq!(reread.to_toml(), written, "writing is deterministic");
+}
+
+#[test]
+fn minimal_and_wordcount_jobs_round_trip_through_toml() {
+    for original in [job(MINIMAL), Job::from_file(wordcount_path()).unwrap()] {
+        let written = original.to_toml();
+        let reread = Job::from_str(&written, &original.base_dir, "rewritten.toml")
+            .unwrap_or_else(|e| panic!("{e}\n{written}"));
+        assert_eq!(
+            without_lines(reread),
+            without_lines(Job {
+                file: "rewritten.toml".into(),
+                ..original
+            })
+        );
+    }
+}
+
+// ---- fingerprint ---------------------------------------------------------
+
+#[test]
+fn fingerprint_is_pinned_for_a_known_graph() {
+    // Changing this constant breaks matching every existing checkpoint to its
+    // job: bump the fingerprint format instead, and document it.
+    assert_eq!(job(MINIMAL).fingerprint(), 0xba93_7137_a145_7ec1);
+}
+
+#[test]
+fn fingerprint_ignores_table_order_and_settings() {
+    let reference = job(COMPLETE).fingerprint();
+    // Moving the `console` sink before `files` changes file order, not shape.
+    let (head, sinks) = COMPLETE.split_at(COMPLETE.find("[[sink]]").unwrap());
+    let (files, console) = sinks.split_at(sinks.rfind("[[sink]]").unwrap());
+    let swapped = format!("{head}{console}\n{files}");
+    assert_eq!(job(&swapped).fingerprint(), reference);
+
+    let other_settings = COMPLETE
+        .replace("split.wasm", "split-v2.wasm")
+        .replace("lowercase=true", "lowercase=false")
+        .replace("interval = \"250ms\"", "interval = \"1s\"")
+        .replace("call_timeout = \"1s\"", "call_timeout = \"2s\"");
+    assert_eq!(job(&other_settings).fingerprint(), reference);
+}
+
+#[test]
+fn fingerprint_changes_with_the_shape() {
+    let reference = job(COMPLETE).fingerprint();
+    let changes = [
+        COMPLETE.replace("parallelism = 3", "parallelism = 2"),
+        COMPLETE.replace("partition = \"key-hash\"", "partition = \"rebalance\""),
+        COMPLETE.replace("type = \"stdout\"", "type = \"blackhole\""),
+        COMPLETE.replace("\"console\"", "\"screen\""),
+        COMPLETE.replace(
+            "inputs = [{ from = \"split\", partition = \"key-hash\" }, { from = \"numbers\", partition = \"broadcast\" }]",
+            "inputs = [{ from = \"numbers\", partition = \"broadcast\" }, { from = \"split\", partition = \"key-hash\" }]",
+        ),
+    ];
+    for text in &changes {
+        assert_ne!(job(text).fingerprint(), reference, "{text}");
+    }
+}
+
+// ---- errors: syntax, keys and types --------------------------------------
+
+#[test]
+fn unknown_key_is_named_with_its_line_and_the_allowed_keys() {
+    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\nsede = 1");
+    let (line, message) = syntax(&text);
+    assert_eq!(line, 5);
+    assert!(
+        message.contains("unknown field `sede`") && message.contains("`seed`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn wrong_type_names_the_key_and_the_expected_type() {
+    let text = MINIMAL.replace(
+        "type = \"blackhole\"",
+        "type = \"blackhole\"\nparallelism = \"two\"",
+    );
+    assert_eq!(
+        syntax(&text),
+        (
+            8,
+            "`parallelism`: invalid type: string \"two\", expected u32".into()
+        )
+    );
+}
+
+#[test]
+fn negative_count_is_a_syntax_error_on_its_line() {
+    let text = MINIMAL.replace(
+        "[[source]]",
+        "[checkpoint]\nmax_concurrent = -1\n[[source]]",
+    );
+    let (line, message) = syntax(&text);
+    assert_eq!(line, 3);
+    assert!(
+        message.starts_with("`max_concurrent`: invalid value"),
+        "{message}"
+    );
+}
+
+#[test]
+fn malformed_toml_is_reported_at_its_position() {
+    let err = parse("name = \"t\"\n[[source]\n").unwrap_err();
+    assert_eq!(err.line(), Some(2));
+    assert!(err.to_string().starts_with("test.toml:2:"), "{err}");
+    assert_eq!(
+        syntax("name = \"t\"\nname = \"u\"\n"),
+        (2, "`name`: duplicate key".into())
+    );
+}
+
+#[test]
+fn input_table_with_unknown_key_is_refused() {
+    let text = MINIMAL.replace("inputs = [\"in\"]", "inputs = [{ form = \"in\" }]");
+    let (line, message) = syntax(&text);
+    assert_eq!(line, 8);
+    assert_eq!(
+        message,
+        "unknown field `form`, expected `from` or `partition`"
+    );
+}
+
+#[test]
+fn errors_display_as_file_line_column_message() {
+    let text = MINIMAL.replace(
+        "type = \"generator\"",
+        "type = \"generator\"\nparallelism = 0",
+    );
+    let err = parse(&text).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "test.toml:5:15: `parallelism` of source \"in\": expected at least 1, found 0"
+    );
+    assert_eq!(
+        err.location(),
+        Some(&Location {
+            file: "test.toml".into(),
+            line: 5,
+            column: 15
+        })
+    );
+}
+
+#[test]
+fn unreadable_file_names_the_path() {
+    let err = Job::from_file("/nonexistent/weir/job.toml").unwrap_err();
+    assert!(matches!(err, JobError::Read { .. }));
+    assert_eq!(err.line(), None);
+    assert!(
+        err.to_string()
+            .starts_with("/nonexistent/weir/job.toml: cannot read the job file"),
+        "{err}"
+    );
+}
+
+// ---- errors: values --------------------------------------------------------
+
+#[test]
+fn bad_duration_lists_the_allowed_forms() {
+    let text = MINIMAL.replace(
+        "[[source]]",
+        "[checkpoint]\ntimeout = \"5 sec\"\n[[source]]",
+    );
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 3);
+    let Problem::BadValue {
+        key,
+        found,
+        expected,
+    } = problem
+    else {
+        panic!("{problem:?}")
+    };
+    assert_eq!(
+        (key.as_str(), found.as_str()),
+        ("`checkpoint.timeout`", "\"5 sec\"")
+    );
+    assert_eq!(expected, DURATION_FORMS);
+}
+
+#[test]
+fn bad_size_lists_the_allowed_forms() {
+    let text = MINIMAL.replace("[[source]]", "[limits]\nmax_state = \"1TB\"\n[[source]]");
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 3);
+    assert!(
+        matches!(problem, Problem::BadValue { ref expected, .. } if expected == SIZE_FORMS),
+        "{problem:?}"
+    );
+}
+
+#[test]
+fn memory_limit_below_one_wasm_page_is_refused() {
+    let text = MINIMAL.replace("[[source]]", "[limits]\nmax_memory = \"1KiB\"\n[[source]]");
+    assert_eq!(
+        bad_value(&text),
+        (3, "`limits.max_memory`".into(), "\"1KiB\"".into())
+    );
+}
+
+#[test]
+fn operator_limit_error_names_the_operator() {
+    let text = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[operator]]
+name = "op"
+module = "op.wasm"
+inputs = ["in"]
+limits = { call_timeout = "0s" }
+[[sink]]
+name = "out"
+type = "stdout"
+inputs = ["op"]
+"#;
+    assert_eq!(
+        bad_value(text),
+        (
+            9,
+            "`limits.call_timeout` of operator \"op\"".into(),
+            "\"0s\"".into()
+        )
+    );
+}
+
+#[test]
+fn zero_interval_is_refused() {
+    let text = MINIMAL.replace(
+        "[[source]]",
+        "\n[checkpoint]\ninterval = \"0ms\"\n[[source]]",
+    );
+    assert_eq!(
+        bad_value(&text),
+        (4, "`checkpoint.interval`".into(), "\"0ms\"".into())
+    );
+}
+
+#[test]
+fn zero_timeout_is_refused() {
+    let text = MINIMAL.replace(
+        "[[source]]",
+        "[checkpoint]\ninterval = \"1s\"\ntimeout = \"0s\"\n[[source]]",
+    );
+    assert_eq!(
+        bad_value(&text),
+        (4, "`checkpoint.timeout`".into(), "\"0s\"".into())
+    );
+}
+
+#[test]
+fn zero_max_concurrent_is_refused() {
+    let text = MINIMAL.replace("[[source]]", "[checkpoint]\nmax_concurrent = 0\n[[source]]");
+    assert_eq!(
+        bad_value(&text),
+        (3, "`checkpoint.max_concurrent`".into(), "0".into())
+    );
+}
+
+#[test]
+fn zero_retained_is_refused() {
+    let text = MINIMAL.replace("[[source]]", "[checkpoint]\n\nretained = 0\n[[source]]");
+    assert_eq!(
+        bad_value(&text),
+        (4, "`checkpoint.retained`".into(), "0".into())
+    );
+}
+
+#[test]
+fn unknown_mode_and_retention_words_are_refused() {
+    let mode = MINIMAL.replace(
+        "[[source]]",
+        "[checkpoint]\nmode = \"exactly_once\"\n[[source]]",
+    );
+    assert_eq!(
+        bad_value(&mode),
+        (3, "`checkpoint.mode`".into(), "\"exactly_once\"".into())
+    );
+    let retention = MINIMAL.replace(
+        "[[source]]",
+        "[checkpoint]\non_cancel = \"keep\"\n[[source]]",
+    );
+    assert_eq!(
+        bad_value(&retention),
+        (3, "`checkpoint.on_cancel`".into(), "\"keep\"".into())
+    );
+}
+
+#[test]
+fn zero_parallelism_is_refused() {
+    let text = MINIMAL.replace(
+        "type = \"blackhole\"",
+        "type = \"blackhole\"\nparallelism = 0",
+    );
+    assert_eq!(
+        bad_value(&text),
+        (8, "`parallelism` of sink \"out\"".into(), "0".into())
+    );
+}
+
+#[test]
+fn file_source_with_parallelism_above_one_is_refused() {
+    let text = MINIMAL.replace(
+        "type = \"generator\"",
+        "type = \"file\"\npath = \"in.txt\"\nparallelism = 2",
+    );
+    assert_eq!(
+        invalid(&text),
+        (
+            6,
+            Problem::FileSourceParallelism {
+                source_name: "in".into(),
+                parallelism: 2
+            }
+        )
+    );
+}
+
+#[test]
+fn bad_vertex_and_job_names_are_refused() {
+    let text = MINIMAL.replace("name = \"out\"", "name = \"out put\"");
+    assert_eq!(
+        bad_value(&text),
+        (6, "`name` of a sink".into(), "\"out put\"".into())
+    );
+    let text = MINIMAL.replace("name = \"t\"", "name = \"../t\"");
+    assert_eq!(bad_value(&text), (1, "`name`".into(), "\"../t\"".into()));
+}
+
+#[test]
+fn unknown_source_and_sink_types_are_refused() {
+    let text = MINIMAL.replace("\"generator\"", "\"kafka\"");
+    assert_eq!(
+        bad_value(&text),
+        (4, "`type` of source \"in\"".into(), "\"kafka\"".into())
+    );
+    let text = MINIMAL.replace("\"blackhole\"", "\"s3\"");
+    assert_eq!(
+        bad_value(&text),
+        (7, "`type` of sink \"out\"".into(), "\"s3\"".into())
+    );
+}
+
+#[test]
+fn unknown_partitioner_is_refused() {
+    let text = MINIMAL.replace(
+        "inputs = [\"in\"]",
+        "\ninputs = [{ from = \"in\", partition = \"hash\" }]",
+    );
+    let (line, key, found) = bad_value(&text);
+    assert_eq!((line, found.as_str()), (9, "\"hash\""));
+    assert_eq!(key, "`partition` of input \"in\" of sink \"out\"");
+}
+
+#[test]
+fn generator_rate_must_be_positive() {
+    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\nrate = 0");
+    assert_eq!(
+        bad_value(&text),
+        (5, "`rate` of source \"in\"".into(), "0".into())
+    );
+}
+
+#[test]
+fn missing_required_keys_are_named_with_their_meaning() {
+    let no_type = MINIMAL.replace("type = \"generator\"\n", "");
+    let (line, problem) = invalid(&no_type);
+    assert_eq!(line, 3);
+    assert!(
+        matches!(problem, Problem::MissingKey { key: "type", ref owner, .. } if owner == "source \"in\"")
+    );
+
+    let no_path = MINIMAL.replace("\"blackhole\"", "\"file\"");
+    let (line, problem) = invalid(&no_path);
+    assert_eq!(line, 6);
+    assert!(
+        matches!(problem, Problem::MissingKey { key: "path", ref owner, .. } if owner == "file sink \"out\"")
+    );
+
+    let no_module = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[operator]]
+name = "op"
+inputs = ["in"]
+[[sink]]
+name = "out"
+type = "stdout"
+inputs = ["op"]
+"#;
+    let (line, problem) = invalid(no_module);
+    assert_eq!(line, 6);
+    assert!(matches!(problem, Problem::MissingKey { key: "module", .. }));
+}
+
+#[test]
+fn keys_of_another_type_are_refused() {
+    let text = MINIMAL.replace(
+        "type = \"generator\"",
+        "type = \"generator\"\nfollow = true",
+    );
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 5);
+    assert_eq!(
+        problem,
+        Problem::KeyNotAllowed {
+            key: "follow",
+            owner: "generator source \"in\"".into(),
+            allowed: vec![
+                "name",
+                "type",
+                "parallelism",
+                "seed",
+                "count",
+                "rate",
+                "keys",
+                "value_size"
+            ],
+        }
+    );
+    let text = MINIMAL.replace(
+        "type = \"blackhole\"",
+        "type = \"blackhole\"\npath = \"out\"",
+    );
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 8);
+    assert!(matches!(
+        problem,
+        Problem::KeyNotAllowed { key: "path", .. }
+    ));
+}
+
+// ---- errors: the restart strategy -----------------------------------------
+
+fn with_restart(table: &str) -> String {
+    MINIMAL.replace("[[source]]", &format!("[restart]\n{table}\n[[source]]"))
+}
+
+#[test]
+fn delay_on_exponential_delay_is_refused() {
+    let (line, problem) = invalid(&with_restart(
+        "strategy = \"exponential-delay\"\ninitial = \"1s\"\ndelay = \"1s\"",
+    ));
+    assert_eq!(line, 5);
+    assert_eq!(
+        problem,
+        Problem::KeyNotAllowed {
+            key: "delay",
+            owner: "restart strategy \"exponential-delay\"".into(),
+            allowed: vec!["strategy", "initial", "max", "multiplier", "attempts"],
+        }
+    );
+}
+
+#[test]
+fn exponential_keys_on_fixed_delay_and_any_key_on_none_are_refused() {
+    let (line, problem) = invalid(&with_restart(
+        "strategy = \"fixed-delay\"\nmultiplier = 2.0",
+    ));
+    assert_eq!(line, 4);
+    assert!(matches!(
+        problem,
+        Problem::KeyNotAllowed {
+            key: "multiplier",
+            ..
+        }
+    ));
+    let (line, problem) = invalid(&with_restart("strategy = \"none\"\nattempts = 3"));
+    assert_eq!(line, 4);
+    assert!(matches!(
+        problem,
+        Problem::KeyNotAllowed {
+            key: "attempts",
+            ..
+        }
+    ));
+}
+
+#[test]
+fn multiplier_below_one_is_refused() {
+    let text = with_restart("strategy = \"exponential-delay\"\nmultiplier = 0.5");
+    assert_eq!(
+        bad_value(&text),
+        (4, "`restart.multiplier`".into(), "0.5".into())
+    );
+}
+
+#[test]
+fn max_below_initial_is_refused() {
+    let text = with_restart("strategy = \"exponential-delay\"\ninitial = \"2s\"\nmax = \"1s\"");
+    assert_eq!(
+        bad_value(&text),
+        (5, "`restart.max`".into(), "\"1s\"".into())
+    );
+}
+
+#[test]
+fn unknown_or_missing_strategy_is_refused() {
+    let text = with_restart("strategy = \"always\"");
+    assert_eq!(
+        bad_value(&text),
+        (3, "`restart.strategy`".into(), "\"always\"".into())
+    );
+    let (line, problem) = invalid(&with_restart("attempts = 3"));
+    assert_eq!(line, 3);
+    assert!(matches!(
+        problem,
+        Problem::MissingKey {
+            key: "strategy",
+            ..
+        }
+    ));
+}
+
+// ---- errors: the graph ------------------------------------------------------
+
+#[test]
+fn duplicate_vertex_names_are_refused_across_kinds() {
+    let text = MINIMAL.replace("name = \"out\"", "name = \"in\"");
+    assert_eq!(
+        invalid(&text),
+        (
+            6,
+            Problem::DuplicateVertex {
+                name: "in".into(),
+                first_line: 3
+            }
+        )
+    );
+}
+
+#[test]
+fn unknown_input_lists_the_known_vertices() {
+    let text = MINIMAL.replace("inputs = [\"in\"]", "inputs = [\"input\"]");
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 8);
+    assert_eq!(
+        problem,
+        Problem::UnknownInput {
+            kind: "sink",
+            vertex: "out".into(),
+            input: "input".into(),
+            known: vec!["in".into()]
+        }
+    );
+    assert!(
+        problem.to_string().contains("known vertices are \"in\""),
+        "{problem}"
+    );
+}
+
+#[test]
+fn input_from_a_sink_is_refused() {
+    let text = format!(
+        "{MINIMAL}[[sink]]\nname = \"more\"\ntype = \"stdout\"\ninputs = [\"in\", \"out\"]\n"
+    );
+    assert_eq!(
+        invalid(&text),
+        (
+            12,
+            Problem::InputFromSink {
+                kind: "sink",
+                vertex: "more".into(),
+                sink: "out".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn source_with_inputs_is_refused() {
+    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\ninputs = []");
+    assert_eq!(
+        invalid(&text),
+        (
+            5,
+            Problem::SourceWithInputs {
+                source_name: "in".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn operator_without_inputs_is_refused() {
+    let text = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[operator]]
+name = "op"
+module = "op.wasm"
+[[sink]]
+name = "out"
+type = "stdout"
+inputs = ["in"]
+"#;
+    assert_eq!(
+        invalid(text),
+        (
+            6,
+            Problem::NoInputs {
+                kind: "operator",
+                vertex: "op".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn sink_with_empty_inputs_is_refused() {
+    let text = MINIMAL.replace("inputs = [\"in\"]", "inputs = []");
+    assert_eq!(
+        invalid(&text),
+        (
+            8,
+            Problem::NoInputs {
+                kind: "sink",
+                vertex: "out".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn same_input_twice_is_refused() {
+    let text = MINIMAL.replace(
+        "inputs = [\"in\"]",
+        "inputs = [\"in\",\n  { from = \"in\", partition = \"broadcast\" }]",
+    );
+    assert_eq!(
+        invalid(&text),
+        (
+            9,
+            Problem::DuplicateInput {
+                kind: "sink",
+                vertex: "out".into(),
+                input: "in".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn cycles_are_refused_naming_every_vertex_on_them() {
+    let text = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[operator]]
+name = "a"
+module = "a.wasm"
+inputs = ["in", "c"]
+[[operator]]
+name = "b"
+module = "b.wasm"
+inputs = ["a"]
+[[operator]]
+name = "c"
+module = "c.wasm"
+inputs = ["b"]
+[[sink]]
+name = "out"
+type = "stdout"
+inputs = ["c"]
+"#;
+    let (line, problem) = invalid(text);
+    assert_eq!(line, 8, "the input closing the cycle into its first vertex");
+    assert_eq!(
+        problem,
+        Problem::Cycle {
+            cycle: vec!["a".into(), "b".into(), "c".into(), "a".into()]
+        }
+    );
+    assert!(
+        problem.to_string().contains("a -> b -> c -> a"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn an_operator_reading_itself_is_a_cycle() {
+    let text = r#"name = "t"
+[[source]]
+name = "in"
+type = "generator"
+[[operator]]
+name = "loop"
+module = "loop.wasm"
+inputs = [
+  "in",
+  "loop",
+]
+[[sink]]
+name = "out"
+type = "stdout"
+inputs = ["loop"]
+"#;
+    assert_eq!(
+        invalid(text),
+        (
+            10,
+            Problem::Cycle {
+                cycle: vec!["loop".into(), "loop".into()]
+            }
+        )
+    );
+}
+
+#[test]
+fn forward_between_different_parallelisms_is_refused() {
+    let text = MINIMAL
+        .replace(
+            "type = \"blackhole\"",
+            "type = \"blackhole\"\nparallelism = 2",
+        )
+        .replace(
+            "inputs = [\"in\"]",
+            "inputs = [{ from = \"in\", partition = \"forward\" }]",
+        );
+    let (line, problem) = invalid(&text);
+    assert_eq!(line, 9);
+    assert_eq!(
+        problem,
+        Problem::ForwardParallelism {
+            from: "in".into(),
+            from_parallelism: 1,
+            to: "out".into(),
+            to_parallelism: 2
+        }
+    );
+    assert!(
+        problem
+            .to_string()
+            .contains("use rebalance or key-hash, or match parallelism"),
+        "{problem}"
+    );
+}
+
+#[test]
+fn job_without_source_or_sink_is_refused() {
+    let no_source = "name = \"t\"\n[[sink]]\nname = \"out\"\ntype = \"stdout\"\ninputs = [\"x\"]\n";
+    assert_eq!(invalid(no_source), (1, Problem::NoSource));
+    let no_sink = "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n";
+    assert_eq!(invalid(no_sink), (1, Problem::NoSink));
+}
+
+#[test]
+fn output_nothing_reads_is_refused() {
+    let text = MINIMAL.replace(
+        "[[sink]]",
+        "[[source]]\nname = \"unused\"\ntype = \"generator\"\n[[sink]]",
+    );
+    assert_eq!(
+        invalid(&text),
+        (
+            6,
+            Problem::UnusedOutput {
+                kind: "source",
+                vertex: "unused".into()
+            }
+        )
+    );
+}
+
+// ---- module files ------------------------------------------------------------
+
+#[test]
+fn missing_module_is_named_with_its_resolved_path_and_the_build_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let job_file = dir.path().join("job.toml");
+    std::fs::write(
+        &job_file,
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+         [[operator]]\nname = \"op\"\nmodule = \"guests/op.wasm\"\ninputs = [\"in\"]\n\
+         [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninputs = [\"op\"]\n",
+    )
+    .unwrap();
+
+    let job = Job::from_file(&job_file).expect("module files are not checked by from_file");
+    let err = job.check_modules_exist().unwrap_err();
+    assert_eq!(err.line(), Some(7));
+    let expected = dir.path().join("guests/op.wasm");
+    assert_eq!(
+        err.problem(),
+        Some(&Problem::ModuleMissing {
+            operator: "op".into(),
+            path: expected.clone()
+        })
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&expected.display().to_string()),
+        "{message}"
+    );
+    assert!(
+        message.contains("bash scripts/build-guests.sh"),
+        "{message}"
+    );
+    assert_eq!(Job::load(&job_file).unwrap_err().line(), Some(7));
+
+    std::fs::create_dir(dir.path().join("guests")).unwrap();
+    std::fs::write(&expected, b"\0asm\x01\0\0\0").unwrap();
+    job.check_modules_exist().unwrap();
+    Job::load(&job_file).unwrap();
+}
+
+// ---- docs/JOB.md -----------------------------------------------------------
+
+fn job_md() -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/JOB.md");
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[test]
+fn every_complete_job_in_job_md_is_valid() {
+    let doc = job_md();
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .filter(|block| block.starts_with("name ="))
+        .collect();
+    assert!(blocks.len() >= 2, "the opening and the complete example");
+    for block in blocks {
+        let job =
+            Job::from_str(block, "/jobs", "JOB.md").unwrap_or_else(|e| panic!("{e}\n{block}"));
+        assert!(job.sinks().count() >= 1);
+    }
+}
+
+#[test]
+fn error_messages_shown_in_job_md_are_the_ones_weir_prints() {
+    let doc = job_md();
+    let text = std::fs::read_to_string(wordcount_path()).unwrap();
+    let file = "examples/jobs/wordcount.toml";
+    let messages = [
+        Job::from_str(
+            &text.replace("\"1s\"   ", "\"5 sec\""),
+            "examples/jobs",
+            file,
+        )
+        .unwrap_err(),
+        Job::from_str(
+            &text.replace("\"key-hash\"", "\"forward\""),
+            "examples/jobs",
+            file,
+        )
+        .unwrap_err(),
+    ];
+    for message in messages {
+        let line = message.to_string();
+        assert!(doc.contains(&line), "docs/JOB.md should show:\n{line}");
+    }
+    // Relative to the test's directory (host/), this module path cannot exist.
+    let job = Job::from_str(&text, "examples/jobs", file).unwrap();
+    if let Err(missing) = job.check_modules_exist() {
+        assert!(
+            doc.contains(&missing.to_string()),
+            "docs/JOB.md should show:\n{missing}"
+        );
+    }
+}

@@ -1,0 +1,1070 @@
+//! From job file text to a [`Job`]: parse into a [`JobSpec`], then check every
+//! rule docs/JOB.md states, naming the line of the offending key.
+//!
+//! The first problem found is reported. Checks run in file order within each
+//! step: settings tables, then vertices (names, kinds, parallelism), then
+//! inputs, then the graph as a whole (cycles, outputs nothing reads).
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::error::{JobError, Location, Problem};
+use super::graph::{Edge, Job, Operator, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
+use super::limits::Limits;
+use super::restart::RestartStrategy;
+use super::spec::{
+    CheckpointSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec, SinkSpec, SourceSpec,
+};
+use super::units::{
+    DURATION_FORMS, SIZE_FORMS, format_duration, format_size, parse_duration, parse_size,
+};
+use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+
+/// Keys of a file source.
+const FILE_SOURCE_KEYS: &[&str] = &["name", "type", "parallelism", "path", "follow"];
+/// Keys of a generator source.
+const GENERATOR_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "parallelism",
+    "seed",
+    "count",
+    "rate",
+    "keys",
+    "value_size",
+];
+/// Keys of a file sink.
+const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path"];
+/// Keys of a stdout or blackhole sink.
+const PLAIN_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs"];
+/// Keys of the `none` restart strategy.
+const NONE_RESTART_KEYS: &[&str] = &["strategy"];
+/// Keys of the `fixed-delay` restart strategy.
+const FIXED_DELAY_KEYS: &[&str] = &["strategy", "attempts", "delay"];
+/// Keys of the `exponential-delay` restart strategy.
+const EXPONENTIAL_DELAY_KEYS: &[&str] = &["strategy", "initial", "max", "multiplier", "attempts"];
+
+/// What a vertex or job name may be made of.
+const NAME_RULE: &str = "1 to 64 ASCII letters, digits, '-' or '_'";
+/// The partitioners, for messages.
+const PARTITIONERS: &str = "\"forward\", \"rebalance\", \"key-hash\" or \"broadcast\"";
+
+/// Generator defaults (docs/JOB.md).
+const DEFAULT_GENERATOR_KEYS: u64 = 1_000;
+/// Generator default value size in bytes (docs/JOB.md).
+const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
+/// Parses and validates job file text (see [`Job::from_str`]).
+pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobError> {
+    let positions = Positions::new(text, file);
+    let spec: JobSpec = toml::from_str(text).map_err(|error| positions.syntax_error(&error))?;
+    Validator {
+        positions,
+        base_dir,
+    }
+    .job(&spec)
+}
+
+/// Turns byte offsets of the text into lines and columns.
+struct Positions<'a> {
+    text: &'a str,
+    file: &'a str,
+    /// Byte offset of the start of each line.
+    line_starts: Vec<usize>,
+}
+
+impl<'a> Positions<'a> {
+    fn new(text: &'a str, file: &'a str) -> Self {
+        let line_starts = std::iter::once(0)
+            .chain(text.match_indices('\n').map(|(i, _)| i + 1))
+            .collect();
+        Positions {
+            text,
+            file,
+            line_starts,
+        }
+    }
+
+    fn location(&self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let index = self.line_starts.partition_point(|&start| start <= offset) - 1;
+        let start = self.line_starts[index];
+        let column = self
+            .text
+            .get(start..offset)
+            .map_or(offset - start, |s| s.chars().count())
+            + 1;
+        Location {
+            file: self.file.to_owned(),
+            line: index + 1,
+            column,
+        }
+    }
+
+    /// A TOML parser error, with the key it concerns when the text shows one.
+    fn syntax_error(&self, error: &toml::de::Error) -> JobError {
+        let span = error.span().unwrap_or(0..0);
+        let offset = span.start;
+        let message = error.message().trim_end();
+        let key = self.key_at(span).or_else(|| self.key_before(offset));
+        let message = match key {
+            Some(key) if !message.contains(&format!("`{key}`")) => format!("`{key}`: {message}"),
+            _ => message.to_owned(),
+        };
+        JobError::Syntax {
+            at: self.location(offset),
+            message,
+        }
+    }
+
+    /// The text of `span` if it is a key, i.e. followed by `=` (as for "duplicate key").
+    fn key_at(&self, span: Range<usize>) -> Option<&'a str> {
+        let key = self.text.get(span.clone())?.trim_matches('"');
+        let after = self.text.get(span.end..)?.trim_start_matches([' ', '\t']);
+        let is_key = !key.is_empty()
+            && key
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            && after.starts_with('=');
+        is_key.then_some(key)
+    }
+
+    /// The key of `key = <value at offset>` on the line of `offset`, if any.
+    fn key_before(&self, offset: usize) -> Option<&'a str> {
+        let offset = offset.min(self.text.len());
+        let start = self.line_starts[self.line_starts.partition_point(|&s| s <= offset) - 1];
+        let before = self
+            .text
+            .get(start..offset)?
+            .trim_end()
+            .strip_suffix('=')?
+            .trim_end();
+        let key_start = before
+            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+            .map_or(0, |i| i + 1);
+        let key = before[key_start..].trim_matches('"');
+        (!key.is_empty()).then_some(key)
+    }
+}
+
+/// A vertex being validated, before the graph is known to be sound.
+struct Draft<'s> {
+    vertex: Vertex,
+    name_span: Range<usize>,
+    inputs: Option<&'s Spanned<Vec<Spanned<InputSpec>>>>,
+}
+
+/// An edge being validated, by vertex index.
+struct DraftEdge {
+    from: usize,
+    to: usize,
+    port: u32,
+    partitioner: Partitioner,
+    /// Where the input is written.
+    span: Range<usize>,
+}
+
+/// Checks a [`JobSpec`] against its text.
+struct Validator<'a> {
+    positions: Positions<'a>,
+    base_dir: &'a Path,
+}
+
+/// The span of an optional spanned value.
+fn span_of<T>(value: &Option<Spanned<T>>) -> Option<Range<usize>> {
+    value.as_ref().map(Spanned::span)
+}
+
+/// Whether `name` is a valid job or vertex name.
+fn is_valid_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// `` `key` of operator "count" ``.
+fn vertex_key(key: &str, kind: &str, name: &str) -> String {
+    format!("`{key}` of {kind} \"{name}\"")
+}
+
+impl Validator<'_> {
+    fn error(&self, span: Range<usize>, problem: Problem) -> JobError {
+        JobError::Invalid {
+            at: self.positions.location(span.start),
+            problem: Box::new(problem),
+        }
+    }
+
+    fn line(&self, span: &Range<usize>) -> usize {
+        self.positions.location(span.start).line
+    }
+
+    fn bad_value(
+        &self,
+        span: Range<usize>,
+        key: String,
+        found: String,
+        expected: impl Into<String>,
+    ) -> JobError {
+        self.error(
+            span,
+            Problem::BadValue {
+                key,
+                found,
+                expected: expected.into(),
+            },
+        )
+    }
+
+    /// Refuses the first present key that is not in `allowed`.
+    fn only(
+        &self,
+        present: &[(&'static str, Option<Range<usize>>)],
+        allowed: &[&'static str],
+        owner: &str,
+    ) -> Result<(), JobError> {
+        for (key, span) in present {
+            if let Some(span) = span
+                && !allowed.contains(key)
+            {
+                return Err(self.error(
+                    span.clone(),
+                    Problem::KeyNotAllowed {
+                        key,
+                        owner: owner.to_owned(),
+                        allowed: allowed.to_vec(),
+                    },
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, JobError> {
+        parse_duration(value.get_ref()).ok_or_else(|| {
+            self.bad_value(
+                value.span(),
+                key.to_owned(),
+                format!("{:?}", value.get_ref()),
+                DURATION_FORMS,
+            )
+        })
+    }
+
+    fn positive_duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, JobError> {
+        let duration = self.duration(value, key)?;
+        if duration.is_zero() {
+            return Err(self.bad_value(
+                value.span(),
+                key.to_owned(),
+                format!("{:?}", value.get_ref()),
+                "a duration above zero, e.g. \"10s\"",
+            ));
+        }
+        Ok(duration)
+    }
+
+    fn size(&self, value: &Spanned<String>, key: &str, min: u64) -> Result<usize, JobError> {
+        let found = || format!("{:?}", value.get_ref());
+        let bytes = parse_size(value.get_ref())
+            .ok_or_else(|| self.bad_value(value.span(), key.to_owned(), found(), SIZE_FORMS))?;
+        if bytes < min {
+            return Err(self.bad_value(
+                value.span(),
+                key.to_owned(),
+                found(),
+                format!("a size of at least {}", format_size(min)),
+            ));
+        }
+        usize::try_from(bytes).map_err(|_| {
+            self.bad_value(
+                value.span(),
+                key.to_owned(),
+                found(),
+                "a size this machine can address",
+            )
+        })
+    }
+
+    fn at_least_one<T: Copy + Into<u64>>(
+        &self,
+        value: &Spanned<T>,
+        key: String,
+    ) -> Result<T, JobError> {
+        let number = *value.get_ref();
+        if number.into() == 0 {
+            return Err(self.bad_value(value.span(), key, "0".into(), "at least 1"));
+        }
+        Ok(number)
+    }
+
+    fn path(&self, value: &Spanned<String>, key: String) -> Result<std::path::PathBuf, JobError> {
+        if value.get_ref().is_empty() {
+            return Err(self.bad_value(
+                value.span(),
+                key,
+                "\"\"".into(),
+                "a path, relative to the job file's folder",
+            ));
+        }
+        Ok(self.base_dir.join(value.get_ref()))
+    }
+
+    fn job(&self, spec: &JobSpec) -> Result<Job, JobError> {
+        let name = spec.name.get_ref();
+        if !is_valid_name(name) {
+            return Err(self.bad_value(
+                spec.name.span(),
+                "`name`".into(),
+                format!("{name:?}"),
+                NAME_RULE,
+            ));
+        }
+        let default_checkpoint =
+            CheckpointConfig::new(self.base_dir.join("checkpoints").join(name));
+        let checkpoint = match &spec.checkpoint {
+            Some(table) => self.checkpoint(table, default_checkpoint)?,
+            None => default_checkpoint,
+        };
+        let restart = match &spec.restart {
+            Some(table) => self.restart(table, spec.name.span())?,
+            None if checkpoint.interval.is_some() => RestartStrategy::DEFAULT_FIXED_DELAY,
+            None => RestartStrategy::None,
+        };
+        let limits = match &spec.limits {
+            Some(table) => {
+                self.limits(table, Limits::default(), &|key| format!("`limits.{key}`"))?
+            }
+            None => Limits::default(),
+        };
+
+        let mut drafts = Vec::new();
+        let mut lines_by_name: HashMap<&str, usize> = HashMap::new();
+        let names = spec
+            .sources
+            .iter()
+            .map(|s| &s.name)
+            .chain(spec.operators.iter().map(|o| &o.name))
+            .chain(spec.sinks.iter().map(|s| &s.name));
+        for name in names {
+            let line = self.line(&name.span());
+            if let Some(&first_line) = lines_by_name.get(name.get_ref().as_str()) {
+                let problem = Problem::DuplicateVertex {
+                    name: name.get_ref().clone(),
+                    first_line,
+                };
+                return Err(self.error(name.span(), problem));
+            }
+            lines_by_name.insert(name.get_ref(), line);
+        }
+        for source in &spec.sources {
+            drafts.push(self.source(source)?);
+        }
+        for operator in &spec.operators {
+            drafts.push(self.operator(operator, &limits)?);
+        }
+        for sink in &spec.sinks {
+            drafts.push(self.sink(sink)?);
+        }
+        if spec.sources.is_empty() {
+            return Err(self.error(spec.name.span(), Problem::NoSource));
+        }
+        if spec.sinks.is_empty() {
+            return Err(self.error(spec.name.span(), Problem::NoSink));
+        }
+
+        let edges = self.edges(&drafts)?;
+        let order = self.topological_order(&drafts, &edges)?;
+        for (index, draft) in drafts.iter().enumerate() {
+            let feeds_something = edges.iter().any(|e| e.from == index);
+            if !feeds_something && !matches!(draft.vertex.kind, VertexKind::Sink(_)) {
+                let problem = Problem::UnusedOutput {
+                    kind: draft.vertex.kind_name(),
+                    vertex: draft.vertex.name.clone(),
+                };
+                return Err(self.error(draft.name_span.clone(), problem));
+            }
+        }
+
+        let mut position = vec![0; drafts.len()];
+        for (pos, &index) in order.iter().enumerate() {
+            position[index] = pos;
+        }
+        let mut edges = edges;
+        edges.sort_by_key(|e| (position[e.to], e.port));
+        let edges = edges
+            .iter()
+            .map(|e| Edge {
+                from: drafts[e.from].vertex.name.clone(),
+                to: drafts[e.to].vertex.name.clone(),
+                port: e.port,
+                partitioner: e.partitioner,
+            })
+            .collect();
+        let mut drafts: Vec<Option<Draft>> = drafts.into_iter().map(Some).collect();
+        let vertices = order
+            .iter()
+            .filter_map(|&i| drafts[i].take())
+            .map(|d| d.vertex)
+            .collect();
+
+        Ok(Job {
+            name: name.clone(),
+            file: self.positions.file.to_owned(),
+            base_dir: self.base_dir.to_owned(),
+            vertices,
+            edges,
+            checkpoint,
+            restart,
+            limits,
+        })
+    }
+
+    fn checkpoint(
+        &self,
+        spec: &CheckpointSpec,
+        mut config: CheckpointConfig,
+    ) -> Result<CheckpointConfig, JobError> {
+        if let Some(interval) = &spec.interval {
+            config.interval = if interval.get_ref() == "off" {
+                None
+            } else {
+                let key = "`checkpoint.interval`";
+                let found = || format!("{:?}", interval.get_ref());
+                let duration = parse_duration(interval.get_ref()).ok_or_else(|| {
+                    self.bad_value(
+                        interval.span(),
+                        key.into(),
+                        found(),
+                        format!("\"off\" or {DURATION_FORMS}"),
+                    )
+                })?;
+                if duration.is_zero() {
+                    return Err(self.bad_value(
+                        interval.span(),
+                        key.into(),
+                        found(),
+                        "a duration above zero (e.g. \"1s\"), or \"off\"",
+                    ));
+                }
+                Some(duration)
+            };
+        }
+        if let Some(mode) = &spec.mode {
+            config.mode = match mode.get_ref().as_str() {
+                "exactly-once" => CheckpointMode::ExactlyOnce,
+                "at-least-once" => CheckpointMode::AtLeastOnce,
+                other => {
+                    return Err(self.bad_value(
+                        mode.span(),
+                        "`checkpoint.mode`".into(),
+                        format!("{other:?}"),
+                        "\"exactly-once\" or \"at-least-once\"",
+                    ));
+                }
+            };
+        }
+        if let Some(min_pause) = &spec.min_pause {
+            config.min_pause = self.duration(min_pause, "`checkpoint.min_pause`")?;
+        }
+        if let Some(timeout) = &spec.timeout {
+            config.timeout = self.positive_duration(timeout, "`checkpoint.timeout`")?;
+        }
+        if let Some(max_concurrent) = &spec.max_concurrent {
+            config.max_concurrent =
+                self.at_least_one(max_concurrent, "`checkpoint.max_concurrent`".into())?;
+        }
+        if let Some(on_cancel) = &spec.on_cancel {
+            config.on_cancel = match on_cancel.get_ref().as_str() {
+                "retain" => Retention::RetainOnCancel,
+                "delete" => Retention::DeleteOnCancel,
+                other => {
+                    return Err(self.bad_value(
+                        on_cancel.span(),
+                        "`checkpoint.on_cancel`".into(),
+                        format!("{other:?}"),
+                        "\"retain\" or \"delete\"",
+                    ));
+                }
+            };
+        }
+        if let Some(directory) = &spec.directory {
+            config.directory = self.path(directory, "`checkpoint.directory`".into())?;
+        }
+        if let Some(retained) = &spec.retained {
+            config.retained = self.at_least_one(retained, "`checkpoint.retained`".into())? as usize;
+        }
+        if let Some(tolerable) = &spec.tolerable_failures {
+            config.tolerable_failures = *tolerable.get_ref();
+        }
+        Ok(config)
+    }
+
+    /// The `[restart]` table; `job_name_span` locates a missing `strategy`.
+    fn restart(
+        &self,
+        spec: &RestartSpec,
+        job_name_span: Range<usize>,
+    ) -> Result<RestartStrategy, JobError> {
+        let Some(strategy) = &spec.strategy else {
+            let span = [
+                span_of(&spec.attempts),
+                span_of(&spec.delay),
+                span_of(&spec.initial),
+                span_of(&spec.max),
+                span_of(&spec.multiplier),
+            ]
+            .into_iter()
+            .flatten()
+            .min_by_key(|s| s.start)
+            .unwrap_or(job_name_span);
+            let meaning = "\"none\", \"fixed-delay\" or \"exponential-delay\"";
+            return Err(self.error(
+                span,
+                Problem::MissingKey {
+                    owner: "[restart]".into(),
+                    key: "strategy",
+                    meaning,
+                },
+            ));
+        };
+        let present = [
+            ("attempts", span_of(&spec.attempts)),
+            ("delay", span_of(&spec.delay)),
+            ("initial", span_of(&spec.initial)),
+            ("max", span_of(&spec.max)),
+            ("multiplier", span_of(&spec.multiplier)),
+        ];
+        let owner = &format!("restart strategy {:?}", strategy.get_ref());
+        match strategy.get_ref().as_str() {
+            "none" => {
+                self.only(&present, NONE_RESTART_KEYS, owner)?;
+                Ok(RestartStrategy::None)
+            }
+            "fixed-delay" => {
+                self.only(&present, FIXED_DELAY_KEYS, owner)?;
+                let attempts = spec
+                    .attempts
+                    .as_ref()
+                    .map_or(RestartStrategy::DEFAULT_ATTEMPTS, |a| *a.get_ref());
+                let delay = match &spec.delay {
+                    Some(delay) => self.duration(delay, "`restart.delay`")?,
+                    None => RestartStrategy::DEFAULT_DELAY,
+                };
+                Ok(RestartStrategy::FixedDelay { attempts, delay })
+            }
+            "exponential-delay" => {
+                self.only(&present, EXPONENTIAL_DELAY_KEYS, owner)?;
+                let initial = match &spec.initial {
+                    Some(initial) => self.positive_duration(initial, "`restart.initial`")?,
+                    None => RestartStrategy::DEFAULT_INITIAL,
+                };
+                let max = match &spec.max {
+                    Some(max) => {
+                        let duration = self.duration(max, "`restart.max`")?;
+                        if duration < initial {
+                            let expected = format!(
+                                "a duration of at least `restart.initial` ({})",
+                                format_duration(initial)
+                            );
+                            return Err(self.bad_value(
+                                max.span(),
+                                "`restart.max`".into(),
+                                format!("{:?}", max.get_ref()),
+                                expected,
+                            ));
+                        }
+                        duration
+                    }
+                    None => RestartStrategy::DEFAULT_MAX.max(initial),
+                };
+                let multiplier = match &spec.multiplier {
+                    Some(multiplier) => {
+                        let value = *multiplier.get_ref();
+                        if !(value.is_finite() && value >= 1.0) {
+                            return Err(self.bad_value(
+                                multiplier.span(),
+                                "`restart.multiplier`".into(),
+                                value.to_string(),
+                                "a number of at least 1.0",
+                            ));
+                        }
+                        value
+                    }
+                    None => RestartStrategy::DEFAULT_MULTIPLIER,
+                };
+                let attempts = spec.attempts.as_ref().map(|a| *a.get_ref());
+                Ok(RestartStrategy::ExponentialDelay {
+                    initial,
+                    max,
+                    multiplier,
+                    attempts,
+                })
+            }
+            other => Err(self.bad_value(
+                strategy.span(),
+                "`restart.strategy`".into(),
+                format!("{other:?}"),
+                "\"none\", \"fixed-delay\" or \"exponential-delay\"",
+            )),
+        }
+    }
+
+    /// A limits table applied over `limits`; `key` names a key for messages.
+    fn limits(
+        &self,
+        spec: &LimitsSpec,
+        mut limits: Limits,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<Limits, JobError> {
+        if let Some(value) = &spec.max_memory {
+            limits.max_memory_bytes =
+                self.size(value, &key("max_memory"), Limits::MIN_MEMORY_BYTES as u64)?;
+        }
+        if let Some(value) = &spec.call_timeout {
+            limits.call_timeout = self.positive_duration(value, &key("call_timeout"))?;
+        }
+        if let Some(value) = &spec.max_output {
+            limits.max_output_bytes = self.size(value, &key("max_output"), 1)?;
+        }
+        if let Some(value) = &spec.max_state {
+            limits.max_state_bytes = self.size(value, &key("max_state"), 1)?;
+        }
+        Ok(limits)
+    }
+
+    fn parallelism(
+        &self,
+        value: &Option<Spanned<u32>>,
+        kind: &str,
+        name: &str,
+    ) -> Result<u32, JobError> {
+        match value {
+            Some(value) => self.at_least_one(value, vertex_key("parallelism", kind, name)),
+            None => Ok(1),
+        }
+    }
+
+    fn check_vertex_name(&self, name: &Spanned<String>, kind: &str) -> Result<(), JobError> {
+        if is_valid_name(name.get_ref()) {
+            return Ok(());
+        }
+        Err(self.bad_value(
+            name.span(),
+            format!("`name` of a {kind}"),
+            format!("{:?}", name.get_ref()),
+            NAME_RULE,
+        ))
+    }
+
+    fn source<'s>(&self, spec: &'s SourceSpec) -> Result<Draft<'s>, JobError> {
+        self.check_vertex_name(&spec.name, "source")?;
+        let name = spec.name.get_ref();
+        if let Some(inputs) = &spec.inputs {
+            return Err(self.error(
+                inputs.span(),
+                Problem::SourceWithInputs {
+                    source_name: name.clone(),
+                },
+            ));
+        }
+        let Some(kind) = &spec.kind else {
+            let problem = Problem::MissingKey {
+                owner: format!("source \"{name}\""),
+                key: "type",
+                meaning: "\"file\" or \"generator\"",
+            };
+            return Err(self.error(spec.name.span(), problem));
+        };
+        let parallelism = self.parallelism(&spec.parallelism, "source", name)?;
+        let present = [
+            ("path", span_of(&spec.path)),
+            ("follow", span_of(&spec.follow)),
+            ("seed", span_of(&spec.seed)),
+            ("count", span_of(&spec.count)),
+            ("rate", span_of(&spec.rate)),
+            ("keys", span_of(&spec.keys)),
+            ("value_size", span_of(&spec.value_size)),
+        ];
+        let owner = |kind: &str| format!("{kind} source \"{name}\"");
+        let kind = match kind.get_ref().as_str() {
+            "file" => {
+                self.only(&present, FILE_SOURCE_KEYS, &owner("file"))?;
+                let Some(path) = &spec.path else {
+                    let meaning = "the file to read, relative to the job file's folder";
+                    let problem = Problem::MissingKey {
+                        owner: owner("file"),
+                        key: "path",
+                        meaning,
+                    };
+                    return Err(self.error(spec.name.span(), problem));
+                };
+                if parallelism > 1 {
+                    let span = span_of(&spec.parallelism).unwrap_or(spec.name.span());
+                    return Err(self.error(
+                        span,
+                        Problem::FileSourceParallelism {
+                            source_name: name.clone(),
+                            parallelism,
+                        },
+                    ));
+                }
+                SourceKind::File {
+                    path: self.path(path, vertex_key("path", "source", name))?,
+                    follow: spec.follow.as_ref().is_some_and(|f| *f.get_ref()),
+                }
+            }
+            "generator" => {
+                self.only(&present, GENERATOR_KEYS, &owner("generator"))?;
+                let rate = match &spec.rate {
+                    Some(rate) => {
+                        let value = *rate.get_ref();
+                        if !(value.is_finite() && value > 0.0) {
+                            return Err(self.bad_value(
+                                rate.span(),
+                                vertex_key("rate", "source", name),
+                                value.to_string(),
+                                "records per second above 0 (leave `rate` out for no limit)",
+                            ));
+                        }
+                        Some(value)
+                    }
+                    None => None,
+                };
+                let keys = match &spec.keys {
+                    Some(keys) => self.at_least_one(keys, vertex_key("keys", "source", name))?,
+                    None => DEFAULT_GENERATOR_KEYS,
+                };
+                let value_size = match &spec.value_size {
+                    Some(size) => usize::try_from(*size.get_ref()).map_err(|_| {
+                        self.bad_value(
+                            size.span(),
+                            vertex_key("value_size", "source", name),
+                            size.get_ref().to_string(),
+                            "a size this machine can address",
+                        )
+                    })?,
+                    None => DEFAULT_GENERATOR_VALUE_SIZE,
+                };
+                SourceKind::Generator {
+                    seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
+                    count: spec.count.as_ref().map(|c| *c.get_ref()),
+                    rate,
+                    keys,
+                    value_size,
+                }
+            }
+            other => {
+                return Err(self.bad_value(
+                    kind.span(),
+                    vertex_key("type", "source", name),
+                    format!("{other:?}"),
+                    "\"file\" or \"generator\"",
+                ));
+            }
+        };
+        Ok(Draft {
+            vertex: Vertex {
+                name: name.clone(),
+                parallelism,
+                kind: VertexKind::Source(kind),
+                line: self.line(&spec.name.span()),
+            },
+            name_span: spec.name.span(),
+            inputs: None,
+        })
+    }
+
+    fn operator<'s>(
+        &self,
+        spec: &'s OperatorSpec,
+        job_limits: &Limits,
+    ) -> Result<Draft<'s>, JobError> {
+        self.check_vertex_name(&spec.name, "operator")?;
+        let name = spec.name.get_ref();
+        let Some(module) = &spec.module else {
+            let meaning = "the operator's .wasm file, relative to the job file's folder";
+            let problem = Problem::MissingKey {
+                owner: format!("operator \"{name}\""),
+                key: "module",
+                meaning,
+            };
+            return Err(self.error(spec.name.span(), problem));
+        };
+        let parallelism = self.parallelism(&spec.parallelism, "operator", name)?;
+        let limits = match &spec.limits {
+            Some(table) => self.limits(table, *job_limits, &|key| {
+                vertex_key(&format!("limits.{key}"), "operator", name)
+            })?,
+            None => *job_limits,
+        };
+        let operator = Operator {
+            module: self.path(module, vertex_key("module", "operator", name))?,
+            module_line: self.line(&module.span()),
+            config: spec
+                .config
+                .clone()
+                .map(String::into_bytes)
+                .unwrap_or_default(),
+            limits,
+        };
+        Ok(Draft {
+            vertex: Vertex {
+                name: name.clone(),
+                parallelism,
+                kind: VertexKind::Operator(operator),
+                line: self.line(&spec.name.span()),
+            },
+            name_span: spec.name.span(),
+            inputs: spec.inputs.as_ref(),
+        })
+    }
+
+    fn sink<'s>(&self, spec: &'s SinkSpec) -> Result<Draft<'s>, JobError> {
+        self.check_vertex_name(&spec.name, "sink")?;
+        let name = spec.name.get_ref();
+        let Some(kind) = &spec.kind else {
+            let problem = Problem::MissingKey {
+                owner: format!("sink \"{name}\""),
+                key: "type",
+                meaning: "\"file\", \"stdout\" or \"blackhole\"",
+            };
+            return Err(self.error(spec.name.span(), problem));
+        };
+        let parallelism = self.parallelism(&spec.parallelism, "sink", name)?;
+        let present = [("path", span_of(&spec.path))];
+        let owner = |kind: &str| format!("{kind} sink \"{name}\"");
+        let kind = match kind.get_ref().as_str() {
+            "file" => {
+                self.only(&present, FILE_SINK_KEYS, &owner("file"))?;
+                let Some(path) = &spec.path else {
+                    let meaning = "the output directory, relative to the job file's folder";
+                    let problem = Problem::MissingKey {
+                        owner: owner("file"),
+                        key: "path",
+                        meaning,
+                    };
+                    return Err(self.error(spec.name.span(), problem));
+                };
+                SinkKind::File {
+                    directory: self.path(path, vertex_key("path", "sink", name))?,
+                }
+            }
+            "stdout" => {
+                self.only(&present, PLAIN_SINK_KEYS, &owner("stdout"))?;
+                SinkKind::Stdout
+            }
+            "blackhole" => {
+                self.only(&present, PLAIN_SINK_KEYS, &owner("blackhole"))?;
+                SinkKind::Blackhole
+            }
+            other => {
+                return Err(self.bad_value(
+                    kind.span(),
+                    vertex_key("type", "sink", name),
+                    format!("{other:?}"),
+                    "\"file\", \"stdout\" or \"blackhole\"",
+                ));
+            }
+        };
+        Ok(Draft {
+            vertex: Vertex {
+                name: name.clone(),
+                parallelism,
+                kind: VertexKind::Sink(kind),
+                line: self.line(&spec.name.span()),
+            },
+            name_span: spec.name.span(),
+            inputs: spec.inputs.as_ref(),
+        })
+    }
+
+    /// The edges of every operator and sink, by the order of their `inputs`.
+    fn edges(&self, drafts: &[Draft<'_>]) -> Result<Vec<DraftEdge>, JobError> {
+        let index: HashMap<&str, usize> = drafts
+            .iter()
+            .enumerate()
+            .map(|(i, d)| (d.vertex.name.as_str(), i))
+            .collect();
+        let known = || {
+            drafts
+                .iter()
+                .filter(|d| !matches!(d.vertex.kind, VertexKind::Sink(_)))
+                .map(|d| d.vertex.name.clone())
+                .collect::<Vec<_>>()
+        };
+        let mut edges = Vec::new();
+        for (to, draft) in drafts.iter().enumerate() {
+            let vertex = &draft.vertex;
+            if matches!(vertex.kind, VertexKind::Source(_)) {
+                continue;
+            }
+            let kind = vertex.kind_name();
+            let inputs = match draft.inputs {
+                Some(inputs) if !inputs.get_ref().is_empty() => inputs.get_ref(),
+                Some(inputs) => {
+                    return Err(self.error(
+                        inputs.span(),
+                        Problem::NoInputs {
+                            kind,
+                            vertex: vertex.name.clone(),
+                        },
+                    ));
+                }
+                None => {
+                    return Err(self.error(
+                        draft.name_span.clone(),
+                        Problem::NoInputs {
+                            kind,
+                            vertex: vertex.name.clone(),
+                        },
+                    ));
+                }
+            };
+            let first_edge = edges.len();
+            for (port, input) in inputs.iter().enumerate() {
+                let (from_name, span, partition) = match input.get_ref() {
+                    InputSpec::Name(from) => (from.as_str(), input.span(), None),
+                    InputSpec::Edge { from, partition } => {
+                        (from.get_ref().as_str(), from.span(), partition.as_ref())
+                    }
+                };
+                let Some(&from) = index.get(from_name) else {
+                    let problem = Problem::UnknownInput {
+                        kind,
+                        vertex: vertex.name.clone(),
+                        input: from_name.to_owned(),
+                        known: known(),
+                    };
+                    return Err(self.error(span, problem));
+                };
+                let upstream = &drafts[from].vertex;
+                if matches!(upstream.kind, VertexKind::Sink(_)) {
+                    let problem = Problem::InputFromSink {
+                        kind,
+                        vertex: vertex.name.clone(),
+                        sink: from_name.to_owned(),
+                    };
+                    return Err(self.error(span, problem));
+                }
+                if edges[first_edge..]
+                    .iter()
+                    .any(|e: &DraftEdge| e.from == from)
+                {
+                    let problem = Problem::DuplicateInput {
+                        kind,
+                        vertex: vertex.name.clone(),
+                        input: from_name.to_owned(),
+                    };
+                    return Err(self.error(span, problem));
+                }
+                let same_parallelism = upstream.parallelism == vertex.parallelism;
+                let partitioner = match partition {
+                    None if same_parallelism => Partitioner::Forward,
+                    None => Partitioner::Rebalance,
+                    Some(partition) => {
+                        let Some(partitioner) = Partitioner::from_name(partition.get_ref()) else {
+                            let key = format!(
+                                "`partition` of input \"{from_name}\" of {kind} \"{}\"",
+                                vertex.name
+                            );
+                            return Err(self.bad_value(
+                                partition.span(),
+                                key,
+                                format!("{:?}", partition.get_ref()),
+                                PARTITIONERS,
+                            ));
+                        };
+                        if partitioner == Partitioner::Forward && !same_parallelism {
+                            let problem = Problem::ForwardParallelism {
+                                from: from_name.to_owned(),
+                                from_parallelism: upstream.parallelism,
+                                to: vertex.name.clone(),
+                                to_parallelism: vertex.parallelism,
+                            };
+                            return Err(self.error(partition.span(), problem));
+                        }
+                        partitioner
+                    }
+                };
+                let port = u32::try_from(port).expect("fewer than 2^32 inputs");
+                edges.push(DraftEdge {
+                    from,
+                    to,
+                    port,
+                    partitioner,
+                    span,
+                });
+            }
+        }
+        Ok(edges)
+    }
+
+    /// The vertices in topological order (Kahn's algorithm, ties in file
+    /// order), or the first cycle found.
+    fn topological_order(
+        &self,
+        drafts: &[Draft<'_>],
+        edges: &[DraftEdge],
+    ) -> Result<Vec<usize>, JobError> {
+        let mut in_degree = vec![0usize; drafts.len()];
+        for edge in edges {
+            in_degree[edge.to] += 1;
+        }
+        let mut placed = vec![false; drafts.len()];
+        let mut order = Vec::with_capacity(drafts.len());
+        while let Some(next) = (0..drafts.len()).find(|&i| !placed[i] && in_degree[i] == 0) {
+            placed[next] = true;
+            order.push(next);
+            for edge in edges.iter().filter(|e| e.from == next) {
+                in_degree[edge.to] -= 1;
+            }
+        }
+        if order.len() == drafts.len() {
+            return Ok(order);
+        }
+        // Every vertex left has an input from another vertex left: walking
+        // inputs backwards from the first one must come round to a vertex
+        // already seen, which closes a cycle.
+        let start = (0..drafts.len())
+            .find(|&i| !placed[i])
+            .expect("a vertex is left");
+        let mut walk = vec![start];
+        let cycle_start = loop {
+            let current = *walk.last().expect("the walk is never empty");
+            let previous = edges
+                .iter()
+                .find(|e| e.to == current && !placed[e.from])
+                .expect("a vertex left has an input left")
+                .from;
+            if let Some(at) = walk.iter().position(|&v| v == previous) {
+                break at;
+            }
+            walk.push(previous);
+        };
+        // `walk[cycle_start..]` follows edges backwards; turn it to flow order
+        // and begin at the vertex written first in the file.
+        let mut cycle: Vec<usize> = walk[cycle_start..].iter().rev().copied().collect();
+        let first = cycle
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, v)| **v)
+            .map(|(i, _)| i)
+            .unwrap_or(0);
+        cycle.rotate_left(first);
+        let closing = edges
+            .iter()
+            .find(|e| e.to == cycle[0] && e.from == *cycle.last().expect("a cycle is never empty"))
+            .expect("consecutive vertices of the cycle are joined by an edge");
+        let mut names: Vec<String> = cycle
+            .iter()
+            .map(|&v| drafts[v].vertex.name.clone())
+            .collect();
+        names.push(names[0].clone());
+        Err(self.error(closing.span.clone(), Problem::Cycle { cycle: names }))
+    }
+}

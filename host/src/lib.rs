@@ -1,0 +1,9 @@
+//! Weir host.
+#![forbid(unsafe_code)]
+
+pub mod checkpoint;
+pub mod connectors;
+pub mod dataflow;
+pub mod job;
+pub mod runtime;
+pub mod wasm;

@@ -1,0 +1,207 @@
+//! One attempt at running the job: every task on its own thread, wired by
+//! the execution plan, restored from a checkpoint if there is one.
+
+use std::collections::HashMap;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use crossbeam_channel::Sender;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::monitor::TaskRole;
+use super::plan::{PlannedTask, plan};
+use super::runner::RunError;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::connectors::Source;
+use crate::connectors::blackhole::Blackhole;
+use crate::connectors::file_sink::FileSink;
+use crate::connectors::file_source::FileSource;
+use crate::connectors::generator::{Generator, GeneratorConfig};
+use crate::connectors::stdout_sink::StdoutSink;
+use crate::dataflow::TaskId;
+use crate::dataflow::channel::StopSignal;
+use crate::dataflow::metrics::TaskMetrics;
+use crate::dataflow::operator::WasmOperator;
+use crate::dataflow::persist::{Persister, TaskEvent};
+use crate::dataflow::router::{OutputEdge, Router};
+use crate::dataflow::task::{Control, Processor, TaskEnv, TaskError, run_processor, run_source};
+use crate::dataflow::task_state::TaskState;
+use crate::job::{Job, SinkKind, SourceKind, VertexKind};
+use crate::wasm::{InstanceContext, OperatorModule};
+
+/// The running tasks of one attempt.
+pub(crate) struct Attempt {
+    /// Raised to make every task stop as soon as it can.
+    pub stop: StopSignal,
+    /// Each task's control channel.
+    pub controls: Vec<(TaskId, Sender<Control>)>,
+    /// Each task's thread.
+    pub threads: Vec<JoinHandle<()>>,
+    /// Each task's counters.
+    pub metrics: Vec<(TaskId, TaskRole, Arc<TaskMetrics>)>,
+}
+
+impl Attempt {
+    /// Sends `control` to every task; a task that already exited is skipped.
+    pub(super) fn broadcast(&self, control: &Control) {
+        for (_, tx) in &self.controls {
+            let _ = tx.send(control.clone());
+        }
+    }
+
+    /// Sends `control` to the given tasks.
+    pub(super) fn send_to(&self, tasks: &[TaskId], control: &Control) {
+        for (id, tx) in &self.controls {
+            if tasks.contains(id) {
+                let _ = tx.send(control.clone());
+            }
+        }
+    }
+}
+
+/// Everything an attempt needs that outlives it.
+pub(crate) struct AttemptResources<'a> {
+    pub job: &'a Job,
+    pub modules: &'a HashMap<String, OperatorModule>,
+    pub storage: Arc<dyn CheckpointStorage>,
+    pub runtime: tokio::runtime::Handle,
+    pub events: UnboundedSender<TaskEvent>,
+}
+
+/// Starts every task of the job, restoring those with a state in `states`.
+pub(crate) fn start(
+    res: &AttemptResources<'_>,
+    mut states: HashMap<TaskId, TaskState>,
+) -> Result<Attempt, RunError> {
+    let stop = StopSignal::new();
+    let persister = Persister::new(
+        Arc::clone(&res.storage),
+        res.runtime.clone(),
+        res.events.clone(),
+    );
+    let mut attempt = Attempt {
+        stop: stop.clone(),
+        controls: Vec::new(),
+        threads: Vec::new(),
+        metrics: Vec::new(),
+    };
+    for planned in plan(res.job) {
+        let PlannedTask {
+            id,
+            inputs,
+            outputs,
+        } = planned;
+        let vertex = res
+            .job
+            .vertex(&id.vertex)
+            .expect("planned tasks come from the job");
+        let metrics = Arc::new(TaskMetrics::default());
+        let edges = outputs
+            .into_iter()
+            .map(|o| OutputEdge::new(o.partitioner, o.port, o.channels))
+            .collect();
+        let (control_tx, control_rx) = crossbeam_channel::unbounded();
+        let env = TaskEnv {
+            id: id.clone(),
+            stop: stop.clone(),
+            control: control_rx,
+            persister: persister.clone(),
+            metrics: Arc::clone(&metrics),
+            router: Router::new(edges, stop.clone(), Arc::clone(&metrics)),
+        };
+        let restored = states.remove(&id);
+        let mode = res.job.checkpoint.mode;
+        let parallelism = vertex.parallelism;
+        let role;
+        let body: Box<dyn FnOnce(TaskEnv) -> Result<(), TaskError> + Send> = match &vertex.kind {
+            VertexKind::Source(kind) => {
+                role = TaskRole::Source;
+                let source: Box<dyn Source> = match kind {
+                    SourceKind::File { path, follow } => {
+                        Box::new(FileSource::new(path.clone(), *follow))
+                    }
+                    SourceKind::Generator {
+                        seed,
+                        count,
+                        rate,
+                        keys,
+                        value_size,
+                    } => Box::new(Generator::new(
+                        GeneratorConfig {
+                            seed: *seed,
+                            count: *count,
+                            rate: *rate,
+                            keys: *keys,
+                            value_size: *value_size,
+                        },
+                        id.subtask,
+                        parallelism,
+                    )),
+                };
+                Box::new(move |env| run_source(env, source, restored))
+            }
+            VertexKind::Operator(op) => {
+                role = TaskRole::Operator;
+                let module = res
+                    .modules
+                    .get(&id.vertex)
+                    .expect("every operator's module is loaded")
+                    .clone();
+                let config = op.config.clone();
+                let ctx = InstanceContext {
+                    operator: id.vertex.clone(),
+                    subtask: id.subtask,
+                    parallelism,
+                };
+                Box::new(move |env| {
+                    let instance = module.instantiate(ctx, &config)?;
+                    run_processor(
+                        env,
+                        Box::new(WasmOperator::new(instance)),
+                        inputs,
+                        mode,
+                        restored,
+                    )
+                })
+            }
+            VertexKind::Sink(kind) => {
+                role = TaskRole::Sink;
+                let kind = kind.clone();
+                let subtask = id.subtask;
+                Box::new(move |env| {
+                    let processor: Box<dyn Processor> = match kind {
+                        SinkKind::File { directory } => {
+                            Box::new(FileSink::new(directory, subtask)?)
+                        }
+                        SinkKind::Stdout => Box::new(StdoutSink::default()),
+                        SinkKind::Blackhole => Box::new(Blackhole),
+                    };
+                    run_processor(env, processor, inputs, mode, restored)
+                })
+            }
+        };
+        let thread_persister = persister.clone();
+        let thread_id = id.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("weir-{id}"))
+            .spawn(move || {
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| body(env)))
+                    .unwrap_or_else(|panic| Err(TaskError::Panic(panic_message(panic.as_ref()))));
+                thread_persister.exited(thread_id, result);
+            })
+            .map_err(|e| RunError::Setup(format!("cannot start a thread for task {id}: {e}")))?;
+        attempt.controls.push((id.clone(), control_tx));
+        attempt.threads.push(thread);
+        attempt.metrics.push((id, role, metrics));
+    }
+    Ok(attempt)
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {
+    panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".to_string())
+}

@@ -1,0 +1,374 @@
+//! The driver of one attempt: the imperative shell around the checkpoint
+//! [`Coordinator`]. It feeds the coordinator facts (task events, the clock,
+//! user requests) and carries out its actions (trigger sources, write
+//! metadata, notify tasks, remove files), until the attempt ends.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::JobRequest;
+use super::attempt::Attempt;
+use super::monitor::{CheckpointSummary, JobMonitor};
+use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
+use crate::checkpoint::metadata::{
+    CheckpointMetadata, METADATA_VERSION, StateHandle, TaskStateMeta,
+};
+use crate::checkpoint::pending::Acknowledgement;
+use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::dataflow::TaskId;
+use crate::dataflow::message::Barrier;
+use crate::dataflow::persist::TaskEvent;
+use crate::dataflow::task::{Control, TaskError};
+use crate::job::Job;
+
+/// How an attempt ended.
+#[derive(Debug)]
+pub(crate) enum AttemptEnd {
+    /// Every input was consumed and the final checkpoint completed.
+    Finished,
+    /// Cancelled on request.
+    Canceled,
+    /// Stopped after the savepoint at this path completed.
+    StoppedWithSavepoint(PathBuf),
+    /// A task failed, or too many checkpoints did: fail over.
+    Failed(String),
+}
+
+/// What the driver works with.
+pub(crate) struct Driver<'a> {
+    pub job: &'a Job,
+    pub storage: Arc<dyn CheckpointStorage>,
+    pub coordinator: Coordinator<StateHandle>,
+    pub attempt: Attempt,
+    pub events: &'a mut UnboundedReceiver<TaskEvent>,
+    pub requests: &'a mut UnboundedReceiver<JobRequest>,
+    pub monitor: &'a JobMonitor,
+}
+
+/// The driver's verdict after one step.
+enum Step {
+    Continue,
+    End(AttemptEnd),
+}
+
+impl Driver<'_> {
+    /// Runs the attempt to its end, then stops every task.
+    pub(crate) async fn run(mut self) -> (AttemptEnd, CheckpointId) {
+        let now = Instant::now();
+        let actions = self.coordinator.set_running(true, now);
+        let mut end = match self.carry_out(actions).await {
+            Step::End(end) => Some(end),
+            Step::Continue => None,
+        };
+        while end.is_none() {
+            let deadline = self.coordinator.next_deadline();
+            let step = tokio::select! {
+                event = self.events.recv() => match event {
+                    Some(event) => self.on_event(event).await,
+                    None => Step::End(AttemptEnd::Failed("every task channel closed".into())),
+                },
+                request = self.requests.recv(), if !self.requests.is_closed() => match request {
+                    Some(request) => self.on_request(request).await,
+                    None => Step::Continue,
+                },
+                () = sleep_until(deadline) => {
+                    let actions = self.coordinator.poll(Instant::now());
+                    self.carry_out(actions).await
+                }
+            };
+            if let Step::End(e) = step {
+                end = Some(e);
+            }
+        }
+        let end = end.expect("loop ends with an end");
+        let graceful = matches!(
+            end,
+            AttemptEnd::Finished | AttemptEnd::StoppedWithSavepoint(_)
+        );
+        let _ = self.coordinator.set_running(false, Instant::now());
+        let next_id = self.coordinator.next_id();
+        let shutdown_failure = self.shutdown(graceful).await;
+        let end = match (end, shutdown_failure) {
+            (AttemptEnd::Finished, Some(failure)) => AttemptEnd::Failed(failure),
+            (end, _) => end,
+        };
+        (end, next_id)
+    }
+
+    async fn on_event(&mut self, event: TaskEvent) -> Step {
+        let now = Instant::now();
+        match event {
+            TaskEvent::Ack { id, task, ack } => {
+                let ack = Acknowledgement {
+                    handle: ack.handle,
+                    sync_duration: ack.sync,
+                    async_duration: ack.async_part,
+                    alignment_duration: ack.alignment,
+                    bytes: ack.bytes,
+                };
+                match self.coordinator.acknowledge(id, task.clone(), ack, now) {
+                    Ok(actions) => self.carry_out(actions).await,
+                    Err(ignored) => {
+                        tracing::debug!(
+                            "ignoring the acknowledgement of {task} for checkpoint {id}: {:?}",
+                            ignored.reason
+                        );
+                        if let Ignored::Aborted { kind, .. } = ignored.reason {
+                            // The abort removed the checkpoint's files before this one was written.
+                            self.discard(kind, id).await;
+                        }
+                        Step::Continue
+                    }
+                }
+            }
+            TaskEvent::Decline { id, task, reason } => {
+                match self.coordinator.decline(id, task.clone(), &reason, now) {
+                    Ok(actions) => self.carry_out(actions).await,
+                    Err(ignored) => {
+                        tracing::debug!(
+                            "ignoring the decline of {task} for checkpoint {id}: {ignored:?}"
+                        );
+                        Step::Continue
+                    }
+                }
+            }
+            TaskEvent::SourceFinished(task) => match self.coordinator.source_finished(task, now) {
+                Ok(actions) => self.carry_out(actions).await,
+                Err(ignored) => {
+                    tracing::debug!("ignoring a source's end: {ignored:?}");
+                    Step::Continue
+                }
+            },
+            TaskEvent::Exited { task, result } => match result {
+                Ok(()) | Err(TaskError::Stopped) => Step::End(AttemptEnd::Failed(format!(
+                    "task {task} exited before the job ended"
+                ))),
+                Err(error) => Step::End(AttemptEnd::Failed(format!("task {task} failed: {error}"))),
+            },
+        }
+    }
+
+    async fn on_request(&mut self, request: JobRequest) -> Step {
+        let now = Instant::now();
+        match request {
+            JobRequest::Cancel => Step::End(AttemptEnd::Canceled),
+            JobRequest::TriggerSavepoint | JobRequest::StopWithSavepoint => {
+                let result = if request == JobRequest::StopWithSavepoint {
+                    self.coordinator.stop_with_savepoint(now)
+                } else {
+                    self.coordinator.trigger_savepoint(now)
+                };
+                match result {
+                    Ok((id, actions)) => {
+                        tracing::info!("savepoint {id} triggered");
+                        self.carry_out(actions).await
+                    }
+                    Err(refused) => {
+                        tracing::warn!("savepoint refused: {refused}");
+                        if request == JobRequest::StopWithSavepoint {
+                            // The user wants the job to stop; without a savepoint, it is a cancel.
+                            return Step::End(AttemptEnd::Canceled);
+                        }
+                        Step::Continue
+                    }
+                }
+            }
+        }
+    }
+
+    /// Carries out the coordinator's actions, and those that follow from them.
+    async fn carry_out(&mut self, actions: Vec<Action<StateHandle>>) -> Step {
+        let mut queue: std::collections::VecDeque<_> = actions.into();
+        while let Some(action) = queue.pop_front() {
+            match action {
+                Action::Trigger { id, kind, is_final } => {
+                    tracing::debug!(
+                        "triggering {kind} {id}{}",
+                        if is_final { " (final)" } else { "" }
+                    );
+                    let sources: Vec<TaskId> =
+                        self.coordinator.trigger_set().iter().cloned().collect();
+                    self.attempt
+                        .send_to(&sources, &Control::Trigger(Barrier { id, kind }));
+                }
+                Action::Finalize {
+                    id,
+                    kind,
+                    triggered_at,
+                    acks,
+                    ..
+                } => {
+                    let meta = self.metadata(id, kind, triggered_at, &acks);
+                    let storage = Arc::clone(&self.storage);
+                    let written = tokio::task::spawn_blocking(move || {
+                        storage.write_metadata(&meta).map(|_| meta)
+                    })
+                    .await
+                    .map_err(|e| format!("metadata writer panicked: {e}"))
+                    .and_then(|r| r.map_err(|e| e.to_string()));
+                    let result = match written {
+                        Ok(meta) => {
+                            self.monitor.checkpoint_completed(CheckpointSummary {
+                                id,
+                                kind,
+                                duration: Duration::from_millis(meta.duration_ms),
+                                bytes: meta.state_bytes(),
+                            });
+                            tracing::info!(
+                                "{kind} {id} complete: {} ms, {} bytes",
+                                meta.duration_ms,
+                                meta.state_bytes()
+                            );
+                            Ok(())
+                        }
+                        Err(e) => Err(e),
+                    };
+                    match self.coordinator.finalized(id, result, Instant::now()) {
+                        Ok(more) => queue.extend(more),
+                        Err(ignored) => tracing::debug!("finalize of {id} ignored: {ignored:?}"),
+                    }
+                }
+                Action::NotifyComplete { id, kind, is_final } => {
+                    self.attempt.broadcast(&Control::Complete(id));
+                    if is_final {
+                        return Step::End(match kind {
+                            CheckpointKind::Savepoint => AttemptEnd::StoppedWithSavepoint(
+                                self.storage
+                                    .layout()
+                                    .checkpoint_dir(CheckpointKind::Savepoint, id),
+                            ),
+                            CheckpointKind::Checkpoint => AttemptEnd::Finished,
+                        });
+                    }
+                }
+                Action::Abort {
+                    id, kind, reason, ..
+                } => {
+                    if reason.counts_as_failure() {
+                        tracing::warn!("{kind} {id} failed: {reason}");
+                        self.monitor.checkpoint_failed();
+                    } else {
+                        tracing::debug!("{kind} {id} aborted: {reason}");
+                    }
+                    self.attempt.broadcast(&Control::Abort(id));
+                    self.discard(kind, id).await;
+                }
+                Action::Prune { ids } => {
+                    for id in ids {
+                        self.discard(CheckpointKind::Checkpoint, id).await;
+                    }
+                }
+                Action::FailJob { reason } => {
+                    return Step::End(AttemptEnd::Failed(reason.to_string()));
+                }
+            }
+        }
+        Step::Continue
+    }
+
+    async fn discard(&self, kind: CheckpointKind, id: CheckpointId) {
+        let storage = Arc::clone(&self.storage);
+        let result = tokio::task::spawn_blocking(move || storage.discard(kind, id)).await;
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!("cannot remove {kind} {id}: {e}"),
+            Err(e) => tracing::warn!("cannot remove {kind} {id}: {e}"),
+        }
+    }
+
+    fn metadata(
+        &self,
+        id: CheckpointId,
+        kind: CheckpointKind,
+        triggered_at: Instant,
+        acks: &BTreeMap<TaskId, Acknowledgement<StateHandle>>,
+    ) -> CheckpointMetadata {
+        let now_ms = unix_ms(SystemTime::now());
+        let duration = triggered_at.elapsed();
+        CheckpointMetadata {
+            format_version: METADATA_VERSION,
+            job_name: self.job.name.clone(),
+            job_fingerprint: self.job.fingerprint(),
+            checkpoint_id: id,
+            kind,
+            trigger_time_ms: now_ms.saturating_sub(duration.as_millis() as u64),
+            completion_time_ms: now_ms,
+            duration_ms: duration.as_millis() as u64,
+            parallelism: self
+                .job
+                .vertices
+                .iter()
+                .map(|v| (v.name.clone(), v.parallelism))
+                .collect(),
+            tasks: acks
+                .iter()
+                .map(|(task, ack)| TaskStateMeta {
+                    task: task.clone(),
+                    handle: ack.handle.clone(),
+                    state_bytes: ack.bytes,
+                    sync_duration_ms: ack.sync_duration.as_millis() as u64,
+                    async_duration_ms: ack.async_duration.as_millis() as u64,
+                    alignment_duration_ms: ack.alignment_duration.as_millis() as u64,
+                })
+                .collect(),
+        }
+    }
+
+    /// Stops every task and waits for their threads. A graceful shutdown lets
+    /// tasks take their last completion notice first; otherwise they are told
+    /// to stop at once. Returns the first failure reported meanwhile.
+    async fn shutdown(&mut self, graceful: bool) -> Option<String> {
+        if !graceful {
+            self.attempt.stop.raise();
+        }
+        self.attempt.broadcast(&Control::Shutdown);
+        let mut running: HashSet<TaskId> = self
+            .attempt
+            .controls
+            .iter()
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut failure = None;
+        while !running.is_empty() {
+            match self.events.recv().await {
+                Some(TaskEvent::Exited { task, result }) => {
+                    running.remove(&task);
+                    if let Err(e) = result
+                        && !matches!(e, TaskError::Stopped)
+                        && failure.is_none()
+                    {
+                        failure = Some(format!("task {task} failed: {e}"));
+                    }
+                }
+                Some(_) => {}
+                None => break,
+            }
+        }
+        let threads = std::mem::take(&mut self.attempt.threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+        failure
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,67 @@
+//! Running a job: the execution graph, the attempt driver (the imperative
+//! shell around the checkpoint coordinator), restore, and failover by the
+//! restart strategy.
+//!
+//! ```text
+//! JobRunner::run ── attempt 1 ── driver loop (tokio) ◄── TaskEvents ◄── task threads
+//!               │                    │ Controls ──────────────────────►
+//!               ├── task failure → restart strategy → attempt 2 (restored from the latest checkpoint)
+//!               └── finished / cancelled / stopped with a savepoint / failed
+//! ```
+
+mod attempt;
+mod driver;
+pub mod monitor;
+pub mod plan;
+mod restore;
+mod runner;
+
+use std::path::PathBuf;
+
+pub use monitor::{CheckpointSummary, JobMonitor};
+pub use runner::{JobRunner, RunError};
+
+use crate::job::JobStatus;
+
+/// Where to restore a job from when it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// The newest complete checkpoint or savepoint in the job's checkpoint
+    /// directory; a fresh start if there is none.
+    Latest,
+    /// A given checkpoint or savepoint directory (or its `_metadata` file).
+    Path(PathBuf),
+}
+
+/// How to run a job, beyond what the job file says.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Restore from a checkpoint or savepoint instead of starting fresh.
+    pub restore: Option<RestoreFrom>,
+    /// Drop state of vertices the job no longer has, instead of refusing to start.
+    pub allow_non_restored_state: bool,
+}
+
+/// What someone outside the job asks of it (signals, a control endpoint).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobRequest {
+    /// Stop now; completed checkpoints are kept or deleted per `on_cancel`.
+    Cancel,
+    /// Take a savepoint, then stop (sinks commit first).
+    StopWithSavepoint,
+    /// Take a savepoint and go on.
+    TriggerSavepoint,
+}
+
+/// How a job ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobOutcome {
+    /// FINISHED, CANCELED or FAILED.
+    pub status: JobStatus,
+    /// The savepoint taken by a stop-with-savepoint.
+    pub savepoint: Option<PathBuf>,
+    /// Why the job failed, when it did.
+    pub failure: Option<String>,
+    /// How many times it was restarted after a failure.
+    pub restarts: u32,
+}

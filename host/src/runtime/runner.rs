@@ -1,0 +1,304 @@
+//! [`JobRunner`]: runs a job from start to end — loads its modules once,
+//! restores it if asked, runs attempts, and fails over by the restart
+//! strategy from the latest completed checkpoint.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use tokio::sync::mpsc::UnboundedReceiver;
+
+use super::attempt::{AttemptResources, start};
+use super::driver::{AttemptEnd, Driver};
+use super::monitor::JobMonitor;
+use super::restore::load_states;
+use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
+use crate::checkpoint::config::Retention;
+use crate::checkpoint::coordinator::Coordinator;
+use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::recovery::{
+    RestorePoint, next_checkpoint_id, restore_from_path, restore_latest,
+};
+use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::dataflow::TaskId;
+use crate::job::{Job, JobStatus, Limits, VertexKind};
+use crate::wasm::{GuestLimits, ModuleError, OperatorModule, WasmEngine};
+
+/// Why a job could not run at all (as opposed to running and failing).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// An operator's module could not be loaded or does not follow the ABI.
+    #[error(transparent)]
+    Module(#[from] ModuleError),
+    /// The checkpoint storage failed.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// The checkpoint or savepoint to restore cannot be used for this job.
+    #[error("cannot restore: {0}")]
+    Restore(String),
+    /// The runtime could not be set up.
+    #[error("cannot start the job: {0}")]
+    Setup(String),
+}
+
+/// Runs one job.
+pub struct JobRunner {
+    job: Job,
+    options: RunOptions,
+    modules: HashMap<String, OperatorModule>,
+    storage: Arc<dyn CheckpointStorage>,
+    monitor: JobMonitor,
+}
+
+impl JobRunner {
+    /// Loads and checks every operator's module (each compiled once, for all
+    /// its subtasks and every restart) and opens the checkpoint storage.
+    pub fn new(job: Job, options: RunOptions) -> Result<Self, RunError> {
+        let mut engines: Vec<(Limits, WasmEngine)> = Vec::new();
+        let mut modules = HashMap::new();
+        for vertex in &job.vertices {
+            let VertexKind::Operator(op) = &vertex.kind else {
+                continue;
+            };
+            let engine = match engines.iter().find(|(l, _)| *l == op.limits) {
+                Some((_, engine)) => engine.clone(),
+                None => {
+                    let engine = WasmEngine::new(guest_limits(&op.limits))
+                        .map_err(|e| RunError::Setup(e.to_string()))?;
+                    engines.push((op.limits, engine.clone()));
+                    engine
+                }
+            };
+            let module = engine.load_file(&op.module)?;
+            if !op.config.is_empty() && !module.capabilities().init {
+                return Err(RunError::Setup(format!(
+                    "operator `{}` has a config, but its module {} exports no weir_init to receive \
+                     it: remove the config or export weir_init (docs/ABI.md §3)",
+                    vertex.name,
+                    op.module.display()
+                )));
+            }
+            modules.insert(vertex.name.clone(), module);
+        }
+        let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalStorage::new(
+            CheckpointLayout::new(job.checkpoint.directory.clone()),
+        ));
+        Ok(JobRunner {
+            job,
+            options,
+            modules,
+            storage,
+            monitor: JobMonitor::default(),
+        })
+    }
+
+    /// A live view of the job, for status displays.
+    pub fn monitor(&self) -> JobMonitor {
+        self.monitor.clone()
+    }
+
+    /// The checkpoint storage of the job.
+    pub fn storage(&self) -> Arc<dyn CheckpointStorage> {
+        Arc::clone(&self.storage)
+    }
+
+    /// Runs the job until it finishes, is cancelled or stopped, or fails
+    /// beyond its restart strategy. `requests` carries cancel and savepoint
+    /// requests from outside.
+    pub fn run(self, mut requests: UnboundedReceiver<JobRequest>) -> Result<JobOutcome, RunError> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("weir-driver")
+            .enable_time()
+            .build()
+            .map_err(|e| RunError::Setup(format!("cannot start the async runtime: {e}")))?;
+        let handle = runtime.handle().clone();
+        runtime.block_on(self.run_async(handle, &mut requests))
+    }
+
+    async fn run_async(
+        self,
+        handle: tokio::runtime::Handle,
+        requests: &mut UnboundedReceiver<JobRequest>,
+    ) -> Result<JobOutcome, RunError> {
+        let job = &self.job;
+        // Choose what to restore before cleaning up, so skipped checkpoints are reported.
+        let mut point = match &self.options.restore {
+            None => None,
+            Some(from) => self.resolve(from).await?,
+        };
+        let storage = Arc::clone(&self.storage);
+        let cleanup = blocking(move || storage.cleanup()).await?;
+        for dir in &cleanup.removed_dirs {
+            tracing::info!("removed incomplete checkpoint {}", dir.dir().display());
+        }
+        let mut restarts = 0u32;
+        let mut next_id: Option<CheckpointId> = None;
+        let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
+        loop {
+            let states = match &point {
+                Some(p) => {
+                    tracing::info!("restoring from {}", p.location.dir().display());
+                    let storage = Arc::clone(&self.storage);
+                    let (p2, job2, allow) = (
+                        p.clone(),
+                        job.clone(),
+                        self.options.allow_non_restored_state,
+                    );
+                    blocking(move || load_states(storage.as_ref(), &p2, &job2, allow)).await?
+                }
+                None => HashMap::new(),
+            };
+            let listings = {
+                let storage = Arc::clone(&self.storage);
+                blocking(move || storage.list()).await?
+            };
+            let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
+            let first_id =
+                next_checkpoint_id(&listings, restored_id).max(next_id.unwrap_or(CheckpointId(1)));
+            let retained = listings.iter().filter_map(|l| {
+                let meta = l.metadata()?;
+                (meta.kind == CheckpointKind::Checkpoint).then_some(l.id)
+            });
+            let tasks: Vec<TaskId> = job.tasks().collect();
+            let sources: Vec<TaskId> = job.source_tasks().collect();
+            let coordinator = Coordinator::new(job.checkpoint.clone(), tasks, sources, first_id)
+                .map_err(|e| RunError::Setup(e.to_string()))?
+                .with_retained_checkpoints(retained);
+            let resources = AttemptResources {
+                job,
+                modules: &self.modules,
+                storage: Arc::clone(&self.storage),
+                runtime: handle.clone(),
+                events: events_tx.clone(),
+            };
+            let attempt = start(&resources, states)?;
+            self.monitor.set_tasks(attempt.metrics.clone());
+            self.monitor.set_status(JobStatus::Running);
+            let driver = Driver {
+                job,
+                storage: Arc::clone(&self.storage),
+                coordinator,
+                attempt,
+                events: &mut events_rx,
+                requests,
+                monitor: &self.monitor,
+            };
+            let (end, after) = driver.run().await;
+            next_id = Some(after);
+            match end {
+                AttemptEnd::Finished => {
+                    self.monitor.set_status(JobStatus::Finished);
+                    return Ok(outcome(JobStatus::Finished, None, None, restarts));
+                }
+                AttemptEnd::StoppedWithSavepoint(path) => {
+                    self.monitor.set_status(JobStatus::Finished);
+                    return Ok(outcome(JobStatus::Finished, Some(path), None, restarts));
+                }
+                AttemptEnd::Canceled => {
+                    self.monitor.set_status(JobStatus::Canceled);
+                    if job.checkpoint.on_cancel == Retention::DeleteOnCancel {
+                        self.delete_checkpoints().await?;
+                    }
+                    return Ok(outcome(JobStatus::Canceled, None, None, restarts));
+                }
+                AttemptEnd::Failed(reason) => {
+                    tracing::error!("job failed: {reason}");
+                    self.monitor.set_status(JobStatus::Failing);
+                    let Some(delay) = job.restart.delay_for(restarts + 1) else {
+                        self.monitor.set_status(JobStatus::Failed);
+                        return Ok(outcome(JobStatus::Failed, None, Some(reason), restarts));
+                    };
+                    restarts += 1;
+                    self.monitor.restarted();
+                    self.monitor.set_status(JobStatus::Restarting);
+                    tracing::warn!(
+                        "restarting (restart {restarts}, {} strategy) in {} ms",
+                        job.restart.name(),
+                        delay.as_millis()
+                    );
+                    tokio::select! {
+                        () = tokio::time::sleep(delay) => {}
+                        Some(JobRequest::Cancel | JobRequest::StopWithSavepoint) = requests.recv() => {
+                            self.monitor.set_status(JobStatus::Canceled);
+                            return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
+                        }
+                    }
+                    point = self.resolve(&RestoreFrom::Latest).await?;
+                }
+            }
+        }
+    }
+
+    /// The restore point for `from`, reporting the checkpoints it skipped.
+    async fn resolve(&self, from: &RestoreFrom) -> Result<Option<RestorePoint>, RunError> {
+        let storage = Arc::clone(&self.storage);
+        match from.clone() {
+            RestoreFrom::Path(path) => Ok(Some(
+                blocking(move || restore_from_path(storage.as_ref(), &path)).await?,
+            )),
+            RestoreFrom::Latest => {
+                let selection = blocking(move || restore_latest(storage.as_ref())).await?;
+                for skipped in &selection.skipped {
+                    tracing::warn!("{skipped}");
+                }
+                if selection.chosen.is_none() {
+                    tracing::info!(
+                        "no complete checkpoint to restore: starting from the beginning"
+                    );
+                }
+                Ok(selection.chosen)
+            }
+        }
+    }
+
+    /// Deletes every completed checkpoint (not savepoints): `on_cancel = "delete"`.
+    async fn delete_checkpoints(&self) -> Result<(), RunError> {
+        let storage = Arc::clone(&self.storage);
+        blocking(move || {
+            for listing in storage.list()? {
+                if listing.kind == CheckpointKind::Checkpoint {
+                    storage.discard(listing.kind, listing.id)?;
+                }
+            }
+            Ok::<(), StorageError>(())
+        })
+        .await?;
+        Ok(())
+    }
+}
+
+fn outcome(
+    status: JobStatus,
+    savepoint: Option<std::path::PathBuf>,
+    failure: Option<String>,
+    restarts: u32,
+) -> JobOutcome {
+    JobOutcome {
+        status,
+        savepoint,
+        failure,
+        restarts,
+    }
+}
+
+fn guest_limits(limits: &Limits) -> GuestLimits {
+    GuestLimits {
+        max_memory_bytes: limits.max_memory_bytes,
+        call_timeout: limits.call_timeout,
+        max_output_bytes: limits.max_output_bytes,
+        max_state_bytes: limits.max_state_bytes,
+    }
+}
+
+/// Runs blocking storage work off the async reactor.
+async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, RunError>
+where
+    T: Send + 'static,
+    E: Into<RunError> + Send + 'static,
+{
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| RunError::Setup(format!("storage worker panicked: {e}")))?
+        .map_err(Into::into)
+}

@@ -1,0 +1,167 @@
+//! [`WasmEngine`]: the wasmtime engine of one job, its linker, and the epoch ticker that
+//! bounds every guest call.
+
+use std::fmt;
+use std::path::Path;
+use std::sync::{Arc, mpsc};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::{Config, Engine, Linker, Strategy};
+
+use super::error::{EngineError, ModuleError, ModuleProblem};
+use super::imports;
+use super::limits::GuestLimits;
+use super::module::OperatorModule;
+use super::state::GuestState;
+
+/// How often the epoch advances. A call overrunning its time limit is stopped within about
+/// one tick (`docs/ABI.md` §9).
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The wasm stack each guest call may use, in bytes (`docs/ABI.md` §9).
+const MAX_WASM_STACK: usize = 512 * 1024;
+
+/// The wasmtime engine of one job: compiles modules, and links them with the host imports.
+///
+/// Cloning is cheap and shares everything. A background thread advances the engine's epoch
+/// every [`EPOCH_TICK`] so that call deadlines fire; it stops when the last clone — and the
+/// last [`OperatorModule`] and [`GuestInstance`](super::GuestInstance) made from it, which
+/// hold clones — is dropped.
+#[derive(Clone)]
+pub struct WasmEngine {
+    inner: Arc<Inner>,
+}
+
+/// What the clones share.
+struct Inner {
+    /// The compiler and runtime configuration (epoch interruption on).
+    engine: Engine,
+    /// The `weir` imports, defined once.
+    linker: Linker<GuestState>,
+    /// The limits every instance gets.
+    limits: GuestLimits,
+    /// Advances the epoch; dropped (and joined) with the last clone.
+    _ticker: EpochTicker,
+}
+
+impl fmt::Debug for WasmEngine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WasmEngine")
+            .field("limits", &self.inner.limits)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WasmEngine {
+    /// A new engine whose guests run under `limits`; starts the epoch ticker thread.
+    pub fn new(limits: GuestLimits) -> Result<Self, EngineError> {
+        let wasmtime_error = |e: wasmtime::Error| EngineError::Wasmtime {
+            message: format!("{e:#}"),
+        };
+        let mut config = Config::new();
+        config
+            .strategy(Strategy::Cranelift)
+            .epoch_interruption(true)
+            .max_wasm_stack(MAX_WASM_STACK);
+        let engine = Engine::new(&config).map_err(wasmtime_error)?;
+        let mut linker = Linker::new(&engine);
+        imports::add_to_linker(&mut linker).map_err(wasmtime_error)?;
+        let ticker = EpochTicker::start(engine.clone()).map_err(EngineError::Ticker)?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                engine,
+                linker,
+                limits,
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// Reads, compiles and checks the module in the file at `path` (binary `.wasm` or `.wat`
+    /// text). Errors name the path.
+    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<OperatorModule, ModuleError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let bytes = std::fs::read(path).map_err(|e| ModuleError {
+            module: name.clone(),
+            problem: ModuleProblem::Io(e),
+        })?;
+        self.load_bytes(&name, &bytes)
+    }
+
+    /// Compiles and checks the module in `bytes` (binary or WAT text); `name` identifies it in
+    /// errors.
+    pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
+        OperatorModule::compile(self, name, bytes)
+    }
+
+    /// The limits every guest of this engine runs under.
+    pub fn limits(&self) -> &GuestLimits {
+        &self.inner.limits
+    }
+
+    /// The wasmtime engine.
+    pub(crate) fn engine(&self) -> &Engine {
+        &self.inner.engine
+    }
+
+    /// The linker holding the `weir` imports.
+    pub(crate) fn linker(&self) -> &Linker<GuestState> {
+        &self.inner.linker
+    }
+
+    /// The epoch deadline, in ticks beyond the current epoch, that enforces
+    /// [`GuestLimits::call_timeout`]: the limit rounded up to whole ticks, plus one for the
+    /// tick already under way.
+    pub(crate) fn deadline_ticks(&self) -> u64 {
+        let ticks = self
+            .inner
+            .limits
+            .call_timeout
+            .as_nanos()
+            .div_ceil(EPOCH_TICK.as_nanos());
+        u64::try_from(ticks)
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1)
+    }
+}
+
+/// The thread that advances an engine's epoch every [`EPOCH_TICK`].
+///
+/// Dropping it closes the channel the thread waits on, which wakes and ends the thread at
+/// once; the drop then joins it, so no thread outlives its engine.
+struct EpochTicker {
+    /// Closing this stops the thread.
+    stop: Option<mpsc::Sender<()>>,
+    /// The thread, joined on drop.
+    thread: Option<JoinHandle<()>>,
+}
+
+impl EpochTicker {
+    fn start(engine: Engine) -> std::io::Result<Self> {
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = std::thread::Builder::new()
+            .name("weir-epoch".to_string())
+            .spawn(move || {
+                while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
+                    engine.increment_epoch();
+                }
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for EpochTicker {
+    fn drop(&mut self) {
+        drop(self.stop.take());
+        if let Some(thread) = self.thread.take() {
+            // The thread only loops and increments; it cannot panic, and if it somehow did
+            // there is nothing left to clean up.
+            let _ = thread.join();
+        }
+    }
+}

@@ -1,0 +1,448 @@
+//! The typed errors of the wasm layer: a module refused at load time ([`ModuleError`]), a
+//! guest call that failed ([`GuestError`]), and an engine that could not start
+//! ([`EngineError`]).
+//!
+//! Failures are classified by type, never by their text: host imports and the memory limiter
+//! return an [`Abort`] carrying the [`GuestFailure`], and wasmtime's traps are read with
+//! `downcast_ref::<wasmtime::Trap>()` (see [`classify`]).
+
+use std::fmt;
+use std::time::Duration;
+
+use weir_abi::DecodeError;
+
+/// A guest call failed. The instance that returned it is poisoned: every later call on it
+/// returns [`GuestFailure::Poisoned`].
+///
+/// Displays as ``operator `count` subtask 1 failed in weir_process: guest trap: out of bounds
+/// memory access``.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("operator `{operator}` subtask {subtask} failed in {call}: {failure}")]
+pub struct GuestError {
+    /// The operator's name in the job.
+    pub operator: String,
+    /// Which instance of the operator failed, from 0.
+    pub subtask: u32,
+    /// The guest export that was running (or being prepared) when the failure happened, such as
+    /// `weir_process` or `weir_alloc`; `instantiate` while the module was being instantiated.
+    pub call: &'static str,
+    /// What went wrong.
+    pub failure: GuestFailure,
+    /// The guest's wasm backtrace at the failure, when wasmtime captured one: extra detail for
+    /// logs, not part of the message.
+    pub backtrace: Option<String>,
+}
+
+/// What went wrong in a guest call (`docs/ABI.md` §8).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum GuestFailure {
+    /// The guest called the `fail` import.
+    Failed {
+        /// Its message, lossily decoded and cut at [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES).
+        message: String,
+    },
+    /// The export returned a non-zero status.
+    Status {
+        /// The status it returned.
+        code: i32,
+        /// The last message the guest logged at level `error` during the call, if any.
+        last_message: Option<String>,
+    },
+    /// The guest trapped (other than by stack overflow or timeout, which have their own
+    /// variants).
+    Trap {
+        /// The kind of trap, as wasmtime reports it.
+        trap: wasmtime::Trap,
+    },
+    /// The guest exhausted its wasm stack, typically through unbounded recursion.
+    StackOverflow,
+    /// The call ran longer than [`GuestLimits::call_timeout`](super::GuestLimits::call_timeout).
+    Timeout {
+        /// The limit it exceeded.
+        limit: Duration,
+    },
+    /// The guest tried to grow its memory (or start with one) past
+    /// [`GuestLimits::max_memory_bytes`](super::GuestLimits::max_memory_bytes).
+    MemoryLimit {
+        /// The limit, in bytes.
+        limit: usize,
+        /// The size it asked for, in bytes.
+        requested: usize,
+    },
+    /// The guest tried to grow a table past [`MAX_TABLE_ELEMENTS`](super::MAX_TABLE_ELEMENTS).
+    TableLimit {
+        /// The limit, in elements.
+        limit: usize,
+        /// The size it asked for, in elements.
+        requested: usize,
+    },
+    /// A pointer and length from the guest (an import argument or `weir_alloc`'s result) do not
+    /// lie inside its memory.
+    OutOfBounds {
+        /// What the range was for, e.g. "`emit` batch".
+        what: &'static str,
+        /// The pointer, as the guest gave it.
+        ptr: u32,
+        /// The length, as the guest gave it.
+        len: u32,
+        /// The size of the guest's memory at that moment, in bytes.
+        memory_len: usize,
+    },
+    /// `weir_alloc` returned 0 (or the buffer cannot be described with a 32-bit length).
+    AllocFailed {
+        /// The length the host asked for.
+        len: usize,
+    },
+    /// The guest emitted bytes that are not a valid batch.
+    MalformedOutput {
+        /// What is wrong with them.
+        problem: DecodeError,
+    },
+    /// The guest emitted a batch whose port is not 0.
+    OutputPort {
+        /// The port it set.
+        port: u32,
+    },
+    /// One call emitted more than [`GuestLimits::max_output_bytes`](super::GuestLimits::max_output_bytes).
+    OutputTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// One snapshot exceeded [`GuestLimits::max_state_bytes`](super::GuestLimits::max_state_bytes).
+    StateTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The guest called an import during a call that does not allow it (`emit` outside
+    /// `weir_process`/`weir_finish`, `save_state` outside `weir_snapshot`).
+    ImportMisuse {
+        /// The import it called.
+        import: &'static str,
+        /// The export that was running.
+        call: &'static str,
+    },
+    /// A non-empty state was to be restored into a module that exports no `weir_restore`.
+    NoRestoreExport {
+        /// Length of the state, in bytes.
+        state_len: usize,
+    },
+    /// The job gives the operator a non-empty config, but the module exports no `weir_init`
+    /// to receive it.
+    UnusedConfig {
+        /// Length of the config, in bytes.
+        config_len: usize,
+    },
+    /// The guest's `weir_abi_version` returned a version this host does not implement.
+    AbiVersion {
+        /// What the guest returned.
+        guest: i32,
+        /// The version this host implements.
+        host: u32,
+    },
+    /// The instance failed earlier and is never called again (`docs/ABI.md` §8).
+    Poisoned {
+        /// The call in which it failed.
+        failed_call: &'static str,
+    },
+    /// Instantiation failed for a reason that is none of the above.
+    Instantiation {
+        /// wasmtime's message.
+        message: String,
+    },
+    /// wasmtime reported an error that is neither a trap nor one of the host's own failures.
+    Runtime {
+        /// wasmtime's message.
+        message: String,
+    },
+}
+
+impl fmt::Display for GuestFailure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use weir_abi::{exports, imports};
+        match self {
+            GuestFailure::Failed { message } => write!(f, "guest failed: {message}"),
+            GuestFailure::Status {
+                code,
+                last_message: None,
+            } => {
+                write!(f, "guest returned status {code}")
+            }
+            GuestFailure::Status {
+                code,
+                last_message: Some(m),
+            } => {
+                write!(
+                    f,
+                    "guest returned status {code} (last error it logged: {m})"
+                )
+            }
+            GuestFailure::Trap { trap } => {
+                // wasmtime's text starts with "wasm trap: "; say "guest trap: " instead.
+                let text = trap.to_string();
+                let kind = text.strip_prefix("wasm trap: ").unwrap_or(&text);
+                write!(f, "guest trap: {kind}")
+            }
+            GuestFailure::StackOverflow => write!(
+                f,
+                "guest stack overflow: the wasm stack is exhausted (look for unbounded recursion)"
+            ),
+            GuestFailure::Timeout { limit } => write!(
+                f,
+                "guest ran longer than the call time limit of {limit:?} (look for an endless \
+                 loop, or raise `limits.call_timeout`)"
+            ),
+            GuestFailure::MemoryLimit { limit, requested } => write!(
+                f,
+                "guest memory would grow to {requested} bytes, past the limit of {limit} bytes \
+                 (raise `limits.max_memory` if the operator really needs it)"
+            ),
+            GuestFailure::TableLimit { limit, requested } => write!(
+                f,
+                "guest table would grow to {requested} elements, past the limit of {limit}"
+            ),
+            GuestFailure::OutOfBounds {
+                what,
+                ptr,
+                len,
+                memory_len,
+            } => write!(
+                f,
+                "{what} at {ptr}..{ptr}+{len} lies outside the guest memory of {memory_len} bytes"
+            ),
+            GuestFailure::AllocFailed { len } => write!(
+                f,
+                "{} could not provide a buffer of {len} bytes (it returned 0)",
+                exports::ALLOC
+            ),
+            GuestFailure::MalformedOutput { problem } => {
+                write!(f, "guest emitted a malformed batch: {problem}")
+            }
+            GuestFailure::OutputPort { port } => write!(
+                f,
+                "guest emitted a batch with port {port}; output batches must set port 0"
+            ),
+            GuestFailure::OutputTooLarge { limit } => write!(
+                f,
+                "guest emitted more than {limit} bytes in one call (emit less per call, or \
+                 raise `limits.max_output`)"
+            ),
+            GuestFailure::StateTooLarge { limit } => write!(
+                f,
+                "guest saved a snapshot larger than {limit} bytes (keep less state, or raise \
+                 `limits.max_state`)"
+            ),
+            GuestFailure::ImportMisuse { import, call } => {
+                let allowed = if *import == imports::SAVE_STATE {
+                    exports::SNAPSHOT.to_string()
+                } else {
+                    format!("{} and {}", exports::PROCESS, exports::FINISH)
+                };
+                write!(
+                    f,
+                    "guest called `{import}` during {call}; it is allowed only during {allowed}"
+                )
+            }
+            GuestFailure::NoRestoreExport { state_len } => write!(
+                f,
+                "cannot restore a state of {state_len} bytes: the module exports no {} (was it \
+                 changed since the snapshot was taken?)",
+                exports::RESTORE
+            ),
+            GuestFailure::UnusedConfig { config_len } => write!(
+                f,
+                "the job gives the operator a config of {config_len} bytes but the module \
+                 exports no {} to receive it; remove the config or export {}",
+                exports::INIT,
+                exports::INIT
+            ),
+            GuestFailure::AbiVersion { guest, host } => write!(
+                f,
+                "guest was written for weir ABI version {guest}, but this host implements \
+                 version {host}; rebuild it against version {host}"
+            ),
+            GuestFailure::Poisoned { failed_call } => write!(
+                f,
+                "the instance already failed in {failed_call} and is never called again"
+            ),
+            GuestFailure::Instantiation { message } => {
+                write!(f, "cannot instantiate the module: {message}")
+            }
+            GuestFailure::Runtime { message } => write!(f, "wasmtime error: {message}"),
+        }
+    }
+}
+
+/// A module was refused at load time: nothing of it ran, or only its ABI version check did.
+#[derive(Debug, thiserror::Error)]
+#[error("module `{module}`: {problem}")]
+pub struct ModuleError {
+    /// The file path, or the name given to [`WasmEngine::load_bytes`](super::WasmEngine::load_bytes).
+    pub module: String,
+    /// What is wrong with it.
+    pub problem: ModuleProblem,
+}
+
+/// What is wrong with a module (`docs/ABI.md` §1, §3, §4, §10).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModuleProblem {
+    /// The file could not be read.
+    #[error("cannot read the file: {0}")]
+    Io(#[source] std::io::Error),
+    /// wasmtime could not parse, validate or compile it.
+    #[error("not a valid WebAssembly module: {message}")]
+    Compile {
+        /// wasmtime's message.
+        message: String,
+    },
+    /// A required export is missing.
+    #[error(
+        "missing the required export `{name}` with signature {expected}; export it (see \
+         docs/ABI.md §3)"
+    )]
+    MissingExport {
+        /// The export's name.
+        name: &'static str,
+        /// The signature it must have.
+        expected: String,
+    },
+    /// An export of the ABI has the wrong type.
+    #[error("export `{name}` is {found}, but the ABI requires {expected} (see docs/ABI.md §3)")]
+    WrongSignature {
+        /// The export's name.
+        name: &'static str,
+        /// The signature the ABI gives it.
+        expected: String,
+        /// What the module exports under that name.
+        found: String,
+    },
+    /// The module exports no memory named `memory`.
+    #[error("exports no memory named `memory`; export its linear memory as `memory`")]
+    NoMemory,
+    /// The exported memory is not a plain 32-bit, unshared memory.
+    #[error("its exported memory is {found}; the ABI needs a plain (unshared, 32-bit) memory")]
+    UnsupportedMemory {
+        /// What kind of memory it is: "shared" or "64-bit".
+        found: &'static str,
+    },
+    /// The module defines more than one memory; the ABI has exactly one.
+    #[error("defines {count} memories; the ABI allows exactly one, exported as `memory`")]
+    MultipleMemories {
+        /// How many memories it defines.
+        count: u32,
+    },
+    /// The module imports something the host does not provide.
+    #[error(
+        "imports `{module}`.`{name}`, which the host does not provide; the host provides only \
+         `weir`.`emit`, `weir`.`save_state`, `weir`.`fail` and `weir`.`log` (no WASI): build \
+         the module without other imports"
+    )]
+    UnknownImport {
+        /// The import's module name.
+        module: String,
+        /// The import's field name.
+        name: String,
+    },
+    /// A `weir` import has the wrong type.
+    #[error("imports `weir`.`{name}` as {found}, but the host provides it as {expected}")]
+    BadImportSignature {
+        /// The import's name.
+        name: String,
+        /// The host's signature for it.
+        expected: String,
+        /// The type the module imports it with.
+        found: String,
+    },
+    /// `weir_abi_version` returned a version this host does not implement.
+    #[error(
+        "was written for weir ABI version {guest}, but this host implements version {host}; \
+         rebuild it against version {host}"
+    )]
+    UnsupportedAbiVersion {
+        /// What the guest returned.
+        guest: i32,
+        /// The version this host implements.
+        host: u32,
+    },
+    /// The guest failed while its ABI version was being read (in its start function,
+    /// `_initialize` or `weir_abi_version`).
+    #[error("failed while its ABI version was read, in {call}: {failure}")]
+    VersionCheck {
+        /// The export (or `instantiate`) that failed.
+        call: &'static str,
+        /// How it failed.
+        failure: GuestFailure,
+    },
+    /// wasmtime could not link the module although it passed validation.
+    #[error("cannot be linked: {message}")]
+    Link {
+        /// wasmtime's message.
+        message: String,
+    },
+}
+
+/// The engine could not be set up.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum EngineError {
+    /// wasmtime refused the configuration or the host functions.
+    #[error("cannot set up the wasmtime engine: {message}")]
+    Wasmtime {
+        /// wasmtime's message.
+        message: String,
+    },
+    /// The epoch ticker thread could not be started.
+    #[error("cannot start the epoch ticker thread: {0}")]
+    Ticker(#[source] std::io::Error),
+}
+
+/// The error a host import or the resource limiter returns to stop the guest with a
+/// [`GuestFailure`]; wasmtime turns it into a trap and hands it back from the call, where
+/// [`classify`] finds it by downcast.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct Abort(pub(crate) GuestFailure);
+
+impl Abort {
+    /// Wraps `failure` as a wasmtime error, ready to be returned from a host function.
+    pub(crate) fn error(failure: GuestFailure) -> wasmtime::Error {
+        wasmtime::Error::new(Abort(failure))
+    }
+}
+
+/// Turns an error returned by a wasmtime call into a [`GuestFailure`], by type, plus the
+/// guest's backtrace text when wasmtime attached one.
+///
+/// `call_timeout` is the limit reported when the call was interrupted by its epoch deadline;
+/// `instantiating` says whether unknown errors came from instantiation.
+pub(crate) fn classify(
+    error: &wasmtime::Error,
+    call_timeout: Duration,
+    instantiating: bool,
+) -> (GuestFailure, Option<String>) {
+    let backtrace = error
+        .downcast_ref::<wasmtime::WasmBacktrace>()
+        .map(|trace| trace.to_string())
+        .filter(|text| !text.trim().is_empty());
+    let failure = if let Some(Abort(failure)) = error.downcast_ref::<Abort>() {
+        failure.clone()
+    } else if let Some(trap) = error.downcast_ref::<wasmtime::Trap>() {
+        match trap {
+            wasmtime::Trap::StackOverflow => GuestFailure::StackOverflow,
+            wasmtime::Trap::Interrupt => GuestFailure::Timeout {
+                limit: call_timeout,
+            },
+            other => GuestFailure::Trap { trap: *other },
+        }
+    } else if instantiating {
+        GuestFailure::Instantiation {
+            message: format!("{error:#}"),
+        }
+    } else {
+        GuestFailure::Runtime {
+            message: format!("{error:#}"),
+        }
+    };
+    (failure, backtrace)
+}

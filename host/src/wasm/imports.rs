@@ -1,0 +1,175 @@
+//! The host half of the ABI: the functions the host provides under the module `weir`
+//! (`docs/ABI.md` §4), added once to the engine's `Linker`.
+//!
+//! Each import reads the guest's buffer through a bounds-checked slice of its memory and
+//! copies what it keeps; its mutable state is the instance's [`GuestState`]. A misbehaving
+//! guest gets an [`Abort`] error, which traps it and is classified by type afterwards.
+
+use wasmtime::{Caller, Extern, Linker, Memory};
+use weir_abi::{Batch, IMPORT_MODULE, exports, imports, log_level};
+
+use super::error::{Abort, GuestFailure};
+use super::limits::MAX_MESSAGE_BYTES;
+use super::signature::Signature;
+use super::state::{Call, GuestState};
+
+/// Every import the host provides, with its signature: what [`add_to_linker`] defines and what
+/// module validation accepts.
+pub(crate) const PROVIDED: [(&str, Signature); 4] = [
+    (imports::EMIT, Signature::PTR_LEN),
+    (imports::SAVE_STATE, Signature::PTR_LEN),
+    (imports::FAIL, Signature::PTR_LEN),
+    (imports::LOG, Signature::LOG),
+];
+
+/// The `log` target of guest log lines, so they can be filtered apart from the host's own.
+const LOG_TARGET: &str = "weir::guest";
+
+/// Defines the `weir` imports in `linker`.
+pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
+    linker.func_wrap(IMPORT_MODULE, imports::EMIT, emit)?;
+    linker.func_wrap(IMPORT_MODULE, imports::SAVE_STATE, save_state)?;
+    linker.func_wrap(IMPORT_MODULE, imports::FAIL, fail)?;
+    linker.func_wrap(IMPORT_MODULE, imports::LOG, log)?;
+    Ok(())
+}
+
+/// `emit(ptr, len)`: appends one output batch; allowed during `weir_process` and `weir_finish`.
+fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
+    let state = caller.data();
+    if !matches!(state.call, Call::Process | Call::Finish) {
+        return Err(misuse(imports::EMIT, state.call));
+    }
+    let limit = state.limits.max_output_bytes;
+    let used = state.output_bytes;
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let bytes = guest_range(data, "`emit` batch", ptr, len)?;
+    if used
+        .checked_add(bytes.len())
+        .is_none_or(|total| total > limit)
+    {
+        return Err(Abort::error(GuestFailure::OutputTooLarge { limit }));
+    }
+    let batch = Batch::decode(bytes)
+        .map_err(|problem| Abort::error(GuestFailure::MalformedOutput { problem }))?;
+    if batch.port() != 0 {
+        return Err(Abort::error(GuestFailure::OutputPort {
+            port: batch.port(),
+        }));
+    }
+    state.output_bytes = used + bytes.len();
+    state.output.push(bytes.to_vec());
+    Ok(())
+}
+
+/// `save_state(ptr, len)`: appends bytes to the snapshot; allowed during `weir_snapshot`.
+fn save_state(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
+    let state = caller.data();
+    if state.call != Call::Snapshot {
+        return Err(misuse(imports::SAVE_STATE, state.call));
+    }
+    let limit = state.limits.max_state_bytes;
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let bytes = guest_range(data, "`save_state` bytes", ptr, len)?;
+    if state
+        .snapshot
+        .len()
+        .checked_add(bytes.len())
+        .is_none_or(|total| total > limit)
+    {
+        return Err(Abort::error(GuestFailure::StateTooLarge { limit }));
+    }
+    state.snapshot.extend_from_slice(bytes);
+    Ok(())
+}
+
+/// `fail(ptr, len)`: fails the running call with the guest's message; never returns to it.
+fn fail(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
+    let memory = guest_memory(&mut caller)?;
+    let message = message(guest_range(
+        memory.data(&caller),
+        "`fail` message",
+        ptr,
+        len,
+    )?);
+    Err(Abort::error(GuestFailure::Failed { message }))
+}
+
+/// `log(level, ptr, len)`: writes the guest's message as a `tracing` event tagged with the
+/// operator and subtask.
+fn log(mut caller: Caller<'_, GuestState>, level: i32, ptr: i32, len: i32) -> wasmtime::Result<()> {
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let text = message(guest_range(data, "`log` message", ptr, len)?);
+    let (operator, subtask, call) = (state.operator.as_str(), state.subtask, state.call.name());
+    match level {
+        log_level::ERROR => {
+            tracing::error!(target: LOG_TARGET, operator, subtask, call, "{text}");
+            state.last_error_log = Some(text);
+        }
+        log_level::WARN => tracing::warn!(target: LOG_TARGET, operator, subtask, call, "{text}"),
+        log_level::DEBUG => tracing::debug!(target: LOG_TARGET, operator, subtask, call, "{text}"),
+        log_level::TRACE => tracing::trace!(target: LOG_TARGET, operator, subtask, call, "{text}"),
+        _ => tracing::info!(target: LOG_TARGET, operator, subtask, call, "{text}"),
+    }
+    Ok(())
+}
+
+/// The failure of calling `import` during `call`.
+fn misuse(import: &'static str, call: Call) -> wasmtime::Error {
+    Abort::error(GuestFailure::ImportMisuse {
+        import,
+        call: call.name(),
+    })
+}
+
+/// The guest's exported memory (checked at load time, so always there in practice).
+fn guest_memory(caller: &mut Caller<'_, GuestState>) -> wasmtime::Result<Memory> {
+    match caller.get_export(exports::MEMORY) {
+        Some(Extern::Memory(memory)) => Ok(memory),
+        _ => Err(Abort::error(GuestFailure::Runtime {
+            message: format!(
+                "the guest has no exported memory named `{}`",
+                exports::MEMORY
+            ),
+        })),
+    }
+}
+
+/// The bytes at `ptr..ptr+len` of `memory`, or an [`Abort`] naming `what` when the range does
+/// not fit. Pointers and lengths are read as unsigned 32-bit numbers (`docs/ABI.md`, Words).
+pub(crate) fn guest_range<'a>(
+    memory: &'a [u8],
+    what: &'static str,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<&'a [u8]> {
+    let (ptr, len) = (ptr as u32, len as u32);
+    let start = ptr as usize;
+    start
+        .checked_add(len as usize)
+        .and_then(|end| memory.get(start..end))
+        .ok_or_else(|| {
+            Abort::error(GuestFailure::OutOfBounds {
+                what,
+                ptr,
+                len,
+                memory_len: memory.len(),
+            })
+        })
+}
+
+/// A guest message as text: cut at [`MAX_MESSAGE_BYTES`], invalid UTF-8 replaced.
+pub(crate) fn message(bytes: &[u8]) -> String {
+    if bytes.len() <= MAX_MESSAGE_BYTES {
+        return String::from_utf8_lossy(bytes).into_owned();
+    }
+    let mut text = String::from_utf8_lossy(&bytes[..MAX_MESSAGE_BYTES]).into_owned();
+    text.push_str(&format!(
+        " … [cut at {MAX_MESSAGE_BYTES} of {} bytes]",
+        bytes.len()
+    ));
+    text
+}

@@ -1,0 +1,399 @@
+//! [`GuestInstance`]: one running instance of an operator's module, and the only way the rest
+//! of the host calls into a guest.
+
+use std::fmt;
+
+use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
+use weir_abi::{ABI_VERSION, InitMessage, exports};
+
+use super::engine::WasmEngine;
+use super::error::{GuestError, GuestFailure, classify};
+use super::module::{Capabilities, OperatorModule};
+use super::state::{Call, GuestState, INITIALIZE};
+
+/// Who an instance is: what the init message tells the guest, and what errors name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InstanceContext {
+    /// The operator's name in the job.
+    pub operator: String,
+    /// Which of the operator's instances this is, from 0; below `parallelism`.
+    pub subtask: u32,
+    /// How many instances of the operator run.
+    pub parallelism: u32,
+}
+
+/// The guest's exports, looked up once per instance.
+struct Funcs {
+    abi_version: TypedFunc<(), i32>,
+    alloc: TypedFunc<i32, i32>,
+    process: TypedFunc<(i32, i32), i32>,
+    initialize: Option<TypedFunc<(), ()>>,
+    init: Option<TypedFunc<(i32, i32), i32>>,
+    snapshot: Option<TypedFunc<i64, i32>>,
+    restore: Option<TypedFunc<(i32, i32), i32>>,
+    checkpoint_complete: Option<TypedFunc<i64, i32>>,
+    finish: Option<TypedFunc<(), i32>>,
+}
+
+/// One instance of an operator's module, with its own store and memory.
+///
+/// Every method is one call of the ABI (`docs/ABI.md` §2–§7), bounded by the engine's
+/// [`GuestLimits`](super::GuestLimits). A failed call poisons the instance: later calls return
+/// [`GuestFailure::Poisoned`] without running guest code. Calls take `&mut self`, so they never
+/// overlap; the instance is `Send` and may move between threads between calls.
+pub struct GuestInstance {
+    /// Who this instance is.
+    context: InstanceContext,
+    /// The store owning the instance and its [`GuestState`].
+    store: Store<GuestState>,
+    /// The guest's exported memory.
+    memory: Memory,
+    /// The guest's exports.
+    funcs: Funcs,
+    /// Which optional exports the module has.
+    capabilities: Capabilities,
+    /// The call that failed, once one has.
+    failed: Option<&'static str>,
+    /// Keeps the epoch ticker running and knows the limits.
+    engine: WasmEngine,
+}
+
+impl fmt::Debug for GuestInstance {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuestInstance")
+            .field("context", &self.context)
+            .field("capabilities", &self.capabilities)
+            .field("failed", &self.failed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GuestInstance {
+    /// Instantiates `module`, runs `_initialize` if exported and checks the ABI version: the
+    /// instance is then ready for `weir_init`.
+    pub(crate) fn start(
+        module: &OperatorModule,
+        context: InstanceContext,
+    ) -> Result<Self, GuestError> {
+        let engine = module.engine().clone();
+        let limits = *engine.limits();
+        let failed = |call: Call, failure, backtrace| GuestError {
+            operator: context.operator.clone(),
+            subtask: context.subtask,
+            call: call.name(),
+            failure,
+            backtrace,
+        };
+        if context.subtask >= context.parallelism {
+            let message = format!(
+                "subtask {} is not below the parallelism {}",
+                context.subtask, context.parallelism
+            );
+            return Err(failed(
+                Call::Instantiate,
+                GuestFailure::Instantiation { message },
+                None,
+            ));
+        }
+
+        let state = GuestState::new(context.operator.clone(), context.subtask, limits);
+        let mut store = Store::new(engine.engine(), state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(engine.deadline_ticks());
+        let instance = module.pre().instantiate(&mut store).map_err(|e| {
+            let (failure, backtrace) = classify(&e, limits.call_timeout, true);
+            failed(Call::Instantiate, failure, backtrace)
+        })?;
+        let (memory, funcs) = lookup(&instance, &mut store).map_err(|e| {
+            let failure = GuestFailure::Instantiation {
+                message: format!("{e:#}"),
+            };
+            failed(Call::Instantiate, failure, None)
+        })?;
+
+        let mut guest = GuestInstance {
+            context,
+            store,
+            memory,
+            funcs,
+            capabilities: module.capabilities(),
+            failed: None,
+            engine,
+        };
+        if let Some(initialize) = guest.funcs.initialize.clone() {
+            guest.run(Call::Initialize, &initialize, ())?;
+        }
+        let version = guest.run(Call::AbiVersion, &guest.funcs.abi_version.clone(), ())?;
+        if u32::try_from(version) != Ok(ABI_VERSION) {
+            let failure = GuestFailure::AbiVersion {
+                guest: version,
+                host: ABI_VERSION,
+            };
+            return Err(guest.poison(Call::AbiVersion, failure, None));
+        }
+        Ok(guest)
+    }
+
+    /// Gives the guest its init message through `weir_init`, or refuses a non-empty `config`
+    /// when the module has no `weir_init` (`docs/ABI.md` §3).
+    pub(crate) fn init(&mut self, config: &[u8]) -> Result<(), GuestError> {
+        self.check_ready(Call::Init)?;
+        let Some(init) = self.funcs.init.clone() else {
+            if config.is_empty() {
+                return Ok(());
+            }
+            let failure = GuestFailure::UnusedConfig {
+                config_len: config.len(),
+            };
+            return Err(self.poison(Call::Init, failure, None));
+        };
+        let total = self.context.operator.len().saturating_add(config.len());
+        if u32::try_from(total).is_err() {
+            let failure = GuestFailure::AllocFailed { len: total };
+            return Err(self.poison(Call::Alloc, failure, None));
+        }
+        let message = InitMessage {
+            operator: &self.context.operator,
+            subtask: self.context.subtask,
+            parallelism: self.context.parallelism,
+            config,
+        }
+        .encode();
+        let (ptr, len) = self.write_buffer(&message)?;
+        let status = self.run(Call::Init, &init, (ptr, len))?;
+        self.check_status(Call::Init, status)
+    }
+
+    /// Runs `weir_process` on one encoded input batch (`docs/ABI.md` §5) and returns the
+    /// batches it emitted, in order, each checked to be a well-formed batch with port 0.
+    ///
+    /// `batch` must be a well-formed batch; its port is the input it arrived on.
+    pub fn process(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>, GuestError> {
+        self.check_ready(Call::Process)?;
+        let (ptr, len) = self.write_buffer(batch)?;
+        let process = self.funcs.process.clone();
+        let status = self.run(Call::Process, &process, (ptr, len))?;
+        self.check_status(Call::Process, status)?;
+        Ok(std::mem::take(&mut self.store.data_mut().output))
+    }
+
+    /// Runs `weir_finish` once every input has ended, and returns the batches it emitted; no
+    /// batches when the module has no `weir_finish`.
+    pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, GuestError> {
+        self.check_ready(Call::Finish)?;
+        let Some(finish) = self.funcs.finish.clone() else {
+            return Ok(Vec::new());
+        };
+        let status = self.run(Call::Finish, &finish, ())?;
+        self.check_status(Call::Finish, status)?;
+        Ok(std::mem::take(&mut self.store.data_mut().output))
+    }
+
+    /// Runs `weir_snapshot` for `checkpoint_id` and returns the state it saved; an empty state
+    /// when the module has no `weir_snapshot`.
+    pub fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<u8>, GuestError> {
+        self.check_ready(Call::Snapshot)?;
+        let Some(snapshot) = self.funcs.snapshot.clone() else {
+            return Ok(Vec::new());
+        };
+        let status = self.run(
+            Call::Snapshot,
+            &snapshot,
+            checkpoint_id_param(checkpoint_id),
+        )?;
+        self.check_status(Call::Snapshot, status)?;
+        Ok(std::mem::take(&mut self.store.data_mut().snapshot))
+    }
+
+    /// Replaces the guest's state with `state`, taken by [`snapshot`](Self::snapshot) from an
+    /// earlier instance of the same module, through `weir_restore`.
+    ///
+    /// An empty state is passed as `ptr = 0, len = 0`, and skipped when the module has no
+    /// `weir_restore`; a non-empty one then fails with [`GuestFailure::NoRestoreExport`].
+    pub fn restore(&mut self, state: &[u8]) -> Result<(), GuestError> {
+        self.check_ready(Call::Restore)?;
+        let Some(restore) = self.funcs.restore.clone() else {
+            if state.is_empty() {
+                return Ok(());
+            }
+            let failure = GuestFailure::NoRestoreExport {
+                state_len: state.len(),
+            };
+            return Err(self.poison(Call::Restore, failure, None));
+        };
+        let (ptr, len) = self.write_buffer(state)?;
+        let status = self.run(Call::Restore, &restore, (ptr, len))?;
+        self.check_status(Call::Restore, status)
+    }
+
+    /// Tells the guest that every checkpoint up to `checkpoint_id` is complete, through
+    /// `weir_checkpoint_complete`; nothing when the module does not export it.
+    pub fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), GuestError> {
+        self.check_ready(Call::CheckpointComplete)?;
+        let Some(complete) = self.funcs.checkpoint_complete.clone() else {
+            return Ok(());
+        };
+        let status = self.run(
+            Call::CheckpointComplete,
+            &complete,
+            checkpoint_id_param(checkpoint_id),
+        )?;
+        self.check_status(Call::CheckpointComplete, status)
+    }
+
+    /// Who this instance is.
+    pub fn context(&self) -> &InstanceContext {
+        &self.context
+    }
+
+    /// Which optional exports the module has.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    /// Whether a call has failed, so that every further call is refused.
+    pub fn is_poisoned(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    /// Refuses to run `call` on a poisoned instance.
+    fn check_ready(&self, call: Call) -> Result<(), GuestError> {
+        match self.failed {
+            None => Ok(()),
+            Some(failed_call) => {
+                Err(self.error(call, GuestFailure::Poisoned { failed_call }, None))
+            }
+        }
+    }
+
+    /// Calls `func` as `call`, under the call deadline; a failure poisons the instance.
+    fn run<P: WasmParams, R: WasmResults>(
+        &mut self,
+        call: Call,
+        func: &TypedFunc<P, R>,
+        params: P,
+    ) -> Result<R, GuestError> {
+        self.store.data_mut().begin(call);
+        self.store.set_epoch_deadline(self.engine.deadline_ticks());
+        func.call(&mut self.store, params).map_err(|e| {
+            let (failure, backtrace) = classify(&e, self.engine.limits().call_timeout, false);
+            self.poison(call, failure, backtrace)
+        })
+    }
+
+    /// Fails `call` when the guest returned a non-zero status.
+    fn check_status(&mut self, call: Call, status: i32) -> Result<(), GuestError> {
+        if status == 0 {
+            return Ok(());
+        }
+        let last_message = self.store.data_mut().last_error_log.take();
+        Err(self.poison(
+            call,
+            GuestFailure::Status {
+                code: status,
+                last_message,
+            },
+            None,
+        ))
+    }
+
+    /// Copies `bytes` into a buffer the guest allocates with `weir_alloc` (`docs/ABI.md` §7)
+    /// and returns the pointer and length to pass; `(0, 0)` for no bytes.
+    fn write_buffer(&mut self, bytes: &[u8]) -> Result<(i32, i32), GuestError> {
+        if bytes.is_empty() {
+            return Ok((0, 0));
+        }
+        let Ok(len) = u32::try_from(bytes.len()) else {
+            let failure = GuestFailure::AllocFailed { len: bytes.len() };
+            return Err(self.poison(Call::Alloc, failure, None));
+        };
+        let alloc = self.funcs.alloc.clone();
+        // Pointers and lengths cross the boundary as i32 holding u32 bits (`docs/ABI.md`).
+        let ptr = self.run(Call::Alloc, &alloc, len as i32)? as u32;
+        if ptr == 0 {
+            return Err(self.poison(
+                Call::Alloc,
+                GuestFailure::AllocFailed { len: bytes.len() },
+                None,
+            ));
+        }
+        let memory_len = self.memory.data_size(&self.store);
+        let out_of_bounds = GuestFailure::OutOfBounds {
+            what: "`weir_alloc` result",
+            ptr,
+            len,
+            memory_len,
+        };
+        let fits = (ptr as usize)
+            .checked_add(bytes.len())
+            .is_some_and(|end| end <= memory_len);
+        if !fits
+            || self
+                .memory
+                .write(&mut self.store, ptr as usize, bytes)
+                .is_err()
+        {
+            return Err(self.poison(Call::Alloc, out_of_bounds, None));
+        }
+        Ok((ptr as i32, len as i32))
+    }
+
+    /// Marks the instance failed in `call` and returns the error to report.
+    fn poison(
+        &mut self,
+        call: Call,
+        failure: GuestFailure,
+        backtrace: Option<String>,
+    ) -> GuestError {
+        self.failed.get_or_insert(call.name());
+        self.error(call, failure, backtrace)
+    }
+
+    /// The error naming this instance and `call`.
+    fn error(&self, call: Call, failure: GuestFailure, backtrace: Option<String>) -> GuestError {
+        GuestError {
+            operator: self.context.operator.clone(),
+            subtask: self.context.subtask,
+            call: call.name(),
+            failure,
+            backtrace,
+        }
+    }
+}
+
+/// A checkpoint id as the guest receives it: an `i64` holding the id's bits (ids are positive
+/// and far below 2^63, so the value is unchanged).
+fn checkpoint_id_param(checkpoint_id: u64) -> i64 {
+    checkpoint_id as i64
+}
+
+/// Looks up the guest's memory and exports (their presence and types were checked at load).
+fn lookup(instance: &Instance, store: &mut Store<GuestState>) -> wasmtime::Result<(Memory, Funcs)> {
+    let memory = instance
+        .get_memory(&mut *store, exports::MEMORY)
+        .ok_or_else(|| wasmtime::format_err!("no exported memory named `{}`", exports::MEMORY))?;
+    let funcs = Funcs {
+        abi_version: instance.get_typed_func(&mut *store, exports::ABI_VERSION)?,
+        alloc: instance.get_typed_func(&mut *store, exports::ALLOC)?,
+        process: instance.get_typed_func(&mut *store, exports::PROCESS)?,
+        initialize: optional(instance, store, INITIALIZE)?,
+        init: optional(instance, store, exports::INIT)?,
+        snapshot: optional(instance, store, exports::SNAPSHOT)?,
+        restore: optional(instance, store, exports::RESTORE)?,
+        checkpoint_complete: optional(instance, store, exports::CHECKPOINT_COMPLETE)?,
+        finish: optional(instance, store, exports::FINISH)?,
+    };
+    Ok((memory, funcs))
+}
+
+/// The optional export `name`, typed, or `None` when the module does not export it.
+fn optional<P: WasmParams, R: WasmResults>(
+    instance: &Instance,
+    store: &mut Store<GuestState>,
+    name: &str,
+) -> wasmtime::Result<Option<TypedFunc<P, R>>> {
+    match instance.get_func(&mut *store, name) {
+        None => Ok(None),
+        Some(func) => func.typed(&*store).map(Some),
+    }
+}

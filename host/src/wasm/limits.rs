@@ -1,0 +1,45 @@
+//! The bounds the host puts on every guest (`docs/ABI.md` §9).
+
+use std::time::Duration;
+
+/// Longest `fail` or `log` message the host keeps, in bytes; longer ones are cut.
+pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
+
+/// Most elements a guest table may grow to.
+///
+/// Not a job setting: each element costs the host a pointer, and a guest that
+/// needs more than a million indirect-call targets is broken, not big.
+pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// The limits of one job's guests, each enforced per instance or per call.
+///
+/// A guest that exceeds one fails with a [`GuestFailure`](super::GuestFailure)
+/// naming the limit; the host itself is never at risk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GuestLimits {
+    /// Largest linear memory of one instance, in bytes (job setting `limits.max_memory`).
+    /// Growing past it traps the guest with
+    /// [`GuestFailure::MemoryLimit`](super::GuestFailure::MemoryLimit).
+    pub max_memory_bytes: usize,
+    /// Longest running time of one call into the guest (`limits.call_timeout`). Enforced by
+    /// epoch interruption, so a guest overrunning it is stopped within about one epoch tick.
+    pub call_timeout: Duration,
+    /// Most output one `weir_process` or `weir_finish` call may emit, in bytes, summed over
+    /// its batches (`limits.max_output`).
+    pub max_output_bytes: usize,
+    /// Largest snapshot one `weir_snapshot` call may save, in bytes (`limits.max_state`).
+    pub max_state_bytes: usize,
+}
+
+impl Default for GuestLimits {
+    /// The defaults of `docs/ABI.md` §9: 256 MiB memory, 10 s per call, 64 MiB of output per
+    /// call, 1 GiB of state.
+    fn default() -> Self {
+        Self {
+            max_memory_bytes: 256 << 20,
+            call_timeout: Duration::from_secs(10),
+            max_output_bytes: 64 << 20,
+            max_state_bytes: 1 << 30,
+        }
+    }
+}

@@ -1,0 +1,241 @@
+//! [`OperatorModule`]: an operator's module, compiled once per job and checked against the ABI
+//! before any of its code runs.
+
+use std::fmt;
+use std::sync::Arc;
+
+use wasmtime::{ExternType, InstancePre, Module};
+use weir_abi::{IMPORT_MODULE, exports};
+
+use super::engine::WasmEngine;
+use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
+use super::imports::PROVIDED;
+use super::instance::{GuestInstance, InstanceContext};
+use super::signature::{Signature, describe};
+use super::state::{GuestState, INITIALIZE};
+
+/// The exports of the ABI other than `memory`: name, signature, required.
+const ABI_EXPORTS: [(&str, Signature, bool); 9] = [
+    (exports::ABI_VERSION, Signature::STATUS, true),
+    (exports::ALLOC, Signature::ALLOC, true),
+    (exports::PROCESS, Signature::BUFFER, true),
+    (exports::INIT, Signature::BUFFER, false),
+    (exports::SNAPSHOT, Signature::CHECKPOINT, false),
+    (exports::RESTORE, Signature::BUFFER, false),
+    (exports::CHECKPOINT_COMPLETE, Signature::CHECKPOINT, false),
+    (exports::FINISH, Signature::STATUS, false),
+    (INITIALIZE, Signature::UNIT, false),
+];
+
+/// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
+/// absent").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// `_initialize`: called once after instantiation.
+    pub initialize: bool,
+    /// `weir_init`: receives the init message, and so may be given a config.
+    pub init: bool,
+    /// `weir_snapshot`: saves state; without it every snapshot is empty.
+    pub snapshot: bool,
+    /// `weir_restore`: restores state; without it only an empty state can be restored.
+    pub restore: bool,
+    /// `weir_checkpoint_complete`: hears of completed checkpoints.
+    pub checkpoint_complete: bool,
+    /// `weir_finish`: may emit final records when every input has ended.
+    pub finish: bool,
+}
+
+/// An operator's module: compiled, checked against the ABI, and pre-linked with the host's
+/// imports, ready to be instantiated once per subtask.
+///
+/// Cloning is cheap (the compiled code is shared); a clone keeps the engine's epoch ticker
+/// running, as does every instance.
+#[derive(Clone)]
+pub struct OperatorModule {
+    /// The file path or name it was loaded from, for messages.
+    name: Arc<str>,
+    /// The pre-linked template every instance is made from.
+    pre: InstancePre<GuestState>,
+    /// Which optional exports it has.
+    capabilities: Capabilities,
+    /// The engine it was compiled for; keeps the epoch ticker alive.
+    engine: WasmEngine,
+}
+
+impl fmt::Debug for OperatorModule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("OperatorModule")
+            .field("name", &self.name)
+            .field("capabilities", &self.capabilities)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OperatorModule {
+    /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
+    /// version, read from a throwaway instance under the usual limits.
+    pub(crate) fn compile(
+        engine: &WasmEngine,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Self, ModuleError> {
+        let refuse = |problem| ModuleError {
+            module: name.to_string(),
+            problem,
+        };
+        let module = Module::new(engine.engine(), bytes).map_err(|e| {
+            refuse(ModuleProblem::Compile {
+                message: format!("{e:#}"),
+            })
+        })?;
+        let capabilities = validate(&module).map_err(refuse)?;
+        let pre = engine.linker().instantiate_pre(&module).map_err(|e| {
+            refuse(ModuleProblem::Link {
+                message: format!("{e:#}"),
+            })
+        })?;
+        let operator = Self {
+            name: name.into(),
+            pre,
+            capabilities,
+            engine: engine.clone(),
+        };
+        operator.check_abi_version().map_err(refuse)?;
+        Ok(operator)
+    }
+
+    /// Instantiates the module in a fresh store, runs `_initialize` if exported, checks
+    /// `weir_abi_version`, then gives the guest its init message through `weir_init`
+    /// (`docs/ABI.md` §2).
+    ///
+    /// Each instance has its own store and memory. A non-empty `config` needs a `weir_init`
+    /// export to receive it.
+    pub fn instantiate(
+        &self,
+        context: InstanceContext,
+        config: &[u8],
+    ) -> Result<GuestInstance, GuestError> {
+        let mut instance = GuestInstance::start(self, context)?;
+        instance.init(config)?;
+        Ok(instance)
+    }
+
+    /// The file path or name the module was loaded from.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Which optional exports the module has.
+    pub fn capabilities(&self) -> Capabilities {
+        self.capabilities
+    }
+
+    /// The pre-linked instance template.
+    pub(crate) fn pre(&self) -> &InstancePre<GuestState> {
+        &self.pre
+    }
+
+    /// The engine the module was compiled for.
+    pub(crate) fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    /// Reads the ABI version from a throwaway instance (`docs/ABI.md` §10), so an
+    /// incompatible guest is refused at load time rather than when the job starts.
+    fn check_abi_version(&self) -> Result<(), ModuleProblem> {
+        let context = InstanceContext {
+            operator: self.name.to_string(),
+            subtask: 0,
+            parallelism: 1,
+        };
+        match GuestInstance::start(self, context) {
+            Ok(_) => Ok(()),
+            Err(GuestError {
+                failure: GuestFailure::AbiVersion { guest, host },
+                ..
+            }) => Err(ModuleProblem::UnsupportedAbiVersion { guest, host }),
+            Err(GuestError { call, failure, .. }) => {
+                Err(ModuleProblem::VersionCheck { call, failure })
+            }
+        }
+    }
+}
+
+/// Checks the module's imports and exports against the ABI; returns its optional exports.
+fn validate(module: &Module) -> Result<Capabilities, ModuleProblem> {
+    for import in module.imports() {
+        let provided = (import.module() == IMPORT_MODULE)
+            .then(|| PROVIDED.iter().find(|(name, _)| *name == import.name()))
+            .flatten();
+        let Some((_, signature)) = provided else {
+            return Err(ModuleProblem::UnknownImport {
+                module: import.module().to_string(),
+                name: import.name().to_string(),
+            });
+        };
+        let ty = import.ty();
+        if !ty.func().is_some_and(|func| signature.matches(func)) {
+            return Err(ModuleProblem::BadImportSignature {
+                name: import.name().to_string(),
+                expected: signature.to_string(),
+                found: describe(&ty),
+            });
+        }
+    }
+
+    match module.get_export(exports::MEMORY) {
+        Some(ExternType::Memory(memory)) => {
+            if memory.is_shared() {
+                return Err(ModuleProblem::UnsupportedMemory { found: "shared" });
+            }
+            if memory.is_64() {
+                return Err(ModuleProblem::UnsupportedMemory { found: "64-bit" });
+            }
+        }
+        _ => return Err(ModuleProblem::NoMemory),
+    }
+    let memories = module.resources_required().num_memories;
+    if memories > 1 {
+        return Err(ModuleProblem::MultipleMemories { count: memories });
+    }
+
+    let mut present = [false; ABI_EXPORTS.len()];
+    for ((name, signature, required), present) in ABI_EXPORTS.iter().zip(&mut present) {
+        match module.get_export(name) {
+            None if *required => {
+                return Err(ModuleProblem::MissingExport {
+                    name,
+                    expected: signature.to_string(),
+                });
+            }
+            None => {}
+            Some(ty) if ty.func().is_some_and(|func| signature.matches(func)) => *present = true,
+            Some(ty) => {
+                return Err(ModuleProblem::WrongSignature {
+                    name,
+                    expected: signature.to_string(),
+                    found: describe(&ty),
+                });
+            }
+        }
+    }
+    let [
+        _,
+        _,
+        _,
+        init,
+        snapshot,
+        restore,
+        checkpoint_complete,
+        finish,
+        initialize,
+    ] = present;
+    Ok(Capabilities {
+        initialize,
+        init,
+        snapshot,
+        restore,
+        checkpoint_complete,
+        finish,
+    })
+}

@@ -1,0 +1,157 @@
+//! [`GuestState`]: the host's side of one guest instance, kept in its `Store` and reached by
+//! the host imports through `Caller` (STYLE habit 3).
+
+use wasmtime::ResourceLimiter;
+use weir_abi::exports;
+
+use super::error::{Abort, GuestFailure};
+use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
+
+/// What the host is running in the guest right now; decides which imports are allowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Call {
+    /// Instantiation, including the module's `start` function.
+    Instantiate,
+    /// `_initialize`.
+    Initialize,
+    /// `weir_abi_version`.
+    AbiVersion,
+    /// `weir_alloc`.
+    Alloc,
+    /// `weir_init`.
+    Init,
+    /// `weir_process`: `emit` allowed.
+    Process,
+    /// `weir_finish`: `emit` allowed.
+    Finish,
+    /// `weir_snapshot`: `save_state` allowed.
+    Snapshot,
+    /// `weir_restore`.
+    Restore,
+    /// `weir_checkpoint_complete`.
+    CheckpointComplete,
+}
+
+impl Call {
+    /// The export's name, as reported in [`GuestError::call`](super::GuestError::call).
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Call::Instantiate => "instantiate",
+            Call::Initialize => INITIALIZE,
+            Call::AbiVersion => exports::ABI_VERSION,
+            Call::Alloc => exports::ALLOC,
+            Call::Init => exports::INIT,
+            Call::Process => exports::PROCESS,
+            Call::Finish => exports::FINISH,
+            Call::Snapshot => exports::SNAPSHOT,
+            Call::Restore => exports::RESTORE,
+            Call::CheckpointComplete => exports::CHECKPOINT_COMPLETE,
+        }
+    }
+}
+
+/// The export C and AssemblyScript toolchains use for module initialisation (`docs/ABI.md` §1).
+pub(crate) const INITIALIZE: &str = "_initialize";
+
+/// Host-side data of one instance, owned by its `Store`.
+#[derive(Debug)]
+pub(crate) struct GuestState {
+    /// The operator's name, for log lines.
+    pub(crate) operator: String,
+    /// The instance's subtask index, for log lines.
+    pub(crate) subtask: u32,
+    /// The running export.
+    pub(crate) call: Call,
+    /// Output batches emitted by the running `weir_process`/`weir_finish`.
+    pub(crate) output: Vec<Vec<u8>>,
+    /// Total bytes in `output`, checked against `limits.max_output_bytes`.
+    pub(crate) output_bytes: usize,
+    /// Bytes saved by the running `weir_snapshot`.
+    pub(crate) snapshot: Vec<u8>,
+    /// The last message logged at level error during the running call, reported with a
+    /// non-zero status.
+    pub(crate) last_error_log: Option<String>,
+    /// Limits on output and state.
+    pub(crate) limits: GuestLimits,
+    /// Refuses memory and table growth past the limits; registered with `Store::limiter`.
+    pub(crate) limiter: GuestLimiter,
+}
+
+impl GuestState {
+    /// State for a new instance of `operator`, about to be instantiated.
+    pub(crate) fn new(operator: String, subtask: u32, limits: GuestLimits) -> Self {
+        Self {
+            operator,
+            subtask,
+            call: Call::Instantiate,
+            output: Vec::new(),
+            output_bytes: 0,
+            snapshot: Vec::new(),
+            last_error_log: None,
+            limits,
+            limiter: GuestLimiter {
+                max_memory_bytes: limits.max_memory_bytes,
+            },
+        }
+    }
+
+    /// Marks `call` as running and forgets what the previous call left behind.
+    pub(crate) fn begin(&mut self, call: Call) {
+        self.call = call;
+        self.output.clear();
+        self.output_bytes = 0;
+        self.snapshot.clear();
+        self.last_error_log = None;
+    }
+}
+
+/// The memory and table limiter of one instance.
+///
+/// Growth past a limit is refused with an [`Abort`] error rather than `Ok(false)`: the guest
+/// traps at once with [`GuestFailure::MemoryLimit`] (or `TableLimit`) instead of seeing
+/// `memory.grow` return -1 and failing later in a less obvious way.
+#[derive(Debug)]
+pub(crate) struct GuestLimiter {
+    /// Largest linear memory, in bytes.
+    max_memory_bytes: usize,
+}
+
+impl ResourceLimiter for GuestLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.max_memory_bytes {
+            return Err(Abort::error(GuestFailure::MemoryLimit {
+                limit: self.max_memory_bytes,
+                requested: desired,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > MAX_TABLE_ELEMENTS {
+            return Err(Abort::error(GuestFailure::TableLimit {
+                limit: MAX_TABLE_ELEMENTS,
+                requested: desired,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn instances(&self) -> usize {
+        1
+    }
+
+    fn memories(&self) -> usize {
+        1
+    }
+}

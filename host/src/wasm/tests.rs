@@ -1,0 +1,1004 @@
+//! Tests of the wasm layer: the hand-written `count` guest end to end, and a corpus of
+//! misbehaving guests, each of which must yield its own typed failure — no panic, no hang.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use proptest::prelude::*;
+use wasmtime::Trap;
+use weir_abi::{Batch, BatchBuilder, DecodeError, InitMessage};
+
+use super::imports::{guest_range, message};
+use super::*;
+
+// ---------------------------------------------------------------------------------------------
+// Helpers
+
+/// An engine with the default limits, except a short call timeout so a hung guest fails fast.
+fn engine() -> WasmEngine {
+    engine_with(GuestLimits {
+        call_timeout: Duration::from_secs(5),
+        ..GuestLimits::default()
+    })
+}
+
+fn engine_with(limits: GuestLimits) -> WasmEngine {
+    WasmEngine::new(limits).unwrap()
+}
+
+fn context(subtask: u32) -> InstanceContext {
+    InstanceContext {
+        operator: "test-op".to_string(),
+        subtask,
+        parallelism: 2,
+    }
+}
+
+/// The imports and memory most fixtures share.
+const PRELUDE: &str = r#"
+  (import "weir" "emit" (func $emit (param i32 i32)))
+  (import "weir" "save_state" (func $save_state (param i32 i32)))
+  (import "weir" "fail" (func $fail (param i32 i32)))
+  (import "weir" "log" (func $log (param i32 i32 i32)))
+  (memory (export "memory") 2)
+"#;
+
+/// `weir_abi_version` returning 1.
+const VERSION: &str = r#"(func (export "weir_abi_version") (result i32) (i32.const 1))"#;
+
+/// `weir_alloc` handing out one fixed buffer at 4096 (fixtures get small inputs).
+const ALLOC: &str = r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const 4096))"#;
+
+/// `weir_process` that does nothing.
+const PROCESS_OK: &str =
+    r#"(func (export "weir_process") (param i32 i32) (result i32) (i32.const 0))"#;
+
+/// A module made of `parts`.
+fn wat(parts: &[&str]) -> String {
+    format!("(module\n{}\n)", parts.join("\n"))
+}
+
+/// A well-formed guest (prelude, version, alloc) with the functions in `body`.
+fn fixture(body: &str) -> String {
+    wat(&[PRELUDE, VERSION, ALLOC, body])
+}
+
+fn load(engine: &WasmEngine, source: &str) -> OperatorModule {
+    engine.load_bytes("fixture.wat", source.as_bytes()).unwrap()
+}
+
+fn load_err(source: &str) -> ModuleError {
+    engine()
+        .load_bytes("fixture.wat", source.as_bytes())
+        .unwrap_err()
+}
+
+fn instance(source: &str) -> GuestInstance {
+    load(&engine(), source)
+        .instantiate(context(0), b"")
+        .unwrap()
+}
+
+/// A batch for input port `port` holding `records`.
+fn batch(port: u32, records: &[(&str, &str, i64)]) -> Vec<u8> {
+    let mut builder = BatchBuilder::new(port);
+    for (key, value, ts) in records {
+        builder.push(key.as_bytes(), value.as_bytes(), *ts);
+    }
+    builder.into_bytes()
+}
+
+type Row = (Vec<u8>, Vec<u8>, i64);
+
+/// The records of `batches`, checking each is a port-0 batch.
+fn rows(batches: &[Vec<u8>]) -> Vec<Row> {
+    batches
+        .iter()
+        .flat_map(|bytes| {
+            let batch = Batch::decode(bytes).unwrap();
+            assert_eq!(batch.port(), 0);
+            batch
+                .iter()
+                .map(|r| (r.key.to_vec(), r.value.to_vec(), r.timestamp))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+fn row(key: &str, value: &str, ts: i64) -> Row {
+    (key.as_bytes().to_vec(), value.as_bytes().to_vec(), ts)
+}
+
+/// The failure of a process call on a fresh instance of `source`.
+fn process_failure(source: &str) -> GuestError {
+    instance(source)
+        .process(&batch(0, &[("k", "v", 1)]))
+        .unwrap_err()
+}
+
+// ---------------------------------------------------------------------------------------------
+// examples/wat/count.wat
+
+fn count_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/wat/count.wat")
+}
+
+fn count_module(engine: &WasmEngine) -> OperatorModule {
+    engine.load_file(count_path()).unwrap()
+}
+
+#[test]
+fn count_emits_the_running_count_of_each_key_as_decimal_text() {
+    let engine = engine();
+    let module = count_module(&engine);
+    assert_eq!(
+        module.capabilities(),
+        Capabilities {
+            snapshot: true,
+            restore: true,
+            ..Capabilities::default()
+        }
+    );
+    let mut count = module.instantiate(context(1), b"").unwrap();
+    let out = count
+        .process(&batch(3, &[("a", "x", 10), ("b", "y", 11), ("a", "z", 12)]))
+        .unwrap();
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        rows(&out),
+        vec![row("a", "1", 10), row("b", "1", 11), row("a", "2", 12)]
+    );
+
+    let many: Vec<(&str, &str, i64)> = (0..12).map(|i| ("", "", i)).collect();
+    let out = count.process(&batch(0, &many)).unwrap();
+    let values: Vec<Vec<u8>> = rows(&out).into_iter().map(|(_, v, _)| v).collect();
+    let expected: Vec<Vec<u8>> = (1..=12).map(|n: u32| n.to_string().into_bytes()).collect();
+    assert_eq!(values, expected);
+
+    assert!(
+        count.process(&batch(0, &[])).unwrap().is_empty(),
+        "an empty input emits nothing"
+    );
+    assert!(count.finish().unwrap().is_empty());
+    count.checkpoint_complete(1).unwrap();
+}
+
+#[test]
+fn count_restored_from_a_snapshot_matches_an_uninterrupted_instance() {
+    let engine = engine();
+    let module = count_module(&engine);
+    let batches = [
+        batch(0, &[("apple", "1", 1), ("pear", "2", 2)]),
+        batch(0, &[("apple", "3", 3), ("fig", "4", 4), ("apple", "5", 5)]),
+        batch(1, &[("pear", "6", 6), ("kiwi", "7", 7)]),
+        batch(0, &[("apple", "8", 8), ("kiwi", "9", 9), ("", "10", 10)]),
+    ];
+
+    let mut steady = module.instantiate(context(0), b"").unwrap();
+    let mut interrupted = module.instantiate(context(0), b"").unwrap();
+    let mut expected = Vec::new();
+    for b in &batches {
+        expected.push(steady.process(b).unwrap());
+    }
+
+    let mut got = Vec::new();
+    for b in &batches[..2] {
+        got.push(interrupted.process(b).unwrap());
+    }
+    let state = interrupted.snapshot(7).unwrap();
+    assert_eq!(&state[..4], b"WCNT");
+    drop(interrupted);
+
+    let mut restored = module.instantiate(context(0), b"").unwrap();
+    restored.restore(&state).unwrap();
+    for b in &batches[2..] {
+        got.push(restored.process(b).unwrap());
+    }
+    assert_eq!(got, expected, "byte-identical output batches");
+    assert_eq!(restored.snapshot(8).unwrap(), steady.snapshot(8).unwrap());
+}
+
+#[test]
+fn count_restores_an_empty_state_and_refuses_garbage_with_a_message() {
+    let engine = engine();
+    let module = count_module(&engine);
+
+    let mut fresh = module.instantiate(context(0), b"").unwrap();
+    let empty = fresh.snapshot(1).unwrap();
+    assert_eq!(empty.len(), 16, "a header and no entries");
+    let mut restored = module.instantiate(context(0), b"").unwrap();
+    restored.restore(&empty).unwrap();
+    restored.restore(&[]).unwrap();
+    assert_eq!(
+        rows(&restored.process(&batch(0, &[("k", "", 1)])).unwrap()),
+        vec![row("k", "1", 1)]
+    );
+
+    let mut valid = module.instantiate(context(0), b"").unwrap();
+    valid.process(&batch(0, &[("key", "", 1)])).unwrap();
+    let state = valid.snapshot(2).unwrap();
+
+    let cases: Vec<(Vec<u8>, &str)> = vec![
+        (b"garbage!garbage!garbage".to_vec(), "bad magic"),
+        (b"WCNT".to_vec(), "shorter than its 16-byte header"),
+        (state[..state.len() - 1].to_vec(), "length does not match"),
+        ([&state[..], b"x"].concat(), "length does not match"),
+        (
+            {
+                let mut wrong = state.clone();
+                wrong[4] = 9;
+                wrong
+            },
+            "unsupported count snapshot version",
+        ),
+        (
+            {
+                let mut wrong = state.clone();
+                wrong[16] = 200; // first entry's key_len runs past the end
+                wrong
+            },
+            "entries are corrupt",
+        ),
+    ];
+    for (garbage, expected) in cases {
+        let mut guest = module.instantiate(context(0), b"").unwrap();
+        let err = guest.restore(&garbage).unwrap_err();
+        assert_eq!(err.call, "weir_restore");
+        match &err.failure {
+            GuestFailure::Failed { message } => {
+                assert!(message.starts_with("count: "), "{message}");
+                assert!(
+                    message.contains(expected),
+                    "{message} should say {expected}"
+                );
+            }
+            other => panic!("expected a fail message, got {other:?}"),
+        }
+    }
+}
+
+/// What `count` should emit: the model the guest is checked against.
+fn count_model(counts: &mut HashMap<Vec<u8>, u64>, records: &[Row]) -> Vec<Row> {
+    records
+        .iter()
+        .map(|(key, _, ts)| {
+            let n = counts.entry(key.clone()).or_default();
+            *n += 1;
+            (key.clone(), n.to_string().into_bytes(), *ts)
+        })
+        .collect()
+}
+
+fn arb_batches() -> impl Strategy<Value = Vec<Vec<Row>>> {
+    let key = prop::sample::select(vec![&b""[..], b"a", b"b", b"ab", b"ba", b"long key \xff"]);
+    let record = (key, prop::collection::vec(any::<u8>(), 0..8), any::<i64>())
+        .prop_map(|(k, v, ts)| (k.to_vec(), v, ts));
+    prop::collection::vec(prop::collection::vec(record, 0..12), 1..6)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
+
+    #[test]
+    fn count_matches_its_model_across_any_snapshot_and_restore(
+        batches in arb_batches(),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        thread_local! {
+            static MODULE: OperatorModule = count_module(&engine());
+        }
+        let cut = cut.index(batches.len() + 1);
+        let mut model = HashMap::new();
+        MODULE.with(|module| {
+            let mut guest = module.instantiate(context(0), b"").unwrap();
+            for (i, records) in batches.iter().enumerate() {
+                if i == cut {
+                    let state = guest.snapshot(i as u64 + 1).unwrap();
+                    guest = module.instantiate(context(0), b"").unwrap();
+                    guest.restore(&state).unwrap();
+                }
+                let mut input = BatchBuilder::new(0);
+                for (k, v, ts) in records {
+                    input.push(k, v, *ts);
+                }
+                let out = guest.process(input.as_bytes()).unwrap();
+                prop_assert_eq!(rows(&out), count_model(&mut model, records));
+            }
+            Ok(())
+        })?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modules refused at load time
+
+#[test]
+fn refuses_a_module_missing_a_required_export() {
+    let err = load_err(&wat(&[PRELUDE, VERSION, ALLOC]));
+    assert!(matches!(
+        err.problem,
+        ModuleProblem::MissingExport {
+            name: "weir_process",
+            ..
+        }
+    ));
+    assert_eq!(err.module, "fixture.wat");
+    let text = err.to_string();
+    assert!(text.starts_with("module `fixture.wat`: missing the required export `weir_process`"));
+    assert!(text.contains("a function (i32, i32) -> i32"), "{text}");
+}
+
+#[test]
+fn refuses_an_export_with_the_wrong_signature() {
+    let err = load_err(&fixture(
+        r#"(func (export "weir_process") (param i32) (result i32) (i32.const 0))"#,
+    ));
+    match &err.problem {
+        ModuleProblem::WrongSignature {
+            name: "weir_process",
+            expected,
+            found,
+        } => {
+            assert_eq!(expected, "a function (i32, i32) -> i32");
+            assert_eq!(found, "a function (i32) -> i32");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    let err = load_err(&fixture(&format!(
+        "{PROCESS_OK} (global (export \"weir_snapshot\") i32 (i32.const 0))"
+    )));
+    assert!(matches!(
+        &err.problem,
+        ModuleProblem::WrongSignature { name: "weir_snapshot", found, .. } if found == "a global"
+    ));
+}
+
+#[test]
+fn refuses_an_unsupported_abi_version_naming_both_versions() {
+    let source = wat(&[
+        PRELUDE,
+        ALLOC,
+        PROCESS_OK,
+        r#"(func (export "weir_abi_version") (result i32) (i32.const 7))"#,
+    ]);
+    let err = load_err(&source);
+    assert!(matches!(
+        err.problem,
+        ModuleProblem::UnsupportedAbiVersion { guest: 7, host: 1 }
+    ));
+    let text = err.to_string();
+    assert!(
+        text.contains("version 7") && text.contains("version 1"),
+        "{text}"
+    );
+}
+
+#[test]
+fn refuses_a_module_without_memory() {
+    let source = r#"(module
+      (func (export "weir_abi_version") (result i32) (i32.const 1))
+      (func (export "weir_alloc") (param i32) (result i32) (i32.const 0))
+      (func (export "weir_process") (param i32 i32) (result i32) (i32.const 0)))"#;
+    assert!(matches!(load_err(source).problem, ModuleProblem::NoMemory));
+}
+
+#[test]
+fn refuses_imports_the_host_does_not_provide() {
+    let source = wat(&[
+        r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = load_err(&source);
+    assert!(matches!(
+        &err.problem,
+        ModuleProblem::UnknownImport { module, name }
+            if module == "wasi_snapshot_preview1" && name == "fd_write"
+    ));
+    assert!(
+        err.to_string()
+            .contains("the host provides only `weir`.`emit`"),
+        "{err}"
+    );
+
+    let source = wat(&[
+        r#"(import "weir" "clock" (func))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    assert!(matches!(
+        load_err(&source).problem,
+        ModuleProblem::UnknownImport { .. }
+    ));
+}
+
+#[test]
+fn refuses_a_weir_import_with_the_wrong_signature() {
+    let source = r#"(module
+      (import "weir" "emit" (func (param i32)))
+      (memory (export "memory") 1)
+      (func (export "weir_abi_version") (result i32) (i32.const 1))
+      (func (export "weir_alloc") (param i32) (result i32) (i32.const 0))
+      (func (export "weir_process") (param i32 i32) (result i32) (i32.const 0)))"#;
+    assert!(matches!(
+        &load_err(source).problem,
+        ModuleProblem::BadImportSignature { name, .. } if name == "emit"
+    ));
+}
+
+#[test]
+fn refuses_text_that_is_not_a_module_and_files_that_do_not_exist() {
+    assert!(matches!(
+        load_err("(module (func").problem,
+        ModuleProblem::Compile { .. }
+    ));
+    let err = engine().load_file("/nonexistent/weir/op.wasm").unwrap_err();
+    assert!(matches!(err.problem, ModuleProblem::Io(_)));
+    assert_eq!(err.module, "/nonexistent/weir/op.wasm");
+}
+
+#[test]
+fn refuses_a_module_whose_start_function_never_ends() {
+    let engine = engine_with(GuestLimits {
+        call_timeout: Duration::from_millis(200),
+        ..GuestLimits::default()
+    });
+    let source = fixture(&format!(
+        "{PROCESS_OK} (func $spin (loop $l (br $l))) (start $spin)"
+    ));
+    let started = Instant::now();
+    let err = engine
+        .load_bytes("spin.wat", source.as_bytes())
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(matches!(
+        err.problem,
+        ModuleProblem::VersionCheck {
+            call: "instantiate",
+            failure: GuestFailure::Timeout { .. }
+        }
+    ));
+}
+
+#[test]
+fn refuses_a_module_whose_initial_memory_exceeds_the_limit() {
+    let engine = engine_with(GuestLimits {
+        max_memory_bytes: 1 << 20,
+        ..GuestLimits::default()
+    });
+    let source = wat(&[
+        r#"(memory (export "memory") 17)"#,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = engine.load_bytes("big.wat", source.as_bytes()).unwrap_err();
+    assert!(matches!(
+        err.problem,
+        ModuleProblem::VersionCheck {
+            failure: GuestFailure::MemoryLimit {
+                limit: 1_048_576,
+                requested: 1_114_112
+            },
+            ..
+        }
+    ));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Instances that fail
+
+#[test]
+fn a_trap_is_reported_by_kind_naming_operator_subtask_and_export() {
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (unreachable))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::Trap {
+            trap: Trap::UnreachableCodeReached
+        }
+    ));
+    assert!(
+        err.backtrace.is_some(),
+        "the wasm backtrace comes along as detail"
+    );
+    assert_eq!(
+        err.to_string(),
+        "operator `test-op` subtask 0 failed in weir_process: guest trap: wasm `unreachable` \
+         instruction executed"
+    );
+
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (i32.load (i32.const -4)))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::Trap {
+            trap: Trap::MemoryOutOfBounds
+        }
+    ));
+    assert!(
+        err.to_string()
+            .ends_with("guest trap: out of bounds memory access"),
+        "{err}"
+    );
+}
+
+#[test]
+fn an_endless_loop_times_out_quickly() {
+    let engine = engine_with(GuestLimits {
+        call_timeout: Duration::from_millis(200),
+        ..GuestLimits::default()
+    });
+    let module = load(
+        &engine,
+        &fixture(
+            r#"(func (export "weir_process") (param i32 i32) (result i32)
+            (loop $forever (br $forever)) (i32.const 0))"#,
+        ),
+    );
+    let mut guest = module.instantiate(context(0), b"").unwrap();
+    let started = Instant::now();
+    let err = guest.process(&batch(0, &[])).unwrap_err();
+    let elapsed = started.elapsed();
+    assert!(
+        matches!(err.failure, GuestFailure::Timeout { limit } if limit == Duration::from_millis(200))
+    );
+    assert!(
+        elapsed >= Duration::from_millis(190),
+        "stopped too early: {elapsed:?}"
+    );
+    assert!(elapsed < Duration::from_secs(3), "took {elapsed:?}");
+}
+
+#[test]
+fn growing_memory_past_the_limit_fails_the_call() {
+    let engine = engine_with(GuestLimits {
+        max_memory_bytes: 1 << 20,
+        ..GuestLimits::default()
+    });
+    let module = load(
+        &engine,
+        &fixture(
+            r#"(func (export "weir_process") (param i32 i32) (result i32)
+            (drop (memory.grow (i32.const 100))) (i32.const 0))"#,
+        ),
+    );
+    let err = module
+        .instantiate(context(0), b"")
+        .unwrap()
+        .process(&batch(0, &[]))
+        .unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::MemoryLimit { limit: 1_048_576, requested } if requested == 102 * 65536
+    ));
+}
+
+#[test]
+fn growing_a_table_past_the_limit_fails_the_call() {
+    let err = process_failure(&fixture(
+        r#"(table 1 funcref)
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (drop (table.grow (ref.null func) (i32.const 2000000))) (i32.const 0))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::TableLimit {
+            requested: 2_000_001,
+            ..
+        }
+    ));
+}
+
+#[test]
+fn an_emit_pointer_outside_memory_is_refused() {
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (call $emit (i32.const -16) (i32.const 100)) (i32.const 0))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::OutOfBounds {
+            ptr: 0xffff_fff0,
+            len: 100,
+            memory_len: 131_072,
+            ..
+        }
+    ));
+    assert!(err.to_string().contains("`emit` batch"), "{err}");
+}
+
+#[test]
+fn a_malformed_output_batch_is_refused() {
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (call $emit (i32.const 0) (i32.const 3)) (i32.const 0))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::MalformedOutput {
+            problem: DecodeError::MissingHeader { len: 3 }
+        }
+    ));
+}
+
+#[test]
+fn an_output_batch_with_a_nonzero_port_is_refused() {
+    let err = process_failure(&fixture(
+        r#"(data (i32.const 64) "\00\00\00\00\02\00\00\00")
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (call $emit (i32.const 64) (i32.const 8)) (i32.const 0))"#,
+    ));
+    assert!(matches!(err.failure, GuestFailure::OutputPort { port: 2 }));
+}
+
+#[test]
+fn output_past_the_limit_is_refused_before_it_is_copied() {
+    let engine = engine_with(GuestLimits {
+        max_output_bytes: 20,
+        ..GuestLimits::default()
+    });
+    // Re-emits its input: 8 bytes of header, then 16 + 1 + 1 for the record.
+    let module = load(
+        &engine,
+        &fixture(
+            r#"(func (export "weir_process") (param $p i32) (param $l i32) (result i32)
+            (i32.store offset=4 (local.get $p) (i32.const 0))
+            (call $emit (local.get $p) (local.get $l)) (i32.const 0))"#,
+        ),
+    );
+    let mut guest = module.instantiate(context(0), b"").unwrap();
+    assert_eq!(guest.process(&batch(5, &[])).unwrap(), vec![batch(0, &[])]);
+    let err = guest.process(&batch(0, &[("k", "v", 1)])).unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::OutputTooLarge { limit: 20 }
+    ));
+}
+
+#[test]
+fn a_snapshot_past_the_state_limit_is_refused() {
+    let engine = engine_with(GuestLimits {
+        max_state_bytes: 100,
+        ..GuestLimits::default()
+    });
+    let module = load(
+        &engine,
+        &fixture(&format!(
+            r#"{PROCESS_OK}
+            (func (export "weir_snapshot") (param i64) (result i32)
+              (call $save_state (i32.const 0) (i32.const 60))
+              (call $save_state (i32.const 0) (i32.const 60)) (i32.const 0))"#
+        )),
+    );
+    let err = module
+        .instantiate(context(0), b"")
+        .unwrap()
+        .snapshot(1)
+        .unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::StateTooLarge { limit: 100 }
+    ));
+}
+
+#[test]
+fn a_restore_that_traps_fails_in_weir_restore() {
+    let mut guest = instance(&fixture(&format!(
+        r#"{PROCESS_OK}
+        (func (export "weir_restore") (param i32 i32) (result i32) (unreachable))"#
+    )));
+    let err = guest.restore(b"state").unwrap_err();
+    assert_eq!(err.call, "weir_restore");
+    assert!(matches!(
+        err.failure,
+        GuestFailure::Trap {
+            trap: Trap::UnreachableCodeReached
+        }
+    ));
+}
+
+#[test]
+fn fail_carries_the_guest_message() {
+    let err = process_failure(&fixture(
+        r#"(data (i32.const 64) "boom: it broke \e2\9c\97")
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (call $fail (i32.const 64) (i32.const 18)) (i32.const 0))"#,
+    ));
+    assert!(
+        matches!(&err.failure, GuestFailure::Failed { message } if message == "boom: it broke ✗")
+    );
+    assert!(
+        err.to_string().ends_with("guest failed: boom: it broke ✗"),
+        "{err}"
+    );
+
+    // A message longer than the cap is cut; invalid UTF-8 is replaced.
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (call $fail (i32.const 0) (i32.const 100000)) (i32.const 0))"#,
+    ));
+    match &err.failure {
+        GuestFailure::Failed { message } => {
+            assert!(message.starts_with("\0\0\0"));
+            assert!(
+                message.ends_with(" … [cut at 65536 of 100000 bytes]"),
+                "{}",
+                &message[65530..]
+            );
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+#[test]
+fn a_nonzero_status_fails_the_call_with_the_last_error_logged() {
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (i32.const 3))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::Status {
+            code: 3,
+            last_message: None
+        }
+    ));
+    assert!(
+        err.to_string().ends_with("guest returned status 3"),
+        "{err}"
+    );
+
+    let err = process_failure(&fixture(
+        r#"(data (i32.const 64) "disk on fire")
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (call $log (i32.const 2) (i32.const 64) (i32.const 4))
+          (call $log (i32.const 0) (i32.const 64) (i32.const 12))
+          (i32.const -1))"#,
+    ));
+    assert!(matches!(
+        &err.failure,
+        GuestFailure::Status { code: -1, last_message: Some(m) } if m == "disk on fire"
+    ));
+}
+
+#[test]
+fn emit_and_save_state_outside_their_calls_are_refused() {
+    let mut guest = instance(&fixture(&format!(
+        r#"{PROCESS_OK}
+        (func (export "weir_snapshot") (param i64) (result i32)
+          (call $emit (i32.const 0) (i32.const 8)) (i32.const 0))"#
+    )));
+    let err = guest.snapshot(1).unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::ImportMisuse {
+            import: "emit",
+            call: "weir_snapshot"
+        }
+    ));
+    assert!(
+        err.to_string()
+            .contains("allowed only during weir_process and weir_finish"),
+        "{err}"
+    );
+
+    let err = process_failure(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (call $save_state (i32.const 0) (i32.const 1)) (i32.const 0))"#,
+    ));
+    assert!(matches!(
+        err.failure,
+        GuestFailure::ImportMisuse {
+            import: "save_state",
+            call: "weir_process"
+        }
+    ));
+}
+
+#[test]
+fn alloc_returning_zero_fails() {
+    let err = process_failure(&wat(&[
+        PRELUDE,
+        VERSION,
+        PROCESS_OK,
+        r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const 0))"#,
+    ]));
+    assert_eq!(err.call, "weir_alloc");
+    assert!(matches!(err.failure, GuestFailure::AllocFailed { len: 26 }));
+}
+
+#[test]
+fn alloc_returning_a_range_outside_memory_fails() {
+    for ptr in ["131070", "-8"] {
+        let err = process_failure(&wat(&[
+            PRELUDE,
+            VERSION,
+            PROCESS_OK,
+            &format!(r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const {ptr}))"#),
+        ]));
+        assert_eq!(err.call, "weir_alloc");
+        assert!(matches!(
+            err.failure,
+            GuestFailure::OutOfBounds {
+                what: "`weir_alloc` result",
+                len: 26,
+                memory_len: 131_072,
+                ..
+            }
+        ));
+    }
+}
+
+#[test]
+fn a_config_without_weir_init_is_refused() {
+    let module = load(&engine(), &fixture(PROCESS_OK));
+    assert!(!module.capabilities().init);
+    module.instantiate(context(0), b"").unwrap();
+    let err = module.instantiate(context(0), b"window = 5").unwrap_err();
+    assert_eq!(err.call, "weir_init");
+    assert!(matches!(
+        err.failure,
+        GuestFailure::UnusedConfig { config_len: 10 }
+    ));
+}
+
+#[test]
+fn weir_init_receives_the_init_message() {
+    // weir_init copies its message to 8192 and records its length; weir_snapshot saves it.
+    let module = load(
+        &engine(),
+        &fixture(&format!(
+            r#"{PROCESS_OK}
+            (global $len (mut i32) (i32.const 0))
+            (func (export "weir_init") (param $p i32) (param $l i32) (result i32)
+              (memory.copy (i32.const 8192) (local.get $p) (local.get $l))
+              (global.set $len (local.get $l)) (i32.const 0))
+            (func (export "weir_snapshot") (param i64) (result i32)
+              (call $save_state (i32.const 8192) (global.get $len)) (i32.const 0))"#
+        )),
+    );
+    let mut guest = module.instantiate(context(1), b"k=v").unwrap();
+    let expected = InitMessage {
+        operator: "test-op",
+        subtask: 1,
+        parallelism: 2,
+        config: b"k=v",
+    }
+    .encode();
+    assert_eq!(guest.snapshot(1).unwrap(), expected);
+    assert_eq!(guest.context(), &context(1));
+}
+
+#[test]
+fn infinite_recursion_is_a_stack_overflow() {
+    let err = process_failure(&fixture(
+        r#"(func $down (param i32) (result i32)
+            (call $down (i32.add (local.get 0) (i32.const 1))))
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (call $down (i32.const 0)))"#,
+    ));
+    assert!(matches!(err.failure, GuestFailure::StackOverflow));
+}
+
+#[test]
+fn a_failed_instance_refuses_every_further_call() {
+    let mut guest = instance(&fixture(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+        (unreachable))
+        (func (export "weir_snapshot") (param i64) (result i32) (i32.const 0))"#,
+    ));
+    assert!(!guest.is_poisoned());
+    guest.process(&batch(0, &[])).unwrap_err();
+    assert!(guest.is_poisoned());
+    let err = guest.process(&batch(0, &[])).unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::Poisoned {
+            failed_call: "weir_process"
+        }
+    ));
+    assert!(
+        err.to_string().contains("already failed in weir_process"),
+        "{err}"
+    );
+    let err = guest.snapshot(1).unwrap_err();
+    assert_eq!(err.call, "weir_snapshot");
+    assert!(matches!(err.failure, GuestFailure::Poisoned { .. }));
+    assert!(guest.finish().is_err() && guest.restore(&[]).is_err());
+    assert!(guest.checkpoint_complete(1).is_err());
+}
+
+#[test]
+fn missing_optional_exports_have_their_documented_defaults() {
+    let mut guest = instance(&fixture(PROCESS_OK));
+    assert_eq!(guest.capabilities(), Capabilities::default());
+    assert_eq!(guest.snapshot(1).unwrap(), Vec::<u8>::new());
+    guest.restore(&[]).unwrap();
+    guest.checkpoint_complete(1).unwrap();
+    assert!(guest.finish().unwrap().is_empty());
+    let err = guest.restore(b"old state").unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::NoRestoreExport { state_len: 9 }
+    ));
+}
+
+#[test]
+fn finish_may_emit_and_initialize_runs_first() {
+    // _initialize sets the global weir_abi_version returns: version 1 only after it ran.
+    let mut guest = instance(&wat(&[
+        PRELUDE,
+        ALLOC,
+        PROCESS_OK,
+        r#"(global $v (mut i32) (i32.const 0))
+        (func (export "_initialize") (global.set $v (i32.const 1)))
+        (func (export "weir_abi_version") (result i32) (global.get $v))
+        (func (export "weir_finish") (result i32)
+          (call $emit (i32.const 0) (i32.const 8)) (i32.const 0))"#,
+    ]));
+    assert!(guest.capabilities().initialize && guest.capabilities().finish);
+    assert_eq!(guest.finish().unwrap(), vec![batch(0, &[])]);
+}
+
+#[test]
+fn a_subtask_outside_the_parallelism_is_refused() {
+    let module = load(&engine(), &fixture(PROCESS_OK));
+    let context = InstanceContext {
+        operator: "op".into(),
+        subtask: 2,
+        parallelism: 2,
+    };
+    let err = module.instantiate(context, b"").unwrap_err();
+    assert!(matches!(err.failure, GuestFailure::Instantiation { .. }));
+}
+
+#[test]
+fn guest_ranges_are_checked_without_overflow() {
+    let memory = [0u8; 16];
+    assert_eq!(guest_range(&memory, "x", 4, 8).unwrap(), &memory[4..12]);
+    assert_eq!(guest_range(&memory, "x", 16, 0).unwrap(), &[] as &[u8]);
+    for (ptr, len) in [(8, 9), (17, 0), (-1, 1), (1, -1), (-1, -1)] {
+        let err = guest_range(&memory, "x", ptr, len).unwrap_err();
+        assert!(matches!(
+            err.downcast_ref::<super::error::Abort>(),
+            Some(super::error::Abort(GuestFailure::OutOfBounds {
+                memory_len: 16,
+                ..
+            }))
+        ));
+    }
+    assert_eq!(message(b"ok \xff"), "ok \u{fffd}");
+}
+
+#[test]
+fn the_public_types_can_move_between_threads() {
+    fn assert_send_sync<T: Send + Sync>() {}
+    fn assert_send<T: Send>() {}
+    assert_send_sync::<WasmEngine>();
+    assert_send_sync::<OperatorModule>();
+    assert_send::<GuestInstance>();
+    assert_send_sync::<GuestError>();
+    assert_send_sync::<ModuleError>();
+
+    let engine = engine();
+    let module = count_module(&engine);
+    drop(engine);
+    // The module keeps the epoch ticker alive: a guest started on another thread still works.
+    let out = std::thread::spawn(move || {
+        let mut guest = module.instantiate(context(0), b"").unwrap();
+        guest.process(&batch(0, &[("k", "v", 1)])).unwrap()
+    })
+    .join()
+    .unwrap();
+    assert_eq!(rows(&out), vec![row("k", "1", 1)]);
+}
