@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, lints, and every test (the example guests
+# are built from source by tests/build.rs). This is the README's test command
+# and what CI runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ensure-wasm-target.sh
+rustup component add rustfmt clippy >/dev/null 2>&1 || true
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy"
+cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy -p weir-sdk --target wasm32-unknown-unknown -- -D warnings
+echo "== cargo test"
+cargo test --workspace
