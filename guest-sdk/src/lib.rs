@@ -97,3 +97,8 @@ pub use operator::Operator;
 pub use output::Output;
 pub use state::State;
 pub use weir_abi::{Batch, Record};
+
+/// The README's Rust example, compiled and run as a doctest so it cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeExample;
