@@ -70,11 +70,20 @@ pub(crate) struct AttemptResources<'a> {
 }
 
 /// Starts every task of the job, restoring those with a state in `states`.
+/// If one cannot start, those already started are stopped.
 pub(crate) fn start(
     res: &AttemptResources<'_>,
-    mut states: HashMap<TaskId, TaskState>,
+    states: HashMap<TaskId, TaskState>,
 ) -> Result<Attempt, RunError> {
     let stop = StopSignal::new();
+    start_all(res, states, stop.clone()).inspect_err(|_| stop.raise())
+}
+
+fn start_all(
+    res: &AttemptResources<'_>,
+    mut states: HashMap<TaskId, TaskState>,
+    stop: StopSignal,
+) -> Result<Attempt, RunError> {
     let persister = Persister::new(
         Arc::clone(&res.storage),
         res.runtime.clone(),
