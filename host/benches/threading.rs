@@ -4,6 +4,9 @@
 //!
 //! Run with `cargo bench -p weir --bench threading`.
 
+// criterion's macros generate undocumented functions.
+#![allow(missing_docs)]
+
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
