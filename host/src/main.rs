@@ -72,14 +72,13 @@ fn main() -> ExitCode {
 }
 
 fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
-    let job =
-        match Job::from_file(&args.job).and_then(|job| job.check_modules_exist().map(|()| job)) {
-            Ok(job) => job,
-            Err(e) => {
-                eprintln!("error: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        };
+    let job = match Job::load(&args.job) {
+        Ok(job) => job,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    };
     let options = RunOptions {
         restore: args.restore.map(|r| {
             if r == "latest" {

@@ -90,9 +90,11 @@ impl Driver<'_> {
             end,
             AttemptEnd::Finished | AttemptEnd::StoppedWithSavepoint(_)
         );
-        let _ = self.coordinator.set_running(false, Instant::now());
+        let aborted = self.coordinator.set_running(false, Instant::now());
         let next_id = self.coordinator.next_id();
         let shutdown_failure = self.shutdown(graceful).await;
+        // Checkpoints still pending when the attempt ended: remove their files.
+        let _ = self.carry_out(aborted).await;
         let end = match (end, shutdown_failure) {
             (AttemptEnd::Finished, Some(failure)) => AttemptEnd::Failed(failure),
             (end, _) => end,
