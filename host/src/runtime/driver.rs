@@ -186,6 +186,7 @@ impl Driver<'_> {
     /// Carries out the coordinator's actions, and those that follow from them.
     async fn carry_out(&mut self, actions: Vec<Action<StateHandle>>) -> Step {
         let mut queue: std::collections::VecDeque<_> = actions.into();
+        let mut end = None;
         while let Some(action) = queue.pop_front() {
             match action {
                 Action::Trigger { id, kind, is_final } => {
@@ -238,7 +239,8 @@ impl Driver<'_> {
                 Action::NotifyComplete { id, kind, is_final } => {
                     self.attempt.broadcast(&Control::Complete(id));
                     if is_final {
-                        return Step::End(match kind {
+                        // Carry out what follows (pruning) before ending.
+                        end = Some(match kind {
                             CheckpointKind::Savepoint => AttemptEnd::StoppedWithSavepoint(
                                 self.storage
                                     .layout()
@@ -266,11 +268,11 @@ impl Driver<'_> {
                     }
                 }
                 Action::FailJob { reason } => {
-                    return Step::End(AttemptEnd::Failed(reason.to_string()));
+                    end = Some(AttemptEnd::Failed(reason.to_string()));
                 }
             }
         }
-        Step::Continue
+        end.map_or(Step::Continue, Step::End)
     }
 
     async fn discard(&self, kind: CheckpointKind, id: CheckpointId) {
