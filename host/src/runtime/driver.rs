@@ -65,11 +65,18 @@ impl Driver<'_> {
             Step::End(end) => Some(end),
             Step::Continue => None,
         };
+        // Tasks whose exit the loop consumed: shutdown must not wait for them again.
+        let mut exited = HashSet::new();
         while end.is_none() {
             let deadline = self.coordinator.next_deadline();
             let step = tokio::select! {
                 event = self.events.recv() => match event {
-                    Some(event) => self.on_event(event).await,
+                    Some(event) => {
+                        if let TaskEvent::Exited { task, .. } = &event {
+                            exited.insert(task.clone());
+                        }
+                        self.on_event(event).await
+                    }
                     None => Step::End(AttemptEnd::Failed("every task channel closed".into())),
                 },
                 request = self.requests.recv(), if !self.requests.is_closed() => match request {
@@ -92,7 +99,7 @@ impl Driver<'_> {
         );
         let aborted = self.coordinator.set_running(false, Instant::now());
         let next_id = self.coordinator.next_id();
-        let shutdown_failure = self.shutdown(graceful).await;
+        let shutdown_failure = self.shutdown(graceful, &exited).await;
         // Checkpoints still pending when the attempt ended: remove their files.
         let _ = self.carry_out(aborted).await;
         let end = match (end, shutdown_failure) {
@@ -325,17 +332,21 @@ impl Driver<'_> {
 
     /// Stops every task and waits for their threads. A graceful shutdown lets
     /// tasks take their last completion notice first; otherwise they are told
-    /// to stop at once. Returns the first failure reported meanwhile.
-    async fn shutdown(&mut self, graceful: bool) -> Option<String> {
+    /// to stop at once; tasks in `exited` already ended. Returns the first
+    /// failure reported meanwhile.
+    async fn shutdown(&mut self, graceful: bool, exited: &HashSet<TaskId>) -> Option<String> {
         if !graceful {
             self.attempt.stop.raise();
         }
         self.attempt.broadcast(&Control::Shutdown);
+        // A task that already exited (a failure ends the attempt that way) sends no second
+        // exit event: waiting for one would hang the job for good.
         let mut running: HashSet<TaskId> = self
             .attempt
             .controls
             .iter()
             .map(|(id, _)| id.clone())
+            .filter(|id| !exited.contains(id))
             .collect();
         let mut failure = None;
         while !running.is_empty() {
