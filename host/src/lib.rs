@@ -6,4 +6,5 @@ pub mod connectors;
 pub mod dataflow;
 pub mod job;
 pub mod runtime;
+pub mod tools;
 pub mod wasm;

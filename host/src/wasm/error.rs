@@ -42,6 +42,21 @@ pub enum GuestFailure {
         /// Its message, lossily decoded and cut at [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES).
         message: String,
     },
+    /// The guest called AssemblyScript's `env.abort` import (a `throw` or a failed `assert`).
+    ///
+    /// The texts are boxed `str`s to keep every `GuestFailure`, and the errors that carry one,
+    /// small.
+    Aborted {
+        /// Its message; `None` when the guest passed none. Decoded from UTF-16 and cut at
+        /// [`MAX_MESSAGE_BYTES`](super::MAX_MESSAGE_BYTES), or a placeholder when unreadable.
+        message: Option<Box<str>>,
+        /// The source file it names, read like `message`.
+        file: Option<Box<str>>,
+        /// The line in `file`, from 1; 0 when unknown.
+        line: u32,
+        /// The column in the line, from 1; 0 when unknown.
+        column: u32,
+    },
     /// The export returned a non-zero status.
     Status {
         /// The status it returned.
@@ -162,6 +177,17 @@ impl fmt::Display for GuestFailure {
         use weir_abi::{exports, imports};
         match self {
             GuestFailure::Failed { message } => write!(f, "guest failed: {message}"),
+            GuestFailure::Aborted {
+                message,
+                file,
+                line,
+                column,
+            } => write!(
+                f,
+                "guest aborted: {} (at {}:{line}:{column})",
+                message.as_deref().unwrap_or("no message"),
+                file.as_deref().unwrap_or("unknown file")
+            ),
             GuestFailure::Status {
                 code,
                 last_message: None,
@@ -335,8 +361,8 @@ pub enum ModuleProblem {
     /// The module imports something the host does not provide.
     #[error(
         "imports `{module}`.`{name}`, which the host does not provide; the host provides only \
-         `weir`.`emit`, `weir`.`save_state`, `weir`.`fail` and `weir`.`log` (no WASI): build \
-         the module without other imports"
+         `weir`.`emit`, `weir`.`save_state`, `weir`.`fail` and `weir`.`log`, plus `env`.`abort` \
+         for AssemblyScript (no WASI): build the module without other imports"
     )]
     UnknownImport {
         /// The import's module name.
@@ -344,9 +370,11 @@ pub enum ModuleProblem {
         /// The import's field name.
         name: String,
     },
-    /// A `weir` import has the wrong type.
-    #[error("imports `weir`.`{name}` as {found}, but the host provides it as {expected}")]
+    /// An import the host provides has the wrong type.
+    #[error("imports `{module}`.`{name}` as {found}, but the host provides it as {expected}")]
     BadImportSignature {
+        /// The import's module name: `weir`, or `env` for `abort`.
+        module: String,
         /// The import's name.
         name: String,
         /// The host's signature for it.

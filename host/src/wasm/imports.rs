@@ -1,5 +1,6 @@
 //! The host half of the ABI: the functions the host provides under the module `weir`
-//! (`docs/ABI.md` §4), added once to the engine's `Linker`.
+//! (`docs/ABI.md` §4), plus `env.abort` for AssemblyScript guests, added once to the engine's
+//! `Linker`.
 //!
 //! Each import reads the guest's buffer through a bounds-checked slice of its memory and
 //! copies what it keeps; its mutable state is the instance's [`GuestState`]. A misbehaving
@@ -13,13 +14,19 @@ use super::limits::MAX_MESSAGE_BYTES;
 use super::signature::Signature;
 use super::state::{Call, GuestState};
 
-/// Every import the host provides, with its signature: what [`add_to_linker`] defines and what
-/// module validation accepts.
-pub(crate) const PROVIDED: [(&str, Signature); 4] = [
-    (imports::EMIT, Signature::PTR_LEN),
-    (imports::SAVE_STATE, Signature::PTR_LEN),
-    (imports::FAIL, Signature::PTR_LEN),
-    (imports::LOG, Signature::LOG),
+/// The module AssemblyScript's compiler imports its runtime functions from.
+pub(crate) const ENV_MODULE: &str = "env";
+/// `env.abort(message, file, line, column)`: how AssemblyScript fails (`throw`, `assert`).
+pub(crate) const ABORT: &str = "abort";
+
+/// Every import the host provides, as (module, name, signature): what [`add_to_linker`]
+/// defines and what module validation accepts.
+pub(crate) const PROVIDED: [(&str, &str, Signature); 5] = [
+    (IMPORT_MODULE, imports::EMIT, Signature::PTR_LEN),
+    (IMPORT_MODULE, imports::SAVE_STATE, Signature::PTR_LEN),
+    (IMPORT_MODULE, imports::FAIL, Signature::PTR_LEN),
+    (IMPORT_MODULE, imports::LOG, Signature::LOG),
+    (ENV_MODULE, ABORT, Signature::ABORT),
 ];
 
 /// The `log` target of guest log lines, so they can be filtered apart from the host's own.
@@ -31,6 +38,7 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     linker.func_wrap(IMPORT_MODULE, imports::SAVE_STATE, save_state)?;
     linker.func_wrap(IMPORT_MODULE, imports::FAIL, fail)?;
     linker.func_wrap(IMPORT_MODULE, imports::LOG, log)?;
+    linker.func_wrap(ENV_MODULE, ABORT, abort)?;
     Ok(())
 }
 
@@ -115,6 +123,60 @@ fn log(mut caller: Caller<'_, GuestState>, level: i32, ptr: i32, len: i32) -> wa
         _ => tracing::info!(target: LOG_TARGET, operator, subtask, call, "{text}"),
     }
     Ok(())
+}
+
+/// `env.abort(message, file, line, column)`: AssemblyScript's failure (a `throw` or a failed
+/// `assert`); fails the running call with its message and source location, never returns.
+///
+/// `message` and `file` point to AssemblyScript strings (or are 0 when absent); see
+/// [`assemblyscript_string`].
+fn abort(
+    mut caller: Caller<'_, GuestState>,
+    message: i32,
+    file: i32,
+    line: i32,
+    column: i32,
+) -> wasmtime::Result<()> {
+    let memory = guest_memory(&mut caller)?;
+    let data = memory.data(&caller);
+    Err(Abort::error(GuestFailure::Aborted {
+        message: assemblyscript_string(data, message),
+        file: assemblyscript_string(data, file),
+        line: line as u32,
+        column: column as u32,
+    }))
+}
+
+/// The AssemblyScript string at `ptr`, or `None` for a null pointer.
+///
+/// An AssemblyScript string is UTF-16LE code units at `ptr`, preceded by its object header,
+/// whose last field (the `u32` at `ptr - 4`) is the length in bytes. Read defensively: a
+/// header or text outside `memory` gives a placeholder naming the pointer, the text is cut at
+/// [`MAX_MESSAGE_BYTES`], an odd last byte is dropped and unpaired surrogates are replaced.
+pub(crate) fn assemblyscript_string(memory: &[u8], ptr: i32) -> Option<Box<str>> {
+    let ptr = ptr as u32 as usize;
+    if ptr == 0 {
+        return None;
+    }
+    let unreadable = || format!("<unreadable string at {ptr}: outside the guest memory>").into();
+    let Some(header) = ptr.checked_sub(4).and_then(|start| memory.get(start..ptr)) else {
+        return Some(unreadable());
+    };
+    let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+    let kept = len.min(MAX_MESSAGE_BYTES) & !1;
+    let Some(bytes) = ptr.checked_add(kept).and_then(|end| memory.get(ptr..end)) else {
+        return Some(unreadable());
+    };
+    let units = bytes
+        .chunks_exact(2)
+        .map(|pair| u16::from_le_bytes([pair[0], pair[1]]));
+    let mut text: String = char::decode_utf16(units)
+        .map(|c| c.unwrap_or(char::REPLACEMENT_CHARACTER))
+        .collect();
+    if kept < (len & !1) {
+        text.push_str(&format!(" … [cut at {kept} of {len} bytes]"));
+    }
+    Some(text.into())
 }
 
 /// The failure of calling `import` during `call`.

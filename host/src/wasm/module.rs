@@ -5,7 +5,7 @@ use std::fmt;
 use std::sync::Arc;
 
 use wasmtime::{ExternType, InstancePre, Module};
-use weir_abi::{IMPORT_MODULE, exports};
+use weir_abi::exports;
 
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
@@ -164,10 +164,10 @@ impl OperatorModule {
 /// Checks the module's imports and exports against the ABI; returns its optional exports.
 fn validate(module: &Module) -> Result<Capabilities, ModuleProblem> {
     for import in module.imports() {
-        let provided = (import.module() == IMPORT_MODULE)
-            .then(|| PROVIDED.iter().find(|(name, _)| *name == import.name()))
-            .flatten();
-        let Some((_, signature)) = provided else {
+        let provided = PROVIDED
+            .iter()
+            .find(|(module, name, _)| *module == import.module() && *name == import.name());
+        let Some((_, _, signature)) = provided else {
             return Err(ModuleProblem::UnknownImport {
                 module: import.module().to_string(),
                 name: import.name().to_string(),
@@ -176,6 +176,7 @@ fn validate(module: &Module) -> Result<Capabilities, ModuleProblem> {
         let ty = import.ty();
         if !ty.func().is_some_and(|func| signature.matches(func)) {
             return Err(ModuleProblem::BadImportSignature {
+                module: import.module().to_string(),
                 name: import.name().to_string(),
                 expected: signature.to_string(),
                 found: describe(&ty),

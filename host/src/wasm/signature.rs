@@ -65,6 +65,11 @@ impl Signature {
         params: &[Ty::I32, Ty::I32, Ty::I32],
         results: &[],
     };
+    /// `(i32, i32, i32, i32)`: AssemblyScript's `env.abort` import.
+    pub(crate) const ABORT: Signature = Signature {
+        params: &[Ty::I32, Ty::I32, Ty::I32, Ty::I32],
+        results: &[],
+    };
 
     /// Whether `ty` is exactly this signature.
     pub(crate) fn matches(&self, ty: &FuncType) -> bool {

@@ -9,7 +9,7 @@ use proptest::prelude::*;
 use wasmtime::Trap;
 use weir_abi::{Batch, BatchBuilder, DecodeError, InitMessage};
 
-use super::imports::{guest_range, message};
+use super::imports::{assemblyscript_string, guest_range, message};
 use super::*;
 
 // ---------------------------------------------------------------------------------------------
@@ -738,6 +738,155 @@ fn fail_carries_the_guest_message() {
         }
         other => panic!("unexpected {other:?}"),
     }
+}
+
+/// A guest importing AssemblyScript's `env.abort`, whose `weir_process` calls it with
+/// `(message, file, line, column)` as given in `args` (WAT instructions). Holds two strings laid
+/// out as AssemblyScript does (byte length at `ptr - 4`, UTF-16LE text): "boom ✗" at 64 and
+/// "assembly/index.ts" at 128.
+fn aborting_guest(args: &str) -> String {
+    wat(&[
+        r#"(import "env" "abort" (func $abort (param i32 i32 i32 i32)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        r#"(data (i32.const 60) "\0c\00\00\00b\00o\00o\00m\00 \00\17\27")
+        (data (i32.const 124) "\22\00\00\00a\00s\00s\00e\00m\00b\00l\00y\00/\00i\00n\00d\00e\00x\00.\00t\00s\00")"#,
+        &format!(
+            r#"(func (export "weir_process") (param i32 i32) (result i32)
+              (call $abort {args}) (i32.const 0))"#
+        ),
+    ])
+}
+
+#[test]
+fn assemblyscript_abort_fails_the_call_with_its_message_file_and_line() {
+    let err = process_failure(&aborting_guest(
+        "(i32.const 64) (i32.const 128) (i32.const 12) (i32.const 5)",
+    ));
+    assert_eq!(err.call, "weir_process");
+    assert_eq!(
+        err.failure,
+        GuestFailure::Aborted {
+            message: Some("boom ✗".into()),
+            file: Some("assembly/index.ts".into()),
+            line: 12,
+            column: 5,
+        }
+    );
+    assert!(
+        err.to_string()
+            .ends_with("failed in weir_process: guest aborted: boom ✗ (at assembly/index.ts:12:5)"),
+        "{err}"
+    );
+
+    // Null strings are absent; a string whose header or text lies outside the memory is
+    // named, not read.
+    let err = process_failure(&aborting_guest(
+        "(i32.const 0) (i32.const -8) (i32.const 0) (i32.const 0)",
+    ));
+    match &err.failure {
+        GuestFailure::Aborted {
+            message: None,
+            file: Some(file),
+            line: 0,
+            column: 0,
+        } => assert!(
+            file.starts_with("<unreadable string at 4294967288"),
+            "{file}"
+        ),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("guest aborted: no message (at <unreadable"),
+        "{err}"
+    );
+}
+
+#[test]
+fn assemblyscript_strings_are_read_within_bounds_and_cut() {
+    // Length 6 at 0..4, then "hi" and an unpaired surrogate.
+    let memory = [6, 0, 0, 0, b'h', 0, b'i', 0, 0x00, 0xd8];
+    assert_eq!(
+        assemblyscript_string(&memory, 4).as_deref(),
+        Some("hi\u{fffd}")
+    );
+    assert_eq!(assemblyscript_string(&memory, 0), None);
+    // No room for the header before the pointer, or text running past the end.
+    assert!(
+        assemblyscript_string(&memory, 2)
+            .unwrap()
+            .starts_with("<unreadable")
+    );
+    let mut long = vec![0xff, 0xff, 0xff, 0x7f];
+    long.extend(std::iter::repeat_n(0, 16));
+    assert!(
+        assemblyscript_string(&long, 4)
+            .unwrap()
+            .starts_with("<unreadable")
+    );
+    // An odd length drops the last byte; a long string is cut at the message limit.
+    let memory = [3, 0, 0, 0, b'o', 0, b'k'];
+    assert_eq!(assemblyscript_string(&memory, 4).as_deref(), Some("o"));
+    let mut huge = 200_000u32.to_le_bytes().to_vec();
+    huge.extend(std::iter::repeat_n([b'x', 0], 100_000).flatten());
+    let text = assemblyscript_string(&huge, 4).unwrap();
+    assert!(text.starts_with("xxx"));
+    assert!(
+        text.ends_with(" … [cut at 65536 of 200000 bytes]"),
+        "{}",
+        &text[32760..]
+    );
+}
+
+#[test]
+fn only_abort_is_provided_from_env_and_with_its_own_signature() {
+    let source = wat(&[
+        r#"(import "env" "seed" (func (result f64)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = load_err(&source);
+    assert!(
+        matches!(&err.problem, ModuleProblem::UnknownImport { module, name } if module == "env" && name == "seed")
+    );
+    assert!(
+        err.to_string()
+            .contains("plus `env`.`abort` for AssemblyScript"),
+        "{err}"
+    );
+
+    let source = wat(&[
+        r#"(import "env" "abort" (func (param i32 i32)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = load_err(&source);
+    assert!(
+        matches!(&err.problem, ModuleProblem::BadImportSignature { module, name, .. } if module == "env" && name == "abort")
+    );
+    assert!(
+        err.to_string()
+            .contains("imports `env`.`abort` as a function (i32, i32), but the host provides it as a function (i32, i32, i32, i32)"),
+        "{err}"
+    );
+    // `abort` is not provided under `weir`.
+    let source = wat(&[
+        r#"(import "weir" "abort" (func (param i32 i32 i32 i32)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    assert!(matches!(
+        load_err(&source).problem,
+        ModuleProblem::UnknownImport { .. }
+    ));
 }
 
 #[test]
