@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Builds the AssemblyScript count operator: assembly/index.ts -> a wasm module for Weir.
+#
+#   bash examples/assemblyscript/build.sh [OUT.wasm]   (default: target/assemblyscript/count.wasm)
+#
+# Runs `npm ci` first when node_modules is missing or older than package-lock.json (the
+# compiler, `assemblyscript`, is pinned there); fails loudly when node or npm is missing.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+out="${1:-$root/target/assemblyscript/count.wasm}"
+case "$out" in /*) ;; *) out="$PWD/$out" ;; esac
+
+bash "$root/scripts/install-assemblyscript.sh"
+mkdir -p "$(dirname "$out")"
+cd "$here"
+# The command of docs/ABI.md, "Languages: AssemblyScript".
+node_modules/.bin/asc assembly/index.ts --outFile "$out" \
+  --runtime stub --optimizeLevel 3 --shrinkLevel 0 --noColors
