@@ -1,0 +1,283 @@
+//! Crash tests: a real `weir` process, killed with SIGKILL at seeded random moments and
+//! restarted with `--restore latest`, must commit exactly the output of a run without failures —
+//! no record lost, none duplicated (DESIGN §2, STYLE habit 11).
+//!
+//! Each job first runs once to its end, undisturbed: its committed output is the reference.
+//! Then, in a fresh folder, rounds of `weir run JOB --restore latest` are each killed, either a
+//! random delay after the job started or a short random delay after a checkpoint of that round
+//! completed (so that kills land between a checkpoint's metadata write and the sinks' commit, or
+//! while the next one is being written); a last round runs to the end. Rounds that come after the
+//! job finished restore its final checkpoint, which must change nothing.
+//!
+//! `WEIR_CHAOS_ROUNDS` sets the number of killed rounds per job (default 10),
+//! `WEIR_CHAOS_SEED` the seed (a number, or `random`); both are printed with every failure.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
+    committed_lines, complete_checkpoint_ids, generator_count, in_progress_files, number_from_env,
+    run_cli, seed_from_env, word_counts, word_text, wordcount,
+};
+
+/// The seed when `WEIR_CHAOS_SEED` is not set.
+const DEFAULT_SEED: u64 = 0x5eed_c4a0_5000_0001;
+/// Killed rounds per job when `WEIR_CHAOS_ROUNDS` is not set.
+const DEFAULT_ROUNDS: u64 = 10;
+/// What `weir` logs once its modules are loaded and the job is about to start or restore.
+const STARTING: &str = " starting; checkpoints in ";
+
+/// When a round's process is killed.
+#[derive(Debug, Clone, Copy)]
+enum KillAt {
+    /// This long after the job started (modules loaded).
+    AfterStart(Duration),
+    /// This long after the `n`-th checkpoint completed in this round.
+    AfterCheckpoint(u32, Duration),
+}
+
+impl fmt::Display for KillAt {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KillAt::AfterStart(d) => write!(f, "kill {} ms after start", d.as_millis()),
+            KillAt::AfterCheckpoint(n, d) => write!(
+                f,
+                "kill {} ms after checkpoint #{n} of the round",
+                d.as_millis()
+            ),
+        }
+    }
+}
+
+/// What happened in one round.
+#[derive(Debug)]
+struct Round {
+    index: u64,
+    kill_at: KillAt,
+    /// When the kill was sent, after the process started (`None`: it exited first).
+    killed_after: Option<Duration>,
+    /// Checkpoints completed during the round.
+    checkpoints: usize,
+}
+
+impl fmt::Display for Round {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "round {}: {}: ", self.index, self.kill_at)?;
+        match self.killed_after {
+            Some(t) => write!(f, "killed {} ms after spawn", t.as_millis())?,
+            None => write!(f, "exited 0 before the kill")?,
+        }
+        write!(
+            f,
+            ", {} checkpoint(s) completed in the round",
+            self.checkpoints
+        )
+    }
+}
+
+/// Killed rounds per job: `WEIR_CHAOS_ROUNDS`, else [`DEFAULT_ROUNDS`]. The jobs grow with it,
+/// so that more rounds mean more kills in a running job, not more restores of a finished one.
+fn chaos_rounds() -> u64 {
+    number_from_env("WEIR_CHAOS_ROUNDS", DEFAULT_ROUNDS).max(1)
+}
+
+/// The rounds so far, for failure messages: how to repeat the same kill plan, and what each
+/// round did.
+fn history(seed: u64, rounds: &[Round]) -> String {
+    let mut text = format!(
+        "seed {seed}, {} rounds (repeat with WEIR_CHAOS_SEED={seed} WEIR_CHAOS_ROUNDS={})",
+        chaos_rounds(),
+        chaos_rounds()
+    );
+    for r in rounds {
+        text.push_str("\n  ");
+        text.push_str(&r.to_string());
+    }
+    text
+}
+
+/// Runs the job `make_job` builds, undisturbed for the reference (which `check_reference` may
+/// inspect) and then under repeated SIGKILL, and compares. `start_delays` bounds, in ms, the
+/// kills timed from the job's start.
+fn kill_and_restore(
+    label: &str,
+    rounds: u64,
+    salt: u64,
+    start_delays: (u64, u64),
+    make_job: impl Fn(&Sandbox) -> JobFile,
+    check_reference: impl FnOnce(&[String]),
+) {
+    let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED);
+    let mut rng = Rng::new(seed ^ salt);
+
+    let reference = Sandbox::new(&format!("{label}-reference"));
+    make_job(&reference).write(&reference.job_path());
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+    assert!(
+        !expected.is_empty(),
+        "the reference run committed no output"
+    );
+    check_reference(&expected);
+
+    let chaos = Sandbox::new(&format!("{label}-chaos"));
+    let job = chaos.job_path();
+    make_job(&chaos).write(&job);
+    let checkpoints = chaos.checkpoint_dir();
+    let mut done: Vec<Round> = Vec::new();
+    for index in 0..rounds {
+        let kill_at = if rng.below(2) == 0 {
+            KillAt::AfterStart(Duration::from_millis(
+                rng.between(start_delays.0, start_delays.1),
+            ))
+        } else {
+            KillAt::AfterCheckpoint(
+                1 + rng.below(2) as u32,
+                Duration::from_millis(rng.below(120)),
+            )
+        };
+        let before: BTreeSet<u64> = complete_checkpoint_ids(&checkpoints).into_iter().collect();
+        let mut seen = BTreeSet::new();
+        let count_new = |seen: &mut BTreeSet<u64>| {
+            seen.extend(
+                complete_checkpoint_ids(&checkpoints)
+                    .into_iter()
+                    .filter(|id| !before.contains(id)),
+            );
+            seen.len()
+        };
+        let log = chaos.join(&format!("round-{index:03}.log"));
+        let mut weir = Weir::run(&job, &["--restore", "latest"], &log);
+        let fail = |what: &str, stderr: &str, done: &[Round]| -> ! {
+            panic!(
+                "{label}, round {index} ({kill_at}): {what}\n{}\nstderr of the round:\n{stderr}",
+                history(seed, done)
+            )
+        };
+        if !weir.wait_until("the job to start", CLI_TIMEOUT, |w| {
+            w.stderr().contains(STARTING)
+        }) {
+            fail(
+                "`weir` exited before the job started",
+                &weir.stderr(),
+                &done,
+            );
+        }
+        let (wait_from, delay) = match kill_at {
+            KillAt::AfterStart(delay) => (Some(Instant::now()), delay),
+            KillAt::AfterCheckpoint(n, delay) => {
+                let reached = weir.wait_until("a checkpoint to complete", CLI_TIMEOUT, |_| {
+                    count_new(&mut seen) >= n as usize
+                });
+                (reached.then(Instant::now), delay)
+            }
+        };
+        if let Some(from) = wait_from {
+            while from.elapsed() < delay && weir.try_exit().is_none() {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        let killed_at = weir.elapsed();
+        let ended = weir.kill();
+        // Judge by how it ended: it may have exited on its own just before the signal.
+        let killed = ended.status.signal() == Some(9);
+        if !killed && ended.code() != Some(0) {
+            // It ran to its end before the kill: that must be a success.
+            fail(
+                &format!("`weir` exited on its own with {}", ended.status),
+                &ended.stderr,
+                &done,
+            );
+        }
+        let round = Round {
+            index,
+            kill_at,
+            killed_after: killed.then_some(killed_at),
+            checkpoints: count_new(&mut seen),
+        };
+        eprintln!("{label}: {round}");
+        done.push(round);
+    }
+
+    let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));
+    if ended.code() != Some(0) {
+        panic!(
+            "{label}: the final run ended with {}\n{}\nits stderr:\n{}",
+            ended.status,
+            history(seed, &done),
+            ended.stderr
+        );
+    }
+    let actual = committed_lines(&chaos.out_dir());
+    let context = format!("{label} after {rounds} kills; {}", history(seed, &done));
+    assert_same_output(&actual, &expected, &context);
+    let leftovers = in_progress_files(&chaos.out_dir());
+    assert!(
+        leftovers.is_empty(),
+        "{context}\nin-progress files remain after the final run: {leftovers:?}"
+    );
+
+    // The test means something only if kills landed while the job ran, many after checkpoints.
+    let killed = done.iter().filter(|r| r.killed_after.is_some()).count();
+    let after_checkpoint = done
+        .iter()
+        .filter(|r| r.killed_after.is_some() && r.checkpoints > 0)
+        .count();
+    eprintln!(
+        "{label}: {killed} of {rounds} kills landed in a running job, {after_checkpoint} after a \
+         checkpoint of their round"
+    );
+    assert!(
+        killed as u64 >= rounds.div_ceil(2) && after_checkpoint >= 2.min(rounds as usize),
+        "{context}\nonly {killed} kill(s) landed in a running job, {after_checkpoint} after a \
+         checkpoint: make the job longer"
+    );
+}
+
+#[test]
+fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
+    let input_dir = Sandbox::new("wordcount-input");
+    let input = input_dir.join("words.txt");
+    // 30k lines of 30 words on average for 10 rounds: a few seconds of work for the debug
+    // build, so that most kills land in a running job, in every phase of it.
+    let rounds = chaos_rounds();
+    let text = word_text(20_260_101, 3_000 * rounds as usize, 30);
+    std::fs::write(&input, &text).unwrap();
+    let input: &Path = &input;
+    kill_and_restore(
+        "wordcount",
+        rounds,
+        1,
+        (20, 800),
+        |sandbox| checkpointed(wordcount(sandbox, input, false), sandbox, "100ms", 1),
+        // The reference itself must hold the counts computed here.
+        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+    );
+}
+
+#[test]
+fn kill_and_restore_generator_count_commits_exactly_the_undisturbed_output() {
+    let rounds = chaos_rounds();
+    // 6 s of records for 10 rounds.
+    let count = Some(6_000 * rounds);
+    let generator = GeneratorSpec {
+        parallelism: 2,
+        seed: 42,
+        count,
+        rate: Some(10_000.0),
+        keys: 1000,
+    };
+    kill_and_restore(
+        "generator",
+        rounds,
+        2,
+        (50, 1500),
+        |sandbox| checkpointed(generator_count(sandbox, &generator), sandbox, "100ms", 1),
+        |_| {},
+    );
+}

@@ -1,0 +1,16 @@
+//! The end-to-end test binary: one binary, one module per area, so the guests
+//! and the host are built once for all of them.
+
+mod guests;
+mod languages;
+mod support;
+
+#[cfg(unix)]
+mod chaos;
+#[cfg(unix)]
+mod corrupt;
+mod failover;
+mod retention;
+#[cfg(unix)]
+mod savepoint;
+mod tools;

@@ -1,0 +1,101 @@
+//! Stop with a savepoint: `weir run --savepoint-on-stop` stopped by SIGTERM takes a savepoint,
+//! commits, exits 0 and names the savepoint; `--restore <savepoint>` then finishes the job with
+//! the output of a run that was never stopped.
+
+use std::path::PathBuf;
+
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
+    complete_checkpoint_ids, generator_count, in_progress_files, run_cli,
+};
+
+#[test]
+fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undisturbed_output() {
+    // Three seconds of records: the stop comes well before the end.
+    let generator = GeneratorSpec {
+        parallelism: 2,
+        seed: 5,
+        count: Some(30_000),
+        rate: Some(10_000.0),
+        keys: 300,
+    };
+    let reference = Sandbox::new("savepoint-reference");
+    checkpointed(
+        generator_count(&reference, &generator),
+        &reference,
+        "100ms",
+        1,
+    )
+    .write(&reference.job_path());
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+
+    let sandbox = Sandbox::new("savepoint");
+    let job = sandbox.job_path();
+    checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1).write(&job);
+    let checkpoints = sandbox.checkpoint_dir();
+    let mut weir = Weir::run(&job, &["--savepoint-on-stop"], &sandbox.join("stop.log"));
+    let running = weir.wait_until("two checkpoints", CLI_TIMEOUT, |_| {
+        complete_checkpoint_ids(&checkpoints)
+            .last()
+            .is_some_and(|&id| id >= 2)
+    });
+    assert!(
+        running,
+        "the job ended before two checkpoints:\n{}",
+        weir.stderr()
+    );
+    weir.terminate();
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a stop with a savepoint");
+    let line = ended
+        .stderr
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
+        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{}", ended.stderr));
+    let savepoint = PathBuf::from(
+        line.split_whitespace()
+            .next()
+            .expect("a path after `savepoint:`"),
+    );
+    assert!(
+        savepoint.join("_metadata").is_file(),
+        "{} is not a complete savepoint",
+        savepoint.display()
+    );
+    assert!(
+        savepoint.starts_with(&checkpoints),
+        "savepoints go under the job's checkpoint directory: {}",
+        savepoint.display()
+    );
+    let committed = committed_lines(&sandbox.out_dir()).len();
+    assert!(
+        0 < committed && committed < expected.len(),
+        "the stop should come mid-job, with the output so far committed: {committed} of {} lines",
+        expected.len()
+    );
+
+    let restore = savepoint.to_str().unwrap();
+    let ended = run_cli(&job, &["--restore", restore], &sandbox.join("restore.log"));
+    ended.assert_code(0, "the run restored from the savepoint");
+    assert!(
+        ended.stderr.contains(&format!("restoring from {restore}")),
+        "the job should restore {restore}:\n{}",
+        ended.stderr
+    );
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "after a stop with a savepoint and a restore",
+    );
+    assert_eq!(
+        in_progress_files(&sandbox.out_dir()),
+        Vec::<String>::new(),
+        "in-progress parts remain"
+    );
+    assert!(
+        savepoint.join("_metadata").is_file(),
+        "a savepoint is never pruned"
+    );
+}

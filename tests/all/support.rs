@@ -1,0 +1,892 @@
+//! What the end-to-end tests share: the `weir` binary, a temp folder per run, job files with
+//! absolute paths, child processes that never outlive a test, in-process runs that never hang
+//! it, committed sink output, checkpoint directories, and a seeded random source.
+//!
+//! Every wait is bounded ([`CLI_TIMEOUT`], [`JOB_TIMEOUT`]); a child `weir` is killed when its
+//! [`Weir`] handle drops, so a failing assertion never leaves a process behind.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::OnceLock;
+use std::sync::mpsc;
+use std::time::{Duration, Instant, SystemTime};
+
+use tokio::sync::mpsc::UnboundedSender;
+use weir::job::Job;
+use weir::runtime::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunOptions};
+
+/// The longest one `weir` process may run in a test (or wait for a condition) before it is
+/// killed and the test fails.
+pub(crate) const CLI_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest an in-process job may run; see [`CLI_TIMEOUT`].
+pub(crate) const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+
+// ---------------------------------------------------------------------------------------------
+// The `weir` binary
+
+/// The `weir` binary of this build, built first if it is missing or older than the host's
+/// sources. Tests live in package `weir-tests`, so cargo does not build the binary of package
+/// `weir` for them (and `CARGO_BIN_EXE_weir` does not exist); it lives next to this test
+/// executable's `deps` folder. `WEIR_BIN` overrides the choice.
+pub(crate) fn weir_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("WEIR_BIN") {
+            return PathBuf::from(bin);
+        }
+        let exe = std::env::current_exe().expect("the path of the test executable");
+        // <target>/<profile>/deps/all-<hash>
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test executable is in <profile>/deps");
+        let bin = profile_dir.join(format!("weir{}", std::env::consts::EXE_SUFFIX));
+        if let Some(reason) = stale(&bin) {
+            eprintln!("building {} ({reason})", bin.display());
+            build_weir(profile_dir);
+            assert!(
+                bin.exists(),
+                "`cargo build -p weir --bin weir` did not produce {}",
+                bin.display()
+            );
+        }
+        bin
+    })
+}
+
+/// Why `bin` must be rebuilt, if it must.
+fn stale(bin: &Path) -> Option<String> {
+    let built = match fs::metadata(bin).and_then(|m| m.modified()) {
+        Ok(t) => t,
+        Err(_) => return Some("missing".into()),
+    };
+    let root = workspace_root();
+    let sources = [
+        "host/src",
+        "host/Cargo.toml",
+        "abi/src",
+        "abi/Cargo.toml",
+        "Cargo.toml",
+        "Cargo.lock",
+    ];
+    let newest = sources
+        .iter()
+        .filter_map(|s| newest_mtime(&root.join(s)))
+        .max()?;
+    (newest > built).then(|| "older than the sources of the host".into())
+}
+
+fn newest_mtime(path: &Path) -> Option<SystemTime> {
+    let meta = fs::metadata(path).ok()?;
+    if meta.is_dir() {
+        fs::read_dir(path)
+            .ok()?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| newest_mtime(&e.path()))
+            .max()
+    } else {
+        meta.modified().ok()
+    }
+}
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ is inside the workspace")
+        .to_path_buf()
+}
+
+/// `cargo build -p weir --bin weir` into the target directory and profile of this test run.
+fn build_weir(profile_dir: &Path) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(workspace_root())
+        .args(["build", "-p", "weir", "--bin", "weir"]);
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some("release") => {
+            cmd.arg("--release");
+        }
+        Some(profile) => {
+            cmd.args(["--profile", profile]);
+        }
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        cmd.arg("--target-dir").arg(target_dir);
+    }
+    cmd.env_remove("CARGO_BUILD_TARGET")
+        .env_remove("CARGO_TARGET_DIR");
+    let status = cmd
+        .status()
+        .expect("cannot run cargo to build the weir binary");
+    assert!(
+        status.success(),
+        "`cargo build -p weir --bin weir` failed (see above)"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// A temp folder per run
+
+/// A fresh temp folder holding one run's job file, input, output and checkpoints.
+/// Deleted on drop, unless `WEIR_KEEP_TEMP` is set (then its path is printed).
+pub(crate) struct Sandbox {
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Sandbox {
+    /// A new empty folder, named after `label` for whoever looks at a kept one.
+    pub(crate) fn new(label: &str) -> Sandbox {
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("weir-{label}-"))
+            .tempdir()
+            .expect("a temp dir");
+        Sandbox { dir: Some(dir) }
+    }
+
+    /// The folder.
+    pub(crate) fn path(&self) -> &Path {
+        self.dir.as_ref().expect("present until drop").path()
+    }
+
+    /// A path inside the folder.
+    pub(crate) fn join(&self, name: &str) -> PathBuf {
+        self.path().join(name)
+    }
+
+    /// Where the job's file sink writes.
+    pub(crate) fn out_dir(&self) -> PathBuf {
+        self.join("out")
+    }
+
+    /// The job's checkpoint directory.
+    pub(crate) fn checkpoint_dir(&self) -> PathBuf {
+        self.join("checkpoints")
+    }
+
+    /// Where the job file goes.
+    pub(crate) fn job_path(&self) -> PathBuf {
+        self.join("job.toml")
+    }
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        if std::env::var_os("WEIR_KEEP_TEMP").is_some()
+            && let Some(dir) = self.dir.take()
+        {
+            eprintln!("kept {}", dir.keep().display());
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Job files
+
+/// A value written into a job file.
+pub(crate) trait TomlValue {
+    /// The TOML text of the value.
+    fn toml(&self) -> String;
+}
+
+impl TomlValue for &str {
+    fn toml(&self) -> String {
+        let mut out = String::from("\"");
+        for c in self.chars() {
+            match c {
+                '"' => out.push_str("\\\""),
+                '\\' => out.push_str("\\\\"),
+                c if c.is_control() => write!(out, "\\u{:04X}", c as u32).unwrap(),
+                c => out.push(c),
+            }
+        }
+        out.push('"');
+        out
+    }
+}
+
+impl TomlValue for &Path {
+    fn toml(&self) -> String {
+        self.to_str().expect("temp paths are UTF-8").toml()
+    }
+}
+
+macro_rules! toml_display {
+    ($($t:ty),*) => {$(
+        impl TomlValue for $t {
+            fn toml(&self) -> String {
+                self.to_string()
+            }
+        }
+    )*};
+}
+toml_display!(u32, u64, i64, bool);
+
+impl TomlValue for f64 {
+    fn toml(&self) -> String {
+        format!("{self:?}")
+    }
+}
+
+/// How a vertex reads another: `(from, partitioner)`.
+pub(crate) type Input<'a> = (&'a str, &'a str);
+
+/// The settings of a `generator` source.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GeneratorSpec {
+    /// Subtasks.
+    pub(crate) parallelism: u32,
+    /// Seed of the records.
+    pub(crate) seed: u64,
+    /// Records in all; `None` = unbounded.
+    pub(crate) count: Option<u64>,
+    /// Records per second in all; `None` = as fast as possible.
+    pub(crate) rate: Option<f64>,
+    /// Distinct keys.
+    pub(crate) keys: u64,
+}
+
+/// A job file being written, every path absolute.
+#[derive(Debug, Clone)]
+pub(crate) struct JobFile {
+    name: String,
+    checkpoint: Vec<(String, String)>,
+    restart: Option<String>,
+    vertices: Vec<String>,
+}
+
+impl JobFile {
+    /// A job named `name` with no vertices and no settings.
+    pub(crate) fn new(name: &str) -> JobFile {
+        JobFile {
+            name: name.to_string(),
+            checkpoint: Vec::new(),
+            restart: None,
+            vertices: Vec::new(),
+        }
+    }
+
+    /// Sets a key of `[checkpoint]`.
+    pub(crate) fn checkpoint(mut self, key: &str, value: impl TomlValue) -> JobFile {
+        self.checkpoint.retain(|(k, _)| k != key);
+        self.checkpoint.push((key.to_string(), value.toml()));
+        self
+    }
+
+    /// The `[restart]` table, as TOML lines (`strategy = "none"`).
+    pub(crate) fn restart(mut self, body: &str) -> JobFile {
+        self.restart = Some(body.to_string());
+        self
+    }
+
+    /// A `file` source reading `path`.
+    pub(crate) fn file_source(mut self, name: &str, path: &Path, follow: bool) -> JobFile {
+        self.vertices.push(format!(
+            "[[source]]\nname = {}\ntype = \"file\"\npath = {}\nfollow = {follow}\n",
+            name.toml(),
+            path.toml()
+        ));
+        self
+    }
+
+    /// A `generator` source.
+    pub(crate) fn generator(mut self, name: &str, g: &GeneratorSpec) -> JobFile {
+        let mut text = format!(
+            "[[source]]\nname = {}\ntype = \"generator\"\nparallelism = {}\nseed = {}\nkeys = {}\n",
+            name.toml(),
+            g.parallelism,
+            g.seed,
+            g.keys
+        );
+        if let Some(count) = g.count {
+            writeln!(text, "count = {count}").unwrap();
+        }
+        if let Some(rate) = g.rate {
+            writeln!(text, "rate = {}", rate.toml()).unwrap();
+        }
+        self.vertices.push(text);
+        self
+    }
+
+    /// An operator running the guest at `module`.
+    pub(crate) fn operator(
+        mut self,
+        name: &str,
+        module: &str,
+        parallelism: u32,
+        config: Option<&str>,
+        (from, partition): Input<'_>,
+    ) -> JobFile {
+        let mut text = format!(
+            "[[operator]]\nname = {}\nmodule = {}\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            name.toml(),
+            module.toml(),
+            from.toml(),
+            partition.toml()
+        );
+        if let Some(config) = config {
+            writeln!(text, "config = {}", config.toml()).unwrap();
+        }
+        self.vertices.push(text);
+        self
+    }
+
+    /// An exactly-once `file` sink writing into `dir`.
+    pub(crate) fn file_sink(
+        mut self,
+        name: &str,
+        dir: &Path,
+        parallelism: u32,
+        (from, partition): Input<'_>,
+    ) -> JobFile {
+        self.vertices.push(format!(
+            "[[sink]]\nname = {}\ntype = \"file\"\npath = {}\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            name.toml(),
+            dir.toml(),
+            from.toml(),
+            partition.toml()
+        ));
+        self
+    }
+
+    /// The job file's text.
+    pub(crate) fn to_toml(&self) -> String {
+        let mut text = format!("name = {}\n\n[checkpoint]\n", self.name.as_str().toml());
+        for (key, value) in &self.checkpoint {
+            writeln!(text, "{key} = {value}").unwrap();
+        }
+        if let Some(restart) = &self.restart {
+            write!(text, "\n[restart]\n{restart}\n").unwrap();
+        }
+        for vertex in &self.vertices {
+            write!(text, "\n{vertex}").unwrap();
+        }
+        text
+    }
+
+    /// Writes the job file to `path`.
+    pub(crate) fn write(&self, path: &Path) {
+        fs::write(path, self.to_toml())
+            .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+}
+
+/// The checkpoint settings most tests use: every `interval`, exactly-once, into the sandbox's
+/// checkpoint directory, keeping `retained`.
+pub(crate) fn checkpointed(
+    job: JobFile,
+    sandbox: &Sandbox,
+    interval: &str,
+    retained: u32,
+) -> JobFile {
+    job.checkpoint("interval", interval)
+        .checkpoint("mode", "exactly-once")
+        .checkpoint("directory", sandbox.checkpoint_dir().as_path())
+        .checkpoint("retained", retained)
+}
+
+/// Word count: file source `lines` → `split` (p=1) → key-hash → `count` (p=2) → forward →
+/// exactly-once file sink `out` (p=2) in the sandbox's output directory.
+pub(crate) fn wordcount(sandbox: &Sandbox, input: &Path, follow: bool) -> JobFile {
+    use weir_tests::guests;
+    JobFile::new("wordcount")
+        .file_source("lines", input, follow)
+        .operator("split", guests::SPLIT, 1, None, ("lines", "forward"))
+        .operator("count", guests::COUNT, 2, None, ("split", "key-hash"))
+        .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
+}
+
+/// Keyed count of generated records: generator `gen` → key-hash → `count` (p=2) → forward →
+/// exactly-once file sink `out` (p=2).
+pub(crate) fn generator_count(sandbox: &Sandbox, generator: &GeneratorSpec) -> JobFile {
+    JobFile::new("gencount")
+        .generator("gen", generator)
+        .operator(
+            "count",
+            weir_tests::guests::COUNT,
+            2,
+            None,
+            ("gen", "key-hash"),
+        )
+        .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
+}
+
+/// A text of `lines` lines of words drawn from a fixed vocabulary (some capitalised or with
+/// punctuation, which `split` strips), `words_per_line` words each on average. Same seed, same
+/// text.
+pub(crate) fn word_text(seed: u64, lines: usize, words_per_line: u64) -> String {
+    const VOCABULARY: &[&str] = &[
+        "river", "Weir", "stream", "flow,", "water", "barrier", "check", "point.", "state", "sink",
+        "source", "count", "split!", "word", "exactly", "once", "crash", "restore", "kill",
+        "commit", "part", "file", "offset", "key", "hash", "task", "guest", "wasm", "module",
+        "job",
+    ];
+    let mut rng = Rng::new(seed);
+    let mut text = String::new();
+    for _ in 0..lines {
+        let n = 1 + rng.below(2 * words_per_line - 1);
+        for i in 0..n {
+            if i > 0 {
+                text.push(' ');
+            }
+            text.push_str(VOCABULARY[rng.below(VOCABULARY.len() as u64) as usize]);
+        }
+        text.push('\n');
+    }
+    text
+}
+
+/// The counts the word-count job must commit for `text`: for each word `w` seen `n` times, the
+/// lines `w\t1` … `w\tn` (the count operator emits each updated count), sorted.
+pub(crate) fn word_counts(text: &str) -> Vec<String> {
+    let mut totals = BTreeMap::<String, u64>::new();
+    for word in text.split_whitespace() {
+        let word = word
+            .trim_matches(|c: char| c.is_ascii_punctuation())
+            .to_lowercase();
+        if !word.is_empty() {
+            *totals.entry(word).or_default() += 1;
+        }
+    }
+    let mut lines: Vec<String> = totals
+        .iter()
+        .flat_map(|(w, n)| (1..=*n).map(move |i| format!("{w}\t{i}")))
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output and checkpoints on disk
+
+/// Every line of every committed part file in `dir` (all subtasks; in-progress parts, whose
+/// names start with a dot, are not output), sorted: the committed output as a multiset.
+pub(crate) fn committed_lines(dir: &Path) -> Vec<String> {
+    let mut lines = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return lines;
+    };
+    for entry in entries {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        if name.starts_with('.') {
+            continue;
+        }
+        let text = fs::read_to_string(entry.path()).unwrap();
+        lines.extend(text.lines().map(str::to_string));
+    }
+    lines.sort_unstable();
+    lines
+}
+
+/// The names of the in-progress (dot) files in the sink's directory.
+pub(crate) fn in_progress_files(dir: &Path) -> Vec<String> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    names.sort();
+    names
+}
+
+/// Asserts that two sorted multisets of lines are equal; otherwise fails with how many lines
+/// are missing and how many extra, and a few of each.
+pub(crate) fn assert_same_output(actual: &[String], expected: &[String], context: &str) {
+    if actual == expected {
+        return;
+    }
+    let (mut missing, mut extra) = (Vec::new(), Vec::new());
+    let (mut a, mut e) = (0, 0);
+    while a < actual.len() || e < expected.len() {
+        match (actual.get(a), expected.get(e)) {
+            (Some(x), Some(y)) if x == y => {
+                a += 1;
+                e += 1;
+            }
+            (Some(x), Some(y)) if x < y => {
+                extra.push(x);
+                a += 1;
+            }
+            (Some(x), None) => {
+                extra.push(x);
+                a += 1;
+            }
+            (_, Some(y)) => {
+                missing.push(y);
+                e += 1;
+            }
+            (None, None) => unreachable!(),
+        }
+    }
+    panic!(
+        "{context}: the committed output differs from the failure-free reference: {} lines, \
+         expected {}; {} missing (lost), e.g. {:?}; {} extra (duplicated), e.g. {:?}",
+        actual.len(),
+        expected.len(),
+        missing.len(),
+        &missing[..missing.len().min(5)],
+        extra.len(),
+        &extra[..extra.len().min(5)],
+    );
+}
+
+/// A `chk-<id>` directory found in a checkpoint directory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CheckpointDir {
+    /// Its id.
+    pub(crate) id: u64,
+    /// Its path.
+    pub(crate) path: PathBuf,
+    /// Whether its `_metadata` exists (the checkpoint completed).
+    pub(crate) complete: bool,
+}
+
+/// The `chk-` directories of `dir`, oldest first.
+pub(crate) fn checkpoint_dirs(dir: &Path) -> Vec<CheckpointDir> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<CheckpointDir> = entries
+        .filter_map(|e| {
+            let path = e.ok()?.path();
+            let id = path
+                .file_name()?
+                .to_str()?
+                .strip_prefix("chk-")?
+                .parse()
+                .ok()?;
+            Some(CheckpointDir {
+                id,
+                complete: path.join("_metadata").is_file(),
+                path,
+            })
+        })
+        .collect();
+    found.sort_by_key(|c| c.id);
+    found
+}
+
+/// The ids of the complete checkpoints in `dir`, oldest first.
+pub(crate) fn complete_checkpoint_ids(dir: &Path) -> Vec<u64> {
+    checkpoint_dirs(dir)
+        .into_iter()
+        .filter(|c| c.complete)
+        .map(|c| c.id)
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// `weir` as a child process
+
+/// A running `weir` process. Killed (SIGKILL) and reaped on drop if still running, so a failing
+/// test never leaves one behind. Its stderr goes to a file, readable while it runs.
+pub(crate) struct Weir {
+    child: Option<Child>,
+    stderr: PathBuf,
+    started: Instant,
+}
+
+/// How a `weir` process ended.
+#[derive(Debug)]
+pub(crate) struct Ended {
+    /// Its exit status.
+    pub(crate) status: ExitStatus,
+    /// Everything it wrote to stderr (logs and the summary).
+    pub(crate) stderr: String,
+}
+
+impl Ended {
+    /// The exit code; `None` when a signal ended it.
+    pub(crate) fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+
+    /// Fails unless the process exited with `code`, showing its stderr.
+    pub(crate) fn assert_code(&self, code: i32, context: &str) {
+        assert_eq!(
+            self.code(),
+            Some(code),
+            "{context}: `weir` ended with {}; its stderr:\n{}",
+            self.status,
+            self.stderr
+        );
+    }
+}
+
+impl Weir {
+    /// Starts `weir run <job> <args…>`, its stderr going to `stderr_file`.
+    pub(crate) fn run(job: &Path, args: &[&str], stderr_file: &Path) -> Weir {
+        let stderr = fs::File::create(stderr_file).expect("a file for the stderr of weir");
+        let child = Command::new(weir_bin())
+            .arg("run")
+            .arg(job)
+            .args(args)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", weir_bin().display()));
+        Weir {
+            child: Some(child),
+            stderr: stderr_file.to_path_buf(),
+            started: Instant::now(),
+        }
+    }
+
+    /// The process id.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// How long ago it was started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// What it has written to stderr so far.
+    pub(crate) fn stderr(&self) -> String {
+        fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    /// Its exit status, if it has exited.
+    pub(crate) fn try_exit(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .expect("running")
+            .try_wait()
+            .expect("waiting for weir")
+    }
+
+    /// Waits until `done` holds, polling every 10 ms. Returns false if the process exited first
+    /// (and `done` still does not hold); panics, showing stderr, after `timeout`.
+    pub(crate) fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&Weir) -> bool,
+    ) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if done(self) {
+                return true;
+            }
+            if self.try_exit().is_some() {
+                return done(self);
+            }
+            assert!(
+                Instant::now() < deadline,
+                "waited {timeout:?} for {what}; stderr of weir:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Sends SIGKILL (unless it already exited) and reaps it.
+    pub(crate) fn kill(mut self) -> Ended {
+        let mut child = self.child.take().expect("running");
+        let _ = child.kill();
+        let status = child.wait().expect("reaping weir");
+        Ended {
+            status,
+            stderr: self.stderr(),
+        }
+    }
+
+    /// Sends SIGTERM: a graceful stop (a cancel, or a stop with a savepoint).
+    pub(crate) fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.pid().to_string()])
+            .status()
+            .expect("cannot run `kill -TERM`");
+        assert!(status.success(), "`kill -TERM {}` failed", self.pid());
+    }
+
+    /// Waits for it to exit on its own; after `timeout` kills it and fails, showing stderr.
+    pub(crate) fn wait(mut self, timeout: Duration) -> Ended {
+        let deadline = Instant::now() + timeout;
+        while Instant::now() < deadline {
+            if let Some(status) = self.try_exit() {
+                self.child = None;
+                return Ended {
+                    status,
+                    stderr: self.stderr(),
+                };
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let ended = self.kill();
+        panic!(
+            "`weir` did not exit within {timeout:?}; killed it; its stderr:\n{}",
+            ended.stderr
+        );
+    }
+}
+
+impl Drop for Weir {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Runs `weir run <job> <args…>` to its end (at most [`CLI_TIMEOUT`]), stderr in `stderr_file`.
+pub(crate) fn run_cli(job: &Path, args: &[&str], stderr_file: &Path) -> Ended {
+    Weir::run(job, args, stderr_file).wait(CLI_TIMEOUT)
+}
+
+// ---------------------------------------------------------------------------------------------
+// In-process runs through the library
+
+/// A job running in this process on a thread of its own, through [`JobRunner`].
+pub(crate) struct InProcess {
+    requests: UnboundedSender<JobRequest>,
+    monitor: JobMonitor,
+    outcome: mpsc::Receiver<Result<JobOutcome, String>>,
+}
+
+impl InProcess {
+    /// Loads the job file at `job` and starts it.
+    pub(crate) fn start(job: &Path, options: RunOptions) -> InProcess {
+        let job = Job::load(job).unwrap_or_else(|e| panic!("{e}"));
+        let runner =
+            JobRunner::new(job, options).unwrap_or_else(|e| panic!("cannot start the job: {e}"));
+        let monitor = runner.monitor();
+        let (requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (outcome_tx, outcome) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("test-job".into())
+            .spawn(move || {
+                let _ = outcome_tx.send(runner.run(requests_rx).map_err(|e| e.to_string()));
+            })
+            .unwrap();
+        InProcess {
+            requests,
+            monitor,
+            outcome,
+        }
+    }
+
+    /// The job's live view.
+    pub(crate) fn monitor(&self) -> &JobMonitor {
+        &self.monitor
+    }
+
+    /// Asks the job to do something (cancel, savepoint).
+    pub(crate) fn request(&self, request: JobRequest) {
+        self.requests.send(request).expect("the job is running");
+    }
+
+    /// Waits until `done` holds of the monitor, polling every 5 ms; fails after `timeout` or if
+    /// the job ends first.
+    pub(crate) fn wait_until(
+        &mut self,
+        what: &str,
+        timeout: Duration,
+        mut done: impl FnMut(&JobMonitor) -> bool,
+    ) {
+        let deadline = Instant::now() + timeout;
+        while !done(&self.monitor) {
+            if let Ok(ended) = self.outcome.try_recv() {
+                panic!("the job ended while waiting for {what}: {ended:?}");
+            }
+            assert!(Instant::now() < deadline, "waited {timeout:?} for {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits for the job's outcome, at most [`JOB_TIMEOUT`] (then cancels it and fails).
+    pub(crate) fn join(self) -> JobOutcome {
+        match self.outcome.recv_timeout(JOB_TIMEOUT) {
+            Ok(Ok(outcome)) => outcome,
+            Ok(Err(e)) => panic!("the job could not run: {e}"),
+            Err(_) => {
+                let _ = self.requests.send(JobRequest::Cancel);
+                panic!("the job did not end within {JOB_TIMEOUT:?}; asked it to cancel")
+            }
+        }
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        // A test that fails midway leaves no job running behind it.
+        let _ = self.requests.send(JobRequest::Cancel);
+    }
+}
+
+/// Runs the job file at `job` in this process to its end.
+pub(crate) fn run_in_process(job: &Path) -> JobOutcome {
+    InProcess::start(job, RunOptions::default()).join()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Seeds
+
+/// A small seeded random source (SplitMix64): the same seed gives the same choices.
+#[derive(Debug, Clone)]
+pub(crate) struct Rng(u64);
+
+impl Rng {
+    /// A source seeded with `seed`.
+    pub(crate) fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub(crate) fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// A number in `0..n` (`n > 0`).
+    pub(crate) fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n
+    }
+
+    /// A number in `lo..hi`.
+    pub(crate) fn between(&mut self, lo: u64, hi: u64) -> u64 {
+        lo + self.below(hi - lo)
+    }
+}
+
+/// The seed named by the environment variable `var` (a number, or `random` for one taken from
+/// the clock), else `default`. Printed, so that any run can be repeated.
+pub(crate) fn seed_from_env(var: &str, default: u64) -> u64 {
+    let seed = match std::env::var(var) {
+        Ok(v) if v == "random" => SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64,
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{var} must be a number or `random`, found {v:?}")),
+        Err(_) => default,
+    };
+    eprintln!("seed {seed} (repeat with {var}={seed})");
+    let _ = std::io::stderr().flush();
+    seed
+}
+
+/// The number in the environment variable `var`, else `default`.
+pub(crate) fn number_from_env(var: &str, default: u64) -> u64 {
+    match std::env::var(var) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{var} must be a number, found {v:?}")),
+        Err(_) => default,
+    }
+}

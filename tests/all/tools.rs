@@ -1,0 +1,701 @@
+//! `weir validate` and `weir test`, driven through the real `weir` binary: every example guest is
+//! valid and survives a snapshot and restore after every record; every misbehaving module is
+//! refused with its problem named; `--expect`, base64 and bad input behave as `docs/TOOLS.md`
+//! says.
+
+use std::fs::{self, File};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use weir::tools::JsonRecord;
+use weir_abi::InitMessage;
+use weir_tests::guests::{AS_COUNT, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT};
+
+use crate::support::{CLI_TIMEOUT, Sandbox, weir_bin};
+
+/// What one `weir` command did.
+struct Output {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+impl Output {
+    fn assert_code(&self, code: i32, context: &str) {
+        assert_eq!(
+            self.code, code,
+            "{context}: exit code {} instead of {code}\nstdout:\n{}\nstderr:\n{}",
+            self.code, self.stdout, self.stderr
+        );
+    }
+}
+
+/// Runs `weir ARGS` with `stdin` as its standard input, killing it after [`CLI_TIMEOUT`]. Its
+/// streams go through files in `sandbox`, so nothing can block on a full pipe.
+fn weir(sandbox: &Sandbox, args: &[&str], stdin: &str) -> Output {
+    let (input, out, err) = (
+        sandbox.join("cmd.stdin"),
+        sandbox.join("cmd.stdout"),
+        sandbox.join("cmd.stderr"),
+    );
+    fs::write(&input, stdin).unwrap();
+    let mut child = Command::new(weir_bin())
+        .args(args)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::from(File::open(&input).unwrap()))
+        .stdout(Stdio::from(File::create(&out).unwrap()))
+        .stderr(Stdio::from(File::create(&err).unwrap()))
+        .spawn()
+        .expect("cannot start the weir binary");
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > CLI_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`weir {}` ran longer than {CLI_TIMEOUT:?}", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Output {
+        code: status.code().unwrap_or(-1),
+        stdout: fs::read_to_string(&out).unwrap(),
+        stderr: fs::read_to_string(&err).unwrap(),
+    }
+}
+
+/// Writes `text` to `name` in `sandbox` and returns its path as a string.
+fn write(sandbox: &Sandbox, name: &str, text: &str) -> String {
+    let path: PathBuf = sandbox.join(name);
+    fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Every example operator: name and module path. The C and AssemblyScript ones are there when
+/// their toolchains were available to `build.rs`.
+fn examples() -> Vec<(&'static str, &'static str)> {
+    let foreign = [("c-count", C_COUNT), ("as-count", AS_COUNT)];
+    [
+        ("count", COUNT),
+        ("split", SPLIT),
+        ("dedup", DEDUP),
+        ("wat-count", WAT_COUNT),
+    ]
+    .into_iter()
+    .chain(
+        foreign
+            .into_iter()
+            .filter_map(|(name, path)| Some((name, path?))),
+    )
+    .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// weir validate
+
+#[test]
+fn validate_reports_every_example_guest_valid() {
+    let sandbox = Sandbox::new("validate-examples");
+    for (name, path) in examples() {
+        let out = weir(&sandbox, &["validate", path], "");
+        out.assert_code(0, name);
+        let header = format!("module {path} is a valid Weir operator (ABI 1)");
+        assert!(out.stdout.starts_with(&header), "{name}:\n{}", out.stdout);
+        assert!(
+            out.stdout.contains("ok       weir_process"),
+            "{}",
+            out.stdout
+        );
+
+        let out = weir(&sandbox, &["validate", "--json", path], "");
+        out.assert_code(0, name);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+        assert_eq!(json["valid"], true);
+        assert_eq!(json["abi_version"], 1);
+        assert_eq!(json["problems"].as_array().unwrap().len(), 0);
+        assert_eq!(json["capabilities"]["snapshot"], true, "{name}");
+        assert!(
+            json["exports"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|e| e["name"] == "weir_process" && e["status"] == "ok"),
+            "{json}"
+        );
+    }
+}
+
+/// Imports and memory most of the modules below share.
+const PRELUDE: &str = r#"(import "weir" "emit" (func (param i32 i32)))
+  (memory (export "memory") 1)"#;
+const VERSION: &str = r#"(func (export "weir_abi_version") (result i32) (i32.const 1))"#;
+const ALLOC: &str = r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const 1024))"#;
+const PROCESS: &str =
+    r#"(func (export "weir_process") (param i32 i32) (result i32) (i32.const 0))"#;
+
+/// A module made of `parts`.
+fn module(parts: &[&str]) -> String {
+    format!("(module\n  {}\n)", parts.join("\n  "))
+}
+
+/// Modules the host refuses — the load-time cases of the host's own test corpus — each with a
+/// text the report must contain.
+fn misbehaving_modules() -> Vec<(&'static str, String, Vec<&'static str>)> {
+    vec![
+        (
+            "missing-export",
+            module(&[PRELUDE, VERSION, ALLOC]),
+            vec![
+                "missing the required export `weir_process`",
+                "MISSING  weir_process",
+            ],
+        ),
+        (
+            "wrong-signature",
+            module(&[
+                PRELUDE,
+                VERSION,
+                ALLOC,
+                r#"(func (export "weir_process") (param i32) (result i32) (i32.const 0))"#,
+            ]),
+            vec![
+                "export `weir_process` is a function (i32) -> i32, but the ABI requires a \
+                 function (i32, i32) -> i32",
+            ],
+        ),
+        (
+            "global-export",
+            module(&[
+                PRELUDE,
+                VERSION,
+                ALLOC,
+                PROCESS,
+                r#"(global (export "weir_snapshot") i32 (i32.const 0))"#,
+            ]),
+            vec!["export `weir_snapshot` is a global"],
+        ),
+        (
+            "abi-version",
+            module(&[
+                PRELUDE,
+                ALLOC,
+                PROCESS,
+                r#"(func (export "weir_abi_version") (result i32) (i32.const 7))"#,
+            ]),
+            vec!["written for weir ABI version 7", "implements version 1"],
+        ),
+        (
+            "wasi-import",
+            module(&[
+                r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
+                PRELUDE,
+                VERSION,
+                ALLOC,
+                PROCESS,
+            ]),
+            vec![
+                "imports `wasi_snapshot_preview1`.`fd_write`, which the host does not provide",
+                "UNKNOWN  wasi_snapshot_preview1.fd_write",
+            ],
+        ),
+        (
+            "unknown-weir-import",
+            module(&[
+                r#"(import "weir" "clock" (func))"#,
+                PRELUDE,
+                VERSION,
+                ALLOC,
+                PROCESS,
+            ]),
+            vec!["imports `weir`.`clock`, which the host does not provide"],
+        ),
+        (
+            "weir-import-signature",
+            module(&[
+                r#"(import "weir" "log" (func (param i32)))"#,
+                PRELUDE,
+                VERSION,
+                ALLOC,
+                PROCESS,
+            ]),
+            vec![
+                "imports `weir`.`log` as a function (i32), but the host provides it as a function (i32, i32, i32)",
+            ],
+        ),
+        (
+            "no-memory",
+            module(&[VERSION, ALLOC, PROCESS]),
+            vec!["exports no memory named `memory`", "MISSING  memory"],
+        ),
+        (
+            "two-memories",
+            module(&[PRELUDE, "(memory 1)", VERSION, ALLOC, PROCESS]),
+            vec!["defines 2 memories"],
+        ),
+        (
+            "memory-over-the-limit",
+            // 4097 pages: one page more than the default limit of 256 MiB.
+            module(&[
+                r#"(memory (export "memory") 4097)"#,
+                VERSION,
+                ALLOC,
+                PROCESS,
+            ]),
+            vec!["past the limit of 268435456 bytes"],
+        ),
+        (
+            "trap-in-version",
+            module(&[
+                PRELUDE,
+                ALLOC,
+                PROCESS,
+                r#"(func (export "weir_abi_version") (result i32) (unreachable))"#,
+            ]),
+            vec!["failed while its ABI version was read, in weir_abi_version"],
+        ),
+        (
+            "not-a-module",
+            "(module (func".to_string(),
+            vec!["not a valid WebAssembly module"],
+        ),
+    ]
+}
+
+#[test]
+fn validate_names_the_problem_of_every_misbehaving_module() {
+    let sandbox = Sandbox::new("validate-bad");
+    for (name, source, expected) in misbehaving_modules() {
+        let path = write(&sandbox, &format!("{name}.wat"), &source);
+        let out = weir(&sandbox, &["validate", &path], "");
+        out.assert_code(1, name);
+        let header = format!("module {path} is NOT a valid Weir operator");
+        assert!(out.stdout.starts_with(&header), "{name}:\n{}", out.stdout);
+        for text in expected {
+            assert!(
+                out.stdout.contains(text),
+                "{name}: the report does not say {text:?}:\n{}",
+                out.stdout
+            );
+        }
+
+        let out = weir(&sandbox, &["validate", "--json", &path], "");
+        out.assert_code(1, name);
+        let json: serde_json::Value = serde_json::from_str(&out.stdout)
+            .unwrap_or_else(|e| panic!("{name}: --json is not JSON ({e}):\n{}", out.stdout));
+        assert_eq!(json["valid"], false, "{name}");
+        assert!(!json["problems"].as_array().unwrap().is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn validate_lists_several_problems_at_once_and_still_reads_the_version() {
+    let sandbox = Sandbox::new("validate-several");
+    let source = module(&[
+        r#"(import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))"#,
+        VERSION,
+        r#"(func (export "weir_process") (param i32) (result i32) (i32.const 0))"#,
+    ]);
+    let path = write(&sandbox, "several.wat", &source);
+    let out = weir(&sandbox, &["validate", "--json", &path], "");
+    out.assert_code(1, "several problems");
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    let problems: Vec<&str> = json["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p.as_str().unwrap())
+        .collect();
+    assert_eq!(problems.len(), 4, "{problems:#?}");
+    for text in [
+        "`wasi_snapshot_preview1`.`proc_exit`",
+        "no memory named `memory`",
+        "`weir_alloc`",
+        "`weir_process` is a function (i32) -> i32",
+    ] {
+        assert!(
+            problems.iter().any(|p| p.contains(text)),
+            "{text}: {problems:#?}"
+        );
+    }
+    assert_eq!(json["abi_version"], 1);
+}
+
+#[test]
+fn validate_of_a_file_that_cannot_be_read_is_a_usage_error() {
+    let sandbox = Sandbox::new("validate-missing");
+    let path = sandbox.join("nothing.wasm");
+    let out = weir(&sandbox, &["validate", path.to_str().unwrap()], "");
+    out.assert_code(2, "missing file");
+    assert!(
+        out.stderr.contains("cannot read the module"),
+        "{}",
+        out.stderr
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// weir test
+
+/// Input for every example: lines of text (for `split`) under repeating keys (for `count` and
+/// `dedup`), on increasing timestamps.
+fn example_input() -> String {
+    let words = ["apple", "Pear", "fig", "apple", "kiwi", "fig", "plum"];
+    (0..40)
+        .map(|i| {
+            let key = words[i % words.len()];
+            let value = format!("{key} and {}, {}!", words[(i * 3) % 7], words[(i * 5) % 7]);
+            format!("{{\"key\": \"{key}\", \"value\": \"{value}\", \"timestamp\": {i}}}\n")
+        })
+        .collect()
+}
+
+#[test]
+fn test_with_a_checkpoint_after_every_record_gives_the_same_output_on_every_example() {
+    let sandbox = Sandbox::new("test-checkpoints");
+    let input = write(&sandbox, "input.jsonl", &example_input());
+    for (name, path) in examples() {
+        let plain = weir(&sandbox, &["test", path, "--input", &input], "");
+        plain.assert_code(0, name);
+        assert!(!plain.stdout.is_empty(), "{name}: no output");
+        for line in plain.stdout.lines() {
+            JsonRecord::parse(line).unwrap_or_else(|e| panic!("{name}: {line}: {e}"));
+        }
+
+        for extra in [
+            &["--checkpoint-every", "1"][..],
+            &["--checkpoint-every", "3", "--batch-size", "2"],
+        ] {
+            let mut args = vec!["test", path, "--input", &input];
+            args.extend_from_slice(extra);
+            let checkpointed = weir(&sandbox, &args, "");
+            checkpointed.assert_code(0, &format!("{name} {extra:?}"));
+            assert_eq!(
+                plain.stdout, checkpointed.stdout,
+                "{name} {extra:?}: the output with checkpoints differs"
+            );
+            assert!(
+                checkpointed
+                    .stderr
+                    .contains("output identical to a run without them"),
+                "{}",
+                checkpointed.stderr
+            );
+        }
+    }
+}
+
+#[test]
+fn test_output_of_count_is_the_running_count_per_key() {
+    let sandbox = Sandbox::new("test-count");
+    let input = "{\"key\": \"a\", \"value\": \"\"}\n{\"key\": \"b\", \"value\": \"\", \"timestamp\": 9}\n{\"key\": \"a\", \"value\": \"\"}\n";
+    for path in [COUNT, WAT_COUNT] {
+        let out = weir(&sandbox, &["test", path], input);
+        out.assert_code(0, path);
+        assert_eq!(
+            out.stdout,
+            "{\"key\":\"a\",\"value\":\"1\",\"timestamp\":0,\"port\":0}\n\
+             {\"key\":\"b\",\"value\":\"1\",\"timestamp\":9,\"port\":0}\n\
+             {\"key\":\"a\",\"value\":\"2\",\"timestamp\":0,\"port\":0}\n"
+        );
+    }
+}
+
+#[test]
+fn test_expect_passes_on_the_same_output_and_fails_with_a_diff_otherwise() {
+    let sandbox = Sandbox::new("test-expect");
+    let input = write(&sandbox, "input.jsonl", &example_input());
+    let out = weir(&sandbox, &["test", COUNT, "--input", &input], "");
+    out.assert_code(0, "reference run");
+    let expected = write(&sandbox, "expected.jsonl", &out.stdout);
+
+    let pass = weir(
+        &sandbox,
+        &["test", WAT_COUNT, "--input", &input, "--expect", &expected],
+        "",
+    );
+    pass.assert_code(0, "--expect with the same output");
+    assert!(pass.stdout.is_empty(), "{}", pass.stdout);
+    assert!(pass.stderr.contains("output matches"), "{}", pass.stderr);
+
+    let mut lines: Vec<&str> = out.stdout.lines().collect();
+    let wrong = lines[4].replace("\"value\":\"1\"", "\"value\":\"99\"");
+    assert_ne!(wrong, lines[4]);
+    lines[4] = &wrong;
+    let wrong_file = write(&sandbox, "wrong.jsonl", &(lines.join("\n") + "\n"));
+    let fail = weir(
+        &sandbox,
+        &["test", COUNT, "--input", &input, "--expect", &wrong_file],
+        "",
+    );
+    fail.assert_code(1, "--expect with a changed record");
+    assert!(
+        fail.stderr.contains("first difference at record 5"),
+        "{}",
+        fail.stderr
+    );
+    assert!(
+        fail.stderr.contains(&format!("expected: {wrong}")),
+        "{}",
+        fail.stderr
+    );
+    assert!(
+        fail.stderr
+            .contains(&format!("actual:   {}", out.stdout.lines().nth(4).unwrap())),
+        "{}",
+        fail.stderr
+    );
+
+    let short_file = write(
+        &sandbox,
+        "short.jsonl",
+        &(out.stdout.lines().take(3).collect::<Vec<_>>().join("\n") + "\n"),
+    );
+    let fail = weir(
+        &sandbox,
+        &["test", COUNT, "--input", &input, "--expect", &short_file],
+        "",
+    );
+    fail.assert_code(1, "--expect with fewer records");
+    assert!(
+        fail.stderr.contains("first difference at record 4"),
+        "{}",
+        fail.stderr
+    );
+    assert!(
+        fail.stderr.contains("(nothing: it ends after 3 records)"),
+        "{}",
+        fail.stderr
+    );
+}
+
+#[test]
+fn test_round_trips_bytes_through_base64() {
+    let sandbox = Sandbox::new("test-base64");
+    // `dedup` emits the first record of each key unchanged.
+    let input = [
+        r#"{"key":{"base64":"/wA="},"value":{"base64":"gICA"},"timestamp":1,"port":0}"#,
+        r#"{"key":"text","value":{"base64":"aMOp"},"timestamp":2,"port":0}"#,
+        r#"{"key":{"base64":"/wA="},"value":"dropped","timestamp":3,"port":0}"#,
+        r#"{"key":"","value":"","timestamp":-4,"port":0}"#,
+    ];
+    let out = weir(
+        &sandbox,
+        &["test", DEDUP, "--checkpoint-every", "1"],
+        &(input.join("\n") + "\n"),
+    );
+    out.assert_code(0, "base64");
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        vec![
+            input[0],
+            // Valid UTF-8 comes back as text.
+            r#"{"key":"text","value":"hé","timestamp":2,"port":0}"#,
+            input[3],
+        ]
+    );
+}
+
+#[test]
+fn test_names_the_bad_input_line() {
+    let sandbox = Sandbox::new("test-bad-input");
+    let input = "{\"value\": \"a\"}\n\n{\"value\": {\"base64\": \"not base64!\"}}\n";
+    let out = weir(&sandbox, &["test", COUNT], input);
+    out.assert_code(2, "bad input");
+    assert!(
+        out.stderr
+            .contains("stdin line 3: `value` is not valid base64"),
+        "{}",
+        out.stderr
+    );
+
+    let file = write(
+        &sandbox,
+        "in.jsonl",
+        "{\"value\": \"a\", \"timestamp\": \"now\"}\n",
+    );
+    let out = weir(&sandbox, &["test", COUNT, "--input", &file], "");
+    out.assert_code(2, "bad timestamp");
+    assert!(
+        out.stderr
+            .contains(&format!("{file} line 1: `timestamp` must be")),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A guest that emits its init message as the value of one record per batch, to show what
+/// `--config`, `--operator`, `--parallelism` and `--subtask` give it.
+const INIT_ECHO: &str = r#"(module
+  (import "weir" "emit" (func $emit (param i32 i32)))
+  (memory (export "memory") 1)
+  (global $next (mut i32) (i32.const 4096))
+  (global $init_ptr (mut i32) (i32.const 0))
+  (global $init_len (mut i32) (i32.const 0))
+  (func (export "weir_abi_version") (result i32) (i32.const 1))
+  (func (export "weir_alloc") (param $len i32) (result i32) (local $p i32)
+    (local.set $p (global.get $next))
+    (global.set $next (i32.add (global.get $next) (local.get $len)))
+    (local.get $p))
+  (func (export "weir_init") (param $ptr i32) (param $len i32) (result i32)
+    (global.set $init_ptr (local.get $ptr))
+    (global.set $init_len (local.get $len))
+    (i32.const 0))
+  (func (export "weir_process") (param i32 i32) (result i32)
+    (i32.store (i32.const 16) (i32.const 1))
+    (i32.store (i32.const 20) (i32.const 0))
+    (i64.store (i32.const 24) (i64.const 0))
+    (i32.store (i32.const 32) (i32.const 0))
+    (i32.store (i32.const 36) (global.get $init_len))
+    (memory.copy (i32.const 40) (global.get $init_ptr) (global.get $init_len))
+    (call $emit (i32.const 16) (i32.add (i32.const 24) (global.get $init_len)))
+    (i32.const 0)))"#;
+
+#[test]
+fn test_gives_the_operator_its_config_name_and_subtask() {
+    let sandbox = Sandbox::new("test-init");
+    let module = write(&sandbox, "echo.wat", INIT_ECHO);
+    let init_of = |out: &Output| {
+        let record = JsonRecord::parse(out.stdout.lines().next().unwrap()).unwrap();
+        let message = InitMessage::decode(&record.value).unwrap();
+        (
+            message.operator.to_string(),
+            message.subtask,
+            message.parallelism,
+            message.config.to_vec(),
+        )
+    };
+
+    let out = weir(&sandbox, &["test", &module], "{\"value\": \"\"}\n");
+    out.assert_code(0, "defaults");
+    assert_eq!(init_of(&out), ("echo".to_string(), 0, 1, Vec::new()));
+
+    let args = [
+        "test",
+        &module,
+        "--config",
+        "limit=3",
+        "--operator",
+        "op",
+        "--parallelism",
+        "4",
+        "--subtask",
+        "3",
+    ];
+    let out = weir(&sandbox, &args, "{\"value\": \"\"}\n");
+    out.assert_code(0, "options");
+    assert_eq!(init_of(&out), ("op".to_string(), 3, 4, b"limit=3".to_vec()));
+
+    let config = write(&sandbox, "config.bin", "from a file");
+    let out = weir(
+        &sandbox,
+        &["test", &module, "--config-file", &config],
+        "{\"value\": \"\"}\n",
+    );
+    out.assert_code(0, "config file");
+    assert_eq!(init_of(&out).3, b"from a file".to_vec());
+
+    let out = weir(
+        &sandbox,
+        &["test", &module, "--parallelism", "2", "--subtask", "2"],
+        "",
+    );
+    out.assert_code(2, "subtask out of range");
+    assert!(
+        out.stderr
+            .contains("subtask 2 is not below the parallelism 2"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn test_reports_guest_failures_and_state_lost_across_a_restore() {
+    let sandbox = Sandbox::new("test-failures");
+    let trap = write(
+        &sandbox,
+        "trap.wat",
+        &module(&[
+            PRELUDE,
+            VERSION,
+            ALLOC,
+            r#"(func (export "weir_process") (param i32 i32) (result i32) (unreachable))"#,
+        ]),
+    );
+    let out = weir(&sandbox, &["test", &trap], "{\"value\": \"v\"}\n");
+    out.assert_code(1, "trap");
+    assert!(
+        out.stderr
+            .contains("operator `trap` subtask 0 failed in weir_process: guest trap"),
+        "{}",
+        out.stderr
+    );
+
+    // A counter that keeps a running total but never snapshots it.
+    let forgetful = write(
+        &sandbox,
+        "forgetful.wat",
+        r#"(module
+          (import "weir" "emit" (func $emit (param i32 i32)))
+          (memory (export "memory") 1)
+          (global $seen (mut i32) (i32.const 0))
+          (func (export "weir_abi_version") (result i32) (i32.const 1))
+          (func (export "weir_alloc") (param i32) (result i32) (i32.const 1024))
+          (func (export "weir_snapshot") (param i64) (result i32) (i32.const 0))
+          (func (export "weir_restore") (param i32 i32) (result i32) (i32.const 0))
+          (func (export "weir_process") (param $ptr i32) (param i32) (result i32)
+            (global.set $seen (i32.add (global.get $seen) (i32.load (local.get $ptr))))
+            (i32.store (i32.const 16) (i32.const 1))
+            (i32.store (i32.const 20) (i32.const 0))
+            (i64.store (i32.const 24) (i64.const 0))
+            (i32.store (i32.const 32) (i32.const 0))
+            (i32.store (i32.const 36) (i32.const 1))
+            (i32.store8 (i32.const 40) (i32.add (i32.const 48) (global.get $seen)))
+            (call $emit (i32.const 16) (i32.const 25))
+            (i32.const 0)))"#,
+    );
+    let input = "{\"value\": \"\"}\n".repeat(4);
+    let out = weir(&sandbox, &["test", &forgetful, "--batch-size", "1"], &input);
+    out.assert_code(0, "forgetful without checkpoints");
+    let out = weir(
+        &sandbox,
+        &["test", &forgetful, "--checkpoint-every", "2"],
+        &input,
+    );
+    out.assert_code(1, "forgetful with checkpoints");
+    assert!(
+        out.stderr.contains("differs from the output without them"),
+        "{}",
+        out.stderr
+    );
+    // Batches of two records, each emitting the running total: 2, 4 — or 2, 2 when the total
+    // is lost in the restore after the first batch.
+    assert!(
+        out.stderr.contains("first difference at record 2"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains(r#"without checkpoints: {"key":"","value":"4""#),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains(r#"with checkpoints:    {"key":"","value":"2""#),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stdout.is_empty(), "{}", out.stdout);
+
+    let out = weir(
+        &sandbox,
+        &["test", &sandbox.join("absent.wasm").display().to_string()],
+        "",
+    );
+    out.assert_code(2, "missing module");
+}

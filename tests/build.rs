@@ -1,0 +1,209 @@
+//! Builds the guests for `wasm32-unknown-unknown` before the tests
+//! compile, so `cargo test` needs no manual step and no `.wasm` is committed.
+//!
+//! Besides the examples, the test guests of `tests/guests/` (written for one
+//! test each, e.g. `flaky` for failover) are built the same way. The C and
+//! AssemblyScript examples are built by their own scripts, which install their
+//! toolchains when missing (see [`build_foreign_guests`]).
+//!
+//! The guests are built by a nested `cargo build` into a target directory of
+//! their own under `OUT_DIR` (the outer cargo holds the lock on the normal
+//! one). Each guest's path reaches the tests as a `WEIR_GUEST_<NAME>`
+//! environment variable at compile time.
+
+use std::env;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const TARGET: &str = "wasm32-unknown-unknown";
+/// The crates built as guests: (package, env var).
+const GUESTS: &[(&str, &str)] = &[
+    ("weir-example-split", "WEIR_GUEST_SPLIT"),
+    ("weir-example-count", "WEIR_GUEST_COUNT"),
+    ("weir-example-dedup", "WEIR_GUEST_DEDUP"),
+    ("weir-test-flaky", "WEIR_GUEST_FLAKY"),
+];
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
+    let root = manifest_dir.parent().unwrap().to_path_buf();
+    for watched in [
+        "abi",
+        "guest-sdk",
+        "examples/rust",
+        "tests/guests",
+        "Cargo.toml",
+        "Cargo.lock",
+    ] {
+        println!("cargo:rerun-if-changed={}", root.join(watched).display());
+    }
+
+    check_wasm_target();
+
+    let target_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("guests");
+    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&root)
+        .args(["build", "--release", "--target", TARGET, "--target-dir"])
+        .arg(&target_dir);
+    for (package, _) in GUESTS {
+        cmd.args(["-p", package]);
+    }
+    // What the outer build set for the host must not leak into the guests'.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd
+        .status()
+        .expect("failed to run cargo to build the wasm guests");
+    assert!(
+        status.success(),
+        "building the test guests for {TARGET} failed (see above)"
+    );
+
+    let out = target_dir.join(TARGET).join("release");
+    for (package, var) in GUESTS {
+        let wasm = out.join(format!("{}.wasm", package.replace('-', "_")));
+        assert!(
+            wasm.exists(),
+            "guest build did not produce {}",
+            wasm.display()
+        );
+        println!("cargo:rustc-env={var}={}", wasm.display());
+    }
+    let wat = root.join("examples/wat/count.wat");
+    println!("cargo:rustc-env=WEIR_GUEST_WAT_COUNT={}", wat.display());
+    println!("cargo:rerun-if-changed={}", wat.display());
+
+    build_foreign_guests(&root);
+}
+
+/// Fails the build with the one command that fixes it when the wasm target is missing.
+fn check_wasm_target() {
+    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot
+        .as_deref()
+        .map(|s| has_target(s, TARGET))
+        .unwrap_or(true); // cannot tell: let cargo report it
+    if !installed {
+        panic!(
+            "the Rust target {TARGET} is not installed, and the tests need it to build the \
+             example guests: run `rustup target add {TARGET}` (scripts/test.sh does this for you)"
+        );
+    }
+}
+
+fn has_target(sysroot: &Path, target: &str) -> bool {
+    sysroot
+        .join("lib/rustlib")
+        .join(target)
+        .join("lib")
+        .is_dir()
+}
+
+/// A guest written in another language than Rust, built by its own script.
+struct ForeignGuest {
+    /// What it is, for messages.
+    name: &'static str,
+    /// Its build script (relative to the workspace root), called as `bash SCRIPT OUT.wasm`;
+    /// it installs its toolchain when missing.
+    script: &'static str,
+    /// What it builds from, for `rerun-if-changed`.
+    sources: &'static [&'static str],
+    /// The environment variable that carries the module's path (empty when skipped).
+    env: &'static str,
+    /// What to install by hand when the script cannot.
+    needs: &'static str,
+}
+
+/// The `count` operators in C and AssemblyScript (`tests/all/languages.rs`).
+const FOREIGN_GUESTS: &[ForeignGuest] = &[
+    ForeignGuest {
+        name: "C count (examples/c)",
+        script: "examples/c/build.sh",
+        sources: &[
+            "examples/c/count.c",
+            "examples/c/weir.h",
+            "examples/c/build.sh",
+            "scripts/install-c-toolchain.sh",
+        ],
+        env: "WEIR_GUEST_C_COUNT",
+        needs: "clang and wasm-ld: `apt-get install -y clang lld` (Debian/Ubuntu)",
+    },
+    ForeignGuest {
+        name: "AssemblyScript count (examples/assemblyscript)",
+        script: "examples/assemblyscript/build.sh",
+        sources: &[
+            "examples/assemblyscript/assembly",
+            "examples/assemblyscript/package.json",
+            "examples/assemblyscript/package-lock.json",
+            "examples/assemblyscript/build.sh",
+            "scripts/install-assemblyscript.sh",
+        ],
+        env: "WEIR_GUEST_AS_COUNT",
+        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
+                examples/assemblyscript",
+    },
+];
+
+/// Builds the [`FOREIGN_GUESTS`] with their scripts. A guest that does not build fails the
+/// build, naming what to install — unless `WEIR_SKIP_FOREIGN_GUESTS=1` is set outside CI
+/// (`CI=true` never skips): then its variable is left empty, and its tests say loudly that they
+/// are skipped.
+fn build_foreign_guests(root: &Path) {
+    println!("cargo:rerun-if-env-changed=WEIR_SKIP_FOREIGN_GUESTS");
+    println!("cargo:rerun-if-env-changed=CI");
+    let in_ci = env::var("CI").is_ok_and(|v| v == "true");
+    let may_skip = !in_ci && env::var("WEIR_SKIP_FOREIGN_GUESTS").is_ok_and(|v| v == "1");
+    let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("foreign-guests");
+    for guest in FOREIGN_GUESTS {
+        for source in guest.sources {
+            println!("cargo:rerun-if-changed={}", root.join(source).display());
+        }
+        let wasm = out_dir.join(format!("{}.wasm", guest.env.to_lowercase()));
+        // The scripts' output goes to stderr: stdout is cargo's channel.
+        let status = Command::new("bash")
+            .arg(root.join(guest.script))
+            .arg(&wasm)
+            .current_dir(root)
+            .stdout(std::io::stderr())
+            .status();
+        let built = status.as_ref().is_ok_and(|s| s.success()) && wasm.exists();
+        if built {
+            println!("cargo:rustc-env={}={}", guest.env, wasm.display());
+        } else if may_skip {
+            println!(
+                "cargo:warning=SKIPPING the {} guest and its tests (WEIR_SKIP_FOREIGN_GUESTS=1): \
+                 {} failed; to build it install {}",
+                guest.name, guest.script, guest.needs
+            );
+            println!("cargo:rustc-env={}=", guest.env);
+        } else {
+            panic!(
+                "cannot build the {} guest: `bash {}` failed ({}). Install {}. To run the \
+                 other tests without it, set WEIR_SKIP_FOREIGN_GUESTS=1 (never honoured in CI).",
+                guest.name,
+                guest.script,
+                match &status {
+                    Ok(s) => s.to_string(),
+                    Err(e) => format!("cannot run bash: {e}"),
+                },
+                guest.needs
+            );
+        }
+    }
+}

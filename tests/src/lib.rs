@@ -1,0 +1,31 @@
+//! End-to-end tests of Weir with real guests.
+//!
+//! `build.rs` compiles the example operators and the test guests of
+//! `tests/guests/` to wasm before these tests build; [`guests`] names the
+//! resulting files.
+
+/// Paths of the guests built by `build.rs`.
+pub mod guests {
+    /// `examples/rust/split`, compiled to wasm.
+    pub const SPLIT: &str = env!("WEIR_GUEST_SPLIT");
+    /// `examples/rust/count`, compiled to wasm.
+    pub const COUNT: &str = env!("WEIR_GUEST_COUNT");
+    /// `examples/rust/dedup`, compiled to wasm.
+    pub const DEDUP: &str = env!("WEIR_GUEST_DEDUP");
+    /// `tests/guests/flaky`, compiled to wasm: passes records through, and panics at the
+    /// record whose timestamp its config names (`fail_at=<timestamp>`) unless it was restored.
+    pub const FLAKY: &str = env!("WEIR_GUEST_FLAKY");
+    /// `examples/wat/count.wat`, the hand-written WAT count (loaded as text).
+    pub const WAT_COUNT: &str = env!("WEIR_GUEST_WAT_COUNT");
+    /// `examples/c/count.c`, compiled by `examples/c/build.sh`; `None` when its toolchain was
+    /// missing and `WEIR_SKIP_FOREIGN_GUESTS=1` let the build skip it.
+    pub const C_COUNT: Option<&str> = built(env!("WEIR_GUEST_C_COUNT"));
+    /// `examples/assemblyscript`, compiled by its `build.sh`; `None` when skipped like
+    /// [`C_COUNT`].
+    pub const AS_COUNT: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT"));
+
+    /// A guest path as `build.rs` set it: empty when the guest was skipped.
+    const fn built(path: &'static str) -> Option<&'static str> {
+        if path.is_empty() { None } else { Some(path) }
+    }
+}
