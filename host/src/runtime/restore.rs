@@ -76,3 +76,112 @@ pub(crate) fn load_states(
     }
     Ok(states)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_VERSION, TaskStateMeta};
+    use crate::checkpoint::storage::MemoryStorage;
+    use crate::checkpoint::{CheckpointId, CheckpointKind};
+
+    /// A job with a generator, an operator `op` of the given parallelism and a sink.
+    fn job(op_name: &str, parallelism: u32) -> Job {
+        let text = format!(
+            "name = \"j\"\n\
+             [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\n\
+             [[operator]]\nname = \"{op_name}\"\nmodule = \"op.wasm\"\nparallelism = {parallelism}\n\
+             inputs = [{{ from = \"gen\", partition = \"rebalance\" }}]\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [{{ from = \"{op_name}\", partition = \"rebalance\" }}]\n"
+        );
+        Job::from_str(&text, "/jobs", "j.toml").unwrap()
+    }
+
+    /// Checkpoint 1 of `job`, every task holding `inner` as its state.
+    fn checkpoint(storage: &MemoryStorage, job: &Job, inner: &[u8]) -> RestorePoint {
+        let id = CheckpointId(1);
+        let tasks = job
+            .tasks()
+            .map(|task| {
+                let bytes = TaskState {
+                    finished: false,
+                    inner: inner.to_vec(),
+                }
+                .encode();
+                let handle = storage
+                    .write_state(CheckpointKind::Checkpoint, id, &task, &bytes)
+                    .unwrap();
+                TaskStateMeta {
+                    task,
+                    handle,
+                    state_bytes: bytes.len() as u64,
+                    sync_duration_ms: 0,
+                    async_duration_ms: 0,
+                    alignment_duration_ms: 0,
+                }
+            })
+            .collect();
+        let metadata = CheckpointMetadata {
+            format_version: METADATA_VERSION,
+            job_name: job.name.clone(),
+            job_fingerprint: job.fingerprint(),
+            checkpoint_id: id,
+            kind: CheckpointKind::Checkpoint,
+            trigger_time_ms: 0,
+            completion_time_ms: 0,
+            duration_ms: 0,
+            parallelism: job
+                .vertices
+                .iter()
+                .map(|v| (v.name.clone(), v.parallelism))
+                .collect(),
+            tasks,
+        };
+        let location = storage.write_metadata(&metadata).unwrap();
+        RestorePoint { location, metadata }
+    }
+
+    #[test]
+    fn restores_every_task_of_an_unchanged_job() {
+        let storage = MemoryStorage::default();
+        let job = job("op", 2);
+        let point = checkpoint(&storage, &job, b"state");
+        let states = load_states(&storage, &point, &job, false).unwrap();
+        assert_eq!(states.len(), job.tasks().count());
+        assert_eq!(states[&TaskId::new("op", 1)].inner, b"state");
+    }
+
+    #[test]
+    fn refuses_a_changed_parallelism_of_a_stateful_operator() {
+        let storage = MemoryStorage::default();
+        let point = checkpoint(&storage, &job("op", 2), b"state");
+        let err = load_states(&storage, &point, &job("op", 3), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("parallelism of `op` changed from 2 to 3"),
+            "{err}"
+        );
+        assert!(err.contains("set its parallelism back to 2"), "{err}");
+    }
+
+    #[test]
+    fn allows_a_changed_parallelism_of_a_stateless_operator() {
+        let storage = MemoryStorage::default();
+        let point = checkpoint(&storage, &job("op", 2), b"");
+        let states = load_states(&storage, &point, &job("op", 3), false).unwrap();
+        assert!(!states.keys().any(|t| t.vertex == "op"));
+    }
+
+    #[test]
+    fn state_of_a_vertex_the_job_lost_needs_allow_non_restored_state() {
+        let storage = MemoryStorage::default();
+        let point = checkpoint(&storage, &job("old", 1), b"state");
+        let err = load_states(&storage, &point, &job("new", 1), false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("holds state for `old`"), "{err}");
+        assert!(err.contains("--allow-non-restored-state"), "{err}");
+        let states = load_states(&storage, &point, &job("new", 1), true).unwrap();
+        assert!(states.keys().all(|t| t.vertex != "old"));
+    }
+}
