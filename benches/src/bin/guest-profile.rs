@@ -1,0 +1,55 @@
+//! `guest-profile`: runs the count guest on bare wasmtime with a perf map, for `perf record`.
+//!
+//! ```text
+//! perf record -e cpu-clock -g -- target/release/guest-profile 10 1024
+//! perf report --no-children --sort sym
+//! ```
+//!
+//! Arguments: seconds to run (default 10), records per batch (default 1024). The workload is
+//! the guest-call benchmark's: 100 000 keys, 16-byte values, state warmed with every key.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use weir_benches::guests::COUNT_WASM;
+use weir_benches::raw_guest::RawGuest;
+use weir_benches::workload::Workload;
+
+fn main() -> ExitCode {
+    let mut args = std::env::args().skip(1);
+    let seconds: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(10);
+    let batch_size: usize = args.next().and_then(|a| a.parse().ok()).unwrap_or(1024);
+    match run(Duration::from_secs(seconds), batch_size) {
+        Ok(records) => {
+            println!("{records} records through the count guest in {seconds} s");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("guest-profile: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(time: Duration, batch_size: usize) -> wasmtime::Result<u64> {
+    let workload = Workload {
+        seed: 1,
+        keys: 100_000,
+        value_size: 16,
+    };
+    let mut guest = RawGuest::load(Path::new(COUNT_WASM), "count")?;
+    for batch in workload.every_key(1024) {
+        guest.process(&batch)?;
+    }
+    let batches = workload.batches(batch_size, 1 << 17);
+    let start = Instant::now();
+    let mut records = 0;
+    while start.elapsed() < time {
+        for batch in &batches {
+            guest.process(batch)?;
+        }
+        records += 1 << 17;
+    }
+    Ok(records)
+}

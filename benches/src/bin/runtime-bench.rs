@@ -1,0 +1,222 @@
+//! `runtime-bench`: whole jobs through the engine, and checkpoint/restore against state size.
+//!
+//! ```text
+//! cargo run --release -p weir-benches --bin runtime-bench -- --json target/bench-results.json
+//! ```
+//!
+//! Prints a table per benchmark; with `--json`, also writes every result (and, with
+//! `--criterion`, the guest-call results criterion saved) to one JSON file.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Parser;
+use weir_benches::BenchError;
+use weir_benches::guests::COUNT_WASM;
+use weir_benches::pipeline::{self, PipelineCase, PipelineResult};
+use weir_benches::report::{self, Machine, Report};
+use weir_benches::state_size::{self, StateSizeResult};
+use weir_benches::summary::Summary;
+
+/// Weir's runtime benchmarks: generator → key-hash → count → blackhole through the real
+/// engine, and checkpoint/restore time against state size.
+#[derive(Debug, Parser)]
+#[command(name = "runtime-bench")]
+struct Args {
+    /// Records the generator emits per job run.
+    #[arg(long, default_value_t = 5_000_000)]
+    records: u64,
+    /// Distinct keys.
+    #[arg(long, default_value_t = 100_000)]
+    keys: u64,
+    /// Bytes per value.
+    #[arg(long, default_value_t = 16)]
+    value_size: usize,
+    /// Measured runs per case (after one warm-up run); the median is reported.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Parallelisms to run, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,2")]
+    parallelism: Vec<u32>,
+    /// Checkpoint intervals in ms, comma-separated; 0 = checkpointing off.
+    #[arg(long, value_delimiter = ',', default_value = "0,1000,100")]
+    intervals_ms: Vec<u64>,
+    /// Count state sizes for the checkpoint/restore benchmark, in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,100000000")]
+    state_bytes: Vec<u64>,
+    /// Skip the job benchmark.
+    #[arg(long)]
+    no_pipeline: bool,
+    /// Skip the state-size benchmark.
+    #[arg(long)]
+    no_state: bool,
+    /// Write every result to this JSON file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Criterion's output directory, whose guest-call results go into the JSON file.
+    #[arg(long)]
+    criterion: Option<PathBuf>,
+    /// The criterion baselines to read from it (one per repetition of the suite).
+    #[arg(long, value_delimiter = ',', default_value = "new")]
+    baselines: Vec<String>,
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("runtime-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Args) -> Result<(), BenchError> {
+    let module = Path::new(COUNT_WASM);
+    let runs = args.runs.max(1);
+    let mut machine = Machine::now();
+    println!(
+        "machine: {} CPUs, {}; load before: {}",
+        machine.cpus,
+        machine.cpu_model.as_deref().unwrap_or("unknown CPU"),
+        machine.load_before.as_deref().unwrap_or("?")
+    );
+
+    let mut pipelines = Vec::new();
+    if !args.no_pipeline {
+        println!(
+            "\n## generator → key-hash → count → blackhole: {} records, {} keys, {}-byte values, \
+             median of {runs} runs (after a warm-up run)\n",
+            args.records, args.keys, args.value_size
+        );
+        println!(
+            "| parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
+             checkpoint duration ms (median, max) | sync ms (median, max) | async ms (median, max) | \
+             bytes per checkpoint (median) |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|");
+        for &parallelism in &args.parallelism {
+            for &interval in &args.intervals_ms {
+                let case = PipelineCase {
+                    parallelism,
+                    interval_ms: (interval > 0).then_some(interval),
+                    records: args.records,
+                    keys: args.keys,
+                    value_size: args.value_size,
+                };
+                let result = pipeline::measure(&case, module, runs, true, |run| {
+                    eprintln!(
+                        "  {}: {:.0} records/s in {:.2} s, {} checkpoints",
+                        case.label(),
+                        run.records_per_s,
+                        run.seconds,
+                        run.checkpoints_completed
+                    );
+                })?;
+                println!("{}", pipeline_row(&result));
+                pipelines.push(result);
+            }
+        }
+    }
+
+    let mut states = Vec::new();
+    if !args.no_state {
+        println!(
+            "\n## count state: checkpoint (snapshot + durable write) and restore (read + \
+             restore), ms, median of {runs} (min – max)\n"
+        );
+        println!(
+            "| state | keys | snapshot | write | checkpoint | read | restore | restore total | \
+             instantiate | native snapshot | native restore |"
+        );
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        for &bytes in &args.state_bytes {
+            let result = state_size::measure(module, bytes, runs)?;
+            println!("{}", state_row(&result));
+            states.push(result);
+        }
+    }
+
+    machine.load_after = report::load_average();
+    println!(
+        "\nload after: {}",
+        machine.load_after.as_deref().unwrap_or("?")
+    );
+    if let Some(path) = &args.json {
+        let guest_call = match &args.criterion {
+            Some(dir) if dir.is_dir() => report::read_criterion(dir, &args.baselines)?,
+            _ => Vec::new(),
+        };
+        let report = Report {
+            machine,
+            guest_call,
+            pipeline: pipelines,
+            state_size: states,
+        };
+        let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
+        std::fs::write(path, json).map_err(|source| BenchError::Io {
+            action: "write",
+            path: path.clone(),
+            source,
+        })?;
+        println!("results written to {}", path.display());
+    }
+    Ok(())
+}
+
+fn pipeline_row(r: &PipelineResult) -> String {
+    let interval = match r.case.interval_ms {
+        None => "off".to_string(),
+        Some(ms) => format!("every {ms} ms"),
+    };
+    let done = r
+        .checkpoints_completed
+        .iter()
+        .map(u64::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let med_max = |s: &Option<Summary>| match s {
+        Some(s) => format!("{:.0}, {:.0}", s.median, s.max),
+        None => "–".to_string(),
+    };
+    format!(
+        "| {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} |",
+        r.case.parallelism,
+        r.records_per_s.median / 1e6,
+        r.records_per_s.min / 1e6,
+        r.records_per_s.max / 1e6,
+        med_max(&r.checkpoint_duration_ms),
+        med_max(&r.checkpoint_sync_ms),
+        med_max(&r.checkpoint_async_ms),
+        r.checkpoint_bytes
+            .map_or("–".to_string(), |s| bytes(s.median as u64)),
+    )
+}
+
+fn state_row(r: &StateSizeResult) -> String {
+    let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
+    format!(
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        bytes(r.state_bytes),
+        r.keys,
+        ms(&r.snapshot_ms),
+        ms(&r.write_ms),
+        ms(&r.checkpoint_ms),
+        ms(&r.read_ms),
+        ms(&r.restore_ms),
+        ms(&r.restore_total_ms),
+        ms(&r.instantiate_ms),
+        ms(&r.native_snapshot_ms),
+        ms(&r.native_restore_ms),
+    )
+}
+
+/// Bytes in decimal units, as state sizes are stated.
+fn bytes(n: u64) -> String {
+    match n {
+        n if n >= 1_000_000 => format!("{:.1} MB", n as f64 / 1e6),
+        n if n >= 1_000 => format!("{:.1} kB", n as f64 / 1e3),
+        n => format!("{n} B"),
+    }
+}

@@ -1,0 +1,30 @@
+//! Weir's benchmarks, and the code they share.
+//!
+//! Two front doors, both kept out of `cargo test`:
+//!
+//! - `cargo bench -p weir-benches --bench guest_call` (criterion): batches of the `count`
+//!   operator through its wasm guest ([`weir::wasm::GuestInstance::process`]) against the same
+//!   operator compiled natively, at batch sizes 1, 64 and 1024; plus the cost of one
+//!   host→guest call, alone and as a whole ABI round trip ([`guests::IDENTITY_WAT`]).
+//! - `cargo run --release -p weir-benches --bin runtime-bench`: whole jobs through the real
+//!   engine ([`pipeline`]), and checkpoint/restore time against state size ([`state_size`]).
+//!
+//! - `guest-profile`: the count guest on bare wasmtime with a perf map ([`raw_guest`]), so
+//!   `perf` can name the functions inside the guest.
+//!
+//! `scripts/bench.sh` runs both and writes `target/bench-results.json` ([`report`]);
+//! `docs/BENCHMARKS.md` holds the results and their analysis.
+//!
+//! Performance is shown here, by measurement, and never asserted by a timed test.
+
+pub mod error;
+pub mod guests;
+pub mod native_count;
+pub mod pipeline;
+pub mod raw_guest;
+pub mod report;
+pub mod state_size;
+pub mod summary;
+pub mod workload;
+
+pub use error::BenchError;

@@ -1,0 +1,265 @@
+//! Whole jobs through the real engine: generator → key-hash → `count` → blackhole.
+//!
+//! Each run writes a job file into a fresh temporary directory (the module path absolute, the
+//! checkpoint directory inside the temporary one), loads it with [`Job::load`], compiles it with
+//! [`JobRunner::new`] — outside the timing — and times [`JobRunner::run`] from the call to the
+//! job's end: instantiating the guests, generating, routing, counting and draining every record,
+//! and every checkpoint taken on the way. Checkpoint statistics are read back afterwards from
+//! the `_metadata` file of each checkpoint, which the job is told to retain.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+use weir::checkpoint::CheckpointKind;
+use weir::job::{Job, JobStatus};
+use weir::runtime::{JobRunner, RunOptions};
+
+use crate::error::BenchError;
+use crate::summary::Summary;
+
+/// One configuration of the benchmark job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PipelineCase {
+    /// Parallelism of every vertex (generator, count, blackhole).
+    pub parallelism: u32,
+    /// Checkpoint interval; `None` = checkpointing off.
+    pub interval_ms: Option<u64>,
+    /// Records the generator emits over all its subtasks.
+    pub records: u64,
+    /// Distinct keys.
+    pub keys: u64,
+    /// Bytes per value.
+    pub value_size: usize,
+}
+
+impl PipelineCase {
+    /// A short name for tables and file names, e.g. `p2-100ms`.
+    pub fn label(&self) -> String {
+        let interval = match self.interval_ms {
+            None => "off".to_string(),
+            Some(ms) if ms % 1000 == 0 => format!("{}s", ms / 1000),
+            Some(ms) => format!("{ms}ms"),
+        };
+        format!("p{}-{interval}", self.parallelism)
+    }
+
+    /// The job file of this case: `module` is the count guest, `checkpoints` the checkpoint
+    /// directory (both absolute).
+    pub fn job_toml(&self, module: &Path, checkpoints: &Path) -> String {
+        let mut toml = format!("name = \"bench-{}\"\n\n", self.label());
+        // Checkpointing off is the absence of an interval.
+        toml.push_str("[checkpoint]\n");
+        if let Some(ms) = self.interval_ms {
+            toml.push_str(&format!("interval = \"{ms}ms\"\n"));
+        }
+        toml.push_str(&format!(
+            "directory = {}\n\
+             # Keep every checkpoint, so each one's statistics can be read afterwards.\n\
+             retained = 100000\n\n\
+             [restart]\n\
+             strategy = \"none\"\n\n\
+             [[source]]\n\
+             name = \"gen\"\n\
+             type = \"generator\"\n\
+             seed = 1\n\
+             count = {records}\n\
+             keys = {keys}\n\
+             value_size = {value_size}\n\
+             parallelism = {p}\n\n\
+             [[operator]]\n\
+             name = \"count\"\n\
+             module = {module}\n\
+             parallelism = {p}\n\
+             inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\n\
+             [[sink]]\n\
+             name = \"sink\"\n\
+             type = \"blackhole\"\n\
+             parallelism = {p}\n\
+             inputs = [{{ from = \"count\", partition = \"forward\" }}]\n",
+            toml_string(checkpoints),
+            records = self.records,
+            keys = self.keys,
+            value_size = self.value_size,
+            p = self.parallelism,
+            module = toml_string(module),
+        ));
+        toml
+    }
+}
+
+/// A path as a TOML literal string (single quotes: no escapes to get wrong).
+fn toml_string(path: &Path) -> String {
+    format!("'{}'", path.display())
+}
+
+/// What one completed checkpoint cost, from its `_metadata`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CheckpointSample {
+    /// The checkpoint id.
+    pub id: u64,
+    /// Trigger to completion, in milliseconds.
+    pub duration_ms: u64,
+    /// State of all tasks, in bytes (sources' positions and sinks' included).
+    pub state_bytes: u64,
+    /// State of the `count` tasks alone, in bytes.
+    pub count_state_bytes: u64,
+    /// Longest synchronous part (guest snapshot and copy out) of any task, in milliseconds.
+    pub max_sync_ms: u64,
+    /// Longest asynchronous part (frame, write, fsync) of any task, in milliseconds.
+    pub max_async_ms: u64,
+    /// Longest barrier alignment of any task, in milliseconds.
+    pub max_alignment_ms: u64,
+}
+
+/// One run of a case.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PipelineRun {
+    /// `JobRunner::run`, call to return, in seconds.
+    pub seconds: f64,
+    /// Records through the job per second: generated records / `seconds`.
+    pub records_per_s: f64,
+    /// Checkpoints completed, as the job's monitor counted them.
+    pub checkpoints_completed: u64,
+    /// Checkpoints failed.
+    pub checkpoints_failed: u64,
+    /// Every completed checkpoint, from its metadata.
+    pub checkpoints: Vec<CheckpointSample>,
+}
+
+/// Runs `case` once with the count guest at `module`, in a fresh temporary directory.
+pub fn run_once(case: &PipelineCase, module: &Path) -> Result<PipelineRun, BenchError> {
+    let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
+        action: "create a temporary directory",
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let job_file = dir.path().join("job.toml");
+    let toml = case.job_toml(module, &dir.path().join("checkpoints"));
+    std::fs::write(&job_file, toml).map_err(|source| BenchError::Io {
+        action: "write",
+        path: job_file.clone(),
+        source,
+    })?;
+    let job = Job::load(&job_file)?;
+    let job_name = job.name.clone();
+    let runner = JobRunner::new(job, RunOptions::default())?;
+    let monitor = runner.monitor();
+    let storage = runner.storage();
+
+    // The sender stays alive for the whole run: nothing is ever requested of the job.
+    let (_requests, requests) = tokio::sync::mpsc::unbounded_channel();
+    let start = Instant::now();
+    let outcome = runner.run(requests)?;
+    let seconds = start.elapsed().as_secs_f64();
+    if outcome.status != JobStatus::Finished {
+        return Err(BenchError::JobEnded {
+            job: job_name,
+            status: outcome.status,
+            failure: outcome.failure.unwrap_or_default(),
+        });
+    }
+    let delivered = monitor.records_out();
+    if delivered != case.records {
+        return Err(BenchError::Wrong(format!(
+            "{} records generated but {delivered} reached the sink",
+            case.records
+        )));
+    }
+
+    let (checkpoints_completed, checkpoints_failed) = monitor.checkpoint_counts();
+    let mut checkpoints = Vec::new();
+    for listing in storage.list()? {
+        let Some(meta) = listing.metadata() else {
+            continue;
+        };
+        if meta.kind != CheckpointKind::Checkpoint {
+            continue;
+        }
+        let max = |f: fn(&weir::checkpoint::metadata::TaskStateMeta) -> u64| {
+            meta.tasks.iter().map(f).max().unwrap_or(0)
+        };
+        checkpoints.push(CheckpointSample {
+            id: meta.checkpoint_id.0,
+            duration_ms: meta.duration_ms,
+            state_bytes: meta.state_bytes(),
+            count_state_bytes: meta
+                .tasks
+                .iter()
+                .filter(|t| t.task.vertex == "count")
+                .map(|t| t.state_bytes)
+                .sum(),
+            max_sync_ms: max(|t| t.sync_duration_ms),
+            max_async_ms: max(|t| t.async_duration_ms),
+            max_alignment_ms: max(|t| t.alignment_duration_ms),
+        });
+    }
+    Ok(PipelineRun {
+        seconds,
+        records_per_s: case.records as f64 / seconds,
+        checkpoints_completed,
+        checkpoints_failed,
+        checkpoints,
+    })
+}
+
+/// A case measured several times, summarised.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PipelineResult {
+    /// What was run.
+    pub case: PipelineCase,
+    /// Records per second over the runs.
+    pub records_per_s: Summary,
+    /// Checkpoints completed per run.
+    pub checkpoints_completed: Vec<u64>,
+    /// Checkpoints failed per run.
+    pub checkpoints_failed: Vec<u64>,
+    /// Checkpoint duration (trigger to completion, ms) over every checkpoint of every run.
+    pub checkpoint_duration_ms: Option<Summary>,
+    /// Longest synchronous part of a task, ms, over every checkpoint of every run.
+    pub checkpoint_sync_ms: Option<Summary>,
+    /// Longest asynchronous part of a task, ms, over every checkpoint of every run.
+    pub checkpoint_async_ms: Option<Summary>,
+    /// Total state bytes of a checkpoint, over every checkpoint of every run.
+    pub checkpoint_bytes: Option<Summary>,
+    /// Every run, as measured.
+    pub runs: Vec<PipelineRun>,
+}
+
+/// Runs `case` `runs` times (after one unrecorded warm-up run when `warm_up`) and summarises.
+pub fn measure(
+    case: &PipelineCase,
+    module: &Path,
+    runs: usize,
+    warm_up: bool,
+    mut progress: impl FnMut(&PipelineRun),
+) -> Result<PipelineResult, BenchError> {
+    if warm_up {
+        run_once(case, module)?;
+    }
+    let mut done = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let run = run_once(case, module)?;
+        progress(&run);
+        done.push(run);
+    }
+    let all = |f: fn(&CheckpointSample) -> u64| {
+        let samples: Vec<f64> = done
+            .iter()
+            .flat_map(|r| r.checkpoints.iter().map(|c| f(c) as f64))
+            .collect();
+        Summary::of(&samples)
+    };
+    let rates: Vec<f64> = done.iter().map(|r| r.records_per_s).collect();
+    Ok(PipelineResult {
+        case: case.clone(),
+        records_per_s: Summary::of(&rates).expect("at least one run"),
+        checkpoints_completed: done.iter().map(|r| r.checkpoints_completed).collect(),
+        checkpoints_failed: done.iter().map(|r| r.checkpoints_failed).collect(),
+        checkpoint_duration_ms: all(|c| c.duration_ms),
+        checkpoint_sync_ms: all(|c| c.max_sync_ms),
+        checkpoint_async_ms: all(|c| c.max_async_ms),
+        checkpoint_bytes: all(|c| c.state_bytes),
+        runs: done,
+    })
+}

@@ -1,0 +1,197 @@
+//! Checkpoint and restore time against state size, on the `count` guest driven directly.
+//!
+//! One instance is filled with `keys` distinct keys (`key-0` …), which gives it a state of
+//! about 13 bytes per key (bincode: length, `key-<n>`, count). Then, each repetition:
+//!
+//! 1. **snapshot** — [`GuestInstance::snapshot`]: the guest encodes its map with bincode and
+//!    hands it to the host, which copies it out: the synchronous part of a checkpoint;
+//! 2. **write** — [`CheckpointStorage::write_state`] on [`LocalStorage`] in a temporary
+//!    directory: frame + CRC-32, write, fsync, rename, fsync the directory: the asynchronous
+//!    part;
+//! 3. **read** — [`CheckpointStorage::read_state`]: read back and verify the frame;
+//! 4. **restore** — [`GuestInstance::restore`] into a fresh instance (instantiated beforehand,
+//!    timed apart): copy in, then the guest decodes the map.
+//!
+//! The same state is also snapshot and restored natively through `weir_sdk::testing::Harness`
+//! (the operator compiled for the host), to tell the cost of wasm from the cost of the work.
+
+use std::path::Path;
+use std::time::Instant;
+
+use serde::Serialize;
+use weir::checkpoint::layout::CheckpointLayout;
+use weir::checkpoint::storage::{CheckpointStorage, LocalStorage};
+use weir::checkpoint::{CheckpointId, CheckpointKind};
+use weir::dataflow::TaskId;
+use weir::wasm::{GuestInstance, GuestLimits, WasmEngine};
+use weir_example_count::Count;
+use weir_sdk::Context;
+use weir_sdk::testing::Harness;
+
+use crate::error::BenchError;
+use crate::guests::single;
+use crate::summary::Summary;
+use crate::workload::distinct_keys;
+
+/// Records per batch while filling the state.
+const FILL_BATCH: usize = 4096;
+
+/// The limits the state benchmark runs its guests under: the defaults, except memory — 100 MB
+/// of count state is ~8 M keys, several hundred MB of guest heap plus the snapshot buffer —
+/// and a call timeout long enough for the largest snapshot. Set explicitly, so the benchmark
+/// does not change when the defaults do.
+pub fn limits() -> GuestLimits {
+    GuestLimits {
+        // The whole wasm32 address space: 65 536 pages of 64 KiB.
+        max_memory_bytes: 4 << 30,
+        call_timeout: std::time::Duration::from_secs(300),
+        ..GuestLimits::default()
+    }
+}
+
+/// Keys that give the count operator about `bytes` bytes of state.
+pub fn keys_for(bytes: u64) -> u64 {
+    // bincode of one entry: a 1-byte length, `key-<n>` (4 bytes + the digits of n), a 1-byte
+    // count of 1. Most keys have as many digits as the largest, so estimate it, then refine.
+    let entry = |keys: u64| 1 + 4 + u64::from(keys.max(1).ilog10() + 1) + 1;
+    let first = bytes / entry(bytes / 13);
+    (bytes / entry(first)).max(1)
+}
+
+/// One state size, measured.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StateSizeResult {
+    /// The size asked for, in bytes.
+    pub target_bytes: u64,
+    /// Distinct keys in the state.
+    pub keys: u64,
+    /// The snapshot's actual size, in bytes.
+    pub state_bytes: u64,
+    /// Filling the state through `weir_process`, seconds (once).
+    pub fill_s: f64,
+    /// `GuestInstance::snapshot`, ms.
+    pub snapshot_ms: Summary,
+    /// `LocalStorage::write_state` (frame, CRC, write, fsync, rename), ms.
+    pub write_ms: Summary,
+    /// Checkpoint total: snapshot + write, ms.
+    pub checkpoint_ms: Summary,
+    /// Instantiating a fresh instance and `weir_init`, ms (not part of restore).
+    pub instantiate_ms: Summary,
+    /// `LocalStorage::read_state` (read, verify), ms.
+    pub read_ms: Summary,
+    /// `GuestInstance::restore` into the fresh instance, ms.
+    pub restore_ms: Summary,
+    /// Restore total: read + restore, ms.
+    pub restore_total_ms: Summary,
+    /// The same state snapshot natively (`Harness::snapshot`), ms.
+    pub native_snapshot_ms: Summary,
+    /// The same state restored natively into a fresh instance (`Harness::restore_into_fresh`), ms.
+    pub native_restore_ms: Summary,
+}
+
+/// Measures checkpoint and restore of about `target_bytes` of count state, `runs` times.
+pub fn measure(
+    module: &Path,
+    target_bytes: u64,
+    runs: usize,
+) -> Result<StateSizeResult, BenchError> {
+    let engine = WasmEngine::new(limits())?;
+    let module = engine.load_file(module)?;
+    let keys = keys_for(target_bytes);
+
+    let mut guest = module.instantiate(single("count"), b"")?;
+    let start = Instant::now();
+    for batch in distinct_keys(0..keys, 0, FILL_BATCH) {
+        guest.process(&batch)?;
+    }
+    let fill_s = start.elapsed().as_secs_f64();
+
+    let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
+        action: "create a temporary directory",
+        path: std::env::temp_dir(),
+        source,
+    })?;
+    let storage = LocalStorage::new(CheckpointLayout::new(dir.path()));
+    let task = TaskId::new("count", 0);
+    let mut phases: [Vec<f64>; 5] = Default::default();
+    let [snapshot_ms, write_ms, instantiate_ms, read_ms, restore_ms] = &mut phases;
+    let mut state_bytes = 0;
+    for run in 0..runs {
+        let id = CheckpointId(run as u64 + 1);
+        let (state, ms) = timed(|| guest.snapshot(id.0))?;
+        snapshot_ms.push(ms);
+        state_bytes = state.len() as u64;
+        let (handle, ms) =
+            timed(|| storage.write_state(CheckpointKind::Checkpoint, id, &task, &state))?;
+        write_ms.push(ms);
+
+        let (mut fresh, ms) = timed(|| module.instantiate(single("count"), b""))?;
+        instantiate_ms.push(ms);
+        let location = storage.layout().location(CheckpointKind::Checkpoint, id);
+        let (bytes, ms) = timed(|| storage.read_state(&location, &handle))?;
+        read_ms.push(ms);
+        let ((), ms) = timed(|| fresh.restore(&bytes))?;
+        restore_ms.push(ms);
+        if run == 0 {
+            check_round_trip(&mut fresh, &state)?;
+        }
+        storage.discard(CheckpointKind::Checkpoint, id)?;
+    }
+    drop(guest);
+
+    let (native_snapshot_ms, native_restore_ms) = native(keys, runs)?;
+    let sum = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x + y).collect() };
+    let summary = |samples: &[f64]| Summary::of(samples).expect("at least one run");
+    Ok(StateSizeResult {
+        target_bytes,
+        keys,
+        state_bytes,
+        fill_s,
+        snapshot_ms: summary(snapshot_ms),
+        write_ms: summary(write_ms),
+        checkpoint_ms: summary(&sum(snapshot_ms, write_ms)),
+        instantiate_ms: summary(instantiate_ms),
+        read_ms: summary(read_ms),
+        restore_ms: summary(restore_ms),
+        restore_total_ms: summary(&sum(read_ms, restore_ms)),
+        native_snapshot_ms: summary(&native_snapshot_ms),
+        native_restore_ms: summary(&native_restore_ms),
+    })
+}
+
+/// The restored instance must hold exactly the state it was restored from.
+fn check_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(), BenchError> {
+    let again = fresh.snapshot(u64::MAX >> 1)?;
+    if again != state {
+        return Err(BenchError::Wrong(format!(
+            "a restored instance snapshots {} bytes, not the {} it was restored from",
+            again.len(),
+            state.len()
+        )));
+    }
+    Ok(())
+}
+
+/// Snapshot and restore times, ms, of the native operator holding `keys` keys.
+fn native(keys: u64, runs: usize) -> Result<(Vec<f64>, Vec<f64>), BenchError> {
+    let native = |e: weir_sdk::Error| BenchError::Native(e.to_string());
+    let mut harness = Harness::<Count>::new(Context::new("count")).map_err(native)?;
+    for batch in distinct_keys(0..keys, 0, FILL_BATCH) {
+        harness.push_batch(&batch).map_err(native)?;
+    }
+    let (mut snapshot_ms, mut restore_ms) = (Vec::new(), Vec::new());
+    for _ in 0..runs {
+        let (state, ms) = timed(|| harness.snapshot()).map_err(native)?;
+        snapshot_ms.push(ms);
+        let ((), ms) = timed(|| harness.restore_into_fresh(&state)).map_err(native)?;
+        restore_ms.push(ms);
+    }
+    Ok((snapshot_ms, restore_ms))
+}
+
+/// Runs `f` and returns its result with its running time in milliseconds.
+fn timed<T, E>(f: impl FnOnce() -> Result<T, E>) -> Result<(T, f64), E> {
+    let start = Instant::now();
+    let value = f()?;
+    Ok((value, start.elapsed().as_secs_f64() * 1e3))
+}
