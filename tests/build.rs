@@ -15,104 +15,38 @@ use std::env;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const TARGET: &str = "wasm32-unknown-unknown";
-/// The crates built as guests: (package, env var).
-const GUESTS: &[(&str, &str)] = &[
-    ("weir-example-split", "WEIR_GUEST_SPLIT"),
-    ("weir-example-count", "WEIR_GUEST_COUNT"),
-    ("weir-example-dedup", "WEIR_GUEST_DEDUP"),
-    ("weir-test-flaky", "WEIR_GUEST_FLAKY"),
+use weir_guest_build::Guest;
+
+/// The crates built as guests, and the variable each one's path reaches the tests in.
+const GUESTS: &[Guest] = &[
+    Guest {
+        package: "weir-example-split",
+        env: "WEIR_GUEST_SPLIT",
+    },
+    Guest {
+        package: "weir-example-count",
+        env: "WEIR_GUEST_COUNT",
+    },
+    Guest {
+        package: "weir-example-dedup",
+        env: "WEIR_GUEST_DEDUP",
+    },
+    Guest {
+        package: "weir-test-flaky",
+        env: "WEIR_GUEST_FLAKY",
+    },
 ];
 
 fn main() {
     let manifest_dir = PathBuf::from(env::var_os("CARGO_MANIFEST_DIR").unwrap());
     let root = manifest_dir.parent().unwrap().to_path_buf();
-    for watched in [
-        "abi",
-        "guest-sdk",
-        "examples/rust",
-        "tests/guests",
-        "Cargo.toml",
-        "Cargo.lock",
-    ] {
-        println!("cargo:rerun-if-changed={}", root.join(watched).display());
-    }
+    weir_guest_build::build(GUESTS, &["tests/guests"]);
 
-    check_wasm_target();
-
-    let target_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("guests");
-    let cargo = env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut cmd = Command::new(cargo);
-    cmd.current_dir(&root)
-        .args(["build", "--release", "--target", TARGET, "--target-dir"])
-        .arg(&target_dir);
-    for (package, _) in GUESTS {
-        cmd.args(["-p", package]);
-    }
-    // What the outer build set for the host must not leak into the guests'.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
-    let status = cmd
-        .status()
-        .expect("failed to run cargo to build the wasm guests");
-    assert!(
-        status.success(),
-        "building the test guests for {TARGET} failed (see above)"
-    );
-
-    let out = target_dir.join(TARGET).join("release");
-    for (package, var) in GUESTS {
-        let wasm = out.join(format!("{}.wasm", package.replace('-', "_")));
-        assert!(
-            wasm.exists(),
-            "guest build did not produce {}",
-            wasm.display()
-        );
-        println!("cargo:rustc-env={var}={}", wasm.display());
-    }
     let wat = root.join("examples/wat/count.wat");
     println!("cargo:rustc-env=WEIR_GUEST_WAT_COUNT={}", wat.display());
     println!("cargo:rerun-if-changed={}", wat.display());
 
     build_foreign_guests(&root);
-}
-
-/// Fails the build with the one command that fixes it when the wasm target is missing.
-fn check_wasm_target() {
-    let rustc = env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
-    let sysroot = Command::new(rustc)
-        .args(["--print", "sysroot"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
-    let installed = sysroot
-        .as_deref()
-        .map(|s| has_target(s, TARGET))
-        .unwrap_or(true); // cannot tell: let cargo report it
-    if !installed {
-        panic!(
-            "the Rust target {TARGET} is not installed, and the tests need it to build the \
-             example guests: run `rustup target add {TARGET}` (scripts/test.sh does this for you)"
-        );
-    }
-}
-
-fn has_target(sysroot: &Path, target: &str) -> bool {
-    sysroot
-        .join("lib/rustlib")
-        .join(target)
-        .join("lib")
-        .is_dir()
 }
 
 /// A guest written in another language than Rust, built by its own script.
