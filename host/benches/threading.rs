@@ -41,10 +41,12 @@ fn thread_handoff(n: u64) -> Duration {
     started.elapsed()
 }
 
-/// tokio tasks with a bounded mpsc channel, each batch's work moved to the
-/// blocking pool with `spawn_blocking` (what keeping guest calls off the
-/// reactor costs in that model).
-fn tokio_spawn_blocking(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
+/// tokio tasks with a bounded mpsc channel. With `blocking`, each batch's work
+/// moves to the blocking pool with `spawn_blocking` (what keeping guest calls
+/// off the reactor costs in that model); without it, the work runs inline on
+/// the async worker: the fastest tokio variant, and the one Weir must not use,
+/// since a guest call may take up to its call timeout and would block the reactor.
+fn tokio_handoff(rt: &tokio::runtime::Runtime, n: u64, blocking: bool) -> Duration {
     rt.block_on(async move {
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
         let started = Instant::now();
@@ -55,29 +57,11 @@ fn tokio_spawn_blocking(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
         });
         let mut sum = 0;
         while let Some(b) = rx.recv().await {
-            sum += tokio::task::spawn_blocking(move || work(&b)).await.unwrap();
-        }
-        producer.await.unwrap();
-        black_box(sum);
-        started.elapsed()
-    })
-}
-
-/// The same, but the work runs inline on the async worker: the fastest tokio
-/// variant, and the one Weir must not use, since a guest call may take up to
-/// its call timeout and would block the reactor.
-fn tokio_inline(rt: &tokio::runtime::Runtime, n: u64) -> Duration {
-    rt.block_on(async move {
-        let (tx, mut rx) = tokio::sync::mpsc::channel::<Vec<u8>>(16);
-        let started = Instant::now();
-        let producer = tokio::spawn(async move {
-            for _ in 0..n {
-                tx.send(batch()).await.unwrap();
-            }
-        });
-        let mut sum = 0;
-        while let Some(b) = rx.recv().await {
-            sum += work(&b);
+            sum += if blocking {
+                tokio::task::spawn_blocking(move || work(&b)).await.unwrap()
+            } else {
+                work(&b)
+            };
         }
         producer.await.unwrap();
         black_box(sum);
@@ -93,10 +77,10 @@ fn bench(c: &mut Criterion) {
     let mut group = c.benchmark_group("batch handoff (32 KiB)");
     group.bench_function("threads + crossbeam", |b| b.iter_custom(thread_handoff));
     group.bench_function("tokio + spawn_blocking per batch", |b| {
-        b.iter_custom(|n| tokio_spawn_blocking(&rt, n))
+        b.iter_custom(|n| tokio_handoff(&rt, n, true))
     });
     group.bench_function("tokio inline (blocks the reactor)", |b| {
-        b.iter_custom(|n| tokio_inline(&rt, n))
+        b.iter_custom(|n| tokio_handoff(&rt, n, false))
     });
     group.finish();
 }

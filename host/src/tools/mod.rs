@@ -31,6 +31,6 @@ pub use operator_test::{
     TestOutcome, TestSpec, plan_batches,
 };
 pub use validate::{
-    CapabilityReport, ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport,
-    ValidateError, ValidationReport, validate_bytes, validate_file,
+    ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport, ValidateError,
+    ValidationReport, validate_bytes, validate_file,
 };

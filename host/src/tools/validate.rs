@@ -57,7 +57,7 @@ pub struct ValidationReport {
     /// Every import of the module and whether the host provides it (`docs/ABI.md` §4).
     pub imports: Vec<ImportCheck>,
     /// Which optional exports the host found, when the module is valid.
-    pub capabilities: Option<CapabilityReport>,
+    pub capabilities: Option<Capabilities>,
 }
 
 /// The module's exported memory (`docs/ABI.md` §1).
@@ -134,36 +134,6 @@ pub enum ImportStatus {
     WrongType,
 }
 
-/// Which optional exports a valid module has ([`Capabilities`], in a serializable form).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct CapabilityReport {
-    /// `_initialize`: runs once after instantiation.
-    pub initialize: bool,
-    /// `weir_init`: receives the init message, and so may be given a config.
-    pub init: bool,
-    /// `weir_snapshot`: saves state at checkpoints.
-    pub snapshot: bool,
-    /// `weir_restore`: restores state from a snapshot.
-    pub restore: bool,
-    /// `weir_checkpoint_complete`: hears of completed checkpoints.
-    pub checkpoint_complete: bool,
-    /// `weir_finish`: may emit final records at the end of input.
-    pub finish: bool,
-}
-
-impl From<Capabilities> for CapabilityReport {
-    fn from(c: Capabilities) -> Self {
-        CapabilityReport {
-            initialize: c.initialize,
-            init: c.init,
-            snapshot: c.snapshot,
-            restore: c.restore,
-            checkpoint_complete: c.checkpoint_complete,
-            finish: c.finish,
-        }
-    }
-}
-
 /// `weir validate` could not look at the module at all.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -218,7 +188,7 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         Ok(operator) => (
             true,
             Some(ABI_VERSION as i32),
-            Some(operator.capabilities().into()),
+            Some(operator.capabilities()),
             Vec::new(),
         ),
         Err(error) => {

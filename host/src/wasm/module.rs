@@ -29,7 +29,7 @@ const ABI_EXPORTS: [(&str, Signature, bool); 9] = [
 
 /// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
 /// absent").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
 pub struct Capabilities {
     /// `_initialize`: called once after instantiation.
     pub initialize: bool,
