@@ -58,7 +58,7 @@ pub enum StorageError {
     /// A metadata file does not verify or is inconsistent.
     #[error(transparent)]
     Metadata(#[from] MetadataError),
-    /// A path could not be built (bad vertex name, unsafe file name).
+    /// A path could not be built (bad vertex name, or a file name that would leave its directory).
     #[error(transparent)]
     Layout(#[from] LayoutError),
     /// The checkpoint already has metadata: a completed checkpoint is never
