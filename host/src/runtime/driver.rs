@@ -54,6 +54,10 @@ pub(crate) struct Driver<'a> {
 enum Step {
     Continue,
     End(AttemptEnd),
+    /// A task stopped without a failure of its own before the job ended:
+    /// typically a neighbour failed and closed its channels. The attempt ends,
+    /// and the neighbour's failure, reported during shutdown, names the cause.
+    Lost(String),
 }
 
 impl Driver<'_> {
@@ -63,10 +67,11 @@ impl Driver<'_> {
         let actions = self.coordinator.set_running(true, now);
         let mut end = match self.carry_out(actions).await {
             Step::End(end) => Some(end),
-            Step::Continue => None,
+            Step::Continue | Step::Lost(_) => None,
         };
         // Tasks whose exit the loop consumed: shutdown must not wait for them again.
         let mut exited = HashSet::new();
+        let mut lost = false;
         while end.is_none() {
             let deadline = self.coordinator.next_deadline();
             let step = tokio::select! {
@@ -88,8 +93,13 @@ impl Driver<'_> {
                     self.carry_out(actions).await
                 }
             };
-            if let Step::End(e) = step {
-                end = Some(e);
+            match step {
+                Step::Continue => {}
+                Step::End(e) => end = Some(e),
+                Step::Lost(reason) => {
+                    lost = true;
+                    end = Some(AttemptEnd::Failed(reason));
+                }
             }
         }
         let end = end.expect("loop ends with an end");
@@ -104,6 +114,7 @@ impl Driver<'_> {
         let _ = self.carry_out(aborted).await;
         let end = match (end, shutdown_failure) {
             (AttemptEnd::Finished, Some(failure)) => AttemptEnd::Failed(failure),
+            (AttemptEnd::Failed(_), Some(failure)) if lost => AttemptEnd::Failed(failure),
             (end, _) => end,
         };
         (end, next_id)
@@ -154,9 +165,9 @@ impl Driver<'_> {
                 }
             },
             TaskEvent::Exited { task, result } => match result {
-                Ok(()) | Err(TaskError::Stopped) => Step::End(AttemptEnd::Failed(format!(
-                    "task {task} exited before the job ended"
-                ))),
+                Ok(()) | Err(TaskError::Stopped) => {
+                    Step::Lost(format!("task {task} exited before the job ended"))
+                }
                 Err(error) => Step::End(AttemptEnd::Failed(format!("task {task} failed: {error}"))),
             },
         }
