@@ -189,6 +189,9 @@ fn misuse(import: &'static str, call: Call) -> wasmtime::Error {
 
 /// The guest's exported memory (checked at load time, so always there in practice).
 fn guest_memory(caller: &mut Caller<'_, GuestState>) -> wasmtime::Result<Memory> {
+    if let Some(memory) = caller.data().memory {
+        return Ok(memory);
+    }
     match caller.get_export(exports::MEMORY) {
         Some(Extern::Memory(memory)) => Ok(memory),
         _ => Err(Abort::error(GuestFailure::Runtime {

@@ -110,6 +110,7 @@ impl GuestInstance {
             };
             failed(Call::Instantiate, failure, None)
         })?;
+        store.data_mut().memory = Some(memory);
 
         let mut guest = GuestInstance {
             context,
@@ -123,7 +124,7 @@ impl GuestInstance {
         if let Some(initialize) = guest.funcs.initialize.clone() {
             guest.run(Call::Initialize, &initialize, ())?;
         }
-        let version = guest.run(Call::AbiVersion, &guest.funcs.abi_version.clone(), ())?;
+        let version = guest.run_export(Call::AbiVersion, |f| &f.abi_version, ())?;
         if u32::try_from(version) != Ok(ABI_VERSION) {
             let failure = GuestFailure::AbiVersion {
                 guest: version,
@@ -171,8 +172,7 @@ impl GuestInstance {
     pub fn process(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Process)?;
         let (ptr, len) = self.write_buffer(batch)?;
-        let process = self.funcs.process.clone();
-        let status = self.run(Call::Process, &process, (ptr, len))?;
+        let status = self.run_export(Call::Process, |f| &f.process, (ptr, len))?;
         self.check_status(Call::Process, status)?;
         Ok(std::mem::take(&mut self.store.data_mut().output))
     }
@@ -266,7 +266,8 @@ impl GuestInstance {
         }
     }
 
-    /// Calls `func` as `call`, under the call deadline; a failure poisons the instance.
+    /// Calls `func` as `call`, under the call deadline; a failure poisons the instance. For
+    /// optional exports, which the caller clones out of the instance (they run rarely).
     fn run<P: WasmParams, R: WasmResults>(
         &mut self,
         call: Call,
@@ -275,7 +276,28 @@ impl GuestInstance {
     ) -> Result<R, GuestError> {
         self.store.data_mut().begin(call);
         self.store.set_epoch_deadline(self.engine.deadline_ticks());
-        func.call(&mut self.store, params).map_err(|e| {
+        let result = func.call(&mut self.store, params);
+        self.finish_call(call, result)
+    }
+
+    /// [`run`](Self::run) for a required export, borrowed from the instance's exports rather
+    /// than cloned: cloning a `TypedFunc` costs more than the call itself (measured 64 ns,
+    /// docs/BENCHMARKS.md), and `weir_alloc` and `weir_process` run for every batch.
+    fn run_export<P: WasmParams, R: WasmResults>(
+        &mut self,
+        call: Call,
+        pick: fn(&Funcs) -> &TypedFunc<P, R>,
+        params: P,
+    ) -> Result<R, GuestError> {
+        self.store.data_mut().begin(call);
+        self.store.set_epoch_deadline(self.engine.deadline_ticks());
+        let result = pick(&self.funcs).call(&mut self.store, params);
+        self.finish_call(call, result)
+    }
+
+    /// Classifies a failed guest call and poisons the instance.
+    fn finish_call<R>(&mut self, call: Call, result: wasmtime::Result<R>) -> Result<R, GuestError> {
+        result.map_err(|e| {
             let (failure, backtrace) = classify(&e, self.engine.limits().call_timeout, false);
             self.poison(call, failure, backtrace)
         })
@@ -307,9 +329,8 @@ impl GuestInstance {
             let failure = GuestFailure::AllocFailed { len: bytes.len() };
             return Err(self.poison(Call::Alloc, failure, None));
         };
-        let alloc = self.funcs.alloc.clone();
         // Pointers and lengths cross the boundary as i32 holding u32 bits (`docs/ABI.md`).
-        let ptr = self.run(Call::Alloc, &alloc, len as i32)? as u32;
+        let ptr = self.run_export(Call::Alloc, |f| &f.alloc, len as i32)? as u32;
         if ptr == 0 {
             return Err(self.poison(
                 Call::Alloc,

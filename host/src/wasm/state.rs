@@ -75,6 +75,9 @@ pub(crate) struct GuestState {
     pub(crate) limits: GuestLimits,
     /// Refuses memory and table growth past the limits; registered with `Store::limiter`.
     pub(crate) limiter: GuestLimiter,
+    /// The guest's exported memory, kept once the instance exists so that imports need not
+    /// look it up by name on every call (`None` while `start` runs during instantiation).
+    pub(crate) memory: Option<wasmtime::Memory>,
 }
 
 impl GuestState {
@@ -92,6 +95,7 @@ impl GuestState {
             limiter: GuestLimiter {
                 max_memory_bytes: limits.max_memory_bytes,
             },
+            memory: None,
         }
     }
 
