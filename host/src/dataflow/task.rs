@@ -132,6 +132,9 @@ pub fn run_processor(
     let mut aligner = BarrierAligner::new(inputs.len(), mode);
     let mut ended = vec![finished; inputs.len()];
     let mut closed = vec![false; inputs.len()];
+    // (select operation index, input) of the inputs offered to the current select; kept
+    // across messages so the per-message loop does not allocate.
+    let mut slots: Vec<(usize, usize)> = Vec::with_capacity(inputs.len());
     loop {
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
@@ -139,7 +142,7 @@ pub fn run_processor(
         // Pick the next message among the inputs not blocked by alignment, and the control channel.
         let mut select = Select::new();
         let control_index = select.recv(&env.control);
-        let mut slots = Vec::with_capacity(inputs.len());
+        slots.clear();
         for (i, rx) in inputs.iter().enumerate() {
             if !closed[i] && !aligner.is_blocked(i) {
                 slots.push((select.recv(rx), i));
