@@ -18,6 +18,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
     committed_lines, complete_checkpoint_ids, generator_count, in_progress_files, number_from_env,
@@ -237,6 +238,15 @@ fn kill_and_restore(
         "{context}\nonly {killed} kill(s) landed in a running job, {after_checkpoint} after a \
          checkpoint: make the job longer"
     );
+    report::record(&report::Row {
+        area: "chaos",
+        scenario: &format!("{label}: SIGKILL at random moments, restart with --restore latest"),
+        rounds,
+        faults: &format!(
+            "{killed} kills in a running job ({after_checkpoint} shortly after a checkpoint)"
+        ),
+        result: "committed output identical to the undisturbed run; no in-progress files left",
+    });
 }
 
 #[test]

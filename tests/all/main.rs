@@ -3,6 +3,7 @@
 
 mod guests;
 mod languages;
+mod report;
 mod support;
 
 #[cfg(unix)]
