@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod dataflow;
 pub mod job;
+pub mod kill_point;
 pub mod runtime;
 pub mod tools;
 pub mod wasm;

@@ -211,6 +211,18 @@ fn test(args: TestArgs) -> ExitCode {
 }
 
 fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
+    match weir::kill_point::from_env() {
+        Ok(None) => {}
+        Ok(Some(armed)) => tracing::warn!(
+            "test hook armed: this process kills itself at kill point `{}` ({})",
+            armed.point,
+            weir::kill_point::ENV_VAR
+        ),
+        Err(e) => {
+            eprintln!("error: {e}; unset it to run normally");
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+    }
     let job = match Job::load(&args.job) {
         Ok(job) => job,
         Err(e) => {

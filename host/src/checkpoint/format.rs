@@ -40,7 +40,8 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::layout::{self, CheckpointLayout};
+use crate::kill_point::{self, KillPoint};
 
 /// The framing version this build writes, and the only one it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -305,7 +306,18 @@ fn write_then_publish(
     overwrite: Overwrite,
 ) -> Result<(), IoError> {
     let mut file = File::create(tmp).map_err(|e| IoError::new("create", tmp, e))?;
-    file.write_all(bytes)
+    // Two writes, so that a crash test can stop the process between them (kill_point).
+    let (head, tail) = bytes.split_at(bytes.len() / 2);
+    file.write_all(head)
+        .map_err(|e| IoError::new("write", tmp, e))?;
+    kill_point::reached(
+        if path.file_name() == Some(std::ffi::OsStr::new(layout::METADATA_FILE)) {
+            KillPoint::MetadataWrite
+        } else {
+            KillPoint::StateWrite
+        },
+    );
+    file.write_all(tail)
         .map_err(|e| IoError::new("write", tmp, e))?;
     file.sync_all().map_err(|e| IoError::new("fsync", tmp, e))?;
     drop(file);

@@ -24,6 +24,7 @@ use crate::checkpoint::CheckpointId;
 use crate::dataflow::message::Barrier;
 use crate::dataflow::router::Router;
 use crate::dataflow::task::{Processor, TaskError};
+use crate::kill_point::{self, KillPoint};
 
 /// A part pre-committed at a checkpoint and not yet committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -266,6 +267,7 @@ impl Processor for FileSink {
         }
         for p in &ready {
             self.commit(p.seq)?;
+            kill_point::reached(KillPoint::SinkCommit);
         }
         self.sync_dir()?;
         self.pending = later;

@@ -28,6 +28,7 @@ use super::task_state::TaskState;
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::config::CheckpointMode;
 use crate::connectors::{Source, SourcePoll};
+use crate::kill_point::{self, KillPoint};
 use crate::wasm::GuestError;
 
 /// What the job's driver tells a running task.
@@ -128,6 +129,7 @@ pub fn run_processor(
     if let Some(state) = restored {
         processor.restore(&state.inner)?;
         finished = state.finished;
+        kill_point::reached(KillPoint::Restore);
     }
     let mut aligner = BarrierAligner::new(inputs.len(), mode);
     let mut ended = vec![finished; inputs.len()];
@@ -182,6 +184,7 @@ pub fn run_processor(
                 env.metrics.add_records_in(batch.len() as u64);
                 processor.process(&bytes, &mut env.router)?;
                 env.router.flush()?;
+                kill_point::reached(KillPoint::ProcessBatch);
                 env.metrics.busy_nanos.fetch_add(
                     started.elapsed().as_nanos() as u64,
                     std::sync::atomic::Ordering::Relaxed,
@@ -202,6 +205,9 @@ pub fn run_processor(
                             );
                         }
                         snapshot(&mut env, processor.as_mut(), barrier, finished, alignment)?
+                    }
+                    AlignmentEvent::Started { waiting_for, .. } if waiting_for > 0 => {
+                        kill_point::reached(KillPoint::Alignment);
                     }
                     AlignmentEvent::Superseded { aborted, .. } => {
                         env.persister.decline(
@@ -237,6 +243,7 @@ fn snapshot(
     let inner = processor.snapshot(barrier)?;
     let state = TaskState { finished, inner }.encode();
     env.router.broadcast(Message::Barrier(barrier))?;
+    kill_point::reached(KillPoint::AfterSnapshot);
     env.persister
         .persist(barrier, env.id.clone(), state, started.elapsed(), alignment);
     Ok(())
@@ -260,6 +267,7 @@ pub fn run_source(
     if let Some(state) = restored {
         source.seek(&state.inner)?;
         finished = state.finished;
+        kill_point::reached(KillPoint::Restore);
         if finished {
             // Downstream tasks restored from the same checkpoint have seen the end already.
             env.persister.source_finished(&env.id);
@@ -290,6 +298,7 @@ pub fn run_source(
                 }
                 .encode();
                 env.router.broadcast(Message::Barrier(barrier))?;
+                kill_point::reached(KillPoint::AfterSnapshot);
                 env.persister.persist(
                     barrier,
                     env.id.clone(),

@@ -25,6 +25,7 @@ use crate::dataflow::message::Barrier;
 use crate::dataflow::persist::TaskEvent;
 use crate::dataflow::task::{Control, TaskError};
 use crate::job::Job;
+use crate::kill_point::{self, KillPoint};
 
 /// How an attempt ended.
 #[derive(Debug)]
@@ -255,6 +256,7 @@ impl Driver<'_> {
                     }
                 }
                 Action::NotifyComplete { id, kind, is_final } => {
+                    kill_point::reached(KillPoint::BeforeCommit);
                     self.attempt.broadcast(&Control::Complete(id));
                     if is_final {
                         // Carry out what follows (pruning) before ending.
