@@ -11,6 +11,8 @@ mod chaos;
 #[cfg(unix)]
 mod corrupt;
 mod failover;
+#[cfg(unix)]
+mod kill_points;
 mod retention;
 #[cfg(unix)]
 mod savepoint;

@@ -314,19 +314,40 @@ impl JobFile {
 
     /// An operator running the guest at `module`.
     pub(crate) fn operator(
+        self,
+        name: &str,
+        module: &str,
+        parallelism: u32,
+        config: Option<&str>,
+        input: Input<'_>,
+    ) -> JobFile {
+        self.operator_with_inputs(name, module, parallelism, config, &[input])
+    }
+
+    /// An operator reading several inputs (ports 0, 1, … in this order).
+    pub(crate) fn operator_with_inputs(
         mut self,
         name: &str,
         module: &str,
         parallelism: u32,
         config: Option<&str>,
-        (from, partition): Input<'_>,
+        inputs: &[Input<'_>],
     ) -> JobFile {
+        let inputs: Vec<String> = inputs
+            .iter()
+            .map(|(from, partition)| {
+                format!(
+                    "{{ from = {}, partition = {} }}",
+                    from.toml(),
+                    partition.toml()
+                )
+            })
+            .collect();
         let mut text = format!(
-            "[[operator]]\nname = {}\nmodule = {}\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            "[[operator]]\nname = {}\nmodule = {}\nparallelism = {parallelism}\ninputs = [{}]\n",
             name.toml(),
             module.toml(),
-            from.toml(),
-            partition.toml()
+            inputs.join(", ")
         );
         if let Some(config) = config {
             writeln!(text, "config = {}", config.toml()).unwrap();
@@ -623,12 +644,23 @@ impl Ended {
 impl Weir {
     /// Starts `weir run <job> <args…>`, its stderr going to `stderr_file`.
     pub(crate) fn run(job: &Path, args: &[&str], stderr_file: &Path) -> Weir {
+        Weir::run_with_env(job, args, &[], stderr_file)
+    }
+
+    /// [`Weir::run`] with these environment variables set (a kill point, say).
+    pub(crate) fn run_with_env(
+        job: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+        stderr_file: &Path,
+    ) -> Weir {
         let stderr = fs::File::create(stderr_file).expect("a file for the stderr of weir");
         let child = Command::new(weir_bin())
             .arg("run")
             .arg(job)
             .args(args)
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(stderr)

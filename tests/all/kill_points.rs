@@ -1,0 +1,244 @@
+//! Crash tests at named kill points: the `weir` process is killed with SIGKILL at an exact step
+//! of the checkpoint protocol — while records flow, during alignment, between snapshot and
+//! acknowledgement, half-way through a state file or the metadata file, between a checkpoint's
+//! completion and the sinks' commit, half-way through a sink's commit, and while restoring — and
+//! restarted with `--restore latest`; the committed output must equal a run without failures.
+//!
+//! The kill comes from the host's test hook (`WEIR_TEST_KILL_AT=POINT:N`, see
+//! `weir::kill_point`): the process kills itself the `N`-th time any of its threads reaches
+//! `POINT`, so the test knows where every kill landed instead of hoping a timer hit it.
+//!
+//! The job has what the protocol finds hard: two sources of parallelism 2 feeding one operator
+//! of parallelism 3 through two key-hash inputs (so every `count` subtask aligns four
+//! channels), and the exactly-once file sink (parallelism 3). Its output, "key, running count"
+//! per record, is the same multiset whatever the interleaving of the inputs, so the committed
+//! lines must match the reference exactly.
+//!
+//! `WEIR_KILL_POINT_ROUNDS` sets the rounds per point (default 4; 8 points), `WEIR_CHAOS_SEED`
+//! the seed; both are printed with every failure.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::os::unix::process::ExitStatusExt as _;
+
+use weir::kill_point::{self, KillPoint};
+
+use crate::report;
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, Input, JobFile, Rng, Sandbox, Weir, assert_same_output,
+    checkpointed, committed_lines, in_progress_files, number_from_env, run_cli, seed_from_env,
+};
+
+/// The seed when `WEIR_CHAOS_SEED` is not set.
+const DEFAULT_SEED: u64 = 0x5eed_c4a0_5000_0002;
+/// Rounds per kill point when `WEIR_KILL_POINT_ROUNDS` is not set.
+const DEFAULT_ROUNDS_PER_POINT: u64 = 4;
+/// Records per second of each source in the killed rounds: slow enough that most rounds end
+/// by their kill, not by the end of the input.
+const RATE: f64 = 12_000.0;
+
+/// One killed round.
+#[derive(Debug)]
+struct Round {
+    index: usize,
+    point: KillPoint,
+    nth: u64,
+    /// Whether the process died at the point (rather than finishing first).
+    landed: bool,
+}
+
+impl fmt::Display for Round {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "round {}: {}={}:{}: {}",
+            self.index,
+            kill_point::ENV_VAR,
+            self.point,
+            self.nth,
+            if self.landed {
+                "killed there"
+            } else {
+                "the job ended first"
+            }
+        )
+    }
+}
+
+/// For each point, the `N`s drawn from: how many times the point is reached in a round's
+/// first second or so (tasks: 4 source subtasks, 3 `count`, 3 sinks; a checkpoint every
+/// 100 ms).
+fn nth_range(point: KillPoint) -> (u64, u64) {
+    match point {
+        KillPoint::ProcessBatch => (1, 300),
+        KillPoint::Alignment => (1, 12),
+        KillPoint::AfterSnapshot => (1, 30),
+        KillPoint::StateWrite => (1, 30),
+        KillPoint::MetadataWrite => (1, 4),
+        KillPoint::BeforeCommit => (1, 4),
+        KillPoint::SinkCommit => (1, 9),
+        // Ten tasks restore; the first round has nothing to restore.
+        KillPoint::Restore => (1, 11),
+    }
+}
+
+/// The two-input job: sources `left` and `right` (p=2 each) → key-hash → `count` (p=3) →
+/// forward → exactly-once file sink `out` (p=3).
+fn two_input_job(sandbox: &Sandbox, records_per_source: u64, rate: Option<f64>) -> JobFile {
+    let source = |seed| GeneratorSpec {
+        parallelism: 2,
+        seed,
+        count: Some(records_per_source),
+        rate,
+        keys: 2_000,
+    };
+    let inputs: [Input<'_>; 2] = [("left", "key-hash"), ("right", "key-hash")];
+    let job = JobFile::new("twoinput")
+        .generator("left", &source(11))
+        .generator("right", &source(12))
+        .operator_with_inputs("count", weir_tests::guests::COUNT, 3, None, &inputs)
+        .file_sink("out", &sandbox.out_dir(), 3, ("count", "forward"));
+    checkpointed(job, sandbox, "100ms", 2).checkpoint("min_pause", "0ms")
+}
+
+/// The rounds' plan: every point `per_point` times, in a seeded random order, never starting
+/// with `restore` (nothing to restore yet).
+fn plan(rng: &mut Rng, per_point: u64) -> Vec<(KillPoint, u64)> {
+    let mut rounds: Vec<(KillPoint, u64)> = Vec::new();
+    for point in KillPoint::ALL {
+        for _ in 0..per_point {
+            let (lo, hi) = nth_range(point);
+            rounds.push((point, rng.between(lo, hi + 1)));
+        }
+    }
+    for i in (1..rounds.len()).rev() {
+        rounds.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    if rounds[0].0 == KillPoint::Restore
+        && let Some(other) = rounds.iter().position(|r| r.0 != KillPoint::Restore)
+    {
+        rounds.swap(0, other);
+    }
+    rounds
+}
+
+#[test]
+fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
+    let per_point = number_from_env("WEIR_KILL_POINT_ROUNDS", DEFAULT_ROUNDS_PER_POINT).max(1);
+    let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED);
+    let mut rng = Rng::new(seed);
+    let rounds = plan(&mut rng, per_point);
+    // Enough input for every round to make some progress and the job still to be running:
+    // about 0.15 s of input per round, plus 2 s.
+    let records = (RATE * (0.15 * rounds.len() as f64 + 2.0)) as u64;
+
+    // The reference runs at full speed: the generator's records do not depend on its rate.
+    let reference = Sandbox::new("kill-points-reference");
+    two_input_job(&reference, records, None).write(&reference.job_path());
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+    assert_eq!(
+        expected.len() as u64,
+        2 * records,
+        "the reference run commits one line per record"
+    );
+
+    let chaos = Sandbox::new("kill-points-chaos");
+    let job = chaos.job_path();
+    two_input_job(&chaos, records, Some(RATE)).write(&job);
+    let mut done: Vec<Round> = Vec::new();
+    let history = |done: &[Round]| {
+        let mut text = format!(
+            "seed {seed}, {per_point} rounds per point (repeat with WEIR_CHAOS_SEED={seed} \
+             WEIR_KILL_POINT_ROUNDS={per_point})"
+        );
+        for r in done {
+            text.push_str("\n  ");
+            text.push_str(&r.to_string());
+        }
+        text
+    };
+    for (index, &(point, nth)) in rounds.iter().enumerate() {
+        let armed = format!("{point}:{nth}");
+        let log = chaos.join(&format!("round-{index:03}.log"));
+        let ended = Weir::run_with_env(
+            &job,
+            &["--restore", "latest"],
+            &[(kill_point::ENV_VAR, &armed)],
+            &log,
+        )
+        .wait(CLI_TIMEOUT);
+        let said = format!("kill point `{point}` reached");
+        // SIGKILL, or SIGABRT where the `kill` program could not be run.
+        let killed = matches!(ended.status.signal(), Some(9 | 6));
+        let landed = killed && ended.stderr.contains(&said);
+        if !landed && ended.code() != Some(0) {
+            panic!(
+                "round {index} ({}={armed}): `weir` ended with {} without reaching the point\n{}\n\
+                 stderr of the round:\n{}",
+                kill_point::ENV_VAR,
+                ended.status,
+                history(&done),
+                ended.stderr
+            );
+        }
+        let round = Round {
+            index,
+            point,
+            nth,
+            landed,
+        };
+        eprintln!("kill points: {round}");
+        done.push(round);
+    }
+
+    let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));
+    if ended.code() != Some(0) {
+        panic!(
+            "the final run ended with {}\n{}\nits stderr:\n{}",
+            ended.status,
+            history(&done),
+            ended.stderr
+        );
+    }
+    let actual = committed_lines(&chaos.out_dir());
+    let context = format!("after {} rounds; {}", done.len(), history(&done));
+    assert_same_output(&actual, &expected, &context);
+    let leftovers = in_progress_files(&chaos.out_dir());
+    assert!(
+        leftovers.is_empty(),
+        "{context}\nin-progress files remain after the final run: {leftovers:?}"
+    );
+
+    // Every point must have been hit, or the test proved nothing about it.
+    let mut landed: BTreeMap<&str, u64> = KillPoint::ALL.iter().map(|p| (p.name(), 0)).collect();
+    for r in done.iter().filter(|r| r.landed) {
+        *landed.get_mut(r.point.name()).unwrap() += 1;
+    }
+    let missed: Vec<&str> = landed
+        .iter()
+        .filter(|&(_, &n)| n == 0)
+        .map(|(&p, _)| p)
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "{context}\nno kill landed at {missed:?}: make the job longer or the N smaller"
+    );
+    let total: u64 = landed.values().sum();
+    for (point, n) in &landed {
+        report::record(&report::Row {
+            area: "chaos",
+            scenario: &format!(
+                "SIGKILL at kill point `{point}` (two-input job, key-hash, p=2/3, file sink)"
+            ),
+            rounds: *n,
+            faults: &format!("{n} kills at `{point}` out of {per_point} planned"),
+            result: "committed output identical to the undisturbed run",
+        });
+    }
+    eprintln!(
+        "kill points: {total} of {} kills landed at their point: {landed:?}",
+        done.len()
+    );
+}
