@@ -29,6 +29,16 @@ pub(crate) const PROVIDED: [(&str, &str, Signature); 5] = [
     (ENV_MODULE, ABORT, Signature::ABORT),
 ];
 
+/// Every import the host provides to guests, as `(module, name)`: `weir.emit`,
+/// `weir.save_state`, `weir.fail`, `weir.log` and `env.abort` (`docs/ABI.md` §4).
+///
+/// This is the whole of what a guest can reach outside its own memory: a module importing
+/// anything else is refused at load time, and none of these reads a file, the network, a clock
+/// or randomness. The isolation tests check it against the linker and against `docs/ABI.md`.
+pub fn provided_imports() -> impl Iterator<Item = (&'static str, &'static str)> {
+    PROVIDED.iter().map(|(module, name, _)| (*module, *name))
+}
+
 /// The `log` target of guest log lines, so they can be filtered apart from the host's own.
 const LOG_TARGET: &str = "weir::guest";
 

@@ -418,6 +418,42 @@ fn refuses_imports_the_host_does_not_provide() {
 }
 
 #[test]
+fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
+    // `provided_imports` is what the isolation argument (and `docs/ABI.md` §4) relies on; the
+    // linker is what guests actually get. They must be the same set.
+    let engine = engine();
+    let state = super::state::GuestState::new("linker".into(), 0, *engine.limits());
+    let mut store = wasmtime::Store::new(engine.engine(), state);
+    let items: Vec<_> = engine.linker().iter(&mut store).collect();
+    let mut defined = Vec::new();
+    for (module, name, item) in items {
+        let wasmtime::Extern::Func(func) = item else {
+            panic!("`{module}`.`{name}` is not a function");
+        };
+        let (_, _, signature) = super::imports::PROVIDED
+            .iter()
+            .find(|(m, n, _)| *m == module && *n == name)
+            .unwrap_or_else(|| panic!("the linker defines `{module}`.`{name}`, not listed"));
+        assert!(
+            signature.matches(&func.ty(&store)),
+            "`{module}`.`{name}` is defined with another signature than {signature}"
+        );
+        defined.push((module.to_string(), name.to_string()));
+    }
+    defined.sort();
+    let mut listed: Vec<(String, String)> = provided_imports()
+        .map(|(m, n)| (m.to_string(), n.to_string()))
+        .collect();
+    listed.sort();
+    assert_eq!(defined, listed);
+    assert_eq!(
+        listed.len(),
+        5,
+        "weir.emit/save_state/fail/log and env.abort"
+    );
+}
+
+#[test]
 fn refuses_a_weir_import_with_the_wrong_signature() {
     let source = r#"(module
       (import "weir" "emit" (func (param i32)))
