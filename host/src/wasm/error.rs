@@ -85,11 +85,12 @@ pub enum GuestFailure {
         /// The size it asked for, in bytes.
         requested: usize,
     },
-    /// The guest tried to grow a table past [`MAX_TABLE_ELEMENTS`](super::MAX_TABLE_ELEMENTS).
+    /// The guest tried to grow its tables (or start with them) past
+    /// [`MAX_TABLE_ELEMENTS`](super::MAX_TABLE_ELEMENTS) elements in all.
     TableLimit {
         /// The limit, in elements.
         limit: usize,
-        /// The size it asked for, in elements.
+        /// The elements all its tables would hold together.
         requested: usize,
     },
     /// A pointer and length from the guest (an import argument or `weir_alloc`'s result) do not
@@ -225,7 +226,7 @@ impl fmt::Display for GuestFailure {
             ),
             GuestFailure::TableLimit { limit, requested } => write!(
                 f,
-                "guest table would grow to {requested} elements, past the limit of {limit}"
+                "guest tables would hold {requested} elements in all, past the limit of {limit}"
             ),
             GuestFailure::OutOfBounds {
                 what,

@@ -10,7 +10,7 @@ use wasmtime::{Caller, Extern, Linker, Memory};
 use weir_abi::{Batch, IMPORT_MODULE, exports, imports, log_level};
 
 use super::error::{Abort, GuestFailure};
-use super::limits::MAX_MESSAGE_BYTES;
+use super::limits::{MAX_MESSAGE_BYTES, OUTPUT_BATCH_OVERHEAD};
 use super::signature::Signature;
 use super::state::{Call, GuestState};
 
@@ -63,12 +63,14 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
     let bytes = guest_range(data, "`emit` batch", ptr, len)?;
-    if used
-        .checked_add(bytes.len())
-        .is_none_or(|total| total > limit)
-    {
+    let Some(total) = bytes
+        .len()
+        .checked_add(OUTPUT_BATCH_OVERHEAD)
+        .and_then(|charge| used.checked_add(charge))
+        .filter(|total| *total <= limit)
+    else {
         return Err(Abort::error(GuestFailure::OutputTooLarge { limit }));
-    }
+    };
     let batch = Batch::decode(bytes)
         .map_err(|problem| Abort::error(GuestFailure::MalformedOutput { problem }))?;
     if batch.port() != 0 {
@@ -76,7 +78,7 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
             port: batch.port(),
         }));
     }
-    state.output_bytes = used + bytes.len();
+    state.output_bytes = total;
     state.output.push(bytes.to_vec());
     Ok(())
 }

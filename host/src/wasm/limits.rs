@@ -5,11 +5,24 @@ use std::time::Duration;
 /// Longest `fail` or `log` message the host keeps, in bytes; longer ones are cut.
 pub const MAX_MESSAGE_BYTES: usize = 64 * 1024;
 
-/// Most elements a guest table may grow to.
+/// Most elements the tables of one guest instance may hold together.
 ///
 /// Not a job setting: each element costs the host a pointer, and a guest that
-/// needs more than a million indirect-call targets is broken, not big.
+/// needs more than a million indirect-call targets is broken, not big. The bound is on the sum
+/// over all of an instance's tables, not on each: a module may define up to 100 tables, and a
+/// per-table bound would let it hold 100 times as much host memory.
 pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
+
+/// What each batch passed to `emit` counts against [`GuestLimits::max_output_bytes`] on top of
+/// its own length, in bytes.
+///
+/// The host keeps every emitted batch in a buffer of its own until the call returns, and each
+/// buffer costs more than its bytes: its handle (24 bytes) and the allocator's rounding and
+/// header (up to 32 more for the smallest batches). Without this charge, a guest emitting empty
+/// 8-byte batches in a loop made the host hold about 7 bytes for every byte the limit allowed
+/// (470 MiB for the 64 MiB default, measured); with it, what the host holds for one call's
+/// output stays below the limit.
+pub const OUTPUT_BATCH_OVERHEAD: usize = 64;
 
 /// The limits of one job's guests, each enforced per instance or per call.
 ///
@@ -25,7 +38,8 @@ pub struct GuestLimits {
     /// epoch interruption, so a guest overrunning it is stopped within about one epoch tick.
     pub call_timeout: Duration,
     /// Most output one `weir_process` or `weir_finish` call may emit, in bytes, summed over
-    /// its batches (`limits.max_output`).
+    /// its batches, each counting [`OUTPUT_BATCH_OVERHEAD`] more than its length
+    /// (`limits.max_output`).
     pub max_output_bytes: usize,
     /// Largest snapshot one `weir_snapshot` call may save, in bytes (`limits.max_state`).
     pub max_state_bytes: usize,

@@ -64,7 +64,8 @@ pub(crate) struct GuestState {
     pub(crate) call: Call,
     /// Output batches emitted by the running `weir_process`/`weir_finish`.
     pub(crate) output: Vec<Vec<u8>>,
-    /// Total bytes in `output`, checked against `limits.max_output_bytes`.
+    /// What `output` counts against `limits.max_output_bytes`: its bytes, plus
+    /// [`OUTPUT_BATCH_OVERHEAD`](super::limits::OUTPUT_BATCH_OVERHEAD) per batch.
     pub(crate) output_bytes: usize,
     /// Bytes saved by the running `weir_snapshot`.
     pub(crate) snapshot: Vec<u8>,
@@ -94,6 +95,7 @@ impl GuestState {
             limits,
             limiter: GuestLimiter {
                 max_memory_bytes: limits.max_memory_bytes,
+                table_elements: 0,
             },
             memory: None,
         }
@@ -118,6 +120,10 @@ impl GuestState {
 pub(crate) struct GuestLimiter {
     /// Largest linear memory, in bytes.
     max_memory_bytes: usize,
+    /// Elements of all the instance's tables together, as far as growth was allowed; checked
+    /// against [`MAX_TABLE_ELEMENTS`]. May count a growth that wasmtime then failed for want of
+    /// host memory, which only makes the bound stricter.
+    table_elements: usize,
 }
 
 impl ResourceLimiter for GuestLimiter {
@@ -138,16 +144,27 @@ impl ResourceLimiter for GuestLimiter {
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
-        _maximum: Option<usize>,
+        maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > MAX_TABLE_ELEMENTS {
+        if maximum.is_some_and(|maximum| desired > maximum) {
+            // Past the table's own declared maximum: `table.grow` returns -1, as the wasm spec
+            // says, and nothing is counted.
+            return Ok(false);
+        }
+        // The sum over every table of the instance, with this one at its new size.
+        let total = self
+            .table_elements
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > MAX_TABLE_ELEMENTS {
             return Err(Abort::error(GuestFailure::TableLimit {
                 limit: MAX_TABLE_ELEMENTS,
-                requested: desired,
+                requested: total,
             }));
         }
+        self.table_elements = total;
         Ok(true)
     }
 

@@ -636,6 +636,56 @@ fn growing_a_table_past_the_limit_fails_the_call() {
 }
 
 #[test]
+fn tables_are_bounded_in_all_not_each() {
+    // Two tables, each within the bound, together past it: refused when the module loads
+    // (its throwaway instance for the version check cannot be made).
+    let half = MAX_TABLE_ELEMENTS / 2 + 1;
+    let err = load_err(&fixture(&format!(
+        "(table {half} funcref) (table {half} funcref) {PROCESS_OK}"
+    )));
+    assert!(
+        matches!(
+            &err.problem,
+            ModuleProblem::VersionCheck {
+                call: "instantiate",
+                failure: GuestFailure::TableLimit { requested, .. },
+            } if *requested == 2 * half
+        ),
+        "{err}"
+    );
+
+    // Growing one table after the other: the second growth is refused.
+    let mut guest = instance(&fixture(&format!(
+        r#"(table $a 0 funcref) (table $b 0 funcref)
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (drop (table.grow $a (ref.null func) (i32.const {half})))
+          (drop (table.grow $b (ref.null func) (i32.const {half})))
+          (i32.const 0))"#
+    )));
+    let err = guest.process(&batch(0, &[])).unwrap_err();
+    assert!(
+        matches!(err.failure, GuestFailure::TableLimit { limit, requested }
+            if limit == MAX_TABLE_ELEMENTS && requested == 2 * half),
+        "{err}"
+    );
+}
+
+#[test]
+fn growing_a_table_past_its_own_maximum_returns_minus_one() {
+    // The wasm spec's answer, not a failure; the table can still grow to its maximum.
+    let mut guest = instance(&fixture(
+        r#"(table $t 1 10 funcref)
+        (func (export "weir_process") (param i32 i32) (result i32)
+          (if (i32.ne (table.grow $t (ref.null func) (i32.const 20)) (i32.const -1))
+            (then (return (i32.const 1))))
+          (if (i32.eq (table.grow $t (ref.null func) (i32.const 9)) (i32.const -1))
+            (then (return (i32.const 2))))
+          (i32.const 0))"#,
+    ));
+    guest.process(&batch(0, &[])).unwrap();
+}
+
+#[test]
 fn an_emit_pointer_outside_memory_is_refused() {
     let err = process_failure(&fixture(
         r#"(func (export "weir_process") (param i32 i32) (result i32)
@@ -679,8 +729,9 @@ fn an_output_batch_with_a_nonzero_port_is_refused() {
 
 #[test]
 fn output_past_the_limit_is_refused_before_it_is_copied() {
+    // Room for an empty batch (8 bytes and the overhead), not for one with a record (26).
     let engine = engine_with(GuestLimits {
-        max_output_bytes: 20,
+        max_output_bytes: OUTPUT_BATCH_OVERHEAD + 20,
         ..GuestLimits::default()
     });
     // Re-emits its input: 8 bytes of header, then 16 + 1 + 1 for the record.
@@ -697,7 +748,49 @@ fn output_past_the_limit_is_refused_before_it_is_copied() {
     let err = guest.process(&batch(0, &[("k", "v", 1)])).unwrap_err();
     assert!(matches!(
         err.failure,
-        GuestFailure::OutputTooLarge { limit: 20 }
+        GuestFailure::OutputTooLarge { limit } if limit == OUTPUT_BATCH_OVERHEAD + 20
+    ));
+}
+
+/// A guest whose `weir_process` emits the same empty batch (8 bytes) `times` times.
+fn emitting_empty_batches(times: u32) -> String {
+    fixture(&format!(
+        r#"(func (export "weir_process") (param i32 i32) (result i32) (local $n i32)
+          (local.set $n (i32.const {times}))
+          (block $done (loop $again
+            (br_if $done (i32.eqz (local.get $n)))
+            (call $emit (i32.const 64) (i32.const 8))
+            (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+            (br $again)))
+          (i32.const 0))"#
+    ))
+}
+
+#[test]
+fn each_emitted_batch_counts_its_overhead_against_the_output_limit() {
+    // Without the overhead, 1000 bytes would allow 125 empty batches, each costing the host
+    // several times its 8 bytes; with it, 13 (13 × 72 = 936).
+    let engine = engine_with(GuestLimits {
+        max_output_bytes: 1000,
+        ..GuestLimits::default()
+    });
+    let per_batch = 8 + OUTPUT_BATCH_OVERHEAD;
+    let fits = (1000 / per_batch) as u32;
+    assert_eq!(fits, 13);
+    let mut guest = load(&engine, &emitting_empty_batches(fits))
+        .instantiate(context(0), b"")
+        .unwrap();
+    assert_eq!(guest.process(&batch(0, &[])).unwrap().len(), 13);
+    // The budget is per call: the next call may emit as much again.
+    assert_eq!(guest.process(&batch(0, &[])).unwrap().len(), 13);
+
+    let mut guest = load(&engine, &emitting_empty_batches(fits + 1))
+        .instantiate(context(0), b"")
+        .unwrap();
+    let err = guest.process(&batch(0, &[])).unwrap_err();
+    assert!(matches!(
+        err.failure,
+        GuestFailure::OutputTooLarge { limit: 1000 }
     ));
 }
 
