@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines, complete_checkpoint_ids, generator_count, in_progress_files, number_from_env,
-    run_cli, seed_from_env, word_counts, word_text, wordcount,
+    CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
+    complete_checkpoint_ids, in_progress_files, number_from_env, run_cli, seed_from_env,
+    two_input_count, word_counts, word_text, wordcount,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -271,23 +271,22 @@ fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
 }
 
 #[test]
-fn kill_and_restore_generator_count_commits_exactly_the_undisturbed_output() {
+fn kill_and_restore_two_input_count_commits_exactly_the_undisturbed_output() {
     let rounds = chaos_rounds();
-    // 6 s of records for 10 rounds.
-    let count = Some(6_000 * rounds);
-    let generator = GeneratorSpec {
-        parallelism: 2,
-        seed: 42,
-        count,
-        rate: Some(10_000.0),
-        keys: 1000,
-    };
+    // 6 s of records for 10 rounds, from each of the two sources.
+    let records = 6_000 * rounds;
     kill_and_restore(
-        "generator",
+        "two-input",
         rounds,
         2,
         (50, 1500),
-        |sandbox| checkpointed(generator_count(sandbox, &generator), sandbox, "100ms", 1),
-        |_| {},
+        |sandbox| two_input_count(sandbox, records, Some(10_000.0)),
+        |reference| {
+            assert_eq!(
+                reference.len() as u64,
+                2 * records,
+                "the reference commits one line per record"
+            )
+        },
     );
 }

@@ -25,8 +25,8 @@ use weir::kill_point::{self, KillPoint};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, Input, JobFile, Rng, Sandbox, Weir, assert_same_output,
-    checkpointed, committed_lines, in_progress_files, number_from_env, run_cli, seed_from_env,
+    CLI_TIMEOUT, Rng, Sandbox, Weir, assert_same_output, committed_lines, in_progress_files,
+    number_from_env, run_cli, seed_from_env, two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -82,25 +82,6 @@ fn nth_range(point: KillPoint) -> (u64, u64) {
     }
 }
 
-/// The two-input job: sources `left` and `right` (p=2 each) → key-hash → `count` (p=3) →
-/// forward → exactly-once file sink `out` (p=3).
-fn two_input_job(sandbox: &Sandbox, records_per_source: u64, rate: Option<f64>) -> JobFile {
-    let source = |seed| GeneratorSpec {
-        parallelism: 2,
-        seed,
-        count: Some(records_per_source),
-        rate,
-        keys: 2_000,
-    };
-    let inputs: [Input<'_>; 2] = [("left", "key-hash"), ("right", "key-hash")];
-    let job = JobFile::new("twoinput")
-        .generator("left", &source(11))
-        .generator("right", &source(12))
-        .operator_with_inputs("count", weir_tests::guests::COUNT, 3, None, &inputs)
-        .file_sink("out", &sandbox.out_dir(), 3, ("count", "forward"));
-    checkpointed(job, sandbox, "100ms", 2).checkpoint("min_pause", "0ms")
-}
-
 /// The rounds' plan: every point `per_point` times, in a seeded random order, never starting
 /// with `restore` (nothing to restore yet).
 fn plan(rng: &mut Rng, per_point: u64) -> Vec<(KillPoint, u64)> {
@@ -134,7 +115,7 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
 
     // The reference runs at full speed: the generator's records do not depend on its rate.
     let reference = Sandbox::new("kill-points-reference");
-    two_input_job(&reference, records, None).write(&reference.job_path());
+    two_input_count(&reference, records, None).write(&reference.job_path());
     run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
         .assert_code(0, "the reference run");
     let expected = committed_lines(&reference.out_dir());
@@ -146,7 +127,7 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
 
     let chaos = Sandbox::new("kill-points-chaos");
     let job = chaos.job_path();
-    two_input_job(&chaos, records, Some(RATE)).write(&job);
+    two_input_count(&chaos, records, Some(RATE)).write(&job);
     let mut done: Vec<Round> = Vec::new();
     let history = |done: &[Round]| {
         let mut text = format!(

@@ -436,6 +436,31 @@ pub(crate) fn generator_count(sandbox: &Sandbox, generator: &GeneratorSpec) -> J
         .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
 }
 
+/// The two-input job of the crash tests: generators `left` and `right` (p=2 each, 2000 keys)
+/// → key-hash → `count` (p=3, two inputs) → forward → exactly-once file sink `out` (p=3);
+/// checkpoints every 100 ms with no pause, 2 retained. Its committed lines ("key, running
+/// count") are the same multiset whatever the interleaving of the inputs.
+pub(crate) fn two_input_count(
+    sandbox: &Sandbox,
+    records_per_source: u64,
+    rate: Option<f64>,
+) -> JobFile {
+    let source = |seed| GeneratorSpec {
+        parallelism: 2,
+        seed,
+        count: Some(records_per_source),
+        rate,
+        keys: 2_000,
+    };
+    let inputs: [Input<'_>; 2] = [("left", "key-hash"), ("right", "key-hash")];
+    let job = JobFile::new("twoinput")
+        .generator("left", &source(11))
+        .generator("right", &source(12))
+        .operator_with_inputs("count", weir_tests::guests::COUNT, 3, None, &inputs)
+        .file_sink("out", &sandbox.out_dir(), 3, ("count", "forward"));
+    checkpointed(job, sandbox, "100ms", 2).checkpoint("min_pause", "0ms")
+}
+
 /// A text of `lines` lines of words drawn from a fixed vocabulary (some capitalised or with
 /// punctuation, which `split` strips), `words_per_line` words each on average. Same seed, same
 /// text.
