@@ -7,6 +7,8 @@ mod report;
 mod support;
 
 #[cfg(unix)]
+mod backpressure;
+#[cfg(unix)]
 mod chaos;
 #[cfg(unix)]
 mod corrupt;

@@ -374,6 +374,22 @@ impl JobFile {
         self
     }
 
+    /// A `blackhole` sink: counts records and drops them.
+    pub(crate) fn blackhole_sink(
+        mut self,
+        name: &str,
+        parallelism: u32,
+        (from, partition): Input<'_>,
+    ) -> JobFile {
+        self.vertices.push(format!(
+            "[[sink]]\nname = {}\ntype = \"blackhole\"\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            name.toml(),
+            from.toml(),
+            partition.toml()
+        ));
+        self
+    }
+
     /// The job file's text.
     pub(crate) fn to_toml(&self) -> String {
         let mut text = format!("name = {}\n\n[checkpoint]\n", self.name.as_str().toml());
