@@ -564,6 +564,19 @@ fn malformed_toml_is_reported_at_its_position() {
 }
 
 #[test]
+fn syntax_error_after_a_non_ascii_character_is_reported() {
+    // Found by fuzzing (fuzz/regressions/job_file/): looking for the key before the error
+    // sliced the line inside a multi-byte character, and panicked.
+    let (line, message) = syntax("\"\u{fffd}name =");
+    assert_eq!(line, 1);
+    assert!(message.starts_with("`name`: "), "{message}");
+    // Keys are ASCII: a quoted non-ASCII one is not named, the parser's message stays as is.
+    let (line, message) = syntax("x = 1\n\"é\" = @\n");
+    assert_eq!(line, 2);
+    assert!(!message.starts_with('`'), "{message}");
+}
+
+#[test]
 fn input_table_with_unknown_key_is_refused() {
     let text = MINIMAL.replace("inputs = [\"in\"]", "inputs = [{ form = \"in\" }]");
     let (line, message) = syntax(&text);

@@ -142,9 +142,13 @@ impl<'a> Positions<'a> {
             .trim_end()
             .strip_suffix('=')?
             .trim_end();
+        // Just past the last character that cannot be part of a key, which may be several
+        // bytes wide: slicing one byte past its start panicked (found by fuzzing).
         let key_start = before
-            .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
-            .map_or(0, |i| i + 1);
+            .char_indices()
+            .rev()
+            .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+            .map_or(0, |(i, c)| i + c.len_utf8());
         let key = before[key_start..].trim_matches('"');
         (!key.is_empty()).then_some(key)
     }
