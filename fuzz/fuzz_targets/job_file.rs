@@ -1,0 +1,4 @@
+//! libFuzzer target: the checks of `weir_fuzz_checks::job_file`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| weir_fuzz_checks::job_file::check(data));
