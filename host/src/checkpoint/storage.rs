@@ -449,8 +449,20 @@ impl Files for MemoryFiles {
 /// A fault to inject on a chosen write (see [`FaultyStorage`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Fault {
-    /// The write fails with an I/O error; nothing is written.
-    Fail,
+    /// The write fails with an I/O error of this kind; nothing is written.
+    /// The kinds a disk really produces carry the operating system's own
+    /// message, at the step where the system reports them, so the decline a
+    /// test sees reads as the real one would:
+    ///
+    /// - [`StorageFull`](io::ErrorKind::StorageFull): `cannot write <file>.tmp:
+    ///   No space left on device (os error 28)`;
+    /// - [`PermissionDenied`](io::ErrorKind::PermissionDenied) and
+    ///   [`ReadOnlyFilesystem`](io::ErrorKind::ReadOnlyFilesystem): `cannot
+    ///   create <file>.tmp: Permission denied (os error 13)` / `Read-only file
+    ///   system (os error 30)`.
+    ///
+    /// Any other kind gives `injected fault on write <n>`.
+    Fail(io::ErrorKind),
     /// The process "dies" during the write: the first half of the bytes is
     /// left in the `.tmp` file, the final name is not created, and the
     /// write returns an I/O error (the caller is expected to stop, as a
@@ -458,11 +470,69 @@ pub enum Fault {
     CrashBeforeRename,
 }
 
-/// Writes counted so far and the faults planned, by 1-based write number.
+impl Fault {
+    /// The error a failing write of `path` (write number `write`) reports.
+    fn error(kind: io::ErrorKind, path: &Path, write: usize) -> IoError {
+        let tmp = CheckpointLayout::temp_file(path);
+        match os_error(kind) {
+            // Space runs out when the bytes are written; access is refused
+            // when the file is created.
+            Some(e) if kind == io::ErrorKind::StorageFull => IoError::new("write", tmp, e),
+            Some(e) => IoError::new("create", tmp, e),
+            None => IoError::new(
+                "write",
+                path,
+                io::Error::new(kind, format!("injected fault on write {write}")),
+            ),
+        }
+    }
+}
+
+/// The operating system's error for the kinds a disk produces, so its
+/// message is the one a real failure shows.
+fn os_error(kind: io::ErrorKind) -> Option<io::Error> {
+    // POSIX numbers, the same on Linux and the BSDs (macOS included).
+    let errno = match kind {
+        io::ErrorKind::StorageFull => 28,        // ENOSPC
+        io::ErrorKind::PermissionDenied => 13,   // EACCES
+        io::ErrorKind::ReadOnlyFilesystem => 30, // EROFS
+        _ => return None,
+    };
+    if cfg!(unix) {
+        Some(io::Error::from_raw_os_error(errno))
+    } else {
+        Some(io::Error::new(kind, kind.to_string()))
+    }
+}
+
+/// Writes counted so far and the faults planned.
 #[derive(Debug, Default)]
 struct FaultPlan {
+    /// Writes attempted so far (state and metadata).
     writes: usize,
+    /// Metadata writes attempted so far.
+    metadata_writes: usize,
+    /// Faults by 1-based write number.
     planned: BTreeMap<usize, Fault>,
+    /// Faults by 1-based metadata write number.
+    planned_metadata: BTreeMap<usize, Fault>,
+    /// Every write fails with this until healed.
+    broken: Option<io::ErrorKind>,
+}
+
+impl FaultPlan {
+    /// Counts a write of `path` and takes the fault planned for it, if any.
+    fn next(&mut self, path: &Path) -> (usize, Option<Fault>) {
+        self.writes += 1;
+        let write = self.writes;
+        let mut fault = self.planned.remove(&write);
+        if path.file_name().is_some_and(|n| n == METADATA_FILE) {
+            self.metadata_writes += 1;
+            let nth = self.metadata_writes;
+            fault = fault.or(self.planned_metadata.remove(&nth));
+        }
+        (write, fault.or(self.broken.map(Fault::Fail)))
+    }
 }
 
 /// Another file system with faults injected on chosen writes.
@@ -478,20 +548,19 @@ impl Files for FaultyFiles {
     }
 
     fn write(&self, path: &Path, bytes: &[u8], overwrite: Overwrite) -> Result<(), IoError> {
-        let (write, fault) = {
-            let mut plan = self.plan.lock().unwrap_or_else(PoisonError::into_inner);
-            plan.writes += 1;
-            let write = plan.writes;
-            (write, plan.planned.remove(&write))
-        };
-        let injected = || io::Error::other(format!("injected fault on write {write}"));
+        let (write, fault) = self
+            .plan
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next(path);
         match fault {
             None => self.inner.write(path, bytes, overwrite),
-            Some(Fault::Fail) => Err(IoError::new("write", path, injected())),
+            Some(Fault::Fail(kind)) => Err(Fault::error(kind, path, write)),
             Some(Fault::CrashBeforeRename) => {
                 let tmp = CheckpointLayout::temp_file(path);
                 self.inner.write_raw(&tmp, &bytes[..bytes.len() / 2])?;
-                Err(IoError::new("write", path, injected()))
+                let e = io::Error::other(format!("injected fault on write {write}"));
+                Err(IoError::new("write", path, e))
             }
         }
     }
@@ -886,7 +955,13 @@ delegate_to_file_store!(MemoryStorage);
 /// fails or the process dies mid-write.
 ///
 /// Writes (state files and metadata alike) are numbered from 1 in the order
-/// they happen; [`inject`](Self::inject) plans a [`Fault`] for one of them.
+/// they happen; [`inject`](Self::inject) plans a [`Fault`] for one of them,
+/// [`inject_metadata`](Self::inject_metadata) for the n-th metadata write
+/// (the commit point), and [`break_writes`](Self::break_writes) makes every
+/// write fail until [`heal`](Self::heal) — a disk that fills up or turns
+/// read-only while a job runs. The storage-fault tests use it where the real
+/// fault cannot be produced (no right to mount a small tmpfs, or running as
+/// root, whom permissions do not stop).
 #[derive(Debug)]
 pub struct FaultyStorage(FileStore<FaultyFiles>);
 
@@ -914,6 +989,30 @@ impl FaultyStorage {
     /// built) fail with `fault`.
     pub fn inject(&self, write: usize, fault: Fault) {
         self.plan().planned.insert(write, fault);
+    }
+
+    /// Makes the `nth` write of a checkpoint's metadata (1-based, counted
+    /// since this storage was built) fail with `fault`: the commit point
+    /// fails after every state file was written.
+    pub fn inject_metadata(&self, nth: usize, fault: Fault) {
+        self.plan().planned_metadata.insert(nth, fault);
+    }
+
+    /// Makes every write from now on fail with an error of `kind` (see
+    /// [`Fault::Fail`]), as a full disk or a read-only file system does,
+    /// until [`heal`](Self::heal). Reads and removals still work.
+    pub fn break_writes(&self, kind: io::ErrorKind) {
+        self.plan().broken = Some(kind);
+    }
+
+    /// Ends [`break_writes`](Self::break_writes): writes work again.
+    pub fn heal(&self) {
+        self.plan().broken = None;
+    }
+
+    /// How many metadata writes were attempted so far.
+    pub fn metadata_writes(&self) -> usize {
+        self.plan().metadata_writes
     }
 
     /// How many writes were attempted so far.
@@ -1349,7 +1448,7 @@ mod tests {
     fn an_injected_failure_writes_nothing() {
         let memory = MemoryStorage::default();
         let storage = FaultyStorage::memory(&memory);
-        storage.inject(2, Fault::Fail);
+        storage.inject(2, Fault::Fail(io::ErrorKind::Other));
         let task = TaskId::new("count", 0);
         storage
             .write_state(CHK, CheckpointId(1), &task, b"a")
@@ -1366,6 +1465,102 @@ mod tests {
             memory.paths(),
             [PathBuf::from("/memory/job/chk-0000000001/count-0.state")]
         );
+    }
+
+    #[test]
+    fn injected_disk_errors_read_as_the_operating_system_reports_them() {
+        let memory = MemoryStorage::default();
+        let storage = FaultyStorage::memory(&memory);
+        let task = TaskId::new("count", 0);
+        let cases = [
+            (
+                io::ErrorKind::StorageFull,
+                "cannot write /memory/job/chk-0000000001/count-0.state.tmp: \
+                 No space left on device (os error 28)",
+            ),
+            (
+                io::ErrorKind::PermissionDenied,
+                "cannot create /memory/job/chk-0000000001/count-0.state.tmp: \
+                 Permission denied (os error 13)",
+            ),
+            (
+                io::ErrorKind::ReadOnlyFilesystem,
+                "cannot create /memory/job/chk-0000000001/count-0.state.tmp: \
+                 Read-only file system (os error 30)",
+            ),
+        ];
+        for (write, (kind, message)) in cases.into_iter().enumerate() {
+            storage.inject(write + 1, Fault::Fail(kind));
+            let err = storage
+                .write_state(CHK, CheckpointId(1), &task, b"abc")
+                .unwrap_err();
+            assert_eq!(err.to_string(), message);
+            let StorageError::Io(e) = err else {
+                panic!("not an I/O error: {err:?}")
+            };
+            assert_eq!(e.source.kind(), kind);
+        }
+        assert!(memory.paths().is_empty(), "{:?}", memory.paths());
+    }
+
+    #[test]
+    fn broken_writes_fail_until_healed() {
+        let memory = MemoryStorage::default();
+        let storage = FaultyStorage::memory(&memory);
+        storage.break_writes(io::ErrorKind::StorageFull);
+        for id in 1..=3 {
+            let err = storage
+                .write_state(CHK, CheckpointId(id), &TaskId::new("count", 0), b"x")
+                .unwrap_err();
+            assert!(
+                err.to_string()
+                    .ends_with("No space left on device (os error 28)"),
+                "{err}"
+            );
+        }
+        assert!(memory.paths().is_empty());
+        storage.heal();
+        complete(&storage, CHK, 4);
+        assert_eq!(storage.writes(), 3 + 4);
+        assert_eq!(
+            statuses(&memory)
+                .into_iter()
+                .filter(|(_, status)| *status == "complete")
+                .collect::<Vec<_>>(),
+            [("chk-0000000004".to_string(), "complete")]
+        );
+    }
+
+    #[test]
+    fn an_injected_metadata_failure_leaves_the_checkpoint_incomplete() {
+        let memory = MemoryStorage::default();
+        let storage = FaultyStorage::memory(&memory);
+        complete(&storage, CHK, 1);
+        storage.inject_metadata(2, Fault::Fail(io::ErrorKind::StorageFull));
+        let mut meta = sample(CHK, 2);
+        for entry in &mut meta.tasks {
+            entry.handle = storage
+                .write_state(CHK, CheckpointId(2), &entry.task, b"abcdef")
+                .unwrap();
+            entry.state_bytes = 6;
+        }
+        let err = storage.write_metadata(&meta).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot write /memory/job/chk-0000000002/_metadata.tmp: \
+             No space left on device (os error 28)"
+        );
+        assert_eq!(storage.metadata_writes(), 2);
+        assert_eq!(
+            statuses(&memory),
+            [
+                ("chk-0000000001".to_string(), "complete"),
+                ("chk-0000000002".to_string(), "incomplete")
+            ]
+        );
+        // The third metadata write is not planned to fail.
+        storage.write_metadata(&meta).unwrap();
+        assert_eq!(statuses(&memory)[1].1, "complete");
     }
 
     #[test]
