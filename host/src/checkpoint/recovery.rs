@@ -32,6 +32,7 @@
 //! the only way back after a failure.
 
 use std::cmp::Reverse;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::path::Path;
 
@@ -212,6 +213,27 @@ pub fn checkpoints_to_prune(
     ids
 }
 
+/// The incomplete checkpoint and savepoint directories a running job can
+/// remove once checkpoint `completed` has completed: those older than it
+/// that are not `in_flight` (pending or being finalized). They were aborted
+/// (declined, expired, their metadata write failed, subsumed), and either
+/// their removal failed (a read-only or failing disk) or a task still
+/// writing when the abort came recreated them. Removing them at every
+/// completion keeps a long run with many failed checkpoints from piling up
+/// directories. Complete and corrupt ones are never returned.
+pub fn stray_checkpoints(
+    listings: &[CheckpointListing],
+    completed: CheckpointId,
+    in_flight: &BTreeSet<CheckpointId>,
+) -> Vec<(CheckpointKind, CheckpointId)> {
+    listings
+        .iter()
+        .filter(|l| matches!(l.status, ListingStatus::Incomplete))
+        .filter(|l| l.id < completed && !in_flight.contains(&l.id))
+        .map(|l| (l.kind, l.id))
+        .collect()
+}
+
 /// The id the coordinator should use next: after every id present in the
 /// storage (complete, incomplete or corrupt, so no directory is ever reused)
 /// and after the restored one (which may come from elsewhere).
@@ -290,6 +312,30 @@ mod tests {
 
     fn skipped(selection: &LatestSelection) -> Vec<String> {
         selection.skipped.iter().map(ToString::to_string).collect()
+    }
+
+    #[test]
+    fn strays_are_older_incomplete_directories_not_in_flight() {
+        let listings = vec![
+            listing(CHK, 1, ListingStatus::Incomplete),
+            complete(CHK, 2),
+            listing(SP, 3, ListingStatus::Incomplete),
+            listing(CHK, 4, ListingStatus::Corrupt(corrupt_error("x"))),
+            listing(CHK, 5, ListingStatus::Incomplete),
+            listing(CHK, 6, ListingStatus::Incomplete),
+            complete(CHK, 7),
+            listing(CHK, 8, ListingStatus::Incomplete),
+        ];
+        let in_flight = BTreeSet::from([CheckpointId(5)]);
+        assert_eq!(
+            stray_checkpoints(&listings, CheckpointId(7), &in_flight),
+            [
+                (CHK, CheckpointId(1)),
+                (SP, CheckpointId(3)),
+                (CHK, CheckpointId(6))
+            ]
+        );
+        assert!(stray_checkpoints(&listings, CheckpointId(1), &BTreeSet::new()).is_empty());
     }
 
     #[test]

@@ -2,8 +2,21 @@
 //! [`Coordinator`]. It feeds the coordinator facts (task events, the clock,
 //! user requests) and carries out its actions (trigger sources, write
 //! metadata, notify tasks, remove files), until the attempt ends.
+//!
+//! # Files of aborted checkpoints
+//!
+//! An aborted checkpoint's directory is removed when the abort is decided.
+//! That can leave a directory behind in two ways: a task's state write still
+//! under way recreates it (the write started before the abort), or the
+//! removal itself fails (a read-only or failing disk). So the driver also
+//! removes it again when that task's late acknowledgement *or decline*
+//! arrives (the event is sent after the write returned, so nothing writes
+//! there afterwards), and after any abort, the next checkpoint to complete
+//! sweeps the incomplete directories older than itself that are not in
+//! flight ([`stray_checkpoints`]). What a crash or the end of the job leaves
+//! is removed by the storage's cleanup when the job ends and starts.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -12,13 +25,14 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::JobRequest;
 use super::attempt::Attempt;
-use super::monitor::{CheckpointSummary, JobMonitor};
+use super::monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{
     CheckpointMetadata, METADATA_VERSION, StateHandle, TaskStateMeta,
 };
 use crate::checkpoint::pending::Acknowledgement;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::recovery::stray_checkpoints;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 use crate::dataflow::message::Barrier;
@@ -49,6 +63,11 @@ pub(crate) struct Driver<'a> {
     pub events: &'a mut UnboundedReceiver<TaskEvent>,
     pub requests: &'a mut UnboundedReceiver<JobRequest>,
     pub monitor: &'a JobMonitor,
+    /// Whether incomplete directories of aborted checkpoints may be left on
+    /// disk: set by every abort and failed removal, cleared by a sweep at
+    /// the next completion (see the module docs). Start an attempt with
+    /// `true`: the one before may have left some.
+    pub strays_possible: bool,
 }
 
 /// The driver's verdict after one step.
@@ -154,6 +173,11 @@ impl Driver<'_> {
                         tracing::debug!(
                             "ignoring the decline of {task} for checkpoint {id}: {ignored:?}"
                         );
+                        if let Ignored::Aborted { kind, .. } = ignored {
+                            // A write that failed after the abort may have recreated the
+                            // checkpoint's directory (and left part of a file in it).
+                            self.discard(kind, id).await;
+                        }
                         Step::Continue
                     }
                 }
@@ -233,6 +257,7 @@ impl Driver<'_> {
                     .await
                     .map_err(|e| format!("metadata writer panicked: {e}"))
                     .and_then(|r| r.map_err(|e| e.to_string()));
+                    let completed = written.is_ok();
                     let result = match written {
                         Ok(meta) => {
                             self.monitor.checkpoint_completed(CheckpointSummary {
@@ -253,6 +278,9 @@ impl Driver<'_> {
                     match self.coordinator.finalized(id, result, Instant::now()) {
                         Ok(more) => queue.extend(more),
                         Err(ignored) => tracing::debug!("finalize of {id} ignored: {ignored:?}"),
+                    }
+                    if completed && self.strays_possible {
+                        self.remove_strays(id).await;
                     }
                 }
                 Action::NotifyComplete { id, kind, is_final } => {
@@ -275,11 +303,17 @@ impl Driver<'_> {
                 } => {
                     if reason.counts_as_failure() {
                         tracing::warn!("{kind} {id} failed: {reason}");
-                        self.monitor.checkpoint_failed();
+                        self.monitor.checkpoint_failed(CheckpointFailure {
+                            id,
+                            kind,
+                            reason: reason.to_string(),
+                        });
                     } else {
                         tracing::debug!("{kind} {id} aborted: {reason}");
                     }
                     self.attempt.broadcast(&Control::Abort(id));
+                    // Tasks may still be writing its files: see the module docs.
+                    self.strays_possible = true;
                     self.discard(kind, id).await;
                 }
                 Action::Prune { ids } => {
@@ -295,14 +329,49 @@ impl Driver<'_> {
         end.map_or(Step::Continue, Step::End)
     }
 
-    async fn discard(&self, kind: CheckpointKind, id: CheckpointId) {
+    async fn discard(&mut self, kind: CheckpointKind, id: CheckpointId) {
         let storage = Arc::clone(&self.storage);
         let result = tokio::task::spawn_blocking(move || storage.discard(kind, id)).await;
-        match result {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => tracing::warn!("cannot remove {kind} {id}: {e}"),
-            Err(e) => tracing::warn!("cannot remove {kind} {id}: {e}"),
+        let error = match result {
+            Ok(Ok(())) => return,
+            Ok(Err(e)) => e.to_string(),
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!("cannot remove {kind} {id}: {error}");
+        self.strays_possible = true;
+    }
+
+    /// After checkpoint `completed` completed: removes the incomplete
+    /// directories older than it that are not in flight (see the module docs).
+    async fn remove_strays(&mut self, completed: CheckpointId) {
+        let in_flight: BTreeSet<CheckpointId> = self
+            .coordinator
+            .pending()
+            .map(|p| p.id())
+            .chain(self.coordinator.finalizing())
+            .collect();
+        let storage = Arc::clone(&self.storage);
+        let swept = tokio::task::spawn_blocking(move || {
+            let listings = storage.list()?;
+            let mut failures = Vec::new();
+            for (kind, id) in stray_checkpoints(&listings, completed, &in_flight) {
+                match storage.discard(kind, id) {
+                    Ok(()) => tracing::info!("removed the files of aborted {kind} {id}"),
+                    Err(e) => failures.push(format!("cannot remove {kind} {id}: {e}")),
+                }
+            }
+            Ok::<_, StorageError>(failures)
+        })
+        .await;
+        let failures = match swept {
+            Ok(Ok(failures)) => failures,
+            Ok(Err(e)) => vec![format!("cannot list the checkpoints: {e}")],
+            Err(e) => vec![format!("checkpoint cleanup panicked: {e}")],
+        };
+        for failure in &failures {
+            tracing::warn!("{failure}");
         }
+        self.strays_possible = !failures.is_empty();
     }
 
     fn metadata(

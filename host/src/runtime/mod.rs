@@ -18,7 +18,7 @@ mod runner;
 
 use std::path::PathBuf;
 
-pub use monitor::{CheckpointSummary, JobMonitor};
+pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
 pub use runner::{JobRunner, RunError};
 
 use crate::job::JobStatus;

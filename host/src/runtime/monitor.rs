@@ -2,6 +2,7 @@
 //! status line, later a status endpoint). Written by the driver and the tasks,
 //! read at any time without stopping anything.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -23,6 +24,23 @@ pub struct CheckpointSummary {
     pub bytes: u64,
 }
 
+/// A checkpoint that failed (declined, expired, or its metadata could not be
+/// written), so a status display — or a test — can say why, not only how
+/// often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointFailure {
+    /// Its id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Why it failed, naming the task and, for a storage error, the file and
+    /// the operating system's message.
+    pub reason: String,
+}
+
+/// How many recent checkpoint failures the monitor keeps.
+pub const RECENT_FAILURES: usize = 32;
+
 /// What a task is, for adding up its counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TaskRole {
@@ -41,6 +59,8 @@ struct Inner {
     last_checkpoint: Option<CheckpointSummary>,
     completed: u64,
     failed: u64,
+    /// The last [`RECENT_FAILURES`] failures, oldest first.
+    recent_failures: VecDeque<CheckpointFailure>,
     restarts: u32,
 }
 
@@ -56,6 +76,7 @@ impl Default for JobMonitor {
             last_checkpoint: None,
             completed: 0,
             failed: 0,
+            recent_failures: VecDeque::new(),
             restarts: 0,
         })))
     }
@@ -88,8 +109,13 @@ impl JobMonitor {
         inner.last_checkpoint = Some(summary);
     }
 
-    pub(crate) fn checkpoint_failed(&self) {
-        self.lock().failed += 1;
+    pub(crate) fn checkpoint_failed(&self, failure: CheckpointFailure) {
+        let mut inner = self.lock();
+        inner.failed += 1;
+        if inner.recent_failures.len() == RECENT_FAILURES {
+            inner.recent_failures.pop_front();
+        }
+        inner.recent_failures.push_back(failure);
     }
 
     pub(crate) fn restarted(&self) {
@@ -126,8 +152,36 @@ impl JobMonitor {
         (inner.completed, inner.failed)
     }
 
+    /// The most recent checkpoint failures (at most [`RECENT_FAILURES`]),
+    /// oldest first; [`checkpoint_counts`](Self::checkpoint_counts) counts all.
+    pub fn recent_failures(&self) -> Vec<CheckpointFailure> {
+        self.lock().recent_failures.iter().cloned().collect()
+    }
+
     /// Restarts after failures so far.
     pub fn restarts(&self) -> u32 {
         self.lock().restarts
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_the_most_recent_failures_and_counts_them_all() {
+        let monitor = JobMonitor::default();
+        for id in 1..=40 {
+            monitor.checkpoint_failed(CheckpointFailure {
+                id: CheckpointId(id),
+                kind: CheckpointKind::Checkpoint,
+                reason: format!("failure {id}"),
+            });
+        }
+        assert_eq!(monitor.checkpoint_counts(), (0, 40));
+        let recent = monitor.recent_failures();
+        assert_eq!(recent.len(), RECENT_FAILURES);
+        assert_eq!(recent[0].id, CheckpointId(40 - RECENT_FAILURES as u64 + 1));
+        assert_eq!(recent.last().unwrap().reason, "failure 40");
     }
 }

@@ -52,8 +52,24 @@ pub struct JobRunner {
 
 impl JobRunner {
     /// Loads and checks every operator's module (each compiled once, for all
-    /// its subtasks and every restart) and opens the checkpoint storage.
+    /// its subtasks and every restart) and opens the checkpoint storage: local
+    /// files in the job's checkpoint directory.
     pub fn new(job: Job, options: RunOptions) -> Result<Self, RunError> {
+        let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalStorage::new(
+            CheckpointLayout::new(job.checkpoint.directory.clone()),
+        ));
+        Self::with_storage(job, options, storage)
+    }
+
+    /// [`JobRunner::new`] over the given checkpoint storage instead of the
+    /// job's directory: another backend, or a
+    /// [`FaultyStorage`](crate::checkpoint::storage::FaultyStorage) in tests
+    /// of what a job does when its storage fails.
+    pub fn with_storage(
+        job: Job,
+        options: RunOptions,
+        storage: Arc<dyn CheckpointStorage>,
+    ) -> Result<Self, RunError> {
         let mut engines: Vec<(Limits, WasmEngine)> = Vec::new();
         let mut modules = HashMap::new();
         for vertex in &job.vertices {
@@ -80,9 +96,6 @@ impl JobRunner {
             }
             modules.insert(vertex.name.clone(), module);
         }
-        let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalStorage::new(
-            CheckpointLayout::new(job.checkpoint.directory.clone()),
-        ));
         Ok(JobRunner {
             job,
             options,
@@ -113,7 +126,16 @@ impl JobRunner {
             .build()
             .map_err(|e| RunError::Setup(format!("cannot start the async runtime: {e}")))?;
         let handle = runtime.handle().clone();
-        runtime.block_on(self.run_async(handle, &mut requests))
+        let storage = Arc::clone(&self.storage);
+        let result = runtime.block_on(self.run_async(handle, &mut requests));
+        // Dropping the runtime waits for its blocking tasks, the state writes
+        // still under way among them: after that nothing writes checkpoint
+        // files any more, and what aborted checkpoints left can go.
+        drop(runtime);
+        if result.is_ok() {
+            cleanup_after_run(storage.as_ref());
+        }
+        result
     }
 
     async fn run_async(
@@ -183,6 +205,7 @@ impl JobRunner {
                 events: &mut events_rx,
                 requests,
                 monitor: &self.monitor,
+                strays_possible: true,
             };
             let (end, after) = driver.run().await;
             next_id = Some(after);
@@ -268,6 +291,24 @@ impl JobRunner {
     }
 }
 
+/// Removes what aborted checkpoints left (incomplete directories, stray
+/// `.tmp` files) once the job has ended, so a job that ends does not leave
+/// them until its next start. A failure (a read-only disk) is only logged:
+/// the job's outcome stands, and the next start cleans up again.
+fn cleanup_after_run(storage: &dyn CheckpointStorage) {
+    match storage.cleanup() {
+        Ok(cleanup) => {
+            for dir in &cleanup.removed_dirs {
+                tracing::info!("removed incomplete checkpoint {}", dir.dir().display());
+            }
+            for file in &cleanup.removed_temp_files {
+                tracing::info!("removed temporary file {}", file.display());
+            }
+        }
+        Err(e) => tracing::warn!("cannot clean up the checkpoint directory: {e}"),
+    }
+}
+
 fn outcome(
     status: JobStatus,
     savepoint: Option<std::path::PathBuf>,
@@ -301,4 +342,196 @@ where
         .await
         .map_err(|e| RunError::Setup(format!("storage worker panicked: {e}")))?
         .map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::checkpoint::storage::{FaultyStorage, ListingStatus, MemoryStorage};
+
+    /// generator → blackhole: no guest, so it runs in a unit test. A checkpoint every
+    /// 10 ms; `count` records at 20 000 a second.
+    fn job(count: u64, tolerable_failures: u32) -> Job {
+        let text = format!(
+            "name = \"j\"\n\
+             [checkpoint]\ninterval = \"10ms\"\ntolerable_failures = {tolerable_failures}\n\
+             [restart]\nstrategy = \"none\"\n\
+             [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = {count}\nrate = 20000.0\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"gen\"]\n"
+        );
+        Job::from_str(&text, "/jobs", "j.toml").unwrap()
+    }
+
+    /// Runs `runner` on a thread; returns its monitor and the outcome's receiver.
+    fn spawn(
+        runner: JobRunner,
+    ) -> (
+        JobMonitor,
+        std::sync::mpsc::Receiver<Result<JobOutcome, RunError>>,
+        tokio::sync::mpsc::UnboundedSender<JobRequest>,
+    ) {
+        let monitor = runner.monitor();
+        let (requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(runner.run(requests_rx));
+        });
+        (monitor, rx, requests)
+    }
+
+    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(Instant::now() < deadline, "waited 20 s for {what}");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+    }
+
+    fn statuses(storage: &MemoryStorage) -> Vec<(u64, &'static str)> {
+        storage
+            .list()
+            .unwrap()
+            .iter()
+            .map(|l| {
+                let status = match l.status {
+                    ListingStatus::Complete(_) => "complete",
+                    ListingStatus::Incomplete => "incomplete",
+                    ListingStatus::Corrupt(_) => "corrupt",
+                };
+                (l.id.0, status)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_full_disk_declines_checkpoints_and_leaves_no_directories_behind() {
+        let memory = MemoryStorage::default();
+        let faulty = Arc::new(FaultyStorage::memory(&memory));
+        let runner = JobRunner::with_storage(
+            job(1_000_000, 1_000),
+            RunOptions::default(),
+            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
+        )
+        .unwrap();
+        let (monitor, outcome, requests) = spawn(runner);
+        wait_for("a checkpoint to complete", || {
+            monitor.checkpoint_counts().0 >= 1
+        });
+        faulty.break_writes(io::ErrorKind::StorageFull);
+        wait_for("twenty checkpoints to fail", || {
+            monitor.checkpoint_counts().1 >= 20
+        });
+        // While the job runs, only the checkpoint in flight and the last few aborted ones
+        // (a late write not yet reported) have a directory: twenty failures do not pile up
+        // twenty directories.
+        let incomplete = statuses(&memory)
+            .into_iter()
+            .filter(|(_, status)| *status == "incomplete")
+            .count();
+        assert!(incomplete <= 4, "{:?}", statuses(&memory));
+        faulty.heal();
+        let completed = monitor.checkpoint_counts().0;
+        wait_for("a checkpoint to complete after the disk was freed", || {
+            monitor.checkpoint_counts().0 > completed
+        });
+        requests.send(JobRequest::Cancel).unwrap();
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Canceled, "{outcome:?}");
+
+        let failures = monitor.recent_failures();
+        assert!(failures.len() >= 20, "{failures:?}");
+        for failure in &failures {
+            // A state write fails (a decline), or the metadata write does.
+            let (declined, unrecorded) = (
+                failure.reason.starts_with("declined by task "),
+                failure.reason.starts_with("could not be recorded: "),
+            );
+            assert!(
+                (declined || unrecorded)
+                    && failure
+                        .reason
+                        .contains(".tmp: No space left on device (os error 28)"),
+                "{failure:?}"
+            );
+        }
+        // Only the retained complete checkpoint is left: every failed one was removed.
+        let left = statuses(&memory);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].1, "complete", "{left:?}");
+        assert!(
+            memory
+                .paths()
+                .iter()
+                .all(|p| !p.to_string_lossy().ends_with(".tmp")),
+            "{:?}",
+            memory.paths()
+        );
+    }
+
+    #[test]
+    fn failures_beyond_the_tolerable_count_fail_the_job_naming_the_storage_error() {
+        let memory = MemoryStorage::default();
+        let faulty = Arc::new(FaultyStorage::memory(&memory));
+        faulty.break_writes(io::ErrorKind::ReadOnlyFilesystem);
+        let runner = JobRunner::with_storage(
+            job(1_000_000, 2),
+            RunOptions::default(),
+            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
+        )
+        .unwrap();
+        let (monitor, outcome, _requests) = spawn(runner);
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Failed, "{outcome:?}");
+        let failure = outcome.failure.unwrap();
+        assert!(
+            failure.starts_with("3 checkpoint failures in a row exceed the 2 tolerated")
+                && failure.contains("Read-only file system (os error 30)"),
+            "{failure}"
+        );
+        assert_eq!(monitor.checkpoint_counts(), (0, 3));
+        assert_eq!(statuses(&memory), []);
+    }
+
+    #[test]
+    fn a_failed_metadata_write_is_removed_and_the_next_checkpoint_completes() {
+        let memory = MemoryStorage::default();
+        let faulty = Arc::new(FaultyStorage::memory(&memory));
+        faulty.inject_metadata(
+            2,
+            crate::checkpoint::storage::Fault::Fail(io::ErrorKind::StorageFull),
+        );
+        let runner = JobRunner::with_storage(
+            job(4_000, 1),
+            RunOptions::default(),
+            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
+        )
+        .unwrap();
+        let (monitor, outcome, _requests) = spawn(runner);
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        // One failure is tolerated: the next checkpoint completes and resets the count.
+        assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
+        let failures = monitor.recent_failures();
+        assert_eq!(failures.len(), 1, "{failures:?}");
+        assert_eq!(failures[0].id.0, 2);
+        assert_eq!(
+            failures[0].reason,
+            "could not be recorded: cannot write /memory/job/chk-0000000002/_metadata.tmp: \
+             No space left on device (os error 28)"
+        );
+        let left = statuses(&memory);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert!(left[0].0 > 2 && left[0].1 == "complete", "{left:?}");
+    }
 }
