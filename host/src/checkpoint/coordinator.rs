@@ -281,9 +281,11 @@ impl fmt::Display for AbortReason {
 /// tolerated.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 #[error(
-    "{consecutive} checkpoint failures in a row exceed the {tolerable} tolerated \
+    "{consecutive} checkpoint {} in a row {} the {tolerable} tolerated \
      (the last: checkpoint {last} {last_reason}); raise the tolerable failures of the job's \
-     checkpoint settings to tolerate more"
+     checkpoint settings to tolerate more",
+    if *consecutive == 1 { "failure" } else { "failures" },
+    if *consecutive == 1 { "exceeds" } else { "exceed" }
 )]
 pub struct TooManyFailures {
     /// How many checkpoints failed in a row.
@@ -1547,6 +1549,31 @@ mod tests {
         assert_eq!(co.poll(t0 + ms(10_000)), []);
         co.set_running(true, t0 + ms(20_000));
         assert_eq!(co.poll(t0 + ms(20_100)), [trigger(4)]);
+    }
+
+    #[test]
+    fn too_many_failures_names_the_count_in_words_that_agree() {
+        let reason = |consecutive| TooManyFailures {
+            consecutive,
+            tolerable: consecutive - 1,
+            last: c(4),
+            last_reason: AbortReason::FinalizeFailed {
+                message: "cannot write x: No space left on device (os error 28)".into(),
+            },
+        };
+        assert_eq!(
+            reason(1).to_string(),
+            "1 checkpoint failure in a row exceeds the 0 tolerated (the last: checkpoint 4 \
+             could not be recorded: cannot write x: No space left on device (os error 28)); \
+             raise the tolerable failures of the job's checkpoint settings to tolerate more"
+        );
+        assert!(
+            reason(3)
+                .to_string()
+                .starts_with("3 checkpoint failures in a row exceed the 2 tolerated"),
+            "{}",
+            reason(3)
+        );
     }
 
     #[test]
