@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Regenerates docs/RELIABILITY.md: runs every fault scenario of the test suite with long
+# settings, then the fuzz targets, and renders the rows they record into the table.
+#
+#   bash scripts/reliability.sh            # the documented long run (about an hour on 2 cores)
+#
+# Settings (environment; defaults are the long run's):
+#   WEIR_CHAOS_ROUNDS       random-moment kills per chaos job (2 jobs)         default 250
+#   WEIR_KILL_POINT_ROUNDS  kills per named kill point (8 points)              default 25
+#   WEIR_BACKPRESSURE_SECS  length of the healthy back-pressure run, seconds   default 300
+#   WEIR_FUZZ_SECS          seconds per fuzz target (0: skip fuzzing, noted)   default 300
+#   WEIR_CHAOS_SEED         seed of the kill plans (a number or `random`)      default fixed
+# CI runs the same tests with the small defaults of the tests themselves (`.ci/run`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+export WEIR_CHAOS_ROUNDS="${WEIR_CHAOS_ROUNDS:-250}"
+export WEIR_KILL_POINT_ROUNDS="${WEIR_KILL_POINT_ROUNDS:-25}"
+export WEIR_BACKPRESSURE_SECS="${WEIR_BACKPRESSURE_SECS:-300}"
+fuzz_secs="${WEIR_FUZZ_SECS:-300}"
+
+rows="$PWD/target/reliability/rows.jsonl"
+mkdir -p "$(dirname "$rows")"
+rm -f "$rows"
+export WEIR_RELIABILITY_LOG="$rows"
+
+bash scripts/ensure-wasm-target.sh
+started=$(date +%s)
+echo "== fault scenarios (chaos, kill points, isolation, storage, back-pressure)"
+# Whole modules by name; every test in them records its row when it passes.
+cargo test -p weir-tests --test all -- --test-threads 2 \
+    chaos:: kill_points:: isolation:: storage_faults:: backpressure::
+
+if [ "$fuzz_secs" -gt 0 ]; then
+    echo "== fuzzing, $fuzz_secs s per target"
+    bash scripts/fuzz.sh "$fuzz_secs"
+else
+    echo "!! WEIR_FUZZ_SECS=0: fuzzing skipped; the table will say so" >&2
+fi
+elapsed=$(( $(date +%s) - started ))
+
+export WEIR_RELIABILITY_COMMAND="bash scripts/reliability.sh (took $((elapsed / 60)) min $((elapsed % 60)) s)"
+export WEIR_RELIABILITY_COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- host abi guest-sdk tests fuzz || echo ' + uncommitted changes')"
+export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
+export WEIR_RELIABILITY_MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(date -u +%Y-%m-%d)"
+cargo run -q -p weir-tests --bin reliability-table -- "$rows" docs/RELIABILITY.md
