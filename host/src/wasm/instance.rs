@@ -166,7 +166,9 @@ impl GuestInstance {
     }
 
     /// Runs `weir_process` on one encoded input batch (`docs/ABI.md` §5) and returns the
-    /// batches it emitted, in order, each checked to be a well-formed batch with port 0.
+    /// records it emitted, in order, as well-formed batches with port 0. Batches the guest
+    /// emitted one after another may come back joined into one (up to about 1 MiB each): the
+    /// records and their order are what the guest emitted, the batch boundaries are not kept.
     ///
     /// `batch` must be a well-formed batch; its port is the input it arrived on.
     pub fn process(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>, GuestError> {
@@ -177,8 +179,8 @@ impl GuestInstance {
         Ok(std::mem::take(&mut self.store.data_mut().output))
     }
 
-    /// Runs `weir_finish` once every input has ended, and returns the batches it emitted; no
-    /// batches when the module has no `weir_finish`.
+    /// Runs `weir_finish` once every input has ended, and returns what it emitted, as
+    /// [`process`](Self::process) does; no batches when the module has no `weir_finish`.
     pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Finish)?;
         let Some(finish) = self.funcs.finish.clone() else {

@@ -62,7 +62,9 @@ pub(crate) struct GuestState {
     pub(crate) subtask: u32,
     /// The running export.
     pub(crate) call: Call,
-    /// Output batches emitted by the running `weir_process`/`weir_finish`.
+    /// Output of the running `weir_process`/`weir_finish`: its emitted batches, in order,
+    /// consecutive ones joined into buffers of up to
+    /// [`OUTPUT_CHUNK_BYTES`](super::imports::OUTPUT_CHUNK_BYTES).
     pub(crate) output: Vec<Vec<u8>>,
     /// What `output` counts against `limits.max_output_bytes`: its bytes, plus
     /// [`OUTPUT_BATCH_OVERHEAD`](super::limits::OUTPUT_BATCH_OVERHEAD) per batch.

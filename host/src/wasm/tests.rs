@@ -636,6 +636,45 @@ fn growing_a_table_past_the_limit_fails_the_call() {
 }
 
 #[test]
+fn batches_emitted_one_after_another_are_joined_keeping_every_record_in_order() {
+    // Emits its input three times, with an empty batch in between.
+    let mut guest = instance(&fixture(
+        r#"(func (export "weir_process") (param $p i32) (param $l i32) (result i32)
+          (i32.store offset=4 (local.get $p) (i32.const 0))
+          (call $emit (local.get $p) (local.get $l))
+          (call $emit (i32.const 64) (i32.const 8))
+          (call $emit (local.get $p) (local.get $l))
+          (call $emit (local.get $p) (local.get $l))
+          (i32.const 0))"#,
+    ));
+    let input = [("a", "x", 1), ("bb", "", 2)];
+    let out = guest.process(&batch(3, &input)).unwrap();
+    let expected: Vec<(&str, &str, i64)> =
+        input.iter().chain(&input).chain(&input).copied().collect();
+    assert_eq!(out, vec![batch(0, &expected)], "one batch, six records");
+
+    // Batches that would make a buffer larger than the chunk start a new one: two records of
+    // 600 KiB each (zeros past the memory's first pages) come back as two batches.
+    let value_len = 600 * 1024;
+    let mut guest = instance(&fixture(&format!(
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+          (drop (memory.grow (i32.const 20)))
+          (i32.store (i32.const 65536) (i32.const 1))
+          (i32.store (i32.const 65556) (i32.const {value_len}))
+          (call $emit (i32.const 65536) (i32.const {len}))
+          (call $emit (i32.const 65536) (i32.const {len}))
+          (i32.const 0))"#,
+        len = value_len + 24
+    )));
+    let out = guest.process(&batch(0, &[])).unwrap();
+    let big = vec![0u8; value_len];
+    let mut one = BatchBuilder::new(0);
+    one.push(b"", &big, 0);
+    let one = one.into_bytes();
+    assert_eq!(out, vec![one.clone(), one]);
+}
+
+#[test]
 fn tables_are_bounded_in_all_not_each() {
     // Two tables, each within the bound, together past it: refused when the module loads
     // (its throwaway instance for the version check cannot be made).
@@ -768,8 +807,8 @@ fn emitting_empty_batches(times: u32) -> String {
 
 #[test]
 fn each_emitted_batch_counts_its_overhead_against_the_output_limit() {
-    // Without the overhead, 1000 bytes would allow 125 empty batches, each costing the host
-    // several times its 8 bytes; with it, 13 (13 × 72 = 936).
+    // Without the overhead, 1000 bytes would allow 125 empty batches; with it, 13
+    // (13 × 72 = 936).
     let engine = engine_with(GuestLimits {
         max_output_bytes: 1000,
         ..GuestLimits::default()
@@ -780,9 +819,10 @@ fn each_emitted_batch_counts_its_overhead_against_the_output_limit() {
     let mut guest = load(&engine, &emitting_empty_batches(fits))
         .instantiate(context(0), b"")
         .unwrap();
-    assert_eq!(guest.process(&batch(0, &[])).unwrap().len(), 13);
+    // Joined into one empty batch.
+    assert_eq!(guest.process(&batch(0, &[])).unwrap(), vec![batch(0, &[])]);
     // The budget is per call: the next call may emit as much again.
-    assert_eq!(guest.process(&batch(0, &[])).unwrap().len(), 13);
+    assert_eq!(guest.process(&batch(0, &[])).unwrap(), vec![batch(0, &[])]);
 
     let mut guest = load(&engine, &emitting_empty_batches(fits + 1))
         .instantiate(context(0), b"")
