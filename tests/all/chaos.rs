@@ -20,9 +20,9 @@ use std::time::{Duration, Instant};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
-    complete_checkpoint_ids, in_progress_files, number_from_env, run_cli, seed_from_env,
-    two_input_count, word_counts, word_text, wordcount,
+    CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
+    assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
+    number_from_env, run_cli, seed_from_env, two_input_count, word_counts, word_text, wordcount,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -203,6 +203,7 @@ fn kill_and_restore(
         };
         eprintln!("{label}: {round}");
         done.push(round);
+        assert_complete_checkpoints_verify(&checkpoints, &history(seed, &done));
     }
 
     let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));

@@ -25,8 +25,8 @@ use weir::kill_point::{self, KillPoint};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, Rng, Sandbox, Weir, assert_same_output, committed_lines, in_progress_files,
-    number_from_env, run_cli, seed_from_env, two_input_count,
+    CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
+    committed_lines, in_progress_files, number_from_env, run_cli, seed_from_env, two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -172,6 +172,7 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
         };
         eprintln!("kill points: {round}");
         done.push(round);
+        assert_complete_checkpoints_verify(&chaos.checkpoint_dir(), &history(&done));
     }
 
     let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));

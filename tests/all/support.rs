@@ -644,6 +644,27 @@ pub(crate) fn complete_checkpoint_ids(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// Fails unless every complete checkpoint (one with `_metadata`) under `dir` verifies: its
+/// metadata reads and every state file it names has the recorded length and checksum. A crash
+/// may leave incomplete checkpoints behind, never a complete one that cannot be restored.
+pub(crate) fn assert_complete_checkpoints_verify(dir: &Path, context: &str) {
+    use weir::checkpoint::layout::CheckpointLayout;
+    use weir::checkpoint::recovery::verify;
+    use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
+    let storage = LocalStorage::new(CheckpointLayout::new(dir));
+    for checkpoint in checkpoint_dirs(dir).into_iter().filter(|c| c.complete) {
+        let verified = storage
+            .locate(&checkpoint.path)
+            .and_then(|location| verify(&storage, &location));
+        if let Err(e) = verified {
+            panic!(
+                "{context}: complete checkpoint {} cannot be restored: {e}",
+                checkpoint.path.display()
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // `weir` as a child process
 
