@@ -49,7 +49,7 @@
 //!   module that imports a memory is refused, and shared memories are refused by
 //!   validation. [`guests_cannot_read_each_others_memory_nor_an_earlier_instances`] runs two
 //!   operators of two subtasks each: one instance writes a secret over its memory, the
-//!   others scan every byte of theirs for it while it runs, and a restarted instance scans
+//!   others scan every 8-byte word of theirs for it while it runs, and a restarted instance scans
 //!   its fresh memory before writing; none finds it. A control job, where the same scanner
 //!   runs in the writer's own instance, finds it — so the scan would see a leak.
 //! - **Host memory through pointers.** Every pointer and length a guest passes to an import,
