@@ -518,6 +518,10 @@ struct FaultPlan {
     planned_metadata: BTreeMap<usize, Fault>,
     /// Every write fails with this until healed.
     broken: Option<io::ErrorKind>,
+    /// Removals (of a file or a directory tree) attempted so far.
+    removals: usize,
+    /// Errors by 1-based removal number.
+    planned_removals: BTreeMap<usize, io::ErrorKind>,
 }
 
 impl FaultPlan {
@@ -532,6 +536,12 @@ impl FaultPlan {
             fault = fault.or(self.planned_metadata.remove(&nth));
         }
         (write, fault.or(self.broken.map(Fault::Fail)))
+    }
+
+    /// Counts a removal and takes the error planned for it, if any.
+    fn next_removal(&mut self) -> Option<io::ErrorKind> {
+        self.removals += 1;
+        self.planned_removals.remove(&self.removals)
     }
 }
 
@@ -582,16 +592,37 @@ impl Files for FaultyFiles {
     }
 
     fn remove_file(&self, path: &Path) -> Result<(), IoError> {
-        self.inner.remove_file(path)
+        match self.planned_removal() {
+            Some(kind) => Err(IoError::new("remove", path, removal_error(kind))),
+            None => self.inner.remove_file(path),
+        }
     }
 
     fn remove_dir_all(&self, dir: &Path) -> Result<(), IoError> {
-        self.inner.remove_dir_all(dir)
+        match self.planned_removal() {
+            Some(kind) => Err(IoError::new("remove directory", dir, removal_error(kind))),
+            None => self.inner.remove_dir_all(dir),
+        }
     }
 
     fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
         self.inner.sync_dir(dir)
     }
+}
+
+impl FaultyFiles {
+    fn planned_removal(&self) -> Option<io::ErrorKind> {
+        self.plan
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .next_removal()
+    }
+}
+
+/// The error of a failing removal: the operating system's for the kinds a
+/// disk produces (see [`Fault::Fail`]).
+fn removal_error(kind: io::ErrorKind) -> io::Error {
+    os_error(kind).unwrap_or_else(|| io::Error::new(kind, "injected fault on a removal"))
 }
 
 // ---------------------------------------------------------------------------
@@ -1008,6 +1039,14 @@ impl FaultyStorage {
     /// Ends [`break_writes`](Self::break_writes): writes work again.
     pub fn heal(&self) {
         self.plan().broken = None;
+    }
+
+    /// Makes removal number `nth` (1-based, counted since this storage was
+    /// built; each file or directory tree a [`discard`](CheckpointStorage::discard)
+    /// or cleanup removes counts one) fail with an error of `kind`, as on a
+    /// file system that turned read-only: the removal does nothing.
+    pub fn inject_removal(&self, nth: usize, kind: io::ErrorKind) {
+        self.plan().planned_removals.insert(nth, kind);
     }
 
     /// How many metadata writes were attempted so far.
@@ -1561,6 +1600,25 @@ mod tests {
         // The third metadata write is not planned to fail.
         storage.write_metadata(&meta).unwrap();
         assert_eq!(statuses(&memory)[1].1, "complete");
+    }
+
+    #[test]
+    fn an_injected_removal_failure_leaves_the_checkpoint_as_it_was() {
+        let memory = MemoryStorage::default();
+        let storage = FaultyStorage::memory(&memory);
+        complete(&storage, CHK, 1);
+        storage.inject_removal(1, io::ErrorKind::ReadOnlyFilesystem);
+        let err = storage.discard(CHK, CheckpointId(1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "cannot remove /memory/job/chk-0000000001/_metadata: Read-only file system (os error 30)"
+        );
+        assert_eq!(
+            statuses(&memory),
+            [("chk-0000000001".to_string(), "complete")]
+        );
+        storage.discard(CHK, CheckpointId(1)).unwrap();
+        assert!(memory.paths().is_empty());
     }
 
     #[test]

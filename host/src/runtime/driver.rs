@@ -15,6 +15,10 @@
 //! sweeps the incomplete directories older than itself that are not in
 //! flight ([`stray_checkpoints`]). What a crash or the end of the job leaves
 //! is removed by the storage's cleanup when the job ends and starts.
+//!
+//! A pruned checkpoint whose removal failed is removed at the next
+//! completion too: otherwise a disk that was read-only for a moment would
+//! leave more than `retained` complete checkpoints for the rest of the run.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
@@ -32,7 +36,7 @@ use crate::checkpoint::metadata::{
 };
 use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::recovery::stray_checkpoints;
-use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::storage::CheckpointStorage;
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 use crate::dataflow::message::Barrier;
@@ -68,6 +72,10 @@ pub(crate) struct Driver<'a> {
     /// the next completion (see the module docs). Start an attempt with
     /// `true`: the one before may have left some.
     pub strays_possible: bool,
+    /// Completed checkpoints pruned by the coordinator whose removal failed
+    /// (a read-only or failing disk): retried at the next completion, so a
+    /// passing fault does not leave more than `retained` behind for good.
+    pub unpruned: BTreeSet<CheckpointId>,
 }
 
 /// The driver's verdict after one step.
@@ -160,7 +168,7 @@ impl Driver<'_> {
                         );
                         if let Ignored::Aborted { kind, .. } = ignored.reason {
                             // The abort removed the checkpoint's files before this one was written.
-                            self.discard(kind, id).await;
+                            let _ = self.discard(kind, id).await;
                         }
                         Step::Continue
                     }
@@ -176,7 +184,7 @@ impl Driver<'_> {
                         if let Ignored::Aborted { kind, .. } = ignored {
                             // A write that failed after the abort may have recreated the
                             // checkpoint's directory (and left part of a file in it).
-                            self.discard(kind, id).await;
+                            let _ = self.discard(kind, id).await;
                         }
                         Step::Continue
                     }
@@ -279,8 +287,8 @@ impl Driver<'_> {
                         Ok(more) => queue.extend(more),
                         Err(ignored) => tracing::debug!("finalize of {id} ignored: {ignored:?}"),
                     }
-                    if completed && self.strays_possible {
-                        self.remove_strays(id).await;
+                    if completed && (self.strays_possible || !self.unpruned.is_empty()) {
+                        self.tidy_up(id).await;
                     }
                 }
                 Action::NotifyComplete { id, kind, is_final } => {
@@ -314,11 +322,13 @@ impl Driver<'_> {
                     self.attempt.broadcast(&Control::Abort(id));
                     // Tasks may still be writing its files: see the module docs.
                     self.strays_possible = true;
-                    self.discard(kind, id).await;
+                    let _ = self.discard(kind, id).await;
                 }
                 Action::Prune { ids } => {
                     for id in ids {
-                        self.discard(CheckpointKind::Checkpoint, id).await;
+                        if !self.discard(CheckpointKind::Checkpoint, id).await {
+                            self.unpruned.insert(id);
+                        }
                     }
                 }
                 Action::FailJob { reason } => {
@@ -329,21 +339,25 @@ impl Driver<'_> {
         end.map_or(Step::Continue, Step::End)
     }
 
-    async fn discard(&mut self, kind: CheckpointKind, id: CheckpointId) {
+    /// Removes checkpoint `id`'s files; `false` (and a warning) if it could not.
+    async fn discard(&mut self, kind: CheckpointKind, id: CheckpointId) -> bool {
         let storage = Arc::clone(&self.storage);
         let result = tokio::task::spawn_blocking(move || storage.discard(kind, id)).await;
         let error = match result {
-            Ok(Ok(())) => return,
+            Ok(Ok(())) => return true,
             Ok(Err(e)) => e.to_string(),
             Err(e) => e.to_string(),
         };
         tracing::warn!("cannot remove {kind} {id}: {error}");
         self.strays_possible = true;
+        false
     }
 
-    /// After checkpoint `completed` completed: removes the incomplete
-    /// directories older than it that are not in flight (see the module docs).
-    async fn remove_strays(&mut self, completed: CheckpointId) {
+    /// After checkpoint `completed` completed: retries the prunes that
+    /// failed, and removes the incomplete directories older than it that are
+    /// not in flight (see the module docs).
+    async fn tidy_up(&mut self, completed: CheckpointId) {
+        let unpruned = std::mem::take(&mut self.unpruned);
         let in_flight: BTreeSet<CheckpointId> = self
             .coordinator
             .pending()
@@ -351,26 +365,45 @@ impl Driver<'_> {
             .chain(self.coordinator.finalizing())
             .collect();
         let storage = Arc::clone(&self.storage);
-        let swept = tokio::task::spawn_blocking(move || {
-            let listings = storage.list()?;
+        let tidied = tokio::task::spawn_blocking(move || {
+            let mut still_unpruned = BTreeSet::new();
             let mut failures = Vec::new();
+            for id in unpruned {
+                match storage.discard(CheckpointKind::Checkpoint, id) {
+                    Ok(()) => tracing::info!("removed checkpoint {id}, pruned earlier"),
+                    Err(e) => {
+                        failures.push(format!("cannot remove checkpoint {id}: {e}"));
+                        still_unpruned.insert(id);
+                    }
+                }
+            }
+            let listings = match storage.list() {
+                Ok(listings) => listings,
+                Err(e) => {
+                    failures.push(format!("cannot list the checkpoints: {e}"));
+                    return (still_unpruned, failures);
+                }
+            };
             for (kind, id) in stray_checkpoints(&listings, completed, &in_flight) {
                 match storage.discard(kind, id) {
                     Ok(()) => tracing::info!("removed the files of aborted {kind} {id}"),
                     Err(e) => failures.push(format!("cannot remove {kind} {id}: {e}")),
                 }
             }
-            Ok::<_, StorageError>(failures)
+            (still_unpruned, failures)
         })
         .await;
-        let failures = match swept {
-            Ok(Ok(failures)) => failures,
-            Ok(Err(e)) => vec![format!("cannot list the checkpoints: {e}")],
-            Err(e) => vec![format!("checkpoint cleanup panicked: {e}")],
+        let (still_unpruned, failures) = match tidied {
+            Ok(result) => result,
+            Err(e) => (
+                BTreeSet::new(),
+                vec![format!("checkpoint cleanup panicked: {e}")],
+            ),
         };
         for failure in &failures {
             tracing::warn!("{failure}");
         }
+        self.unpruned.extend(still_unpruned);
         self.strays_possible = !failures.is_empty();
     }
 

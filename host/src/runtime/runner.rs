@@ -2,7 +2,7 @@
 //! restores it if asked, runs attempts, and fails over by the restart
 //! strategy from the latest completed checkpoint.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use tokio::sync::mpsc::UnboundedReceiver;
@@ -206,6 +206,7 @@ impl JobRunner {
                 requests,
                 monitor: &self.monitor,
                 strays_possible: true,
+                unpruned: BTreeSet::new(),
             };
             let (end, after) = driver.run().await;
             next_id = Some(after);
@@ -472,6 +473,32 @@ mod tests {
             "{:?}",
             memory.paths()
         );
+    }
+
+    #[test]
+    fn a_prune_that_failed_is_retried_at_the_next_completion() {
+        let memory = MemoryStorage::default();
+        let faulty = Arc::new(FaultyStorage::memory(&memory));
+        // The first removal is the pruning of checkpoint 1 when checkpoint 2 completes: the
+        // file system is read-only for that moment.
+        faulty.inject_removal(1, io::ErrorKind::ReadOnlyFilesystem);
+        let runner = JobRunner::with_storage(
+            job(4_000, 0),
+            RunOptions::default(),
+            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
+        )
+        .unwrap();
+        let (monitor, outcome, _requests) = spawn(runner);
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
+        assert!(monitor.checkpoint_counts().0 >= 3, "{monitor:?}");
+        // One checkpoint is retained, not two: checkpoint 1 went at a later completion.
+        let left = statuses(&memory);
+        assert_eq!(left.len(), 1, "{left:?}");
+        assert_eq!(left[0].1, "complete", "{left:?}");
     }
 
     #[test]
