@@ -14,6 +14,8 @@ mod chaos;
 mod corrupt;
 mod failover;
 #[cfg(unix)]
+mod isolation;
+#[cfg(unix)]
 mod kill_points;
 mod retention;
 #[cfg(unix)]
