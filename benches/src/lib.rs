@@ -19,7 +19,6 @@
 
 pub mod error;
 pub mod guests;
-pub mod native_count;
 pub mod pipeline;
 pub mod raw_guest;
 pub mod report;

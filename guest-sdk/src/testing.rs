@@ -150,6 +150,15 @@ impl<T: Operator + State> Harness<T> {
         self.take_emitted()
     }
 
+    /// Processes an encoded batch and returns the encoded batches the operator emitted, as the
+    /// host receives them from `emit`: no decoding, no check. For benchmarks that compare an
+    /// operator compiled natively with its wasm build doing the same work; tests want
+    /// [`push_batch`](Self::push_batch).
+    pub fn push_batch_encoded(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>> {
+        dispatch::process(&mut self.operator, batch, &mut self.output)?;
+        Ok(self.output.take_kept())
+    }
+
     /// Tells the operator that every input ended and returns what it emitted.
     pub fn finish(&mut self) -> Result<Vec<OwnedRecord>> {
         dispatch::finish(&mut self.operator, &mut self.output)?;

@@ -12,20 +12,55 @@
 //! operators written in WAT, C and AssemblyScript produce exactly the same records for the same
 //! input, and the tests of the project compare them.
 //!
-//! State: the count of every key seen, checkpointed through serde (a `BTreeMap`, so equal
-//! states give equal snapshots).
+//! State: the count of every key seen, checkpointed through serde as a map sorted by key (so
+//! equal states give equal snapshots, whatever order the keys arrived in).
+//!
+//! It is written for speed, since it is the workload of the benchmarks: the counts live in a
+//! hash map with a fast non-cryptographic hash (keys come from the job, not from an attacker
+//! who could choose colliding keys), and the count is formatted without `core::fmt`. A
+//! `BTreeMap<Vec<u8>, u64>` compares the key with a dozen others on each lookup, and in wasm
+//! every comparison is a byte-at-a-time `memcmp`: it made this operator several times slower
+//! (docs/BENCHMARKS.md).
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
-use serde::{Deserialize, Serialize};
+use rustc_hash::FxHasher;
+use serde::{Deserialize, Serialize, Serializer};
 use weir_sdk::{Batch, Context, Operator, Output, Result};
+
+/// Counts by key.
+type Counts = HashMap<Vec<u8>, u64, BuildHasherDefault<FxHasher>>;
 
 /// The `count` operator.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Count {
     /// How many records of each key have been seen.
-    counts: BTreeMap<Vec<u8>, u64>,
+    #[serde(serialize_with = "sorted_by_key")]
+    counts: Counts,
+}
+
+/// Serialises the counts as a map in key order: the same bytes as a `BTreeMap` would give.
+fn sorted_by_key<S: Serializer>(
+    counts: &Counts,
+    serializer: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    let mut entries: Vec<(&Vec<u8>, &u64)> = counts.iter().collect();
+    entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    serializer.collect_map(entries)
+}
+
+/// Writes `n` in decimal at the end of `buf` and returns the digits.
+fn decimal(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
+    let mut start = buf.len();
+    loop {
+        start -= 1;
+        buf[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            return &buf[start..];
+        }
+    }
 }
 
 impl Operator for Count {
@@ -34,8 +69,7 @@ impl Operator for Count {
     }
 
     fn process(&mut self, input: &Batch<'_>, out: &mut Output) -> Result<()> {
-        // The decimal text of each count, in one buffer reused for the whole batch.
-        let mut text = String::new();
+        let mut digits = [0u8; 20];
         for record in input {
             // Copy the key only the first time it is seen.
             let count = match self.counts.get_mut(record.key) {
@@ -48,9 +82,7 @@ impl Operator for Count {
                     1
                 }
             };
-            text.clear();
-            write!(text, "{count}")?;
-            out.emit(record.key, text.as_bytes(), record.timestamp);
+            out.emit(record.key, decimal(count, &mut digits), record.timestamp);
         }
         Ok(())
     }
@@ -108,6 +140,39 @@ mod tests {
         harness.push("a", "", 2)?;
         harness.snapshot_and_restore()?;
         assert_records_eq(&harness.push("a", "", 3)?, &[record("a", "3", 3)]);
+        Ok(())
+    }
+
+    #[test]
+    fn formats_counts_in_decimal() {
+        let mut buf = [0u8; 20];
+        for n in [0, 1, 9, 10, 99, 100, 12_345, u64::MAX] {
+            assert_eq!(decimal(n, &mut buf), n.to_string().as_bytes());
+        }
+    }
+
+    #[test]
+    fn equal_states_give_equal_snapshots_in_key_order() -> Result<()> {
+        use weir_sdk::State as _;
+        let mut forward = Harness::<Count>::new(Context::new("count"))?;
+        let mut backward = Harness::<Count>::new(Context::new("count"))?;
+        let keys: Vec<String> = (0..200).map(|i| format!("key-{i}")).collect();
+        for (ts, key) in keys.iter().enumerate() {
+            forward.push(key, "", ts as i64)?;
+        }
+        for (ts, key) in keys.iter().rev().enumerate() {
+            backward.push(key, "", ts as i64)?;
+        }
+        let snapshot = forward.snapshot()?;
+        assert_eq!(snapshot, backward.snapshot()?);
+        // The bytes of the same counts as a `BTreeMap`: the format is a sorted map.
+        let sorted: std::collections::BTreeMap<Vec<u8>, u64> =
+            keys.iter().map(|k| (k.clone().into_bytes(), 1)).collect();
+        #[derive(Serialize, Deserialize)]
+        struct AsBTree {
+            counts: std::collections::BTreeMap<Vec<u8>, u64>,
+        }
+        assert_eq!(snapshot, AsBTree { counts: sorted }.snapshot()?);
         Ok(())
     }
 
