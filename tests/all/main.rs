@@ -20,4 +20,6 @@ mod kill_points;
 mod retention;
 #[cfg(unix)]
 mod savepoint;
+#[cfg(unix)]
+mod storage_faults;
 mod tools;
