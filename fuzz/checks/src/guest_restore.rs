@@ -12,7 +12,7 @@
 //!   allocation of its buffer) that names the operator, is not a timeout, and poisons the
 //!   instance; the host never panics;
 //! - a state the guest accepts can be snapshotted again, and that snapshot restores into
-//!   another instance which snapshots it identically and processes a batch identically;
+//!   another instance, which can snapshot in turn and processes a batch identically;
 //! - afterwards a fresh instance of the same module still works: its first record of a key
 //!   counts `1`.
 
@@ -97,21 +97,18 @@ fn check_guest(name: &str, module: &OperatorModule, bytes: &[u8]) {
     );
 }
 
-/// A state the guest accepted survives a second snapshot → restore cycle unchanged.
+/// A state the guest accepted survives a snapshot → restore cycle.
 fn check_accepted(name: &str, module: &OperatorModule, mut restored: GuestInstance) {
     let snapshot = restored
         .snapshot(1)
         .unwrap_or_else(|e| panic!("{name}: cannot snapshot a state it restored: {e}"));
+    // Only the state must survive, not its bytes: a guest may write equal states
+    // differently (the Rust count writes its hash table in table order).
     let mut copy = start(name, module);
     copy.restore(&snapshot)
         .unwrap_or_else(|e| panic!("{name}: refuses its own snapshot: {e}"));
-    let again = copy
-        .snapshot(2)
+    copy.snapshot(2)
         .unwrap_or_else(|e| panic!("{name}: cannot snapshot its own snapshot: {e}"));
-    assert!(
-        again == snapshot,
-        "{name}: snapshot → restore → snapshot changed the state"
-    );
     let first = restored.process(&probe()).map_err(|e| e.failure);
     let second = copy.process(&probe()).map_err(|e| e.failure);
     assert_eq!(
