@@ -102,6 +102,15 @@ pub struct Batch<'a> {
     port: u32,
 }
 
+/// The record count a batch's header announces, without checking the records: for code that
+/// only counts batches another layer has already validated. [`Batch::decode`] checks them.
+pub fn header_record_count(bytes: &[u8]) -> Result<u32, DecodeError> {
+    match bytes.get(..4) {
+        Some(&[a, b, c, d]) if bytes.len() >= HEADER_LEN => Ok(u32::from_le_bytes([a, b, c, d])),
+        _ => Err(DecodeError::MissingHeader { len: bytes.len() }),
+    }
+}
+
 impl<'a> Batch<'a> {
     /// Checks `bytes` against the layout and returns a view of it.
     ///
@@ -319,6 +328,19 @@ impl BatchBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_header_count_is_read_without_the_records() {
+        let mut b = BatchBuilder::new(5);
+        b.push(b"k", b"v", 1);
+        b.push(b"k", b"v", 2);
+        assert_eq!(header_record_count(b.as_bytes()), Ok(2));
+        assert_eq!(header_record_count(&b.as_bytes()[..8]), Ok(2));
+        assert_eq!(
+            header_record_count(&[1, 0, 0, 0, 0, 0, 0]),
+            Err(DecodeError::MissingHeader { len: 7 })
+        );
+    }
     use proptest::prelude::*;
 
     fn arb_records() -> impl Strategy<Value = Vec<(Vec<u8>, Vec<u8>, i64)>> {

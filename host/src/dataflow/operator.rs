@@ -21,7 +21,7 @@ impl WasmOperator {
 
     fn route(outputs: Vec<Vec<u8>>, out: &mut Router) -> Result<(), TaskError> {
         for batch in outputs {
-            out.push_batch(&batch)?;
+            out.push_batch(batch)?;
         }
         Ok(())
     }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
+use weir_abi::batch::{HEADER_LEN, header_record_count};
 use weir_abi::{Batch, BatchBuilder, DecodeError};
 
 use super::channel::{StopSignal, Stopped, send};
@@ -18,6 +19,11 @@ use crate::job::Partitioner;
 
 /// A batch is sent once its encoding reaches this many bytes.
 pub const BATCH_BYTES: usize = 32 * 1024;
+
+/// The largest batch [`Router::push_batch`] passes on whole: larger ones are split into
+/// batches of [`BATCH_BYTES`], so that a channel's capacity (in messages) keeps bounding the
+/// bytes in flight.
+const PASS_THROUGH_MAX_BYTES: usize = 2 * BATCH_BYTES;
 
 /// One outgoing edge of a task: its partitioner and a channel per downstream subtask.
 #[derive(Debug)]
@@ -116,9 +122,35 @@ impl Router {
         Ok(())
     }
 
-    /// Routes every record of an encoded batch.
-    pub fn push_batch(&mut self, bytes: &[u8]) -> Result<(), RouteError> {
-        let batch = Batch::decode(bytes)?;
+    /// Routes every record of an encoded batch that the caller has validated (guest output
+    /// is, by the wasm layer, record by record).
+    ///
+    /// When the task has one outgoing edge, `forward` to a single channel, and the batch is not
+    /// much larger than the router's own, it goes on as it is — only its port rewritten —
+    /// instead of being decoded and encoded again record by record.
+    pub fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
+        if let [edge] = self.edges.as_slice()
+            && edge.partitioner == Partitioner::Forward
+            && edge.channels.len() == 1
+            && bytes.len() <= PASS_THROUGH_MAX_BYTES
+            && let Ok(records) = header_record_count(&bytes)
+        {
+            if !self.edges[0].builders[0].is_empty() {
+                self.send_builder(0, 0)?;
+            }
+            let port = self.edges[0].builders[0].port();
+            bytes[4..HEADER_LEN].copy_from_slice(&port.to_le_bytes());
+            self.metrics.add_records_out(u64::from(records));
+            let edge = &self.edges[0];
+            send(
+                &edge.channels[0],
+                Message::Batch(bytes),
+                &self.stop,
+                &self.metrics.backpressured_nanos,
+            )?;
+            return Ok(());
+        }
+        let batch = Batch::decode(&bytes)?;
         for r in batch.iter() {
             self.push(r.key, r.value, r.timestamp)?;
         }
@@ -218,6 +250,79 @@ mod tests {
                 got1.contains(&(3, key.clone()))
             });
         }
+    }
+
+    /// `(port, keys)` of every batch on `rx`, one entry per batch.
+    fn batches(rx: &crossbeam_channel::Receiver<Message>) -> Vec<(u32, Vec<Vec<u8>>)> {
+        let mut out = Vec::new();
+        while let Ok(Message::Batch(bytes)) = rx.try_recv() {
+            let batch = Batch::decode(&bytes).unwrap();
+            out.push((batch.port(), batch.iter().map(|r| r.key.to_vec()).collect()));
+        }
+        out
+    }
+
+    fn encoded(keys: &[&str]) -> Vec<u8> {
+        let mut b = BatchBuilder::new(0);
+        for k in keys {
+            b.push(k.as_bytes(), b"v", 1);
+        }
+        b.into_bytes()
+    }
+
+    #[test]
+    fn a_forward_edge_passes_a_batch_on_whole_after_what_was_pending_with_its_port() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let metrics = Arc::new(TaskMetrics::default());
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 2, vec![tx])],
+            StopSignal::new(),
+            Arc::clone(&metrics),
+        );
+        router.push(b"first", b"v", 0).unwrap();
+        router.push_batch(encoded(&["a", "b", "c"])).unwrap();
+        router.flush().unwrap();
+        assert_eq!(
+            batches(&rx),
+            [
+                (2, vec![b"first".to_vec()]),
+                (2, vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()])
+            ]
+        );
+        assert_eq!(metrics.records_out(), 4);
+    }
+
+    #[test]
+    fn large_batches_and_other_partitioners_are_split_into_the_routers_batches() {
+        // A batch over the pass-through size on a forward edge.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            StopSignal::new(),
+            Arc::default(),
+        );
+        let key = "k".repeat(1000);
+        let many: Vec<&str> = (0..100).map(|_| key.as_str()).collect();
+        router.push_batch(encoded(&many)).unwrap();
+        router.flush().unwrap();
+        let sent = batches(&rx);
+        assert!(sent.len() > 1, "split into {} batches", sent.len());
+        assert_eq!(sent.iter().map(|(_, k)| k.len()).sum::<usize>(), 100);
+        // Two edges: every record goes through the partitioners.
+        let (tx0, rx0) = crossbeam_channel::unbounded();
+        let (tx1, rx1) = crossbeam_channel::unbounded();
+        let mut router = Router::new(
+            vec![
+                OutputEdge::new(Partitioner::Forward, 0, vec![tx0]),
+                OutputEdge::new(Partitioner::Forward, 1, vec![tx1]),
+            ],
+            StopSignal::new(),
+            Arc::default(),
+        );
+        router.push_batch(encoded(&["x", "y"])).unwrap();
+        router.flush().unwrap();
+        assert_eq!(batches(&rx0), [(0, vec![b"x".to_vec(), b"y".to_vec()])]);
+        assert_eq!(batches(&rx1), [(1, vec![b"x".to_vec(), b"y".to_vec()])]);
     }
 
     #[test]
