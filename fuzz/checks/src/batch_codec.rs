@@ -30,7 +30,6 @@ fn check_batch(bytes: &[u8]) {
         bytes.len(),
         "encoded_len of a decoded batch"
     );
-    assert_eq!(batch.is_empty(), batch.len() == 0);
     let records = batch.iter();
     assert_eq!(
         records.len(),
