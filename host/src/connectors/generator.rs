@@ -68,18 +68,31 @@ impl Generator {
         let mut h = splitmix64(self.config.seed ^ splitmix64(i));
         self.key.clear();
         self.key.extend_from_slice(b"key-");
-        let n = h % self.config.keys.max(1);
-        self.key.extend_from_slice(n.to_string().as_bytes());
+        push_decimal(&mut self.key, h % self.config.keys.max(1));
         self.value.clear();
         while self.value.len() < self.config.value_size {
             h = splitmix64(h);
-            for b in h.to_le_bytes() {
-                if self.value.len() < self.config.value_size {
-                    self.value.push(b'a' + b % 26);
-                }
-            }
+            let left = self.config.value_size - self.value.len();
+            let letters = h.to_le_bytes().map(|b| b'a' + b % 26);
+            self.value.extend_from_slice(&letters[..left.min(8)]);
         }
     }
+}
+
+/// Appends `n` in decimal to `out`, without the allocation of `n.to_string()` (this runs once
+/// per generated record).
+fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+    let mut digits = [0u8; 20];
+    let mut start = digits.len();
+    loop {
+        start -= 1;
+        digits[start] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[start..]);
 }
 
 /// A well-mixed 64-bit hash step (SplitMix64).
@@ -133,5 +146,60 @@ impl Source for Generator {
         self.emitted = decode_u64_position("generator", position)?;
         self.pace_start = None;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(keys: u64, value_size: usize) -> GeneratorConfig {
+        GeneratorConfig {
+            seed: 42,
+            count: None,
+            rate: None,
+            keys,
+            value_size,
+        }
+    }
+
+    /// Record `i` as the generator first defined it: the records of a seed must never change,
+    /// since a restored job replays them and benchmarks compare runs.
+    fn reference(config: &GeneratorConfig, i: u64) -> (Vec<u8>, Vec<u8>) {
+        let mut h = splitmix64(config.seed ^ splitmix64(i));
+        let key = format!("key-{}", h % config.keys.max(1)).into_bytes();
+        let mut value = Vec::new();
+        while value.len() < config.value_size {
+            h = splitmix64(h);
+            for b in h.to_le_bytes() {
+                if value.len() < config.value_size {
+                    value.push(b'a' + b % 26);
+                }
+            }
+        }
+        (key, value)
+    }
+
+    #[test]
+    fn records_depend_only_on_seed_and_index_as_first_defined() {
+        for (keys, value_size) in [(1, 0), (100_000, 16), (7, 3), (u64::MAX, 21)] {
+            let config = config(keys, value_size);
+            let mut generator = Generator::new(config.clone(), 0, 1);
+            for i in [0, 1, 2, 99, 12_345, u64::MAX / 3] {
+                generator.fill(i);
+                let (key, value) = reference(&config, i);
+                assert_eq!(generator.key, key, "key of record {i}");
+                assert_eq!(generator.value, value, "value of record {i}");
+            }
+        }
+    }
+
+    #[test]
+    fn decimals_match_to_string() {
+        for n in [0, 7, 10, 99_999, 100_000, u64::MAX] {
+            let mut out = b"key-".to_vec();
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("key-{n}").into_bytes());
+        }
     }
 }
