@@ -1,5 +1,6 @@
-//! Builds the count guest for `wasm32-unknown-unknown` in release, so the benchmarks measure
-//! the operator built from this tree's sources; its path reaches them as `WEIR_GUEST_COUNT`.
+//! Builds the benchmarks' guests (`count`, `uppercase`) for `wasm32-unknown-unknown` in
+//! release, so the benchmarks measure the operators built from this tree's sources; their paths
+//! reach them as `WEIR_GUEST_COUNT` and `WEIR_GUEST_UPPERCASE`.
 
 use weir_guest_build::Guest;
 
@@ -8,5 +9,9 @@ fn main() {
         package: "weir-example-count",
         env: "WEIR_GUEST_COUNT",
     };
-    weir_guest_build::build(&[count], &[]);
+    let uppercase = Guest {
+        package: "weir-example-uppercase",
+        env: "WEIR_GUEST_UPPERCASE",
+    };
+    weir_guest_build::build(&[count, uppercase], &[]);
 }

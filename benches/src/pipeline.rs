@@ -1,4 +1,5 @@
-//! Whole jobs through the real engine: generator → key-hash → `count` → blackhole.
+//! Whole jobs through the real engine: generator → `count` (key-hash) or `uppercase`
+//! (forward) → blackhole.
 //!
 //! Each run writes a job file into a fresh temporary directory (the module path absolute, the
 //! checkpoint directory inside the temporary one), loads it with [`Job::load`], compiles it with
@@ -18,9 +19,61 @@ use weir::runtime::{JobRunner, RunOptions};
 use crate::error::BenchError;
 use crate::summary::Summary;
 
+/// The wasm operator in the middle of the benchmark job.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BenchOperator {
+    /// The keyed running count (`examples/rust/count`) behind a `key-hash` edge.
+    Count,
+    /// The stateless filter and map (`examples/rust/uppercase`) behind a `forward` edge.
+    Uppercase,
+}
+
+impl BenchOperator {
+    /// The operator's name in the job, and in labels.
+    pub fn name(self) -> &'static str {
+        match self {
+            BenchOperator::Count => "count",
+            BenchOperator::Uppercase => "uppercase",
+        }
+    }
+
+    /// The partitioner of the edge from the generator.
+    fn partition(self) -> &'static str {
+        match self {
+            BenchOperator::Count => "key-hash",
+            BenchOperator::Uppercase => "forward",
+        }
+    }
+
+    /// The operator's module, built for wasm32 in release by this crate's build script.
+    pub fn module(self) -> &'static Path {
+        Path::new(match self {
+            BenchOperator::Count => crate::guests::COUNT_WASM,
+            BenchOperator::Uppercase => crate::guests::UPPERCASE_WASM,
+        })
+    }
+}
+
+impl std::str::FromStr for BenchOperator {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "count" => Ok(BenchOperator::Count),
+            "uppercase" => Ok(BenchOperator::Uppercase),
+            other => Err(format!(
+                "unknown operator {other:?}: expected count or uppercase"
+            )),
+        }
+    }
+}
+
 /// One configuration of the benchmark job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct PipelineCase {
+    /// The operator between the generator and the blackhole.
+    pub operator: BenchOperator,
     /// Parallelism of every vertex (generator, count, blackhole).
     pub parallelism: u32,
     /// Checkpoint interval; `None` = checkpointing off.
@@ -34,19 +87,18 @@ pub struct PipelineCase {
 }
 
 impl PipelineCase {
-    /// A short name for tables and file names, e.g. `p2-100ms`.
+    /// A short name for tables and file names, e.g. `count-p2-100ms`.
     pub fn label(&self) -> String {
         let interval = match self.interval_ms {
             None => "off".to_string(),
             Some(ms) if ms % 1000 == 0 => format!("{}s", ms / 1000),
             Some(ms) => format!("{ms}ms"),
         };
-        format!("p{}-{interval}", self.parallelism)
+        format!("{}-p{}-{interval}", self.operator.name(), self.parallelism)
     }
 
-    /// The job file of this case: `module` is the count guest, `checkpoints` the checkpoint
-    /// directory (both absolute).
-    pub fn job_toml(&self, module: &Path, checkpoints: &Path) -> String {
+    /// The job file of this case: `checkpoints` is the checkpoint directory (absolute).
+    pub fn job_toml(&self, checkpoints: &Path) -> String {
         let mut toml = format!("name = \"bench-{}\"\n\n", self.label());
         // Checkpointing off is the absence of an interval.
         toml.push_str("[checkpoint]\n");
@@ -68,21 +120,23 @@ impl PipelineCase {
              value_size = {value_size}\n\
              parallelism = {p}\n\n\
              [[operator]]\n\
-             name = \"count\"\n\
+             name = \"{operator}\"\n\
              module = {module}\n\
              parallelism = {p}\n\
-             inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\n\
+             inputs = [{{ from = \"gen\", partition = \"{partition}\" }}]\n\n\
              [[sink]]\n\
              name = \"sink\"\n\
              type = \"blackhole\"\n\
              parallelism = {p}\n\
-             inputs = [{{ from = \"count\", partition = \"forward\" }}]\n",
+             inputs = [{{ from = \"{operator}\", partition = \"forward\" }}]\n",
             toml_string(checkpoints),
             records = self.records,
             keys = self.keys,
             value_size = self.value_size,
             p = self.parallelism,
-            module = toml_string(module),
+            module = toml_string(self.operator.module()),
+            operator = self.operator.name(),
+            partition = self.operator.partition(),
         ));
         toml
     }
@@ -102,7 +156,7 @@ pub struct CheckpointSample {
     pub duration_ms: u64,
     /// State of all tasks, in bytes (sources' positions and sinks' included).
     pub state_bytes: u64,
-    /// State of the `count` tasks alone, in bytes.
+    /// State of the operator's tasks alone, in bytes.
     pub count_state_bytes: u64,
     /// Longest synchronous part (guest snapshot and copy out) of any task, in milliseconds.
     pub max_sync_ms: u64,
@@ -127,15 +181,15 @@ pub struct PipelineRun {
     pub checkpoints: Vec<CheckpointSample>,
 }
 
-/// Runs `case` once with the count guest at `module`, in a fresh temporary directory.
-pub fn run_once(case: &PipelineCase, module: &Path) -> Result<PipelineRun, BenchError> {
+/// Runs `case` once, in a fresh temporary directory.
+pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
     let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
         action: "create a temporary directory",
         path: std::env::temp_dir(),
         source,
     })?;
     let job_file = dir.path().join("job.toml");
-    let toml = case.job_toml(module, &dir.path().join("checkpoints"));
+    let toml = case.job_toml(&dir.path().join("checkpoints"));
     std::fs::write(&job_file, toml).map_err(|source| BenchError::Io {
         action: "write",
         path: job_file.clone(),
@@ -186,7 +240,7 @@ pub fn run_once(case: &PipelineCase, module: &Path) -> Result<PipelineRun, Bench
             count_state_bytes: meta
                 .tasks
                 .iter()
-                .filter(|t| t.task.vertex == "count")
+                .filter(|t| t.task.vertex == case.operator.name())
                 .map(|t| t.state_bytes)
                 .sum(),
             max_sync_ms: max(|t| t.sync_duration_ms),
@@ -229,17 +283,16 @@ pub struct PipelineResult {
 /// Runs `case` `runs` times (after one unrecorded warm-up run when `warm_up`) and summarises.
 pub fn measure(
     case: &PipelineCase,
-    module: &Path,
     runs: usize,
     warm_up: bool,
     mut progress: impl FnMut(&PipelineRun),
 ) -> Result<PipelineResult, BenchError> {
     if warm_up {
-        run_once(case, module)?;
+        run_once(case)?;
     }
     let mut done = Vec::with_capacity(runs);
     for _ in 0..runs {
-        let run = run_once(case, module)?;
+        let run = run_once(case)?;
         progress(&run);
         done.push(run);
     }

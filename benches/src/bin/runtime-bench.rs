@@ -13,13 +13,13 @@ use std::process::ExitCode;
 use clap::Parser;
 use weir_benches::BenchError;
 use weir_benches::guests::COUNT_WASM;
-use weir_benches::pipeline::{self, PipelineCase, PipelineResult};
+use weir_benches::pipeline::{self, BenchOperator, PipelineCase, PipelineResult};
 use weir_benches::report::{self, Machine, Report};
 use weir_benches::state_size::{self, StateSizeResult};
 use weir_benches::summary::Summary;
 
-/// Weir's runtime benchmarks: generator → key-hash → count → blackhole through the real
-/// engine, and checkpoint/restore time against state size.
+/// Weir's runtime benchmarks: generator → count (key-hash) or uppercase (forward) →
+/// blackhole through the real engine, and checkpoint/restore time against state size.
 #[derive(Debug, Parser)]
 #[command(name = "runtime-bench")]
 struct Args {
@@ -35,6 +35,10 @@ struct Args {
     /// Measured runs per case (after one warm-up run); the median is reported.
     #[arg(long, default_value_t = 5)]
     runs: usize,
+    /// The operators to run between generator and blackhole, comma-separated: `count` (keyed
+    /// running count) and `uppercase` (stateless filter and map).
+    #[arg(long, value_delimiter = ',', default_value = "count,uppercase")]
+    operators: Vec<BenchOperator>,
     /// Parallelisms to run, comma-separated.
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     parallelism: Vec<u32>,
@@ -73,7 +77,6 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {
-    let module = Path::new(COUNT_WASM);
     let runs = args.runs.max(1);
     let mut machine = Machine::now();
     println!(
@@ -86,37 +89,40 @@ fn run(args: &Args) -> Result<(), BenchError> {
     let mut pipelines = Vec::new();
     if !args.no_pipeline {
         println!(
-            "\n## generator → key-hash → count → blackhole: {} records, {} keys, {}-byte values, \
+            "\n## generator → operator → blackhole: {} records, {} keys, {}-byte values, \
              median of {runs} runs (after a warm-up run)\n",
             args.records, args.keys, args.value_size
         );
         println!(
-            "| parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
+            "| operator | parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
              checkpoint duration ms (median, max) | sync ms (median, max) | async ms (median, max) | \
              bytes per checkpoint (median) |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|");
-        for &parallelism in &args.parallelism {
-            for &interval in &args.intervals_ms {
-                let case = PipelineCase {
+        println!("|---|---|---|---|---|---|---|---|---|---|");
+        let cases = args.operators.iter().flat_map(|&operator| {
+            args.parallelism.iter().flat_map(move |&parallelism| {
+                args.intervals_ms.iter().map(move |&interval| PipelineCase {
+                    operator,
                     parallelism,
                     interval_ms: (interval > 0).then_some(interval),
                     records: args.records,
                     keys: args.keys,
                     value_size: args.value_size,
-                };
-                let result = pipeline::measure(&case, module, runs, true, |run| {
-                    eprintln!(
-                        "  {}: {:.0} records/s in {:.2} s, {} checkpoints",
-                        case.label(),
-                        run.records_per_s,
-                        run.seconds,
-                        run.checkpoints_completed
-                    );
-                })?;
-                println!("{}", pipeline_row(&result));
-                pipelines.push(result);
-            }
+                })
+            })
+        });
+        for case in cases {
+            let result = pipeline::measure(&case, runs, true, |run| {
+                eprintln!(
+                    "  {}: {:.0} records/s in {:.2} s, {} checkpoints",
+                    case.label(),
+                    run.records_per_s,
+                    run.seconds,
+                    run.checkpoints_completed
+                );
+            })?;
+            println!("{}", pipeline_row(&result));
+            pipelines.push(result);
         }
     }
 
@@ -132,7 +138,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
         );
         println!("|---|---|---|---|---|---|---|---|---|---|---|");
         for &bytes in &args.state_bytes {
-            let result = state_size::measure(module, bytes, runs)?;
+            let result = state_size::measure(Path::new(COUNT_WASM), bytes, runs)?;
             println!("{}", state_row(&result));
             states.push(result);
         }
@@ -181,7 +187,8 @@ fn pipeline_row(r: &PipelineResult) -> String {
         None => "–".to_string(),
     };
     format!(
-        "| {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} |",
+        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} |",
+        r.case.operator.name(),
         r.case.parallelism,
         r.records_per_s.median / 1e6,
         r.records_per_s.min / 1e6,
