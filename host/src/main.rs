@@ -112,6 +112,10 @@ struct RunArgs {
     /// On SIGTERM or Ctrl-C, take a savepoint and stop, instead of cancelling.
     #[arg(long)]
     savepoint_on_stop: bool,
+    /// Compile every module instead of reusing the compiled modules kept in
+    /// $WEIR_CACHE_DIR (default: ~/.cache/weir/modules).
+    #[arg(long)]
+    no_module_cache: bool,
 }
 
 fn main() -> ExitCode {
@@ -239,6 +243,11 @@ fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
             }
         }),
         allow_non_restored_state: args.allow_non_restored_state,
+        module_cache: if args.no_module_cache {
+            None
+        } else {
+            weir::runtime::default_module_cache_dir()
+        },
     };
     let name = job.name.clone();
     let checkpoint_dir = job.checkpoint.directory.clone();

@@ -40,6 +40,23 @@ pub struct RunOptions {
     pub restore: Option<RestoreFrom>,
     /// Drop state of vertices the job no longer has, instead of refusing to start.
     pub allow_non_restored_state: bool,
+    /// Keep compiled modules in this directory and load them from there when they are
+    /// already compiled (see [`WasmEngine::with_module_cache`](crate::wasm::WasmEngine));
+    /// `None` compiles every module. The CLI passes [`default_module_cache_dir`].
+    pub module_cache: Option<PathBuf>,
+}
+
+/// Where the CLI keeps compiled modules: `$WEIR_CACHE_DIR`, else `$XDG_CACHE_HOME/weir/modules`,
+/// else `$HOME/.cache/weir/modules`; `None` when none of those variables is set.
+pub fn default_module_cache_dir() -> Option<PathBuf> {
+    let var = |name: &str| {
+        std::env::var_os(name)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from)
+    };
+    var("WEIR_CACHE_DIR")
+        .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("weir").join("modules")))
+        .or_else(|| var("HOME").map(|d| d.join(".cache").join("weir").join("modules")))
 }
 
 /// What someone outside the job asks of it (signals, a control endpoint).

@@ -79,8 +79,16 @@ impl JobRunner {
             let engine = match engines.iter().find(|(l, _)| *l == op.limits) {
                 Some((_, engine)) => engine.clone(),
                 None => {
-                    let engine = WasmEngine::new(guest_limits(&op.limits))
-                        .map_err(|e| RunError::Setup(e.to_string()))?;
+                    let limits = guest_limits(&op.limits);
+                    let engine = match &options.module_cache {
+                        // The cache only saves time: a job runs without it rather than not at all.
+                        Some(dir) => WasmEngine::with_module_cache(limits, dir).or_else(|e| {
+                            tracing::warn!("{e}; compiling every module this run");
+                            WasmEngine::new(limits)
+                        }),
+                        None => WasmEngine::new(limits),
+                    }
+                    .map_err(|e| RunError::Setup(e.to_string()))?;
                     engines.push((op.limits, engine.clone()));
                     engine
                 }
@@ -95,6 +103,19 @@ impl JobRunner {
                 )));
             }
             modules.insert(vertex.name.clone(), module);
+        }
+        let counts: Vec<(usize, usize)> = engines
+            .iter()
+            .filter_map(|(_, engine)| engine.module_cache_counts())
+            .collect();
+        if let (Some(dir), false) = (&options.module_cache, counts.is_empty()) {
+            let (cached, compiled) = counts
+                .iter()
+                .fold((0, 0), |(h, m), (hits, misses)| (h + hits, m + misses));
+            tracing::info!(
+                "modules: {cached} from the cache of compiled modules ({}), {compiled} compiled",
+                dir.display()
+            );
         }
         Ok(JobRunner {
             job,

@@ -424,6 +424,18 @@ pub enum EngineError {
     /// The epoch ticker thread could not be started.
     #[error("cannot start the epoch ticker thread: {0}")]
     Ticker(#[source] std::io::Error),
+    /// The directory of compiled modules cannot be used.
+    #[error(
+        "cannot use {} as the cache of compiled modules: {message}; make it writable, choose \
+         another with WEIR_CACHE_DIR, or run without it (--no-module-cache)",
+        dir.display()
+    )]
+    ModuleCache {
+        /// The directory.
+        dir: std::path::PathBuf,
+        /// wasmtime's message.
+        message: String,
+    },
 }
 
 /// The error a host import or the resource limiter returns to stop the guest with a

@@ -1320,3 +1320,35 @@ fn the_public_types_can_move_between_threads() {
     .unwrap();
     assert_eq!(rows(&out), vec![row("k", "1", 1)]);
 }
+
+#[test]
+fn a_module_compiled_once_is_loaded_from_the_cache_by_the_next_engine() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = std::fs::read(count_path()).unwrap();
+    let first = WasmEngine::with_module_cache(GuestLimits::default(), dir.path()).unwrap();
+    first.load_bytes("count.wat", &source).unwrap();
+    assert_eq!(first.module_cache_counts(), Some((0, 1)));
+    let second = WasmEngine::with_module_cache(GuestLimits::default(), dir.path()).unwrap();
+    let module = second.load_bytes("count.wat", &source).unwrap();
+    assert_eq!(second.module_cache_counts(), Some((1, 0)));
+    // The cached module works.
+    let mut guest = module.instantiate(context(0), b"").unwrap();
+    let out = guest.process(&batch(0, &[("k", "", 1)])).unwrap();
+    assert_eq!(rows(&out), [row("k", "1", 1)]);
+    assert_eq!(engine().module_cache_counts(), None);
+}
+
+#[test]
+fn an_unusable_cache_directory_is_refused_naming_it_and_the_ways_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let err = WasmEngine::with_module_cache(GuestLimits::default(), &file.join("modules"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not-a-directory"), "{err}");
+    assert!(
+        err.contains("WEIR_CACHE_DIR") && err.contains("--no-module-cache"),
+        "{err}"
+    );
+}
