@@ -22,7 +22,7 @@ use crate::report;
 use crate::support::{
     CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
-    number_from_env, run_cli, seed_from_env, two_input_count, word_counts, word_text, wordcount,
+    number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -117,7 +117,10 @@ fn kill_and_restore(
 
     let reference = Sandbox::new(&format!("{label}-reference"));
     make_job(&reference).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+    // The jobs grow with the rounds: so does the time their whole runs may take.
+    let whole_run = CLI_TIMEOUT * rounds.div_ceil(DEFAULT_ROUNDS).max(1) as u32;
+    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
+        .wait(whole_run)
         .assert_code(0, "the reference run");
     let expected = committed_lines(&reference.out_dir());
     assert!(
@@ -206,7 +209,7 @@ fn kill_and_restore(
         assert_complete_checkpoints_verify(&checkpoints, &history(seed, &done));
     }
 
-    let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));
+    let ended = Weir::run(&job, &["--restore", "latest"], &chaos.join("final.log")).wait(whole_run);
     if ended.code() != Some(0) {
         panic!(
             "{label}: the final run ended with {}\n{}\nits stderr:\n{}",

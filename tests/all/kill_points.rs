@@ -26,7 +26,7 @@ use weir::kill_point::{self, KillPoint};
 use crate::report;
 use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
-    committed_lines, in_progress_files, number_from_env, run_cli, seed_from_env, two_input_count,
+    committed_lines, in_progress_files, number_from_env, seed_from_env, two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -116,7 +116,10 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
     // The reference runs at full speed: the generator's records do not depend on its rate.
     let reference = Sandbox::new("kill-points-reference");
     two_input_count(&reference, records, None).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+    // The job grows with the rounds: so does the time its whole runs may take.
+    let whole_run = CLI_TIMEOUT * per_point.div_ceil(DEFAULT_ROUNDS_PER_POINT).max(1) as u32;
+    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
+        .wait(whole_run)
         .assert_code(0, "the reference run");
     let expected = committed_lines(&reference.out_dir());
     assert_eq!(
@@ -175,7 +178,7 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
         assert_complete_checkpoints_verify(&chaos.checkpoint_dir(), &history(&done));
     }
 
-    let ended = run_cli(&job, &["--restore", "latest"], &chaos.join("final.log"));
+    let ended = Weir::run(&job, &["--restore", "latest"], &chaos.join("final.log")).wait(whole_run);
     if ended.code() != Some(0) {
         panic!(
             "the final run ended with {}\n{}\nits stderr:\n{}",
