@@ -25,6 +25,8 @@ rm -f "$rows"
 export WEIR_RELIABILITY_LOG="$rows"
 
 bash scripts/ensure-wasm-target.sh
+# What is measured is the tree as it is now; say so if it differs from the commit.
+commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
 started=$(date +%s)
 echo "== fault scenarios (chaos, kill points, isolation, storage, back-pressure)"
 # Whole modules by name; every test in them records its row when it passes.
@@ -40,7 +42,7 @@ fi
 elapsed=$(( $(date +%s) - started ))
 
 export WEIR_RELIABILITY_COMMAND="bash scripts/reliability.sh (took $((elapsed / 60)) min $((elapsed % 60)) s)"
-export WEIR_RELIABILITY_COMMIT="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- host abi guest-sdk tests fuzz || echo ' + uncommitted changes')"
+export WEIR_RELIABILITY_COMMIT="$commit"
 export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
 export WEIR_RELIABILITY_MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(date -u +%Y-%m-%d)"
 cargo run -q -p weir-tests --bin reliability-table -- "$rows" docs/RELIABILITY.md
