@@ -22,7 +22,8 @@ reps="${WEIR_BENCH_REPS:-3}"
 out="$(realpath -m "${WEIR_BENCH_OUT:-$CARGO_TARGET_DIR/bench-results.json}")"
 
 echo "== load before: $(cat /proc/loadavg)"
-cargo build --release -p weir-benches --bin runtime-bench
+# The start-up benchmark runs the release `weir` binary as a child process.
+cargo build --release -p weir --bin weir -p weir-benches --bin runtime-bench
 cargo bench -p weir-benches --bench guest_call --no-run
 baselines=()
 for i in $(seq 1 "$reps"); do

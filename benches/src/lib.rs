@@ -7,7 +7,8 @@
 //!   operator compiled natively, at batch sizes 1, 64 and 1024; plus the cost of one
 //!   host→guest call, alone and as a whole ABI round trip ([`guests::IDENTITY_WAT`]).
 //! - `cargo run --release -p weir-benches --bin runtime-bench`: whole jobs through the real
-//!   engine ([`pipeline`]), and checkpoint/restore time against state size ([`state_size`]).
+//!   engine ([`pipeline`]), checkpoint/restore time against state size ([`state_size`]), and
+//!   start-up and restore latency ([`startup`]).
 //!
 //! - `guest-profile`: the count guest on bare wasmtime with a perf map ([`raw_guest`]), so
 //!   `perf` can name the functions inside the guest.
@@ -22,6 +23,7 @@ pub mod guests;
 pub mod pipeline;
 pub mod raw_guest;
 pub mod report;
+pub mod startup;
 pub mod state_size;
 pub mod summary;
 pub mod workload;

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use crate::error::BenchError;
 use crate::pipeline::PipelineResult;
+use crate::startup::StartupResult;
 use crate::state_size::StateSizeResult;
 use crate::summary::Summary;
 
@@ -23,6 +24,8 @@ pub struct Report {
     pub pipeline: Vec<PipelineResult>,
     /// Checkpoint and restore against state size, one entry per size.
     pub state_size: Vec<StateSizeResult>,
+    /// Start-up and restore latency, when measured.
+    pub startup: Option<StartupResult>,
 }
 
 /// The machine and how busy it was.

@@ -15,6 +15,7 @@ use weir_benches::BenchError;
 use weir_benches::guests::COUNT_WASM;
 use weir_benches::pipeline::{self, BenchOperator, PipelineCase, PipelineResult};
 use weir_benches::report::{self, Machine, Report};
+use weir_benches::startup;
 use weir_benches::state_size::{self, StateSizeResult};
 use weir_benches::summary::Summary;
 
@@ -54,6 +55,12 @@ struct Args {
     /// Skip the state-size benchmark.
     #[arg(long)]
     no_state: bool,
+    /// Skip the start-up and restore-latency benchmark.
+    #[arg(long)]
+    no_startup: bool,
+    /// State of the savepoint the restore-latency benchmark restores, in bytes.
+    #[arg(long, default_value_t = 4_000_000)]
+    restore_state_bytes: u64,
     /// Write every result to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -144,6 +151,28 @@ fn run(args: &Args) -> Result<(), BenchError> {
         }
     }
 
+    let mut startup = None;
+    if !args.no_startup {
+        println!("\n## start-up and restore latency, ms, median of {runs} (min – max)\n");
+        let result = startup::measure(args.restore_state_bytes, runs)?;
+        let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
+        println!("| what | ms |\n|---|---|");
+        println!(
+            "| `weir run` of a trivial job, module compiled | {} |",
+            ms(&result.cold_start_ms)
+        );
+        println!(
+            "| `weir run` of a trivial job, module from the cache | {} |",
+            ms(&result.warm_start_ms)
+        );
+        println!(
+            "| new runner restoring a {} savepoint → first record at the sink | {} |",
+            bytes(result.restore_state_bytes),
+            ms(&result.restore_to_first_record_ms)
+        );
+        startup = Some(result);
+    }
+
     machine.load_after = report::load_average();
     println!(
         "\nload after: {}",
@@ -159,6 +188,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             guest_call,
             pipeline: pipelines,
             state_size: states,
+            startup,
         };
         let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
         std::fs::write(path, json).map_err(|source| BenchError::Io {

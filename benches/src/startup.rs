@@ -1,0 +1,236 @@
+//! How fast a job starts, and how fast it comes back from a checkpoint.
+//!
+//! - **process start**: `weir run` of a trivial job (a generator of one record → `uppercase` →
+//!   blackhole, checkpointing off), as a child process, timed from spawn to exit: an upper
+//!   bound on "process start → job running", since it includes running and ending the job.
+//!   Measured with the module compiled on the way (`--no-module-cache`) and loaded from a warm
+//!   cache of compiled modules.
+//! - **restore → first record**: a `count` job that ran until its state was about
+//!   `state_bytes` and stopped with a savepoint; then, timed: a new [`JobRunner`] (modules
+//!   loaded from the warm cache) restoring that savepoint, until the first record has reached
+//!   the sink. In-process, so it leaves out the process start measured above; the two add up to
+//!   the issue's "new process restoring a checkpoint → first record processed".
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+use weir::job::{Job, JobStatus};
+use weir::runtime::{JobRequest, JobRunner, RestoreFrom, RunOptions};
+
+use crate::error::BenchError;
+use crate::guests::{COUNT_WASM, UPPERCASE_WASM};
+use crate::state_size::keys_for;
+use crate::summary::Summary;
+
+/// Results of the start-up benchmarks, in milliseconds.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct StartupResult {
+    /// `weir run` of the trivial job, compiling its module.
+    pub cold_start_ms: Summary,
+    /// `weir run` of the trivial job, its module loaded from the cache.
+    pub warm_start_ms: Summary,
+    /// The size of the savepoint's state, bytes.
+    pub restore_state_bytes: u64,
+    /// New runner restoring the savepoint → first record at the sink.
+    pub restore_to_first_record_ms: Summary,
+}
+
+/// The `weir` binary built next to this benchmark (`cargo build --release -p weir`).
+fn weir_binary() -> Result<PathBuf, BenchError> {
+    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
+        action: "find the benchmark's own path",
+        path: PathBuf::from("."),
+        source,
+    })?;
+    let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
+    if !bin.is_file() {
+        return Err(BenchError::Wrong(format!(
+            "{} is missing: build it first with `cargo build --release -p weir` (scripts/bench.sh does)",
+            bin.display()
+        )));
+    }
+    Ok(bin)
+}
+
+fn write(path: &Path, text: &str) -> Result<(), BenchError> {
+    std::fs::write(path, text).map_err(|source| BenchError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn temp_dir() -> Result<tempfile::TempDir, BenchError> {
+    tempfile::tempdir().map_err(|source| BenchError::Io {
+        action: "create a temporary directory",
+        path: std::env::temp_dir(),
+        source,
+    })
+}
+
+/// Times `weir run JOB` `runs` times, in ms; fails unless every run exits 0.
+fn time_runs(
+    weir: &Path,
+    job: &Path,
+    cache: &Path,
+    extra: &[&str],
+    runs: usize,
+) -> Result<Vec<f64>, BenchError> {
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let output = Command::new(weir)
+            .arg("run")
+            .arg(job)
+            .args(extra)
+            .env("WEIR_CACHE_DIR", cache)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .output()
+            .map_err(|source| BenchError::Io {
+                action: "run",
+                path: weir.to_path_buf(),
+                source,
+            })?;
+        let ms = start.elapsed().as_secs_f64() * 1e3;
+        if !output.status.success() {
+            return Err(BenchError::Wrong(format!(
+                "`weir run {}` ended with {}: {}",
+                job.display(),
+                output.status,
+                String::from_utf8_lossy(&output.stderr)
+            )));
+        }
+        samples.push(ms);
+    }
+    Ok(samples)
+}
+
+/// The trivial job: one generated record through `uppercase` into a blackhole.
+fn trivial_job(dir: &Path) -> String {
+    format!(
+        "name = \"startup\"\n\n\
+         [checkpoint]\n\
+         directory = '{}'\n\n\
+         [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 1\n\n\
+         [[operator]]\nname = \"map\"\nmodule = '{UPPERCASE_WASM}'\ninputs = [\"gen\"]\n\n\
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"map\"]\n",
+        dir.join("checkpoints").display()
+    )
+}
+
+/// The restore job: an unbounded generator over `keys` keys → key-hash → `count` → blackhole.
+fn count_job(dir: &Path, keys: u64) -> String {
+    format!(
+        "name = \"restore\"\n\n\
+         [checkpoint]\n\
+         directory = '{}'\n\n\
+         [restart]\nstrategy = \"none\"\n\n\
+         [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\nkeys = {keys}\n\n\
+         [[operator]]\nname = \"count\"\nmodule = '{COUNT_WASM}'\n\
+         inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\n\
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"count\"]\n",
+        dir.join("checkpoints").display()
+    )
+}
+
+/// Runs the count job until every key was likely seen (`keys · ln keys` records, twice), then
+/// stops it with a savepoint; returns the savepoint's directory.
+fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchError> {
+    let options = RunOptions {
+        module_cache: Some(cache.to_path_buf()),
+        ..RunOptions::default()
+    };
+    let runner = JobRunner::new(Job::load(job)?, options)?;
+    let monitor = runner.monitor();
+    let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = std::thread::spawn(move || runner.run(rx));
+    let enough = (2.0 * keys as f64 * (keys as f64).ln()) as u64;
+    while monitor.records_out() < enough && !running.is_finished() {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = requests.send(JobRequest::StopWithSavepoint);
+    let outcome = running
+        .join()
+        .map_err(|_| BenchError::Wrong("the savepoint run panicked".into()))??;
+    outcome.savepoint.ok_or_else(|| {
+        BenchError::Wrong(format!(
+            "the savepoint run ended {:?} without a savepoint: {}",
+            outcome.status,
+            outcome.failure.unwrap_or_default()
+        ))
+    })
+}
+
+/// A new runner restoring `savepoint`, until the first record reaches the sink, in ms.
+fn restore_once(job: &Path, savepoint: &Path, cache: &Path) -> Result<f64, BenchError> {
+    let start = Instant::now();
+    let options = RunOptions {
+        restore: Some(RestoreFrom::Path(savepoint.to_path_buf())),
+        module_cache: Some(cache.to_path_buf()),
+        ..RunOptions::default()
+    };
+    let runner = JobRunner::new(Job::load(job)?, options)?;
+    let monitor = runner.monitor();
+    let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
+    let running = std::thread::spawn(move || runner.run(rx));
+    while monitor.records_out() == 0 && !running.is_finished() {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let ms = start.elapsed().as_secs_f64() * 1e3;
+    let _ = requests.send(JobRequest::Cancel);
+    let outcome = running
+        .join()
+        .map_err(|_| BenchError::Wrong("the restored run panicked".into()))??;
+    if outcome.status != JobStatus::Canceled {
+        return Err(BenchError::Wrong(format!(
+            "the restored run ended {:?} before it was cancelled: {}",
+            outcome.status,
+            outcome.failure.unwrap_or_default()
+        )));
+    }
+    Ok(ms)
+}
+
+/// Runs both benchmarks, `runs` times each.
+pub fn measure(state_bytes: u64, runs: usize) -> Result<StartupResult, BenchError> {
+    let dir = temp_dir()?;
+    let cache = dir.path().join("module-cache");
+    let weir = weir_binary()?;
+
+    let trivial = dir.path().join("trivial.toml");
+    write(&trivial, &trivial_job(dir.path()))?;
+    let cold = time_runs(&weir, &trivial, &cache, &["--no-module-cache"], runs)?;
+    // The first run with the cache fills it.
+    time_runs(&weir, &trivial, &cache, &[], 1)?;
+    let warm = time_runs(&weir, &trivial, &cache, &[], runs)?;
+
+    let keys = keys_for(state_bytes);
+    let job = dir.path().join("restore.toml");
+    write(&job, &count_job(dir.path(), keys))?;
+    let savepoint = take_savepoint(&job, keys, &cache)?;
+    let restore_state_bytes = std::fs::read_dir(&savepoint)
+        .map_err(|source| BenchError::Io {
+            action: "list",
+            path: savepoint.clone(),
+            source,
+        })?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    let mut restores = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        restores.push(restore_once(&job, &savepoint, &cache)?);
+    }
+    let summary = |s: &[f64]| Summary::of(s).expect("at least one run");
+    Ok(StartupResult {
+        cold_start_ms: summary(&cold),
+        warm_start_ms: summary(&warm),
+        restore_state_bytes,
+        restore_to_first_record_ms: summary(&restores),
+    })
+}
