@@ -179,6 +179,29 @@ pub struct PipelineRun {
     pub checkpoints_failed: u64,
     /// Every completed checkpoint, from its metadata.
     pub checkpoints: Vec<CheckpointSample>,
+    /// The benchmark process's peak resident memory during the run, bytes (Linux: the peak is
+    /// reset through `/proc/self/clear_refs` before the run and read from `VmHWM` after it);
+    /// it includes the benchmark's own few MB.
+    pub peak_rss_bytes: Option<u64>,
+}
+
+/// Resets the process's peak resident memory (Linux; elsewhere nothing happens).
+fn reset_peak_rss() {
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+/// The process's peak resident memory since the last reset, bytes (Linux only).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kib * 1024)
 }
 
 /// Runs `case` once, in a fresh temporary directory.
@@ -203,9 +226,11 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
 
     // The sender stays alive for the whole run: nothing is ever requested of the job.
     let (_requests, requests) = tokio::sync::mpsc::unbounded_channel();
+    reset_peak_rss();
     let start = Instant::now();
     let outcome = runner.run(requests)?;
     let seconds = start.elapsed().as_secs_f64();
+    let peak_rss_bytes = peak_rss();
     if outcome.status != JobStatus::Finished {
         return Err(BenchError::JobEnded {
             job: job_name,
@@ -254,6 +279,7 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
         checkpoints_completed,
         checkpoints_failed,
         checkpoints,
+        peak_rss_bytes,
     })
 }
 
@@ -276,6 +302,8 @@ pub struct PipelineResult {
     pub checkpoint_async_ms: Option<Summary>,
     /// Total state bytes of a checkpoint, over every checkpoint of every run.
     pub checkpoint_bytes: Option<Summary>,
+    /// Peak resident memory of the benchmark process per run, bytes.
+    pub peak_rss_bytes: Option<Summary>,
     /// Every run, as measured.
     pub runs: Vec<PipelineRun>,
 }
@@ -313,6 +341,12 @@ pub fn measure(
         checkpoint_sync_ms: all(|c| c.max_sync_ms),
         checkpoint_async_ms: all(|c| c.max_async_ms),
         checkpoint_bytes: all(|c| c.state_bytes),
+        peak_rss_bytes: Summary::of(
+            &done
+                .iter()
+                .filter_map(|r| r.peak_rss_bytes.map(|b| b as f64))
+                .collect::<Vec<_>>(),
+        ),
         runs: done,
     })
 }

@@ -103,9 +103,9 @@ fn run(args: &Args) -> Result<(), BenchError> {
         println!(
             "| operator | parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
              checkpoint duration ms (median, max) | sync ms (median, max) | async ms (median, max) | \
-             bytes per checkpoint (median) |"
+             bytes per checkpoint (median) | peak RSS (median) |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|");
         let cases = args.operators.iter().flat_map(|&operator| {
             args.parallelism.iter().flat_map(move |&parallelism| {
                 args.intervals_ms.iter().map(move |&interval| PipelineCase {
@@ -217,7 +217,7 @@ fn pipeline_row(r: &PipelineResult) -> String {
         None => "–".to_string(),
     };
     format!(
-        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} |",
+        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} |",
         r.case.operator.name(),
         r.case.parallelism,
         r.records_per_s.median / 1e6,
@@ -227,6 +227,8 @@ fn pipeline_row(r: &PipelineResult) -> String {
         med_max(&r.checkpoint_sync_ms),
         med_max(&r.checkpoint_async_ms),
         r.checkpoint_bytes
+            .map_or("–".to_string(), |s| bytes(s.median as u64)),
+        r.peak_rss_bytes
             .map_or("–".to_string(), |s| bytes(s.median as u64)),
     )
 }
