@@ -257,10 +257,10 @@ fn kill_and_restore(
 fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
     let input_dir = Sandbox::new("wordcount-input");
     let input = input_dir.join("words.txt");
-    // 30k lines of 30 words on average for 10 rounds: a few seconds of work for the debug
+    // 80k lines of 30 words on average for 10 rounds: a few seconds of work for the debug
     // build, so that most kills land in a running job, in every phase of it.
     let rounds = chaos_rounds();
-    let text = word_text(20_260_101, 3_000 * rounds as usize, 30);
+    let text = word_text(20_260_101, 8_000 * rounds as usize, 30);
     std::fs::write(&input, &text).unwrap();
     let input: &Path = &input;
     kill_and_restore(
