@@ -44,23 +44,10 @@ impl Key {
     }
 }
 
-/// A borrowed key's bytes, for hashing and serialising.
+/// A borrowed key's bytes, for hashing.
 enum KeyBytes<'a> {
     Inline(u8, &'a [u64; 3]),
     Heap(&'a [u8]),
-}
-
-impl KeyBytes<'_> {
-    fn to_vec(&self) -> Vec<u8> {
-        match self {
-            KeyBytes::Inline(len, words) => {
-                let mut out: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-                out.truncate(usize::from(*len));
-                out
-            }
-            KeyBytes::Heap(bytes) => bytes.to_vec(),
-        }
-    }
 }
 
 /// The inline form of `bytes`, if short enough.
@@ -172,7 +159,25 @@ impl Counts {
 
 impl Serialize for Counts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.table.iter().map(|(k, c)| (k.bytes().to_vec(), c)))
+        serializer.collect_map(self.table.iter().map(|(k, c)| (SerializedKey(k), c)))
+    }
+}
+
+/// A key serialised as a `Vec<u8>` is (a sequence of bytes), without allocating one.
+struct SerializedKey<'a>(&'a Key);
+
+impl Serialize for SerializedKey<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self.0 {
+            Key::Inline { len, words } => {
+                let mut bytes = [0u8; INLINE_BYTES];
+                for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
+                    chunk.copy_from_slice(&word.to_le_bytes());
+                }
+                serializer.collect_seq(&bytes[..usize::from(*len)])
+            }
+            Key::Heap(bytes) => serializer.collect_seq(bytes.iter()),
+        }
     }
 }
 
