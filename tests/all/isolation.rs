@@ -100,7 +100,7 @@ const PRELUDE: &str = r#"
 "#;
 
 /// `weir_alloc` for guests that do not define their own: the host's buffers (batches of about
-/// 32 KiB) go to 64 KiB..192 KiB; the guests keep their own data below 64 KiB or above 256 KiB.
+/// 64 KiB) go to 64 KiB..192 KiB; the guests keep their own data below 64 KiB or above 256 KiB.
 const ALLOC: &str = r#"
   (func (export "weir_alloc") (param $len i32) (result i32)
     (if (result i32) (i32.gt_u (local.get $len) (i32.const 131072))

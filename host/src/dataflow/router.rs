@@ -18,7 +18,7 @@ use super::metrics::TaskMetrics;
 use crate::job::Partitioner;
 
 /// A batch is sent once its encoding reaches this many bytes.
-pub const BATCH_BYTES: usize = 32 * 1024;
+pub const BATCH_BYTES: usize = 64 * 1024;
 
 /// The largest batch [`Router::push_batch`] passes on whole: larger ones are split into
 /// batches of [`BATCH_BYTES`], so that a channel's capacity (in messages) keeps bounding the
@@ -302,12 +302,13 @@ mod tests {
             Arc::default(),
         );
         let key = "k".repeat(1000);
-        let many: Vec<&str> = (0..100).map(|_| key.as_str()).collect();
+        let records = PASS_THROUGH_MAX_BYTES / 1000 + 10;
+        let many: Vec<&str> = (0..records).map(|_| key.as_str()).collect();
         router.push_batch(encoded(&many)).unwrap();
         router.flush().unwrap();
         let sent = batches(&rx);
         assert!(sent.len() > 1, "split into {} batches", sent.len());
-        assert_eq!(sent.iter().map(|(_, k)| k.len()).sum::<usize>(), 100);
+        assert_eq!(sent.iter().map(|(_, k)| k.len()).sum::<usize>(), records);
         // Two edges: every record goes through the partitioners.
         let (tx0, rx0) = crossbeam_channel::unbounded();
         let (tx1, rx1) = crossbeam_channel::unbounded();
