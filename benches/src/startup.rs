@@ -13,11 +13,15 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
 use weir::job::{Job, JobStatus};
-use weir::runtime::{JobRequest, JobRunner, RestoreFrom, RunOptions};
+use weir::runtime::{
+    JobMonitor, JobOutcome, JobRequest, JobRunner, RestoreFrom, RunError, RunOptions,
+};
 
 use crate::error::BenchError;
 use crate::guests::{COUNT_WASM, UPPERCASE_WASM};
@@ -138,6 +142,27 @@ fn count_job(dir: &Path, keys: u64) -> String {
     )
 }
 
+/// A job loaded from `job` and running on a thread of its own.
+struct Running {
+    monitor: JobMonitor,
+    requests: UnboundedSender<JobRequest>,
+    running: JoinHandle<Result<JobOutcome, RunError>>,
+}
+
+impl Running {
+    fn start(job: &Path, options: RunOptions) -> Result<Running, BenchError> {
+        let runner = JobRunner::new(Job::load(job)?, options)?;
+        let monitor = runner.monitor();
+        let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
+        let running = std::thread::spawn(move || runner.run(rx));
+        Ok(Running {
+            monitor,
+            requests,
+            running,
+        })
+    }
+}
+
 /// Runs the count job until every key was likely seen (`keys · ln keys` records, twice), then
 /// stops it with a savepoint; returns the savepoint's directory.
 fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchError> {
@@ -145,10 +170,11 @@ fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchE
         module_cache: Some(cache.to_path_buf()),
         ..RunOptions::default()
     };
-    let runner = JobRunner::new(Job::load(job)?, options)?;
-    let monitor = runner.monitor();
-    let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
-    let running = std::thread::spawn(move || runner.run(rx));
+    let Running {
+        monitor,
+        requests,
+        running,
+    } = Running::start(job, options)?;
     let enough = (2.0 * keys as f64 * (keys as f64).ln()) as u64;
     while monitor.records_out() < enough && !running.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
@@ -174,10 +200,11 @@ fn restore_once(job: &Path, savepoint: &Path, cache: &Path) -> Result<f64, Bench
         module_cache: Some(cache.to_path_buf()),
         ..RunOptions::default()
     };
-    let runner = JobRunner::new(Job::load(job)?, options)?;
-    let monitor = runner.monitor();
-    let (requests, rx) = tokio::sync::mpsc::unbounded_channel();
-    let running = std::thread::spawn(move || runner.run(rx));
+    let Running {
+        monitor,
+        requests,
+        running,
+    } = Running::start(job, options)?;
     while monitor.records_out() == 0 && !running.is_finished() {
         std::thread::sleep(Duration::from_micros(200));
     }
