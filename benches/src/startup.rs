@@ -4,7 +4,8 @@
 //!   blackhole, checkpointing off), as a child process, timed from spawn to exit: an upper
 //!   bound on "process start → job running", since it includes running and ending the job.
 //!   Measured with the module compiled on the way (`--no-module-cache`) and loaded from a warm
-//!   cache of compiled modules.
+//!   cache of compiled modules; and, warm, from spawn to the log line `weir run` writes once
+//!   the modules are loaded and the job is about to start its tasks.
 //! - **restore → first record**: a `count` job that ran until its state was about
 //!   `state_bytes` and stopped with a savepoint; then, timed: a new [`JobRunner`] (modules
 //!   loaded from the warm cache) restoring that savepoint, until the first record has reached
@@ -35,6 +36,8 @@ pub struct StartupResult {
     pub cold_start_ms: Summary,
     /// `weir run` of the trivial job, its module loaded from the cache.
     pub warm_start_ms: Summary,
+    /// Spawn → the log line saying the job starts, module from the cache.
+    pub warm_to_running_ms: Summary,
     /// The size of the savepoint's state, bytes.
     pub restore_state_bytes: u64,
     /// New runner restoring the savepoint → first record at the sink.
@@ -110,6 +113,64 @@ fn time_runs(
             )));
         }
         samples.push(ms);
+    }
+    Ok(samples)
+}
+
+/// What `weir run` logs once its modules are loaded and the job is about to run.
+const STARTING: &str = " starting; checkpoints in ";
+
+/// Times `weir run JOB` from spawn to its log line saying the job starts (modules loaded, the
+/// task threads about to be spawned), `runs` times, in ms; each process then runs to its end.
+fn time_to_start(
+    weir: &Path,
+    job: &Path,
+    cache: &Path,
+    runs: usize,
+) -> Result<Vec<f64>, BenchError> {
+    use std::io::{BufRead, BufReader};
+    let mut samples = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        let mut child = Command::new(weir)
+            .arg("run")
+            .arg(job)
+            .env("WEIR_CACHE_DIR", cache)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|source| BenchError::Io {
+                action: "run",
+                path: weir.to_path_buf(),
+                source,
+            })?;
+        let stderr = child.stderr.take().expect("stderr is piped");
+        let mut seen = Vec::new();
+        let mut started = None;
+        for line in BufReader::new(stderr).lines() {
+            let line = line.unwrap_or_default();
+            if started.is_none() && line.contains(STARTING) {
+                started = Some(start.elapsed().as_secs_f64() * 1e3);
+            }
+            seen.push(line);
+        }
+        let status = child.wait().map_err(|source| BenchError::Io {
+            action: "wait for",
+            path: weir.to_path_buf(),
+            source,
+        })?;
+        match started {
+            Some(ms) if status.success() => samples.push(ms),
+            _ => {
+                return Err(BenchError::Wrong(format!(
+                    "`weir run {}` ended with {status} without saying it started: {}",
+                    job.display(),
+                    seen.join("\n")
+                )));
+            }
+        }
     }
     Ok(samples)
 }
@@ -235,6 +296,7 @@ pub fn measure(state_bytes: u64, runs: usize) -> Result<StartupResult, BenchErro
     // The first run with the cache fills it.
     time_runs(&weir, &trivial, &cache, &[], 1)?;
     let warm = time_runs(&weir, &trivial, &cache, &[], runs)?;
+    let to_running = time_to_start(&weir, &trivial, &cache, runs)?;
 
     let keys = keys_for(state_bytes);
     let job = dir.path().join("restore.toml");
@@ -257,6 +319,7 @@ pub fn measure(state_bytes: u64, runs: usize) -> Result<StartupResult, BenchErro
     Ok(StartupResult {
         cold_start_ms: summary(&cold),
         warm_start_ms: summary(&warm),
+        warm_to_running_ms: summary(&to_running),
         restore_state_bytes,
         restore_to_first_record_ms: summary(&restores),
     })

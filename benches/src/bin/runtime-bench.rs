@@ -166,6 +166,10 @@ fn run(args: &Args) -> Result<(), BenchError> {
             ms(&result.warm_start_ms)
         );
         println!(
+            "| `weir run` spawn → job starting (log line), module from the cache | {} |",
+            ms(&result.warm_to_running_ms)
+        );
+        println!(
             "| new runner restoring a {} savepoint → first record at the sink | {} |",
             bytes(result.restore_state_bytes),
             ms(&result.restore_to_first_record_ms)
