@@ -5,6 +5,8 @@
 //! `Deserialize` is all it takes to checkpoint. An operator that wants another encoding, or is
 //! not serde at all, implements [`State`] by hand.
 
+use core::sync::atomic::{AtomicUsize, Ordering};
+
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -36,10 +38,31 @@ pub trait State {
     fn restore(&mut self, bytes: &[u8]) -> Result<()>;
 }
 
+/// The length of the last snapshot this instance took: the next one starts with that much
+/// room, so a large state is not copied again and again as its buffer doubles. (A guest is
+/// one instance, single-threaded; natively, tests share the hint, which is only a hint.)
+static LAST_SNAPSHOT_LEN: AtomicUsize = AtomicUsize::new(0);
+
+/// A bincode writer into a `Vec` made with a capacity.
+struct Buffer(Vec<u8>);
+
+impl bincode::enc::write::Writer for Buffer {
+    #[inline(always)]
+    fn write(&mut self, bytes: &[u8]) -> core::result::Result<(), bincode::error::EncodeError> {
+        self.0.extend_from_slice(bytes);
+        Ok(())
+    }
+}
+
 impl<T: Serialize + DeserializeOwned> State for T {
     fn snapshot(&self) -> Result<Vec<u8>> {
-        bincode::serde::encode_to_vec(self, bincode::config::standard())
-            .map_err(|e| Error::msg(format!("cannot encode the operator's state: {e}")))
+        let mut buffer = Buffer(Vec::with_capacity(
+            LAST_SNAPSHOT_LEN.load(Ordering::Relaxed),
+        ));
+        bincode::serde::encode_into_writer(self, &mut buffer, bincode::config::standard())
+            .map_err(|e| Error::msg(format!("cannot encode the operator's state: {e}")))?;
+        LAST_SNAPSHOT_LEN.store(buffer.0.len(), Ordering::Relaxed);
+        Ok(buffer.0)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
