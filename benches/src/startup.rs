@@ -77,6 +77,20 @@ fn temp_dir() -> Result<tempfile::TempDir, BenchError> {
     })
 }
 
+/// `weir run JOB` with compiled modules kept in `cache`, logging at `log_level` to a pipe.
+fn weir_run(weir: &Path, job: &Path, cache: &Path, log_level: &str) -> Command {
+    let mut command = Command::new(weir);
+    command
+        .arg("run")
+        .arg(job)
+        .env("WEIR_CACHE_DIR", cache)
+        .env("RUST_LOG", log_level)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
 /// Times `weir run JOB` `runs` times, in ms; fails unless every run exits 0.
 fn time_runs(
     weir: &Path,
@@ -88,15 +102,8 @@ fn time_runs(
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
-        let output = Command::new(weir)
-            .arg("run")
-            .arg(job)
+        let output = weir_run(weir, job, cache, "warn")
             .args(extra)
-            .env("WEIR_CACHE_DIR", cache)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
             .output()
             .map_err(|source| BenchError::Io {
                 action: "run",
@@ -132,14 +139,7 @@ fn time_to_start(
     let mut samples = Vec::with_capacity(runs);
     for _ in 0..runs {
         let start = Instant::now();
-        let mut child = Command::new(weir)
-            .arg("run")
-            .arg(job)
-            .env("WEIR_CACHE_DIR", cache)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
+        let mut child = weir_run(weir, job, cache, "info")
             .spawn()
             .map_err(|source| BenchError::Io {
                 action: "run",

@@ -9,9 +9,9 @@
 //! WEIR_TEST_KILL_AT=metadata-write:3 weir run job.toml --restore latest
 //! ```
 //!
-//! When the point is reached the process says so on stderr and sends itself `SIGKILL` (through
-//! the `kill` program, since the host has no `unsafe`; if that cannot be run it aborts, which
-//! leaves the files in the same state). Nothing is flushed and no destructor runs: to the files
+//! When the point is reached the process says so on stderr and sends itself `SIGKILL` through
+//! the `kill` program: the host calls no libc function directly, only the standard library. If
+//! that cannot be run it aborts, which leaves the files in the same state. Nothing is flushed and no destructor runs: to the files
 //! on disk it is a crash at that line. Each point is one cheap check when the hook is off.
 
 use std::fmt;
