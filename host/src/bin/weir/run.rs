@@ -1,9 +1,6 @@
-//! The `weir` command: a thin shell over the library. It parses arguments,
-//! sets up logging and signals, calls the library, shows progress, and maps
-//! the result to an exit code.
+//! `weir run`: runs a job in this process and shows its progress.
 
-use std::io::{IsTerminal, Write};
-use std::num::NonZeroUsize;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,94 +8,13 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobMonitor, JobRequest, JobRunner, RestoreFrom, RunOptions};
-use weir::tools::{ConfigSource, DEFAULT_BATCH_SIZE, TestSpec};
 
-/// Exit code: the job file or the arguments are wrong.
-const EXIT_BAD_INPUT: u8 = 2;
-/// Exit code: the job could not start (module, restore or storage problem).
-const EXIT_CANNOT_START: u8 = 3;
-/// Exit code: the job ran and failed beyond its restart strategy.
-const EXIT_JOB_FAILED: u8 = 1;
-/// Exit code: the job was cancelled by a signal.
-const EXIT_CANCELED: u8 = 130;
-/// Exit code of `validate` and `test`: the module is invalid or failed its test.
-const EXIT_CHECK_FAILED: u8 = 1;
-
-/// Weir: a streaming engine whose operators are WebAssembly modules.
-#[derive(Parser)]
-#[command(version, about)]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run a job described in a job file (see docs/JOB.md).
-    Run(RunArgs),
-    /// Check a module against the guest ABI and report what it has (see docs/TOOLS.md).
-    ///
-    /// Exit code 0: valid; 1: invalid; 2: the file cannot be read.
-    Validate(ValidateArgs),
-    /// Run one operator in isolation over JSON-lines records (see docs/TOOLS.md).
-    ///
-    /// Exit code 0: passed; 1: the module failed (refused, guest failure, output differs);
-    /// 2: bad arguments or files.
-    Test(TestArgs),
-}
+use crate::{EXIT_BAD_INPUT, EXIT_CANCELED, EXIT_CANNOT_START, EXIT_JOB_FAILED};
 
 #[derive(clap::Args)]
-struct ValidateArgs {
-    /// The module: `.wasm`, or `.wat` text.
-    module: PathBuf,
-    /// Print the report as JSON.
-    #[arg(long)]
-    json: bool,
-}
-
-#[derive(clap::Args)]
-struct TestArgs {
-    /// The module: `.wasm`, or `.wat` text.
-    module: PathBuf,
-    /// The input records, one JSON object per line: {"key": .., "value": .., "timestamp": ..,
-    /// "port": ..}; `-` or absent reads stdin.
-    #[arg(long, value_name = "FILE")]
-    input: Option<PathBuf>,
-    /// The operator's config, as text.
-    #[arg(long, value_name = "STRING", conflicts_with = "config_file")]
-    config: Option<String>,
-    /// The operator's config, the bytes of a file.
-    #[arg(long, value_name = "FILE")]
-    config_file: Option<PathBuf>,
-    /// The operator's name in its init message [default: the module file's stem].
-    #[arg(long, value_name = "NAME")]
-    operator: Option<String>,
-    /// How many instances of the operator the init message says run.
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    parallelism: u32,
-    /// Which instance this is, from 0.
-    #[arg(long, value_name = "I", default_value_t = 0)]
-    subtask: u32,
-    /// After every N input records, snapshot, restore into a fresh instance and continue; fail
-    /// if the output differs from a run without checkpoints.
-    #[arg(long, value_name = "N")]
-    checkpoint_every: Option<NonZeroUsize>,
-    /// Most records per input batch.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH_SIZE)]
-    batch_size: NonZeroUsize,
-    /// Compare the output with this file of JSON lines instead of printing it.
-    #[arg(long, value_name = "FILE")]
-    expect: Option<PathBuf>,
-    /// Call `weir_finish` after the last input record, as a job does when its inputs end.
-    #[arg(long)]
-    finish: bool,
-}
-
-#[derive(clap::Args)]
-struct RunArgs {
+pub(crate) struct RunArgs {
     /// The job file (TOML).
     job: PathBuf,
     /// Restore from `latest` (the newest complete checkpoint or savepoint of
@@ -118,103 +34,7 @@ struct RunArgs {
     no_module_cache: bool,
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let on_terminal = std::io::stderr().is_terminal();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(on_terminal)
-        .with_target(false)
-        .init();
-    match cli.command {
-        Command::Run(args) => run(args, on_terminal),
-        Command::Validate(args) => validate(args),
-        Command::Test(args) => test(args),
-    }
-}
-
-fn validate(args: ValidateArgs) -> ExitCode {
-    let report = match weir::tools::validate_file(&args.module) {
-        Ok(report) => report,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(EXIT_BAD_INPUT);
-        }
-    };
-    if args.json {
-        match serde_json::to_string_pretty(&report) {
-            Ok(json) => println!("{json}"),
-            Err(e) => {
-                eprintln!("error: cannot write the report as JSON: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-        }
-    } else {
-        print!("{report}");
-    }
-    if report.valid {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_CHECK_FAILED)
-    }
-}
-
-fn test(args: TestArgs) -> ExitCode {
-    let config = match (args.config, args.config_file) {
-        (Some(text), _) => ConfigSource::Text(text),
-        (None, Some(path)) => ConfigSource::File(path),
-        (None, None) => ConfigSource::None,
-    };
-    let spec = TestSpec {
-        input: args.input,
-        config,
-        operator: args.operator,
-        parallelism: args.parallelism,
-        subtask: args.subtask,
-        batch_size: args.batch_size,
-        checkpoint_every: args.checkpoint_every,
-        expect: args.expect,
-        finish: args.finish,
-        ..TestSpec::new(args.module)
-    };
-    let outcome = match spec.run(std::io::stdin().lock()) {
-        Ok(outcome) => outcome,
-        Err(e) => {
-            eprintln!("error: {e}");
-            if let Some(backtrace) = e.guest_backtrace() {
-                eprintln!("guest backtrace:\n{backtrace}");
-            }
-            return ExitCode::from(if e.is_test_failure() {
-                EXIT_CHECK_FAILED
-            } else {
-                EXIT_BAD_INPUT
-            });
-        }
-    };
-    match &spec.expect {
-        Some(path) => eprintln!("ok: {outcome}; output matches {}", path.display()),
-        None => {
-            let mut out = std::io::stdout().lock();
-            let written = outcome
-                .output
-                .iter()
-                .try_for_each(|record| writeln!(out, "{record}"))
-                .and_then(|()| out.flush());
-            if let Err(e) = written {
-                eprintln!("error: cannot write the output: {e}");
-                return ExitCode::from(EXIT_BAD_INPUT);
-            }
-            eprintln!("ok: {outcome}");
-        }
-    }
-    ExitCode::SUCCESS
-}
-
-fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
+pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     match weir::kill_point::from_env() {
         Ok(None) => {}
         Ok(Some(armed)) => tracing::warn!(
