@@ -320,9 +320,10 @@ pub fn run_source(
         let started = Instant::now();
         let before = env.metrics.records_out();
         let poll = source.poll(&mut env.router, SOURCE_POLL_RECORDS)?;
+        // After the flush, `records_out` counts everything the poll routed.
+        env.router.flush()?;
         env.metrics
             .add_records_in(env.metrics.records_out() - before);
-        env.router.flush()?;
         env.metrics.busy_nanos.fetch_add(
             started.elapsed().as_nanos() as u64,
             std::sync::atomic::Ordering::Relaxed,
