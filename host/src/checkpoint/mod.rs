@@ -1,6 +1,7 @@
 //! Checkpoints: the coordinator that triggers and completes them, the barrier
 //! bookkeeping, and the storage that makes them durable (DESIGN.md §2, §4).
 
+pub mod catalog;
 pub mod config;
 pub mod coordinator;
 pub mod format;

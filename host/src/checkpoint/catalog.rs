@@ -1,0 +1,1694 @@
+//! The checkpoint history on disk, as a person operating a job wants to see
+//! it: what `weir checkpoints` lists, inspects and verifies.
+//!
+//! Why a module of its own: the storage ([`super::storage`]) and recovery
+//! ([`super::recovery`]) answer the runtime's questions — is this checkpoint
+//! complete, which one do I restore, and they stop at the first problem.
+//! Someone looking at a job's directory asks other ones: what is in there,
+//! how old, how big, per operator; why is this one not restorable; is
+//! *every* file of *every* checkpoint sound, naming each bad file. This
+//! module answers those with the same rules (the same listing, the same
+//! readers, the same choice of the latest restorable checkpoint as
+//! `--restore latest`), and returns serializable reports; the CLI only
+//! renders them.
+//!
+//! It reads the local file system directly, beside the storage trait: temp
+//! files, files no metadata references and the sizes of files on disk are
+//! things a restore never needs and the trait does not expose.
+//!
+//! # What a path may be
+//!
+//! [`CatalogSource::resolve`] accepts a job's checkpoint directory (holding
+//! `chk-N/` and `savepoints/sp-N/`), a directory of savepoints (holding
+//! `sp-N/`, such as one a user named for savepoints), or a job file (`.toml`:
+//! its `[checkpoint] directory`). [`inspect`] takes one checkpoint or
+//! savepoint: its directory or its `_metadata` file.
+//!
+//! # How deep each command looks
+//!
+//! | | metadata | state file present, length | state file read, checksum |
+//! |---|---|---|---|
+//! | [`list`] | every checkpoint | every checkpoint | the latest restorable one only (as `--restore latest` does) |
+//! | [`inspect`] | the one | the one | the one |
+//! | [`verify`] | every checkpoint | every checkpoint | every checkpoint |
+//!
+//! # Incomplete checkpoints are warnings
+//!
+//! A directory without `_metadata` is what a running job's in-flight
+//! checkpoint looks like, and what a crash leaves (removed at the next
+//! start). A restore skips it, so it endangers nothing: [`verify`] reports it
+//! as a warning, never a failure, so that verifying a running job's
+//! directory does not fail for a checkpoint being written. A corrupt
+//! `_metadata`, or a bad state file of a complete checkpoint, cannot come from
+//! a crash (the metadata is published last and atomically): it is damage,
+//! and a failure. A complete checkpoint removed while it is being verified
+//! (a running job pruned it) is a warning too.
+
+use std::cmp::Reverse;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use thiserror::Error;
+
+use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
+use crate::checkpoint::layout::{
+    CheckpointLayout, CheckpointLocation, METADATA_FILE, SAVEPOINTS_DIR,
+};
+use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta};
+use crate::checkpoint::recovery;
+use crate::checkpoint::storage::{
+    CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, StorageError,
+};
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::job::{Job, JobError};
+
+/// Why a path cannot be listed, inspected or verified at all (as opposed to
+/// a checkpoint found to be bad, which is a finding of the report).
+#[derive(Debug, Error)]
+pub enum CatalogError {
+    /// The path does not exist.
+    #[error(
+        "{path} does not exist; pass the job's checkpoint directory (job file: [checkpoint] \
+         directory) or the job file"
+    )]
+    NoSuchPath {
+        /// The path as given.
+        path: PathBuf,
+    },
+    /// A directory that holds no checkpoint or savepoint directories.
+    #[error(
+        "{path} is not a checkpoint directory: it holds no chk-N/ or sp-N/ directories; pass the \
+         job's checkpoint directory (job file: [checkpoint] directory) or the job file"
+    )]
+    NotACheckpointDirectory {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A file that is neither a job file nor, where one checkpoint is
+    /// expected, a `_metadata` file.
+    #[error(
+        "{path} is a file, not a checkpoint directory; pass the job's checkpoint directory or \
+         its job file (.toml)"
+    )]
+    NotADirectory {
+        /// The file.
+        path: PathBuf,
+    },
+    /// One checkpoint where a directory of checkpoints was expected.
+    #[error(
+        "{path} is one checkpoint, not a directory of checkpoints; inspect it with `weir \
+         checkpoints inspect {path}`, or pass the directory that holds it"
+    )]
+    OneCheckpoint {
+        /// The checkpoint directory.
+        path: PathBuf,
+    },
+    /// A directory of checkpoints where one checkpoint was expected.
+    #[error(
+        "{path} holds checkpoints, it is not one: pass one of its chk-N/ or sp-N/ directories \
+         (list them with `weir checkpoints {path}`)"
+    )]
+    ManyCheckpoints {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// A directory that is no checkpoint: no `_metadata`, no state file,
+    /// not named `chk-N` or `sp-N`.
+    #[error(
+        "{path} is not a checkpoint: it has no _metadata and no state files; pass a chk-N/ or \
+         sp-N/ directory or its _metadata file"
+    )]
+    NotACheckpoint {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The job file cannot be read or is invalid.
+    #[error("cannot read the checkpoint directory from job file {path}: {source}")]
+    Job {
+        /// The job file.
+        path: PathBuf,
+        /// What is wrong with it.
+        #[source]
+        source: JobError,
+    },
+    /// A directory cannot be read.
+    #[error("cannot read {path}: {source}; check that it exists and that you may read it")]
+    Io {
+        /// The directory or file.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// The storage could not list the checkpoints.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+}
+
+/// What kind of path a catalog was read from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SourceKind {
+    /// A job file: its checkpoint directory, and the savepoints in it.
+    JobFile,
+    /// A job's checkpoint directory (`chk-N/`, `savepoints/sp-N/`).
+    CheckpointDirectory,
+    /// A directory holding savepoints directly (`sp-N/`).
+    SavepointDirectory,
+}
+
+/// Where the checkpoints of a catalog are looked for: what a user-given path
+/// resolved to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogSource {
+    /// The path as given.
+    pub given: PathBuf,
+    /// What it was.
+    pub kind: SourceKind,
+    /// The job file, when one was given (for the `--restore` hint).
+    pub job_file: Option<PathBuf>,
+    /// The job's name, when a job file was given.
+    pub job_name: Option<String>,
+    /// The directory holding `chk-N/` directories.
+    pub checkpoint_dir: PathBuf,
+    /// The directory holding `sp-N/` directories.
+    pub savepoint_dir: PathBuf,
+    /// The layout that lists them.
+    #[serde(skip)]
+    pub layout: CheckpointLayout,
+}
+
+impl CatalogSource {
+    /// Resolves a user-given path: a job's checkpoint directory, a directory
+    /// of savepoints, or a job file (`.toml`). A job file's directory need
+    /// not exist yet (a job that never checkpointed lists as empty); a
+    /// directory given directly must hold checkpoints, so that a mistyped
+    /// path is not silently an empty history.
+    pub fn resolve(path: &Path) -> Result<CatalogSource, CatalogError> {
+        let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
+        if meta.is_file() {
+            if path.extension().is_some_and(|ext| ext == "toml") {
+                return Self::from_job_file(path);
+            }
+            return Err(CatalogError::NotADirectory {
+                path: path.to_owned(),
+            });
+        }
+        let contents = DirContents::read(path)?;
+        let layout = if contents.savepoints {
+            // Savepoints directly inside: a savepoint directory (perhaps
+            // with checkpoints beside them); both kinds are listed from it.
+            CheckpointLayout::new(path).with_savepoint_dir(path)
+        } else if contents.checkpoints || contents.savepoints_dir {
+            CheckpointLayout::new(path)
+        } else if contents.is_checkpoint(path) {
+            return Err(CatalogError::OneCheckpoint {
+                path: path.to_owned(),
+            });
+        } else {
+            return Err(CatalogError::NotACheckpointDirectory {
+                path: path.to_owned(),
+            });
+        };
+        let kind = if contents.savepoints {
+            SourceKind::SavepointDirectory
+        } else {
+            SourceKind::CheckpointDirectory
+        };
+        Ok(Self::with_layout(path, kind, None, None, layout))
+    }
+
+    /// The checkpoints of the job described by the job file at `path`.
+    ///
+    /// A job file names one directory, `[checkpoint] directory`; its
+    /// savepoints are in `savepoints/` inside it (job files have no setting
+    /// for a separate savepoint directory).
+    pub fn from_job_file(path: &Path) -> Result<CatalogSource, CatalogError> {
+        let job = Job::from_file(path).map_err(|source| CatalogError::Job {
+            path: path.to_owned(),
+            source,
+        })?;
+        let layout = CheckpointLayout::new(job.checkpoint.directory.clone());
+        Ok(Self::with_layout(
+            path,
+            SourceKind::JobFile,
+            Some(path.to_owned()),
+            Some(job.name),
+            layout,
+        ))
+    }
+
+    fn with_layout(
+        given: &Path,
+        kind: SourceKind,
+        job_file: Option<PathBuf>,
+        job_name: Option<String>,
+        layout: CheckpointLayout,
+    ) -> CatalogSource {
+        CatalogSource {
+            given: given.to_owned(),
+            kind,
+            job_file,
+            job_name,
+            checkpoint_dir: layout.job_dir().to_owned(),
+            savepoint_dir: layout.savepoint_root(),
+            layout,
+        }
+    }
+
+    /// The storage over this source's layout.
+    fn storage(&self) -> LocalStorage {
+        LocalStorage::new(self.layout.clone())
+    }
+}
+
+/// What a directory holds, as far as telling what it is goes.
+#[derive(Debug, Default)]
+struct DirContents {
+    /// Some `chk-N/` directory.
+    checkpoints: bool,
+    /// Some `sp-N/` directory.
+    savepoints: bool,
+    /// A `savepoints/` directory.
+    savepoints_dir: bool,
+    /// A `_metadata` or `_metadata.tmp` file.
+    metadata: bool,
+    /// Some `*.state` or `*.state.tmp` file.
+    state_files: bool,
+}
+
+impl DirContents {
+    fn read(dir: &Path) -> Result<DirContents, CatalogError> {
+        let io_error = |source| CatalogError::Io {
+            path: dir.to_owned(),
+            source,
+        };
+        let mut contents = DirContents::default();
+        for entry in fs::read_dir(dir).map_err(io_error)? {
+            let entry = entry.map_err(io_error)?;
+            let Ok(name) = entry.file_name().into_string() else {
+                continue;
+            };
+            let is_dir = entry.path().is_dir();
+            match CheckpointLayout::parse_dir_name(&name) {
+                Some((CheckpointKind::Checkpoint, _)) if is_dir => contents.checkpoints = true,
+                Some((CheckpointKind::Savepoint, _)) if is_dir => contents.savepoints = true,
+                _ if is_dir && name == SAVEPOINTS_DIR => contents.savepoints_dir = true,
+                _ if !is_dir && name.trim_end_matches(".tmp") == METADATA_FILE => {
+                    contents.metadata = true;
+                }
+                _ if !is_dir && name.trim_end_matches(".tmp").ends_with(".state") => {
+                    contents.state_files = true;
+                }
+                _ => {}
+            }
+        }
+        Ok(contents)
+    }
+
+    /// Whether `dir`, holding this, is (or was meant to be) one checkpoint.
+    fn is_checkpoint(&self, dir: &Path) -> bool {
+        self.metadata
+            || self.state_files
+            || dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| CheckpointLayout::parse_dir_name(n).is_some())
+    }
+}
+
+fn not_found_or(path: &Path, source: io::Error) -> CatalogError {
+    if source.kind() == io::ErrorKind::NotFound {
+        CatalogError::NoSuchPath {
+            path: path.to_owned(),
+        }
+    } else {
+        CatalogError::Io {
+            path: path.to_owned(),
+            source,
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// The pieces every report shares.
+
+/// Where a checkpoint stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryStatus {
+    /// Its metadata verifies and its state files are there, with the
+    /// recorded lengths (and, where they were read, checksums).
+    Complete,
+    /// It has no `_metadata`: being written, or left by a stop or crash
+    /// while it was. Never restored.
+    Incomplete,
+    /// Its metadata or one of its state files does not verify. Never
+    /// restored; kept on disk for inspection.
+    Corrupt,
+}
+
+impl std::fmt::Display for EntryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            EntryStatus::Complete => "complete",
+            EntryStatus::Incomplete => "incomplete",
+            EntryStatus::Corrupt => "corrupt",
+        })
+    }
+}
+
+/// The state of one operator (vertex) in a checkpoint, over its subtasks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OperatorSize {
+    /// The vertex name.
+    pub vertex: String,
+    /// How many subtasks (state files) it has.
+    pub subtasks: u32,
+    /// Its state, in bytes, summed over its subtasks.
+    pub state_bytes: u64,
+}
+
+/// Per-operator sizes, in the order the metadata first names each vertex.
+fn operator_sizes(meta: &CheckpointMetadata) -> Vec<OperatorSize> {
+    let mut sizes: Vec<OperatorSize> = Vec::new();
+    for entry in &meta.tasks {
+        match sizes.iter_mut().find(|s| s.vertex == entry.task.vertex) {
+            Some(size) => {
+                size.subtasks += 1;
+                size.state_bytes += entry.state_bytes;
+            }
+            None => sizes.push(OperatorSize {
+                vertex: entry.task.vertex.clone(),
+                subtasks: 1,
+                state_bytes: entry.state_bytes,
+            }),
+        }
+    }
+    sizes
+}
+
+/// A problem (or warning) about one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileProblem {
+    /// The file (or directory) concerned.
+    pub file: PathBuf,
+    /// What is wrong, in a sentence that names the file.
+    pub message: String,
+}
+
+/// A file found in a checkpoint directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DiskFile {
+    /// Its name in the directory.
+    pub name: String,
+    /// Its length in bytes.
+    pub bytes: u64,
+}
+
+/// The regular files of `dir` with their sizes, sorted by name; names that
+/// are not UTF-8 are not the storage's and are left out.
+fn files_in(dir: &Path) -> Result<Vec<DiskFile>, CatalogError> {
+    let io_error = |source| CatalogError::Io {
+        path: dir.to_owned(),
+        source,
+    };
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        // Removed since it was listed (a running job pruned it).
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error(e)),
+    };
+    let mut files = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(io_error)?;
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
+        match entry.metadata() {
+            Ok(meta) if meta.is_file() => files.push(DiskFile {
+                name,
+                bytes: meta.len(),
+            }),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error(e)),
+        }
+    }
+    files.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(files)
+}
+
+/// Why a checkpoint without `_metadata` is incomplete, from what it holds.
+fn incomplete_reason(files: &[DiskFile]) -> String {
+    let temp_metadata = CheckpointLayout::temp_file(Path::new(METADATA_FILE));
+    if files
+        .iter()
+        .any(|f| Path::new(&f.name) == temp_metadata.as_path())
+    {
+        "no _metadata, only _metadata.tmp (incomplete: being published, or the job stopped \
+         while publishing it)"
+            .to_string()
+    } else {
+        "no _metadata (incomplete: being written, or the job stopped while writing it)".to_string()
+    }
+}
+
+/// How deeply to check a state file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Depth {
+    /// That it exists with the length its handle records.
+    Length,
+    /// That it reads and verifies: frame, length and checksum against its handle.
+    Full,
+}
+
+/// One task's state file, checked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TaskCheck {
+    /// The vertex name.
+    pub vertex: String,
+    /// The subtask index.
+    pub subtask: u32,
+    /// The state file's name, relative to the checkpoint directory.
+    pub file: String,
+    /// Size of the task's state (the state file's payload), in bytes.
+    pub state_bytes: u64,
+    /// Size of the state file as recorded, in bytes (payload and frame).
+    pub file_bytes: u64,
+    /// The CRC-32 recorded for the state file, as `0x` and 8 hex digits.
+    pub crc32: String,
+    /// Synchronous part of the snapshot, in milliseconds.
+    pub sync_duration_ms: u64,
+    /// Asynchronous part of the snapshot, in milliseconds.
+    pub async_duration_ms: u64,
+    /// Barrier alignment before the snapshot, in milliseconds.
+    pub alignment_duration_ms: u64,
+    /// Whether the file verified.
+    pub ok: bool,
+    /// What is wrong with it, naming the file, when it did not.
+    pub problem: Option<String>,
+}
+
+/// Checks the state file of `entry` in the checkpoint at `location`.
+fn check_task(
+    storage: &LocalStorage,
+    location: &CheckpointLocation,
+    entry: &TaskStateMeta,
+    depth: Depth,
+) -> TaskCheck {
+    let problem = match CheckpointLayout::file_in(location, &entry.handle.file) {
+        Err(e) => Some(e.to_string()),
+        Ok(path) => match depth {
+            Depth::Length => check_length(&path, entry.handle.length),
+            Depth::Full => storage
+                .read_state(location, &entry.handle)
+                .err()
+                .map(|e| describe_state_error(&path, e)),
+        },
+    };
+    TaskCheck {
+        vertex: entry.task.vertex.clone(),
+        subtask: entry.task.subtask,
+        file: entry.handle.file.clone(),
+        state_bytes: entry.state_bytes,
+        file_bytes: entry.handle.length,
+        crc32: format!("{:#010x}", entry.handle.crc32),
+        sync_duration_ms: entry.sync_duration_ms,
+        async_duration_ms: entry.async_duration_ms,
+        alignment_duration_ms: entry.alignment_duration_ms,
+        ok: problem.is_none(),
+        problem,
+    }
+}
+
+/// Whether the state file at `path` exists with length `expected`, in the
+/// words the format reader would use.
+fn check_length(path: &Path, expected: u64) -> Option<String> {
+    let found = match fs::metadata(path) {
+        Ok(meta) => meta.len(),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(missing_state_file(path)),
+        Err(e) => return Some(format!("cannot read state file {}: {e}", path.display())),
+    };
+    let problem = if found < expected {
+        FormatProblem::Truncated { expected, found }
+    } else if found > expected {
+        FormatProblem::TrailingBytes { expected, found }
+    } else {
+        return None;
+    };
+    Some(
+        FormatError {
+            kind: FileKind::State,
+            path: path.to_owned(),
+            problem,
+        }
+        .to_string(),
+    )
+}
+
+fn missing_state_file(path: &Path) -> String {
+    format!(
+        "state file {} is missing: the metadata references it",
+        path.display()
+    )
+}
+
+/// A state file's read error as a sentence naming the file: the storage's
+/// own message, except for a missing file, said plainly.
+fn describe_state_error(path: &Path, error: StorageError) -> String {
+    match error {
+        StorageError::Io(e) if e.is_not_found() => missing_state_file(path),
+        other => other.to_string(),
+    }
+}
+
+/// The files of a checkpoint directory that are neither its metadata nor
+/// the state files it references: temporary files (debris of a crash or of a
+/// write in progress) and anything else.
+fn unexpected_files<'a>(
+    files: &'a [DiskFile],
+    meta: &CheckpointMetadata,
+) -> (Vec<&'a DiskFile>, Vec<&'a DiskFile>) {
+    let mut temp = Vec::new();
+    let mut other = Vec::new();
+    for file in files {
+        if CheckpointLayout::is_temp_file_name(&file.name) {
+            temp.push(file);
+        } else if file.name != METADATA_FILE
+            && !meta.tasks.iter().any(|t| t.handle.file == file.name)
+        {
+            other.push(file);
+        }
+    }
+    (temp, other)
+}
+
+fn temp_file_warning(dir: &Path, name: &str) -> FileProblem {
+    let file = dir.join(name);
+    FileProblem {
+        message: format!(
+            "leftover temporary file {}: debris of an interrupted write, never read; the job \
+             removes it at its next start",
+            file.display()
+        ),
+        file,
+    }
+}
+
+fn other_file_warning(dir: &Path, name: &str) -> FileProblem {
+    let file = dir.join(name);
+    FileProblem {
+        message: format!(
+            "{} is not referenced by the metadata: Weir never reads it",
+            file.display()
+        ),
+        file,
+    }
+}
+
+/// The time a checkpoint records, and its identity, from its metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetadataSummary {
+    /// The job's name.
+    pub job_name: String,
+    /// Fingerprint of the job graph, as `0x` and 16 hex digits.
+    pub job_fingerprint: String,
+    /// The checkpoint's id.
+    pub checkpoint_id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// When it was triggered, Unix time in milliseconds.
+    pub trigger_time_ms: u64,
+    /// When it completed, Unix time in milliseconds.
+    pub completion_time_ms: u64,
+    /// Trigger to completion, in milliseconds.
+    pub duration_ms: u64,
+    /// Parallelism of every vertex, by name.
+    pub parallelism: std::collections::BTreeMap<String, u32>,
+    /// Schema version of the metadata record.
+    pub format_version: u32,
+}
+
+impl MetadataSummary {
+    fn of(meta: &CheckpointMetadata) -> MetadataSummary {
+        MetadataSummary {
+            job_name: meta.job_name.clone(),
+            job_fingerprint: format!("{:#018x}", meta.job_fingerprint),
+            checkpoint_id: meta.checkpoint_id,
+            kind: meta.kind,
+            trigger_time_ms: meta.trigger_time_ms,
+            completion_time_ms: meta.completion_time_ms,
+            duration_ms: meta.duration_ms,
+            parallelism: meta.parallelism.clone(),
+            format_version: meta.format_version,
+        }
+    }
+}
+
+/// Newest first; on a tie of ids the checkpoint first — the order in which
+/// [`recovery::choose_latest`] considers them.
+fn newest_first(kind: CheckpointKind, id: CheckpointId) -> Reverse<(CheckpointId, u8)> {
+    Reverse((id, u8::from(kind == CheckpointKind::Checkpoint)))
+}
+
+// ---------------------------------------------------------------------------
+// `weir checkpoints DIR`
+
+/// One checkpoint or savepoint of a [`Catalog`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CatalogEntry {
+    /// The id (from the directory name).
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint (from the directory name).
+    pub kind: CheckpointKind,
+    /// The directory name, e.g. `chk-0000000007`.
+    pub name: String,
+    /// Where it stands.
+    pub status: EntryStatus,
+    /// Why it is incomplete or corrupt, naming the file; `None` when complete.
+    pub reason: Option<String>,
+    /// Its directory.
+    pub path: PathBuf,
+    /// The job's name, from the metadata.
+    pub job_name: Option<String>,
+    /// When it was triggered, Unix ms, from the metadata.
+    pub trigger_time_ms: Option<u64>,
+    /// When it completed, Unix ms, from the metadata.
+    pub completion_time_ms: Option<u64>,
+    /// Trigger to completion in ms, from the metadata.
+    pub duration_ms: Option<u64>,
+    /// Total state of all tasks in bytes, from the metadata.
+    pub state_bytes: Option<u64>,
+    /// Bytes of all files in its directory, as found on disk.
+    pub disk_bytes: u64,
+    /// State per operator, from the metadata.
+    pub operators: Vec<OperatorSize>,
+    /// Temporary files in the directory (debris of an interrupted write).
+    pub temp_files: Vec<String>,
+    /// Whether every state file was read and its checksum verified (done
+    /// for the latest restorable one; the others were checked for presence
+    /// and length only).
+    pub verified: bool,
+}
+
+/// The checkpoint `--restore latest` would restore.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LatestRestorable {
+    /// Its id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Its directory: what to give `--restore`.
+    pub path: PathBuf,
+}
+
+/// Every checkpoint and savepoint of a job, newest first: what
+/// `weir checkpoints DIR` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Catalog {
+    /// Where they were looked for.
+    pub source: CatalogSource,
+    /// Every `chk-N`/`sp-N` directory, newest first (on a tie of ids, the
+    /// checkpoint first).
+    pub entries: Vec<CatalogEntry>,
+    /// The newest complete one whose every file verifies: what `weir run
+    /// --restore latest` picks. `None` if there is none.
+    pub latest_restorable: Option<LatestRestorable>,
+}
+
+/// Lists the checkpoints and savepoints at `path` (see
+/// [`CatalogSource::resolve`]), newest first, each with its status, times
+/// and sizes, and finds the latest restorable one.
+pub fn list(path: &Path) -> Result<Catalog, CatalogError> {
+    list_source(CatalogSource::resolve(path)?)
+}
+
+/// [`list`] over an already resolved source.
+pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
+    let storage = source.storage();
+    let mut listings = storage.list()?;
+    listings.sort_by_key(|l| newest_first(l.kind, l.id));
+    let mut entries = Vec::with_capacity(listings.len());
+    for listing in listings {
+        entries.push(catalog_entry(&storage, listing)?);
+    }
+    // The latest restorable: walk newest first, fully verify each complete
+    // one until one passes — the rule of `recovery::choose_latest`.
+    let mut latest_restorable = None;
+    for entry in entries
+        .iter_mut()
+        .filter(|e| e.status == EntryStatus::Complete)
+    {
+        let location = CheckpointLocation::new(&entry.path);
+        match recovery::verify(&storage, &location) {
+            Ok(_) => {
+                entry.verified = true;
+                latest_restorable = Some(LatestRestorable {
+                    id: entry.id,
+                    kind: entry.kind,
+                    path: entry.path.clone(),
+                });
+                break;
+            }
+            Err(StorageError::MissingMetadata { .. }) => {
+                entry.status = EntryStatus::Incomplete;
+                entry.reason =
+                    Some("removed while being listed (pruned by the running job)".into());
+            }
+            Err(e) => {
+                entry.status = EntryStatus::Corrupt;
+                entry.reason = Some(e.to_string());
+            }
+        }
+    }
+    Ok(Catalog {
+        source,
+        entries,
+        latest_restorable,
+    })
+}
+
+fn catalog_entry(
+    storage: &LocalStorage,
+    listing: CheckpointListing,
+) -> Result<CatalogEntry, CatalogError> {
+    let files = files_in(listing.location.dir())?;
+    let mut entry = CatalogEntry {
+        id: listing.id,
+        kind: listing.kind,
+        name: listing.name(),
+        status: EntryStatus::Complete,
+        reason: None,
+        path: listing.location.dir().to_owned(),
+        job_name: None,
+        trigger_time_ms: None,
+        completion_time_ms: None,
+        duration_ms: None,
+        state_bytes: None,
+        disk_bytes: files.iter().map(|f| f.bytes).sum(),
+        operators: Vec::new(),
+        temp_files: files
+            .iter()
+            .filter(|f| CheckpointLayout::is_temp_file_name(&f.name))
+            .map(|f| f.name.clone())
+            .collect(),
+        verified: false,
+    };
+    match listing.status {
+        ListingStatus::Incomplete => {
+            entry.status = EntryStatus::Incomplete;
+            entry.reason = Some(incomplete_reason(&files));
+        }
+        ListingStatus::Corrupt(e) => {
+            entry.status = EntryStatus::Corrupt;
+            entry.reason = Some(e.to_string());
+        }
+        ListingStatus::Complete(meta) => {
+            entry.job_name = Some(meta.job_name.clone());
+            entry.trigger_time_ms = Some(meta.trigger_time_ms);
+            entry.completion_time_ms = Some(meta.completion_time_ms);
+            entry.duration_ms = Some(meta.duration_ms);
+            entry.state_bytes = Some(meta.state_bytes());
+            entry.operators = operator_sizes(&meta);
+            let problems: Vec<String> = meta
+                .tasks
+                .iter()
+                .filter_map(|t| check_task(storage, &listing.location, t, Depth::Length).problem)
+                .collect();
+            if let Some(first) = problems.first() {
+                entry.status = EntryStatus::Corrupt;
+                entry.reason = Some(match problems.len() {
+                    1 => first.clone(),
+                    n => format!("{first} (and {} more problems)", n - 1),
+                });
+            }
+        }
+    }
+    Ok(entry)
+}
+
+// ---------------------------------------------------------------------------
+// `weir checkpoints inspect PATH`
+
+/// One checkpoint or savepoint, every file verified: what
+/// `weir checkpoints inspect PATH` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Inspection {
+    /// Its directory.
+    pub path: PathBuf,
+    /// The directory's name.
+    pub name: String,
+    /// Complete only if the metadata and every state file verify.
+    pub status: EntryStatus,
+    /// Every problem, naming its file: why it cannot be restored.
+    pub problems: Vec<FileProblem>,
+    /// What is odd but harmless (temporary files, files no metadata references).
+    pub warnings: Vec<FileProblem>,
+    /// The metadata, when it verifies.
+    pub metadata: Option<MetadataSummary>,
+    /// Total state of all tasks in bytes, from the metadata.
+    pub state_bytes: Option<u64>,
+    /// Bytes of all files in the directory, as found on disk.
+    pub disk_bytes: u64,
+    /// State per operator, from the metadata.
+    pub operators: Vec<OperatorSize>,
+    /// Every task's state file with its snapshot timings, each verified.
+    pub tasks: Vec<TaskCheck>,
+    /// The files in the directory, as found.
+    pub files: Vec<DiskFile>,
+}
+
+impl Inspection {
+    /// Whether the checkpoint can be restored: complete, every file verified.
+    pub fn ok(&self) -> bool {
+        self.status == EntryStatus::Complete && self.problems.is_empty()
+    }
+}
+
+/// Reads and verifies one checkpoint or savepoint: `path` is its directory
+/// or its `_metadata` file. Every state file is read and checked (frame,
+/// length and checksum against its handle); every problem is reported, not
+/// only the first.
+pub fn inspect(path: &Path) -> Result<Inspection, CatalogError> {
+    let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
+    let dir = if meta.is_dir() {
+        path.to_owned()
+    } else if path.file_name().is_some_and(|n| n == METADATA_FILE) {
+        match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => parent.to_owned(),
+            None => PathBuf::from("."),
+        }
+    } else {
+        return Err(CatalogError::NotACheckpoint {
+            path: path.to_owned(),
+        });
+    };
+    let contents = DirContents::read(&dir)?;
+    if !contents.is_checkpoint(&dir) {
+        return Err(
+            if contents.checkpoints || contents.savepoints || contents.savepoints_dir {
+                CatalogError::ManyCheckpoints { path: dir }
+            } else {
+                CatalogError::NotACheckpoint { path: dir }
+            },
+        );
+    }
+    let location = CheckpointLocation::new(&dir);
+    // Any layout reads a location; the parent's keeps paths readable.
+    let storage = LocalStorage::new(CheckpointLayout::new(
+        dir.parent().unwrap_or(Path::new(".")),
+    ));
+    let files = files_in(&dir)?;
+    let mut inspection = Inspection {
+        name: location.name(),
+        path: dir.clone(),
+        status: EntryStatus::Complete,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+        metadata: None,
+        state_bytes: None,
+        disk_bytes: files.iter().map(|f| f.bytes).sum(),
+        operators: Vec::new(),
+        tasks: Vec::new(),
+        files,
+    };
+    let metadata_file = CheckpointLayout::metadata_file(&location);
+    match storage.read_metadata(&location) {
+        Err(StorageError::MissingMetadata { .. }) => {
+            inspection.status = EntryStatus::Incomplete;
+            inspection.problems.push(FileProblem {
+                message: format!(
+                    "{}: {}",
+                    dir.display(),
+                    incomplete_reason(&inspection.files)
+                ),
+                file: metadata_file,
+            });
+        }
+        Err(e) => {
+            inspection.status = EntryStatus::Corrupt;
+            inspection.problems.push(FileProblem {
+                file: metadata_file,
+                message: e.to_string(),
+            });
+        }
+        Ok(meta) => {
+            inspection.metadata = Some(MetadataSummary::of(&meta));
+            inspection.state_bytes = Some(meta.state_bytes());
+            inspection.operators = operator_sizes(&meta);
+            for entry in &meta.tasks {
+                let check = check_task(&storage, &location, entry, Depth::Full);
+                if let Some(problem) = &check.problem {
+                    inspection.problems.push(FileProblem {
+                        file: dir.join(&check.file),
+                        message: problem.clone(),
+                    });
+                }
+                inspection.tasks.push(check);
+            }
+            if !inspection.problems.is_empty() {
+                inspection.status = EntryStatus::Corrupt;
+            }
+            let (temp, other) = unexpected_files(&inspection.files, &meta);
+            let warnings: Vec<FileProblem> = temp
+                .iter()
+                .map(|f| temp_file_warning(&dir, &f.name))
+                .chain(other.iter().map(|f| other_file_warning(&dir, &f.name)))
+                .collect();
+            inspection.warnings = warnings;
+        }
+    }
+    Ok(inspection)
+}
+
+// ---------------------------------------------------------------------------
+// `weir checkpoints verify DIR`
+
+/// The verdict on one checkpoint of a [`VerifyReport`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The metadata and every state file verify.
+    Ok,
+    /// Some file does not verify: see the problems.
+    Failed,
+    /// No `_metadata`: never restored, not a failure (see the module docs).
+    Incomplete,
+    /// It was complete when listed and removed while being verified: a
+    /// running job pruned it. Not a failure.
+    Removed,
+}
+
+/// One checkpoint or savepoint, verified.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifiedCheckpoint {
+    /// The id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// The directory name.
+    pub name: String,
+    /// Its directory.
+    pub path: PathBuf,
+    /// The verdict.
+    pub verdict: Verdict,
+    /// Every problem, naming its file.
+    pub problems: Vec<FileProblem>,
+    /// What is odd but harmless.
+    pub warnings: Vec<FileProblem>,
+    /// Files read and verified (the metadata and the state files).
+    pub files_checked: usize,
+    /// Bytes of the files read.
+    pub bytes_checked: u64,
+}
+
+/// Every file of every checkpoint verified: what `weir checkpoints verify
+/// DIR` shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// Where the checkpoints were looked for.
+    pub source: CatalogSource,
+    /// Every checkpoint and savepoint, newest first.
+    pub checkpoints: Vec<VerifiedCheckpoint>,
+    /// Problems over all checkpoints.
+    pub problems: usize,
+    /// Warnings over all checkpoints.
+    pub warnings: usize,
+    /// Files read and verified over all checkpoints.
+    pub files_checked: usize,
+    /// Bytes read over all checkpoints.
+    pub bytes_checked: u64,
+}
+
+impl VerifyReport {
+    /// Whether nothing is wrong: no problem in any file of any complete
+    /// checkpoint (incomplete ones and warnings do not count).
+    pub fn ok(&self) -> bool {
+        self.problems == 0
+    }
+}
+
+/// Verifies every file of every checkpoint and savepoint at `path` (see
+/// [`CatalogSource::resolve`]): the metadata, and every state file it
+/// references (frame, length, checksum against its handle). Reports every
+/// problem, each naming its file.
+pub fn verify(path: &Path) -> Result<VerifyReport, CatalogError> {
+    verify_source(CatalogSource::resolve(path)?)
+}
+
+/// [`verify`] over an already resolved source.
+pub fn verify_source(source: CatalogSource) -> Result<VerifyReport, CatalogError> {
+    let storage = source.storage();
+    let mut listings = storage.list()?;
+    listings.sort_by_key(|l| newest_first(l.kind, l.id));
+    let mut checkpoints = Vec::with_capacity(listings.len());
+    for listing in listings {
+        checkpoints.push(verify_one(&storage, listing)?);
+    }
+    Ok(VerifyReport {
+        problems: checkpoints.iter().map(|c| c.problems.len()).sum(),
+        warnings: checkpoints.iter().map(|c| c.warnings.len()).sum(),
+        files_checked: checkpoints.iter().map(|c| c.files_checked).sum(),
+        bytes_checked: checkpoints.iter().map(|c| c.bytes_checked).sum(),
+        source,
+        checkpoints,
+    })
+}
+
+fn verify_one(
+    storage: &LocalStorage,
+    listing: CheckpointListing,
+) -> Result<VerifiedCheckpoint, CatalogError> {
+    let dir = listing.location.dir().to_owned();
+    let files = files_in(&dir)?;
+    let metadata_file = CheckpointLayout::metadata_file(&listing.location);
+    let mut checked = VerifiedCheckpoint {
+        id: listing.id,
+        kind: listing.kind,
+        name: listing.name(),
+        path: dir.clone(),
+        verdict: Verdict::Ok,
+        problems: Vec::new(),
+        warnings: Vec::new(),
+        files_checked: 0,
+        bytes_checked: 0,
+    };
+    let meta = match listing.status {
+        ListingStatus::Incomplete => {
+            checked.verdict = Verdict::Incomplete;
+            checked.warnings.push(FileProblem {
+                message: format!("{}: {}", dir.display(), incomplete_reason(&files)),
+                file: metadata_file,
+            });
+            return Ok(checked);
+        }
+        ListingStatus::Corrupt(e) => {
+            checked.verdict = Verdict::Failed;
+            checked.files_checked = 1;
+            checked.problems.push(FileProblem {
+                file: metadata_file,
+                message: e.to_string(),
+            });
+            return Ok(checked);
+        }
+        ListingStatus::Complete(meta) => meta,
+    };
+    checked.files_checked = 1;
+    checked.bytes_checked = files
+        .iter()
+        .find(|f| f.name == METADATA_FILE)
+        .map_or(0, |f| f.bytes);
+    for entry in &meta.tasks {
+        let task = check_task(storage, &listing.location, entry, Depth::Full);
+        checked.files_checked += 1;
+        match task.problem {
+            Some(message) => checked.problems.push(FileProblem {
+                file: dir.join(&task.file),
+                message,
+            }),
+            None => checked.bytes_checked += task.file_bytes,
+        }
+    }
+    if !checked.problems.is_empty() {
+        if metadata_file.exists() {
+            checked.verdict = Verdict::Failed;
+        } else {
+            // Un-published since it was listed: pruning removes the
+            // metadata first. Its files going is expected, not damage.
+            checked.verdict = Verdict::Removed;
+            checked.problems.clear();
+            checked.warnings.push(FileProblem {
+                message: format!(
+                    "{} was removed while being verified (pruned by the running job)",
+                    dir.display()
+                ),
+                file: dir.clone(),
+            });
+            return Ok(checked);
+        }
+    }
+    let (temp, other) = unexpected_files(&files, &meta);
+    checked
+        .warnings
+        .extend(temp.iter().map(|f| temp_file_warning(&dir, &f.name)));
+    checked
+        .warnings
+        .extend(other.iter().map(|f| other_file_warning(&dir, &f.name)));
+    Ok(checked)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::metadata::tests::sample;
+    use crate::dataflow::TaskId;
+
+    const CHK: CheckpointKind = CheckpointKind::Checkpoint;
+    const SP: CheckpointKind = CheckpointKind::Savepoint;
+
+    /// Writes every task of `sample(kind, id)` through the storage, with
+    /// state of `bytes` bytes per task, and publishes the metadata.
+    fn write_checkpoint(
+        storage: &dyn CheckpointStorage,
+        kind: CheckpointKind,
+        id: u64,
+        bytes: usize,
+    ) -> CheckpointMetadata {
+        let mut meta = sample(kind, id);
+        for entry in &mut meta.tasks {
+            let state = vec![b'a' + (id % 26) as u8; bytes];
+            entry.handle = storage
+                .write_state(kind, CheckpointId(id), &entry.task, &state)
+                .unwrap();
+            entry.state_bytes = state.len() as u64;
+        }
+        storage.write_metadata(&meta).unwrap();
+        meta
+    }
+
+    /// A job directory `job` in a temp dir with its storage.
+    fn job_dir() -> (tempfile::TempDir, LocalStorage) {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = LocalStorage::new(CheckpointLayout::new(dir.path().join("job")));
+        (dir, storage)
+    }
+
+    fn state_path(storage: &LocalStorage, kind: CheckpointKind, id: u64, task: &str) -> PathBuf {
+        let (vertex, subtask) = task.split_once('-').unwrap();
+        storage
+            .layout()
+            .state_file(
+                kind,
+                CheckpointId(id),
+                &TaskId::new(vertex, subtask.parse().unwrap()),
+            )
+            .unwrap()
+    }
+
+    fn flip_byte(path: &Path, at: usize) {
+        let mut bytes = fs::read(path).unwrap();
+        bytes[at] ^= 0x40;
+        fs::write(path, bytes).unwrap();
+    }
+
+    fn truncate(path: &Path, by: usize) {
+        let bytes = fs::read(path).unwrap();
+        fs::write(path, &bytes[..bytes.len() - by]).unwrap();
+    }
+
+    fn statuses(catalog: &Catalog) -> Vec<(String, EntryStatus)> {
+        catalog
+            .entries
+            .iter()
+            .map(|e| (e.name.clone(), e.status))
+            .collect()
+    }
+
+    #[test]
+    fn lists_every_checkpoint_newest_first_with_times_and_sizes() {
+        let (dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 10);
+        let sp = write_checkpoint(&storage, SP, 2, 100);
+        write_checkpoint(&storage, CHK, 3, 1000);
+        let catalog = list(&dir.path().join("job")).unwrap();
+        assert_eq!(catalog.source.kind, SourceKind::CheckpointDirectory);
+        assert_eq!(
+            statuses(&catalog),
+            [
+                ("chk-0000000003".to_string(), EntryStatus::Complete),
+                ("sp-0000000002".to_string(), EntryStatus::Complete),
+                ("chk-0000000001".to_string(), EntryStatus::Complete),
+            ]
+        );
+        let savepoint = &catalog.entries[1];
+        assert_eq!(savepoint.kind, SP);
+        assert_eq!(savepoint.trigger_time_ms, Some(sp.trigger_time_ms));
+        assert_eq!(savepoint.completion_time_ms, Some(sp.completion_time_ms));
+        assert_eq!(savepoint.duration_ms, Some(50));
+        assert_eq!(savepoint.job_name.as_deref(), Some("wordcount"));
+        assert_eq!(savepoint.state_bytes, Some(300));
+        // Three state files of 100 + 24 bytes and the metadata.
+        let metadata_len = fs::metadata(savepoint.path.join(METADATA_FILE))
+            .unwrap()
+            .len();
+        assert_eq!(savepoint.disk_bytes, 3 * 124 + metadata_len);
+        assert_eq!(
+            savepoint.operators,
+            [
+                OperatorSize {
+                    vertex: "source".into(),
+                    subtasks: 1,
+                    state_bytes: 100
+                },
+                OperatorSize {
+                    vertex: "count".into(),
+                    subtasks: 2,
+                    state_bytes: 200
+                },
+            ]
+        );
+        assert_eq!(
+            savepoint.path,
+            dir.path().join("job/savepoints/sp-0000000002")
+        );
+        let latest = catalog.latest_restorable.unwrap();
+        assert_eq!((latest.kind, latest.id), (CHK, CheckpointId(3)));
+        assert!(catalog.entries[0].verified);
+        assert!(!catalog.entries[1].verified);
+    }
+
+    #[test]
+    fn says_why_a_checkpoint_is_incomplete_or_corrupt() {
+        let (dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 10);
+        write_checkpoint(&storage, CHK, 2, 10);
+        write_checkpoint(&storage, CHK, 3, 10);
+        write_checkpoint(&storage, CHK, 4, 10);
+        // 5: a state file, no metadata; 6: a metadata being published.
+        storage
+            .write_state(CHK, CheckpointId(5), &TaskId::new("count", 0), b"x")
+            .unwrap();
+        storage
+            .write_state(CHK, CheckpointId(6), &TaskId::new("count", 0), b"x")
+            .unwrap();
+        let chk6 = storage.layout().checkpoint_dir(CHK, CheckpointId(6));
+        fs::write(chk6.join("_metadata.tmp"), b"half").unwrap();
+        // 4: metadata with a flipped byte; 3: a truncated state file;
+        // 2: a missing state file.
+        let meta4 = storage
+            .layout()
+            .checkpoint_dir(CHK, CheckpointId(4))
+            .join(METADATA_FILE);
+        flip_byte(&meta4, 60);
+        let truncated = state_path(&storage, CHK, 3, "count-1");
+        truncate(&truncated, 3);
+        let missing = state_path(&storage, CHK, 2, "source-0");
+        fs::remove_file(&missing).unwrap();
+
+        let catalog = list(&dir.path().join("job")).unwrap();
+        let reasons: Vec<(EntryStatus, String)> = catalog
+            .entries
+            .iter()
+            .map(|e| (e.status, e.reason.clone().unwrap_or_default()))
+            .collect();
+        assert_eq!(
+            reasons[0],
+            (
+                EntryStatus::Incomplete,
+                "no _metadata, only _metadata.tmp (incomplete: being published, or the job \
+                 stopped while publishing it)"
+                    .to_string()
+            )
+        );
+        assert_eq!(
+            reasons[1],
+            (
+                EntryStatus::Incomplete,
+                "no _metadata (incomplete: being written, or the job stopped while writing it)"
+                    .to_string()
+            )
+        );
+        assert_eq!(reasons[2].0, EntryStatus::Corrupt);
+        assert!(
+            reasons[2].1.starts_with(&format!(
+                "metadata file {}: checksum mismatch",
+                meta4.display()
+            )),
+            "{}",
+            reasons[2].1
+        );
+        assert_eq!(
+            reasons[3],
+            (
+                EntryStatus::Corrupt,
+                format!(
+                    "state file {}: truncated: expected 34 bytes, found 31",
+                    truncated.display()
+                )
+            )
+        );
+        assert_eq!(
+            reasons[4],
+            (
+                EntryStatus::Corrupt,
+                format!(
+                    "state file {} is missing: the metadata references it",
+                    missing.display()
+                )
+            )
+        );
+        assert_eq!(reasons[5], (EntryStatus::Complete, String::new()));
+        assert_eq!(catalog.entries[1].temp_files, Vec::<String>::new());
+        assert_eq!(catalog.entries[0].temp_files, ["_metadata.tmp"]);
+        let latest = catalog.latest_restorable.unwrap();
+        assert_eq!(latest.id, CheckpointId(1));
+    }
+
+    #[test]
+    fn the_latest_restorable_is_what_restore_latest_picks_even_past_a_flipped_byte() {
+        let (dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 10);
+        write_checkpoint(&storage, SP, 2, 10);
+        write_checkpoint(&storage, CHK, 3, 10);
+        // A flipped payload byte keeps the length: only a full read sees it.
+        let flipped = state_path(&storage, CHK, 3, "count-0");
+        flip_byte(&flipped, 25);
+
+        let catalog = list(&dir.path().join("job")).unwrap();
+        let latest = catalog.latest_restorable.clone().unwrap();
+        let chosen = recovery::restore_latest(&storage).unwrap().chosen.unwrap();
+        assert_eq!(latest.path, chosen.location.dir());
+        assert_eq!((latest.kind, latest.id), (SP, CheckpointId(2)));
+        let newest = &catalog.entries[0];
+        assert_eq!(newest.status, EntryStatus::Corrupt);
+        assert!(
+            newest.reason.as_deref().unwrap().starts_with(&format!(
+                "state file {}: checksum mismatch",
+                flipped.display()
+            )),
+            "{:?}",
+            newest.reason
+        );
+    }
+
+    #[test]
+    fn resolves_a_job_file_a_checkpoint_directory_and_a_savepoint_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        // A job file whose checkpoints are in `state/` beside it.
+        let job_file = dir.path().join("job.toml");
+        fs::write(
+            &job_file,
+            "name = \"t\"\n[checkpoint]\ndirectory = \"state\"\n[[source]]\nname = \"in\"\n\
+             type = \"generator\"\n[[sink]]\nname = \"out\"\ntype = \"blackhole\"\n\
+             inputs = [\"in\"]\n",
+        )
+        .unwrap();
+        let source = CatalogSource::resolve(&job_file).unwrap();
+        assert_eq!(source.kind, SourceKind::JobFile);
+        assert_eq!(source.checkpoint_dir, dir.path().join("state"));
+        assert_eq!(source.savepoint_dir, dir.path().join("state/savepoints"));
+        assert_eq!(source.job_name.as_deref(), Some("t"));
+        // Nothing written yet: an empty history, not an error.
+        assert!(list(&job_file).unwrap().entries.is_empty());
+
+        let storage = LocalStorage::new(CheckpointLayout::new(dir.path().join("state")));
+        write_checkpoint(&storage, CHK, 1, 4);
+        write_checkpoint(&storage, SP, 2, 4);
+        assert_eq!(list(&job_file).unwrap().entries.len(), 2);
+        let by_dir = list(&dir.path().join("state")).unwrap();
+        assert_eq!(by_dir.entries.len(), 2);
+
+        // A savepoint directory a user named: sp-N directly inside.
+        let sps = dir.path().join("sps");
+        let storage = LocalStorage::new(
+            CheckpointLayout::new(dir.path().join("other")).with_savepoint_dir(&sps),
+        );
+        write_checkpoint(&storage, SP, 7, 4);
+        let catalog = list(&sps).unwrap();
+        assert_eq!(catalog.source.kind, SourceKind::SavepointDirectory);
+        assert_eq!(
+            statuses(&catalog),
+            [("sp-0000000007".to_string(), EntryStatus::Complete)]
+        );
+        assert_eq!(
+            catalog.latest_restorable.unwrap().path,
+            sps.join("sp-0000000007")
+        );
+        // The job's `savepoints/` folder alone is a savepoint directory too.
+        let catalog = list(&dir.path().join("state/savepoints")).unwrap();
+        assert_eq!(
+            statuses(&catalog),
+            [("sp-0000000002".to_string(), EntryStatus::Complete)]
+        );
+    }
+
+    #[test]
+    fn refuses_paths_that_hold_no_checkpoints_saying_what_to_pass() {
+        let (dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 4);
+        let empty = dir.path().join("empty");
+        fs::create_dir(&empty).unwrap();
+        let err = list(&empty).unwrap_err();
+        assert!(matches!(err, CatalogError::NotACheckpointDirectory { .. }));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{} is not a checkpoint directory: it holds no chk-N/ or sp-N/ directories; pass \
+                 the job's checkpoint directory (job file: [checkpoint] directory) or the job file",
+                empty.display()
+            )
+        );
+        let err = list(&dir.path().join("nope")).unwrap_err();
+        assert!(matches!(err, CatalogError::NoSuchPath { .. }), "{err}");
+        let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
+        let err = list(&chk1).unwrap_err();
+        assert!(matches!(err, CatalogError::OneCheckpoint { .. }), "{err}");
+        assert!(
+            err.to_string().contains("weir checkpoints inspect"),
+            "{err}"
+        );
+        let err = list(&chk1.join(METADATA_FILE)).unwrap_err();
+        assert!(matches!(err, CatalogError::NotADirectory { .. }), "{err}");
+        let bad_job = dir.path().join("bad.toml");
+        fs::write(&bad_job, "name = 3").unwrap();
+        let err = list(&bad_job).unwrap_err();
+        assert!(matches!(err, CatalogError::Job { .. }), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("cannot read the checkpoint directory from job file")
+        );
+    }
+
+    #[test]
+    fn inspects_a_checkpoint_task_by_task() {
+        let (_dir, storage) = job_dir();
+        let meta = write_checkpoint(&storage, SP, 4, 50);
+        let location = storage.layout().location(SP, CheckpointId(4));
+        for path in [
+            location.dir().to_owned(),
+            CheckpointLayout::metadata_file(&location),
+        ] {
+            let inspection = inspect(&path).unwrap();
+            assert!(inspection.ok(), "{inspection:?}");
+            assert_eq!(inspection.path, location.dir());
+            assert_eq!(inspection.name, "sp-0000000004");
+            let summary = inspection.metadata.as_ref().unwrap();
+            assert_eq!(summary.kind, SP);
+            assert_eq!(summary.checkpoint_id, CheckpointId(4));
+            assert_eq!(summary.job_fingerprint, "0xfeedbeef00000001");
+            assert_eq!(inspection.state_bytes, Some(150));
+            assert_eq!(inspection.tasks.len(), 3);
+            for (task, recorded) in inspection.tasks.iter().zip(&meta.tasks) {
+                assert_eq!(task.vertex, recorded.task.vertex);
+                assert_eq!(task.subtask, recorded.task.subtask);
+                assert_eq!(task.file, recorded.handle.file);
+                assert_eq!(task.state_bytes, 50);
+                assert_eq!(task.file_bytes, 74);
+                assert_eq!(task.crc32, format!("{:#010x}", recorded.handle.crc32));
+                assert_eq!(
+                    (
+                        task.sync_duration_ms,
+                        task.async_duration_ms,
+                        task.alignment_duration_ms
+                    ),
+                    (1, 2, 0)
+                );
+                assert!(task.ok && task.problem.is_none());
+            }
+            assert!(inspection.warnings.is_empty());
+            assert_eq!(inspection.files.len(), 4);
+        }
+    }
+
+    #[test]
+    fn inspect_names_every_bad_file_not_only_the_first() {
+        let (_dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 50);
+        let flipped = state_path(&storage, CHK, 1, "count-0");
+        flip_byte(&flipped, 30);
+        let truncated = state_path(&storage, CHK, 1, "count-1");
+        truncate(&truncated, 1);
+        let dir = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
+        fs::write(dir.join("count-1.state.tmp"), b"half").unwrap();
+        fs::write(dir.join("notes.txt"), b"mine").unwrap();
+
+        let inspection = inspect(&dir).unwrap();
+        assert!(!inspection.ok());
+        assert_eq!(inspection.status, EntryStatus::Corrupt);
+        let bad: Vec<(&str, bool)> = inspection
+            .tasks
+            .iter()
+            .map(|t| (t.file.as_str(), t.ok))
+            .collect();
+        assert_eq!(
+            bad,
+            [
+                ("source-0.state", true),
+                ("count-0.state", false),
+                ("count-1.state", false)
+            ]
+        );
+        let files: Vec<&Path> = inspection
+            .problems
+            .iter()
+            .map(|p| p.file.as_path())
+            .collect();
+        assert_eq!(files, [flipped.as_path(), truncated.as_path()]);
+        assert!(
+            inspection.problems[0].message.starts_with(&format!(
+                "state file {}: checksum mismatch",
+                flipped.display()
+            )),
+            "{:?}",
+            inspection.problems
+        );
+        assert_eq!(
+            inspection.problems[1].message,
+            format!(
+                "state file {}: truncated: expected 74 bytes, found 73",
+                truncated.display()
+            )
+        );
+        let warnings: Vec<&str> = inspection
+            .warnings
+            .iter()
+            .map(|w| w.message.as_str())
+            .collect();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(
+            warnings[0].starts_with("leftover temporary file"),
+            "{warnings:?}"
+        );
+        assert!(warnings[1].ends_with("is not referenced by the metadata: Weir never reads it"));
+    }
+
+    #[test]
+    fn inspect_reports_missing_and_corrupt_metadata_and_refuses_non_checkpoints() {
+        let (dir, storage) = job_dir();
+        storage
+            .write_state(CHK, CheckpointId(1), &TaskId::new("count", 0), b"x")
+            .unwrap();
+        let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
+        let inspection = inspect(&chk1).unwrap();
+        assert_eq!(inspection.status, EntryStatus::Incomplete);
+        assert!(inspection.problems[0].message.ends_with(
+            "no _metadata (incomplete: being written, or the job stopped while writing it)"
+        ));
+        assert_eq!(inspection.files[0].name, "count-0.state");
+
+        write_checkpoint(&storage, CHK, 2, 5);
+        let chk2 = storage.layout().checkpoint_dir(CHK, CheckpointId(2));
+        fs::write(chk2.join(METADATA_FILE), b"WEIRMETA").unwrap();
+        let inspection = inspect(&chk2).unwrap();
+        assert_eq!(inspection.status, EntryStatus::Corrupt);
+        assert!(inspection.metadata.is_none());
+        assert!(
+            inspection.problems[0]
+                .message
+                .contains("_metadata: truncated"),
+            "{:?}",
+            inspection.problems
+        );
+
+        let err = inspect(&dir.path().join("job")).unwrap_err();
+        assert!(matches!(err, CatalogError::ManyCheckpoints { .. }), "{err}");
+        let err = inspect(dir.path()).unwrap_err();
+        assert!(matches!(err, CatalogError::NotACheckpoint { .. }), "{err}");
+        let err = inspect(&chk2.join("count-0.state")).unwrap_err();
+        assert!(matches!(err, CatalogError::NotACheckpoint { .. }), "{err}");
+        let err = inspect(&dir.path().join("nope")).unwrap_err();
+        assert!(matches!(err, CatalogError::NoSuchPath { .. }), "{err}");
+    }
+
+    #[test]
+    fn verify_passes_sound_checkpoints_and_warns_of_incomplete_ones_and_temp_files() {
+        let (dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 20);
+        write_checkpoint(&storage, SP, 2, 20);
+        storage
+            .write_state(CHK, CheckpointId(3), &TaskId::new("count", 0), b"x")
+            .unwrap();
+        let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
+        fs::write(chk1.join("_metadata.tmp"), b"leftover").unwrap();
+
+        let report = verify(&dir.path().join("job")).unwrap();
+        assert!(report.ok(), "{report:?}");
+        assert_eq!(report.problems, 0);
+        let verdicts: Vec<(String, Verdict)> = report
+            .checkpoints
+            .iter()
+            .map(|c| (c.name.clone(), c.verdict))
+            .collect();
+        assert_eq!(
+            verdicts,
+            [
+                ("chk-0000000003".to_string(), Verdict::Incomplete),
+                ("sp-0000000002".to_string(), Verdict::Ok),
+                ("chk-0000000001".to_string(), Verdict::Ok),
+            ]
+        );
+        assert_eq!(report.warnings, 2);
+        assert_eq!(
+            report.checkpoints[2].warnings[0].file,
+            chk1.join("_metadata.tmp")
+        );
+        // Two complete checkpoints: a metadata file and three state files each.
+        assert_eq!(report.files_checked, 8);
+        assert!(report.bytes_checked > 6 * 44);
+    }
+
+    #[test]
+    fn verify_names_each_bad_file_of_each_checkpoint() {
+        let (dir, storage) = job_dir();
+        for id in 1..=4 {
+            write_checkpoint(&storage, CHK, id, 20);
+        }
+        let flipped = state_path(&storage, CHK, 1, "source-0");
+        flip_byte(&flipped, 22);
+        let truncated = state_path(&storage, CHK, 2, "count-0");
+        truncate(&truncated, 10);
+        let missing = state_path(&storage, CHK, 3, "count-1");
+        fs::remove_file(&missing).unwrap();
+        let metadata = storage
+            .layout()
+            .checkpoint_dir(CHK, CheckpointId(4))
+            .join(METADATA_FILE);
+        truncate(&metadata, 1);
+
+        let report = verify(&dir.path().join("job")).unwrap();
+        assert!(!report.ok());
+        assert_eq!(report.problems, 4);
+        let found: Vec<(Verdict, PathBuf)> = report
+            .checkpoints
+            .iter()
+            .map(|c| (c.verdict, c.problems[0].file.clone()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Verdict::Failed, metadata.clone()),
+                (Verdict::Failed, missing.clone()),
+                (Verdict::Failed, truncated.clone()),
+                (Verdict::Failed, flipped.clone()),
+            ]
+        );
+        let messages: Vec<&str> = report
+            .checkpoints
+            .iter()
+            .map(|c| c.problems[0].message.as_str())
+            .collect();
+        assert!(messages[0].contains("_metadata: truncated"), "{messages:?}");
+        assert!(messages[1].ends_with("is missing: the metadata references it"));
+        assert!(messages[2].ends_with("truncated: expected 44 bytes, found 34"));
+        assert!(messages[3].contains("checksum mismatch"));
+        for (message, file) in messages
+            .iter()
+            .zip([&metadata, &missing, &truncated, &flipped])
+        {
+            assert!(message.contains(&file.display().to_string()), "{message}");
+        }
+    }
+}
