@@ -2,6 +2,7 @@
 //! sets up logging and signals, calls the library, shows progress, and maps
 //! the result to an exit code.
 
+mod checkpoints;
 mod run;
 
 use std::io::{IsTerminal, Write};
@@ -44,6 +45,11 @@ enum Command {
     /// Exit code 0: passed; 1: the module failed (refused, guest failure, output differs);
     /// 2: bad arguments or files.
     Test(TestArgs),
+    /// List a job's checkpoints and savepoints, inspect one, or verify every file (see
+    /// docs/TOOLS.md).
+    ///
+    /// `weir checkpoints DIR`, `weir checkpoints inspect PATH`, `weir checkpoints verify DIR`.
+    Checkpoints(checkpoints::CheckpointsArgs),
 }
 
 #[derive(clap::Args)]
@@ -109,6 +115,7 @@ fn main() -> ExitCode {
         Command::Run(args) => run::run(args, on_terminal),
         Command::Validate(args) => validate(args),
         Command::Test(args) => test(args),
+        Command::Checkpoints(args) => checkpoints::run(args),
     }
 }
 

@@ -1,0 +1,514 @@
+//! `weir checkpoints`: the checkpoint and savepoint history of a job on disk — list it,
+//! inspect one, verify every file. The library (`weir::checkpoint::catalog`) reads and checks;
+//! this module parses arguments, renders the reports as tables or JSON, and sets the exit code.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use weir::checkpoint::catalog::{
+    self, Catalog, CatalogEntry, EntryStatus, FileProblem, Inspection, OperatorSize, SourceKind,
+    Verdict, VerifyReport,
+};
+
+use crate::EXIT_BAD_INPUT;
+
+/// Exit code of `inspect` and `verify`: a checkpoint has a problem.
+const EXIT_PROBLEM: u8 = 1;
+
+/// List a job's checkpoints and savepoints, inspect one, or verify them all (see
+/// docs/TOOLS.md).
+#[derive(clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
+pub(crate) struct CheckpointsArgs {
+    #[command(subcommand)]
+    command: Option<CheckpointsCommand>,
+    /// The job's checkpoint directory, a savepoint directory, or the job file (.toml).
+    #[arg(value_name = "DIR", required = true)]
+    dir: Option<PathBuf>,
+    /// Print the list as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Subcommand)]
+enum CheckpointsCommand {
+    /// Show one checkpoint or savepoint with every task's state file, each verified.
+    ///
+    /// Exit code 0: every file verifies; 1: a problem (incomplete, corrupt); 2: not a checkpoint
+    /// or unreadable.
+    Inspect {
+        /// The checkpoint or savepoint directory (chk-N/, sp-N/), or its _metadata file.
+        #[arg(value_name = "PATH")]
+        path: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Verify every file of every checkpoint and savepoint: metadata, lengths and checksums.
+    ///
+    /// Exit code 0: all good (incomplete checkpoints are only warnings); 1: a problem; 2: bad
+    /// arguments or an unreadable directory.
+    Verify {
+        /// The job's checkpoint directory, a savepoint directory, or the job file (.toml).
+        #[arg(value_name = "DIR")]
+        dir: PathBuf,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs `weir checkpoints …` and maps the outcome to an exit code.
+pub(crate) fn run(args: CheckpointsArgs) -> ExitCode {
+    let outcome = match (args.command, args.dir) {
+        (Some(CheckpointsCommand::Inspect { path, json }), _) => inspect(&path, json),
+        (Some(CheckpointsCommand::Verify { dir, json }), _) => verify(&dir, json),
+        (None, Some(dir)) => list(&dir, args.json),
+        // clap requires DIR when there is no subcommand.
+        (None, None) => Err(anyhow::anyhow!(
+            "missing DIR: pass the job's checkpoint directory or its job file"
+        )),
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(EXIT_BAD_INPUT)
+        }
+    }
+}
+
+fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
+    let json = serde_json::to_string_pretty(value).context("cannot write the report as JSON")?;
+    println!("{json}");
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// weir checkpoints DIR
+
+fn list(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let catalog = catalog::list(dir)
+        .with_context(|| format!("cannot list the checkpoints of {}", dir.display()))?;
+    if json {
+        print_json(&catalog)?;
+    } else {
+        print!("{}", render_catalog(&catalog));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Where the catalog's checkpoints were looked for, in words.
+fn describe_source(catalog: &Catalog) -> String {
+    let source = &catalog.source;
+    match source.kind {
+        SourceKind::JobFile => format!(
+            "job `{}` ({}): checkpoints in {}, savepoints in {}",
+            source.job_name.as_deref().unwrap_or("?"),
+            source.given.display(),
+            source.checkpoint_dir.display(),
+            source.savepoint_dir.display()
+        ),
+        SourceKind::CheckpointDirectory => format!(
+            "checkpoints in {}, savepoints in {}",
+            source.checkpoint_dir.display(),
+            source.savepoint_dir.display()
+        ),
+        SourceKind::SavepointDirectory => {
+            format!("savepoints in {}", source.savepoint_dir.display())
+        }
+    }
+}
+
+fn render_catalog(catalog: &Catalog) -> String {
+    let mut out = format!("{}\n", describe_source(catalog));
+    if catalog.entries.is_empty() {
+        out.push_str("no checkpoints or savepoints yet\n");
+        return out;
+    }
+    out.push('\n');
+    let mut rows = vec![
+        [
+            "ID",
+            "KIND",
+            "STATUS",
+            "TRIGGERED (UTC)",
+            "DURATION",
+            "SIZE",
+            "OPERATORS",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for entry in &catalog.entries {
+        rows.push(vec![
+            entry.id.to_string(),
+            entry.kind.to_string(),
+            entry.status.to_string(),
+            entry.trigger_time_ms.map_or("-".into(), format_utc),
+            entry.duration_ms.map_or("-".into(), format_duration_ms),
+            entry.state_bytes.map_or("-".into(), format_bytes),
+            format_operators(&entry.operators),
+        ]);
+    }
+    out.push_str(&render_table(&rows));
+    let notes: Vec<&CatalogEntry> = catalog
+        .entries
+        .iter()
+        .filter(|e| e.reason.is_some() || !e.temp_files.is_empty())
+        .collect();
+    if !notes.is_empty() {
+        out.push('\n');
+    }
+    for entry in notes {
+        if let Some(reason) = &entry.reason {
+            out.push_str(&format!("{} {}: {reason}\n", entry.kind, entry.id));
+        }
+        if entry.status != EntryStatus::Incomplete && !entry.temp_files.is_empty() {
+            out.push_str(&format!(
+                "{} {}: leftover temporary files {} (removed at the job's next start)\n",
+                entry.kind,
+                entry.id,
+                entry.temp_files.join(", ")
+            ));
+        }
+    }
+    out.push('\n');
+    match &catalog.latest_restorable {
+        Some(latest) => {
+            out.push_str(&format!(
+                "latest restorable: {} {} (every file verified)\n  {}\n",
+                latest.kind,
+                latest.id,
+                latest.path.display()
+            ));
+            let job = match &catalog.source.job_file {
+                Some(file) => file.display().to_string(),
+                None => "JOB.toml".to_string(),
+            };
+            out.push_str(&format!(
+                "restore with: weir run {job} --restore {}\n",
+                latest.path.display()
+            ));
+        }
+        None => out.push_str(
+            "nothing restorable: no complete checkpoint or savepoint verifies; the job would \
+             start fresh\n",
+        ),
+    }
+    out
+}
+
+fn format_operators(operators: &[OperatorSize]) -> String {
+    if operators.is_empty() {
+        return "-".into();
+    }
+    operators
+        .iter()
+        .map(|op| format!("{} {}", op.vertex, format_bytes(op.state_bytes)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+// ---------------------------------------------------------------------------------------------
+// weir checkpoints inspect PATH
+
+fn inspect(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let inspection =
+        catalog::inspect(path).with_context(|| format!("cannot inspect {}", path.display()))?;
+    if json {
+        print_json(&inspection)?;
+    } else {
+        print!("{}", render_inspection(&inspection));
+    }
+    Ok(if inspection.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROBLEM)
+    })
+}
+
+fn render_inspection(inspection: &Inspection) -> String {
+    let mut out = String::new();
+    let verdict = match inspection.status {
+        EntryStatus::Complete if inspection.ok() => "complete, every file verified",
+        EntryStatus::Complete | EntryStatus::Corrupt => "CORRUPT: it cannot be restored",
+        EntryStatus::Incomplete => "INCOMPLETE: it cannot be restored",
+    };
+    out.push_str(&format!("{}: {verdict}\n", inspection.path.display()));
+    if let Some(meta) = &inspection.metadata {
+        let field = |name: &str, value: String| format!("{:<13}{value}\n", format!("{name}:"));
+        out.push('\n');
+        out.push_str(&field("kind", meta.kind.to_string()));
+        out.push_str(&field("id", meta.checkpoint_id.to_string()));
+        out.push_str(&field("job", meta.job_name.clone()));
+        out.push_str(&field("fingerprint", meta.job_fingerprint.clone()));
+        out.push_str(&field("triggered", format_utc(meta.trigger_time_ms)));
+        out.push_str(&field("completed", format_utc(meta.completion_time_ms)));
+        out.push_str(&field("duration", format_duration_ms(meta.duration_ms)));
+        let size = format!(
+            "{} of state ({} on disk)",
+            format_bytes(inspection.state_bytes.unwrap_or(0)),
+            format_bytes(inspection.disk_bytes)
+        );
+        out.push_str(&field("size", size));
+        let parallelism = meta
+            .parallelism
+            .iter()
+            .map(|(vertex, p)| format!("{vertex} {p}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        out.push_str(&field("parallelism", parallelism));
+        out.push_str(&field("operators", format_operators(&inspection.operators)));
+        out.push('\n');
+        let mut rows = vec![
+            [
+                "TASK", "FILE", "STATE", "CRC32", "SYNC", "ASYNC", "ALIGN", "VERIFIED",
+            ]
+            .map(String::from)
+            .to_vec(),
+        ];
+        for task in &inspection.tasks {
+            rows.push(vec![
+                format!("{}#{}", task.vertex, task.subtask),
+                task.file.clone(),
+                format_bytes(task.state_bytes),
+                task.crc32.clone(),
+                format!("{} ms", task.sync_duration_ms),
+                format!("{} ms", task.async_duration_ms),
+                format!("{} ms", task.alignment_duration_ms),
+                if task.ok { "ok" } else { "PROBLEM" }.to_string(),
+            ]);
+        }
+        out.push_str(&render_table(&rows));
+    } else if !inspection.files.is_empty() {
+        out.push_str("\nfiles:\n");
+        for file in &inspection.files {
+            out.push_str(&format!(
+                "  {:<40} {}\n",
+                file.name,
+                format_bytes(file.bytes)
+            ));
+        }
+    }
+    render_findings(&mut out, &inspection.problems, &inspection.warnings);
+    out
+}
+
+fn render_findings(out: &mut String, problems: &[FileProblem], warnings: &[FileProblem]) {
+    if !problems.is_empty() {
+        out.push_str("\nproblems:\n");
+        for problem in problems {
+            out.push_str(&format!("  {}\n", problem.message));
+        }
+    }
+    if !warnings.is_empty() {
+        out.push_str("\nwarnings:\n");
+        for warning in warnings {
+            out.push_str(&format!("  {}\n", warning.message));
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// weir checkpoints verify DIR
+
+fn verify(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
+    let report = catalog::verify(dir)
+        .with_context(|| format!("cannot verify the checkpoints of {}", dir.display()))?;
+    if json {
+        print_json(&report)?;
+    } else {
+        print!("{}", render_verify(&report));
+    }
+    Ok(if report.ok() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROBLEM)
+    })
+}
+
+fn render_verify(report: &VerifyReport) -> String {
+    let mut out = String::new();
+    for checkpoint in &report.checkpoints {
+        let verdict = match checkpoint.verdict {
+            Verdict::Ok => "ok",
+            Verdict::Failed => "FAILED",
+            Verdict::Incomplete => "incomplete (skipped by restore; not a failure)",
+            Verdict::Removed => "removed while verifying (not a failure)",
+        };
+        out.push_str(&format!(
+            "{:<10} {:<12} {verdict}",
+            checkpoint.kind.to_string(),
+            checkpoint.id.to_string()
+        ));
+        if checkpoint.verdict == Verdict::Ok {
+            out.push_str(&format!(
+                " ({} files, {})",
+                checkpoint.files_checked,
+                format_bytes(checkpoint.bytes_checked)
+            ));
+        }
+        out.push('\n');
+        for problem in &checkpoint.problems {
+            out.push_str(&format!("  problem: {}\n", problem.message));
+        }
+        for warning in &checkpoint.warnings {
+            out.push_str(&format!("  warning: {}\n", warning.message));
+        }
+    }
+    let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let summary = format!(
+        "{} verified: {} read ({}), {}, {}",
+        count(report.checkpoints.len(), "checkpoint"),
+        count(report.files_checked, "file"),
+        format_bytes(report.bytes_checked),
+        count(report.problems, "problem"),
+        count(report.warnings, "warning"),
+    );
+    if !report.checkpoints.is_empty() {
+        out.push('\n');
+    }
+    if report.checkpoints.is_empty() {
+        out.push_str("no checkpoints or savepoints: nothing to verify\n");
+    } else if report.ok() {
+        out.push_str(&format!("ok: {summary}\n"));
+    } else {
+        out.push_str(&format!(
+            "FAILED: {summary}; a checkpoint with a problem is never restored (--restore latest \
+             falls back to an older one)\n"
+        ));
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering helpers
+
+/// Rows as columns padded to their widest cell, two spaces apart; the last column unpadded.
+fn render_table(rows: &[Vec<String>]) -> String {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (c, cell) in row.iter().enumerate() {
+            if c + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let pad = widths[c] - cell.chars().count();
+                line.push_str(cell);
+                line.push_str(&" ".repeat(pad + 2));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Unix milliseconds as an ISO-8601 UTC time with milliseconds: `2026-01-01T00:00:00.000Z`.
+fn format_utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        unix_ms % 1000
+    )
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Milliseconds in the unit a person reads best: `850 ms`, `1.25 s`, `2 min 5 s`.
+fn format_duration_ms(ms: u64) -> String {
+    if ms < 1000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.2} s", ms as f64 / 1000.0)
+    } else {
+        format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000)
+    }
+}
+
+/// Bytes in 1024-based units: `512 B`, `1.5 KiB`, `98.3 MiB`.
+fn format_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn formats_utc_times_across_leap_years_and_month_ends() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(format_utc(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
+        assert_eq!(format_utc(1_767_225_600_012), "2026-01-01T00:00:00.012Z");
+        assert_eq!(format_utc(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn formats_sizes_and_durations_for_people() {
+        assert_eq!(format_bytes(0), "0 B");
+        assert_eq!(format_bytes(1023), "1023 B");
+        assert_eq!(format_bytes(1536), "1.5 KiB");
+        assert_eq!(format_bytes(103_079_215), "98.3 MiB");
+        assert_eq!(format_duration_ms(12), "12 ms");
+        assert_eq!(format_duration_ms(1250), "1.25 s");
+        assert_eq!(format_duration_ms(125_000), "2 min 5 s");
+    }
+
+    #[test]
+    fn tables_align_columns_and_leave_the_last_unpadded() {
+        let rows = vec![
+            vec!["ID".to_string(), "KIND".to_string(), "X".to_string()],
+            vec![
+                "12".to_string(),
+                "savepoint".to_string(),
+                "a, b".to_string(),
+            ],
+        ];
+        assert_eq!(
+            render_table(&rows),
+            "ID  KIND       X\n12  savepoint  a, b\n"
+        );
+    }
+}
