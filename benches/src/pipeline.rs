@@ -183,6 +183,17 @@ pub struct PipelineRun {
     /// reset through `/proc/self/clear_refs` before the run and read from `VmHWM` after it);
     /// it includes the benchmark's own few MB.
     pub peak_rss_bytes: Option<u64>,
+    /// CPU time the process used during the run (every thread, user and system), seconds
+    /// (Linux: from `/proc/self/stat`, 10 ms resolution).
+    pub cpu_seconds: Option<f64>,
+}
+
+impl PipelineRun {
+    /// Cores the run kept busy on average: CPU time over wall time. With 2 cores, 2.0 means the
+    /// job had the whole machine, whatever its parallelism.
+    pub fn cores_used(&self) -> Option<f64> {
+        self.cpu_seconds.map(|cpu| cpu / self.seconds)
+    }
 }
 
 /// Resets the process's peak resident memory (Linux; elsewhere nothing happens).
@@ -202,6 +213,17 @@ fn peak_rss() -> Option<u64> {
         .parse()
         .ok()?;
     Some(kib * 1024)
+}
+
+/// CPU time the process has used so far (user and system, every thread, the finished ones
+/// included), seconds (Linux only).
+fn process_cpu_seconds() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (which is in parentheses and may hold spaces): the
+    // 12th and 13th are utime and stime, in USER_HZ ticks, 100 per second on Linux.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
 /// Runs `case` once, in a fresh temporary directory.
@@ -227,9 +249,13 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
     // The sender stays alive for the whole run: nothing is ever requested of the job.
     let (_requests, requests) = tokio::sync::mpsc::unbounded_channel();
     reset_peak_rss();
+    let cpu_before = process_cpu_seconds();
     let start = Instant::now();
     let outcome = runner.run(requests)?;
     let seconds = start.elapsed().as_secs_f64();
+    let cpu_seconds = process_cpu_seconds()
+        .zip(cpu_before)
+        .map(|(after, before)| after - before);
     let peak_rss_bytes = peak_rss();
     if outcome.status != JobStatus::Finished {
         return Err(BenchError::JobEnded {
@@ -280,6 +306,7 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
         checkpoints_failed,
         checkpoints,
         peak_rss_bytes,
+        cpu_seconds,
     })
 }
 
@@ -304,6 +331,8 @@ pub struct PipelineResult {
     pub checkpoint_bytes: Option<Summary>,
     /// Peak resident memory of the benchmark process per run, bytes.
     pub peak_rss_bytes: Option<Summary>,
+    /// Cores kept busy per run ([`PipelineRun::cores_used`]).
+    pub cores_used: Option<Summary>,
     /// Every run, as measured.
     pub runs: Vec<PipelineRun>,
 }
@@ -345,6 +374,12 @@ pub fn measure(
             &done
                 .iter()
                 .filter_map(|r| r.peak_rss_bytes.map(|b| b as f64))
+                .collect::<Vec<_>>(),
+        ),
+        cores_used: Summary::of(
+            &done
+                .iter()
+                .filter_map(PipelineRun::cores_used)
                 .collect::<Vec<_>>(),
         ),
         runs: done,

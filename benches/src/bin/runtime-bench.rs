@@ -103,9 +103,9 @@ fn run(args: &Args) -> Result<(), BenchError> {
         println!(
             "| operator | parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
              checkpoint duration ms (median, max) | sync ms (median, max) | async ms (median, max) | \
-             bytes per checkpoint (median) | peak RSS (median) |"
+             bytes per checkpoint (median) | peak RSS (median) | cores used (median) |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         let cases = args.operators.iter().flat_map(|&operator| {
             args.parallelism.iter().flat_map(move |&parallelism| {
                 args.intervals_ms.iter().map(move |&interval| PipelineCase {
@@ -221,7 +221,7 @@ fn pipeline_row(r: &PipelineResult) -> String {
         None => "–".to_string(),
     };
     format!(
-        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} | {} |",
         r.case.operator.name(),
         r.case.parallelism,
         r.records_per_s.median / 1e6,
@@ -234,6 +234,8 @@ fn pipeline_row(r: &PipelineResult) -> String {
             .map_or("–".to_string(), |s| bytes(s.median as u64)),
         r.peak_rss_bytes
             .map_or("–".to_string(), |s| bytes(s.median as u64)),
+        r.cores_used
+            .map_or("–".to_string(), |s| format!("{:.2}", s.median)),
     )
 }
 
