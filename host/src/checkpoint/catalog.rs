@@ -348,6 +348,9 @@ pub enum EntryStatus {
     /// Its metadata or one of its state files does not verify. Never
     /// restored; kept on disk for inspection.
     Corrupt,
+    /// It was complete when listed and its metadata is gone now: a running
+    /// job pruned it while it was being read. Not damage.
+    Removed,
 }
 
 impl std::fmt::Display for EntryStatus {
@@ -356,6 +359,7 @@ impl std::fmt::Display for EntryStatus {
             EntryStatus::Complete => "complete",
             EntryStatus::Incomplete => "incomplete",
             EntryStatus::Corrupt => "corrupt",
+            EntryStatus::Removed => "removed",
         })
     }
 }
@@ -694,6 +698,23 @@ pub struct CatalogEntry {
     pub verified: bool,
 }
 
+impl CatalogEntry {
+    fn mark_removed(&mut self) {
+        self.status = EntryStatus::Removed;
+        self.reason = Some(format!(
+            "{} was removed while being listed (pruned by the running job)",
+            self.path.display()
+        ));
+    }
+}
+
+/// Whether the checkpoint at `location`, read as complete a moment ago, has
+/// lost its metadata since: pruning removes the metadata first, so a running
+/// job discarding it explains any of its files going missing.
+fn removed_meanwhile(location: &CheckpointLocation) -> bool {
+    !CheckpointLayout::metadata_file(location).exists()
+}
+
 /// The checkpoint `--restore latest` would restore.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct LatestRestorable {
@@ -753,11 +774,7 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
                 });
                 break;
             }
-            Err(StorageError::MissingMetadata { .. }) => {
-                entry.status = EntryStatus::Incomplete;
-                entry.reason =
-                    Some("removed while being listed (pruned by the running job)".into());
-            }
+            Err(_) if removed_meanwhile(&location) => entry.mark_removed(),
             Err(e) => {
                 entry.status = EntryStatus::Corrupt;
                 entry.reason = Some(e.to_string());
@@ -818,7 +835,9 @@ fn catalog_entry(
                 .iter()
                 .filter_map(|t| check_task(storage, &listing.location, t, Depth::Length).problem)
                 .collect();
-            if let Some(first) = problems.first() {
+            if !problems.is_empty() && removed_meanwhile(&listing.location) {
+                entry.mark_removed();
+            } else if let Some(first) = problems.first() {
                 entry.status = EntryStatus::Corrupt;
                 entry.reason = Some(match problems.len() {
                     1 => first.clone(),
@@ -1001,7 +1020,7 @@ pub struct VerifiedCheckpoint {
     pub warnings: Vec<FileProblem>,
     /// Files read and verified (the metadata and the state files).
     pub files_checked: usize,
-    /// Bytes of the files read.
+    /// Bytes of the files that verified.
     pub bytes_checked: u64,
 }
 
@@ -1019,7 +1038,7 @@ pub struct VerifyReport {
     pub warnings: usize,
     /// Files read and verified over all checkpoints.
     pub files_checked: usize,
-    /// Bytes read over all checkpoints.
+    /// Bytes of the files that verified, over all checkpoints.
     pub bytes_checked: u64,
 }
 
@@ -1113,7 +1132,7 @@ fn verify_one(
         }
     }
     if !checked.problems.is_empty() {
-        if metadata_file.exists() {
+        if !removed_meanwhile(&listing.location) {
             checked.verdict = Verdict::Failed;
         } else {
             // Un-published since it was listed: pruning removes the
@@ -1638,6 +1657,45 @@ mod tests {
         // Two complete checkpoints: a metadata file and three state files each.
         assert_eq!(report.files_checked, 8);
         assert!(report.bytes_checked > 6 * 44);
+    }
+
+    #[test]
+    fn a_checkpoint_pruned_while_being_read_is_removed_not_corrupt() {
+        let (_dir, storage) = job_dir();
+        write_checkpoint(&storage, CHK, 1, 20);
+        write_checkpoint(&storage, CHK, 2, 20);
+        // Listed as complete, then discarded the way a running job prunes.
+        let stale = || {
+            storage
+                .list()
+                .unwrap()
+                .into_iter()
+                .find(|l| l.id == CheckpointId(1))
+                .unwrap()
+        };
+        let (for_list, for_verify) = (stale(), stale());
+        storage.discard(CHK, CheckpointId(1)).unwrap();
+
+        let entry = catalog_entry(&storage, for_list).unwrap();
+        assert_eq!(entry.status, EntryStatus::Removed);
+        assert!(
+            entry
+                .reason
+                .unwrap()
+                .ends_with("was removed while being listed (pruned by the running job)")
+        );
+        let checked = verify_one(&storage, for_verify).unwrap();
+        assert_eq!(checked.verdict, Verdict::Removed);
+        assert!(checked.problems.is_empty(), "{:?}", checked.problems);
+        assert_eq!(checked.warnings.len(), 1);
+
+        // Damage is still damage while the metadata stays.
+        let listing = storage.list().unwrap().pop().unwrap();
+        fs::remove_file(state_path(&storage, CHK, 2, "count-0")).unwrap();
+        assert_eq!(
+            verify_one(&storage, listing).unwrap().verdict,
+            Verdict::Failed
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use serde::Serialize;
 use weir::checkpoint::catalog::{
-    self, Catalog, CatalogEntry, EntryStatus, FileProblem, Inspection, OperatorSize, SourceKind,
-    Verdict, VerifyReport,
+    self, Catalog, CatalogEntry, CatalogSource, EntryStatus, FileProblem, Inspection, OperatorSize,
+    SourceKind, Verdict, VerifyReport,
 };
 
 use crate::EXIT_BAD_INPUT;
@@ -100,9 +100,8 @@ fn list(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Where the catalog's checkpoints were looked for, in words.
-fn describe_source(catalog: &Catalog) -> String {
-    let source = &catalog.source;
+/// Where the checkpoints were looked for, in words.
+fn describe_dirs(source: &CatalogSource) -> String {
     match source.kind {
         SourceKind::JobFile => format!(
             "job `{}` ({}): checkpoints in {}, savepoints in {}",
@@ -123,7 +122,7 @@ fn describe_source(catalog: &Catalog) -> String {
 }
 
 fn render_catalog(catalog: &Catalog) -> String {
-    let mut out = format!("{}\n", describe_source(catalog));
+    let mut out = format!("{}\n", describe_dirs(&catalog.source));
     if catalog.entries.is_empty() {
         out.push_str("no checkpoints or savepoints yet\n");
         return out;
@@ -236,6 +235,7 @@ fn render_inspection(inspection: &Inspection) -> String {
         EntryStatus::Complete if inspection.ok() => "complete, every file verified",
         EntryStatus::Complete | EntryStatus::Corrupt => "CORRUPT: it cannot be restored",
         EntryStatus::Incomplete => "INCOMPLETE: it cannot be restored",
+        EntryStatus::Removed => "REMOVED while being read (pruned by the running job)",
     };
     out.push_str(&format!("{}: {verdict}\n", inspection.path.display()));
     if let Some(meta) = &inspection.metadata {
@@ -331,27 +331,30 @@ fn verify(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
 }
 
 fn render_verify(report: &VerifyReport) -> String {
-    let mut out = String::new();
-    for checkpoint in &report.checkpoints {
+    let mut out = format!("{}\n", describe_dirs(&report.source));
+    if report.checkpoints.is_empty() {
+        out.push_str("no checkpoints or savepoints: nothing to verify\n");
+        return out;
+    }
+    out.push('\n');
+    let names: Vec<String> = report
+        .checkpoints
+        .iter()
+        .map(|c| format!("{} {}", c.kind, c.id))
+        .collect();
+    let width = names.iter().map(String::len).max().unwrap_or(0);
+    for (checkpoint, name) in report.checkpoints.iter().zip(&names) {
         let verdict = match checkpoint.verdict {
-            Verdict::Ok => "ok",
-            Verdict::Failed => "FAILED",
-            Verdict::Incomplete => "incomplete (skipped by restore; not a failure)",
-            Verdict::Removed => "removed while verifying (not a failure)",
-        };
-        out.push_str(&format!(
-            "{:<10} {:<12} {verdict}",
-            checkpoint.kind.to_string(),
-            checkpoint.id.to_string()
-        ));
-        if checkpoint.verdict == Verdict::Ok {
-            out.push_str(&format!(
-                " ({} files, {})",
+            Verdict::Ok => format!(
+                "ok: {} files, {}",
                 checkpoint.files_checked,
                 format_bytes(checkpoint.bytes_checked)
-            ));
-        }
-        out.push('\n');
+            ),
+            Verdict::Failed => "FAILED: it cannot be restored".to_string(),
+            Verdict::Incomplete => "incomplete: never restored, not a failure".to_string(),
+            Verdict::Removed => "removed while being verified: not a failure".to_string(),
+        };
+        out.push_str(&format!("{name:<width$}  {verdict}\n"));
         for problem in &checkpoint.problems {
             out.push_str(&format!("  problem: {}\n", problem.message));
         }
@@ -360,25 +363,37 @@ fn render_verify(report: &VerifyReport) -> String {
         }
     }
     let count = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
-    let summary = format!(
-        "{} verified: {} read ({}), {}, {}",
-        count(report.checkpoints.len(), "checkpoint"),
+    let of = |verdict| {
+        report
+            .checkpoints
+            .iter()
+            .filter(|c| c.verdict == verdict)
+            .count()
+    };
+    let mut summary = format!("{} verified", of(Verdict::Ok));
+    for (verdict, what) in [
+        (Verdict::Failed, "failed"),
+        (Verdict::Incomplete, "incomplete"),
+        (Verdict::Removed, "removed while verifying"),
+    ] {
+        if of(verdict) > 0 {
+            summary.push_str(&format!(", {} {what}", of(verdict)));
+        }
+    }
+    summary.push_str(&format!(
+        "; {} read ({} sound); {}, {}",
         count(report.files_checked, "file"),
         format_bytes(report.bytes_checked),
         count(report.problems, "problem"),
-        count(report.warnings, "warning"),
-    );
-    if !report.checkpoints.is_empty() {
-        out.push('\n');
-    }
-    if report.checkpoints.is_empty() {
-        out.push_str("no checkpoints or savepoints: nothing to verify\n");
-    } else if report.ok() {
+        count(report.warnings, "warning")
+    ));
+    out.push('\n');
+    if report.ok() {
         out.push_str(&format!("ok: {summary}\n"));
     } else {
         out.push_str(&format!(
-            "FAILED: {summary}; a checkpoint with a problem is never restored (--restore latest \
-             falls back to an older one)\n"
+            "FAILED: {summary}\nrestore skips a checkpoint with a problem (--restore latest falls \
+             back to an older one); keep it for inspection or delete it\n"
         ));
     }
     out
