@@ -11,6 +11,8 @@ mod backpressure;
 #[cfg(unix)]
 mod chaos;
 #[cfg(unix)]
+mod checkpoints_cli;
+#[cfg(unix)]
 mod corrupt;
 mod failover;
 #[cfg(unix)]
