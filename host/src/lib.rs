@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod connectors;
+pub mod control;
 pub mod dataflow;
 pub mod job;
 pub mod kill_point;

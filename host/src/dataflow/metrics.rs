@@ -1,8 +1,9 @@
-//! Counters each task keeps for the status line, the summary and (later) the
-//! metrics endpoint. Plain relaxed atomics: written by the task's thread, read
-//! by anyone.
+//! Counters each task keeps for the status line, the summary and the control
+//! endpoint's `/metrics`. Plain relaxed atomics: written by the task's thread,
+//! read by anyone.
 
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
 /// Live counters of one task.
 #[derive(Debug, Default)]
@@ -13,8 +14,15 @@ pub struct TaskMetrics {
     pub records_out: AtomicU64,
     /// Nanoseconds spent blocked on full output channels (back-pressure).
     pub backpressured_nanos: AtomicU64,
-    /// Nanoseconds spent inside guest calls or connector work.
+    /// Nanoseconds spent handling input: guest calls or connector work, and
+    /// routing the output (so back-pressure met while routing counts too).
     pub busy_nanos: AtomicU64,
+    /// Calls into the task's wasm guest (process, finish, snapshot, restore,
+    /// checkpoint complete); zero for sources and sinks.
+    pub guest_calls: AtomicU64,
+    /// Nanoseconds spent inside those calls, and nothing else: what the
+    /// operator's own code costs.
+    pub guest_nanos: AtomicU64,
 }
 
 impl TaskMetrics {
@@ -28,6 +36,18 @@ impl TaskMetrics {
         self.records_out.fetch_add(n, Ordering::Relaxed);
     }
 
+    /// Counts one guest call that took `elapsed`.
+    pub fn add_guest_call(&self, elapsed: Duration) {
+        self.guest_calls.fetch_add(1, Ordering::Relaxed);
+        self.guest_nanos
+            .fetch_add(nanos(elapsed), Ordering::Relaxed);
+    }
+
+    /// Counts `elapsed` as busy time.
+    pub fn add_busy(&self, elapsed: Duration) {
+        self.busy_nanos.fetch_add(nanos(elapsed), Ordering::Relaxed);
+    }
+
     /// Records taken in so far.
     pub fn records_in(&self) -> u64 {
         self.records_in.load(Ordering::Relaxed)
@@ -37,4 +57,29 @@ impl TaskMetrics {
     pub fn records_out(&self) -> u64 {
         self.records_out.load(Ordering::Relaxed)
     }
+
+    /// Nanoseconds busy so far (see [`busy_nanos`](Self::busy_nanos)).
+    pub fn busy_nanos(&self) -> u64 {
+        self.busy_nanos.load(Ordering::Relaxed)
+    }
+
+    /// Nanoseconds blocked on full output channels so far.
+    pub fn backpressured_nanos(&self) -> u64 {
+        self.backpressured_nanos.load(Ordering::Relaxed)
+    }
+
+    /// Guest calls so far.
+    pub fn guest_calls(&self) -> u64 {
+        self.guest_calls.load(Ordering::Relaxed)
+    }
+
+    /// Nanoseconds inside guest calls so far.
+    pub fn guest_nanos(&self) -> u64 {
+        self.guest_nanos.load(Ordering::Relaxed)
+    }
+}
+
+/// Whole nanoseconds of `d`, saturating (585 years do not fit in a u64).
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

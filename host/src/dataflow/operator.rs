@@ -1,8 +1,14 @@
 //! A wasm operator as a task's [`Processor`]: the bridge from the dataflow to
 //! the wasm layer's [`GuestInstance`], the only way the dataflow reaches a guest.
+//! Being that one way, it is where guest calls are counted and timed
+//! ([`TaskMetrics::add_guest_call`]), apart from the routing of their output.
+
+use std::sync::Arc;
+use std::time::Instant;
 
 use crate::checkpoint::CheckpointId;
 use crate::dataflow::message::Barrier;
+use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::router::Router;
 use crate::dataflow::task::{Processor, TaskError};
 use crate::wasm::GuestInstance;
@@ -11,12 +17,21 @@ use crate::wasm::GuestInstance;
 #[derive(Debug)]
 pub struct WasmOperator {
     instance: GuestInstance,
+    metrics: Arc<TaskMetrics>,
 }
 
 impl WasmOperator {
-    /// Wraps an initialised instance.
-    pub fn new(instance: GuestInstance) -> Self {
-        WasmOperator { instance }
+    /// Wraps an initialised instance; its calls are counted in `metrics`.
+    pub fn new(instance: GuestInstance, metrics: Arc<TaskMetrics>) -> Self {
+        WasmOperator { instance, metrics }
+    }
+
+    /// Runs one guest call, counting it and its time.
+    fn call<R>(&mut self, call: impl FnOnce(&mut GuestInstance) -> R) -> R {
+        let started = Instant::now();
+        let result = call(&mut self.instance);
+        self.metrics.add_guest_call(started.elapsed());
+        result
     }
 
     fn route(outputs: Vec<Vec<u8>>, out: &mut Router) -> Result<(), TaskError> {
@@ -29,24 +44,24 @@ impl WasmOperator {
 
 impl Processor for WasmOperator {
     fn process(&mut self, batch: &[u8], out: &mut Router) -> Result<(), TaskError> {
-        let outputs = self.instance.process(batch)?;
+        let outputs = self.call(|i| i.process(batch))?;
         Self::route(outputs, out)
     }
 
     fn finish(&mut self, out: &mut Router) -> Result<(), TaskError> {
-        let outputs = self.instance.finish()?;
+        let outputs = self.call(GuestInstance::finish)?;
         Self::route(outputs, out)
     }
 
     fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
-        Ok(self.instance.snapshot(barrier.id.0)?)
+        Ok(self.call(|i| i.snapshot(barrier.id.0))?)
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
-        Ok(self.instance.restore(state)?)
+        Ok(self.call(|i| i.restore(state))?)
     }
 
     fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        Ok(self.instance.checkpoint_complete(id.0)?)
+        Ok(self.call(|i| i.checkpoint_complete(id.0))?)
     }
 }

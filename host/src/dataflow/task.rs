@@ -188,10 +188,7 @@ pub fn run_processor(
                 processor.process(&bytes, &mut env.router)?;
                 env.router.flush()?;
                 kill_point::reached(KillPoint::ProcessBatch);
-                env.metrics.busy_nanos.fetch_add(
-                    started.elapsed().as_nanos() as u64,
-                    std::sync::atomic::Ordering::Relaxed,
-                );
+                env.metrics.add_busy(started.elapsed());
             }
             Message::Barrier(barrier) => {
                 match aligner.on_barrier(input, barrier.id, Instant::now()) {
@@ -324,10 +321,7 @@ pub fn run_source(
         env.router.flush()?;
         env.metrics
             .add_records_in(env.metrics.records_out() - before);
-        env.metrics.busy_nanos.fetch_add(
-            started.elapsed().as_nanos() as u64,
-            std::sync::atomic::Ordering::Relaxed,
-        );
+        env.metrics.add_busy(started.elapsed());
         idle = match poll {
             SourcePoll::Emitted => Duration::ZERO,
             SourcePoll::Idle(wait) => wait,

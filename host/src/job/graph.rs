@@ -15,11 +15,13 @@ use super::error::{JobError, Location, Problem};
 use super::limits::Limits;
 use super::restart::RestartStrategy;
 use super::spec::{
-    CheckpointSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec, SinkSpec, SourceSpec,
+    CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
+    SinkSpec, SourceSpec,
 };
 use super::units::{format_duration, format_size};
 use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::control::ControlConfig;
 use crate::dataflow::TaskId;
 
 /// A validated job: its vertices, the edges between them and its settings.
@@ -43,6 +45,9 @@ pub struct Job {
     pub restart: RestartStrategy,
     /// The `[limits]` table: what operators without their own `limits` get.
     pub limits: Limits,
+    /// The `[control]` table: whether and where the running job serves its
+    /// control endpoint.
+    pub control: ControlConfig,
 }
 
 /// One source, operator or sink.
@@ -309,6 +314,12 @@ impl Job {
             checkpoint: Some(self.checkpoint_spec()),
             restart: Some(self.restart_spec()),
             limits: Some(limits_spec(&self.limits, None)),
+            // Written only when it differs from the default, so job files
+            // written back before the table existed keep their text.
+            control: (self.control != ControlConfig::default()).then(|| ControlSpec {
+                enabled: Some(unspanned(self.control.enabled)),
+                address: Some(unspanned(self.control.address.to_string())),
+            }),
             sources: Vec::new(),
             operators: Vec::new(),
             sinks: Vec::new(),

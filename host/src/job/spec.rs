@@ -34,6 +34,9 @@ pub struct JobSpec {
     /// `[limits]`: guest limits for every operator; absent = the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
+    /// `[control]`: the control endpoint of the running job; absent = on, on loopback.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub control: Option<ControlSpec>,
     /// `[[source]]` tables, in file order.
     #[serde(rename = "source", default, skip_serializing_if = "Vec::is_empty")]
     pub sources: Vec<SourceSpec>,
@@ -76,6 +79,18 @@ pub struct CheckpointSpec {
     /// `tolerable_failures`: consecutive checkpoint failures tolerated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerable_failures: Option<Spanned<u32>>,
+}
+
+/// The `[control]` table; every key is optional.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSpec {
+    /// `enabled`: whether the running job serves its control endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<Spanned<bool>>,
+    /// `address`: `"host:port"` to listen on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub address: Option<Spanned<String>>,
 }
 
 /// The `[restart]` table. Which keys apply depends on `strategy`.

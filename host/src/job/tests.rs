@@ -120,6 +120,10 @@ inputs = [{ from = "join" }]
 name = "console"
 type = "stdout"
 inputs = [{ from = "join", partition = "rebalance" }, { from = "split", partition = "broadcast" }]
+
+[control]
+enabled = false
+address = "0.0.0.0:9250"
 "#;
 
 fn wordcount_path() -> PathBuf {
@@ -434,6 +438,60 @@ fn complete_job_reads_every_key() {
     assert_eq!(job.operators().count(), 2);
     assert_eq!(job.sinks().count(), 2);
     assert_eq!(job.tasks().count(), 1 + 3 + 1 + 4 + 4 + 1);
+}
+
+#[test]
+fn complete_job_reads_the_control_table() {
+    assert_eq!(
+        job(COMPLETE).control,
+        crate::control::ControlConfig {
+            enabled: false,
+            address: "0.0.0.0:9250".parse().unwrap(),
+        }
+    );
+}
+
+#[test]
+fn control_defaults_to_on_and_loopback_with_a_port_the_system_picks() {
+    let control = job(MINIMAL).control;
+    assert!(control.enabled);
+    assert_eq!(control.address.to_string(), "127.0.0.1:0");
+    assert!(!control.requires_token());
+    let control = job(&format!(
+        "{MINIMAL}[control]\naddress = \"localhost:8081\"\n"
+    ))
+    .control;
+    assert_eq!(control.address.to_string(), "127.0.0.1:8081");
+    assert!(
+        !job(MINIMAL).to_toml().contains("[control]"),
+        "the default is not written"
+    );
+}
+
+#[test]
+fn control_address_must_be_an_ip_address_and_port() {
+    for (address, found) in [
+        ("example.com:80", "\"example.com:80\""),
+        ("8081", "\"8081\""),
+        ("127.0.0.1:70000", "\"127.0.0.1:70000\""),
+    ] {
+        let text = format!("{MINIMAL}[control]\naddress = \"{address}\"\n");
+        let (line, key, was) = bad_value(&text);
+        assert_eq!(
+            (line, key.as_str(), was.as_str()),
+            (10, "`control.address`", found)
+        );
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(
+            message.contains("expected an IP address and a port, \"host:port\""),
+            "{message}"
+        );
+    }
+    let (line, message) = syntax(&format!("{MINIMAL}[control]\nport = 80\n"));
+    assert_eq!(line, 10);
+    assert!(message.contains("unknown field `port`"), "{message}");
+    let (_, message) = syntax(&format!("{MINIMAL}[control]\nenabled = \"yes\"\n"));
+    assert!(message.contains("expected a boolean"), "{message}");
 }
 
 #[test]

@@ -17,12 +17,14 @@ use super::graph::{Edge, Job, Operator, Partitioner, SinkKind, SourceKind, Verte
 use super::limits::Limits;
 use super::restart::RestartStrategy;
 use super::spec::{
-    CheckpointSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec, SinkSpec, SourceSpec,
+    CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
+    SinkSpec, SourceSpec,
 };
 use super::units::{
     DURATION_FORMS, SIZE_FORMS, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 
 /// Keys of a file source.
 const FILE_SOURCE_KEYS: &[&str] = &["name", "type", "parallelism", "path", "follow"];
@@ -345,6 +347,10 @@ impl Validator<'_> {
             }
             None => Limits::default(),
         };
+        let control = match &spec.control {
+            Some(table) => self.control(table)?,
+            None => ControlConfig::default(),
+        };
 
         let mut drafts = Vec::new();
         let mut lines_by_name: HashMap<&str, usize> = HashMap::new();
@@ -425,7 +431,27 @@ impl Validator<'_> {
             checkpoint,
             restart,
             limits,
+            control,
         })
+    }
+
+    /// The `[control]` table.
+    fn control(&self, spec: &ControlSpec) -> Result<ControlConfig, JobError> {
+        let mut config = ControlConfig::default();
+        if let Some(enabled) = &spec.enabled {
+            config.enabled = *enabled.get_ref();
+        }
+        if let Some(address) = &spec.address {
+            config.address = parse_address(address.get_ref()).ok_or_else(|| {
+                self.bad_value(
+                    address.span(),
+                    "`control.address`".into(),
+                    format!("{:?}", address.get_ref()),
+                    ADDRESS_FORMS,
+                )
+            })?;
+        }
+        Ok(config)
     }
 
     fn checkpoint(

@@ -158,6 +158,7 @@ fn start_all(
                     .expect("every operator's module is loaded")
                     .clone();
                 let config = op.config.clone();
+                let guest_metrics = Arc::clone(&metrics);
                 let ctx = InstanceContext {
                     operator: id.vertex.clone(),
                     subtask: id.subtask,
@@ -167,7 +168,7 @@ fn start_all(
                     let instance = module.instantiate(ctx, &config)?;
                     run_processor(
                         env,
-                        Box::new(WasmOperator::new(instance)),
+                        Box::new(WasmOperator::new(instance, guest_metrics)),
                         inputs,
                         mode,
                         restored,

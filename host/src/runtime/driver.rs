@@ -27,9 +27,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::JobRequest;
 use super::attempt::Attempt;
 use super::monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
+use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{
     CheckpointMetadata, METADATA_VERSION, StateHandle, TaskStateMeta,
@@ -42,7 +42,7 @@ use crate::dataflow::TaskId;
 use crate::dataflow::message::Barrier;
 use crate::dataflow::persist::TaskEvent;
 use crate::dataflow::task::{Control, TaskError};
-use crate::job::Job;
+use crate::job::{Job, JobStatus};
 use crate::kill_point::{self, KillPoint};
 
 /// How an attempt ended.
@@ -76,6 +76,9 @@ pub(crate) struct Driver<'a> {
     /// (a read-only or failing disk): retried at the next completion, so a
     /// passing fault does not leave more than `retained` behind for good.
     pub unpruned: BTreeSet<CheckpointId>,
+    /// Savepoints someone waits for, by id: answered when each completes or
+    /// is aborted, and when the attempt ends before that. Start empty.
+    pub replies: BTreeMap<CheckpointId, SavepointReply>,
 }
 
 /// The driver's verdict after one step.
@@ -131,6 +134,12 @@ impl Driver<'_> {
             }
         }
         let end = end.expect("loop ends with an end");
+        let ended = match &end {
+            AttemptEnd::Finished => "finished".to_string(),
+            AttemptEnd::Canceled => "was cancelled".to_string(),
+            AttemptEnd::StoppedWithSavepoint(_) => "stopped".to_string(),
+            AttemptEnd::Failed(reason) => format!("failed ({reason})"),
+        };
         let graceful = matches!(
             end,
             AttemptEnd::Finished | AttemptEnd::StoppedWithSavepoint(_)
@@ -140,6 +149,12 @@ impl Driver<'_> {
         let shutdown_failure = self.shutdown(graceful, &exited).await;
         // Checkpoints still pending when the attempt ended: remove their files.
         let _ = self.carry_out(aborted).await;
+        for (id, reply) in std::mem::take(&mut self.replies) {
+            reply.send(Err(SavepointError::Failed {
+                id,
+                reason: format!("the job {ended} before the savepoint completed"),
+            }));
+        }
         let end = match (end, shutdown_failure) {
             (AttemptEnd::Finished, Some(failure)) => AttemptEnd::Failed(failure),
             (AttemptEnd::Failed(_), Some(failure)) if lost => AttemptEnd::Failed(failure),
@@ -160,7 +175,10 @@ impl Driver<'_> {
                     bytes: ack.bytes,
                 };
                 match self.coordinator.acknowledge(id, task.clone(), ack, now) {
-                    Ok(actions) => self.carry_out(actions).await,
+                    Ok(actions) => {
+                        self.sync_stats(id);
+                        self.carry_out(actions).await
+                    }
                     Err(ignored) => {
                         tracing::debug!(
                             "ignoring the acknowledgement of {task} for checkpoint {id}: {:?}",
@@ -208,29 +226,49 @@ impl Driver<'_> {
 
     async fn on_request(&mut self, request: JobRequest) -> Step {
         let now = Instant::now();
-        match request {
-            JobRequest::Cancel => Step::End(AttemptEnd::Canceled),
-            JobRequest::TriggerSavepoint | JobRequest::StopWithSavepoint => {
-                let result = if request == JobRequest::StopWithSavepoint {
-                    self.coordinator.stop_with_savepoint(now)
-                } else {
-                    self.coordinator.trigger_savepoint(now)
-                };
-                match result {
-                    Ok((id, actions)) => {
-                        tracing::info!("savepoint {id} triggered");
-                        self.carry_out(actions).await
-                    }
-                    Err(refused) => {
-                        tracing::warn!("savepoint refused: {refused}");
-                        if request == JobRequest::StopWithSavepoint {
-                            // The user wants the job to stop; without a savepoint, it is a cancel.
-                            return Step::End(AttemptEnd::Canceled);
-                        }
+        let (stop, reply) = match request {
+            JobRequest::Cancel => {
+                self.monitor.set_status(JobStatus::Cancelling);
+                return Step::End(AttemptEnd::Canceled);
+            }
+            JobRequest::TriggerSavepoint => (false, None),
+            JobRequest::StopWithSavepoint => (true, None),
+            JobRequest::Savepoint { stop, reply } => (stop, Some(reply)),
+        };
+        let result = if stop {
+            self.coordinator.stop_with_savepoint(now)
+        } else {
+            self.coordinator.trigger_savepoint(now)
+        };
+        match result {
+            Ok((id, actions)) => {
+                tracing::info!("savepoint {id} triggered");
+                if let Some(reply) = reply {
+                    self.replies.insert(id, reply);
+                }
+                self.carry_out(actions).await
+            }
+            Err(refused) => {
+                tracing::warn!("savepoint refused: {refused}");
+                match reply {
+                    // Whoever asked hears why, and decides what to do next.
+                    Some(reply) => {
+                        reply.send(Err(SavepointError::Refused(refused.to_string())));
                         Step::Continue
                     }
+                    // The user wants the job to stop; without a savepoint, it is a cancel.
+                    None if stop => Step::End(AttemptEnd::Canceled),
+                    None => Step::Continue,
                 }
             }
+        }
+    }
+
+    /// Copies the coordinator's record of checkpoint `id` into the monitor,
+    /// whose statistics outlive this attempt.
+    fn sync_stats(&self, id: CheckpointId) {
+        if let Some(record) = self.coordinator.stats().get(id) {
+            self.monitor.sync_checkpoint(record);
         }
     }
 
@@ -249,6 +287,7 @@ impl Driver<'_> {
                         self.coordinator.trigger_set().iter().cloned().collect();
                     self.attempt
                         .send_to(&sources, &Control::Trigger(Barrier { id, kind }));
+                    self.sync_stats(id);
                 }
                 Action::Finalize {
                     id,
@@ -287,6 +326,13 @@ impl Driver<'_> {
                         Ok(more) => queue.extend(more),
                         Err(ignored) => tracing::debug!("finalize of {id} ignored: {ignored:?}"),
                     }
+                    self.sync_stats(id);
+                    if completed && let Some(reply) = self.replies.remove(&id) {
+                        reply.send(Ok(SavepointTaken {
+                            id,
+                            path: self.storage.layout().checkpoint_dir(kind, id),
+                        }));
+                    }
                     if completed && (self.strays_possible || !self.unpruned.is_empty()) {
                         self.tidy_up(id).await;
                     }
@@ -318,6 +364,13 @@ impl Driver<'_> {
                         });
                     } else {
                         tracing::debug!("{kind} {id} aborted: {reason}");
+                    }
+                    self.sync_stats(id);
+                    if let Some(reply) = self.replies.remove(&id) {
+                        reply.send(Err(SavepointError::Failed {
+                            id,
+                            reason: reason.to_string(),
+                        }));
                     }
                     self.attempt.broadcast(&Control::Abort(id));
                     // Tasks may still be writing its files: see the module docs.

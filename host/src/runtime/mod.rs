@@ -13,12 +13,14 @@ mod attempt;
 mod driver;
 pub mod monitor;
 pub mod plan;
+mod request;
 mod restore;
 mod runner;
 
 use std::path::PathBuf;
 
-pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
+pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
+pub use request::{JobRequest, SavepointError, SavepointReply, SavepointResult, SavepointTaken};
 pub use runner::{JobRunner, RunError};
 
 use crate::job::JobStatus;
@@ -57,17 +59,6 @@ pub fn default_module_cache_dir() -> Option<PathBuf> {
     var("WEIR_CACHE_DIR")
         .or_else(|| var("XDG_CACHE_HOME").map(|d| d.join("weir").join("modules")))
         .or_else(|| var("HOME").map(|d| d.join(".cache").join("weir").join("modules")))
-}
-
-/// What someone outside the job asks of it (signals, a control endpoint).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobRequest {
-    /// Stop now; completed checkpoints are kept or deleted per `on_cancel`.
-    Cancel,
-    /// Take a savepoint, then stop (sinks commit first).
-    StopWithSavepoint,
-    /// Take a savepoint and go on.
-    TriggerSavepoint,
 }
 
 /// How a job ended.

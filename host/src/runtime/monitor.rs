@@ -1,11 +1,21 @@
 //! Live progress of a running job, shared with whoever shows it (the CLI's
-//! status line, later a status endpoint). Written by the driver and the tasks,
+//! status line, the control endpoint). Written by the driver and the tasks,
 //! read at any time without stopping anything.
+//!
+//! The checkpoint statistics live here too, and not only in the
+//! [`Coordinator`](crate::checkpoint::coordinator::Coordinator): a coordinator
+//! lives for one attempt, and a job that restarted must still show the
+//! checkpoints of the attempts before. The driver copies each change of the
+//! coordinator's records into the monitor's [`CheckpointStats`] as it happens
+//! ([`JobMonitor::sync_checkpoint`]), so the monitor's history spans the
+//! whole run of the job in this process.
 
 use std::collections::VecDeque;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
+use crate::checkpoint::stats::{CheckpointRecord, CheckpointStats, CheckpointStatus};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 use crate::dataflow::metrics::TaskMetrics;
@@ -38,6 +48,74 @@ pub struct CheckpointFailure {
     pub reason: String,
 }
 
+/// The checkpoint or savepoint a job was restored from when it started or
+/// restarted (Flink's `latest.restored`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RestoredCheckpoint {
+    /// Its id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Its directory.
+    pub path: PathBuf,
+    /// When the restore began.
+    pub restored_at: SystemTime,
+}
+
+/// Upper bounds, in seconds, of the buckets of [`DurationHistogram`]: from
+/// a checkpoint of a small local job (milliseconds) to one near a typical
+/// timeout (minutes).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Trigger-to-completion durations of every checkpoint and savepoint that
+/// completed, bucketed as a Prometheus histogram is (cumulative counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationHistogram {
+    /// `counts[i]`: completions that took at most `DURATION_BUCKETS[i]` seconds.
+    pub counts: [u64; DURATION_BUCKETS.len()],
+    /// Every completion (the `+Inf` bucket).
+    pub count: u64,
+    /// The sum of all durations, in seconds.
+    pub sum_seconds: f64,
+}
+
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        DurationHistogram {
+            counts: [0; DURATION_BUCKETS.len()],
+            count: 0,
+            sum_seconds: 0.0,
+        }
+    }
+}
+
+impl DurationHistogram {
+    /// Counts one duration.
+    pub fn observe(&mut self, duration: Duration) {
+        let seconds = duration.as_secs_f64();
+        for (count, bound) in self.counts.iter_mut().zip(DURATION_BUCKETS) {
+            if seconds <= bound {
+                *count += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_seconds += seconds;
+    }
+}
+
+/// The checkpoint statistics of the whole run, across attempts.
+#[derive(Debug, Default)]
+struct History {
+    stats: CheckpointStats,
+    durations: DurationHistogram,
+    restored: Option<RestoredCheckpoint>,
+    /// The newest id synced: ids only grow, so an older one missing from
+    /// `stats` was evicted, not never seen.
+    newest: Option<CheckpointId>,
+}
+
 /// How many recent checkpoint failures the monitor keeps.
 pub const RECENT_FAILURES: usize = 32;
 
@@ -62,30 +140,50 @@ struct Inner {
     /// The last [`RECENT_FAILURES`] failures, oldest first.
     recent_failures: VecDeque<CheckpointFailure>,
     restarts: u32,
+    /// Attempts that ended in a failure (the last one included, if the job failed).
+    failures: u32,
+    /// When the job started running (`JobRunner::run`).
+    started: Option<SystemTime>,
 }
 
 /// A cheap-to-clone view of a running job.
 #[derive(Debug, Clone)]
-pub struct JobMonitor(Arc<Mutex<Inner>>);
+pub struct JobMonitor {
+    inner: Arc<Mutex<Inner>>,
+    /// Apart from `inner`: the status line reads `inner` often, the control
+    /// endpoint reads this, and the driver writes it at every acknowledgement.
+    history: Arc<Mutex<History>>,
+}
 
 impl Default for JobMonitor {
     fn default() -> Self {
-        JobMonitor(Arc::new(Mutex::new(Inner {
-            status: JobStatus::Created,
-            tasks: Vec::new(),
-            last_checkpoint: None,
-            completed: 0,
-            failed: 0,
-            recent_failures: VecDeque::new(),
-            restarts: 0,
-        })))
+        JobMonitor {
+            inner: Arc::new(Mutex::new(Inner {
+                status: JobStatus::Created,
+                tasks: Vec::new(),
+                last_checkpoint: None,
+                completed: 0,
+                failed: 0,
+                recent_failures: VecDeque::new(),
+                restarts: 0,
+                failures: 0,
+                started: None,
+            })),
+            history: Arc::new(Mutex::new(History::default())),
+        }
     }
 }
 
 impl JobMonitor {
     fn lock(&self) -> MutexGuard<'_, Inner> {
         // A panic while holding this lock leaves plain counters behind: still readable.
-        self.0
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn history(&self) -> MutexGuard<'_, History> {
+        self.history
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -120,6 +218,102 @@ impl JobMonitor {
 
     pub(crate) fn restarted(&self) {
         self.lock().restarts += 1;
+    }
+
+    pub(crate) fn attempt_failed(&self) {
+        self.lock().failures += 1;
+    }
+
+    pub(crate) fn set_started(&self, at: SystemTime) {
+        self.lock().started = Some(at);
+    }
+
+    pub(crate) fn set_restored(&self, restored: RestoredCheckpoint) {
+        self.history().restored = Some(restored);
+    }
+
+    /// Brings the monitor's record of checkpoint `record.id` up to the
+    /// coordinator's: adds it if new, adds the acknowledgements it lacks, and
+    /// completes or fails it. Called by the driver after each change, so the
+    /// monitor keeps the history of every attempt (see the module docs).
+    pub(crate) fn sync_checkpoint(&self, record: &CheckpointRecord) {
+        let mut guard = self.history();
+        let history = &mut *guard;
+        let id = record.id;
+        if history.stats.get(id).is_none() {
+            if history.newest.is_some_and(|newest| newest >= id) {
+                // Seen before and since evicted from a full history: nothing to update.
+                return;
+            }
+            history.newest = Some(id);
+            history.stats.triggered(
+                id,
+                record.kind,
+                record.is_final,
+                record.num_tasks,
+                record.triggered_at,
+            );
+        }
+        let Some(mine) = history.stats.get(id) else {
+            return;
+        };
+        let in_progress = mine.status == CheckpointStatus::InProgress;
+        let missing: Vec<_> = record
+            .tasks
+            .iter()
+            .filter(|(task, _)| !mine.tasks.contains_key(*task))
+            .map(|(task, t)| (task.clone(), *t))
+            .collect();
+        for (task, t) in missing {
+            history.stats.acknowledged(id, task, t);
+        }
+        if !in_progress {
+            return;
+        }
+        let ended_at = record.ended_at.unwrap_or(record.triggered_at);
+        match &record.status {
+            CheckpointStatus::InProgress => {}
+            CheckpointStatus::Completed => {
+                history.stats.completed(id, ended_at);
+                history
+                    .durations
+                    .observe(ended_at.saturating_duration_since(record.triggered_at));
+            }
+            CheckpointStatus::Failed { reason } => history.stats.failed(id, reason, ended_at),
+        }
+    }
+
+    /// Reads the checkpoint statistics of the whole run (every attempt) while
+    /// the driver waits: keep `read` short.
+    pub fn with_checkpoint_stats<R>(&self, read: impl FnOnce(&CheckpointStats) -> R) -> R {
+        read(&self.history().stats)
+    }
+
+    /// Durations of the checkpoints and savepoints completed so far.
+    pub fn checkpoint_durations(&self) -> DurationHistogram {
+        self.history().durations.clone()
+    }
+
+    /// The checkpoint or savepoint the current attempt was restored from.
+    pub fn restored(&self) -> Option<RestoredCheckpoint> {
+        self.history().restored.clone()
+    }
+
+    /// When the job started running; `None` before [`JobRunner::run`](super::JobRunner::run).
+    pub fn started(&self) -> Option<SystemTime> {
+        self.lock().started
+    }
+
+    /// Attempts that ended in a failure (a task failure, too many checkpoint
+    /// failures), restarted or not.
+    pub fn failures(&self) -> u32 {
+        self.lock().failures
+    }
+
+    /// The tasks of the current attempt, each with its role and counters (a
+    /// restart replaces them, counters from zero).
+    pub fn tasks(&self) -> Vec<(TaskId, TaskRole, Arc<TaskMetrics>)> {
+        self.lock().tasks.clone()
     }
 
     /// Records read by all sources of the current attempt.

@@ -2,14 +2,16 @@
 //! restores it if asked, runs attempts, and fails over by the restart
 //! strategy from the latest completed checkpoint.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::attempt::{AttemptResources, start};
 use super::driver::{AttemptEnd, Driver};
-use super::monitor::JobMonitor;
+use super::monitor::{JobMonitor, RestoredCheckpoint};
+use super::request::SavepointError;
 use super::restore::load_states;
 use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
@@ -165,6 +167,7 @@ impl JobRunner {
         requests: &mut UnboundedReceiver<JobRequest>,
     ) -> Result<JobOutcome, RunError> {
         let job = &self.job;
+        self.monitor.set_started(std::time::SystemTime::now());
         // Choose what to restore before cleaning up, so skipped checkpoints are reported.
         let mut point = match &self.options.restore {
             None => None,
@@ -182,6 +185,12 @@ impl JobRunner {
             let states = match &point {
                 Some(p) => {
                     tracing::info!("restoring from {}", p.location.dir().display());
+                    self.monitor.set_restored(RestoredCheckpoint {
+                        id: p.metadata.checkpoint_id,
+                        kind: p.metadata.kind,
+                        path: p.location.dir().to_path_buf(),
+                        restored_at: std::time::SystemTime::now(),
+                    });
                     let storage = Arc::clone(&self.storage);
                     let (p2, job2, allow) = (
                         p.clone(),
@@ -228,6 +237,7 @@ impl JobRunner {
                 monitor: &self.monitor,
                 strays_possible: true,
                 unpruned: BTreeSet::new(),
+                replies: BTreeMap::new(),
             };
             let (end, after) = driver.run().await;
             next_id = Some(after);
@@ -249,6 +259,7 @@ impl JobRunner {
                 }
                 AttemptEnd::Failed(reason) => {
                     tracing::error!("job failed: {reason}");
+                    self.monitor.attempt_failed();
                     self.monitor.set_status(JobStatus::Failing);
                     let Some(delay) = job.restart.delay_for(restarts + 1) else {
                         self.monitor.set_status(JobStatus::Failed);
@@ -262,12 +273,9 @@ impl JobRunner {
                         job.restart.name(),
                         delay.as_millis()
                     );
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        Some(JobRequest::Cancel | JobRequest::StopWithSavepoint) = requests.recv() => {
-                            self.monitor.set_status(JobStatus::Canceled);
-                            return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
-                        }
+                    if wait_to_restart(delay, requests).await == Waited::Canceled {
+                        self.monitor.set_status(JobStatus::Canceled);
+                        return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
                     }
                     point = self.resolve(&RestoreFrom::Latest).await?;
                 }
@@ -310,6 +318,42 @@ impl JobRunner {
         })
         .await?;
         Ok(())
+    }
+}
+
+/// How the wait before a restart ended.
+#[derive(Debug, PartialEq, Eq)]
+enum Waited {
+    /// The delay passed: restart.
+    Elapsed,
+    /// A cancel (or a stop, which needs a running job for its savepoint) came first.
+    Canceled,
+}
+
+/// Waits `delay` before a restart, answering requests meanwhile: a cancel or
+/// a plain stop ends the wait (and the job); a savepoint is refused, since
+/// there is no running job to take it of.
+async fn wait_to_restart(delay: Duration, requests: &mut UnboundedReceiver<JobRequest>) -> Waited {
+    let sleep = tokio::time::sleep(delay);
+    tokio::pin!(sleep);
+    loop {
+        tokio::select! {
+            () = &mut sleep => return Waited::Elapsed,
+            request = requests.recv() => match request {
+                Some(JobRequest::Cancel | JobRequest::StopWithSavepoint) => return Waited::Canceled,
+                Some(JobRequest::TriggerSavepoint) => {
+                    tracing::warn!("savepoint refused: the job is restarting after a failure");
+                }
+                Some(JobRequest::Savepoint { reply, .. }) => reply.send(Err(SavepointError::Refused(
+                    "the job is restarting after a failure: ask again once it is running".into(),
+                ))),
+                None => {
+                    // Nobody can send requests any more: only the delay is left.
+                    (&mut sleep).await;
+                    return Waited::Elapsed;
+                }
+            },
+        }
     }
 }
 
@@ -426,6 +470,82 @@ mod tests {
                 (l.id.0, status)
             })
             .collect()
+    }
+
+    #[test]
+    fn checkpoint_statistics_span_every_attempt() {
+        let memory = MemoryStorage::default();
+        let faulty = Arc::new(FaultyStorage::memory(&memory));
+        let text = job(1_000_000, 0).to_toml().replace(
+            "strategy = \"none\"",
+            "strategy = \"fixed-delay\"\nattempts = 1\ndelay = \"50ms\"",
+        );
+        let job = Job::from_str(&text, "/jobs", "j.toml").unwrap();
+        let runner = JobRunner::with_storage(
+            job,
+            RunOptions::default(),
+            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
+        )
+        .unwrap();
+        let (monitor, outcome, requests) = spawn(runner);
+        wait_for("two checkpoints", || monitor.checkpoint_counts().0 >= 2);
+        let first_attempt = monitor.with_checkpoint_stats(|s| s.history().next().unwrap().id);
+        faulty.break_writes(io::ErrorKind::StorageFull);
+        wait_for("a restart", || monitor.restarts() == 1);
+        faulty.heal();
+        let before = monitor.checkpoint_counts().0;
+        wait_for("checkpoints after the restart", || {
+            monitor.checkpoint_counts().0 >= before + 2
+        });
+        requests.send(JobRequest::Cancel).unwrap();
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Canceled, "{outcome:?}");
+        assert_eq!(monitor.failures(), 1);
+        let (completed, failed) = monitor.checkpoint_counts();
+        let counts = monitor.with_checkpoint_stats(|s| s.counts());
+        assert_eq!(counts.completed, completed);
+        // The failures the monitor counts, and the aborts when the attempts ended.
+        assert!(counts.failed >= failed, "{counts:?} vs {failed}");
+        assert_eq!(counts.in_progress, 0, "{counts:?}");
+        assert_eq!(counts.total, counts.completed + counts.failed, "{counts:?}");
+        // The history still holds the first attempt's checkpoints.
+        assert!(
+            monitor.with_checkpoint_stats(|s| s.get(first_attempt).is_some()),
+            "checkpoint {first_attempt} of the first attempt was forgotten"
+        );
+        assert_eq!(monitor.checkpoint_durations().count, completed);
+        let restored = monitor
+            .restored()
+            .expect("the restart restored a checkpoint");
+        assert!(restored.id >= first_attempt, "{restored:?}");
+    }
+
+    #[test]
+    fn while_restarting_savepoints_are_refused_and_a_cancel_ends_the_wait() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (requests, mut requests_rx) = tokio::sync::mpsc::unbounded_channel();
+        let (request, answer) = JobRequest::savepoint(false);
+        requests.send(request).unwrap();
+        requests.send(JobRequest::TriggerSavepoint).unwrap();
+        requests.send(JobRequest::Cancel).unwrap();
+        let waited = runtime.block_on(wait_to_restart(Duration::from_secs(60), &mut requests_rx));
+        assert_eq!(waited, Waited::Canceled);
+        let refused = answer.blocking_recv().unwrap().unwrap_err();
+        assert!(
+            refused
+                .to_string()
+                .starts_with("savepoint refused: the job is restarting"),
+            "{refused}"
+        );
+        drop(requests);
+        let waited = runtime.block_on(wait_to_restart(Duration::from_millis(5), &mut requests_rx));
+        assert_eq!(waited, Waited::Elapsed, "a closed channel leaves the delay");
     }
 
     #[test]

@@ -82,16 +82,16 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     let signalled = Arc::new(AtomicBool::new(false));
     {
         let signalled = Arc::clone(&signalled);
-        let request = if args.savepoint_on_stop {
-            JobRequest::StopWithSavepoint
-        } else {
-            JobRequest::Cancel
-        };
-        let requests = Mutex::new(requests);
+        let savepoint_on_stop = args.savepoint_on_stop;
+        let requests = Mutex::new(requests.clone());
         let installed = ctrlc::set_handler(move || {
             // A second signal cancels at once.
             let again = signalled.swap(true, Ordering::SeqCst);
-            let request = if again { JobRequest::Cancel } else { request };
+            let request = if savepoint_on_stop && !again {
+                JobRequest::StopWithSavepoint
+            } else {
+                JobRequest::Cancel
+            };
             eprintln!("\nweir: stopping the job ({request:?}); signal again to cancel at once");
             if let Ok(tx) = requests.lock() {
                 let _ = tx.send(request);

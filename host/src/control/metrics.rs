@@ -1,0 +1,479 @@
+//! `GET /metrics`: the job's figures in the Prometheus text format 0.0.4.
+//!
+//! Written by hand rather than with a metrics crate: the format is a few
+//! lines of rules (a `# HELP` and a `# TYPE` line per family, then
+//! `name{label="value"} number` lines, label values escaped), the figures
+//! already exist in the monitor and the task counters, and a registry would
+//! only copy them once more. [`TextWriter`] keeps the rules in one place; a
+//! test checks its output line by line against them.
+//!
+//! docs/CONTROL.md lists every family.
+
+use std::fmt::Write as _;
+use std::time::{Duration, SystemTime};
+
+use crate::job::{Job, JobStatus};
+use crate::runtime::JobMonitor;
+use crate::runtime::monitor::DURATION_BUCKETS;
+
+/// The `Content-Type` of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The type of a metric family.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// Only grows (resets when the process restarts or a task restarts).
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Cumulative buckets, a sum and a count.
+    Histogram,
+}
+
+impl MetricType {
+    fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
+/// Builds a text-format exposition, family by family.
+#[derive(Debug, Default)]
+pub struct TextWriter {
+    out: String,
+}
+
+impl TextWriter {
+    /// Starts a family: its `# HELP` and `# TYPE` lines.
+    pub fn family(&mut self, name: &str, kind: MetricType, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {}", kind.as_str());
+    }
+
+    /// One sample line: `name{labels} value`.
+    pub fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (key, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{key}=\"{}\"", escape_label_value(value));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {}", format_value(value));
+    }
+
+    /// The text written so far.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+/// A label value as the format wants it: `\`, `"` and newlines escaped.
+pub fn escape_label_value(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for c in value.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A `# HELP` text as the format wants it: `\` and newlines escaped.
+pub fn escape_help(help: &str) -> String {
+    help.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A sample value: integers without a fraction, `+Inf`, `-Inf`, `NaN`.
+pub fn format_value(value: f64) -> String {
+    if value.is_nan() {
+        "NaN".into()
+    } else if value.is_infinite() {
+        if value > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value}")
+    }
+}
+
+fn seconds(nanos: u64) -> f64 {
+    nanos as f64 / 1e9
+}
+
+/// The whole exposition of a job.
+pub fn render(job: &Job, monitor: &JobMonitor, wall_now: SystemTime) -> String {
+    let mut w = TextWriter::default();
+    let name = job.name.as_str();
+
+    w.family(
+        "weir_job_info",
+        MetricType::Gauge,
+        "Always 1; labels name the job and its process.",
+    );
+    let pid = std::process::id().to_string();
+    w.sample("weir_job_info", &[("job_name", name), ("pid", &pid)], 1.0);
+
+    w.family(
+        "weir_job_status",
+        MetricType::Gauge,
+        "1 for the job's current status, 0 for the others.",
+    );
+    let status = monitor.status();
+    for s in JobStatus::ALL {
+        w.sample(
+            "weir_job_status",
+            &[("status", s.as_str())],
+            f64::from(u8::from(s == status)),
+        );
+    }
+
+    w.family(
+        "weir_job_uptime_seconds",
+        MetricType::Gauge,
+        "Time since the job started running.",
+    );
+    let uptime = monitor
+        .started()
+        .and_then(|start| wall_now.duration_since(start).ok())
+        .unwrap_or(Duration::ZERO);
+    w.sample("weir_job_uptime_seconds", &[], uptime.as_secs_f64());
+
+    w.family(
+        "weir_job_restarts_total",
+        MetricType::Counter,
+        "Restarts after a failure.",
+    );
+    w.sample(
+        "weir_job_restarts_total",
+        &[],
+        f64::from(monitor.restarts()),
+    );
+
+    w.family(
+        "weir_job_failures_total",
+        MetricType::Counter,
+        "Attempts that ended in a failure (a task failed, or too many checkpoints did), restarted or not.",
+    );
+    w.sample(
+        "weir_job_failures_total",
+        &[],
+        f64::from(monitor.failures()),
+    );
+
+    task_families(&mut w, monitor);
+    checkpoint_families(&mut w, monitor);
+    w.finish()
+}
+
+/// Per-task counters, labelled `vertex` and `subtask`.
+fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
+    let tasks = monitor.tasks();
+    let labels: Vec<(String, String)> = tasks
+        .iter()
+        .map(|(id, _, _)| (id.vertex.to_string(), id.subtask.to_string()))
+        .collect();
+    type Read = fn(&crate::dataflow::metrics::TaskMetrics) -> f64;
+    let families: [(&str, MetricType, &str, Read); 6] = [
+        (
+            "weir_task_records_in_total",
+            MetricType::Counter,
+            "Records a task took in (for a source: read) in the current attempt.",
+            |m| m.records_in() as f64,
+        ),
+        (
+            "weir_task_records_out_total",
+            MetricType::Counter,
+            "Records a task sent out in the current attempt.",
+            |m| m.records_out() as f64,
+        ),
+        (
+            "weir_task_busy_seconds_total",
+            MetricType::Counter,
+            "Time a task spent handling input: guest calls or connector work and routing output (back-pressure met while routing included).",
+            |m| seconds(m.busy_nanos()),
+        ),
+        (
+            "weir_task_backpressured_seconds_total",
+            MetricType::Counter,
+            "Time a task spent blocked on full output channels.",
+            |m| seconds(m.backpressured_nanos()),
+        ),
+        (
+            "weir_task_guest_call_seconds_total",
+            MetricType::Counter,
+            "Time spent inside calls into a task's wasm guest (operators only).",
+            |m| seconds(m.guest_nanos()),
+        ),
+        (
+            "weir_task_guest_calls_total",
+            MetricType::Counter,
+            "Calls into a task's wasm guest: process, finish, snapshot, restore, checkpoint complete (operators only).",
+            |m| m.guest_calls() as f64,
+        ),
+    ];
+    for (family, kind, help, read) in families {
+        w.family(family, kind, help);
+        for ((_, _, metrics), (vertex, subtask)) in tasks.iter().zip(&labels) {
+            w.sample(
+                family,
+                &[("vertex", vertex), ("subtask", subtask)],
+                read(metrics),
+            );
+        }
+    }
+}
+
+/// Checkpoint counts, the last completed one, and the duration histogram.
+fn checkpoint_families(w: &mut TextWriter, monitor: &JobMonitor) {
+    let counts = monitor.with_checkpoint_stats(|stats| stats.counts());
+    let counters = [
+        (
+            "weir_checkpoints_triggered_total",
+            "Checkpoints and savepoints triggered.",
+            counts.total,
+        ),
+        (
+            "weir_checkpoints_completed_total",
+            "Checkpoints and savepoints completed.",
+            counts.completed,
+        ),
+        (
+            "weir_checkpoints_failed_total",
+            "Checkpoints and savepoints that failed (declined, expired, not recorded) or were aborted.",
+            counts.failed,
+        ),
+    ];
+    for (family, help, value) in counters {
+        w.family(family, MetricType::Counter, help);
+        w.sample(family, &[], value as f64);
+    }
+    w.family(
+        "weir_checkpoints_in_progress",
+        MetricType::Gauge,
+        "Checkpoints and savepoints triggered and not yet completed or failed.",
+    );
+    w.sample(
+        "weir_checkpoints_in_progress",
+        &[],
+        counts.in_progress as f64,
+    );
+
+    let last = monitor.last_checkpoint();
+    w.family(
+        "weir_checkpoint_last_duration_seconds",
+        MetricType::Gauge,
+        "Trigger to completion of the last completed checkpoint or savepoint (0 before the first).",
+    );
+    w.sample(
+        "weir_checkpoint_last_duration_seconds",
+        &[],
+        last.as_ref().map_or(0.0, |l| l.duration.as_secs_f64()),
+    );
+    w.family(
+        "weir_checkpoint_last_size_bytes",
+        MetricType::Gauge,
+        "State bytes of the last completed checkpoint or savepoint (0 before the first).",
+    );
+    w.sample(
+        "weir_checkpoint_last_size_bytes",
+        &[],
+        last.as_ref().map_or(0.0, |l| l.bytes as f64),
+    );
+    w.family(
+        "weir_checkpoint_last_id",
+        MetricType::Gauge,
+        "Id of the last completed checkpoint or savepoint (0 before the first).",
+    );
+    w.sample(
+        "weir_checkpoint_last_id",
+        &[],
+        last.as_ref().map_or(0.0, |l| l.id.0 as f64),
+    );
+
+    let histogram = monitor.checkpoint_durations();
+    let family = "weir_checkpoint_duration_seconds";
+    w.family(
+        family,
+        MetricType::Histogram,
+        "Trigger to completion of every completed checkpoint and savepoint.",
+    );
+    let bucket = format!("{family}_bucket");
+    for (bound, count) in DURATION_BUCKETS.iter().zip(histogram.counts) {
+        w.sample(&bucket, &[("le", &format_value(*bound))], count as f64);
+    }
+    w.sample(&bucket, &[("le", "+Inf")], histogram.count as f64);
+    w.sample(&format!("{family}_sum"), &[], histogram.sum_seconds);
+    w.sample(&format!("{family}_count"), &[], histogram.count as f64);
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::{BTreeMap, HashSet};
+    use std::sync::Arc;
+    use std::time::{Instant, UNIX_EPOCH};
+
+    use super::*;
+    use crate::checkpoint::stats::{CheckpointRecord, CheckpointStatus};
+    use crate::checkpoint::{CheckpointId, CheckpointKind};
+    use crate::dataflow::TaskId;
+    use crate::dataflow::metrics::TaskMetrics;
+    use crate::runtime::monitor::TaskRole;
+
+    #[test]
+    fn escapes_label_values_and_help() {
+        assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
+        assert_eq!(escape_label_value("two\nlines"), "two\\nlines");
+        assert_eq!(escape_help("back\\slash\nnew"), "back\\\\slash\\nnew");
+        let mut w = TextWriter::default();
+        w.family("x_total", MetricType::Counter, "Help.");
+        w.sample(
+            "x_total",
+            &[("vertex", "we\"ird\\name\n"), ("subtask", "0")],
+            3.0,
+        );
+        assert_eq!(
+            w.finish(),
+            "# HELP x_total Help.\n# TYPE x_total counter\n\
+             x_total{vertex=\"we\\\"ird\\\\name\\n\",subtask=\"0\"} 3\n"
+        );
+    }
+
+    #[test]
+    fn formats_values_as_the_format_reads_them() {
+        assert_eq!(format_value(3.0), "3");
+        assert_eq!(format_value(0.25), "0.25");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(1e20), "100000000000000000000");
+    }
+
+    /// Every line is a comment of the two kinds or a sample of the family
+    /// declared last; every family has HELP and TYPE; no family twice.
+    fn assert_well_formed(text: &str) -> HashSet<String> {
+        let mut families = HashSet::new();
+        let mut current: Option<(String, String)> = None;
+        for line in text.lines() {
+            if let Some(rest) = line.strip_prefix("# HELP ") {
+                let name = rest.split(' ').next().unwrap().to_string();
+                assert!(families.insert(name.clone()), "family {name} twice");
+                current = Some((name, String::new()));
+            } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+                let (name, kind) = rest.split_once(' ').unwrap();
+                let (family, k) = current.as_mut().expect("TYPE after HELP");
+                assert_eq!(family, name);
+                assert!(["counter", "gauge", "histogram"].contains(&kind), "{line}");
+                *k = kind.to_string();
+            } else {
+                let (family, kind) = current.as_ref().expect("a sample after HELP/TYPE");
+                let name = line.split(['{', ' ']).next().unwrap();
+                let allowed = if kind == "histogram" {
+                    [
+                        format!("{family}_bucket"),
+                        format!("{family}_sum"),
+                        format!("{family}_count"),
+                    ]
+                    .contains(&name.to_string())
+                } else {
+                    name == family
+                };
+                assert!(allowed, "sample {name} under family {family}: {line}");
+                let value = line.rsplit(' ').next().unwrap();
+                assert!(
+                    value.parse::<f64>().is_ok() || ["+Inf", "-Inf", "NaN"].contains(&value),
+                    "{line}"
+                );
+            }
+        }
+        families
+    }
+
+    #[test]
+    fn renders_every_family_of_a_running_job() {
+        let job = crate::job::Job::from_str(
+            "name = \"j\"\n[[source]]\nname = \"gen\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"gen\"]\n",
+            "/jobs",
+            "j.toml",
+        )
+        .unwrap();
+        let monitor = JobMonitor::default();
+        let gen_metrics = Arc::new(TaskMetrics::default());
+        gen_metrics.add_records_out(12);
+        gen_metrics.add_busy(Duration::from_millis(1500));
+        monitor.set_tasks(vec![
+            (TaskId::new("gen", 0), TaskRole::Source, gen_metrics),
+            (
+                TaskId::new("out", 0),
+                TaskRole::Sink,
+                Arc::new(TaskMetrics::default()),
+            ),
+        ]);
+        monitor.set_status(JobStatus::Running);
+        monitor.set_started(UNIX_EPOCH + Duration::from_secs(10));
+        let t0 = Instant::now();
+        monitor.sync_checkpoint(&CheckpointRecord {
+            id: CheckpointId(1),
+            kind: CheckpointKind::Checkpoint,
+            is_final: false,
+            status: CheckpointStatus::Completed,
+            triggered_at: t0,
+            ended_at: Some(t0 + Duration::from_millis(30)),
+            num_tasks: 2,
+            tasks: BTreeMap::new(),
+        });
+        let text = render(&job, &monitor, UNIX_EPOCH + Duration::from_secs(15));
+        let families = assert_well_formed(&text);
+        for family in [
+            "weir_job_info",
+            "weir_job_status",
+            "weir_job_uptime_seconds",
+            "weir_job_restarts_total",
+            "weir_job_failures_total",
+            "weir_task_records_in_total",
+            "weir_task_records_out_total",
+            "weir_task_busy_seconds_total",
+            "weir_task_backpressured_seconds_total",
+            "weir_task_guest_call_seconds_total",
+            "weir_task_guest_calls_total",
+            "weir_checkpoints_triggered_total",
+            "weir_checkpoints_completed_total",
+            "weir_checkpoints_failed_total",
+            "weir_checkpoints_in_progress",
+            "weir_checkpoint_last_duration_seconds",
+            "weir_checkpoint_last_size_bytes",
+            "weir_checkpoint_last_id",
+            "weir_checkpoint_duration_seconds",
+        ] {
+            assert!(families.contains(family), "{family} missing:\n{text}");
+        }
+        for line in [
+            "weir_job_status{status=\"RUNNING\"} 1",
+            "weir_job_status{status=\"FAILED\"} 0",
+            "weir_job_uptime_seconds 5",
+            "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"} 12",
+            "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
+            "weir_checkpoints_completed_total 1",
+            "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",
+            "weir_checkpoint_duration_seconds_bucket{le=\"0.05\"} 1",
+            "weir_checkpoint_duration_seconds_bucket{le=\"+Inf\"} 1",
+            "weir_checkpoint_duration_seconds_count 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in:\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,42 @@
+//! The control endpoint of a running job: status, checkpoint statistics,
+//! Prometheus metrics, a dashboard page, and the actions savepoint, stop and
+//! cancel, over HTTP/1.1 (docs/CONTROL.md is the reference).
+//!
+//! Why it exists: people who run a stream processor watch it — is the last
+//! checkpoint recent, how long did it take, is a task back-pressured — and
+//! act on it without killing the process. A job serves this itself, from the
+//! [`JobMonitor`](crate::runtime::JobMonitor) the driver and the tasks keep
+//! up to date and the request channel of
+//! [`JobRunner::run`](crate::runtime::JobRunner::run), so nothing here
+//! touches the running job except through those two.
+//!
+//! ```text
+//! weir status / savepoint / stop / cancel ─┐            ┌─ browser (dashboard/)
+//!   (client.rs, found by endpoint_file.rs) │            │  Prometheus (/metrics)
+//!                                          ▼            ▼
+//!                 server.rs: hyper on a thread and runtime of its own
+//!                   auth.rs (token off loopback) · api.rs (JSON views)
+//!                   metrics.rs (text format) · sampler.rs (rates)
+//!                        │ reads                       │ sends
+//!                        ▼                             ▼
+//!                   JobMonitor                  JobRequest channel ─► driver
+//! ```
+//!
+//! The server runs on its own thread with a small tokio runtime, so a slow
+//! client or a burst of scrapes never delays the driver, and the driver's
+//! runtime is free to stop while the endpoint still answers.
+
+pub mod api;
+pub mod auth;
+pub mod client;
+mod config;
+pub mod endpoint_file;
+pub mod metrics;
+pub mod sampler;
+pub mod server;
+
+pub use auth::Token;
+pub use client::{ClientError, ControlClient};
+pub use config::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address, requires_token};
+pub use endpoint_file::{ENDPOINT_FILE, EndpointFile};
+pub use server::{ControlError, ControlServer, ControlTarget};
