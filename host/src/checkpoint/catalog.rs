@@ -62,6 +62,7 @@ use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, StorageError,
 };
 use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::control::endpoint_file::ENDPOINT_FILE;
 use crate::job::{Job, JobError};
 
 /// Why a path cannot be listed, inspected or verified at all (as opposed to
@@ -184,8 +185,9 @@ impl CatalogSource {
     /// Resolves a user-given path: a job's checkpoint directory, a directory
     /// of savepoints, or a job file (`.toml`). A job file's directory need
     /// not exist yet (a job that never checkpointed lists as empty); a
-    /// directory given directly must hold checkpoints, so that a mistyped
-    /// path is not silently an empty history.
+    /// directory given directly must hold checkpoints (or the
+    /// `_control.json` of a job running towards its first one), so that a
+    /// mistyped path is not silently an empty history.
     pub fn resolve(path: &Path) -> Result<CatalogSource, CatalogError> {
         let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
         if meta.is_file() {
@@ -201,7 +203,7 @@ impl CatalogSource {
             // Savepoints directly inside: a savepoint directory (perhaps
             // with checkpoints beside them); both kinds are listed from it.
             CheckpointLayout::new(path).with_savepoint_dir(path)
-        } else if contents.checkpoints || contents.savepoints_dir {
+        } else if contents.checkpoints || contents.savepoints_dir || contents.endpoint_file {
             CheckpointLayout::new(path)
         } else if contents.is_checkpoint(path) {
             return Err(CatalogError::OneCheckpoint {
@@ -273,6 +275,9 @@ struct DirContents {
     savepoints: bool,
     /// A `savepoints/` directory.
     savepoints_dir: bool,
+    /// The `_control.json` of a running job (written before its first
+    /// checkpoint completes).
+    endpoint_file: bool,
     /// A `_metadata` or `_metadata.tmp` file.
     metadata: bool,
     /// Some `*.state` or `*.state.tmp` file.
@@ -296,6 +301,7 @@ impl DirContents {
                 Some((CheckpointKind::Checkpoint, _)) if is_dir => contents.checkpoints = true,
                 Some((CheckpointKind::Savepoint, _)) if is_dir => contents.savepoints = true,
                 _ if is_dir && name == SAVEPOINTS_DIR => contents.savepoints_dir = true,
+                _ if !is_dir && name == ENDPOINT_FILE => contents.endpoint_file = true,
                 _ if !is_dir && name.trim_end_matches(".tmp") == METADATA_FILE => {
                     contents.metadata = true;
                 }
@@ -1460,6 +1466,9 @@ mod tests {
                 empty.display()
             )
         );
+        // A running job's directory before its first checkpoint: empty, not refused.
+        fs::write(empty.join(ENDPOINT_FILE), b"{}").unwrap();
+        assert!(list(&empty).unwrap().entries.is_empty());
         let err = list(&dir.path().join("nope")).unwrap_err();
         assert!(matches!(err, CatalogError::NoSuchPath { .. }), "{err}");
         let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
