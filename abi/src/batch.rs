@@ -225,8 +225,27 @@ impl<'a> Iterator for Records<'a> {
 /// per record in every guest and every task.
 #[inline]
 fn split_record(bytes: &[u8]) -> Option<(Record<'_>, &[u8])> {
-    let (&[t0, t1, t2, t3, t4, t5, t6, t7, k0, k1, k2, k3, v0, v1, v2, v3], rest) =
-        bytes.split_first_chunk::<RECORD_HEADER_LEN>()?;
+    let (
+        &[
+            t0,
+            t1,
+            t2,
+            t3,
+            t4,
+            t5,
+            t6,
+            t7,
+            k0,
+            k1,
+            k2,
+            k3,
+            v0,
+            v1,
+            v2,
+            v3,
+        ],
+        rest,
+    ) = bytes.split_first_chunk::<RECORD_HEADER_LEN>()?;
     let key_len = u32::from_le_bytes([k0, k1, k2, k3]) as usize;
     let value_len = u32::from_le_bytes([v0, v1, v2, v3]) as usize;
     let (key, rest) = rest.split_at_checked(key_len)?;
