@@ -13,6 +13,8 @@ mod chaos;
 #[cfg(unix)]
 mod checkpoints_cli;
 #[cfg(unix)]
+mod control;
+#[cfg(unix)]
 mod corrupt;
 mod failover;
 #[cfg(unix)]

@@ -11,8 +11,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use http_body_util::{BodyExt, Empty};
+/// The request method of [`ControlClient::request`].
+pub use hyper::Method;
 use hyper::body::Bytes;
-use hyper::{Method, Request, StatusCode};
+use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
 use super::config::parse_address;

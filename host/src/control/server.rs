@@ -67,8 +67,11 @@ pub struct ControlTarget {
 
 impl ControlTarget {
     /// The target of a job run by [`JobRunner`](crate::runtime::JobRunner)
-    /// with local checkpoint storage in the job's checkpoint directory.
-    pub fn new(job: Job, monitor: JobMonitor, requests: UnboundedSender<JobRequest>) -> Self {
+    /// with local checkpoint storage in the job's checkpoint directory. The
+    /// paths the API shows are made absolute (against this process's working
+    /// directory), so they mean the same to a client started elsewhere.
+    pub fn new(mut job: Job, monitor: JobMonitor, requests: UnboundedSender<JobRequest>) -> Self {
+        job.checkpoint.directory = absolute(&job.checkpoint.directory);
         let layout = CheckpointLayout::new(job.checkpoint.directory.clone());
         ControlTarget {
             job,
@@ -239,6 +242,12 @@ impl Drop for ControlServer {
     fn drop(&mut self) {
         self.stop_now();
     }
+}
+
+/// `path` made absolute against the working directory (as it is, if that
+/// cannot be read).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// An address a local client can connect to: the unspecified address
@@ -432,7 +441,10 @@ async fn savepoint(target: &ControlTarget, stop: bool) -> Answer {
     }
     let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN;
     match tokio::time::timeout(bound, answer).await {
-        Ok(Ok(Ok(taken))) => json(StatusCode::OK, &SavepointView::new(taken.id, &taken.path)),
+        Ok(Ok(Ok(taken))) => json(
+            StatusCode::OK,
+            &SavepointView::new(taken.id, &absolute(&taken.path)),
+        ),
         Ok(Ok(Err(refused @ SavepointError::Refused(_)))) => {
             error(StatusCode::CONFLICT, refused.to_string())
         }

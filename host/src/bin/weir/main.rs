@@ -3,6 +3,7 @@
 //! the result to an exit code.
 
 mod checkpoints;
+mod control;
 mod run;
 
 use std::io::{IsTerminal, Write};
@@ -50,6 +51,27 @@ enum Command {
     ///
     /// `weir checkpoints DIR`, `weir checkpoints inspect PATH`, `weir checkpoints verify DIR`.
     Checkpoints(checkpoints::CheckpointsArgs),
+    /// Show a running job's status: vertices with records, rates and back-pressure, checkpoint
+    /// counts, the latest completed, savepoint and failed checkpoint (see docs/CONTROL.md).
+    ///
+    /// The job is found by its checkpoint directory (`_control.json`), its job file, or
+    /// --address. Exit code 0: done; 1: the job refused or the action failed (not running,
+    /// savepoint failed); 2: bad arguments (no target, unreadable job file); 3: no running job
+    /// found (no _control.json, a stale one, nothing answers); 4: the endpoint needs a token,
+    /// or another one.
+    Status(control::StatusArgs),
+    /// Take a savepoint of a running job and print its path; the job goes on.
+    ///
+    /// Waits until the savepoint is complete. Exit codes as for `weir status`.
+    Savepoint(control::TargetArgs),
+    /// Stop a running job with a savepoint and print its path; the job then finishes.
+    ///
+    /// Waits until the savepoint is complete. Exit codes as for `weir status`.
+    Stop(control::TargetArgs),
+    /// Cancel a running job; its completed checkpoints are kept or deleted per `on_cancel`.
+    ///
+    /// Exit codes as for `weir status`.
+    Cancel(control::TargetArgs),
 }
 
 #[derive(clap::Args)]
@@ -116,6 +138,10 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate(args),
         Command::Test(args) => test(args),
         Command::Checkpoints(args) => checkpoints::run(args),
+        Command::Status(args) => control::status(args),
+        Command::Savepoint(args) => control::savepoint(args, false),
+        Command::Stop(args) => control::savepoint(args, true),
+        Command::Cancel(args) => control::cancel(args),
     }
 }
 

@@ -1,6 +1,7 @@
 //! `weir run`: runs a job in this process and shows its progress.
 
 use std::io::Write;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -8,6 +9,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
+use weir::control::{ControlServer, ControlTarget};
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobMonitor, JobRequest, JobRunner, RestoreFrom, RunOptions};
 
@@ -32,6 +34,21 @@ pub(crate) struct RunArgs {
     /// $WEIR_CACHE_DIR (default: ~/.cache/weir/modules).
     #[arg(long)]
     no_module_cache: bool,
+    /// Serve the control endpoint (status, metrics, dashboard, savepoint/stop/cancel) on this
+    /// address instead of the job file's `[control] address` (default 127.0.0.1:0, a free
+    /// port). Off loopback, requests need a token: $WEIR_CONTROL_TOKEN, or one generated and
+    /// written to the checkpoint directory's _control.json.
+    #[arg(long, value_name = "HOST:PORT", value_parser = parse_control_address)]
+    control: Option<SocketAddr>,
+    /// Serve no control endpoint (`weir status`, `savepoint`, `stop`, `cancel` then cannot
+    /// reach the job).
+    #[arg(long, conflicts_with = "control")]
+    no_control: bool,
+}
+
+fn parse_control_address(text: &str) -> Result<SocketAddr, String> {
+    weir::control::parse_address(text)
+        .ok_or_else(|| format!("expected {}", weir::control::ADDRESS_FORMS))
 }
 
 pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
@@ -71,6 +88,11 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     };
     let name = job.name.clone();
     let checkpoint_dir = job.checkpoint.directory.clone();
+    let control = ControlSettings {
+        enabled: job.control.enabled && !args.no_control,
+        address: args.control.unwrap_or(job.control.address),
+        job: job.clone(),
+    };
     let runner = match JobRunner::new(job, options).context("cannot start the job") {
         Ok(runner) => runner,
         Err(e) => {
@@ -102,6 +124,13 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
         }
     }
     let monitor = runner.monitor();
+    let server = match start_control(control, &monitor, &requests, &checkpoint_dir) {
+        Ok(server) => server,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            return ExitCode::from(EXIT_CANNOT_START);
+        }
+    };
     let started = Instant::now();
     tracing::info!(
         "job `{name}` starting; checkpoints in {}",
@@ -115,6 +144,8 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     let result = runner.run(requests_rx);
     done.store(true, Ordering::SeqCst);
     let _ = status_thread.join();
+    // Removes _control.json: the job no longer answers.
+    drop(server);
     match result {
         Err(e) => {
             eprintln!("error: cannot run job `{name}`: {e}");
@@ -156,6 +187,39 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
             }
         }
     }
+}
+
+/// Whether and where to serve the control endpoint, and for which job.
+struct ControlSettings {
+    enabled: bool,
+    address: SocketAddr,
+    job: Job,
+}
+
+/// Starts the control endpoint and publishes it in `_control.json`, unless it is off.
+fn start_control(
+    settings: ControlSettings,
+    monitor: &JobMonitor,
+    requests: &tokio::sync::mpsc::UnboundedSender<JobRequest>,
+    checkpoint_dir: &std::path::Path,
+) -> anyhow::Result<Option<ControlServer>> {
+    if !settings.enabled {
+        tracing::info!(
+            "control endpoint off: `weir status` and the other verbs cannot reach this job"
+        );
+        return Ok(None);
+    }
+    let name = settings.job.name.clone();
+    let target = ControlTarget::new(settings.job, monitor.clone(), requests.clone());
+    let mut server = ControlServer::start(settings.address, target)?;
+    if let Err(e) = server.write_endpoint_file(checkpoint_dir, &name) {
+        // The endpoint still works through its address; only finding it by directory does not.
+        tracing::warn!(
+            "{e}; `weir status` needs --address {} for this job",
+            server.url()
+        );
+    }
+    Ok(Some(server))
 }
 
 /// Shows a live status line on a terminal (every 0.5 s), or a log line every 10 s otherwise.

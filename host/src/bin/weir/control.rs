@@ -1,0 +1,509 @@
+//! `weir status`, `weir savepoint`, `weir stop`, `weir cancel`: the verbs that
+//! talk to a running job through its control endpoint (docs/CONTROL.md).
+//!
+//! A job is found by its checkpoint directory, where it writes
+//! `_control.json` while it runs (or by its job file, which names that
+//! directory), or by `--address`. Everything else is the library's
+//! [`ControlClient`]; this file turns its answers into text and exit codes.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde_json::Value;
+use weir::control::auth::TOKEN_ENV;
+use weir::control::endpoint_file::EndpointFileError;
+use weir::control::{ClientError, ControlClient, EndpointFile};
+use weir::job::Job;
+
+use crate::EXIT_BAD_INPUT;
+
+// The exit codes are listed in the `--help` of `weir status` (main.rs).
+
+/// Exit code: the job refused the action, or the action failed.
+const EXIT_REFUSED: u8 = 1;
+/// Exit code: no running job was found (no `_control.json`, a stale one, nothing answers).
+const EXIT_NOT_FOUND: u8 = 3;
+/// Exit code: the endpoint wants a token, or another one.
+const EXIT_UNAUTHORIZED: u8 = 4;
+
+/// Which job to talk to.
+#[derive(clap::Args)]
+pub(crate) struct TargetArgs {
+    /// The job's checkpoint directory (it holds _control.json while the job runs), or the job
+    /// file (its [checkpoint] directory is used).
+    #[arg(value_name = "DIR|JOB_FILE", required_unless_present = "address")]
+    target: Option<PathBuf>,
+    /// Talk to the endpoint at this address instead: http://HOST:PORT.
+    #[arg(long, value_name = "URL", conflicts_with = "target")]
+    address: Option<String>,
+    /// The token an endpoint off loopback requires [default: $WEIR_CONTROL_TOKEN, else the one
+    /// in _control.json].
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+/// `weir status`.
+#[derive(clap::Args)]
+pub(crate) struct StatusArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    /// Print {"job": GET /api/job, "checkpoints": GET /api/checkpoints} as JSON instead.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Why a verb could not do its work, and its exit code.
+struct Failure {
+    code: u8,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// The endpoint found, and how it was found (for messages).
+struct Endpoint {
+    client: ControlClient,
+    /// `_control.json` when the job was found through it.
+    file: Option<(PathBuf, EndpointFile)>,
+}
+
+impl Endpoint {
+    /// Maps a client error to a failure, telling a stale `_control.json`
+    /// apart from a job that answered no.
+    fn failure(&self, error: ClientError) -> Failure {
+        match error {
+            ClientError::Connect { .. } => {
+                let message = match &self.file {
+                    Some((path, file)) => format!(
+                        "{error}\n{} is stale: it was written by process {} for job `{}`, and \
+                         nothing answers at its address (the job was killed?); remove it, or \
+                         start the job again",
+                        path.display(),
+                        file.pid,
+                        file.job
+                    ),
+                    None => format!("{error}: is the job running, and is this its address?"),
+                };
+                Failure::new(EXIT_NOT_FOUND, message)
+            }
+            ClientError::Unauthorized { message } => Failure::new(
+                EXIT_UNAUTHORIZED,
+                format!("{message} (pass --token, or set {TOKEN_ENV})"),
+            ),
+            ClientError::BadAddress { .. } => Failure::new(EXIT_BAD_INPUT, error.to_string()),
+            ClientError::Status { .. }
+            | ClientError::Protocol { .. }
+            | ClientError::Timeout { .. } => Failure::new(EXIT_REFUSED, error.to_string()),
+        }
+    }
+}
+
+/// Finds the endpoint `args` names.
+fn find(args: &TargetArgs) -> Result<Endpoint, Failure> {
+    let env_token = std::env::var(TOKEN_ENV).ok().filter(|t| !t.is_empty());
+    let token = args.token.clone().or(env_token);
+    if let Some(address) = &args.address {
+        let client = ControlClient::new(address, token)
+            .map_err(|e| Failure::new(EXIT_BAD_INPUT, e.to_string()))?;
+        return Ok(Endpoint { client, file: None });
+    }
+    let target = args.target.as_ref().ok_or_else(|| {
+        Failure::new(
+            EXIT_BAD_INPUT,
+            "name the job's checkpoint directory, its job file, or --address URL",
+        )
+    })?;
+    let dir = checkpoint_dir(target)?;
+    let file = EndpointFile::read(&dir).map_err(|e| match e {
+        EndpointFileError::Missing { .. } => Failure::new(EXIT_NOT_FOUND, e.to_string()),
+        other => Failure::new(EXIT_NOT_FOUND, other.to_string()),
+    })?;
+    let path = EndpointFile::path_in(&dir);
+    if file.process_gone() {
+        return Err(Failure::new(
+            EXIT_NOT_FOUND,
+            format!(
+                "no running job found in {}: {} is stale, process {} that wrote it (job `{}`) is \
+                 gone (killed?); remove the file, or start the job again",
+                dir.display(),
+                path.display(),
+                file.pid,
+                file.job
+            ),
+        ));
+    }
+    let client = ControlClient::new(&file.address, token.or_else(|| file.token.clone()))
+        .map_err(|e| Failure::new(EXIT_NOT_FOUND, format!("{}: {e}", path.display())))?;
+    Ok(Endpoint {
+        client,
+        file: Some((path, file)),
+    })
+}
+
+/// The checkpoint directory `target` names: a directory as it is, or the
+/// `[checkpoint] directory` of a job file.
+fn checkpoint_dir(target: &Path) -> Result<PathBuf, Failure> {
+    if target.is_dir() {
+        return Ok(target.to_path_buf());
+    }
+    if target.is_file() {
+        let job = Job::from_file(target).map_err(|e| {
+            Failure::new(
+                EXIT_BAD_INPUT,
+                format!("{e} (a job file is read for its checkpoint directory)"),
+            )
+        })?;
+        return Ok(job.checkpoint.directory);
+    }
+    Err(Failure::new(
+        EXIT_NOT_FOUND,
+        format!(
+            "no running job found in {}: there is no such directory or job file (a job creates \
+             its checkpoint directory when it starts)",
+            target.display()
+        ),
+    ))
+}
+
+/// Runs `verb`, printing its failure and mapping it to an exit code.
+fn exit(verb: impl FnOnce() -> Result<(), Failure>) -> ExitCode {
+    match verb() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => {
+            eprintln!("error: {}", failure.message);
+            ExitCode::from(failure.code)
+        }
+    }
+}
+
+/// `weir status`.
+pub(crate) fn status(args: StatusArgs) -> ExitCode {
+    exit(|| {
+        let endpoint = find(&args.target)?;
+        let get = |path| {
+            endpoint
+                .client
+                .get_json(path)
+                .map_err(|e| endpoint.failure(e))
+        };
+        let job = get("/api/job")?;
+        let checkpoints = get("/api/checkpoints")?;
+        if args.json {
+            let both = serde_json::json!({ "job": job, "checkpoints": checkpoints });
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&both).expect("JSON values serialize")
+            );
+        } else {
+            print!(
+                "{}",
+                render_status(endpoint.client.base(), &job, &checkpoints)
+            );
+        }
+        Ok(())
+    })
+}
+
+/// `weir savepoint` (`stop = false`) and `weir stop`: the savepoint's path on stdout.
+pub(crate) fn savepoint(args: TargetArgs, stop: bool) -> ExitCode {
+    exit(|| {
+        let endpoint = find(&args)?;
+        let path = if stop { "/api/stop" } else { "/api/savepoints" };
+        let taken = endpoint
+            .client
+            .post_json(path)
+            .map_err(|e| endpoint.failure(e))?;
+        let location = taken["path"].as_str().unwrap_or("?");
+        let job = endpoint
+            .file
+            .as_ref()
+            .map_or_else(String::new, |(_, f)| format!(" of job `{}`", f.job));
+        eprintln!(
+            "savepoint {}{job} complete{}; restore with `weir run JOB --restore {location}`",
+            taken["id"],
+            if stop { ", the job is stopping" } else { "" }
+        );
+        println!("{location}");
+        Ok(())
+    })
+}
+
+/// `weir cancel`.
+pub(crate) fn cancel(args: TargetArgs) -> ExitCode {
+    exit(|| {
+        let endpoint = find(&args)?;
+        endpoint
+            .client
+            .post_json("/api/cancel")
+            .map_err(|e| endpoint.failure(e))?;
+        let job = endpoint.file.as_ref().map_or_else(
+            || "the job".to_string(),
+            |(_, f)| format!("job `{}`", f.job),
+        );
+        eprintln!(
+            "{job} is cancelling; its completed checkpoints are kept or deleted as its \
+             [checkpoint] on_cancel says"
+        );
+        Ok(())
+    })
+}
+
+/// The status table of `weir status`.
+fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
+    let mut out = String::new();
+    let mut line = |text: String| {
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(format!(
+        "job          {} (pid {}, {address})",
+        text(&job["name"]),
+        job["pid"]
+    ));
+    line(format!(
+        "status       {} for {}, {} restart{}",
+        text(&job["status"]),
+        duration(job["duration"].as_u64().unwrap_or(0)),
+        job["restarts"],
+        if job["restarts"] == 1 { "" } else { "s" }
+    ));
+    line(format!(
+        "checkpoints  {}",
+        text(&job["checkpoint_directory"])
+    ));
+    line(String::new());
+
+    let mut rows = vec![
+        [
+            "vertex",
+            "kind",
+            "tasks",
+            "records in",
+            "records out",
+            "in/s",
+            "out/s",
+            "busy",
+            "back-pressured",
+        ]
+        .map(String::from)
+        .to_vec(),
+    ];
+    for v in job["vertices"].as_array().into_iter().flatten() {
+        rows.push(vec![
+            text(&v["name"]),
+            text(&v["kind"]),
+            v["parallelism"].to_string(),
+            v["records_in"].to_string(),
+            v["records_out"].to_string(),
+            rate(v["rate_in"].as_f64()),
+            rate(v["rate_out"].as_f64()),
+            percent(v["busy_ratio"].as_f64()),
+            percent(v["backpressured_ratio"].as_f64()),
+        ]);
+    }
+    for row in table(&rows) {
+        line(row);
+    }
+    line(String::new());
+
+    let counts = &checkpoints["counts"];
+    line(format!(
+        "checkpoints  {} completed, {} failed, {} in progress ({} triggered)",
+        counts["completed"], counts["failed"], counts["in_progress"], counts["total"]
+    ));
+    let now = job["now"].as_u64().unwrap_or_else(now_ms);
+    let latest = &checkpoints["latest"];
+    for (label, entry) in [
+        ("completed", &latest["completed"]),
+        ("savepoint", &latest["savepoint"]),
+        ("failed", &latest["failed"]),
+    ] {
+        line(format!("latest {label:<9}  {}", describe(entry, now)));
+    }
+    let restored = &latest["restored"];
+    if !restored.is_null() {
+        line(format!(
+            "restored from {} {} ({})",
+            if restored["is_savepoint"] == true {
+                "savepoint"
+            } else {
+                "checkpoint"
+            },
+            restored["id"],
+            text(&restored["path"])
+        ));
+    }
+    out
+}
+
+/// One `latest` entry on a line: id, age, duration, size, and the path or the failure.
+fn describe(entry: &Value, now: u64) -> String {
+    if entry.is_null() {
+        return "none".to_string();
+    }
+    let kind = if entry["is_savepoint"] == true {
+        "savepoint"
+    } else {
+        "checkpoint"
+    };
+    let at = entry["trigger_timestamp"].as_u64().unwrap_or(now);
+    let mut text_out = format!(
+        "{kind} {}, {} ago, took {}, {}",
+        entry["id"],
+        duration(now.saturating_sub(at)),
+        duration(entry["end_to_end_duration"].as_u64().unwrap_or(0)),
+        size(entry["state_size"].as_u64().unwrap_or(0)),
+    );
+    if let Some(path) = entry["external_path"].as_str() {
+        text_out.push_str(&format!(", {path}"));
+    }
+    if let Some(reason) = entry["failure_message"].as_str() {
+        text_out.push_str(&format!(": {reason}"));
+    }
+    text_out
+}
+
+fn text(value: &Value) -> String {
+    value
+        .as_str()
+        .map_or_else(|| value.to_string(), str::to_string)
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// Milliseconds for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 10 min`.
+fn duration(ms: u64) -> String {
+    let d = Duration::from_millis(ms);
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", d.as_secs_f64()),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms / 1_000) % 60),
+        _ => format!("{} h {} min", ms / 3_600_000, (ms / 60_000) % 60),
+    }
+}
+
+/// Bytes for people, in powers of 1024.
+fn size(bytes: u64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < units.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", units[unit])
+    }
+}
+
+fn rate(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |r| format!("{r:.0}"))
+}
+
+fn percent(value: Option<f64>) -> String {
+    value.map_or_else(|| "-".into(), |r| format!("{:.0}%", r * 100.0))
+}
+
+/// Rows as lines with aligned columns: text left, numbers right.
+fn table(rows: &[Vec<String>]) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            row.iter()
+                .enumerate()
+                .map(|(c, cell)| {
+                    if c < 2 {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join("  ")
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_read_as_people_write_them() {
+        assert_eq!(duration(850), "850 ms");
+        assert_eq!(duration(12_345), "12.3 s");
+        assert_eq!(duration(245_000), "4 min 5 s");
+        assert_eq!(duration(7_800_000), "2 h 10 min");
+        assert_eq!(size(512), "512 B");
+        assert_eq!(size(1536), "1.5 KiB");
+        assert_eq!(size(3 * 1024 * 1024), "3.0 MiB");
+    }
+
+    #[test]
+    fn the_status_table_shows_the_job_vertices_and_latest_checkpoints() {
+        let job = serde_json::json!({
+            "name": "wc", "pid": 7, "status": "RUNNING", "duration": 12_300, "restarts": 1,
+            "now": 100_000, "checkpoint_directory": "/data/wc",
+            "vertices": [
+                {"name": "lines", "kind": "source", "parallelism": 1, "records_in": 10,
+                 "records_out": 10, "rate_in": 5.0, "rate_out": 5.0, "busy_ratio": 0.25,
+                 "backpressured_ratio": 0.0},
+                {"name": "count", "kind": "operator", "parallelism": 2, "records_in": 10,
+                 "records_out": 10, "rate_in": 5.0, "rate_out": 5.0, "busy_ratio": 0.5,
+                 "backpressured_ratio": 0.125}
+            ]
+        });
+        let checkpoints = serde_json::json!({
+            "counts": {"total": 4, "completed": 3, "failed": 1, "in_progress": 0},
+            "latest": {
+                "completed": {"id": 3, "is_savepoint": false, "trigger_timestamp": 98_000,
+                              "end_to_end_duration": 35, "state_size": 2048,
+                              "external_path": "/data/wc/chk-0000000003"},
+                "savepoint": null,
+                "failed": {"id": 2, "is_savepoint": false, "trigger_timestamp": 90_000,
+                           "end_to_end_duration": 1000, "state_size": 0,
+                           "failure_message": "expired"},
+                "restored": {"id": 1, "is_savepoint": true, "path": "/sp", "restore_timestamp": 1}
+            }
+        });
+        let text = render_status("http://127.0.0.1:9", &job, &checkpoints);
+        for expected in [
+            "job          wc (pid 7, http://127.0.0.1:9)",
+            "status       RUNNING for 12.3 s, 1 restart",
+            "vertex  kind      tasks  records in  records out  in/s  out/s  busy  back-pressured",
+            "count   operator      2          10           10     5      5   50%             12%",
+            "checkpoints  3 completed, 1 failed, 0 in progress (4 triggered)",
+            "latest completed  checkpoint 3, 2.0 s ago, took 35 ms, 2.0 KiB, /data/wc/chk-0000000003",
+            "latest savepoint  none",
+            "latest failed     checkpoint 2, 10.0 s ago, took 1.0 s, 0 B: expired",
+            "restored from savepoint 1 (/sp)",
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "no line {expected:?} in:\n{text}"
+            );
+        }
+    }
+}

@@ -1,0 +1,687 @@
+//! The control endpoint of a running `weir run`, end to end: every endpoint over HTTP, every CLI
+//! verb (`weir status|savepoint|stop|cancel`), savepoints restored with `--restore` to
+//! exactly-once output, cancel retention, `/metrics` counters that grow, the token off loopback,
+//! and `_control.json` appearing while the job runs and gone when it ends.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use weir::control::client::Method;
+use weir::control::{ControlClient, EndpointFile};
+
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, committed_lines,
+    complete_checkpoint_ids, generator_count, run_cli, weir_bin,
+};
+
+/// What a CLI verb did.
+struct Verb {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `weir <args…>` (a verb) to its end, at most [`CLI_TIMEOUT`], with `env` set.
+fn verb(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Verb {
+    let (out, err) = (sandbox.join("verb.out"), sandbox.join("verb.err"));
+    let mut child = Command::new(weir_bin())
+        .args(args)
+        .env_remove("WEIR_CONTROL_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(fs::File::create(&out).unwrap())
+        .stderr(fs::File::create(&err).unwrap())
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", weir_bin().display()));
+    let deadline = Instant::now() + CLI_TIMEOUT;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "`weir {}` did not end within {CLI_TIMEOUT:?}",
+                args.join(" ")
+            );
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    Verb {
+        code: status.code(),
+        stdout: fs::read_to_string(out).unwrap(),
+        stderr: fs::read_to_string(err).unwrap(),
+    }
+}
+
+impl Verb {
+    #[track_caller]
+    fn assert_code(&self, code: i32, what: &str) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{what}: stdout:\n{}\nstderr:\n{}",
+            self.stdout,
+            self.stderr
+        );
+    }
+}
+
+/// The keyed count of generated records with a file sink; `count = None` runs until stopped.
+fn job(sandbox: &Sandbox, count: Option<u64>, rate: f64, interval: &str) -> JobFile {
+    let generator = GeneratorSpec {
+        parallelism: 2,
+        seed: 7,
+        count,
+        rate: Some(rate),
+        keys: 200,
+    };
+    checkpointed(generator_count(sandbox, &generator), sandbox, interval, 2)
+}
+
+/// Starts `weir run` and waits until its `_control.json` is there and the job is RUNNING.
+fn start(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (Weir, EndpointFile) {
+    let dir = sandbox.checkpoint_dir();
+    let mut weir = Weir::run_with_env(&sandbox.job_path(), args, env, &sandbox.join("run.log"));
+    let mut found = None;
+    let running = weir.wait_until("the control endpoint", CLI_TIMEOUT, |_| {
+        found = EndpointFile::read(&dir).ok();
+        found.as_ref().is_some_and(|file| {
+            let client = ControlClient::new(&file.address, file.token.clone()).unwrap();
+            client
+                .get_json("/api/job")
+                .is_ok_and(|job| job["status"] == "RUNNING")
+        })
+    });
+    assert!(running, "the job ended before it ran:\n{}", weir.stderr());
+    (weir, found.unwrap())
+}
+
+fn client(file: &EndpointFile) -> ControlClient {
+    ControlClient::new(&file.address, file.token.clone()).unwrap()
+}
+
+/// Waits until `done` holds of the job's checkpoint statistics.
+fn wait_for_checkpoints(
+    weir: &mut Weir,
+    client: &ControlClient,
+    what: &str,
+    done: impl Fn(&Value) -> bool,
+) {
+    let reached = weir.wait_until(what, CLI_TIMEOUT, |_| {
+        client
+            .get_json("/api/checkpoints")
+            .is_ok_and(|checkpoints| done(&checkpoints))
+    });
+    assert!(reached, "the job ended before {what}:\n{}", weir.stderr());
+}
+
+/// The value of the sample `name{labels}` in a text exposition, checking every line's form.
+fn metric(text: &str, sample: &str) -> f64 {
+    let mut found = None;
+    for line in text.lines() {
+        if line.starts_with('#') {
+            assert!(
+                line.starts_with("# HELP ") || line.starts_with("# TYPE "),
+                "{line}"
+            );
+            continue;
+        }
+        let (name, value) = line.rsplit_once(' ').unwrap_or_else(|| panic!("{line}"));
+        let value: f64 = match value {
+            "+Inf" => f64::INFINITY,
+            v => v.parse().unwrap_or_else(|_| panic!("not a number: {line}")),
+        };
+        if name == sample {
+            found = Some(value);
+        }
+    }
+    found.unwrap_or_else(|| panic!("no sample {sample} in:\n{text}"))
+}
+
+/// Checks the committed lines ("key\tcount") of a keyed count of `records` records: every key's
+/// counts are 1, 2, … n, each once: nothing lost, nothing counted twice.
+fn assert_exactly_once(lines: &[String], records: u64, context: &str) {
+    let mut counts: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
+    for line in lines {
+        let (key, count) = line
+            .split_once('\t')
+            .unwrap_or_else(|| panic!("{context}: not a count line: {line:?}"));
+        counts.entry(key).or_default().push(
+            count
+                .parse()
+                .unwrap_or_else(|_| panic!("{context}: {line:?}")),
+        );
+    }
+    for (key, mut seen) in counts {
+        seen.sort_unstable();
+        let expected: Vec<u64> = (1..=seen.len() as u64).collect();
+        assert_eq!(seen, expected, "{context}: the counts of {key}");
+    }
+    assert_eq!(
+        lines.len() as u64,
+        records,
+        "{context}: one line per record"
+    );
+}
+
+#[test]
+fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
+    let sandbox = Sandbox::new("control-endpoints");
+    job(&sandbox, None, 4_000.0, "100ms")
+        .checkpoint("on_cancel", "retain")
+        .write(&sandbox.job_path());
+    let (mut weir, file) = start(&sandbox, &[], &[]);
+    assert_eq!(file.pid, weir.pid());
+    assert_eq!(file.job, "gencount");
+    assert!(file.token.is_none(), "no token on loopback");
+    assert!(
+        weir.stderr().contains(&format!(
+            "control endpoint at {}/ (dashboard, /api, /metrics)",
+            file.address
+        )),
+        "{}",
+        weir.stderr()
+    );
+    let client = client(&file);
+    wait_for_checkpoints(&mut weir, &client, "two checkpoints", |c| {
+        c["counts"]["completed"].as_u64() >= Some(2)
+    });
+
+    let job = client.get_json("/api/job").unwrap();
+    assert_eq!(job["name"], "gencount");
+    assert_eq!(job["status"], "RUNNING");
+    assert_eq!(job["pid"], weir.pid());
+    let vertices: Vec<(&str, &str, u64)> = job["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| {
+            (
+                v["name"].as_str().unwrap(),
+                v["kind"].as_str().unwrap(),
+                v["parallelism"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        vertices,
+        [
+            ("gen", "source", 2),
+            ("count", "operator", 2),
+            ("out", "sink", 2)
+        ]
+    );
+    assert_eq!(job["vertices"][1]["tasks"].as_array().unwrap().len(), 2);
+    assert!(
+        job["vertices"][0]["records_out"].as_u64().unwrap() > 0,
+        "{job}"
+    );
+    assert_eq!(
+        job["edges"],
+        serde_json::json!([
+            {"from": "gen", "to": "count", "partitioning": "key-hash"},
+            {"from": "count", "to": "out", "partitioning": "forward"}
+        ])
+    );
+    let directory = job["checkpoint_directory"].as_str().unwrap().to_string();
+    assert_eq!(Path::new(&directory), sandbox.checkpoint_dir());
+
+    let config = client.get_json("/api/checkpoints/config").unwrap();
+    assert_eq!(config["interval"], 100);
+    assert_eq!(config["mode"], "exactly-once");
+    assert_eq!(config["on_cancel"], "retain");
+    assert_eq!(config["retained"], 2);
+    assert_eq!(config["directory"], directory.as_str());
+
+    let checkpoints = client.get_json("/api/checkpoints").unwrap();
+    let latest = &checkpoints["latest"]["completed"];
+    let id = latest["id"].as_u64().unwrap();
+    assert_eq!(latest["status"], "COMPLETED");
+    assert_eq!(
+        latest["external_path"],
+        format!("{directory}/chk-{id:010}").as_str()
+    );
+    assert!(checkpoints["history"][0]["id"].as_u64() >= Some(id));
+    let details = client.get_json(&format!("/api/checkpoints/{id}")).unwrap();
+    assert_eq!(details["id"], id);
+    let tasks = details["tasks"].as_array().unwrap();
+    assert_eq!(tasks.len(), 6, "every task acknowledged: {details}");
+    for task in tasks {
+        for field in [
+            "sync_duration",
+            "async_duration",
+            "alignment_duration",
+            "state_size",
+        ] {
+            assert!(task[field].is_u64(), "{field} of {task}");
+        }
+    }
+    let missing = client.get_json("/api/checkpoints/999999").unwrap_err();
+    assert!(
+        missing
+            .to_string()
+            .starts_with("checkpoint 999999 is not in the history"),
+        "{missing}"
+    );
+
+    let timeout = Some(Duration::from_secs(10));
+    for (path, content_type) in [
+        ("/", "text/html; charset=utf-8"),
+        ("/app.js", "text/javascript; charset=utf-8"),
+        ("/style.css", "text/css; charset=utf-8"),
+    ] {
+        let answer = client
+            .request(Method::GET, path, timeout)
+            .unwrap_or_else(|e| panic!("{path}: {e}"));
+        assert_eq!(answer.status, 200, "{path}");
+        assert_eq!(answer.content_type.as_deref(), Some(content_type), "{path}");
+        assert!(!answer.body.is_empty(), "{path}");
+    }
+
+    let scrape = || {
+        let answer = client.request(Method::GET, "/metrics", timeout).unwrap();
+        assert_eq!(answer.status, 200);
+        assert_eq!(
+            answer.content_type.as_deref(),
+            Some("text/plain; version=0.0.4; charset=utf-8")
+        );
+        answer.body
+    };
+    let first = scrape();
+    let records = "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"}";
+    let guest_calls = "weir_task_guest_calls_total{vertex=\"count\",subtask=\"1\"}";
+    let completed = "weir_checkpoints_completed_total";
+    assert_eq!(metric(&first, "weir_job_status{status=\"RUNNING\"}"), 1.0);
+    assert!(metric(&first, guest_calls) > 0.0, "{first}");
+    assert!(metric(&first, completed) >= 2.0);
+    assert!(metric(&first, "weir_checkpoint_duration_seconds_count") >= 2.0);
+    let before = (metric(&first, records), metric(&first, completed));
+    let grown = weir.wait_until("the counters to grow", CLI_TIMEOUT, |_| {
+        let next = scrape();
+        metric(&next, records) > before.0 && metric(&next, completed) > before.1
+    });
+    assert!(grown, "{}", weir.stderr());
+
+    let status = verb(
+        &sandbox,
+        &["status", sandbox.checkpoint_dir().to_str().unwrap()],
+        &[],
+    );
+    status.assert_code(0, "weir status DIR");
+    for expected in [
+        "job          gencount (pid ",
+        "status       RUNNING for ",
+        "latest completed  checkpoint ",
+    ] {
+        assert!(
+            status.stdout.contains(expected),
+            "{expected:?} in:\n{}",
+            status.stdout
+        );
+    }
+    assert!(
+        status
+            .stdout
+            .lines()
+            .any(|l| l.starts_with("count   operator")),
+        "{}",
+        status.stdout
+    );
+    let status = verb(
+        &sandbox,
+        &["status", sandbox.job_path().to_str().unwrap(), "--json"],
+        &[],
+    );
+    status.assert_code(0, "weir status JOB_FILE --json");
+    let both: Value = serde_json::from_str(&status.stdout).unwrap();
+    assert_eq!(both["job"]["name"], "gencount");
+    assert!(both["checkpoints"]["counts"]["completed"].as_u64() >= Some(2));
+    let status = verb(&sandbox, &["status", "--address", &file.address], &[]);
+    status.assert_code(0, "weir status --address");
+
+    let cancel = verb(
+        &sandbox,
+        &["cancel", sandbox.checkpoint_dir().to_str().unwrap()],
+        &[],
+    );
+    cancel.assert_code(0, "weir cancel");
+    assert!(
+        cancel.stderr.contains("job `gencount` is cancelling"),
+        "{}",
+        cancel.stderr
+    );
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(130, "a job cancelled through its endpoint");
+    assert!(
+        !EndpointFile::path_in(&sandbox.checkpoint_dir()).exists(),
+        "_control.json is removed when the job ends"
+    );
+    assert!(
+        !complete_checkpoint_ids(&sandbox.checkpoint_dir()).is_empty(),
+        "on_cancel = \"retain\" keeps the completed checkpoints"
+    );
+    let gone = verb(
+        &sandbox,
+        &["status", sandbox.checkpoint_dir().to_str().unwrap()],
+        &[],
+    );
+    gone.assert_code(3, "weir status after the job ended");
+}
+
+#[test]
+fn cancel_with_on_cancel_delete_removes_completed_checkpoints() {
+    let sandbox = Sandbox::new("control-cancel-delete");
+    job(&sandbox, None, 4_000.0, "100ms")
+        .checkpoint("on_cancel", "delete")
+        .write(&sandbox.job_path());
+    let (mut weir, file) = start(&sandbox, &[], &[]);
+    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
+        c["counts"]["completed"].as_u64() >= Some(1)
+    });
+    assert!(!complete_checkpoint_ids(&sandbox.checkpoint_dir()).is_empty());
+    let cancel = verb(
+        &sandbox,
+        &["cancel", sandbox.job_path().to_str().unwrap()],
+        &[],
+    );
+    cancel.assert_code(0, "weir cancel JOB_FILE");
+    weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
+    assert_eq!(
+        complete_checkpoint_ids(&sandbox.checkpoint_dir()),
+        Vec::<u64>::new(),
+        "on_cancel = \"delete\" removes the completed checkpoints"
+    );
+    assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
+}
+
+#[test]
+fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
+    const RECORDS: u64 = 20_000;
+    let sandbox = Sandbox::new("control-savepoint");
+    // No periodic checkpoint: nothing commits between the savepoint and the cancel, so the
+    // restored run's output is the whole output, each record once.
+    job(&sandbox, Some(RECORDS), 10_000.0, "off").write(&sandbox.job_path());
+    let (mut weir, file) = start(&sandbox, &[], &[]);
+    let dir = sandbox.checkpoint_dir();
+    let taken = verb(&sandbox, &["savepoint", dir.to_str().unwrap()], &[]);
+    taken.assert_code(0, "weir savepoint");
+    let savepoint = PathBuf::from(taken.stdout.trim());
+    assert!(
+        savepoint.join("_metadata").is_file(),
+        "{} is not a complete savepoint",
+        savepoint.display()
+    );
+    assert!(savepoint.starts_with(&dir), "{}", savepoint.display());
+    assert!(
+        taken
+            .stderr
+            .contains("restore with `weir run JOB --restore"),
+        "{}",
+        taken.stderr
+    );
+    let checkpoints = client(&file).get_json("/api/checkpoints").unwrap();
+    assert_eq!(
+        checkpoints["latest"]["savepoint"]["external_path"],
+        savepoint.to_str().unwrap()
+    );
+    assert!(
+        weir.try_exit().is_none(),
+        "the job goes on after a savepoint:\n{}",
+        weir.stderr()
+    );
+    verb(&sandbox, &["cancel", dir.to_str().unwrap()], &[]).assert_code(0, "weir cancel");
+    weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
+
+    let restore = savepoint.to_str().unwrap();
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", restore],
+        &sandbox.join("restore.log"),
+    );
+    ended.assert_code(0, "the run restored from the savepoint");
+    assert!(
+        ended.stderr.contains(&format!("restoring from {restore}")),
+        "{}",
+        ended.stderr
+    );
+    assert_exactly_once(
+        &committed_lines(&sandbox.out_dir()),
+        RECORDS,
+        "a savepoint taken with `weir savepoint`, then restored",
+    );
+}
+
+#[test]
+fn weir_stop_leaves_a_restorable_savepoint_and_the_job_exits_zero() {
+    const RECORDS: u64 = 20_000;
+    let sandbox = Sandbox::new("control-stop");
+    job(&sandbox, Some(RECORDS), 10_000.0, "100ms").write(&sandbox.job_path());
+    let (mut weir, file) = start(&sandbox, &[], &[]);
+    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
+        c["counts"]["completed"].as_u64() >= Some(1)
+    });
+    let stop = verb(
+        &sandbox,
+        &["stop", sandbox.checkpoint_dir().to_str().unwrap()],
+        &[],
+    );
+    stop.assert_code(0, "weir stop");
+    let savepoint = PathBuf::from(stop.stdout.trim());
+    assert!(
+        savepoint.join("_metadata").is_file(),
+        "{}",
+        savepoint.display()
+    );
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a job stopped with a savepoint");
+    assert!(
+        ended.stderr.lines().any(|l| l.trim_start()
+            == format!(
+                "savepoint:     {} (restore with --restore {0})",
+                savepoint.display()
+            )),
+        "the summary names the savepoint:\n{}",
+        ended.stderr
+    );
+    assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
+    let committed = committed_lines(&sandbox.out_dir()).len() as u64;
+    assert!(
+        0 < committed && committed < RECORDS,
+        "the stop should come mid-job: {committed} of {RECORDS} lines committed"
+    );
+
+    let restore = savepoint.to_str().unwrap();
+    run_cli(
+        &sandbox.job_path(),
+        &["--restore", restore],
+        &sandbox.join("restore.log"),
+    )
+    .assert_code(0, "the run restored from the stop's savepoint");
+    assert_exactly_once(
+        &committed_lines(&sandbox.out_dir()),
+        RECORDS,
+        "a stop with `weir stop`, then a restore",
+    );
+}
+
+#[test]
+fn off_loopback_requests_need_the_token_the_job_writes_to_control_json() {
+    let sandbox = Sandbox::new("control-token");
+    job(&sandbox, None, 2_000.0, "200ms").write(&sandbox.job_path());
+    let (weir, file) = start(&sandbox, &["--control", "0.0.0.0:0"], &[]);
+    let token = file.token.clone().expect("a token off loopback");
+    assert_eq!(token.len(), 32, "{token}");
+    assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(EndpointFile::path_in(&sandbox.checkpoint_dir()))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "only the owner may read the token");
+    }
+    assert!(
+        !weir.stderr().contains(&token),
+        "the token is not logged:\n{}",
+        weir.stderr()
+    );
+
+    let timeout = Some(Duration::from_secs(10));
+    let anonymous = ControlClient::new(&file.address, None).unwrap();
+    for path in ["/api/job", "/api/checkpoints", "/metrics"] {
+        let answer = anonymous.request(Method::GET, path, timeout).unwrap();
+        assert_eq!(answer.status, 401, "{path} without the token");
+        let error: Value = serde_json::from_str(&answer.body).unwrap();
+        assert!(
+            error["error"]
+                .as_str()
+                .unwrap()
+                .starts_with("this endpoint requires the job's token"),
+            "{}",
+            answer.body
+        );
+    }
+    let answer = anonymous
+        .request(Method::GET, &format!("/api/job?token={token}"), timeout)
+        .unwrap();
+    assert_eq!(answer.status, 200, "the token in the URL");
+    let wrong = ControlClient::new(&file.address, Some("0".repeat(32))).unwrap();
+    assert!(
+        wrong
+            .get_json("/api/job")
+            .unwrap_err()
+            .to_string()
+            .starts_with("wrong token")
+    );
+    assert_eq!(
+        client(&file).get_json("/api/job").unwrap()["status"],
+        "RUNNING"
+    );
+
+    let dir = sandbox.checkpoint_dir();
+    let status = verb(&sandbox, &["status", dir.to_str().unwrap()], &[]);
+    status.assert_code(0, "weir status reads the token from _control.json");
+    let status = verb(&sandbox, &["status", "--address", &file.address], &[]);
+    status.assert_code(4, "weir status --address without a token");
+    assert!(
+        status.stderr.contains("requires the job's token"),
+        "{}",
+        status.stderr
+    );
+    let status = verb(
+        &sandbox,
+        &["status", "--address", &file.address],
+        &[("WEIR_CONTROL_TOKEN", &token)],
+    );
+    status.assert_code(0, "weir status --address with WEIR_CONTROL_TOKEN");
+
+    verb(&sandbox, &["cancel", dir.to_str().unwrap()], &[]).assert_code(0, "weir cancel");
+    weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
+    assert!(!EndpointFile::path_in(&dir).exists());
+}
+
+#[test]
+fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
+    let sandbox = Sandbox::new("control-absent");
+    let dir = sandbox.checkpoint_dir();
+    fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.to_str().unwrap();
+
+    let absent = verb(&sandbox, &["status", dir_arg], &[]);
+    absent.assert_code(3, "no _control.json");
+    assert!(
+        absent.stderr.contains(&format!(
+            "no running job found in {dir_arg}: is it running? it writes {dir_arg}/_control.json \
+             while it runs"
+        )),
+        "{}",
+        absent.stderr
+    );
+
+    // A file left by a process that is gone (killed with SIGKILL, say).
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let closed_port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let stale = EndpointFile {
+        address: format!("http://127.0.0.1:{closed_port}"),
+        pid: dead_pid,
+        job: "gone".into(),
+        started: 0,
+        token: None,
+    };
+    stale.write(&dir).unwrap();
+    for name in ["status", "savepoint", "stop", "cancel"] {
+        let answer = verb(&sandbox, &[name, dir_arg], &[]);
+        answer.assert_code(3, name);
+        assert!(
+            answer.stderr.contains("_control.json is stale")
+                && answer.stderr.contains(&format!("process {dead_pid}")),
+            "{name}: {}",
+            answer.stderr
+        );
+    }
+    // A live process (this test's) that serves nothing there.
+    EndpointFile {
+        pid: std::process::id(),
+        ..stale.clone()
+    }
+    .write(&dir)
+    .unwrap();
+    let refused = verb(&sandbox, &["status", dir_arg], &[]);
+    refused.assert_code(3, "nothing answers");
+    assert!(
+        refused
+            .stderr
+            .contains("cannot connect to the control endpoint")
+            && refused.stderr.contains("is stale"),
+        "{}",
+        refused.stderr
+    );
+    let refused = verb(&sandbox, &["savepoint", "--address", &stale.address], &[]);
+    refused.assert_code(3, "savepoint --address of nothing");
+
+    let nowhere = verb(
+        &sandbox,
+        &["status", sandbox.join("nowhere").to_str().unwrap()],
+        &[],
+    );
+    nowhere.assert_code(3, "no such directory");
+    let bad = verb(&sandbox, &["status", "--address", "example.com:80"], &[]);
+    bad.assert_code(2, "not an address");
+    verb(&sandbox, &["status"], &[]).assert_code(2, "no target");
+}
+
+#[test]
+fn no_control_serves_nothing_and_writes_no_control_json() {
+    let sandbox = Sandbox::new("control-off");
+    job(&sandbox, Some(2_000), 20_000.0, "100ms").write(&sandbox.job_path());
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--no-control"],
+        &sandbox.join("run.log"),
+    );
+    ended.assert_code(0, "a job without a control endpoint");
+    assert!(
+        ended.stderr.contains("control endpoint off"),
+        "{}",
+        ended.stderr
+    );
+    assert!(
+        !ended.stderr.contains("control endpoint at"),
+        "{}",
+        ended.stderr
+    );
+    assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
+}
