@@ -276,7 +276,7 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
         if job["restarts"] == 1 { "" } else { "s" }
     ));
     line(format!(
-        "checkpoints  {}",
+        "directory    {}",
         text(&job["checkpoint_directory"])
     ));
     line(String::new());
