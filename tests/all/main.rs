@@ -16,6 +16,8 @@ mod checkpoints_cli;
 mod control;
 #[cfg(unix)]
 mod corrupt;
+#[cfg(unix)]
+mod dashboard;
 mod failover;
 #[cfg(unix)]
 mod isolation;

@@ -500,11 +500,12 @@
     fill('latest', h('dl', { class: 'latest' }, items));
   }
 
-  /** Minimum, average and maximum of duration, size and alignment. */
-  function renderSummary(summary) {
+  /** Minimum, average and maximum of duration, size and alignment ('–' before any completed). */
+  function renderSummary(summary, completed) {
     const row = (label, m, format) => h('tr', {},
       h('td', {}, label), h('td', {}, format(m.min)), h('td', {}, format(m.avg)), h('td', {}, format(m.max)));
     const empty = { min: null, avg: null, max: null };
+    if (!completed) summary = {};
     fill('summary', h('table', {},
       h('thead', {}, h('tr', {}, h('th', {}, 'Completed'), h('th', {}, 'min'), h('th', {}, 'avg'), h('th', {}, 'max'))),
       h('tbody', {},
@@ -655,10 +656,10 @@
   // ---------------------------------------------------------------------------
   // History table
 
-  /** What the note column says about a checkpoint. */
+  /** What the note column says about a checkpoint: why it failed, or where a savepoint is. */
   function checkpointNote(cp) {
     if (cp.failure_message) return cp.failure_message;
-    if (cp.external_path) return cp.external_path;
+    if (cp.is_savepoint && cp.external_path) return cp.external_path;
     if (cp.is_final) return 'final checkpoint';
     return '';
   }
@@ -684,12 +685,22 @@
     h('td', { class: 'note' }, checkpointNote(cp)));
   }
 
+  /** Tasks in the order of the job graph's vertices, then by subtask. */
+  function inGraphOrder(tasks) {
+    const vertices = state.job ? state.job.vertices.map((v) => v.name) : [];
+    const rank = (t) => {
+      const i = vertices.indexOf(t.vertex);
+      return i < 0 ? vertices.length : i;
+    };
+    return tasks.slice().sort((a, b) => rank(a) - rank(b) || a.subtask - b.subtask);
+  }
+
   /** The per-task table of one checkpoint's details. */
   function taskTable(tasks) {
     const head = ['Task', 'Acknowledged', 'End to end', 'Sync', 'Async', 'Alignment', 'State size'];
     return h('table', { class: 'tasks' },
       h('thead', {}, h('tr', {}, head.map((title) => h('th', {}, title)))),
-      h('tbody', {}, tasks.map((t) => h('tr', { 'data-task': t.vertex + '#' + t.subtask },
+      h('tbody', {}, inGraphOrder(tasks).map((t) => h('tr', { 'data-task': t.vertex + '#' + t.subtask },
         h('td', {}, t.vertex + '#' + t.subtask),
         h('td', {}, fmtClock(t.ack_timestamp)),
         h('td', {}, fmtDuration(t.end_to_end_duration)),
@@ -935,7 +946,7 @@
       const now = job ? job.now : Date.now();
       renderCounts(cps.counts || {});
       renderLatest(cps.latest || {}, now);
-      renderSummary(cps.summary || {});
+      renderSummary(cps.summary || {}, cps.counts && cps.counts.completed);
       renderChart(cps.history || []);
       renderHistory(cps.history || [], now);
       for (const id of state.expanded) loadDetails(id);
