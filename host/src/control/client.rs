@@ -294,12 +294,9 @@ mod tests {
 
     #[test]
     fn a_closed_port_is_unreachable() {
-        // Bind then drop a listener: its port is free, and nothing listens on it.
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // Port 1 (tcpmux) has no listener here, and the system never hands it out for port 0:
+        // unlike a port just freed, no other test's server can take it meanwhile.
+        let port = 1;
         let client = ControlClient::new(&format!("http://127.0.0.1:{port}"), None).unwrap();
         let error = client.get_json("/api/job").unwrap_err();
         assert!(error.is_unreachable(), "{error}");
