@@ -36,8 +36,9 @@ pub(crate) struct RunArgs {
     no_module_cache: bool,
     /// Serve the control endpoint (status, metrics, dashboard, savepoint/stop/cancel) on this
     /// address instead of the job file's `[control] address` (default 127.0.0.1:0, a free
-    /// port). Off loopback, requests need a token: $WEIR_CONTROL_TOKEN, or one generated and
-    /// written to the checkpoint directory's _control.json.
+    /// port), even if the job file turns it off. Off loopback, requests need a token:
+    /// $WEIR_CONTROL_TOKEN, or one generated and written to the checkpoint directory's
+    /// _control.json.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_control_address)]
     control: Option<SocketAddr>,
     /// Serve no control endpoint (`weir status`, `savepoint`, `stop`, `cancel` then cannot
@@ -89,7 +90,7 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     let name = job.name.clone();
     let checkpoint_dir = job.checkpoint.directory.clone();
     let control = ControlSettings {
-        enabled: job.control.enabled && !args.no_control,
+        enabled: (job.control.enabled || args.control.is_some()) && !args.no_control,
         address: args.control.unwrap_or(job.control.address),
         job: job.clone(),
     };
