@@ -10,6 +10,7 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -158,7 +159,7 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> String {
 /// `POST path` to the endpoint at `address` (`http://HOST:PORT`); returns the answer's body,
 /// failing unless the status is 200.
 fn post(address: &str, path: &str) -> String {
-    use std::io::{Read, Write};
+    use std::io::Read;
     let host = address
         .strip_prefix("http://")
         .unwrap_or_else(|| panic!("the control address {address} is not http://HOST:PORT"));
@@ -202,7 +203,10 @@ fn browser_or_skip() -> Option<PathBuf> {
             "no chromium, chromium-browser or google-chrome on the PATH; CI must have one: \
              scripts/test.sh installs it with scripts/ensure-chromium.sh"
         );
-        eprintln!(
+        // Straight to stderr, not through `eprintln!`, which the test harness captures and
+        // shows only for failing tests: a skip must be seen.
+        let _ = writeln!(
+            std::io::stderr().lock(),
             "\n################################################################################\n\
              SKIPPED the dashboard browser test: no chromium, chromium-browser or google-chrome\n\
              on the PATH. Run scripts/ensure-chromium.sh (as root) to install Debian's chromium.\n\
