@@ -687,7 +687,7 @@
 
   /** Tasks in the order of the job graph's vertices, then by subtask. */
   function inGraphOrder(tasks) {
-    const vertices = state.job ? state.job.vertices.map((v) => v.name) : [];
+    const vertices = ((state.job && state.job.vertices) || []).map((v) => v.name);
     const rank = (t) => {
       const i = vertices.indexOf(t.vertex);
       return i < 0 ? vertices.length : i;
