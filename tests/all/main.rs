@@ -2,6 +2,7 @@
 //! and the host are built once for all of them.
 
 mod guests;
+mod image_rewrite;
 mod languages;
 mod report;
 mod support;

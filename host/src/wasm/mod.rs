@@ -41,6 +41,7 @@
 
 mod engine;
 mod error;
+pub mod image;
 mod imports;
 mod instance;
 mod limits;
