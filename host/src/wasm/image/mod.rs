@@ -23,6 +23,7 @@
 //! The reserved export names and what an image-mode module must not do are normative in
 //! `docs/ABI.md` §14.
 
+pub mod delta;
 pub mod format;
 pub mod rewrite;
 
