@@ -10,6 +10,7 @@ use std::time::Duration;
 use wasmtime::{Cache, CacheConfig, Config, Engine, Linker, Strategy};
 
 use super::error::{EngineError, ModuleError, ModuleProblem};
+use super::image::StateCapture;
 use super::imports;
 use super::limits::GuestLimits;
 use super::module::OperatorModule;
@@ -111,19 +112,41 @@ impl WasmEngine {
     /// Reads, compiles and checks the module in the file at `path` (binary `.wasm` or `.wat`
     /// text). Errors name the path.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<OperatorModule, ModuleError> {
+        self.load_file_capturing(path, StateCapture::Exports)
+    }
+
+    /// Like [`load_file`](Self::load_file), with instances checkpointed as `capture` says: a
+    /// module checkpointed as an image is rewritten to export its memories and mutable globals,
+    /// or refused, naming why an image cannot capture it.
+    pub fn load_file_capturing(
+        &self,
+        path: impl AsRef<Path>,
+        capture: StateCapture,
+    ) -> Result<OperatorModule, ModuleError> {
         let path = path.as_ref();
         let name = path.display().to_string();
         let bytes = std::fs::read(path).map_err(|e| ModuleError {
             module: name.clone(),
             problem: ModuleProblem::Io(e),
         })?;
-        self.load_bytes(&name, &bytes)
+        self.load_bytes_capturing(&name, &bytes, capture)
     }
 
     /// Compiles and checks the module in `bytes` (binary or WAT text); `name` identifies it in
-    /// errors.
+    /// errors. Its instances are checkpointed through its own exports
+    /// ([`StateCapture::Exports`]).
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
-        OperatorModule::compile(self, name, bytes)
+        self.load_bytes_capturing(name, bytes, StateCapture::Exports)
+    }
+
+    /// Like [`load_bytes`](Self::load_bytes), with instances checkpointed as `capture` says.
+    pub fn load_bytes_capturing(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+    ) -> Result<OperatorModule, ModuleError> {
+        OperatorModule::compile(self, name, bytes, capture)
     }
 
     /// How many modules this engine loaded from its cache of compiled modules, and how many it

@@ -138,6 +138,12 @@ pub enum GuestFailure {
         /// The export that was running.
         call: &'static str,
     },
+    /// Taking or writing back an image of the instance failed: the image is corrupt, comes
+    /// from another module, or does not fit the instance's limits.
+    Image {
+        /// What went wrong, naming the memory, global or hash concerned.
+        message: String,
+    },
     /// A non-empty state was to be restored into a module that exports no `weir_restore`.
     NoRestoreExport {
         /// Length of the state, in bytes.
@@ -270,6 +276,7 @@ impl fmt::Display for GuestFailure {
                     "guest called `{import}` during {call}; it is allowed only during {allowed}"
                 )
             }
+            GuestFailure::Image { message } => write!(f, "image checkpoint: {message}"),
             GuestFailure::NoRestoreExport { state_len } => write!(
                 f,
                 "cannot restore a state of {state_len} bytes: the module exports no {} (was it \
@@ -402,6 +409,13 @@ pub enum ModuleProblem {
         call: &'static str,
         /// How it failed.
         failure: GuestFailure,
+    },
+    /// The job asks for image checkpoints of the module (`checkpoint = "image"`, or `"auto"`
+    /// without snapshot exports), and an image cannot capture its state.
+    #[error("cannot be checkpointed: {message}")]
+    ImageRefused {
+        /// Why, naming every reason and the fix.
+        message: String,
     },
     /// wasmtime could not link the module although it passed validation.
     #[error("cannot be linked: {message}")]

@@ -8,8 +8,11 @@ use weir_abi::{ABI_VERSION, InitMessage, exports};
 
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, classify};
+use super::image::capture::ImageExports;
+use super::image::format::decode_full;
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState, INITIALIZE};
+use crate::checkpoint::CheckpointId;
 
 /// Who an instance is: what the init message tells the guest, and what errors name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +59,12 @@ pub struct GuestInstance {
     failed: Option<&'static str>,
     /// Keeps the epoch ticker running and knows the limits.
     engine: WasmEngine,
+    /// The module it is an instance of: a restore from an image starts a fresh instance.
+    module: OperatorModule,
+    /// Its memories and mutable globals, when it is checkpointed as an image.
+    image: Option<ImageExports>,
+    /// The size of the last image taken, to size the next one's buffer.
+    last_image_len: usize,
 }
 
 impl fmt::Debug for GuestInstance {
@@ -71,9 +80,13 @@ impl fmt::Debug for GuestInstance {
 impl GuestInstance {
     /// Instantiates `module`, runs `_initialize` if exported and checks the ABI version: the
     /// instance is then ready for `weir_init`.
+    ///
+    /// With `initialize` false, `_initialize` is not run: for an instance an image is about to
+    /// be written into.
     pub(crate) fn start(
         module: &OperatorModule,
         context: InstanceContext,
+        initialize: bool,
     ) -> Result<Self, GuestError> {
         let engine = module.engine().clone();
         let limits = *engine.limits();
@@ -112,6 +125,18 @@ impl GuestInstance {
         })?;
         store.data_mut().memory = Some(memory);
 
+        let image = match module.image() {
+            Some(layout) => Some(ImageExports::lookup(layout, &instance, &mut store).map_err(
+                |e| {
+                    let failure = GuestFailure::Instantiation {
+                        message: e.to_string(),
+                    };
+                    failed(Call::Instantiate, failure, None)
+                },
+            )?),
+            None => None,
+        };
+
         let mut guest = GuestInstance {
             context,
             store,
@@ -120,8 +145,14 @@ impl GuestInstance {
             capabilities: module.capabilities(),
             failed: None,
             engine,
+            module: module.clone(),
+            image,
+            last_image_len: 0,
         };
-        if let Some(initialize) = guest.funcs.initialize.clone() {
+        if !initialize {
+            // Restoring an image: the image holds what `_initialize` did, and running it again
+            // over the restored memory would redo it (C constructors, allocator set-up).
+        } else if let Some(initialize) = guest.funcs.initialize.clone() {
             guest.run(Call::Initialize, &initialize, ())?;
         }
         let version = guest.run_export(Call::AbiVersion, |f| &f.abi_version, ())?;
@@ -192,9 +223,30 @@ impl GuestInstance {
     }
 
     /// Runs `weir_snapshot` for `checkpoint_id` and returns the state it saved; an empty state
-    /// when the module has no `weir_snapshot`.
+    /// when the module has no `weir_snapshot`. An instance checkpointed as an image returns its
+    /// image instead (docs/CHECKPOINTS.md), without running guest code.
     pub fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<u8>, GuestError> {
         self.check_ready(Call::Snapshot)?;
+        if let Some(image) = &self.image {
+            let mut out = Vec::with_capacity(self.last_image_len);
+            let taken = image.take(&mut self.store, CheckpointId(checkpoint_id), &mut out);
+            if let Err(e) = taken {
+                let failure = GuestFailure::Image {
+                    message: e.to_string(),
+                };
+                return Err(self.poison(Call::Snapshot, failure, None));
+            }
+            let limit = self.engine.limits().max_state_bytes;
+            if out.len() > limit {
+                return Err(self.poison(
+                    Call::Snapshot,
+                    GuestFailure::StateTooLarge { limit },
+                    None,
+                ));
+            }
+            self.last_image_len = out.len();
+            return Ok(out);
+        }
         let Some(snapshot) = self.funcs.snapshot.clone() else {
             return Ok(Vec::new());
         };
@@ -214,6 +266,9 @@ impl GuestInstance {
     /// `weir_restore`; a non-empty one then fails with [`GuestFailure::NoRestoreExport`].
     pub fn restore(&mut self, state: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
+        if self.image.is_some() {
+            return self.restore_image(state);
+        }
         let Some(restore) = self.funcs.restore.clone() else {
             if state.is_empty() {
                 return Ok(());
@@ -226,6 +281,37 @@ impl GuestInstance {
         let (ptr, len) = self.write_buffer(state)?;
         let status = self.run(Call::Restore, &restore, (ptr, len))?;
         self.check_status(Call::Restore, status)
+    }
+
+    /// Replaces this instance by a fresh one holding the image `state` (nothing for an empty
+    /// state: the fresh start it already is). The fresh instance runs neither `_initialize` nor
+    /// `weir_init`: the image holds what they did.
+    fn restore_image(&mut self, state: &[u8]) -> Result<(), GuestError> {
+        if state.is_empty() {
+            return Ok(());
+        }
+        let image = match decode_full(state) {
+            Ok(image) => image,
+            Err(e) => {
+                let failure = GuestFailure::Image {
+                    message: e.to_string(),
+                };
+                return Err(self.poison(Call::Restore, failure, None));
+            }
+        };
+        let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
+        let applied = match fresh.image.clone() {
+            Some(exports) => exports
+                .apply(&mut fresh.store, &image)
+                .map_err(|e| e.to_string()),
+            None => Err("the module is not checkpointed as an image".to_string()),
+        };
+        if let Err(message) = applied {
+            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        }
+        fresh.last_image_len = state.len();
+        *self = fresh;
+        Ok(())
     }
 
     /// Tells the guest that every checkpoint up to `checkpoint_id` is complete, through

@@ -54,6 +54,7 @@ mod tests;
 
 pub use engine::{EPOCH_TICK, WasmEngine};
 pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProblem};
+pub use image::StateCapture;
 pub use imports::provided_imports;
 pub use instance::{GuestInstance, InstanceContext};
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};

@@ -9,6 +9,9 @@ use weir_abi::exports;
 
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
+use super::image::StateCapture;
+use super::image::capture::{PrepareError, prepare};
+use super::image::rewrite::ImageLayout;
 use super::imports::PROVIDED;
 use super::instance::{GuestInstance, InstanceContext};
 use super::signature::{Signature, describe};
@@ -58,6 +61,9 @@ pub struct OperatorModule {
     pre: InstancePre<GuestState>,
     /// Which optional exports it has.
     capabilities: Capabilities,
+    /// How its instances are checkpointed as images, when they are; `None` when checkpoints
+    /// go through the guest's exports.
+    image: Option<Arc<ImageLayout>>,
     /// The engine it was compiled for; keeps the epoch ticker alive.
     engine: WasmEngine,
 }
@@ -73,17 +79,26 @@ impl fmt::Debug for OperatorModule {
 
 impl OperatorModule {
     /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
-    /// version, read from a throwaway instance under the usual limits.
+    /// version, read from a throwaway instance under the usual limits. Under `capture`, a
+    /// module checkpointed as an image is first analysed and rewritten (see
+    /// [`image`](super::image)).
     pub(crate) fn compile(
         engine: &WasmEngine,
         name: &str,
         bytes: &[u8],
+        capture: StateCapture,
     ) -> Result<Self, ModuleError> {
         let refuse = |problem| ModuleError {
             module: name.to_string(),
             problem,
         };
-        let module = Module::new(engine.engine(), bytes).map_err(|e| {
+        let prepared = prepare(bytes, capture).map_err(|e| {
+            refuse(match e {
+                PrepareError::Parse(message) => ModuleProblem::Compile { message },
+                PrepareError::Refused(message) => ModuleProblem::ImageRefused { message },
+            })
+        })?;
+        let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| {
             refuse(ModuleProblem::Compile {
                 message: format!("{e:#}"),
             })
@@ -98,6 +113,7 @@ impl OperatorModule {
             name: name.into(),
             pre,
             capabilities,
+            image: prepared.image,
             engine: engine.clone(),
         };
         operator.check_abi_version().map_err(refuse)?;
@@ -115,7 +131,7 @@ impl OperatorModule {
         context: InstanceContext,
         config: &[u8],
     ) -> Result<GuestInstance, GuestError> {
-        let mut instance = GuestInstance::start(self, context)?;
+        let mut instance = GuestInstance::start(self, context, true)?;
         instance.init(config)?;
         Ok(instance)
     }
@@ -128,6 +144,17 @@ impl OperatorModule {
     /// Which optional exports the module has.
     pub fn capabilities(&self) -> Capabilities {
         self.capabilities
+    }
+
+    /// What an image of its instances holds, when they are checkpointed as images (`None`:
+    /// through the guest's `weir_snapshot` and `weir_restore`).
+    pub fn image_layout(&self) -> Option<&ImageLayout> {
+        self.image.as_deref()
+    }
+
+    /// The image layout, shared, for instances.
+    pub(crate) fn image(&self) -> Option<&Arc<ImageLayout>> {
+        self.image.as_ref()
     }
 
     /// The pre-linked instance template.
@@ -148,7 +175,7 @@ impl OperatorModule {
             subtask: 0,
             parallelism: 1,
         };
-        match GuestInstance::start(self, context) {
+        match GuestInstance::start(self, context, true) {
             Ok(_) => Ok(()),
             Err(GuestError {
                 failure: GuestFailure::AbiVersion { guest, host },

@@ -1352,3 +1352,179 @@ fn an_unusable_cache_directory_is_refused_naming_it_and_the_ways_out() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Image checkpoints
+
+/// A guest with no snapshot exports whose state is in a mutable global (batches seen) and in
+/// memory (records seen, which `_initialize` sets to `INITIAL`); every batch grows its memory
+/// by a page and emits one record whose value is the two counters, 4 bytes each.
+fn image_guest(initial: u32) -> String {
+    format!(
+        r#"(module
+  (import "weir" "emit" (func $emit (param i32 i32)))
+  (memory (export "memory") 1)
+  (global $batches (mut i32) (i32.const 0))
+  (func (export "weir_abi_version") (result i32) (i32.const 1))
+  (func (export "weir_alloc") (param i32) (result i32) (i32.const 4096))
+  (func (export "_initialize") (i32.store (i32.const 0) (i32.const {initial})))
+  (func (export "weir_process") (param $ptr i32) (param $len i32) (result i32)
+    (global.set $batches (i32.add (global.get $batches) (i32.const 1)))
+    (i32.store (i32.const 0) (i32.add (i32.load (i32.const 0)) (i32.load (local.get $ptr))))
+    (drop (memory.grow (i32.const 1)))
+    (i32.store (i32.const 1024) (i32.const 1))
+    (i32.store (i32.const 1028) (i32.const 0))
+    (i64.store (i32.const 1032) (i64.const 0))
+    (i32.store (i32.const 1040) (i32.const 0))
+    (i32.store (i32.const 1044) (i32.const 8))
+    (i32.store (i32.const 1048) (global.get $batches))
+    (i32.store (i32.const 1052) (i32.load (i32.const 0)))
+    (call $emit (i32.const 1024) (i32.const 32))
+    (i32.const 0)))"#
+    )
+}
+
+/// The two counters `image_guest` emits for one batch of `records` records.
+fn image_counters(instance: &mut GuestInstance, records: usize) -> (u32, u32) {
+    let input: Vec<(&str, &str, i64)> = (0..records).map(|_| ("k", "v", 1)).collect();
+    let output = rows(&instance.process(&batch(0, &input)).unwrap());
+    let [(_, value, _)] = output.as_slice() else {
+        panic!("expected one record, got {output:?}");
+    };
+    let word = |i: usize| u32::from_le_bytes(value[i..i + 4].try_into().unwrap());
+    (word(0), word(4))
+}
+
+fn load_capturing(engine: &WasmEngine, source: &str, capture: StateCapture) -> OperatorModule {
+    engine
+        .load_bytes_capturing("image.wat", source.as_bytes(), capture)
+        .unwrap()
+}
+
+#[test]
+fn an_image_restores_memory_and_globals_without_running_initialize_again() {
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(1000), StateCapture::Auto);
+    let layout = module
+        .image_layout()
+        .expect("no snapshot exports: an image");
+    assert_eq!((layout.memories.len(), layout.globals.len()), (1, 1));
+
+    let mut original = module.instantiate(context(0), b"").unwrap();
+    assert_eq!(image_counters(&mut original, 3), (1, 1003));
+    assert_eq!(image_counters(&mut original, 2), (2, 1005));
+    let image = original.snapshot(7).unwrap();
+    assert!(
+        image.len() > 3 * 65536,
+        "three pages of memory: {}",
+        image.len()
+    );
+
+    let mut restored = module.instantiate(context(0), b"").unwrap();
+    restored.restore(&image).unwrap();
+    // 1006, not 1001: the restored memory was not initialised again.
+    assert_eq!(image_counters(&mut restored, 1), (3, 1006));
+    assert_eq!(
+        image_counters(&mut original, 1),
+        (3, 1006),
+        "as if never interrupted"
+    );
+
+    let mut fresh = module.instantiate(context(0), b"").unwrap();
+    fresh.restore(&[]).unwrap();
+    assert_eq!(
+        image_counters(&mut fresh, 1),
+        (1, 1001),
+        "an empty state is a fresh start"
+    );
+}
+
+#[test]
+fn exports_mode_takes_no_image_and_auto_prefers_the_guests_exports() {
+    let engine = engine();
+    let exports = load_capturing(&engine, &image_guest(0), StateCapture::Exports);
+    assert!(exports.image_layout().is_none());
+    let mut instance = exports.instantiate(context(0), b"").unwrap();
+    image_counters(&mut instance, 1);
+    assert!(
+        instance.snapshot(1).unwrap().is_empty(),
+        "no weir_snapshot: empty"
+    );
+
+    let count = std::fs::read(count_path()).unwrap();
+    let auto = engine
+        .load_bytes_capturing("count.wat", &count, StateCapture::Auto)
+        .unwrap();
+    assert!(auto.image_layout().is_none(), "count exports weir_snapshot");
+    let image = engine
+        .load_bytes_capturing("count.wat", &count, StateCapture::Image)
+        .unwrap();
+    assert!(
+        image.image_layout().is_some(),
+        "image mode overrides the exports"
+    );
+}
+
+#[test]
+fn an_image_of_another_module_or_a_damaged_one_is_refused_by_name() {
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
+    let mut original = module.instantiate(context(0), b"").unwrap();
+    image_counters(&mut original, 1);
+    let image = original.snapshot(1).unwrap();
+
+    let other = load_capturing(&engine, &image_guest(2000), StateCapture::Image);
+    let mut target = other.instantiate(context(0), b"").unwrap();
+    let err = target.restore(&image).unwrap_err();
+    assert!(matches!(err.failure, GuestFailure::Image { .. }), "{err}");
+    let (theirs, ours) = (
+        module.image_layout().unwrap().module_hash.0,
+        other.image_layout().unwrap().module_hash.0,
+    );
+    let message = err.to_string();
+    assert!(
+        message.contains(&format!("{theirs:032x}")) && message.contains(&format!("{ours:032x}")),
+        "names both hashes: {message}"
+    );
+
+    for at in [0, 40, image.len() / 2, image.len() - 1] {
+        let mut damaged = image.clone();
+        damaged[at] ^= 0x10;
+        let mut target = module.instantiate(context(0), b"").unwrap();
+        let err = target.restore(&damaged).unwrap_err();
+        assert!(
+            matches!(err.failure, GuestFailure::Image { .. }),
+            "byte {at}: {err}"
+        );
+        assert!(target.is_poisoned());
+    }
+}
+
+#[test]
+fn a_module_an_image_cannot_capture_is_refused_naming_the_reason() {
+    let table_writer = fixture(
+        r#"(table 1 funcref)
+           (func $f)
+           (func (export "weir_process") (param i32 i32) (result i32)
+             (table.set (i32.const 0) (ref.func $f))
+             (i32.const 0))
+           (elem declare func $f)"#,
+    );
+    for capture in [StateCapture::Image, StateCapture::Auto] {
+        let err = engine()
+            .load_bytes_capturing("tables.wat", table_writer.as_bytes(), capture)
+            .unwrap_err();
+        assert!(
+            matches!(err.problem, ModuleProblem::ImageRefused { .. }),
+            "{err}"
+        );
+        let message = err.to_string();
+        assert!(
+            message.contains("table.set") && message.contains("checkpoint = \"exports\""),
+            "{message}"
+        );
+    }
+    engine()
+        .load_bytes_capturing("tables.wat", table_writer.as_bytes(), StateCapture::Exports)
+        .expect("exports mode does not look at tables");
+}

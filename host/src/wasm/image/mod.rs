@@ -23,9 +23,12 @@
 //! The reserved export names and what an image-mode module must not do are normative in
 //! `docs/ABI.md` §14.
 
+pub mod capture;
 pub mod delta;
 pub mod format;
 pub mod rewrite;
+
+pub use capture::StateCapture;
 
 #[cfg(test)]
 mod tests;
