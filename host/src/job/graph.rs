@@ -23,6 +23,7 @@ use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::control::ControlConfig;
 use crate::dataflow::TaskId;
+pub use crate::wasm::image::StateCapture;
 
 /// A validated job: its vertices, the edges between them and its settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -111,6 +112,8 @@ pub struct Operator {
     pub config: Vec<u8>,
     /// The job's `[limits]` with this operator's `limits` applied.
     pub limits: Limits,
+    /// How checkpoints capture its state (`checkpoint`).
+    pub state_capture: StateCapture,
 }
 
 /// A sink and its settings.
@@ -375,6 +378,8 @@ impl Job {
                     inputs,
                     limits: (operator.limits != self.limits)
                         .then(|| limits_spec(&operator.limits, Some(&self.limits))),
+                    checkpoint: (operator.state_capture != StateCapture::default())
+                        .then(|| unspanned(operator.state_capture.as_str().to_string())),
                 }),
                 VertexKind::Sink(kind) => {
                     let (kind, path) = match kind {

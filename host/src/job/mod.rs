@@ -33,7 +33,9 @@ mod validate;
 mod tests;
 
 pub use error::{JobError, Location, Problem};
-pub use graph::{Edge, Job, Operator, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
+pub use graph::{
+    Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+};
 pub use limits::Limits;
 pub use restart::RestartStrategy;
 pub use spec::JobSpec;

@@ -194,6 +194,9 @@ pub struct OperatorSpec {
     /// `limits`: overrides of the job's `[limits]`, key by key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
+    /// `checkpoint`: `"exports"`, `"image"` or `"auto"` (the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Spanned<String>>,
 }
 
 /// A `[[sink]]` table. Which keys apply depends on `type`.

@@ -108,6 +108,7 @@ module = "/opt/weir/join.wasm"
 parallelism = 4
 inputs = [{ from = "split", partition = "key-hash" }, { from = "numbers", partition = "broadcast" }]
 limits = { call_timeout = "1s", max_state = "16MiB" }
+checkpoint = "image"
 
 [[sink]]
 name = "files"
@@ -381,7 +382,8 @@ fn complete_job_reads_every_key() {
             module: "/jobs/split.wasm".into(),
             module_line: 45,
             config: b"lowercase=true".to_vec(),
-            limits: job_limits
+            limits: job_limits,
+            state_capture: StateCapture::Auto,
         }
     );
     let join = job.vertex("join").unwrap().operator().unwrap();
@@ -466,6 +468,55 @@ fn control_defaults_to_on_and_loopback_with_a_port_the_system_picks() {
         !job(MINIMAL).to_toml().contains("[control]"),
         "the default is not written"
     );
+}
+
+#[test]
+fn an_operator_says_how_its_state_is_checkpointed() {
+    let complete = job(COMPLETE);
+    let join = complete.vertex("join").unwrap().operator().unwrap();
+    assert_eq!(join.state_capture, StateCapture::Image);
+    assert!(complete.to_toml().contains("checkpoint = \"image\""));
+    let operator = |value: &str| {
+        format!(
+            "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"op\"]\n\
+             [[operator]]\nname = \"op\"\nmodule = \"op.wasm\"\ninputs = [\"in\"]\n{value}"
+        )
+    };
+    let default = job(&operator(""));
+    assert_eq!(
+        default
+            .vertex("op")
+            .unwrap()
+            .operator()
+            .unwrap()
+            .state_capture,
+        StateCapture::Auto
+    );
+    assert!(
+        !default.to_toml().contains("checkpoint ="),
+        "the default is not written"
+    );
+    let exports = job(&operator("checkpoint = \"exports\"\n"));
+    assert_eq!(
+        exports
+            .vertex("op")
+            .unwrap()
+            .operator()
+            .unwrap()
+            .state_capture,
+        StateCapture::Exports
+    );
+    let text = operator("checkpoint = \"memory\"\n");
+    let (line, key, was) = bad_value(&text);
+    assert_eq!(
+        (line, key.as_str(), was.as_str()),
+        (13, "`checkpoint` of operator \"op\"", "\"memory\"")
+    );
+    let message = parse(&text).unwrap_err().to_string();
+    assert!(message.contains("\"exports\""), "{message}");
+    assert!(message.contains("\"image\""), "{message}");
+    assert!(message.contains("\"auto\""), "{message}");
 }
 
 #[test]

@@ -13,7 +13,9 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::error::{JobError, Location, Problem};
-use super::graph::{Edge, Job, Operator, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
+use super::graph::{
+    Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+};
 use super::limits::Limits;
 use super::restart::RestartStrategy;
 use super::spec::{
@@ -832,6 +834,18 @@ impl Validator<'_> {
             })?,
             None => *job_limits,
         };
+        let state_capture = match &spec.checkpoint {
+            None => StateCapture::default(),
+            Some(value) => value.get_ref().parse().map_err(|()| {
+                self.bad_value(
+                    value.span(),
+                    vertex_key("checkpoint", "operator", name),
+                    format!("{:?}", value.get_ref()),
+                    "\"exports\" (the guest's weir_snapshot/weir_restore), \"image\" (a copy of \
+                     its memory and globals) or \"auto\" (exports if it has them, else an image)",
+                )
+            })?,
+        };
         let operator = Operator {
             module: self.path(module, vertex_key("module", "operator", name))?,
             module_line: self.line(&module.span()),
@@ -841,6 +855,7 @@ impl Validator<'_> {
                 .map(String::into_bytes)
                 .unwrap_or_default(),
             limits,
+            state_capture,
         };
         Ok(Draft {
             vertex: Vertex {

@@ -95,7 +95,14 @@ impl JobRunner {
                     engine
                 }
             };
-            let module = engine.load_file(&op.module)?;
+            let module = engine.load_file_capturing(&op.module, op.state_capture)?;
+            if module.image_layout().is_some() {
+                tracing::info!(
+                    "operator `{}`: checkpoints take an image of its memory and globals (checkpoint = \"{}\")",
+                    vertex.name,
+                    op.state_capture.as_str()
+                );
+            }
             if !op.config.is_empty() && !module.capabilities().init {
                 return Err(RunError::Setup(format!(
                     "operator `{}` has a config, but its module {} exports no weir_init to receive \
