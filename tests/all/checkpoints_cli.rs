@@ -291,11 +291,12 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     fs::write(&damaged, bytes).unwrap();
     let failed = checkpoints(&sandbox, &["verify", text(&dir)]);
     failed.assert_code(1, "weir checkpoints verify with a flipped byte");
+    // Which check catches the flip (the checksum, or the frame's length or version fields of
+    // a small file) depends on where the middle byte falls; the problem must name the file.
     assert!(
-        failed.stdout.contains(&format!(
-            "  problem: state file {}: checksum mismatch",
-            damaged.display()
-        )),
+        failed
+            .stdout
+            .contains(&format!("  problem: state file {}: ", damaged.display())),
         "{}",
         failed.stdout
     );

@@ -642,6 +642,9 @@ fn corpus_job(sandbox: &Sandbox, case: &Case) -> PathBuf {
     let mut job = JobFile::new("isolation")
         .generator("gen", &generator)
         .operator("bad", &module, 1, config, ("gen", "forward"))
+        // The corpus is about the guest's own calls, its snapshot exports among them; an image
+        // would refuse the table bomb at load time instead of failing it when it runs.
+        .state_capture("exports")
         .file_sink("out", &sandbox.out_dir(), 1, ("bad", "forward"))
         .restart(RESTART);
     if case.checkpoints {

@@ -105,7 +105,22 @@ fn plan(rng: &mut Rng, per_point: u64) -> Vec<(KillPoint, u64)> {
 
 #[test]
 fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
-    let per_point = number_from_env("WEIR_KILL_POINT_ROUNDS", DEFAULT_ROUNDS_PER_POINT).max(1);
+    kill_at_every_named_point("exports", DEFAULT_ROUNDS_PER_POINT);
+}
+
+/// The same with `count` checkpointed as an image of its memory and globals
+/// (`checkpoint = "image"`), against a reference run through its snapshot exports: half the
+/// rounds per point by default, the other test covering the protocol itself.
+#[test]
+fn kill_at_every_named_point_with_image_checkpoints_commits_exactly_the_undisturbed_output() {
+    kill_at_every_named_point("image", DEFAULT_ROUNDS_PER_POINT / 2);
+}
+
+/// Kills the two-input job at every named point, each `per_point` rounds unless
+/// `WEIR_KILL_POINT_ROUNDS` says otherwise, with its operator checkpointed as `capture` says;
+/// then checks the committed output against an undisturbed run.
+fn kill_at_every_named_point(capture: &str, per_point: u64) {
+    let per_point = number_from_env("WEIR_KILL_POINT_ROUNDS", per_point).max(1);
     let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED);
     let mut rng = Rng::new(seed);
     let rounds = plan(&mut rng, per_point);
@@ -130,12 +145,14 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
 
     let chaos = Sandbox::new("kill-points-chaos");
     let job = chaos.job_path();
-    two_input_count(&chaos, records, Some(RATE)).write(&job);
+    two_input_count(&chaos, records, Some(RATE))
+        .state_capture(capture)
+        .write(&job);
     let mut done: Vec<Round> = Vec::new();
     let history = |done: &[Round]| {
         let mut text = format!(
-            "seed {seed}, {per_point} rounds per point (repeat with WEIR_CHAOS_SEED={seed} \
-             WEIR_KILL_POINT_ROUNDS={per_point})"
+            "checkpoint = {capture:?}, seed {seed}, {per_point} rounds per point (repeat with \
+             WEIR_CHAOS_SEED={seed} WEIR_KILL_POINT_ROUNDS={per_point})"
         );
         for r in done {
             text.push_str("\n  ");
@@ -215,7 +232,12 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
         report::record(&report::Row {
             area: "chaos",
             scenario: &format!(
-                "SIGKILL at kill point `{point}` (two-input job, key-hash, p=2/3, file sink)"
+                "SIGKILL at kill point `{point}` (two-input job, key-hash, p=2/3, file sink{})",
+                if capture == "image" {
+                    ", image checkpoints"
+                } else {
+                    ""
+                }
             ),
             rounds: *n,
             faults: &format!("{n} kills at `{point}` out of {per_point} planned"),

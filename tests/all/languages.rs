@@ -12,7 +12,8 @@ use std::io::Write as _;
 use std::path::Path;
 
 use weir::wasm::{
-    GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule, WasmEngine,
+    GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule, StateCapture,
+    WasmEngine,
 };
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
@@ -55,10 +56,10 @@ struct Guest {
 }
 
 impl Guest {
-    fn load(name: &'static str, path: &str) -> Guest {
+    fn load(name: &'static str, path: &str, capture: StateCapture) -> Guest {
         let engine = WasmEngine::new(GuestLimits::default()).unwrap();
         let module = engine
-            .load_file(path)
+            .load_file_capturing(path, capture)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         Guest { name, module }
     }
@@ -95,15 +96,20 @@ fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
 
 /// Every count guest that was built: Rust and WAT always, C and AssemblyScript unless skipped.
 fn count_guests() -> Vec<Guest> {
+    count_guests_capturing(StateCapture::Exports)
+}
+
+/// [`count_guests`], checkpointed as `capture` says.
+fn count_guests_capturing(capture: StateCapture) -> Vec<Guest> {
     let mut all = vec![
-        Guest::load("rust-count", guests::COUNT),
-        Guest::load("wat-count", guests::WAT_COUNT),
+        Guest::load("rust-count", guests::COUNT, capture),
+        Guest::load("wat-count", guests::WAT_COUNT, capture),
     ];
     if let Some(path) = foreign("C", guests::C_COUNT) {
-        all.push(Guest::load("c-count", path));
+        all.push(Guest::load("c-count", path, capture));
     }
     if let Some(path) = foreign("AssemblyScript", guests::AS_COUNT) {
-        all.push(Guest::load("as-count", path));
+        all.push(Guest::load("as-count", path, capture));
     }
     all
 }
@@ -268,19 +274,37 @@ fn count_in_every_language_emits_byte_identical_batches() {
 
 #[test]
 fn count_in_every_language_is_unchanged_by_restores_at_random_points() {
-    let guests = count_guests();
+    assert_unchanged_by_restores(&count_guests(), &[(1, 7), (5, 2), (40, 1), (300, 2)], "");
+}
+
+/// The same, with every guest checkpointed as an image of its memory and globals instead of
+/// through its snapshot exports: Rust's allocator, C's heap and AssemblyScript's runtime
+/// (whose allocator state and top-level variables live in globals) all come back exactly.
+#[test]
+fn count_in_every_language_is_unchanged_by_image_restores_at_random_points() {
+    let guests = count_guests_capturing(StateCapture::Image);
+    for guest in &guests {
+        assert!(guest.module.image_layout().is_some(), "{}", guest.name);
+    }
+    assert_unchanged_by_restores(&guests, &[(1, 7), (40, 1), (300, 2)], " as an image");
+}
+
+/// For every seed and every (batch size, k) of `cases`, each guest snapshot and restored into a
+/// fresh instance after one call in k, at random points, emits what an uninterrupted run
+/// does. `how` follows the guest's name in messages.
+fn assert_unchanged_by_restores(guests: &[Guest], cases: &[(usize, usize)], how: &str) {
     for seed in SEEDS {
         let mut rng = Rng(seed);
         let input = random_input(&mut rng, 1200);
-        for (size, restore_one_in) in [(1, 7), (5, 2), (40, 1), (300, 2)] {
+        for &(size, restore_one_in) in cases {
             let batches = batches(&mut rng, &input, size);
             let want = expected(&batches);
-            for guest in &guests {
+            for guest in guests {
                 // Each guest restores at its own random points, drawn from the seed.
                 let mut points = Rng(seed ^ size as u64);
                 let got = run(guest, &batches, &mut points, Some(restore_one_in));
                 let what = format!(
-                    "{} (seed {seed:#x}, batches of {size}, restore after 1 call in \
+                    "{}{how} (seed {seed:#x}, batches of {size}, restore after 1 call in \
                      {restore_one_in})",
                     guest.name
                 );
@@ -378,7 +402,7 @@ fn assemblyscript_abort_is_a_guest_failure_naming_message_file_and_line() {
         .expect("index.ts throws on a bad magic") as u32
         + 1;
 
-    let guest = Guest::load("as-count", path);
+    let guest = Guest::load("as-count", path, StateCapture::Exports);
     let mut instance = guest.instance();
     let err = instance
         .restore(b"NOPE and sixteen bytes or more")

@@ -356,6 +356,17 @@ impl JobFile {
         self
     }
 
+    /// Sets how every operator added so far is checkpointed: `checkpoint = "exports"`,
+    /// `"image"` or `"auto"` (docs/JOB.md).
+    pub(crate) fn state_capture(mut self, capture: &str) -> JobFile {
+        for vertex in &mut self.vertices {
+            if vertex.starts_with("[[operator]]") {
+                writeln!(vertex, "checkpoint = {}", capture.toml()).unwrap();
+            }
+        }
+        self
+    }
+
     /// An exactly-once `file` sink writing into `dir`.
     pub(crate) fn file_sink(
         mut self,
