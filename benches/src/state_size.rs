@@ -14,6 +14,12 @@
 //!
 //! The same state is also snapshot and restored natively through `weir_sdk::testing::Harness`
 //! (the operator compiled for the host), to tell the cost of wasm from the cost of the work.
+//!
+//! With [`StateCapture::Image`] the same steps run on the module loaded for image checkpoints:
+//! the snapshot is the host copying the guest's memory and globals out (a full image), the
+//! restore a fresh instance with the image written back — no guest code runs in either. The
+//! state is then the guest's whole memory, not its serialised table, and there is no native
+//! counterpart.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -24,7 +30,8 @@ use weir::checkpoint::layout::CheckpointLayout;
 use weir::checkpoint::storage::{CheckpointStorage, LocalStorage};
 use weir::checkpoint::{CheckpointId, CheckpointKind};
 use weir::dataflow::TaskId;
-use weir::wasm::{GuestInstance, GuestLimits, WasmEngine};
+use weir::wasm::image::format::decode_full;
+use weir::wasm::{GuestInstance, GuestLimits, StateCapture, WasmEngine};
 use weir_example_count::Count;
 use weir_sdk::Context;
 use weir_sdk::testing::Harness;
@@ -84,10 +91,13 @@ pub struct StateSizeResult {
     pub restore_ms: Summary,
     /// Restore total: read + restore, ms.
     pub restore_total_ms: Summary,
-    /// The same state snapshot natively (`Harness::snapshot`), ms.
-    pub native_snapshot_ms: Summary,
-    /// The same state restored natively into a fresh instance (`Harness::restore_into_fresh`), ms.
-    pub native_restore_ms: Summary,
+    /// The same state snapshot natively (`Harness::snapshot`), ms; `None` for images.
+    pub native_snapshot_ms: Option<Summary>,
+    /// The same state restored natively into a fresh instance (`Harness::restore_into_fresh`),
+    /// ms; `None` for images.
+    pub native_restore_ms: Option<Summary>,
+    /// How the state was captured: `exports` or `image`.
+    pub capture: &'static str,
 }
 
 /// Measures checkpoint and restore of about `target_bytes` of count state, `runs` times.
@@ -95,9 +105,11 @@ pub fn measure(
     module: &Path,
     target_bytes: u64,
     runs: usize,
+    capture: StateCapture,
 ) -> Result<StateSizeResult, BenchError> {
     let engine = WasmEngine::new(limits())?;
-    let module = engine.load_file(module)?;
+    let module = engine.load_file_capturing(module, capture)?;
+    let image = module.image_layout().is_some();
     let keys = keys_for(target_bytes);
 
     let mut guest = module.instantiate(single("count"), b"")?;
@@ -134,13 +146,22 @@ pub fn measure(
         let ((), ms) = timed(|| fresh.restore(&bytes))?;
         restore_ms.push(ms);
         if run == 0 {
-            check_round_trip(&mut fresh, &state)?;
+            if image {
+                check_image_round_trip(&mut fresh, &state)?;
+            } else {
+                check_round_trip(&mut fresh, &state)?;
+            }
         }
         storage.discard(CheckpointKind::Checkpoint, id)?;
     }
     drop(guest);
 
-    let (native_snapshot_ms, native_restore_ms) = native(keys, runs)?;
+    let (native_snapshot_ms, native_restore_ms) = if image {
+        (None, None)
+    } else {
+        let (snapshot, restore) = native(keys, runs)?;
+        (Some(snapshot), Some(restore))
+    };
     let sum = |a: &[f64], b: &[f64]| -> Vec<f64> { a.iter().zip(b).map(|(x, y)| x + y).collect() };
     let summary = |samples: &[f64]| Summary::of(samples).expect("at least one run");
     Ok(StateSizeResult {
@@ -155,9 +176,27 @@ pub fn measure(
         read_ms: summary(read_ms),
         restore_ms: summary(restore_ms),
         restore_total_ms: summary(&sum(read_ms, restore_ms)),
-        native_snapshot_ms: summary(&native_snapshot_ms),
-        native_restore_ms: summary(&native_restore_ms),
+        native_snapshot_ms: native_snapshot_ms.as_deref().map(summary),
+        native_restore_ms: native_restore_ms.as_deref().map(summary),
+        capture: if image { "image" } else { "exports" },
     })
+}
+
+/// The instance restored from an image must hold that image: its own image has the same
+/// memories and globals.
+fn check_image_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(), BenchError> {
+    let again = fresh.snapshot(u64::MAX >> 1)?;
+    let wrong = |e| BenchError::Wrong(format!("an image does not decode: {e}"));
+    let (before, after) = (
+        decode_full(state).map_err(wrong)?,
+        decode_full(&again).map_err(wrong)?,
+    );
+    if before.memories != after.memories || before.header.globals != after.header.globals {
+        return Err(BenchError::Wrong(
+            "an instance restored from an image holds other memory or globals".to_string(),
+        ));
+    }
+    Ok(())
 }
 
 /// The restored instance must hold exactly the state it was restored from. The count writes
