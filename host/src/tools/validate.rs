@@ -23,9 +23,10 @@ use wasmtime::{
 };
 use weir_abi::{ABI_VERSION, IMPORT_MODULE, exports, imports};
 
+use crate::wasm::image::rewrite;
 use crate::wasm::{
     Capabilities, EngineError, GuestLimits, MAX_TABLE_ELEMENTS, ModuleError, ModuleProblem,
-    WasmEngine,
+    StateCapture, WasmEngine,
 };
 
 /// The export C and AssemblyScript toolchains produce for their runtime set-up
@@ -58,6 +59,21 @@ pub struct ValidationReport {
     pub imports: Vec<ImportCheck>,
     /// Which optional exports the host found, when the module is valid.
     pub capabilities: Option<Capabilities>,
+    /// How a job checkpoints the operator, when the module is valid.
+    pub checkpoints: Option<CheckpointsReport>,
+}
+
+/// How a job checkpoints an operator (its `checkpoint` key, docs/JOB.md), as far as the module
+/// decides it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointsReport {
+    /// What the default, `checkpoint = "auto"`, does with this module: `"exports"` (it exports
+    /// `weir_snapshot` or `weir_restore`), `"image"`, or `"refused"` (neither works).
+    pub auto: &'static str,
+    /// Whether `checkpoint = "image"` can capture it.
+    pub image_possible: bool,
+    /// Why an image cannot capture it, when it cannot.
+    pub image_refused: Option<String>,
 }
 
 /// The module's exported memory (`docs/ABI.md` §1).
@@ -184,6 +200,10 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         .map(|module| Inspection::of(engine, module))
         .unwrap_or_default();
 
+    let checkpoints = loaded
+        .as_ref()
+        .ok()
+        .map(|operator| checkpoints_report(engine, name, bytes, operator.capabilities()));
     let (valid, abi_version, capabilities, problems) = match loaded {
         Ok(operator) => (
             true,
@@ -217,6 +237,39 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         exports: inspection.exports,
         imports: inspection.imports,
         capabilities,
+        checkpoints,
+    }
+}
+
+/// How `checkpoint = "auto"` and `"image"` treat a module the host loads.
+fn checkpoints_report(
+    engine: &WasmEngine,
+    name: &str,
+    bytes: &[u8],
+    capabilities: Capabilities,
+) -> CheckpointsReport {
+    let image_refused = match engine.load_bytes_capturing(name, bytes, StateCapture::Image) {
+        Ok(_) => None,
+        // The reasons alone: the report says itself which setting they concern.
+        Err(error) => Some(match wat::parse_bytes(bytes) {
+            Ok(binary) => match rewrite::analyze(&binary) {
+                Err(refusal) => refusal.to_string(),
+                Ok(_) => error.problem.to_string(),
+            },
+            Err(_) => error.problem.to_string(),
+        }),
+    };
+    let auto = if capabilities.snapshot || capabilities.restore {
+        "exports"
+    } else if image_refused.is_none() {
+        "image"
+    } else {
+        "refused"
+    };
+    CheckpointsReport {
+        auto,
+        image_possible: image_refused.is_none(),
+        image_refused,
     }
 }
 
@@ -302,6 +355,31 @@ impl fmt::Display for ValidationReport {
             let line = format!("  {status:<8} {name:<name_width$}  {ty:<type_width$}  {note}");
             writeln!(f, "{}", line.trim_end())
         };
+
+        if let Some(c) = &self.checkpoints {
+            let image = match &c.image_refused {
+                None => "an image is possible too".to_string(),
+                Some(why) => format!("checkpoint = \"image\" is not: {why}"),
+            };
+            match c.auto {
+                "exports" => writeln!(
+                    f,
+                    "checkpoints:  through its own weir_snapshot/weir_restore (checkpoint = \
+                     \"auto\", the default); {image}"
+                )?,
+                "image" => writeln!(
+                    f,
+                    "checkpoints:  as an image of its memory and globals (it exports no \
+                     snapshot; checkpoint = \"auto\", the default)"
+                )?,
+                _ => writeln!(
+                    f,
+                    "checkpoints:  REFUSED by a job with checkpoint = \"auto\" (the default): it \
+                     exports no snapshot, and {}",
+                    c.image_refused.as_deref().unwrap_or_default()
+                )?,
+            }
+        }
 
         writeln!(f, "exports:")?;
         for export in &self.exports {
@@ -964,5 +1042,42 @@ mod tests {
     fn wat_strings_escape_quotes_backslashes_and_non_ascii() {
         assert_eq!(wat_string("a\"b\\c"), "a\\22b\\5cc");
         assert_eq!(wat_string("é"), "\\c3\\a9");
+    }
+
+    #[test]
+    fn the_report_says_how_a_job_checkpoints_the_operator() {
+        let stateful = report(GOOD);
+        let c = stateful.checkpoints.as_ref().unwrap();
+        assert_eq!((c.auto, c.image_possible), ("exports", true));
+
+        let without_snapshots = GOOD
+            .replace(
+                "(func (export \"weir_snapshot\") (param i64) (result i32) (i32.const 0))",
+                "",
+            )
+            .replace(
+                "(func (export \"weir_restore\") (param i32 i32) (result i32) (i32.const 0))",
+                "",
+            );
+        let stateless = report(&without_snapshots);
+        let c = stateless.checkpoints.as_ref().unwrap();
+        assert_eq!((c.auto, c.image_possible), ("image", true), "{stateless}");
+        assert!(stateless.to_string().contains("as an image of its memory"));
+
+        let table_writer = report(&without_snapshots.replace(
+            "(func (export \"weir_process\") (param i32 i32) (result i32) (i32.const 0))",
+            "(table 1 funcref) (func $f) (elem declare func $f)\n\
+             (func (export \"weir_process\") (param i32 i32) (result i32)\n\
+               (table.set (i32.const 0) (ref.func $f)) (i32.const 0))",
+        ));
+        assert!(table_writer.valid, "{table_writer}");
+        let c = table_writer.checkpoints.as_ref().unwrap();
+        assert_eq!((c.auto, c.image_possible), ("refused", false));
+        let text = table_writer.to_string();
+        assert!(
+            text.contains("REFUSED by a job with checkpoint = \"auto\"")
+                && text.contains("table.set"),
+            "{text}"
+        );
     }
 }
