@@ -53,9 +53,11 @@ fn main() {
 struct ForeignGuest {
     /// What it is, for messages.
     name: &'static str,
-    /// Its build script (relative to the workspace root), called as `bash SCRIPT OUT.wasm`;
-    /// it installs its toolchain when missing.
+    /// Its build script (relative to the workspace root), called as `bash SCRIPT OUT.wasm
+    /// ARGS…`; it installs its toolchain when missing.
     script: &'static str,
+    /// Arguments after the output path.
+    args: &'static [&'static str],
     /// What it builds from, for `rerun-if-changed`.
     sources: &'static [&'static str],
     /// The environment variable that carries the module's path (empty when skipped).
@@ -69,6 +71,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
     ForeignGuest {
         name: "C count (examples/c)",
         script: "examples/c/build.sh",
+        args: &[],
         sources: &[
             "examples/c/count.c",
             "examples/c/weir.h",
@@ -81,6 +84,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
     ForeignGuest {
         name: "AssemblyScript count (examples/assemblyscript)",
         script: "examples/assemblyscript/build.sh",
+        args: &[],
         sources: &[
             "examples/assemblyscript/assembly",
             "examples/assemblyscript/package.json",
@@ -89,6 +93,38 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "scripts/install-assemblyscript.sh",
         ],
         env: "WEIR_GUEST_AS_COUNT",
+        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
+                examples/assemblyscript",
+    },
+    // The same AssemblyScript count on the runtimes with a real allocator and garbage
+    // collector, whose state lives in globals and memory: image checkpoints must carry both.
+    ForeignGuest {
+        name: "AssemblyScript count, minimal runtime",
+        script: "examples/assemblyscript/build.sh",
+        args: &["minimal"],
+        sources: &[
+            "examples/assemblyscript/assembly",
+            "examples/assemblyscript/package.json",
+            "examples/assemblyscript/package-lock.json",
+            "examples/assemblyscript/build.sh",
+            "scripts/install-assemblyscript.sh",
+        ],
+        env: "WEIR_GUEST_AS_COUNT_MINIMAL",
+        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
+                examples/assemblyscript",
+    },
+    ForeignGuest {
+        name: "AssemblyScript count, incremental runtime",
+        script: "examples/assemblyscript/build.sh",
+        args: &["incremental"],
+        sources: &[
+            "examples/assemblyscript/assembly",
+            "examples/assemblyscript/package.json",
+            "examples/assemblyscript/package-lock.json",
+            "examples/assemblyscript/build.sh",
+            "scripts/install-assemblyscript.sh",
+        ],
+        env: "WEIR_GUEST_AS_COUNT_INCREMENTAL",
         needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
                 examples/assemblyscript",
     },
@@ -113,6 +149,7 @@ fn build_foreign_guests(root: &Path) {
         let status = Command::new("bash")
             .arg(root.join(guest.script))
             .arg(&wasm)
+            .args(guest.args)
             .current_dir(root)
             .stdout(std::io::stderr())
             .status();

@@ -23,6 +23,12 @@ pub mod guests {
     /// `examples/assemblyscript`, compiled by its `build.sh`; `None` when skipped like
     /// [`C_COUNT`].
     pub const AS_COUNT: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT"));
+    /// The same source on AssemblyScript's `minimal` runtime (a TLSF allocator and a
+    /// collector run by the host's calls); `None` when skipped.
+    pub const AS_COUNT_MINIMAL: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT_MINIMAL"));
+    /// The same source on AssemblyScript's `incremental` runtime (TLSF and an incremental
+    /// collector); `None` when skipped.
+    pub const AS_COUNT_INCREMENTAL: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT_INCREMENTAL"));
 
     /// A guest path as `build.rs` set it: empty when the guest was skipped.
     const fn built(path: &'static str) -> Option<&'static str> {
