@@ -81,6 +81,23 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         env: "WEIR_GUEST_C_COUNT",
         needs: "clang and wasm-ld: `apt-get install -y clang lld` (Debian/Ubuntu)",
     },
+    // The count written with the C library (malloc, a constructor) and no snapshot code:
+    // checkpointed as an image (`tests/all/image_guests.rs`).
+    ForeignGuest {
+        name: "C count with the C library (examples/c/image_count.c)",
+        script: "examples/c/build-libc.sh",
+        args: &[],
+        sources: &[
+            "examples/c/image_count.c",
+            "examples/c/weir.h",
+            "examples/c/build-libc.sh",
+            "scripts/install-c-toolchain.sh",
+            "scripts/install-wasi-libc.sh",
+        ],
+        env: "WEIR_GUEST_C_LIBC_COUNT",
+        needs: "clang, wasm-ld, wasi-libc and clang's wasm32 builtins: `apt-get install -y clang \
+                lld wasi-libc libclang-rt-14-dev-wasm32` (Debian)",
+    },
     ForeignGuest {
         name: "AssemblyScript count (examples/assemblyscript)",
         script: "examples/assemblyscript/build.sh",

@@ -21,6 +21,8 @@ mod corrupt;
 mod dashboard;
 mod failover;
 #[cfg(unix)]
+mod image_guests;
+#[cfg(unix)]
 mod isolation;
 #[cfg(unix)]
 mod kill_points;

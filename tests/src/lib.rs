@@ -23,6 +23,10 @@ pub mod guests {
     /// `examples/assemblyscript`, compiled by its `build.sh`; `None` when skipped like
     /// [`C_COUNT`].
     pub const AS_COUNT: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT"));
+    /// `examples/c/image_count.c`: the count with wasi-libc's malloc and a constructor, and no
+    /// snapshot code (checkpointed as an image), built by `examples/c/build-libc.sh`; `None`
+    /// when skipped.
+    pub const C_LIBC_COUNT: Option<&str> = built(env!("WEIR_GUEST_C_LIBC_COUNT"));
     /// The same source on AssemblyScript's `minimal` runtime (a TLSF allocator and a
     /// collector run by the host's calls); `None` when skipped.
     pub const AS_COUNT_MINIMAL: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT_MINIMAL"));

@@ -435,7 +435,10 @@ impl fmt::Display for ValidationReport {
             } else if c.snapshot || c.restore {
                 "only half of snapshot/restore: its state cannot survive a restore"
             } else {
-                "stateless: every snapshot is empty"
+                match self.checkpoints.as_ref().map(|c| c.auto) {
+                    Some("image") => "no snapshot exports: its state is checkpointed as an image",
+                    _ => "no snapshot exports: stateless unless checkpointed as an image",
+                }
             };
             let names = if names.is_empty() {
                 "none".to_string()
