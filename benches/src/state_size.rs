@@ -53,6 +53,8 @@ pub fn limits() -> GuestLimits {
         // The whole wasm32 address space: 65 536 pages of 64 KiB.
         max_memory_bytes: 4 << 30,
         call_timeout: std::time::Duration::from_secs(300),
+        // An image of 100 MB of count state is the guest's whole memory, over 1 GiB.
+        max_state_bytes: 4 << 30,
         ..GuestLimits::default()
     }
 }

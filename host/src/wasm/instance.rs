@@ -238,11 +238,13 @@ impl GuestInstance {
             }
             let limit = self.engine.limits().max_state_bytes;
             if out.len() > limit {
-                return Err(self.poison(
-                    Call::Snapshot,
-                    GuestFailure::StateTooLarge { limit },
-                    None,
-                ));
+                let message = format!(
+                    "the image of the guest's memory and globals is {} bytes, more than \
+                     `limits.max_state` ({limit} bytes): raise `limits.max_state`, or checkpoint \
+                     the operator through its own exports (checkpoint = \"exports\")",
+                    out.len()
+                );
+                return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
             }
             self.last_image_len = out.len();
             return Ok(out);
