@@ -9,7 +9,7 @@ use weir_abi::{ABI_VERSION, InitMessage, exports};
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::capture::ImageExports;
-use super::image::format::decode_full;
+use super::image::format::{IMAGE_MAGIC, decode_full};
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState, INITIALIZE};
 use crate::checkpoint::CheckpointId;
@@ -271,6 +271,14 @@ impl GuestInstance {
         if self.image.is_some() {
             return self.restore_image(state);
         }
+        if state.starts_with(&IMAGE_MAGIC) {
+            let message = "the state to restore is an image of an earlier instance, but the \
+                           operator is now checkpointed through its exports: restore it with \
+                           checkpoint = \"image\" (or \"auto\" for a module without snapshot \
+                           exports), then change the setting"
+                .to_string();
+            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        }
         let Some(restore) = self.funcs.restore.clone() else {
             if state.is_empty() {
                 return Ok(());
@@ -295,9 +303,15 @@ impl GuestInstance {
         let image = match decode_full(state) {
             Ok(image) => image,
             Err(e) => {
-                let failure = GuestFailure::Image {
-                    message: e.to_string(),
-                };
+                let mut message = e.to_string();
+                if !state.starts_with(&IMAGE_MAGIC) {
+                    message.push_str(
+                        "; the state was saved by the guest's weir_snapshot, but the operator \
+                         is now checkpointed as an image: restore it with checkpoint = \
+                         \"exports\", then change the setting",
+                    );
+                }
+                let failure = GuestFailure::Image { message };
                 return Err(self.poison(Call::Restore, failure, None));
             }
         };

@@ -1528,3 +1528,30 @@ fn a_module_an_image_cannot_capture_is_refused_naming_the_reason() {
         .load_bytes_capturing("tables.wat", table_writer.as_bytes(), StateCapture::Exports)
         .expect("exports mode does not look at tables");
 }
+
+#[test]
+fn switching_between_exports_and_image_names_the_setting_to_restore_with() {
+    let engine = engine();
+    let count = std::fs::read(count_path()).unwrap();
+    let as_exports = engine
+        .load_bytes_capturing("count.wat", &count, StateCapture::Exports)
+        .unwrap();
+    let as_image = engine
+        .load_bytes_capturing("count.wat", &count, StateCapture::Image)
+        .unwrap();
+    let input = batch(0, &[("k", "v", 1)]);
+
+    let mut imaged = as_image.instantiate(context(0), b"").unwrap();
+    imaged.process(&input).unwrap();
+    let image = imaged.snapshot(1).unwrap();
+    let mut target = as_exports.instantiate(context(0), b"").unwrap();
+    let message = target.restore(&image).unwrap_err().to_string();
+    assert!(message.contains("checkpoint = \"image\""), "{message}");
+
+    let mut exported = as_exports.instantiate(context(0), b"").unwrap();
+    exported.process(&input).unwrap();
+    let snapshot = exported.snapshot(1).unwrap();
+    let mut target = as_image.instantiate(context(0), b"").unwrap();
+    let message = target.restore(&snapshot).unwrap_err().to_string();
+    assert!(message.contains("checkpoint = \"exports\""), "{message}");
+}
