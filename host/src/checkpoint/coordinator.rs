@@ -138,6 +138,7 @@ use thiserror::Error;
 
 use crate::checkpoint::config::CheckpointConfig;
 use crate::checkpoint::pending::{AckRejection, Acknowledgement, PendingCheckpoint};
+use crate::checkpoint::recovery::checkpoints_to_prune;
 use crate::checkpoint::stats::{CheckpointStats, TaskStats};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
@@ -239,6 +240,17 @@ pub enum AbortReason {
     },
     /// The job stopped running (failing, cancelled, finished). Not a failure.
     JobNotRunning,
+    /// A task's state builds on a checkpoint that is not a completed one
+    /// still on disk (it was aborted, or is still in flight): the checkpoint
+    /// could not be restored. Not a failure of its own (the link's abort was
+    /// counted, if it was one); the abort tells the task to take a full
+    /// image next.
+    BrokenChain {
+        /// The task whose state builds on `link`.
+        task: TaskId,
+        /// The checkpoint it builds on.
+        link: CheckpointId,
+    },
 }
 
 impl AbortReason {
@@ -249,7 +261,9 @@ impl AbortReason {
             AbortReason::Expired { .. }
             | AbortReason::Declined { .. }
             | AbortReason::FinalizeFailed { .. } => true,
-            AbortReason::Subsumed { .. } | AbortReason::JobNotRunning => false,
+            AbortReason::Subsumed { .. }
+            | AbortReason::JobNotRunning
+            | AbortReason::BrokenChain { .. } => false,
         }
     }
 }
@@ -273,6 +287,11 @@ impl fmt::Display for AbortReason {
             }
             AbortReason::Subsumed { by } => write!(f, "subsumed by checkpoint {by}"),
             AbortReason::JobNotRunning => f.write_str("aborted because the job stopped running"),
+            AbortReason::BrokenChain { task, link } => write!(
+                f,
+                "aborted because the image of task {task} builds on checkpoint {link}, which \
+                 is not a completed checkpoint (the task's next image is full)"
+            ),
         }
     }
 }
@@ -428,10 +447,12 @@ pub enum CoordinatorError {
 
 /// A checkpoint whose acknowledgements are all in, waiting for the shell to
 /// write its metadata.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct Finalizing {
     kind: CheckpointKind,
     is_final: bool,
+    /// The checkpoints its tasks' image chains need.
+    links: BTreeSet<CheckpointId>,
 }
 
 /// How a remembered checkpoint ended.
@@ -476,8 +497,10 @@ pub struct Coordinator<H> {
     pending: BTreeMap<CheckpointId, PendingCheckpoint<H>>,
     /// Checkpoints fully acknowledged, waiting for the shell's metadata write.
     finalizing: BTreeMap<CheckpointId, Finalizing>,
-    /// Completed checkpoints (not savepoints) not yet pruned.
-    retained: BTreeSet<CheckpointId>,
+    /// Completed checkpoints (not savepoints) not yet pruned, each with the
+    /// checkpoints its image chains need: the `retained` newest and what
+    /// their chains need (`recovery::kept_checkpoints`).
+    completed: BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
     /// The newest completed checkpoint (not savepoint).
     latest_completed: Option<CheckpointId>,
     /// The newest id whose completion was notified.
@@ -535,7 +558,7 @@ impl<H> Coordinator<H> {
             last_completion: None,
             pending: BTreeMap::new(),
             finalizing: BTreeMap::new(),
-            retained: BTreeSet::new(),
+            completed: BTreeMap::new(),
             latest_completed: None,
             last_notified: None,
             consecutive_failures: 0,
@@ -547,14 +570,16 @@ impl<H> Coordinator<H> {
     }
 
     /// Hands over the completed checkpoints already on disk (after a restore),
+    /// each with the checkpoints its image chains need
+    /// ([`CheckpointMetadata::chain_links`](crate::checkpoint::metadata::CheckpointMetadata::chain_links)),
     /// so they count toward `retained` and are pruned by the same rule as new
     /// ones, at the next completion. Ids should be below `first_id`.
     pub fn with_retained_checkpoints(
         mut self,
-        ids: impl IntoIterator<Item = CheckpointId>,
+        checkpoints: impl IntoIterator<Item = (CheckpointId, BTreeSet<CheckpointId>)>,
     ) -> Self {
-        self.retained.extend(ids);
-        if let Some(&newest) = self.retained.last() {
+        self.completed.extend(checkpoints);
+        if let Some(&newest) = self.completed.keys().next_back() {
             self.latest_completed = self.latest_completed.max(Some(newest));
             self.last_notified = self.last_notified.max(Some(newest));
         }
@@ -603,9 +628,10 @@ impl<H> Coordinator<H> {
         self.pending.len() + self.finalizing.len()
     }
 
-    /// Completed checkpoints not pruned yet, oldest first (savepoints excluded).
+    /// Completed checkpoints not pruned yet, oldest first (savepoints
+    /// excluded): the `retained` newest, and those their image chains need.
     pub fn retained(&self) -> impl Iterator<Item = CheckpointId> + '_ {
-        self.retained.iter().copied()
+        self.completed.keys().copied()
     }
 
     /// The newest completed checkpoint (savepoints excluded).
@@ -737,9 +763,22 @@ impl<H> Coordinator<H> {
         let complete = pending.is_complete();
         self.stats.acknowledged(id, task, task_stats);
         let mut actions = Vec::new();
-        if complete && let Some(pending) = self.pending.remove(&id) {
+        if complete && let Some(broken) = self.broken_link(id) {
+            self.abort_pending(id, broken, now, &mut actions);
+        } else if complete && let Some(pending) = self.pending.remove(&id) {
             let (kind, is_final) = (pending.kind(), pending.is_final());
-            self.finalizing.insert(id, Finalizing { kind, is_final });
+            let links = pending
+                .acks()
+                .flat_map(|(_, ack)| ack.chain.iter().copied())
+                .collect();
+            self.finalizing.insert(
+                id,
+                Finalizing {
+                    kind,
+                    is_final,
+                    links,
+                },
+            );
             actions.push(Action::Finalize {
                 id,
                 kind,
@@ -836,6 +875,23 @@ impl<H> Coordinator<H> {
     }
 
     // ----- internals -------------------------------------------------------
+
+    /// Why pending checkpoint `id` cannot complete, if a task's state builds
+    /// on a checkpoint that is not completed and on disk: a delta taken
+    /// before its parent's abort reached the task, or chained to a
+    /// checkpoint still in flight.
+    fn broken_link(&self, id: CheckpointId) -> Option<AbortReason> {
+        let pending = self.pending.get(&id)?;
+        pending.acks().find_map(|(task, ack)| {
+            ack.chain
+                .iter()
+                .find(|link| !self.completed.contains_key(link))
+                .map(|&link| AbortReason::BrokenChain {
+                    task: task.clone(),
+                    link,
+                })
+        })
+    }
 
     fn all_sources_finished(&self) -> bool {
         self.finished_sources.len() == self.trigger_set.len()
@@ -961,7 +1017,11 @@ impl<H> Coordinator<H> {
         now: Instant,
         actions: &mut Vec<Action<H>>,
     ) {
-        let Finalizing { kind, is_final } = finalizing;
+        let Finalizing {
+            kind,
+            is_final,
+            links,
+        } = finalizing;
         self.stats.completed(id, now);
         self.remember(id, Ended::Completed);
         self.last_completion = Some(now);
@@ -987,10 +1047,10 @@ impl<H> Coordinator<H> {
         for older in subsumed {
             self.abort_pending(older, AbortReason::Subsumed { by: id }, now, actions);
         }
-        self.retained.insert(id);
-        let mut pruned = Vec::new();
-        while self.retained.len() > self.config.retained {
-            pruned.extend(self.retained.pop_first());
+        self.completed.insert(id, links);
+        let pruned = checkpoints_to_prune(&self.completed, self.config.retained);
+        for pruned in &pruned {
+            self.completed.remove(pruned);
         }
         if !pruned.is_empty() {
             actions.push(Action::Prune { ids: pruned });
@@ -1134,6 +1194,7 @@ mod tests {
             async_duration: ms(5),
             alignment_duration: ms(1),
             bytes: 100,
+            chain: Vec::new(),
         }
     }
 
@@ -1734,7 +1795,7 @@ mod tests {
         config.retained = 2;
         let mut co = Co::new(config, all_tasks(), [src(0), src(1)], c(8))
             .unwrap()
-            .with_retained_checkpoints([c(5), c(6), c(7)]);
+            .with_retained_checkpoints([c(5), c(6), c(7)].map(|id| (id, BTreeSet::new())));
         assert_eq!(co.latest_completed(), Some(c(7)));
         co.set_running(true, t0);
         co.poll(t0 + ms(100));

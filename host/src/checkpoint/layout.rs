@@ -132,6 +132,18 @@ impl CheckpointLocation {
         }
     }
 
+    /// The location of checkpoint `id` next to this one: where a link of an
+    /// image chain lives. A delta's chain is always in earlier checkpoints'
+    /// directories beside its own (savepoints are never links), so a job's
+    /// checkpoint directory restores from wherever it was moved, as a whole.
+    pub fn chain_link(&self, id: CheckpointId) -> CheckpointLocation {
+        let name = CheckpointLayout::dir_name(CheckpointKind::Checkpoint, id);
+        CheckpointLocation::new(match self.dir.parent() {
+            Some(parent) => parent.join(name),
+            None => PathBuf::from(name),
+        })
+    }
+
     /// Kind and id as spelled by the directory name, when it has the form
     /// `chk-<id>` or `sp-<id>`.
     pub fn parsed_name(&self) -> Option<(CheckpointKind, CheckpointId)> {

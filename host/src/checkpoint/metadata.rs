@@ -25,9 +25,19 @@ use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 
-/// The version of the metadata JSON schema this build writes, and the newest
-/// it reads.
-pub const METADATA_VERSION: u32 = 1;
+/// The newest version of the metadata JSON schema this build reads, and the
+/// one it writes for a record with image chains ([`TaskStateMeta::chain`]).
+///
+/// A record without chains is written as version 1
+/// ([`METADATA_VERSION_SELF_CONTAINED`]), which builds that predate chains
+/// read; a record with chains is version 2, which they refuse by name rather
+/// than misread (they would restore a delta as if it were whole, and prune
+/// the checkpoints its chain needs).
+pub const METADATA_VERSION: u32 = 2;
+
+/// The schema version of a record whose every state is self-contained (no
+/// image chains): readable by every build.
+pub const METADATA_VERSION_SELF_CONTAINED: u32 = 1;
 
 /// Where one task's snapshot lives, and how to tell it is intact.
 ///
@@ -66,6 +76,13 @@ pub struct TaskStateMeta {
     /// Time the task spent aligning barriers (exactly-once mode), in
     /// milliseconds; 0 for a task with one input.
     pub alignment_duration_ms: u64,
+    /// The earlier checkpoints whose state files of this task the state
+    /// builds on, base first: an incremental image (a delta) needs the full
+    /// image and every delta before it (docs/CHECKPOINTS.md §10). Empty, and
+    /// not written, for a self-contained state. Restore reads them, pruning
+    /// keeps them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chain: Vec<CheckpointId>,
 }
 
 /// The record of one completed checkpoint or savepoint.
@@ -201,6 +218,9 @@ impl CheckpointMetadata {
                     entry.handle.file
                 ));
             }
+            if let Some(problem) = self.chain_problem(&entry.chain) {
+                return Err(format!("task {task}: {problem}"));
+            }
             if entry.state_bytes.checked_add(FRAME_OVERHEAD as u64) != Some(entry.handle.length) {
                 return Err(format!(
                     "task {task}: {} bytes of state cannot make a state file of {} bytes",
@@ -218,6 +238,56 @@ impl CheckpointMetadata {
         Ok(())
     }
 
+    /// What is wrong with a task's `chain`, if anything: its checkpoints must
+    /// be earlier than this one and in ascending order, and a savepoint has
+    /// none (it must restore alone).
+    fn chain_problem(&self, chain: &[CheckpointId]) -> Option<String> {
+        if chain.is_empty() {
+            return None;
+        }
+        if self.kind == CheckpointKind::Savepoint {
+            return Some(
+                "a savepoint's state builds on earlier checkpoints, but a savepoint must be \
+                 self-contained"
+                    .to_string(),
+            );
+        }
+        if chain.windows(2).any(|w| w[0] >= w[1]) {
+            return Some(format!(
+                "its chain {} is not in ascending order",
+                format_chain(chain)
+            ));
+        }
+        if chain.last().is_some_and(|&last| last >= self.checkpoint_id) {
+            return Some(format!(
+                "its chain {} does not end before checkpoint {}",
+                format_chain(chain),
+                self.checkpoint_id
+            ));
+        }
+        None
+    }
+
+    /// The schema version this record needs: [`METADATA_VERSION`] when a
+    /// task's state has a chain, [`METADATA_VERSION_SELF_CONTAINED`]
+    /// otherwise (see [`METADATA_VERSION`]).
+    pub fn required_version(tasks: &[TaskStateMeta]) -> u32 {
+        if tasks.iter().any(|t| !t.chain.is_empty()) {
+            METADATA_VERSION
+        } else {
+            METADATA_VERSION_SELF_CONTAINED
+        }
+    }
+
+    /// Every checkpoint some task's chain needs, ascending: what must stay
+    /// on disk as long as this checkpoint does.
+    pub fn chain_links(&self) -> BTreeSet<CheckpointId> {
+        self.tasks
+            .iter()
+            .flat_map(|t| t.chain.iter().copied())
+            .collect()
+    }
+
     /// The entry of `task`, if it is recorded.
     pub fn task(&self, task: &TaskId) -> Option<&TaskStateMeta> {
         self.tasks.iter().find(|entry| &entry.task == task)
@@ -228,6 +298,12 @@ impl CheckpointMetadata {
     pub fn state_bytes(&self) -> u64 {
         self.tasks.iter().map(|entry| entry.state_bytes).sum()
     }
+}
+
+/// A chain as messages show it: `[3, 4, 5]`.
+pub fn format_chain(chain: &[CheckpointId]) -> String {
+    let ids: Vec<String> = chain.iter().map(ToString::to_string).collect();
+    format!("[{}]", ids.join(", "))
 }
 
 /// Serde for a `u64` as a `0x`-prefixed, 16-digit hex string.
@@ -289,9 +365,10 @@ pub(crate) mod tests {
             sync_duration_ms: 1,
             async_duration_ms: 2,
             alignment_duration_ms: 0,
+            chain: Vec::new(),
         };
         CheckpointMetadata {
-            format_version: METADATA_VERSION,
+            format_version: METADATA_VERSION_SELF_CONTAINED,
             job_name: "wordcount".into(),
             job_fingerprint: 0xfeed_beef_0000_0001,
             checkpoint_id: CheckpointId(id),
@@ -356,9 +433,65 @@ pub(crate) mod tests {
         let err = CheckpointMetadata::decode(p(), &meta.encode()).unwrap_err();
         assert!(
             err.to_string()
-                .ends_with("unsupported metadata version 9 (this build reads 1)"),
+                .ends_with("unsupported metadata version 9 (this build reads 2)"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn chains_round_trip_and_need_version_2_while_records_without_stay_version_1() {
+        let plain = sample(CheckpointKind::Checkpoint, 7);
+        assert_eq!(CheckpointMetadata::required_version(&plain.tasks), 1);
+        let bytes = plain.encode();
+        let json = std::str::from_utf8(&bytes[format::HEADER_LEN..bytes.len() - 4]).unwrap();
+        assert!(!json.contains("chain"), "{json}");
+
+        let mut chained = sample(CheckpointKind::Checkpoint, 7);
+        chained.tasks[1].chain = vec![CheckpointId(4), CheckpointId(6)];
+        chained.tasks[2].chain = vec![CheckpointId(5)];
+        chained.format_version = CheckpointMetadata::required_version(&chained.tasks);
+        assert_eq!(chained.format_version, 2);
+        let decoded = CheckpointMetadata::decode(p(), &chained.encode()).unwrap();
+        assert_eq!(decoded, chained);
+        assert_eq!(
+            decoded.chain_links().into_iter().collect::<Vec<_>>(),
+            [CheckpointId(4), CheckpointId(5), CheckpointId(6)]
+        );
+        assert!(plain.chain_links().is_empty());
+    }
+
+    #[test]
+    fn a_chain_must_be_ascending_earlier_and_never_a_savepoints() {
+        for (kind, chain, needle) in [
+            (
+                CheckpointKind::Checkpoint,
+                vec![4, 3],
+                "is not in ascending order",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![2, 2],
+                "is not in ascending order",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![2, 3],
+                "does not end before checkpoint 3",
+            ),
+            (
+                CheckpointKind::Savepoint,
+                vec![1],
+                "a savepoint must be self-contained",
+            ),
+        ] {
+            let mut meta = sample(kind, 3);
+            meta.format_version = METADATA_VERSION;
+            meta.tasks[1].chain = chain.into_iter().map(CheckpointId).collect();
+            let err = CheckpointMetadata::decode(p(), &meta.encode()).unwrap_err();
+            assert!(matches!(err, MetadataError::Invalid { .. }), "{err}");
+            assert!(err.to_string().contains("task count#0"), "{err}");
+            assert!(err.to_string().contains(needle), "{err}");
+        }
     }
 
     #[test]

@@ -38,6 +38,11 @@ pub struct Acknowledgement<H> {
     pub alignment_duration: Duration,
     /// How many bytes of state the task persisted.
     pub bytes: u64,
+    /// The earlier checkpoints whose states of this task its state builds on
+    /// (an incremental image), base first; empty for a self-contained state.
+    /// The coordinator completes a checkpoint only when every one of them is
+    /// a completed checkpoint, and keeps them while it is retained.
+    pub chain: Vec<CheckpointId>,
 }
 
 /// Why a [`PendingCheckpoint`] refused an acknowledgement.
@@ -161,6 +166,11 @@ impl<H> PendingCheckpoint<H> {
         self.acks.len()
     }
 
+    /// The acknowledgements received so far, by task.
+    pub fn acks(&self) -> impl Iterator<Item = (&TaskId, &Acknowledgement<H>)> {
+        self.acks.iter()
+    }
+
     /// The acknowledgements received, by task (all of them once
     /// [`is_complete`](Self::is_complete)).
     pub fn into_acks(self) -> BTreeMap<TaskId, Acknowledgement<H>> {
@@ -179,6 +189,7 @@ mod tests {
             async_duration: Duration::from_millis(2),
             alignment_duration: Duration::ZERO,
             bytes: 10,
+            chain: Vec::new(),
         }
     }
 

@@ -26,18 +26,20 @@
 //!
 //! # What pruning removes
 //!
-//! Only checkpoints: the oldest completed ones beyond the `retained` newest.
+//! Only checkpoints: the oldest completed ones beyond the `retained` newest,
+//! unless a kept checkpoint's image chain needs them (an incremental image is
+//! a delta on earlier checkpoints' images: docs/CHECKPOINTS.md §7, §10).
 //! Savepoints are never pruned and do not count towards `retained`. At least
 //! one completed checkpoint is always kept, whatever `retained` says: it is
 //! the only way back after a failure.
 
 use std::cmp::Reverse;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::Path;
 
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
-use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta, format_chain};
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, StorageError,
 };
@@ -156,8 +158,9 @@ where
 
 /// Checks that the checkpoint at `location` can be trusted: its metadata
 /// verifies, and so does every state file it references (frame, length and
-/// checksum against the state handle). Reads every state file once; the
-/// first failure is returned, naming the file.
+/// checksum against the state handle), and every state file of the earlier
+/// checkpoints its image chains need ([`read_chain`]). Reads every state file
+/// once; the first failure is returned, naming the file.
 pub fn verify<S>(
     storage: &S,
     location: &CheckpointLocation,
@@ -166,10 +169,66 @@ where
     S: CheckpointStorage + ?Sized,
 {
     let metadata = storage.read_metadata(location)?;
+    let mut links = BTreeMap::new();
     for entry in &metadata.tasks {
         storage.read_state(location, &entry.handle)?;
+        read_chain(storage, location, entry, &mut links)?;
     }
     Ok(metadata)
+}
+
+/// Reads and verifies the states `entry`'s chain needs (an incremental
+/// image: docs/CHECKPOINTS.md §10), base first: for each link, the metadata
+/// of the checkpoint beside `location` (cached in `links`), the task's entry
+/// there, whose own chain must be the part of `entry`'s before the link, and
+/// its state file (frame and handle). Empty for a self-contained state. An
+/// error names the delta's file, the link and what is wrong with it.
+pub fn read_chain<S>(
+    storage: &S,
+    location: &CheckpointLocation,
+    entry: &TaskStateMeta,
+    links: &mut BTreeMap<CheckpointId, CheckpointMetadata>,
+) -> Result<Vec<Vec<u8>>, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    let mut states = Vec::with_capacity(entry.chain.len());
+    for (position, &link) in entry.chain.iter().enumerate() {
+        let broken = |problem: String| StorageError::BrokenChain {
+            path: location.dir().join(&entry.handle.file),
+            link,
+            problem,
+        };
+        let link_location = location.chain_link(link);
+        let meta = match links.entry(link) {
+            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::btree_map::Entry::Vacant(e) => e.insert(
+                storage
+                    .read_metadata(&link_location)
+                    .map_err(|e| broken(e.to_string()))?,
+            ),
+        };
+        let Some(link_entry) = meta.task(&entry.task) else {
+            return Err(broken(format!(
+                "{} holds no state of task {}",
+                link_location, entry.task
+            )));
+        };
+        let expected = &entry.chain[..position];
+        if link_entry.chain != expected {
+            return Err(broken(format!(
+                "the state of task {} there builds on {}, not on {}",
+                entry.task,
+                format_chain(&link_entry.chain),
+                format_chain(expected)
+            )));
+        }
+        let state = storage
+            .read_state(&link_location, &link_entry.handle)
+            .map_err(|e| broken(e.to_string()))?;
+        states.push(state);
+    }
+    Ok(states)
 }
 
 /// `--restore latest`: lists the storage and chooses with [`choose_latest`],
@@ -195,22 +254,50 @@ where
 }
 
 /// Which completed checkpoints to delete so that the `retained` newest
-/// remain (at least one). Savepoints in `completed` are never returned and
-/// do not count. The result is sorted oldest first.
+/// remain (at least one), with everything their image chains need.
+///
+/// `completed` maps every completed checkpoint still on disk (savepoints are
+/// never pruned and are not in it) to the checkpoints its tasks' chains need
+/// ([`CheckpointMetadata::chain_links`]). A checkpoint is kept when it is
+/// among the `retained` newest, or when a kept checkpoint needs it — the
+/// closure: a checkpoint kept as a chain link keeps its own links, so every
+/// complete checkpoint left on disk can still be restored on its own. The
+/// result is sorted oldest first.
 pub fn checkpoints_to_prune(
-    completed: &[(CheckpointKind, CheckpointId)],
+    completed: &BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
     retained: usize,
 ) -> Vec<CheckpointId> {
-    let mut ids: Vec<CheckpointId> = completed
-        .iter()
-        .filter(|(kind, _)| *kind == CheckpointKind::Checkpoint)
-        .map(|&(_, id)| id)
+    let keep = kept_checkpoints(completed, retained);
+    completed
+        .keys()
+        .filter(|id| !keep.contains(id))
+        .copied()
+        .collect()
+}
+
+/// The checkpoints of `completed` that pruning keeps: the `retained` newest
+/// (at least one) and, transitively, every checkpoint their chains need
+/// (see [`checkpoints_to_prune`]). A link that is not in `completed` (gone
+/// already) is ignored.
+pub fn kept_checkpoints(
+    completed: &BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
+    retained: usize,
+) -> BTreeSet<CheckpointId> {
+    let mut keep: BTreeSet<CheckpointId> = completed
+        .keys()
+        .rev()
+        .take(retained.max(1))
+        .copied()
         .collect();
-    ids.sort_unstable();
-    ids.dedup();
-    let keep = retained.max(1);
-    ids.truncate(ids.len().saturating_sub(keep));
-    ids
+    let mut todo: Vec<CheckpointId> = keep.iter().copied().collect();
+    while let Some(id) = todo.pop() {
+        for &link in completed.get(&id).into_iter().flatten() {
+            if completed.contains_key(&link) && keep.insert(link) {
+                todo.push(link);
+            }
+        }
+    }
+    keep
 }
 
 /// The incomplete checkpoint and savepoint directories a running job can
@@ -412,36 +499,91 @@ mod tests {
         assert_eq!(calls, ["chk-0000000003", "chk-0000000002"]);
     }
 
+    /// Completed checkpoints `ids`, each needing the links given for it.
+    fn completed(
+        ids: &[u64],
+        links: &[(u64, &[u64])],
+    ) -> BTreeMap<CheckpointId, BTreeSet<CheckpointId>> {
+        let mut map: BTreeMap<_, BTreeSet<_>> = ids
+            .iter()
+            .map(|&id| (CheckpointId(id), BTreeSet::new()))
+            .collect();
+        for &(id, needs) in links {
+            map.insert(
+                CheckpointId(id),
+                needs.iter().copied().map(CheckpointId).collect(),
+            );
+        }
+        map
+    }
+
+    fn ids(v: impl IntoIterator<Item = CheckpointId>) -> Vec<u64> {
+        v.into_iter().map(|id| id.0).collect()
+    }
+
     #[test]
-    fn pruning_keeps_exactly_retained_checkpoints_and_never_savepoints() {
-        let completed: Vec<_> = [
-            (CHK, 1),
-            (SP, 2),
-            (CHK, 3),
-            (CHK, 5),
-            (SP, 6),
-            (CHK, 4),
-            (CHK, 7),
-        ]
-        .iter()
-        .map(|&(kind, id)| (kind, CheckpointId(id)))
-        .collect();
-        let ids = |v: Vec<CheckpointId>| v.into_iter().map(|id| id.0).collect::<Vec<_>>();
+    fn pruning_keeps_exactly_retained_checkpoints_without_chains() {
+        let completed = completed(&[1, 3, 4, 5, 7], &[]);
         assert_eq!(ids(checkpoints_to_prune(&completed, 2)), [1, 3, 4]);
         assert_eq!(ids(checkpoints_to_prune(&completed, 1)), [1, 3, 4, 5]);
         assert_eq!(ids(checkpoints_to_prune(&completed, 5)), Vec::<u64>::new());
         assert_eq!(ids(checkpoints_to_prune(&completed, 50)), Vec::<u64>::new());
         // Never the last one, even if asked to keep none.
         assert_eq!(ids(checkpoints_to_prune(&completed, 0)), [1, 3, 4, 5]);
-        // Savepoints alone: nothing to prune.
-        assert!(
-            checkpoints_to_prune(&[(SP, CheckpointId(1)), (SP, CheckpointId(2))], 1).is_empty()
-        );
+        assert!(checkpoints_to_prune(&BTreeMap::new(), 1).is_empty());
         for retained in 1..8 {
             let pruned = checkpoints_to_prune(&completed, retained);
             let kept = 5 - pruned.len();
             assert_eq!(kept, retained.min(5), "retained {retained}");
         }
+    }
+
+    #[test]
+    fn pruning_keeps_the_chain_links_of_retained_checkpoints_until_a_full_image() {
+        // A full image every 4: 1 full, 2..4 deltas, 5 full, 6 delta.
+        let chains: &[(u64, &[u64])] = &[(2, &[1]), (3, &[1, 2]), (4, &[1, 2, 3]), (6, &[5])];
+        let mut on_disk = completed(&[], &[]);
+        let mut pruned_at = Vec::new();
+        for id in 1..=6u64 {
+            let links = chains
+                .iter()
+                .find(|(c, _)| *c == id)
+                .map_or(&[][..], |(_, l)| l);
+            on_disk.insert(
+                CheckpointId(id),
+                links.iter().copied().map(CheckpointId).collect(),
+            );
+            let pruned = checkpoints_to_prune(&on_disk, 1);
+            for id in &pruned {
+                on_disk.remove(id);
+            }
+            pruned_at.push(ids(pruned));
+        }
+        let none = Vec::<u64>::new();
+        assert_eq!(
+            pruned_at,
+            [
+                none.clone(),
+                none.clone(),
+                none.clone(),
+                none.clone(),
+                vec![1, 2, 3, 4],
+                none
+            ]
+        );
+        assert_eq!(ids(on_disk.keys().copied()), [5, 6]);
+    }
+
+    #[test]
+    fn a_checkpoint_kept_as_a_link_keeps_its_own_links() {
+        // Task a: full at 4, delta at 5. Task b: full at 1, deltas 2..4, full at 5.
+        // Retaining 5 keeps 4 (a's base); 4 keeps b's chain 1..3 so that it stays restorable.
+        let on_disk = completed(&[1], &[(2, &[1]), (3, &[1, 2]), (4, &[1, 2, 3]), (5, &[4])]);
+        assert_eq!(ids(kept_checkpoints(&on_disk, 1)), [1, 2, 3, 4, 5]);
+        // A link already gone is ignored.
+        let on_disk = completed(&[], &[(4, &[1, 2, 3]), (5, &[4])]);
+        assert_eq!(ids(kept_checkpoints(&on_disk, 1)), [4, 5]);
+        assert!(checkpoints_to_prune(&on_disk, 1).is_empty());
     }
 
     #[test]

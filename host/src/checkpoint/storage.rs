@@ -96,6 +96,21 @@ pub enum StorageError {
         /// Checksum stored in the file.
         found_crc32: u32,
     },
+    /// A task's state is an image delta whose chain link cannot be used:
+    /// the link's checkpoint is gone or corrupt, or does not hold what the
+    /// chain says.
+    #[error(
+        "state file {path} is an image delta that builds on checkpoint {link}, which cannot \
+         be used: {problem}"
+    )]
+    BrokenChain {
+        /// The state file of the delta.
+        path: PathBuf,
+        /// The checkpoint it builds on.
+        link: CheckpointId,
+        /// What is wrong with the link (naming its file).
+        problem: String,
+    },
     /// A path given to [`locate`](CheckpointStorage::locate) does not exist.
     #[error(
         "{path} does not exist: give a checkpoint or savepoint directory or its _metadata file"

@@ -10,8 +10,8 @@ use crate::checkpoint::CheckpointId;
 use crate::dataflow::message::Barrier;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::router::Router;
-use crate::dataflow::task::{Processor, TaskError};
-use crate::wasm::GuestInstance;
+use crate::dataflow::task::{ChainedState, Processor, TaskError};
+use crate::wasm::{GuestInstance, GuestSnapshot};
 
 /// Runs batches through one guest instance and routes what it emits.
 #[derive(Debug)]
@@ -63,5 +63,25 @@ impl Processor for WasmOperator {
 
     fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
         Ok(self.call(|i| i.checkpoint_complete(id.0))?)
+    }
+
+    fn snapshot_incremental(&mut self, barrier: Barrier) -> Result<ChainedState, TaskError> {
+        let GuestSnapshot { state, chain } = self.call(|i| i.snapshot_incremental(barrier.id.0))?;
+        Ok(ChainedState { state, chain })
+    }
+
+    fn restore_chain(
+        &mut self,
+        chain: &[Vec<u8>],
+        state: &[u8],
+        resume: bool,
+    ) -> Result<(), TaskError> {
+        let links: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
+        Ok(self.call(|i| i.restore_chain(&links, state, resume))?)
+    }
+
+    fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        self.instance.checkpoint_aborted(id.0);
+        Ok(())
     }
 }

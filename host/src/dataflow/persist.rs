@@ -30,6 +30,9 @@ pub struct TaskAck {
     pub alignment: Duration,
     /// Size of the state in bytes.
     pub bytes: u64,
+    /// The earlier checkpoints whose states of this task the state builds on (an
+    /// incremental image), base first; empty for a self-contained state.
+    pub chain: Vec<CheckpointId>,
 }
 
 /// What tasks tell the job's driver.
@@ -91,12 +94,15 @@ impl Persister {
     }
 
     /// Writes `state` for `task` at `barrier` in the background; acknowledges
-    /// when it is durable, declines if it cannot be written.
+    /// when it is durable, declines if it cannot be written. `chain` names the
+    /// earlier checkpoints the state builds on; the acknowledgement carries it
+    /// to the metadata.
     pub fn persist(
         &self,
         barrier: Barrier,
         task: TaskId,
         state: Vec<u8>,
+        chain: Vec<CheckpointId>,
         sync: Duration,
         alignment: Duration,
     ) {
@@ -114,6 +120,7 @@ impl Persister {
                         async_part: started.elapsed(),
                         alignment,
                         bytes: state.len() as u64,
+                        chain,
                     },
                 },
                 Err(e) => TaskEvent::Decline {

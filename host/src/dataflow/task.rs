@@ -24,9 +24,9 @@ use super::message::{Barrier, Message};
 use super::metrics::TaskMetrics;
 use super::persist::Persister;
 use super::router::{RouteError, Router};
-use super::task_state::TaskState;
-use crate::checkpoint::CheckpointId;
+use super::task_state::{RestoredState, TaskState};
 use crate::checkpoint::config::CheckpointMode;
+use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::connectors::{Source, SourcePoll};
 use crate::kill_point::{self, KillPoint};
 use crate::wasm::GuestError;
@@ -99,6 +99,53 @@ pub trait Processor: Send {
     fn restore(&mut self, state: &[u8]) -> Result<(), TaskError>;
     /// Checkpoints up to `id` are complete. Sinks commit here.
     fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+
+    /// The synchronous part of a periodic checkpoint's snapshot, which may build on the
+    /// states of earlier checkpoints (an incremental image): the state and those
+    /// checkpoints, base first. By default [`snapshot`](Self::snapshot), self-contained.
+    fn snapshot_incremental(&mut self, barrier: Barrier) -> Result<ChainedState, TaskError> {
+        Ok(ChainedState {
+            state: self.snapshot(barrier)?,
+            chain: Vec::new(),
+        })
+    }
+
+    /// Replaces the state with the one `chain` (the states of the checkpoints a
+    /// [`ChainedState`] named, base first) and `state` make; `resume` says whether later
+    /// snapshots may build on it. By default [`restore`](Self::restore), refusing a chain.
+    fn restore_chain(
+        &mut self,
+        chain: &[Vec<u8>],
+        state: &[u8],
+        resume: bool,
+    ) -> Result<(), TaskError> {
+        let _ = resume;
+        if !chain.is_empty() {
+            return Err(TaskError::Restore(format!(
+                "the state builds on {} earlier checkpoints, but this task only takes \
+                 self-contained states",
+                chain.len()
+            )));
+        }
+        self.restore(state)
+    }
+
+    /// Checkpoint `id` was aborted: a state that builds on it can never be restored. By
+    /// default nothing.
+    fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        let _ = id;
+        Ok(())
+    }
+}
+
+/// A snapshot that may build on the states of earlier checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChainedState {
+    /// The state bytes.
+    pub state: Vec<u8>,
+    /// The earlier checkpoints whose states of this task a restore needs, base first; empty
+    /// for a self-contained state.
+    pub chain: Vec<CheckpointId>,
 }
 
 /// Everything a task thread needs besides what it runs.
@@ -123,12 +170,12 @@ pub fn run_processor(
     mut processor: Box<dyn Processor>,
     inputs: Vec<Receiver<Message>>,
     mode: CheckpointMode,
-    restored: Option<TaskState>,
+    restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
     let mut finished = false;
-    if let Some(state) = restored {
-        processor.restore(&state.inner)?;
-        finished = state.finished;
+    if let Some(restored) = restored {
+        processor.restore_chain(&restored.chain, &restored.state.inner, restored.resumable)?;
+        finished = restored.state.finished;
         kill_point::reached(KillPoint::Restore);
     }
     let mut aligner = BarrierAligner::new(inputs.len(), mode);
@@ -158,7 +205,10 @@ pub fn run_processor(
             match op.recv(&env.control) {
                 Ok(Control::Shutdown) | Err(_) => return Ok(()),
                 Ok(Control::Complete(id)) => processor.checkpoint_complete(id)?,
-                Ok(Control::Abort(id)) => aligner.abort(id),
+                Ok(Control::Abort(id)) => {
+                    aligner.abort(id);
+                    processor.checkpoint_aborted(id)?;
+                }
                 Ok(Control::Trigger(_)) => {}
             }
             continue;
@@ -240,12 +290,28 @@ fn snapshot(
     alignment: Duration,
 ) -> Result<(), TaskError> {
     let started = Instant::now();
-    let inner = processor.snapshot(barrier)?;
+    // Savepoints are self-contained: they may be moved, and nothing may build on them.
+    let ChainedState {
+        state: inner,
+        chain,
+    } = match barrier.kind {
+        CheckpointKind::Checkpoint => processor.snapshot_incremental(barrier)?,
+        CheckpointKind::Savepoint => ChainedState {
+            state: processor.snapshot(barrier)?,
+            chain: Vec::new(),
+        },
+    };
     let state = TaskState { finished, inner }.encode();
     env.router.broadcast(Message::Barrier(barrier))?;
     kill_point::reached(KillPoint::AfterSnapshot);
-    env.persister
-        .persist(barrier, env.id.clone(), state, started.elapsed(), alignment);
+    env.persister.persist(
+        barrier,
+        env.id.clone(),
+        state,
+        chain,
+        started.elapsed(),
+        alignment,
+    );
     Ok(())
 }
 
@@ -261,10 +327,10 @@ const SOURCE_POLL_RECORDS: usize = 1024;
 pub fn run_source(
     mut env: TaskEnv,
     mut source: Box<dyn Source>,
-    restored: Option<TaskState>,
+    restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
     let mut finished = false;
-    if let Some(state) = restored {
+    if let Some(RestoredState { state, .. }) = restored {
         source.seek(&state.inner)?;
         finished = state.finished;
         kill_point::reached(KillPoint::Restore);
@@ -303,6 +369,7 @@ pub fn run_source(
                     barrier,
                     env.id.clone(),
                     state,
+                    Vec::new(),
                     started.elapsed(),
                     Duration::ZERO,
                 );

@@ -49,6 +49,32 @@ impl TaskState {
     }
 }
 
+/// What a restore hands a task: the state of the restored checkpoint and, when that state
+/// is an incremental image, the states it builds on (docs/CHECKPOINTS.md §10).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RestoredState {
+    /// The task's state at the restored checkpoint.
+    pub state: TaskState,
+    /// The inner states of the same task at the earlier checkpoints the state builds on,
+    /// base first; empty for a self-contained state.
+    pub chain: Vec<Vec<u8>>,
+    /// Whether new incremental images may build on this state: true when it comes from one
+    /// of the job's checkpoints, false for a savepoint (it may be moved or deleted, so no
+    /// checkpoint may need it).
+    pub resumable: bool,
+}
+
+impl RestoredState {
+    /// A self-contained state that nothing may build on.
+    pub fn alone(state: TaskState) -> Self {
+        RestoredState {
+            state,
+            chain: Vec::new(),
+            resumable: false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

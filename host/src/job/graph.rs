@@ -23,6 +23,7 @@ use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::control::ControlConfig;
 use crate::dataflow::TaskId;
+use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;
 
 /// A validated job: its vertices, the edges between them and its settings.
@@ -114,6 +115,9 @@ pub struct Operator {
     pub limits: Limits,
     /// How checkpoints capture its state (`checkpoint`).
     pub state_capture: StateCapture,
+    /// A full image every this many image checkpoints, deltas between them
+    /// (`image_full_every`; 1 = every image full). Only for image state.
+    pub image_full_every: u32,
 }
 
 /// A sink and its settings.
@@ -380,6 +384,9 @@ impl Job {
                         .then(|| limits_spec(&operator.limits, Some(&self.limits))),
                     checkpoint: (operator.state_capture != StateCapture::default())
                         .then(|| unspanned(operator.state_capture.as_str().to_string())),
+                    image_full_every: (operator.image_full_every
+                        != ImagePolicy::DEFAULT_FULL_EVERY)
+                        .then(|| unspanned(operator.image_full_every)),
                 }),
                 VertexKind::Sink(kind) => {
                     let (kind, path) = match kind {

@@ -197,6 +197,10 @@ pub struct OperatorSpec {
     /// `checkpoint`: `"exports"`, `"image"` or `"auto"` (the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<Spanned<String>>,
+    /// `image_full_every`: a full image every this many image checkpoints
+    /// (default 10; 1 = no deltas).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image_full_every: Option<Spanned<u32>>,
 }
 
 /// A `[[sink]]` table. Which keys apply depends on `type`.

@@ -384,6 +384,7 @@ fn complete_job_reads_every_key() {
             config: b"lowercase=true".to_vec(),
             limits: job_limits,
             state_capture: StateCapture::Auto,
+            image_full_every: 10,
         }
     );
     let join = job.vertex("join").unwrap().operator().unwrap();
@@ -517,6 +518,41 @@ fn an_operator_says_how_its_state_is_checkpointed() {
     assert!(message.contains("\"exports\""), "{message}");
     assert!(message.contains("\"image\""), "{message}");
     assert!(message.contains("\"auto\""), "{message}");
+}
+
+#[test]
+fn an_operator_says_how_often_its_image_is_full() {
+    let operator = |value: &str| {
+        format!(
+            "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"op\"]\n\
+             [[operator]]\nname = \"op\"\nmodule = \"op.wasm\"\ninputs = [\"in\"]\n{value}"
+        )
+    };
+    let full_every = |job: &Job| {
+        job.vertex("op")
+            .unwrap()
+            .operator()
+            .unwrap()
+            .image_full_every
+    };
+    let default = job(&operator(""));
+    assert_eq!(full_every(&default), 10);
+    assert!(!default.to_toml().contains("image_full_every"));
+    for n in [1, 4] {
+        let set = job(&operator(&format!("image_full_every = {n}\n")));
+        assert_eq!(full_every(&set), n);
+        assert!(set.to_toml().contains(&format!("image_full_every = {n}")));
+        assert_eq!(full_every(&job(&set.to_toml())), n, "round trip");
+    }
+    let text = operator("image_full_every = 0\n");
+    let (line, key, was) = bad_value(&text);
+    assert_eq!(
+        (line, key.as_str(), was.as_str()),
+        (13, "`image_full_every` of operator \"op\"", "0")
+    );
+    let message = parse(&text).unwrap_err().to_string();
+    assert!(message.contains("1 = every image full"), "{message}");
 }
 
 #[test]

@@ -27,6 +27,7 @@ use super::units::{
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::control::{ADDRESS_FORMS, ControlConfig, parse_address};
+use crate::wasm::ImagePolicy;
 
 /// Keys of a file source.
 const FILE_SOURCE_KEYS: &[&str] = &["name", "type", "parallelism", "path", "follow"];
@@ -846,6 +847,19 @@ impl Validator<'_> {
                 )
             })?,
         };
+        let image_full_every = match &spec.image_full_every {
+            None => ImagePolicy::DEFAULT_FULL_EVERY,
+            Some(value) if *value.get_ref() == 0 => {
+                return Err(self.bad_value(
+                    value.span(),
+                    vertex_key("image_full_every", "operator", name),
+                    "0".into(),
+                    "at least 1: a full image every this many image checkpoints, deltas \
+                     between them (1 = every image full)",
+                ));
+            }
+            Some(value) => *value.get_ref(),
+        };
         let operator = Operator {
             module: self.path(module, vertex_key("module", "operator", name))?,
             module_line: self.line(&module.span()),
@@ -856,6 +870,7 @@ impl Validator<'_> {
                 .unwrap_or_default(),
             limits,
             state_capture,
+            image_full_every,
         };
         Ok(Draft {
             vertex: Vertex {

@@ -26,9 +26,9 @@ use crate::dataflow::operator::WasmOperator;
 use crate::dataflow::persist::{Persister, TaskEvent};
 use crate::dataflow::router::{OutputEdge, Router};
 use crate::dataflow::task::{Control, Processor, TaskEnv, TaskError, run_processor, run_source};
-use crate::dataflow::task_state::TaskState;
+use crate::dataflow::task_state::RestoredState;
 use crate::job::{Job, SinkKind, SourceKind, VertexKind};
-use crate::wasm::{InstanceContext, OperatorModule};
+use crate::wasm::{ImagePolicy, InstanceContext, OperatorModule};
 
 /// The running tasks of one attempt.
 pub(crate) struct Attempt {
@@ -73,7 +73,7 @@ pub(crate) struct AttemptResources<'a> {
 /// If one cannot start, those already started are stopped.
 pub(crate) fn start(
     res: &AttemptResources<'_>,
-    states: HashMap<TaskId, TaskState>,
+    states: HashMap<TaskId, RestoredState>,
 ) -> Result<Attempt, RunError> {
     let stop = StopSignal::new();
     start_all(res, states, stop.clone()).inspect_err(|_| stop.raise())
@@ -81,7 +81,7 @@ pub(crate) fn start(
 
 fn start_all(
     res: &AttemptResources<'_>,
-    mut states: HashMap<TaskId, TaskState>,
+    mut states: HashMap<TaskId, RestoredState>,
     stop: StopSignal,
 ) -> Result<Attempt, RunError> {
     let persister = Persister::new(
@@ -158,6 +158,10 @@ fn start_all(
                     .expect("every operator's module is loaded")
                     .clone();
                 let config = op.config.clone();
+                let image_policy = ImagePolicy {
+                    full_every: op.image_full_every,
+                    ..ImagePolicy::default()
+                };
                 let guest_metrics = Arc::clone(&metrics);
                 let ctx = InstanceContext {
                     operator: id.vertex.clone(),
@@ -165,7 +169,8 @@ fn start_all(
                     parallelism,
                 };
                 Box::new(move |env| {
-                    let instance = module.instantiate(ctx, &config)?;
+                    let mut instance = module.instantiate(ctx, &config)?;
+                    instance.set_image_policy(image_policy);
                     run_processor(
                         env,
                         Box::new(WasmOperator::new(instance, guest_metrics)),

@@ -173,6 +173,7 @@ impl Driver<'_> {
                     async_duration: ack.async_part,
                     alignment_duration: ack.alignment,
                     bytes: ack.bytes,
+                    chain: ack.chain,
                 };
                 match self.coordinator.acknowledge(id, task.clone(), ack, now) {
                     Ok(actions) => {
@@ -469,7 +470,7 @@ impl Driver<'_> {
     ) -> CheckpointMetadata {
         let now_ms = unix_ms(SystemTime::now());
         let duration = triggered_at.elapsed();
-        CheckpointMetadata {
+        let mut metadata = CheckpointMetadata {
             format_version: METADATA_VERSION,
             job_name: self.job.name.clone(),
             job_fingerprint: self.job.fingerprint(),
@@ -493,9 +494,12 @@ impl Driver<'_> {
                     sync_duration_ms: ack.sync_duration.as_millis() as u64,
                     async_duration_ms: ack.async_duration.as_millis() as u64,
                     alignment_duration_ms: ack.alignment_duration.as_millis() as u64,
+                    chain: ack.chain.clone(),
                 })
                 .collect(),
-        }
+        };
+        metadata.format_version = CheckpointMetadata::required_version(&metadata.tasks);
+        metadata
     }
 
     /// Stops every task and waits for their threads. A graceful shutdown lets

@@ -10,22 +10,24 @@
 use std::collections::{BTreeMap, HashMap};
 
 use super::runner::RunError;
-use crate::checkpoint::recovery::RestorePoint;
+use crate::checkpoint::CheckpointKind;
+use crate::checkpoint::recovery::{RestorePoint, read_chain};
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::dataflow::TaskId;
-use crate::dataflow::task_state::TaskState;
+use crate::dataflow::task_state::{RestoredState, TaskState};
 use crate::job::Job;
 
 /// The envelope of a state that holds nothing: version and flags only.
 const EMPTY_STATE_BYTES: u64 = 2;
 
-/// Reads and checks the state of every task of `job` from `point`.
+/// Reads and checks the state of every task of `job` from `point`, with the
+/// states of the earlier checkpoints an incremental image builds on.
 pub(crate) fn load_states(
     storage: &dyn CheckpointStorage,
     point: &RestorePoint,
     job: &Job,
     allow_non_restored_state: bool,
-) -> Result<HashMap<TaskId, TaskState>, RunError> {
+) -> Result<HashMap<TaskId, RestoredState>, RunError> {
     let meta = &point.metadata;
     let name = point.location.name();
     let mut by_vertex: BTreeMap<&str, Vec<_>> = BTreeMap::new();
@@ -36,6 +38,7 @@ pub(crate) fn load_states(
             .push(entry);
     }
     let mut states = HashMap::new();
+    let mut links = BTreeMap::new();
     for (vertex, entries) in by_vertex {
         let Some(v) = job.vertex(vertex) else {
             if allow_non_restored_state {
@@ -71,7 +74,26 @@ pub(crate) fn load_states(
                 .map_err(|e| RunError::Restore(e.to_string()))?;
             let state = TaskState::decode(&bytes)
                 .map_err(|e| RunError::Restore(format!("{name}: state of {}: {e}", entry.task)))?;
-            states.insert(entry.task.clone(), state);
+            let chain = read_chain(storage, &point.location, entry, &mut links)
+                .map_err(|e| RunError::Restore(e.to_string()))?
+                .into_iter()
+                .zip(&entry.chain)
+                .map(|(bytes, link)| {
+                    TaskState::decode(&bytes).map(|s| s.inner).map_err(|e| {
+                        RunError::Restore(format!(
+                            "{name}: state of {} at checkpoint {link}, which its image builds \
+                             on: {e}",
+                            entry.task
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let restored = RestoredState {
+                state,
+                chain,
+                resumable: meta.kind == CheckpointKind::Checkpoint,
+            };
+            states.insert(entry.task.clone(), restored);
         }
     }
     Ok(states)
@@ -80,9 +102,9 @@ pub(crate) fn load_states(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::checkpoint::CheckpointId;
     use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_VERSION, TaskStateMeta};
     use crate::checkpoint::storage::MemoryStorage;
-    use crate::checkpoint::{CheckpointId, CheckpointKind};
 
     /// A job with a generator, an operator `op` of the given parallelism and a sink.
     fn job(op_name: &str, parallelism: u32) -> Job {
@@ -117,6 +139,7 @@ mod tests {
                     sync_duration_ms: 0,
                     async_duration_ms: 0,
                     alignment_duration_ms: 0,
+                    chain: Vec::new(),
                 }
             })
             .collect();
@@ -147,7 +170,8 @@ mod tests {
         let point = checkpoint(&storage, &job, b"state");
         let states = load_states(&storage, &point, &job, false).unwrap();
         assert_eq!(states.len(), job.tasks().count());
-        assert_eq!(states[&TaskId::new("op", 1)].inner, b"state");
+        assert_eq!(states[&TaskId::new("op", 1)].state.inner, b"state");
+        assert!(states[&TaskId::new("op", 1)].resumable);
     }
 
     #[test]

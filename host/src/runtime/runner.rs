@@ -217,7 +217,7 @@ impl JobRunner {
                 next_checkpoint_id(&listings, restored_id).max(next_id.unwrap_or(CheckpointId(1)));
             let retained = listings.iter().filter_map(|l| {
                 let meta = l.metadata()?;
-                (meta.kind == CheckpointKind::Checkpoint).then_some(l.id)
+                (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.chain_links()))
             });
             let tasks: Vec<TaskId> = job.tasks().collect();
             let sources: Vec<TaskId> = job.source_tasks().collect();

@@ -9,7 +9,8 @@ use weir_abi::{ABI_VERSION, InitMessage, exports};
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::capture::ImageExports;
-use super::image::format::{IMAGE_MAGIC, decode_full};
+use super::image::delta::{Baseline, ImagePolicy, reconstruct};
+use super::image::format::{IMAGE_MAGIC, ImageKind, decode_full, read_header};
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState, INITIALIZE};
 use crate::checkpoint::CheckpointId;
@@ -65,6 +66,32 @@ pub struct GuestInstance {
     image: Option<ImageExports>,
     /// The size of the last image taken, to size the next one's buffer.
     last_image_len: usize,
+    /// When images may be deltas (`image_full_every` of the job file).
+    image_policy: ImagePolicy,
+    /// The previous image and its chain, when this instance's checkpoints are incremental
+    /// images; `None` for exports, or when every image is full.
+    incremental: Option<Incremental>,
+}
+
+/// What an instance keeps between two incremental image checkpoints.
+#[derive(Debug)]
+struct Incremental {
+    /// The previous image, which the next delta is computed against.
+    baseline: Baseline,
+    /// The checkpoints whose images make up the previous image's chain, base first, the
+    /// previous image's own last; empty when there is no previous image.
+    chain: Vec<CheckpointId>,
+}
+
+/// What [`GuestInstance::snapshot_incremental`] took: the state, and the earlier checkpoints
+/// whose states a restore needs with it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestSnapshot {
+    /// The state bytes: the guest's own snapshot, a full image, or a delta.
+    pub state: Vec<u8>,
+    /// For a delta, the checkpoints whose images it builds on, base (the full image) first,
+    /// its parent last; empty for any self-contained state.
+    pub chain: Vec<CheckpointId>,
 }
 
 impl fmt::Debug for GuestInstance {
@@ -148,7 +175,10 @@ impl GuestInstance {
             module: module.clone(),
             image,
             last_image_len: 0,
+            image_policy: ImagePolicy::default(),
+            incremental: None,
         };
+        guest.set_image_policy(ImagePolicy::default());
         if !initialize {
             // Restoring an image: the image holds what `_initialize` did, and running it again
             // over the restored memory would redo it (C constructors, allocator set-up).
@@ -261,6 +291,92 @@ impl GuestInstance {
         Ok(std::mem::take(&mut self.store.data_mut().snapshot))
     }
 
+    /// Sets when this instance's image checkpoints may be deltas: with
+    /// `policy.full_every` above 1, [`snapshot_incremental`](Self::snapshot_incremental) keeps
+    /// the previous image (a copy of the instance's memory) and writes a delta against it
+    /// when the policy allows; with 1 (or 0) every image is full and nothing is kept. The
+    /// chain starts afresh. Nothing changes for an instance checkpointed through its exports.
+    pub fn set_image_policy(&mut self, policy: ImagePolicy) {
+        self.image_policy = policy;
+        self.incremental = (self.image.is_some() && policy.full_every > 1).then(|| Incremental {
+            baseline: Baseline::new(policy),
+            chain: Vec::new(),
+        });
+    }
+
+    /// Whether checkpoints of this instance may be incremental images.
+    pub fn is_incremental(&self) -> bool {
+        self.incremental.is_some()
+    }
+
+    /// The state at checkpoint `checkpoint_id`, as [`snapshot`](Self::snapshot) takes it, but
+    /// for an instance with incremental images (see [`set_image_policy`](Self::set_image_policy))
+    /// a delta against the previous image when the policy allows one. The delta is only
+    /// restorable with the states of [`GuestSnapshot::chain`]: use it for checkpoints, never
+    /// for savepoints, and call [`checkpoint_aborted`](Self::checkpoint_aborted) when a
+    /// checkpoint is aborted.
+    pub fn snapshot_incremental(
+        &mut self,
+        checkpoint_id: u64,
+    ) -> Result<GuestSnapshot, GuestError> {
+        let Some(mut incremental) = self.incremental.take() else {
+            return Ok(GuestSnapshot {
+                state: self.snapshot(checkpoint_id)?,
+                chain: Vec::new(),
+            });
+        };
+        self.check_ready(Call::Snapshot)?;
+        let image = self
+            .image
+            .clone()
+            .expect("incremental images need an imaged instance");
+        let checkpoint = CheckpointId(checkpoint_id);
+        let mut out = Vec::with_capacity(self.last_image_len);
+        let taken = image.take_incremental(
+            &mut self.store,
+            &mut incremental.baseline,
+            checkpoint,
+            &mut out,
+        );
+        let taken = match taken {
+            Ok(taken) => taken,
+            Err(e) => {
+                let failure = GuestFailure::Image {
+                    message: e.to_string(),
+                };
+                return Err(self.poison(Call::Snapshot, failure, None));
+            }
+        };
+        let chain = match taken.kind {
+            ImageKind::Full => Vec::new(),
+            ImageKind::Delta => {
+                debug_assert_eq!(taken.parent, incremental.chain.last().copied());
+                std::mem::take(&mut incremental.chain)
+            }
+        };
+        incremental.chain.clone_from(&chain);
+        incremental.chain.push(checkpoint);
+        self.incremental = Some(incremental);
+        let limit = self.engine.limits().max_state_bytes;
+        if out.len() > limit {
+            return Err(self.poison(Call::Snapshot, GuestFailure::StateTooLarge { limit }, None));
+        }
+        self.last_image_len = self.last_image_len.max(out.len());
+        Ok(GuestSnapshot { state: out, chain })
+    }
+
+    /// Checkpoint `checkpoint_id` was aborted: its state will not exist, so when the previous
+    /// image's chain holds it, the next image is full (a delta on it could never be
+    /// restored). Nothing else changes.
+    pub fn checkpoint_aborted(&mut self, checkpoint_id: u64) {
+        if let Some(incremental) = &mut self.incremental
+            && incremental.chain.contains(&CheckpointId(checkpoint_id))
+        {
+            incremental.baseline.reset();
+            incremental.chain.clear();
+        }
+    }
+
     /// Replaces the guest's state with `state`, taken by [`snapshot`](Self::snapshot) from an
     /// earlier instance of the same module, through `weir_restore`.
     ///
@@ -269,7 +385,7 @@ impl GuestInstance {
     pub fn restore(&mut self, state: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
         if self.image.is_some() {
-            return self.restore_image(state);
+            return self.restore_image(&[], state, false);
         }
         if state.starts_with(&IMAGE_MAGIC) {
             let message = "the state to restore is an image of an earlier instance, but the \
@@ -293,37 +409,106 @@ impl GuestInstance {
         self.check_status(Call::Restore, status)
     }
 
-    /// Replaces this instance by a fresh one holding the image `state` (nothing for an empty
-    /// state: the fresh start it already is). The fresh instance runs neither `_initialize` nor
-    /// `weir_init`: the image holds what they did.
-    fn restore_image(&mut self, state: &[u8]) -> Result<(), GuestError> {
-        if state.is_empty() {
+    /// Replaces the guest's state with the one at the end of an image chain: `chain` holds
+    /// the states of the earlier checkpoints [`GuestSnapshot::chain`] named, base first, and
+    /// `state` the last. With `resume`, and incremental images on, the next checkpoint's
+    /// image may be a delta on this one (give `false` for a savepoint, which may be moved:
+    /// nothing may chain to it). An instance checkpointed through its exports takes `state`
+    /// alone, as [`restore`](Self::restore) does, and refuses a chain.
+    pub fn restore_chain(
+        &mut self,
+        chain: &[&[u8]],
+        state: &[u8],
+        resume: bool,
+    ) -> Result<(), GuestError> {
+        self.check_ready(Call::Restore)?;
+        if self.image.is_none() {
+            if !chain.is_empty() {
+                let message = format!(
+                    "the state is an image delta on {} earlier images, but the module is not \
+                     checkpointed as an image: restore it with checkpoint = \"image\", then \
+                     change the setting",
+                    chain.len()
+                );
+                return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+            }
+            return self.restore(state);
+        }
+        self.restore_image(chain, state, resume)
+    }
+
+    /// Replaces this instance by a fresh one holding the image that `chain` and `state` make
+    /// (nothing for an empty state: the fresh start it already is). The fresh instance runs
+    /// neither `_initialize` nor `weir_init`: the image holds what they did.
+    fn restore_image(
+        &mut self,
+        chain: &[&[u8]],
+        state: &[u8],
+        resume: bool,
+    ) -> Result<(), GuestError> {
+        if state.is_empty() && chain.is_empty() {
             return Ok(());
         }
-        let image = match decode_full(state) {
-            Ok(image) => image,
-            Err(e) => {
-                let mut message = e.to_string();
-                if !state.starts_with(&IMAGE_MAGIC) {
+        let resume = resume && self.incremental.is_some();
+        let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
+        fresh.set_image_policy(self.image_policy);
+        let Some(exports) = fresh.image.clone() else {
+            let message = "the module is not checkpointed as an image".to_string();
+            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        };
+        let applied = if chain.is_empty() && !resume {
+            // One full image, written straight from the bytes read.
+            decode_full(state)
+                .map_err(|e| e.to_string())
+                .and_then(|image| {
+                    exports
+                        .apply(&mut fresh.store, &image.image_ref())
+                        .map_err(|e| e.to_string())
+                })
+                .map(|()| None)
+        } else {
+            let (full, deltas) = match chain.split_first() {
+                Some((full, rest)) => (*full, rest.iter().copied().chain([state]).collect()),
+                None => (state, Vec::new()),
+            };
+            let ids: Result<Vec<CheckpointId>, _> = std::iter::once(full)
+                .chain(deltas.iter().copied())
+                .map(|bytes| read_header(bytes).map(|h| h.checkpoint))
+                .collect();
+            reconstruct(full, deltas)
+                .and_then(|image| Ok((image, ids?)))
+                .map_err(|e| e.to_string())
+                .and_then(|(image, ids)| {
+                    exports
+                        .apply(&mut fresh.store, &image.image.as_image_ref())
+                        .map_err(|e| e.to_string())?;
+                    Ok(Some((image, ids)))
+                })
+        };
+        let rebuilt = match applied {
+            Ok(rebuilt) => rebuilt,
+            Err(mut message) => {
+                if !chain
+                    .first()
+                    .copied()
+                    .unwrap_or(state)
+                    .starts_with(&IMAGE_MAGIC)
+                {
                     message.push_str(
                         "; the state was saved by the guest's weir_snapshot, but the operator \
                          is now checkpointed as an image: restore it with checkpoint = \
                          \"exports\", then change the setting",
                     );
                 }
-                let failure = GuestFailure::Image { message };
-                return Err(self.poison(Call::Restore, failure, None));
+                return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
             }
         };
-        let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
-        let applied = match fresh.image.clone() {
-            Some(exports) => exports
-                .apply(&mut fresh.store, &image)
-                .map_err(|e| e.to_string()),
-            None => Err("the module is not checkpointed as an image".to_string()),
-        };
-        if let Err(message) = applied {
-            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        if resume
+            && let Some((image, ids)) = rebuilt
+            && let Some(incremental) = &mut fresh.incremental
+        {
+            incremental.baseline = Baseline::resume(self.image_policy, image);
+            incremental.chain = ids;
         }
         fresh.last_image_len = state.len();
         *self = fresh;

@@ -15,8 +15,9 @@ use wasmparser::{Parser, Payload};
 use wasmtime::{Global, Instance, Memory, Store, V128, Val};
 use weir_abi::exports;
 
+use super::delta::{Baseline, Snapshot as DeltaSnapshot};
 use super::format::{
-    FullImage, GlobalBits, GlobalValue, ImageError, ImageRef, MemoryRef, ModuleIdentity, PAGE_SIZE,
+    GlobalBits, GlobalValue, ImageError, ImageRef, MemoryRef, ModuleIdentity, PAGE_SIZE,
     encode_full,
 };
 use super::rewrite::{self, GlobalValueType, ImageLayout};
@@ -200,6 +201,30 @@ impl ImageExports {
         checkpoint: CheckpointId,
         out: &mut Vec<u8>,
     ) -> Result<(), CaptureError> {
+        self.with_image(store, |image| encode_full(image, checkpoint, out))??;
+        Ok(())
+    }
+
+    /// Encodes the instance's state, taken at `checkpoint`, through `baseline` into `out`: a
+    /// delta against the previous image when its policy allows one, a full image otherwise
+    /// (see [`Baseline::snapshot`]).
+    pub(crate) fn take_incremental<T>(
+        &self,
+        store: &mut Store<T>,
+        baseline: &mut Baseline,
+        checkpoint: CheckpointId,
+        out: &mut Vec<u8>,
+    ) -> Result<DeltaSnapshot, CaptureError> {
+        Ok(self.with_image(store, |image| baseline.snapshot(image, checkpoint, out))??)
+    }
+
+    /// Runs `f` on the instance's state as an image borrowing its memories: the globals'
+    /// values are read first, then every memory is lent as it is, without a copy.
+    fn with_image<T, R>(
+        &self,
+        store: &mut Store<T>,
+        f: impl FnOnce(&ImageRef<'_>) -> R,
+    ) -> Result<R, CaptureError> {
         let mut globals = Vec::with_capacity(self.globals.len());
         for (index, ty, global) in &self.globals {
             let value = bits(*ty, &global.get(&mut *store)).ok_or_else(|| {
@@ -224,8 +249,7 @@ impl ImageExports {
                 .collect(),
             globals: &globals,
         };
-        encode_full(&image, checkpoint, out)?;
-        Ok(())
+        Ok(f(&image))
     }
 
     /// Writes `image` into this instance, which must be fresh: grows every memory to the
@@ -234,9 +258,9 @@ impl ImageExports {
     pub(crate) fn apply<T>(
         &self,
         store: &mut Store<T>,
-        image: &FullImage<'_>,
+        image: &ImageRef<'_>,
     ) -> Result<(), CaptureError> {
-        image.header.check_module(&self.identity())?;
+        self.identity().accepts(image.identity())?;
         if image.memories.len() != self.memories.len() {
             return Err(CaptureError::Mismatch(format!(
                 "the image holds {} memories but the module defines {}",
@@ -270,7 +294,7 @@ impl ImageExports {
             }
             memory.data_mut(&mut *store)[..wanted].copy_from_slice(saved.bytes);
         }
-        let saved_globals = &image.header.globals;
+        let saved_globals = image.globals;
         if saved_globals.len() != self.globals.len() {
             return Err(CaptureError::Mismatch(format!(
                 "the image holds {} mutable globals but the module defines {}",
