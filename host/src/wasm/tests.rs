@@ -1555,3 +1555,189 @@ fn switching_between_exports_and_image_names_the_setting_to_restore_with() {
     let message = target.restore(&snapshot).unwrap_err().to_string();
     assert!(message.contains("checkpoint = \"exports\""), "{message}");
 }
+
+// Incremental images
+
+/// The kind of an image: full or delta.
+fn image_kind(state: &[u8]) -> image::format::ImageKind {
+    image::format::read_header(state).unwrap().kind
+}
+
+fn ids(ids: &[u64]) -> Vec<crate::checkpoint::CheckpointId> {
+    ids.iter()
+        .copied()
+        .map(crate::checkpoint::CheckpointId)
+        .collect()
+}
+
+/// An imaged instance of `image_guest` whose images are full every `full_every`.
+fn incremental_instance(module: &OperatorModule, full_every: u32) -> GuestInstance {
+    let mut instance = module.instantiate(context(0), b"").unwrap();
+    instance.set_image_policy(ImagePolicy {
+        full_every,
+        ..ImagePolicy::default()
+    });
+    instance
+}
+
+#[test]
+fn incremental_images_are_deltas_between_full_ones_and_restore_from_their_chain() {
+    use image::format::ImageKind::{Delta, Full};
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
+    let mut original = incremental_instance(&module, 4);
+    assert!(original.is_incremental());
+    let mut taken = Vec::new();
+    for id in 1..=5 {
+        image_counters(&mut original, id as usize);
+        taken.push(original.snapshot_incremental(id).unwrap());
+    }
+    let kinds: Vec<_> = taken.iter().map(|s| image_kind(&s.state)).collect();
+    assert_eq!(kinds, [Full, Delta, Delta, Delta, Full]);
+    let chains: Vec<_> = taken.iter().map(|s| s.chain.clone()).collect();
+    assert_eq!(
+        chains,
+        [ids(&[]), ids(&[1]), ids(&[1, 2]), ids(&[1, 2, 3]), ids(&[])]
+    );
+    assert!(
+        taken[1].state.len() * 4 < taken[0].state.len(),
+        "a delta of a few changed words is small: {} vs {}",
+        taken[1].state.len(),
+        taken[0].state.len()
+    );
+
+    // Restore checkpoint 3 from its chain, resuming it: the next image is a delta on it.
+    let mut restored = incremental_instance(&module, 4);
+    let chain = [taken[0].state.as_slice(), taken[1].state.as_slice()];
+    restored
+        .restore_chain(&chain, &taken[2].state, true)
+        .unwrap();
+    // Checkpoint 3 saw 3 batches and 1000 + 1 + 2 + 3 records.
+    assert_eq!(image_counters(&mut restored, 4), (4, 1010));
+    let next = restored.snapshot_incremental(6).unwrap();
+    assert_eq!(image_kind(&next.state), Delta);
+    assert_eq!(next.chain, ids(&[1, 2, 3]));
+
+    // That delta restores with its chain to the same state.
+    let mut again = incremental_instance(&module, 4);
+    let chain = [
+        taken[0].state.as_slice(),
+        taken[1].state.as_slice(),
+        taken[2].state.as_slice(),
+    ];
+    again.restore_chain(&chain, &next.state, false).unwrap();
+    assert_eq!(image_counters(&mut again, 1), (5, 1011));
+    assert_eq!(image_counters(&mut restored, 1), (5, 1011));
+    // Not resumed: the next image is full.
+    assert_eq!(
+        image_kind(&again.snapshot_incremental(7).unwrap().state),
+        Full
+    );
+}
+
+#[test]
+fn an_aborted_checkpoint_in_the_chain_makes_the_next_image_full() {
+    use image::format::ImageKind::{Delta, Full};
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
+    let mut instance = incremental_instance(&module, 10);
+    let mut kind_at = |instance: &mut GuestInstance, id| {
+        image_counters(instance, 1);
+        let taken = instance.snapshot_incremental(id).unwrap();
+        (image_kind(&taken.state), taken.chain)
+    };
+    assert_eq!(kind_at(&mut instance, 1), (Full, ids(&[])));
+    assert_eq!(kind_at(&mut instance, 2), (Delta, ids(&[1])));
+    instance.checkpoint_aborted(7);
+    assert_eq!(
+        kind_at(&mut instance, 3),
+        (Delta, ids(&[1, 2])),
+        "an abort outside the chain changes nothing"
+    );
+    instance.checkpoint_aborted(2);
+    assert_eq!(kind_at(&mut instance, 4), (Full, ids(&[])));
+    assert_eq!(kind_at(&mut instance, 5), (Delta, ids(&[4])));
+    instance.checkpoint_aborted(5);
+    assert_eq!(
+        kind_at(&mut instance, 6),
+        (Full, ids(&[])),
+        "the previous image itself"
+    );
+}
+
+#[test]
+fn a_savepoints_image_is_full_and_the_chain_goes_on_past_it() {
+    use image::format::ImageKind::{Delta, Full};
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
+    let mut instance = incremental_instance(&module, 10);
+    image_counters(&mut instance, 1);
+    instance.snapshot_incremental(1).unwrap();
+    image_counters(&mut instance, 1);
+    let savepoint = instance.snapshot(2).unwrap();
+    assert_eq!(image_kind(&savepoint), Full);
+    image_counters(&mut instance, 1);
+    let next = instance.snapshot_incremental(3).unwrap();
+    assert_eq!(image_kind(&next.state), Delta);
+    assert_eq!(next.chain, ids(&[1]), "the savepoint is no link");
+
+    // Restored from a savepoint (not resumed), the next image is full.
+    let mut restored = incremental_instance(&module, 10);
+    restored.restore_chain(&[], &savepoint, false).unwrap();
+    let after = restored.snapshot_incremental(4).unwrap();
+    assert_eq!((image_kind(&after.state), after.chain), (Full, ids(&[])));
+}
+
+#[test]
+fn full_every_one_turns_incremental_images_off() {
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
+    let mut instance = incremental_instance(&module, 1);
+    assert!(!instance.is_incremental());
+    for id in 1..=3 {
+        image_counters(&mut instance, 1);
+        let taken = instance.snapshot_incremental(id).unwrap();
+        assert_eq!(image_kind(&taken.state), image::format::ImageKind::Full);
+        assert!(taken.chain.is_empty());
+    }
+    let exports = load_capturing(&engine, &image_guest(0), StateCapture::Exports);
+    assert!(!incremental_instance(&exports, 10).is_incremental());
+}
+
+#[test]
+fn a_damaged_or_missing_link_fails_the_restore_naming_the_chain() {
+    let engine = engine();
+    let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
+    let mut instance = incremental_instance(&module, 10);
+    let mut taken = Vec::new();
+    for id in 1..=3 {
+        image_counters(&mut instance, 1);
+        taken.push(instance.snapshot_incremental(id).unwrap().state);
+    }
+    let mut damaged = taken[1].clone();
+    let at = damaged.len() - 20;
+    damaged[at] ^= 0x01;
+    let mut target = incremental_instance(&module, 10);
+    let err = target
+        .restore_chain(&[&taken[0], &damaged], &taken[2], true)
+        .unwrap_err();
+    assert!(matches!(err.failure, GuestFailure::Image { .. }), "{err}");
+    assert!(err.to_string().contains("delta 1 of the chain"), "{err}");
+    assert!(target.is_poisoned());
+
+    let mut target = incremental_instance(&module, 10);
+    let err = target
+        .restore_chain(&[&taken[0]], &taken[2], true)
+        .unwrap_err();
+    assert!(err.to_string().contains("delta 1 of the chain"), "{err}");
+
+    let exports = load_capturing(&engine, &image_guest(0), StateCapture::Exports);
+    let mut target = exports.instantiate(context(0), b"").unwrap();
+    let err = target
+        .restore_chain(&[&taken[0]], &taken[1], true)
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not checkpointed as an image"),
+        "{err}"
+    );
+}
