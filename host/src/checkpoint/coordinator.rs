@@ -1809,6 +1809,128 @@ mod tests {
         assert_eq!(co.retained().collect::<Vec<_>>(), [c(7), c(8)]);
     }
 
+    /// Every task acknowledges `id` at `now`, `count#0` with a state that
+    /// builds on `chain`; then the metadata is written if all went in.
+    fn complete_chained(co: &mut Co, id: CheckpointId, chain: &[u64], now: Instant) -> Actions {
+        let mut actions = Vec::new();
+        for task in all_tasks() {
+            let mut ack = ack(id, &task);
+            if task == TaskId::new("count", 0) {
+                ack.chain = chain.iter().copied().map(c).collect();
+            }
+            actions.extend(co.acknowledge(id, task.clone(), ack, now).unwrap());
+        }
+        if actions
+            .iter()
+            .any(|a| matches!(a, Action::Finalize { id: f, .. } if *f == id))
+        {
+            actions.extend(co.finalized(id, Ok(()), now).unwrap());
+        }
+        actions
+    }
+
+    fn pruned(actions: &[Action<String>]) -> Vec<u64> {
+        actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Prune { ids } => Some(ids.iter().map(|id| id.0)),
+                _ => None,
+            })
+            .flatten()
+            .collect()
+    }
+
+    #[test]
+    fn pruning_keeps_the_image_chains_of_retained_checkpoints_until_a_full_image() {
+        // retained = 1, a full image every 4: 1 full, 2..4 deltas, 5 full, 6 delta.
+        let t0 = Instant::now();
+        let mut co = running(config(), t0);
+        let chains: [&[u64]; 6] = [&[], &[1], &[1, 2], &[1, 2, 3], &[], &[5]];
+        let mut pruned_at = Vec::new();
+        for (i, chain) in chains.iter().enumerate() {
+            let at = t0 + ms(100 * (i as u64 + 1));
+            co.poll(at);
+            pruned_at.push(pruned(&complete_chained(
+                &mut co,
+                c(i as u64 + 1),
+                chain,
+                at,
+            )));
+        }
+        let none = Vec::<u64>::new();
+        assert_eq!(
+            pruned_at,
+            [
+                none.clone(),
+                none.clone(),
+                none.clone(),
+                none.clone(),
+                vec![1, 2, 3, 4],
+                none
+            ]
+        );
+        assert_eq!(co.retained().collect::<Vec<_>>(), [c(5), c(6)]);
+    }
+
+    #[test]
+    fn a_checkpoint_whose_chain_needs_an_aborted_one_is_aborted_without_counting() {
+        let t0 = Instant::now();
+        let mut config = config();
+        config.tolerable_failures = 1;
+        let mut co = running(config, t0);
+        co.poll(t0 + ms(100));
+        complete(&mut co, c(1), t0 + ms(100));
+        co.poll(t0 + ms(200));
+        let declined = co.decline(c(2), src(0), "disk full", t0 + ms(210)).unwrap();
+        assert!(declined.contains(&abort(
+            2,
+            AbortReason::Declined {
+                task: src(0),
+                reason: "disk full".into()
+            }
+        )));
+        assert_eq!(co.consecutive_failures(), 1);
+        // count#0 took its image of 3 before it heard of the abort of 2.
+        co.poll(t0 + ms(300));
+        let actions = complete_chained(&mut co, c(3), &[1, 2], t0 + ms(310));
+        let reason = AbortReason::BrokenChain {
+            task: TaskId::new("count", 0),
+            link: c(2),
+        };
+        assert!(actions.contains(&abort(3, reason.clone())), "{actions:?}");
+        assert!(!reason.counts_as_failure());
+        assert_eq!(co.consecutive_failures(), 1, "not counted");
+        assert!(
+            reason.to_string().contains("builds on checkpoint 2"),
+            "{reason}"
+        );
+        assert_eq!(co.retained().collect::<Vec<_>>(), [c(1)]);
+        // A chain through the completed checkpoint 1 completes.
+        co.poll(t0 + ms(400));
+        let actions = complete_chained(&mut co, c(4), &[1], t0 + ms(410));
+        assert!(actions.contains(&notify(4)), "{actions:?}");
+        assert_eq!(co.retained().collect::<Vec<_>>(), [c(1), c(4)]);
+    }
+
+    #[test]
+    fn chains_handed_over_from_a_restore_keep_their_links() {
+        let t0 = Instant::now();
+        let mut co = Co::new(config(), all_tasks(), [src(0), src(1)], c(8))
+            .unwrap()
+            .with_retained_checkpoints([
+                (c(5), BTreeSet::new()),
+                (c(6), BTreeSet::from([c(5)])),
+                (c(7), BTreeSet::from([c(5), c(6)])),
+            ]);
+        co.set_running(true, t0);
+        co.poll(t0 + ms(100));
+        let actions = complete_chained(&mut co, c(8), &[5, 6, 7], t0 + ms(110));
+        assert_eq!(pruned(&actions), Vec::<u64>::new());
+        co.poll(t0 + ms(200));
+        let actions = complete_chained(&mut co, c(9), &[], t0 + ms(210));
+        assert_eq!(pruned(&actions), [5, 6, 7, 8]);
+    }
+
     #[test]
     fn completing_a_checkpoint_subsumes_older_pending_checkpoints_without_counting() {
         let t0 = Instant::now();

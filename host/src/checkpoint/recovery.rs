@@ -709,6 +709,93 @@ mod tests {
         );
     }
 
+    /// Checkpoint `id` where `count#0`'s state builds on `chain`.
+    fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
+        let mut meta = sample(CHK, id);
+        meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
+        for entry in &mut meta.tasks {
+            let state = format!("{}@{id}", entry.task);
+            entry.handle = storage
+                .write_state(CHK, CheckpointId(id), &entry.task, state.as_bytes())
+                .unwrap();
+            entry.state_bytes = state.len() as u64;
+            if entry.task == TaskId::new("count", 0) {
+                entry.chain = chain.iter().copied().map(CheckpointId).collect();
+            }
+        }
+        storage.write_metadata(&meta).unwrap();
+    }
+
+    #[test]
+    fn verifying_a_delta_reads_its_chain_and_a_broken_link_falls_back_naming_both_files() {
+        let (_dir, storage) = local_with(&[]);
+        write_chained(&storage, 1, &[]);
+        write_chained(&storage, 2, &[1]);
+        write_chained(&storage, 3, &[1, 2]);
+        let chk3 = storage.layout().location(CHK, CheckpointId(3));
+        let point = restore_from_path(&storage, chk3.dir()).unwrap();
+        let entry = point.metadata.task(&TaskId::new("count", 0)).unwrap();
+        let states = read_chain(&storage, &point.location, entry, &mut BTreeMap::new()).unwrap();
+        assert_eq!(states, [b"count#0@1".to_vec(), b"count#0@2".to_vec()]);
+
+        // Damage the link's file: 3 no longer verifies, 2 (which needs only 1) does.
+        let link = storage
+            .layout()
+            .location(CHK, CheckpointId(1))
+            .dir()
+            .join("count-0.state");
+        let mut bytes = fs::read(&link).unwrap();
+        bytes[22] ^= 0x01;
+        fs::write(&link, &bytes).unwrap();
+        let selection = restore_latest(&storage).unwrap();
+        assert_eq!(chosen(&selection), None, "1 is damaged, 2 and 3 need it");
+        let message = skipped(&selection).join("\n");
+        let delta = chk3.dir().join("count-0.state");
+        assert!(
+            message.contains(&format!(
+                "state file {} is an image delta that builds on checkpoint 1, which cannot be used: state file {}: checksum mismatch",
+                delta.display(),
+                link.display()
+            )),
+            "{message}"
+        );
+
+        // A link gone altogether is named too.
+        let (_dir, storage) = local_with(&[]);
+        write_chained(&storage, 1, &[]);
+        write_chained(&storage, 2, &[1]);
+        storage.discard(CHK, CheckpointId(1)).unwrap();
+        let err = verify(&storage, &storage.layout().location(CHK, CheckpointId(2))).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StorageError::BrokenChain {
+                    link: CheckpointId(1),
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("chk-0000000001/_metadata"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_link_whose_own_chain_differs_is_refused() {
+        let storage = MemoryStorage::default();
+        write_chained(&storage, 1, &[]);
+        write_chained(&storage, 2, &[]);
+        write_chained(&storage, 3, &[1, 2]);
+        let err = verify(&storage, &storage.layout().location(CHK, CheckpointId(3))).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the state of task count#0 there builds on [], not on [1]"),
+            "{err}"
+        );
+    }
+
     #[test]
     fn restores_a_given_path_only_if_it_verifies() {
         let (_dir, storage) = local_with(&[1]);
