@@ -21,23 +21,28 @@ use weir::runtime::{JobRequest, RunOptions};
 
 use crate::support::{
     InProcess, JobFile, Sandbox, assert_same_output, checkpoint_dirs, checkpointed,
-    committed_lines, complete_checkpoint_ids, in_progress_files, run_cli, word_counts, word_text,
-    wordcount,
+    committed_lines, complete_checkpoint_ids, complete_checkpoints, in_progress_files, run_cli,
+    word_counts, word_text, wordcount,
 };
 
-/// The wordcount job over `input`, keeping 3 checkpoints, retained on cancel.
-fn job(sandbox: &Sandbox, input: &Path, follow: bool) -> JobFile {
-    checkpointed(wordcount(sandbox, input, follow), sandbox, "100ms", 3)
-        .checkpoint("on_cancel", "retain")
+/// The wordcount job over `input`, keeping 3 checkpoints, retained on cancel. With
+/// `incremental`, its operators are checkpointed as images, every one after the first a delta
+/// (a full image every 1000), so every checkpoint but the first builds on all before it.
+fn job(sandbox: &Sandbox, input: &Path, follow: bool, incremental: bool) -> JobFile {
+    let mut job = wordcount(sandbox, input, follow);
+    if incremental {
+        job = job.state_capture("image").image_full_every(1000);
+    }
+    checkpointed(job, sandbox, "100ms", 3).checkpoint("on_cancel", "retain")
 }
 
 /// A cancelled job with three retained checkpoints, all taken after its whole input was
 /// committed. Returns the input file and the first text.
-fn cancelled_after_idle_checkpoints(sandbox: &Sandbox) -> (PathBuf, String) {
+fn cancelled_after_idle_checkpoints(sandbox: &Sandbox, incremental: bool) -> (PathBuf, String) {
     let input = sandbox.join("words.txt");
     let first = word_text(7, 2_000, 10);
     fs::write(&input, &first).unwrap();
-    job(sandbox, &input, true).write(&sandbox.job_path());
+    job(sandbox, &input, true, incremental).write(&sandbox.job_path());
     let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     let expected = word_counts(&first);
     let out = sandbox.out_dir();
@@ -66,17 +71,16 @@ fn cancelled_after_idle_checkpoints(sandbox: &Sandbox) -> (PathBuf, String) {
 }
 
 /// The newest complete checkpoint directory and the one before, after checking that three are
-/// kept.
-fn newest_two(sandbox: &Sandbox) -> (PathBuf, PathBuf) {
+/// kept (or more, for incremental images: the chain's links).
+fn newest_two(sandbox: &Sandbox, incremental: bool) -> (PathBuf, PathBuf) {
     let ids = complete_checkpoint_ids(&sandbox.checkpoint_dir());
-    assert_eq!(
-        ids.len(),
-        3,
+    assert!(
+        ids.len() == 3 || (incremental && ids.len() > 3),
         "complete checkpoints after the cancel: {ids:?}"
     );
     let dirs = checkpoint_dirs(&sandbox.checkpoint_dir());
     let path = |id: u64| dirs.iter().find(|c| c.id == id).unwrap().path.clone();
-    (path(ids[2]), path(ids[1]))
+    (path(ids[ids.len() - 1]), path(ids[ids.len() - 2]))
 }
 
 /// What a test did to the newest checkpoint.
@@ -94,7 +98,13 @@ struct Corruption<'a> {
 /// Appends a second text, restores with `--restore latest` and the file no longer followed, and
 /// checks that the job skipped the corrupt checkpoint with a message naming the file and the
 /// problem, restored the previous one, and committed the word counts of both texts.
-fn restore_skips(sandbox: &Sandbox, input: &Path, first: &str, corruption: &Corruption<'_>) {
+fn restore_skips(
+    sandbox: &Sandbox,
+    input: &Path,
+    first: &str,
+    corruption: &Corruption<'_>,
+    incremental: bool,
+) {
     let second = word_text(8, 1_000, 10);
     fs::OpenOptions::new()
         .append(true)
@@ -102,7 +112,7 @@ fn restore_skips(sandbox: &Sandbox, input: &Path, first: &str, corruption: &Corr
         .unwrap()
         .write_all(second.as_bytes())
         .unwrap();
-    job(sandbox, input, false).write(&sandbox.job_path());
+    job(sandbox, input, false, incremental).write(&sandbox.job_path());
 
     let ended = run_cli(
         &sandbox.job_path(),
@@ -147,8 +157,8 @@ fn restore_skips(sandbox: &Sandbox, input: &Path, first: &str, corruption: &Corr
 #[test]
 fn restores_previous_checkpoint_when_newest_state_file_truncated() {
     let sandbox = Sandbox::new("corrupt-state");
-    let (input, first) = cancelled_after_idle_checkpoints(&sandbox);
-    let (newest, previous) = newest_two(&sandbox);
+    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, false);
+    let (newest, previous) = newest_two(&sandbox, false);
     // `count` holds the state that matters: cut one of its subtasks' files in half.
     let state = newest.join("count-1.state");
     let len = fs::metadata(&state).unwrap().len();
@@ -164,14 +174,14 @@ fn restores_previous_checkpoint_when_newest_state_file_truncated() {
         file: &state,
         problem: "truncated",
     };
-    restore_skips(&sandbox, &input, &first, &corruption);
+    restore_skips(&sandbox, &input, &first, &corruption, false);
 }
 
 #[test]
 fn restores_previous_checkpoint_when_newest_metadata_has_a_flipped_byte() {
     let sandbox = Sandbox::new("corrupt-metadata");
-    let (input, first) = cancelled_after_idle_checkpoints(&sandbox);
-    let (newest, previous) = newest_two(&sandbox);
+    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, false);
+    let (newest, previous) = newest_two(&sandbox, false);
     let metadata = newest.join("_metadata");
     let mut bytes = fs::read(&metadata).unwrap();
     // A byte in the middle: inside the payload, so only the checksum can tell.
@@ -184,5 +194,35 @@ fn restores_previous_checkpoint_when_newest_metadata_has_a_flipped_byte() {
         file: &metadata,
         problem: "checksum mismatch",
     };
-    restore_skips(&sandbox, &input, &first, &corruption);
+    restore_skips(&sandbox, &input, &first, &corruption, false);
+}
+
+#[test]
+fn restores_previous_checkpoint_when_the_newest_image_delta_has_a_flipped_byte() {
+    let sandbox = Sandbox::new("corrupt-delta");
+    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, true);
+    let (newest, previous) = newest_two(&sandbox, true);
+    let on_disk = complete_checkpoints(&sandbox.checkpoint_dir());
+    let meta = on_disk.values().next_back().unwrap();
+    let count = meta
+        .tasks
+        .iter()
+        .find(|t| t.task.vertex == "count" && t.task.subtask == 1)
+        .unwrap();
+    assert!(
+        !count.chain.is_empty(),
+        "the newest state of count#1 is a delta: {count:?}"
+    );
+    let state = newest.join("count-1.state");
+    let mut bytes = fs::read(&state).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs::write(&state, bytes).unwrap();
+    let corruption = Corruption {
+        newest: &newest,
+        previous: &previous,
+        file: &state,
+        problem: "checksum mismatch",
+    };
+    restore_skips(&sandbox, &input, &first, &corruption, true);
 }

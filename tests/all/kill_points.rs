@@ -17,7 +17,7 @@
 //! `WEIR_KILL_POINT_ROUNDS` sets the rounds per point (default 4; 8 points), `WEIR_CHAOS_SEED`
 //! the seed; both are printed with every failure.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::os::unix::process::ExitStatusExt as _;
 
@@ -26,7 +26,8 @@ use weir::kill_point::{self, KillPoint};
 use crate::report;
 use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
-    committed_lines, in_progress_files, number_from_env, seed_from_env, two_input_count,
+    committed_lines, complete_checkpoints, in_progress_files, number_from_env, seed_from_env,
+    two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -36,6 +37,8 @@ const DEFAULT_ROUNDS_PER_POINT: u64 = 4;
 /// Records per second of each source in the killed rounds: slow enough that most rounds end
 /// by their kill, not by the end of the input.
 const RATE: f64 = 12_000.0;
+/// With image checkpoints: a full image every this many checkpoints, deltas between them.
+const IMAGE_FULL_EVERY: u32 = 4;
 
 /// One killed round.
 #[derive(Debug)]
@@ -109,8 +112,10 @@ fn kill_at_every_named_point_commits_exactly_the_undisturbed_output() {
 }
 
 /// The same with `count` checkpointed as an image of its memory and globals
-/// (`checkpoint = "image"`), against a reference run through its snapshot exports: half the
-/// rounds per point by default, the other test covering the protocol itself.
+/// (`checkpoint = "image"`), incremental with a full image every 4 checkpoints (every 100 ms),
+/// so that kills land mid-chain and restores rebuild chains; against a reference run through
+/// its snapshot exports: half the rounds per point by default, the other test covering the
+/// protocol itself. The checkpoints' metadata must show that deltas were written.
 #[test]
 fn kill_at_every_named_point_with_image_checkpoints_commits_exactly_the_undisturbed_output() {
     kill_at_every_named_point("image", DEFAULT_ROUNDS_PER_POINT / 2);
@@ -145,9 +150,13 @@ fn kill_at_every_named_point(capture: &str, per_point: u64) {
 
     let chaos = Sandbox::new("kill-points-chaos");
     let job = chaos.job_path();
-    two_input_count(&chaos, records, Some(RATE))
-        .state_capture(capture)
-        .write(&job);
+    let mut chaos_job = two_input_count(&chaos, records, Some(RATE)).state_capture(capture);
+    if capture == "image" {
+        chaos_job = chaos_job.image_full_every(IMAGE_FULL_EVERY);
+    }
+    chaos_job.write(&job);
+    // Deltas seen in complete checkpoints' metadata: (checkpoint, task) with a chain.
+    let mut deltas_seen = BTreeSet::new();
     let mut done: Vec<Round> = Vec::new();
     let history = |done: &[Round]| {
         let mut text = format!(
@@ -193,6 +202,30 @@ fn kill_at_every_named_point(capture: &str, per_point: u64) {
         eprintln!("kill points: {round}");
         done.push(round);
         assert_complete_checkpoints_verify(&chaos.checkpoint_dir(), &history(&done));
+        for (id, meta) in complete_checkpoints(&chaos.checkpoint_dir()) {
+            for task in meta.tasks.iter().filter(|t| !t.chain.is_empty()) {
+                assert!(
+                    task.chain.len() < IMAGE_FULL_EVERY as usize,
+                    "checkpoint {id}: the chain of {} is longer than the policy allows: {:?}",
+                    task.task,
+                    task.chain
+                );
+                deltas_seen.insert((id, task.task.to_string()));
+            }
+        }
+    }
+    if capture == "image" {
+        assert!(
+            !deltas_seen.is_empty(),
+            "no complete checkpoint held an image delta: incremental images were not tested\n{}",
+            history(&done)
+        );
+        eprintln!("kill points: {} image deltas seen", deltas_seen.len());
+    } else {
+        assert!(
+            deltas_seen.is_empty(),
+            "exports make no deltas: {deltas_seen:?}"
+        );
     }
 
     let ended = Weir::run(&job, &["--restore", "latest"], &chaos.join("final.log")).wait(whole_run);

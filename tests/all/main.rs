@@ -20,6 +20,7 @@ mod corrupt;
 #[cfg(unix)]
 mod dashboard;
 mod failover;
+mod incremental_images;
 #[cfg(unix)]
 mod image_guests;
 #[cfg(unix)]

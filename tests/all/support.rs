@@ -367,6 +367,17 @@ impl JobFile {
         self
     }
 
+    /// Sets `image_full_every` on every operator added so far: a full image every `n` image
+    /// checkpoints, deltas between them (docs/JOB.md).
+    pub(crate) fn image_full_every(mut self, n: u32) -> JobFile {
+        for vertex in &mut self.vertices {
+            if vertex.starts_with("[[operator]]") {
+                writeln!(vertex, "image_full_every = {n}").unwrap();
+            }
+        }
+        self
+    }
+
     /// An exactly-once `file` sink writing into `dir`.
     pub(crate) fn file_sink(
         mut self,
@@ -674,6 +685,23 @@ pub(crate) fn assert_complete_checkpoints_verify(dir: &Path, context: &str) {
             );
         }
     }
+}
+
+/// The complete checkpoints (not savepoints) in `dir` with their metadata, by id.
+pub(crate) fn complete_checkpoints(
+    dir: &Path,
+) -> BTreeMap<u64, weir::checkpoint::metadata::CheckpointMetadata> {
+    use weir::checkpoint::CheckpointKind;
+    use weir::checkpoint::layout::CheckpointLayout;
+    use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
+    let storage = LocalStorage::new(CheckpointLayout::new(dir));
+    storage
+        .list()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|l| l.kind == CheckpointKind::Checkpoint)
+        .filter_map(|l| Some((l.id.0, l.metadata()?.clone())))
+        .collect()
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -702,6 +702,13 @@ pub struct CatalogEntry {
     /// for the latest restorable one; the others were checked for presence
     /// and length only).
     pub verified: bool,
+    /// The earlier checkpoints its tasks' image deltas build on, from the
+    /// metadata (docs/CHECKPOINTS.md §10); empty when every state is
+    /// self-contained.
+    pub chain_links: Vec<CheckpointId>,
+    /// The newer complete checkpoints listed here whose image chains need
+    /// this one: while they are kept, so is it, even beyond `retained`.
+    pub needed_by: Vec<CheckpointId>,
 }
 
 impl CatalogEntry {
@@ -762,6 +769,22 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
     for listing in listings {
         entries.push(catalog_entry(&storage, listing)?);
     }
+    let needs: Vec<(CheckpointId, Vec<CheckpointId>)> = entries
+        .iter()
+        .filter(|e| e.kind == CheckpointKind::Checkpoint)
+        .map(|e| (e.id, e.chain_links.clone()))
+        .collect();
+    for entry in entries
+        .iter_mut()
+        .filter(|e| e.kind == CheckpointKind::Checkpoint)
+    {
+        entry.needed_by = needs
+            .iter()
+            .filter(|(_, links)| links.contains(&entry.id))
+            .map(|(id, _)| *id)
+            .rev()
+            .collect();
+    }
     // The latest restorable: walk newest first, fully verify each complete
     // one until one passes — the rule of `recovery::choose_latest`.
     let mut latest_restorable = None;
@@ -819,6 +842,8 @@ fn catalog_entry(
             .map(|f| f.name.clone())
             .collect(),
         verified: false,
+        chain_links: Vec::new(),
+        needed_by: Vec::new(),
     };
     match listing.status {
         ListingStatus::Incomplete => {
@@ -836,6 +861,7 @@ fn catalog_entry(
             entry.duration_ms = Some(meta.duration_ms);
             entry.state_bytes = Some(meta.state_bytes());
             entry.operators = operator_sizes(&meta);
+            entry.chain_links = meta.chain_links().into_iter().collect();
             let problems: Vec<String> = meta
                 .tasks
                 .iter()
@@ -1126,6 +1152,7 @@ fn verify_one(
         .iter()
         .find(|f| f.name == METADATA_FILE)
         .map_or(0, |f| f.bytes);
+    let mut links = std::collections::BTreeMap::new();
     for entry in &meta.tasks {
         let task = check_task(storage, &listing.location, entry, Depth::Full);
         checked.files_checked += 1;
@@ -1135,6 +1162,13 @@ fn verify_one(
                 message,
             }),
             None => checked.bytes_checked += task.file_bytes,
+        }
+        // An image delta: the states it builds on, in earlier checkpoints.
+        if let Err(e) = recovery::read_chain(storage, &listing.location, entry, &mut links) {
+            checked.problems.push(FileProblem {
+                file: dir.join(&entry.handle.file),
+                message: e.to_string(),
+            });
         }
     }
     if !checked.problems.is_empty() {
@@ -1757,5 +1791,59 @@ mod tests {
         {
             assert!(message.contains(&file.display().to_string()), "{message}");
         }
+    }
+
+    /// Checkpoint `id` where `count#0`'s state builds on `chain`.
+    fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
+        let mut meta = sample(CHK, id);
+        meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
+        for entry in &mut meta.tasks {
+            let state = vec![b'a'; 8];
+            entry.handle = storage
+                .write_state(CHK, CheckpointId(id), &entry.task, &state)
+                .unwrap();
+            entry.state_bytes = state.len() as u64;
+            if entry.task == TaskId::new("count", 0) {
+                entry.chain = chain.iter().copied().map(CheckpointId).collect();
+            }
+        }
+        storage.write_metadata(&meta).unwrap();
+    }
+
+    #[test]
+    fn lists_what_chains_need_and_verify_names_a_delta_whose_base_is_gone() {
+        let (dir, storage) = job_dir();
+        write_chained(&storage, 1, &[]);
+        write_chained(&storage, 2, &[1]);
+        write_chained(&storage, 3, &[1, 2]);
+        let catalog = list(&dir.path().join("job")).unwrap();
+        let by_id = |id: u64| catalog.entries.iter().find(|e| e.id.0 == id).unwrap();
+        assert_eq!(by_id(1).needed_by, [CheckpointId(3), CheckpointId(2)]);
+        assert_eq!(by_id(2).needed_by, [CheckpointId(3)]);
+        assert!(by_id(3).needed_by.is_empty());
+        assert_eq!(by_id(3).chain_links, [CheckpointId(1), CheckpointId(2)]);
+        assert!(verify(&dir.path().join("job")).unwrap().ok());
+
+        storage.discard(CHK, CheckpointId(1)).unwrap();
+        let report = verify(&dir.path().join("job")).unwrap();
+        assert!(!report.ok());
+        let delta = state_path(&storage, CHK, 3, "count-0");
+        let problem = report
+            .checkpoints
+            .iter()
+            .find(|c| c.id.0 == 3)
+            .unwrap()
+            .problems
+            .first()
+            .unwrap()
+            .clone();
+        assert_eq!(problem.file, delta);
+        assert!(
+            problem.message.contains("builds on checkpoint 1")
+                && problem.message.contains("chk-0000000001"),
+            "names the delta and its base: {}",
+            problem.message
+        );
+        assert_eq!(report.problems, 2, "checkpoints 2 and 3 both need 1");
     }
 }

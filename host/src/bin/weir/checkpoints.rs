@@ -156,7 +156,7 @@ fn render_catalog(catalog: &Catalog) -> String {
     let notes: Vec<&CatalogEntry> = catalog
         .entries
         .iter()
-        .filter(|e| e.reason.is_some() || !e.temp_files.is_empty())
+        .filter(|e| e.reason.is_some() || !e.temp_files.is_empty() || !e.needed_by.is_empty())
         .collect();
     if !notes.is_empty() {
         out.push('\n');
@@ -164,6 +164,15 @@ fn render_catalog(catalog: &Catalog) -> String {
     for entry in notes {
         if let Some(reason) = &entry.reason {
             out.push_str(&format!("{} {}: {reason}\n", entry.kind, entry.id));
+        }
+        if !entry.needed_by.is_empty() {
+            let ids: Vec<String> = entry.needed_by.iter().map(ToString::to_string).collect();
+            out.push_str(&format!(
+                "{} {}: image deltas of checkpoint {} build on it: kept as long as they are\n",
+                entry.kind,
+                entry.id,
+                ids.join(", ")
+            ));
         }
         if entry.status != EntryStatus::Incomplete && !entry.temp_files.is_empty() {
             out.push_str(&format!(
