@@ -707,7 +707,8 @@ pub struct CatalogEntry {
     /// self-contained.
     pub chain_links: Vec<CheckpointId>,
     /// The newer complete checkpoints listed here whose image chains need
-    /// this one: while they are kept, so is it, even beyond `retained`.
+    /// this one, ascending: while they are kept, so is it, even beyond
+    /// `retained`.
     pub needed_by: Vec<CheckpointId>,
 }
 
@@ -1818,7 +1819,7 @@ mod tests {
         write_chained(&storage, 3, &[1, 2]);
         let catalog = list(&dir.path().join("job")).unwrap();
         let by_id = |id: u64| catalog.entries.iter().find(|e| e.id.0 == id).unwrap();
-        assert_eq!(by_id(1).needed_by, [CheckpointId(3), CheckpointId(2)]);
+        assert_eq!(by_id(1).needed_by, [CheckpointId(2), CheckpointId(3)]);
         assert_eq!(by_id(2).needed_by, [CheckpointId(3)]);
         assert!(by_id(3).needed_by.is_empty());
         assert_eq!(by_id(3).chain_links, [CheckpointId(1), CheckpointId(2)]);
