@@ -382,7 +382,7 @@ pub struct IgnoredAck<H> {
     /// Why it was ignored.
     pub reason: Ignored,
     /// The acknowledgement, untouched.
-    pub ack: Acknowledgement<H>,
+    pub ack: Box<Acknowledgement<H>>,
 }
 
 impl<H> IgnoredAck<H> {
@@ -744,7 +744,10 @@ impl<H> Coordinator<H> {
     ) -> Result<Vec<Action<H>>, IgnoredAck<H>> {
         let Some(pending) = self.pending.get_mut(&id) else {
             let reason = self.not_pending(id, Some(task));
-            return Err(IgnoredAck { reason, ack });
+            return Err(IgnoredAck {
+                reason,
+                ack: Box::new(ack),
+            });
         };
         let task_stats = TaskStats {
             acknowledged_at: now,
@@ -758,7 +761,10 @@ impl<H> Coordinator<H> {
                 AckRejection::NotInAckSet => Ignored::UnknownTask { id, task },
                 AckRejection::AlreadyAcknowledged => Ignored::Duplicate { id, task },
             };
-            return Err(IgnoredAck { reason, ack });
+            return Err(IgnoredAck {
+                reason,
+                ack: Box::new(ack),
+            });
         }
         let complete = pending.is_complete();
         self.stats.acknowledged(id, task, task_stats);

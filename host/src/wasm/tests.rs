@@ -1641,7 +1641,7 @@ fn an_aborted_checkpoint_in_the_chain_makes_the_next_image_full() {
     let engine = engine();
     let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
     let mut instance = incremental_instance(&module, 10);
-    let mut kind_at = |instance: &mut GuestInstance, id| {
+    let kind_at = |instance: &mut GuestInstance, id| {
         image_counters(instance, 1);
         let taken = instance.snapshot_incremental(id).unwrap();
         (image_kind(&taken.state), taken.chain)
