@@ -20,9 +20,9 @@ mod corrupt;
 #[cfg(unix)]
 mod dashboard;
 mod failover;
-mod incremental_images;
 #[cfg(unix)]
 mod image_guests;
+mod incremental_images;
 #[cfg(unix)]
 mod isolation;
 #[cfg(unix)]
