@@ -39,6 +39,10 @@ pub(crate) fn load_states(
     }
     let mut states = HashMap::new();
     let mut links = BTreeMap::new();
+    // New images may build on the restored ones only if they are this job's checkpoints: a
+    // savepoint, or a checkpoint restored from another directory, is no link of its chains.
+    let resumable = meta.kind == CheckpointKind::Checkpoint
+        && point.location == storage.layout().location(meta.kind, meta.checkpoint_id);
     for (vertex, entries) in by_vertex {
         let Some(v) = job.vertex(vertex) else {
             if allow_non_restored_state {
@@ -91,7 +95,7 @@ pub(crate) fn load_states(
             let restored = RestoredState {
                 state,
                 chain,
-                resumable: meta.kind == CheckpointKind::Checkpoint,
+                resumable,
             };
             states.insert(entry.task.clone(), restored);
         }
@@ -171,7 +175,10 @@ mod tests {
         let states = load_states(&storage, &point, &job, false).unwrap();
         assert_eq!(states.len(), job.tasks().count());
         assert_eq!(states[&TaskId::new("op", 1)].state.inner, b"state");
-        assert!(states[&TaskId::new("op", 1)].resumable);
+        assert!(
+            states[&TaskId::new("op", 1)].resumable,
+            "new images may build on a checkpoint of the job"
+        );
     }
 
     #[test]

@@ -254,7 +254,9 @@ impl GuestInstance {
 
     /// Runs `weir_snapshot` for `checkpoint_id` and returns the state it saved; an empty state
     /// when the module has no `weir_snapshot`. An instance checkpointed as an image returns its
-    /// image instead (docs/CHECKPOINTS.md), without running guest code.
+    /// image instead (docs/CHECKPOINTS.md), without running guest code: always a full image,
+    /// self-contained (what a savepoint needs), and without touching the baseline of
+    /// [`snapshot_incremental`](Self::snapshot_incremental).
     pub fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<u8>, GuestError> {
         self.check_ready(Call::Snapshot)?;
         if let Some(image) = &self.image {
@@ -319,13 +321,13 @@ impl GuestInstance {
         &mut self,
         checkpoint_id: u64,
     ) -> Result<GuestSnapshot, GuestError> {
+        self.check_ready(Call::Snapshot)?;
         let Some(mut incremental) = self.incremental.take() else {
             return Ok(GuestSnapshot {
                 state: self.snapshot(checkpoint_id)?,
                 chain: Vec::new(),
             });
         };
-        self.check_ready(Call::Snapshot)?;
         let image = self
             .image
             .clone()
