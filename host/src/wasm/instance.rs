@@ -361,7 +361,17 @@ impl GuestInstance {
         self.incremental = Some(incremental);
         let limit = self.engine.limits().max_state_bytes;
         if out.len() > limit {
-            return Err(self.poison(Call::Snapshot, GuestFailure::StateTooLarge { limit }, None));
+            let message = format!(
+                "the {} of the guest's memory and globals is {} bytes, more than \
+                 `limits.max_state` ({limit} bytes): raise `limits.max_state`, or checkpoint \
+                 the operator through its own exports (checkpoint = \"exports\")",
+                match taken.kind {
+                    ImageKind::Full => "image",
+                    ImageKind::Delta => "image delta",
+                },
+                out.len()
+            );
+            return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
         }
         self.last_image_len = self.last_image_len.max(out.len());
         Ok(GuestSnapshot { state: out, chain })
