@@ -1808,7 +1808,7 @@ mod tests {
         let actions = complete(&mut co, c(8), t0 + ms(110));
         assert!(
             actions.contains(&Action::Prune {
-                ids: vec![c(5), c(6)]
+                ids: vec![c(6), c(5)]
             }),
             "{actions:?}"
         );
@@ -1871,7 +1871,7 @@ mod tests {
                 none.clone(),
                 none.clone(),
                 none.clone(),
-                vec![1, 2, 3, 4],
+                vec![4, 3, 2, 1],
                 none
             ]
         );
@@ -1934,7 +1934,7 @@ mod tests {
         assert_eq!(pruned(&actions), Vec::<u64>::new());
         co.poll(t0 + ms(200));
         let actions = complete_chained(&mut co, c(9), &[], t0 + ms(210));
-        assert_eq!(pruned(&actions), [5, 6, 7, 8]);
+        assert_eq!(pruned(&actions), [8, 7, 6, 5]);
     }
 
     #[test]

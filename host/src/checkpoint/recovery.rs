@@ -262,7 +262,9 @@ where
 /// among the `retained` newest, or when a kept checkpoint needs it — the
 /// closure: a checkpoint kept as a chain link keeps its own links, so every
 /// complete checkpoint left on disk can still be restored on its own. The
-/// result is sorted oldest first.
+/// result is sorted **newest first**: a delta is removed before the images it
+/// builds on, so a crash part-way through pruning never leaves a complete
+/// checkpoint whose chain is gone.
 pub fn checkpoints_to_prune(
     completed: &BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
     retained: usize,
@@ -270,6 +272,7 @@ pub fn checkpoints_to_prune(
     let keep = kept_checkpoints(completed, retained);
     completed
         .keys()
+        .rev()
         .filter(|id| !keep.contains(id))
         .copied()
         .collect()
@@ -524,12 +527,12 @@ mod tests {
     #[test]
     fn pruning_keeps_exactly_retained_checkpoints_without_chains() {
         let completed = completed(&[1, 3, 4, 5, 7], &[]);
-        assert_eq!(ids(checkpoints_to_prune(&completed, 2)), [1, 3, 4]);
-        assert_eq!(ids(checkpoints_to_prune(&completed, 1)), [1, 3, 4, 5]);
+        assert_eq!(ids(checkpoints_to_prune(&completed, 2)), [4, 3, 1]);
+        assert_eq!(ids(checkpoints_to_prune(&completed, 1)), [5, 4, 3, 1]);
         assert_eq!(ids(checkpoints_to_prune(&completed, 5)), Vec::<u64>::new());
         assert_eq!(ids(checkpoints_to_prune(&completed, 50)), Vec::<u64>::new());
         // Never the last one, even if asked to keep none.
-        assert_eq!(ids(checkpoints_to_prune(&completed, 0)), [1, 3, 4, 5]);
+        assert_eq!(ids(checkpoints_to_prune(&completed, 0)), [5, 4, 3, 1]);
         assert!(checkpoints_to_prune(&BTreeMap::new(), 1).is_empty());
         for retained in 1..8 {
             let pruned = checkpoints_to_prune(&completed, retained);
@@ -567,7 +570,7 @@ mod tests {
                 none.clone(),
                 none.clone(),
                 none.clone(),
-                vec![1, 2, 3, 4],
+                vec![4, 3, 2, 1],
                 none
             ]
         );

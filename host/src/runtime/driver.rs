@@ -379,8 +379,13 @@ impl Driver<'_> {
                     let _ = self.discard(kind, id).await;
                 }
                 Action::Prune { ids } => {
+                    // Newest first (a delta before the images it builds on); once one cannot
+                    // be removed, the older ones wait too, so no complete checkpoint ever loses
+                    // an image its chain needs.
+                    let mut failed = false;
                     for id in ids {
-                        if !self.discard(CheckpointKind::Checkpoint, id).await {
+                        if failed || !self.discard(CheckpointKind::Checkpoint, id).await {
+                            failed = true;
                             self.unpruned.insert(id);
                         }
                     }
@@ -422,7 +427,12 @@ impl Driver<'_> {
         let tidied = tokio::task::spawn_blocking(move || {
             let mut still_unpruned = BTreeSet::new();
             let mut failures = Vec::new();
-            for id in unpruned {
+            // Newest first, stopping at the first failure, as when they were first pruned.
+            for id in unpruned.into_iter().rev() {
+                if !still_unpruned.is_empty() {
+                    still_unpruned.insert(id);
+                    continue;
+                }
                 match storage.discard(CheckpointKind::Checkpoint, id) {
                     Ok(()) => tracing::info!("removed checkpoint {id}, pruned earlier"),
                     Err(e) => {

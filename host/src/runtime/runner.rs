@@ -316,7 +316,9 @@ impl JobRunner {
     async fn delete_checkpoints(&self) -> Result<(), RunError> {
         let storage = Arc::clone(&self.storage);
         blocking(move || {
-            for listing in storage.list()? {
+            // Newest first: a delta goes before the images it builds on, so a crash part-way
+            // through never leaves a complete checkpoint whose chain is gone.
+            for listing in storage.list()?.into_iter().rev() {
                 if listing.kind == CheckpointKind::Checkpoint {
                     storage.discard(listing.kind, listing.id)?;
                 }
