@@ -278,12 +278,7 @@ pub fn encode_delta(
 /// memory), so it is consumed: on an error the restore has failed anyway.
 pub fn apply(parent: CheckpointImage, delta: &[u8]) -> Result<CheckpointImage, ImageError> {
     let header = read_header(delta)?;
-    if header.kind != ImageKind::Delta {
-        return Err(ImageError::WrongKind {
-            expected: ImageKind::Delta,
-            found: header.kind,
-        });
-    }
+    header.expect_kind(ImageKind::Delta)?;
     check_len(&header, delta)?;
     let body_end = delta.len() - CHECKSUM_LEN;
     let stored_checksum = u64::from_le_bytes(delta[body_end..].try_into().expect("8 bytes"));

@@ -567,6 +567,18 @@ pub struct ImageHeader {
 }
 
 impl ImageHeader {
+    /// Refuses a header of another kind than `expected`.
+    pub(crate) fn expect_kind(&self, expected: ImageKind) -> Result<(), ImageError> {
+        if self.kind == expected {
+            Ok(())
+        } else {
+            Err(ImageError::WrongKind {
+                expected,
+                found: self.kind,
+            })
+        }
+    }
+
     /// The module the image was taken from.
     pub fn identity(&self) -> ModuleIdentity {
         ModuleIdentity {
@@ -1056,23 +1068,37 @@ pub(crate) fn put_u64(out: &mut Vec<u8>, v: u64) {
 
 /// The length of the full image of `image`: header plus every memory byte.
 pub fn full_encoded_len(image: &ImageRef<'_>) -> usize {
-    let memories: Vec<(u32, usize)> = image
+    let memories = memory_pages(image);
+    let fields = full_header(image, &memories, CheckpointId(0));
+    fields.header_len() + image.memories.iter().map(|m| m.bytes.len()).sum::<usize>()
+}
+
+/// `(index, pages)` of every memory of `image`, as a header lists them.
+fn memory_pages(image: &ImageRef<'_>) -> Vec<(u32, usize)> {
+    image
         .memories
         .iter()
         .map(|m| (m.index, m.bytes.len() / PAGE_SIZE))
-        .collect();
-    let fields = HeaderFields {
+        .collect()
+}
+
+/// The header fields of `image` as a full image taken at `checkpoint` (the start of its chain).
+fn full_header<'a>(
+    image: &'a ImageRef<'_>,
+    memories: &'a [(u32, usize)],
+    checkpoint: CheckpointId,
+) -> HeaderFields<'a> {
+    HeaderFields {
         kind: ImageKind::Full,
         identity: image.identity(),
-        checkpoint: CheckpointId(0),
-        base: CheckpointId(0),
+        checkpoint,
+        base: checkpoint,
         chain_length: 0,
         parent: None,
-        memories: &memories,
+        memories,
         globals: image.globals,
         stored_counts: &[],
-    };
-    fields.header_len() + image.memories.iter().map(|m| m.bytes.len()).sum::<usize>()
+    }
 }
 
 /// Encodes `image`, taken at `checkpoint`, as a full image into `out` (cleared first; reuse it
@@ -1084,22 +1110,8 @@ pub fn encode_full(
     out: &mut Vec<u8>,
 ) -> Result<PageTable, ImageError> {
     image.validate()?;
-    let memories: Vec<(u32, usize)> = image
-        .memories
-        .iter()
-        .map(|m| (m.index, m.bytes.len() / PAGE_SIZE))
-        .collect();
-    let fields = HeaderFields {
-        kind: ImageKind::Full,
-        identity: image.identity(),
-        checkpoint,
-        base: checkpoint,
-        chain_length: 0,
-        parent: None,
-        memories: &memories,
-        globals: image.globals,
-        stored_counts: &[],
-    };
+    let memories = memory_pages(image);
+    let fields = full_header(image, &memories, checkpoint);
     out.clear();
     out.reserve(full_encoded_len(image));
     let slots = fields.write(out);
@@ -1388,12 +1400,7 @@ pub(crate) fn check_len(header: &ImageHeader, bytes: &[u8]) -> Result<(), ImageE
 /// [`ImageHeader::check_module`].
 pub fn decode_full(bytes: &[u8]) -> Result<FullImage<'_>, ImageError> {
     let header = read_header(bytes)?;
-    if header.kind != ImageKind::Full {
-        return Err(ImageError::WrongKind {
-            expected: ImageKind::Full,
-            found: header.kind,
-        });
-    }
+    header.expect_kind(ImageKind::Full)?;
     check_len(&header, bytes)?;
     let mut at = header.header_len;
     let mut memories = Vec::with_capacity(header.pages.memories.len());
