@@ -23,28 +23,8 @@ if links; then
 fi
 
 packages="wasi-libc libclang-rt-14-dev-wasm32"
-missing="the C guest built with the C library needs wasi-libc and clang's wasm32 builtins (Debian packages: $packages)"
-if ! command -v apt-get >/dev/null 2>&1; then
-  echo "weir: $missing, and this machine has no apt-get: install them with its package manager" >&2
-  exit 1
-fi
-sudo=()
-if [ "$(id -u)" != 0 ]; then
-  if ! command -v sudo >/dev/null 2>&1; then
-    echo "weir: $missing; run as root: apt-get update && apt-get install -y $packages" >&2
-    exit 1
-  fi
-  sudo=(sudo -n)
-fi
-
-echo "weir: installing $packages for the C guest built with the C library" >&2
-export DEBIAN_FRONTEND=noninteractive
 # shellcheck disable=SC2086
-if ! "${sudo[@]}" apt-get update -q \
-   || ! "${sudo[@]}" apt-get install -y -q --no-install-recommends $packages; then
-  echo "weir: $missing, and apt-get could not install them: run apt-get install -y $packages" >&2
-  exit 1
-fi
+bash "$root/scripts/apt-install.sh" "the C guest built with the C library" $packages
 if ! links; then
   echo "weir: apt-get installed $packages but a test program still does not link for wasm32-wasi" >&2
   exit 1
