@@ -9,17 +9,24 @@
 //!    directory: frame + CRC-32, write, fsync, rename, fsync the directory: the asynchronous
 //!    part;
 //! 3. **read** — [`CheckpointStorage::read_state`]: read back and verify the frame;
-//! 4. **restore** — [`GuestInstance::restore`] into a fresh instance (instantiated beforehand,
-//!    timed apart): copy in, then the guest decodes the map.
+//! 4. **restore** — [`GuestInstance::restore`] into an instance made for it
+//!    ([`OperatorModule::instantiate_for_restore`](weir::wasm::OperatorModule), timed apart):
+//!    copy in, then the guest decodes the map. The previous repetition's restored instance is
+//!    dropped first, as a failed attempt's are before a restart. The first repetition is
+//!    reported apart ("first restore"): its memory is new to the process, as in a new process
+//!    restoring a savepoint; later ones may reuse memory an instance left (see below).
 //!
 //! The same state is also snapshot and restored natively through `weir_sdk::testing::Harness`
 //! (the operator compiled for the host), to tell the cost of wasm from the cost of the work.
 //!
 //! With [`StateCapture::Image`] the same steps run on the module loaded for image checkpoints:
 //! the snapshot is the host copying the guest's memory and globals out (a full image), the
-//! restore a fresh instance with the image written back — no guest code runs in either. The
+//! restore the image written into the instance made for it — no guest code runs in either. The
 //! state is then the guest's whole memory, not its serialised table, and there is no native
-//! counterpart.
+//! counterpart. The engine is built as a job's is ([`EngineOptions::image_pool`]): image
+//! instances come from a pool whose slots keep their memory resident, so a restore after the
+//! first writes into pages the dropped instance left; instances of the exports module are
+//! allocated on demand either way.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -31,7 +38,7 @@ use weir::checkpoint::storage::{CheckpointStorage, LocalStorage};
 use weir::checkpoint::{CheckpointId, CheckpointKind};
 use weir::dataflow::TaskId;
 use weir::wasm::image::format::decode_full;
-use weir::wasm::{GuestInstance, GuestLimits, StateCapture, WasmEngine};
+use weir::wasm::{EngineOptions, GuestInstance, GuestLimits, StateCapture, WasmEngine};
 use weir_example_count::Count;
 use weir_sdk::Context;
 use weir_sdk::testing::Harness;
@@ -85,12 +92,16 @@ pub struct StateSizeResult {
     pub write_ms: Summary,
     /// Checkpoint total: snapshot + write, ms.
     pub checkpoint_ms: Summary,
-    /// Instantiating a fresh instance and `weir_init`, ms (not part of restore).
+    /// Making the instance to restore into (`instantiate_for_restore`; for exports that is
+    /// instantiating and `weir_init`), ms (not part of restore).
     pub instantiate_ms: Summary,
     /// `LocalStorage::read_state` (read, verify), ms.
     pub read_ms: Summary,
-    /// `GuestInstance::restore` into the fresh instance, ms.
+    /// `GuestInstance::restore` into the instance made for it, ms, every repetition but the
+    /// first.
     pub restore_ms: Summary,
+    /// The first repetition's restore, ms: into memory new to the process.
+    pub first_restore_ms: f64,
     /// Restore total: read + restore, ms.
     pub restore_total_ms: Summary,
     /// The same state snapshot natively (`Harness::snapshot`), ms; `None` for images.
@@ -109,7 +120,15 @@ pub fn measure(
     runs: usize,
     capture: StateCapture,
 ) -> Result<StateSizeResult, BenchError> {
-    let engine = WasmEngine::new(limits())?;
+    // As a job builds it: a pool for the image instances (the filled one, the one restored,
+    // its predecessor, and the load-time check's).
+    let engine = WasmEngine::with_options(
+        limits(),
+        &EngineOptions {
+            image_pool: 4,
+            ..EngineOptions::default()
+        },
+    )?;
     let module = engine.load_file_capturing(module, capture)?;
     let image = module.image_layout().is_some();
     let keys = keys_for(target_bytes);
@@ -131,7 +150,9 @@ pub fn measure(
     let mut phases: [Vec<f64>; 5] = Default::default();
     let [snapshot_ms, write_ms, instantiate_ms, read_ms, restore_ms] = &mut phases;
     let mut state_bytes = 0;
-    for run in 0..runs {
+    let mut restored: Option<GuestInstance> = None;
+    // One repetition more than asked: the first restore is reported apart.
+    for run in 0..=runs {
         let id = CheckpointId(run as u64 + 1);
         let (state, ms) = timed(|| guest.snapshot(id.0))?;
         snapshot_ms.push(ms);
@@ -140,7 +161,9 @@ pub fn measure(
             timed(|| storage.write_state(CheckpointKind::Checkpoint, id, &task, &state))?;
         write_ms.push(ms);
 
-        let (mut fresh, ms) = timed(|| module.instantiate(single("count"), b""))?;
+        // The previous restored instance ends first, as a failed attempt's do.
+        drop(restored.take());
+        let (mut fresh, ms) = timed(|| module.instantiate_for_restore(single("count"), b""))?;
         instantiate_ms.push(ms);
         let location = storage.layout().location(CheckpointKind::Checkpoint, id);
         let (bytes, ms) = timed(|| storage.read_state(&location, &handle))?;
@@ -155,7 +178,14 @@ pub fn measure(
             }
         }
         storage.discard(CheckpointKind::Checkpoint, id)?;
+        restored = Some(fresh);
     }
+    drop(restored);
+    let first_restore_ms = phases[4][0];
+    for phase in &mut phases {
+        phase.remove(0);
+    }
+    let [snapshot_ms, write_ms, instantiate_ms, read_ms, restore_ms] = &phases;
     drop(guest);
 
     let (native_snapshot_ms, native_restore_ms) = if image {
@@ -177,6 +207,7 @@ pub fn measure(
         instantiate_ms: summary(instantiate_ms),
         read_ms: summary(read_ms),
         restore_ms: summary(restore_ms),
+        first_restore_ms,
         restore_total_ms: summary(&sum(read_ms, restore_ms)),
         native_snapshot_ms: native_snapshot_ms.as_deref().map(summary),
         native_restore_ms: native_restore_ms.as_deref().map(summary),

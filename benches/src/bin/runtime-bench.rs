@@ -148,9 +148,9 @@ fn run(args: &Args) -> Result<(), BenchError> {
         );
         println!(
             "| capture | state | keys | snapshot | write | checkpoint | read | restore | \
-             restore total | instantiate | native snapshot | native restore |"
+             first restore | restore total | instantiate | native snapshot | native restore |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         for &bytes in &args.state_bytes {
             for capture in [StateCapture::Exports, StateCapture::Image] {
                 let result = state_size::measure(Path::new(COUNT_WASM), bytes, runs, capture)?;
@@ -252,7 +252,7 @@ fn state_row(r: &StateSizeResult) -> String {
     let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
     let native = |s: &Option<Summary>| s.as_ref().map_or("–".to_string(), ms);
     format!(
-        "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |",
         r.capture,
         bytes(r.state_bytes),
         r.keys,
@@ -261,6 +261,7 @@ fn state_row(r: &StateSizeResult) -> String {
         ms(&r.checkpoint_ms),
         ms(&r.read_ms),
         ms(&r.restore_ms),
+        r.first_restore_ms,
         ms(&r.restore_total_ms),
         ms(&r.instantiate_ms),
         native(&r.native_snapshot_ms),

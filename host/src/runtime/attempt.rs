@@ -168,8 +168,15 @@ fn start_all(
                     subtask: id.subtask,
                     parallelism,
                 };
+                let restoring = restored.is_some();
                 Box::new(move |env| {
-                    let mut instance = module.instantiate(ctx, &config)?;
+                    // An instance about to be restored from an image takes the image in place
+                    // (with an instance pool, in the slot its predecessor left resident).
+                    let mut instance = if restoring {
+                        module.instantiate_for_restore(ctx, &config)?
+                    } else {
+                        module.instantiate(ctx, &config)?
+                    };
                     instance.set_image_policy(image_policy);
                     run_processor(
                         env,

@@ -24,7 +24,9 @@ use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 use crate::job::{Job, JobStatus, Limits, VertexKind};
-use crate::wasm::{GuestLimits, ModuleError, OperatorModule, WasmEngine};
+use crate::wasm::{
+    EngineOptions, GuestLimits, ModuleError, OperatorModule, StateCapture, WasmEngine,
+};
 
 /// Why a job could not run at all (as opposed to running and failing).
 #[derive(Debug, thiserror::Error)]
@@ -82,15 +84,27 @@ impl JobRunner {
                 Some((_, engine)) => engine.clone(),
                 None => {
                     let limits = guest_limits(&op.limits);
-                    let engine = match &options.module_cache {
-                        // The cache only saves time: a job runs without it rather than not at all.
-                        Some(dir) => WasmEngine::with_module_cache(limits, dir).or_else(|e| {
-                            tracing::warn!("{e}; compiling every module this run");
-                            WasmEngine::new(limits)
-                        }),
-                        None => WasmEngine::new(limits),
-                    }
-                    .map_err(|e| RunError::Setup(e.to_string()))?;
+                    let engine_options = EngineOptions {
+                        module_cache: options.module_cache.clone(),
+                        image_pool: image_pool_size(&job, &op.limits),
+                    };
+                    let engine = WasmEngine::with_options(limits, &engine_options)
+                        .or_else(|e| match &options.module_cache {
+                            // The cache only saves time: a job runs without it rather than not
+                            // at all.
+                            Some(_) => {
+                                tracing::warn!("{e}; compiling every module this run");
+                                WasmEngine::with_options(
+                                    limits,
+                                    &EngineOptions {
+                                        module_cache: None,
+                                        ..engine_options
+                                    },
+                                )
+                            }
+                            None => Err(e),
+                        })
+                        .map_err(|e| RunError::Setup(e.to_string()))?;
                     engines.push((op.limits, engine.clone()));
                     engine
                 }
@@ -396,6 +410,31 @@ fn outcome(
         failure,
         restarts,
     }
+}
+
+/// Instances the pool of image-checkpointed instances of the engine for `limits` has room
+/// for: twice the subtasks of the operators under those limits that may be checkpointed as
+/// images (an attempt's instances can outlive it while the next attempt starts), plus the one
+/// each module's load-time check starts. `0` (no pool) when none may be.
+fn image_pool_size(job: &Job, limits: &Limits) -> u32 {
+    let (subtasks, modules) = job
+        .vertices
+        .iter()
+        .filter_map(|vertex| match &vertex.kind {
+            VertexKind::Operator(op)
+                if op.limits == *limits && op.state_capture != StateCapture::Exports =>
+            {
+                Some(vertex.parallelism)
+            }
+            _ => None,
+        })
+        .fold((0u32, 0u32), |(subtasks, modules), parallelism| {
+            (subtasks.saturating_add(parallelism), modules + 1)
+        });
+    if subtasks == 0 {
+        return 0;
+    }
+    subtasks.saturating_mul(2).saturating_add(modules)
 }
 
 fn guest_limits(limits: &Limits) -> GuestLimits {

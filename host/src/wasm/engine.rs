@@ -1,18 +1,32 @@
 //! [`WasmEngine`]: the wasmtime engine of one job, its linker, and the epoch ticker that
 //! bounds every guest call.
+//!
+//! An engine may also keep a **pool of instances** for the modules checkpointed as images
+//! ([`EngineOptions::image_pool`]). Restoring an image writes the guest's whole memory at once;
+//! into memory freshly mapped from the OS, most of that time is page faults (a 174 MB image took
+//! 120 ms; 18 ms of it was the copy). wasmtime's pooling allocator with
+//! `linear_memory_keep_resident` keeps each slot's pages resident when its instance ends (zeroed
+//! with `memset` instead of returned to the OS), so the instance that takes the slot next — the
+//! same task's after a restart — restores with a plain copy. The price is memory: a slot's pages
+//! stay allocated until the engine is dropped. Modules checkpointed through their exports keep
+//! the on-demand allocation: their restore is mostly the guest decoding its state (docs/BENCHMARKS.md
+//! §4), and an operator that once grew its memory would hold it for the job's life.
 
 use std::fmt;
-use std::path::Path;
-use std::sync::{Arc, mpsc};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use wasmtime::{Cache, CacheConfig, Config, Engine, Linker, Strategy};
+use wasmtime::{
+    Cache, CacheConfig, Config, Engine, InstanceAllocationStrategy, Linker,
+    PoolingAllocationConfig, Strategy,
+};
 
 use super::error::{EngineError, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::imports;
-use super::limits::GuestLimits;
+use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 use super::module::OperatorModule;
 use super::state::GuestState;
 
@@ -34,12 +48,44 @@ pub struct WasmEngine {
     inner: Arc<Inner>,
 }
 
-/// What the clones share.
-struct Inner {
+/// How to build a [`WasmEngine`] beyond its limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EngineOptions {
+    /// Keep compiled modules in this directory (see [`WasmEngine::with_module_cache`]).
+    pub module_cache: Option<PathBuf>,
+    /// Instances of image-checkpointed modules to allocate from a pool whose slots keep their
+    /// memory resident (see the module docs); `0` allocates them on demand like the others.
+    /// More instances alive at once than this fail to start, so give at least the number of
+    /// subtasks of such operators, with room for a restart's overlap.
+    pub image_pool: u32,
+}
+
+/// A wasmtime engine with the `weir` imports linked into it.
+struct Runtime {
     /// The compiler and runtime configuration (epoch interruption on).
     engine: Engine,
     /// The `weir` imports, defined once.
     linker: Linker<GuestState>,
+}
+
+impl Runtime {
+    fn new(config: &Config) -> Result<Self, wasmtime::Error> {
+        let engine = Engine::new(config)?;
+        let mut linker = Linker::new(&engine);
+        imports::add_to_linker(&mut linker)?;
+        Ok(Self { engine, linker })
+    }
+}
+
+/// What the clones share.
+struct Inner {
+    /// Where every module is compiled, unless it goes to the pool.
+    runtime: Runtime,
+    /// The engine of the pool of image-checkpointed instances, made when the first such module
+    /// is loaded: `None` inside when there is no pool (or it could not be made).
+    pool: Arc<OnceLock<Option<Runtime>>>,
+    /// The configuration of the pool's engine; `None` without a pool.
+    pool_config: Option<Config>,
     /// The limits every instance gets.
     limits: GuestLimits,
     /// The cache of compiled modules, if the engine has one.
@@ -60,7 +106,7 @@ impl WasmEngine {
     /// A new engine whose guests run under `limits`; starts the epoch ticker thread. Every
     /// module it loads is compiled.
     pub fn new(limits: GuestLimits) -> Result<Self, EngineError> {
-        Self::build(limits, None)
+        Self::with_options(limits, &EngineOptions::default())
     }
 
     /// [`new`](Self::new), with compiled modules kept in the directory `cache` (created if
@@ -69,10 +115,18 @@ impl WasmEngine {
     /// job starting in milliseconds and in seconds. Entries are keyed by a hash of the module's
     /// bytes and of the compiler's settings, so a changed module or host is compiled anew.
     pub fn with_module_cache(limits: GuestLimits, cache: &Path) -> Result<Self, EngineError> {
-        Self::build(limits, Some(cache))
+        Self::with_options(
+            limits,
+            &EngineOptions {
+                module_cache: Some(cache.to_path_buf()),
+                ..EngineOptions::default()
+            },
+        )
     }
 
-    fn build(limits: GuestLimits, cache: Option<&Path>) -> Result<Self, EngineError> {
+    /// A new engine whose guests run under `limits`, built as `options` say.
+    pub fn with_options(limits: GuestLimits, options: &EngineOptions) -> Result<Self, EngineError> {
+        let cache = options.module_cache.as_deref();
         let wasmtime_error = |e: wasmtime::Error| EngineError::Wasmtime {
             message: format!("{e:#}"),
         };
@@ -94,14 +148,23 @@ impl WasmEngine {
             None => None,
         };
         config.cache(cache.clone());
-        let engine = Engine::new(&config).map_err(wasmtime_error)?;
-        let mut linker = Linker::new(&engine);
-        imports::add_to_linker(&mut linker).map_err(wasmtime_error)?;
-        let ticker = EpochTicker::start(engine.clone()).map_err(EngineError::Ticker)?;
+        let runtime = Runtime::new(&config).map_err(wasmtime_error)?;
+        let pool_config = (options.image_pool > 0).then(|| {
+            let mut pooled = config.clone();
+            pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool_settings(
+                &limits,
+                options.image_pool,
+            )));
+            pooled
+        });
+        let pool = Arc::new(OnceLock::new());
+        let ticker = EpochTicker::start(runtime.engine.clone(), Arc::clone(&pool))
+            .map_err(EngineError::Ticker)?;
         Ok(Self {
             inner: Arc::new(Inner {
-                engine,
-                linker,
+                runtime,
+                pool,
+                pool_config,
                 limits,
                 cache,
                 _ticker: ticker,
@@ -163,12 +226,30 @@ impl WasmEngine {
 
     /// The wasmtime engine.
     pub(crate) fn engine(&self) -> &Engine {
-        &self.inner.engine
+        &self.inner.runtime.engine
     }
 
     /// The linker holding the `weir` imports.
     pub(crate) fn linker(&self) -> &Linker<GuestState> {
-        &self.inner.linker
+        &self.inner.runtime.linker
+    }
+
+    /// The engine and linker of the pool of image-checkpointed instances, made on first use;
+    /// `None` when this engine has no pool, or when making it failed (the reason is logged
+    /// once, and such modules are allocated on demand).
+    pub(crate) fn image_pool(&self) -> Option<(&Engine, &Linker<GuestState>)> {
+        let config = self.inner.pool_config.as_ref()?;
+        let pool = self.inner.pool.get_or_init(|| {
+            Runtime::new(config)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "cannot reserve the pool of image-checkpointed instances ({e:#}); their \
+                         memory is allocated on demand, and restoring an image takes longer"
+                    );
+                })
+                .ok()
+        });
+        pool.as_ref().map(|rt| (&rt.engine, &rt.linker))
     }
 
     /// The epoch deadline, in ticks beyond the current epoch, that enforces
@@ -187,6 +268,28 @@ impl WasmEngine {
     }
 }
 
+/// The pooling allocator's settings for `instances` instances under `limits`: every slot
+/// keeps the memory its instance reached resident when the instance ends.
+///
+/// Per-module bounds are generous — a module beyond them (more than 4 memories or tables, or a
+/// table over [`MAX_TABLE_ELEMENTS`]) fails to compile for the pool and is allocated on demand
+/// instead ([`OperatorModule`] falls back). Slots are address space reserved up front, not
+/// memory: pages are only committed when a guest touches them.
+fn pool_settings(limits: &GuestLimits, instances: u32) -> PoolingAllocationConfig {
+    /// Memories and tables per module a pool slot has room for.
+    const PER_MODULE: u32 = 4;
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_core_instances(instances)
+        .total_memories(instances.saturating_mul(PER_MODULE))
+        .total_tables(instances.saturating_mul(PER_MODULE))
+        .max_memories_per_module(PER_MODULE)
+        .max_tables_per_module(PER_MODULE)
+        .table_elements(MAX_TABLE_ELEMENTS)
+        .max_memory_size(limits.max_memory_bytes)
+        .linear_memory_keep_resident(limits.max_memory_bytes);
+    pool
+}
+
 /// The thread that advances an engine's epoch every [`EPOCH_TICK`].
 ///
 /// Dropping it closes the channel the thread waits on, which wakes and ends the thread at
@@ -199,13 +302,17 @@ struct EpochTicker {
 }
 
 impl EpochTicker {
-    fn start(engine: Engine) -> std::io::Result<Self> {
+    /// Ticks `engine`, and the pool's engine once it is made.
+    fn start(engine: Engine, pool: Arc<OnceLock<Option<Runtime>>>) -> std::io::Result<Self> {
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("weir-epoch".to_string())
             .spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(EPOCH_TICK) {
                     engine.increment_epoch();
+                    if let Some(Some(pool)) = pool.get() {
+                        pool.engine.increment_epoch();
+                    }
                 }
             })?;
         Ok(Self {

@@ -10,7 +10,7 @@ use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::capture::ImageExports;
 use super::image::delta::{Baseline, ImagePolicy, reconstruct};
-use super::image::format::{IMAGE_MAGIC, ImageKind, decode_full, read_header};
+use super::image::format::{IMAGE_MAGIC, ImageKind, decode_full_unchecked, read_header};
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState, INITIALIZE};
 use crate::checkpoint::CheckpointId;
@@ -71,6 +71,10 @@ pub struct GuestInstance {
     /// The previous image and its chain, when this instance's checkpoints are incremental
     /// images; `None` for exports, or when every image is full.
     incremental: Option<Incremental>,
+    /// For an instance started to have an image written into it (see
+    /// [`OperatorModule::instantiate_for_restore`]): the config it is initialised with if it
+    /// is not restored from an image after all. `None` once it holds an image or is initialised.
+    awaiting_image: Option<Vec<u8>>,
 }
 
 /// What an instance keeps between two incremental image checkpoints.
@@ -137,7 +141,7 @@ impl GuestInstance {
         }
 
         let state = GuestState::new(context.operator.clone(), context.subtask, limits);
-        let mut store = Store::new(engine.engine(), state);
+        let mut store = Store::new(module.pre().module().engine(), state);
         store.limiter(|state| &mut state.limiter);
         store.set_epoch_deadline(engine.deadline_ticks());
         let instance = module.pre().instantiate(&mut store).map_err(|e| {
@@ -177,6 +181,7 @@ impl GuestInstance {
             last_image_len: 0,
             image_policy: ImagePolicy::default(),
             incremental: None,
+            awaiting_image: None,
         };
         guest.set_image_policy(ImagePolicy::default());
         if !initialize {
@@ -449,9 +454,11 @@ impl GuestInstance {
         self.restore_image(chain, state, resume)
     }
 
-    /// Replaces this instance by a fresh one holding the image that `chain` and `state` make
-    /// (nothing for an empty state: the fresh start it already is). The fresh instance runs
-    /// neither `_initialize` nor `weir_init`: the image holds what they did.
+    /// Makes this instance hold the image that `chain` and `state` make (nothing for an empty
+    /// state: the fresh start it already is). The image goes into this instance when it was
+    /// started for one ([`OperatorModule::instantiate_for_restore`]), into a fresh instance
+    /// that replaces it otherwise; neither runs `_initialize` nor `weir_init`: the image holds
+    /// what they did.
     fn restore_image(
         &mut self,
         chain: &[&[u8]],
@@ -459,71 +466,83 @@ impl GuestInstance {
         resume: bool,
     ) -> Result<(), GuestError> {
         if state.is_empty() && chain.is_empty() {
-            return Ok(());
+            // The fresh start it already is, initialised now if it was waiting for an image.
+            return match self.awaiting_image.take() {
+                Some(config) => self.initialize_now(&config),
+                None => Ok(()),
+            };
         }
-        let resume = resume && self.incremental.is_some();
-        let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
-        fresh.set_image_policy(self.image_policy);
-        let Some(exports) = fresh.image.clone() else {
-            let message = "the module is not checkpointed as an image".to_string();
-            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        // An instance waiting for an image takes it in place. Any other has run guest code (and
+        // its memory may be larger than the image's: memories never shrink), so the image goes
+        // into a fresh instance.
+        let mut fresh = match self.awaiting_image.take() {
+            Some(_) => None,
+            None => {
+                let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
+                fresh.set_image_policy(self.image_policy);
+                Some(fresh)
+            }
         };
-        let applied = if chain.is_empty() && !resume {
-            // One full image, written straight from the bytes read.
-            decode_full(state)
-                .map_err(|e| e.to_string())
-                .and_then(|image| {
-                    exports
-                        .apply(&mut fresh.store, &image.image_ref())
-                        .map_err(|e| e.to_string())
-                })
-                .map(|()| None)
+        let written = match fresh.as_mut() {
+            Some(fresh) => fresh.write_image(chain, state, resume),
+            None => self.write_image(chain, state, resume),
+        };
+        if let Err(mut message) = written {
+            if !chain
+                .first()
+                .copied()
+                .unwrap_or(state)
+                .starts_with(&IMAGE_MAGIC)
+            {
+                message.push_str(
+                    "; the state was saved by the guest's weir_snapshot, but the operator is now \
+                     checkpointed as an image: restore it with checkpoint = \"exports\", then \
+                     change the setting",
+                );
+            }
+            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        }
+        if let Some(fresh) = fresh {
+            *self = fresh;
+        }
+        Ok(())
+    }
+
+    /// Writes the image that `chain` and `state` make into this instance, which has not run
+    /// guest code since it started. With `resume` and incremental images on, the next
+    /// checkpoint's image may be a delta on this one. On failure the instance is half written.
+    fn write_image(&mut self, chain: &[&[u8]], state: &[u8], resume: bool) -> Result<(), String> {
+        let resume = resume && self.incremental.is_some();
+        let Some(exports) = self.image.clone() else {
+            return Err("the module is not checkpointed as an image".to_string());
+        };
+        if chain.is_empty() && !resume {
+            // One full image, written straight from the bytes read. Its header is verified; its
+            // pages are not hashed again: the storage verified every byte it read.
+            let image = decode_full_unchecked(state).map_err(|e| e.to_string())?;
+            exports
+                .apply(&mut self.store, &image.image_ref())
+                .map_err(|e| e.to_string())?;
         } else {
             let (full, deltas) = match chain.split_first() {
                 Some((full, rest)) => (*full, rest.iter().copied().chain([state]).collect()),
                 None => (state, Vec::new()),
             };
-            let ids: Result<Vec<CheckpointId>, _> = std::iter::once(full)
+            let ids = std::iter::once(full)
                 .chain(deltas.iter().copied())
                 .map(|bytes| read_header(bytes).map(|h| h.checkpoint))
-                .collect();
-            reconstruct(full, deltas)
-                .and_then(|image| Ok((image, ids?)))
-                .map_err(|e| e.to_string())
-                .and_then(|(image, ids)| {
-                    exports
-                        .apply(&mut fresh.store, &image.image.as_image_ref())
-                        .map_err(|e| e.to_string())?;
-                    Ok(Some((image, ids)))
-                })
-        };
-        let rebuilt = match applied {
-            Ok(rebuilt) => rebuilt,
-            Err(mut message) => {
-                if !chain
-                    .first()
-                    .copied()
-                    .unwrap_or(state)
-                    .starts_with(&IMAGE_MAGIC)
-                {
-                    message.push_str(
-                        "; the state was saved by the guest's weir_snapshot, but the operator \
-                         is now checkpointed as an image: restore it with checkpoint = \
-                         \"exports\", then change the setting",
-                    );
-                }
-                return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+                .collect::<Result<Vec<CheckpointId>, _>>()
+                .map_err(|e| e.to_string())?;
+            let image = reconstruct(full, deltas).map_err(|e| e.to_string())?;
+            exports
+                .apply(&mut self.store, &image.image.as_image_ref())
+                .map_err(|e| e.to_string())?;
+            if resume && let Some(incremental) = &mut self.incremental {
+                incremental.baseline = Baseline::resume(self.image_policy, image);
+                incremental.chain = ids;
             }
-        };
-        if resume
-            && let Some((image, ids)) = rebuilt
-            && let Some(incremental) = &mut fresh.incremental
-        {
-            incremental.baseline = Baseline::resume(self.image_policy, image);
-            incremental.chain = ids;
         }
-        fresh.last_image_len = state.len();
-        *self = fresh;
+        self.last_image_len = state.len();
         Ok(())
     }
 
@@ -558,13 +577,32 @@ impl GuestInstance {
     }
 
     /// Refuses to run `call` on a poisoned instance.
-    fn check_ready(&self, call: Call) -> Result<(), GuestError> {
-        match self.failed {
-            None => Ok(()),
-            Some(failed_call) => {
-                Err(self.error(call, GuestFailure::Poisoned { failed_call }, None))
-            }
+    fn check_ready(&mut self, call: Call) -> Result<(), GuestError> {
+        if let Some(failed_call) = self.failed {
+            return Err(self.error(call, GuestFailure::Poisoned { failed_call }, None));
         }
+        if call != Call::Restore
+            && let Some(config) = self.awaiting_image.take()
+        {
+            // Started for an image that never came: initialise it as `instantiate` would have.
+            self.initialize_now(&config)?;
+        }
+        Ok(())
+    }
+
+    /// Marks this instance, started without `_initialize`, as waiting for an image; `config`
+    /// initialises it if any other call comes first.
+    pub(crate) fn await_image(&mut self, config: Vec<u8>) {
+        self.awaiting_image = Some(config);
+    }
+
+    /// Runs `_initialize` (if exported) and `weir_init` with `config`: what
+    /// [`OperatorModule::instantiate`] does after starting an instance.
+    fn initialize_now(&mut self, config: &[u8]) -> Result<(), GuestError> {
+        if let Some(initialize) = self.funcs.initialize.clone() {
+            self.run(Call::Initialize, &initialize, ())?;
+        }
+        self.init(config)
     }
 
     /// Calls `func` as `call`, under the call deadline; a failure poisons the instance. For

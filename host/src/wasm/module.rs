@@ -98,13 +98,33 @@ impl OperatorModule {
                 PrepareError::Refused(message) => ModuleProblem::ImageRefused { message },
             })
         })?;
-        let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| {
-            refuse(ModuleProblem::Compile {
-                message: format!("{e:#}"),
-            })
-        })?;
+        // An imaged module goes to the engine's pool when it has one and the module fits it.
+        let pooled = prepared.image.as_ref().and_then(|_| engine.image_pool());
+        let compiled = pooled.and_then(|(pool, linker)| {
+            Module::new(pool, &prepared.bytes)
+                .inspect_err(|e| {
+                    tracing::warn!(
+                        "module {name} does not fit the pool of image-checkpointed instances \
+                         ({e:#}); its instances are allocated on demand, and restoring an image \
+                         takes longer"
+                    );
+                })
+                .ok()
+                .map(|module| (module, linker))
+        });
+        let (module, linker) = match compiled {
+            Some(compiled) => compiled,
+            None => {
+                let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| {
+                    refuse(ModuleProblem::Compile {
+                        message: format!("{e:#}"),
+                    })
+                })?;
+                (module, engine.linker())
+            }
+        };
         let capabilities = validate(&module).map_err(refuse)?;
-        let pre = engine.linker().instantiate_pre(&module).map_err(|e| {
+        let pre = linker.instantiate_pre(&module).map_err(|e| {
             refuse(ModuleProblem::Link {
                 message: format!("{e:#}"),
             })
@@ -133,6 +153,27 @@ impl OperatorModule {
     ) -> Result<GuestInstance, GuestError> {
         let mut instance = GuestInstance::start(self, context, true)?;
         instance.init(config)?;
+        Ok(instance)
+    }
+
+    /// An instance that is about to be restored from `state` saved by an earlier instance:
+    /// for a module checkpointed as an image, an instance that runs neither `_initialize` nor
+    /// `weir_init` (the image holds what they did) and that the image is written into, instead
+    /// of another instance being started for it — with an instance pool, into the slot whose
+    /// memory the previous instance left resident. Otherwise [`instantiate`](Self::instantiate).
+    ///
+    /// Restore it with [`GuestInstance::restore`] or [`GuestInstance::restore_chain`] before
+    /// any other call; restoring an empty state initialises it then, with `config`.
+    pub fn instantiate_for_restore(
+        &self,
+        context: InstanceContext,
+        config: &[u8],
+    ) -> Result<GuestInstance, GuestError> {
+        if self.image.is_none() {
+            return self.instantiate(context, config);
+        }
+        let mut instance = GuestInstance::start(self, context, false)?;
+        instance.await_image(config.to_vec());
         Ok(instance)
     }
 

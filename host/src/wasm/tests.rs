@@ -11,6 +11,11 @@ use weir_abi::{Batch, BatchBuilder, DecodeError, InitMessage};
 
 use super::imports::{assemblyscript_string, guest_range, message};
 use super::*;
+use crate::checkpoint::format::HEADER_LEN;
+use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::storage::{CheckpointStorage, LocalStorage};
+use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::dataflow::TaskId;
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1439,6 +1444,96 @@ fn an_image_restores_memory_and_globals_without_running_initialize_again() {
     );
 }
 
+/// An engine with a pool of `instances` image instances.
+fn pooled_engine(instances: u32) -> WasmEngine {
+    let limits = GuestLimits {
+        call_timeout: Duration::from_secs(5),
+        ..GuestLimits::default()
+    };
+    let options = EngineOptions {
+        image_pool: instances,
+        ..EngineOptions::default()
+    };
+    WasmEngine::with_options(limits, &options).unwrap()
+}
+
+#[test]
+fn an_instance_made_for_restore_takes_the_image_in_place_or_initialises_without_one() {
+    for engine in [engine(), pooled_engine(4)] {
+        let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
+        let mut original = module.instantiate(context(0), b"").unwrap();
+        assert_eq!(image_counters(&mut original, 3), (1, 1003));
+        let image = original.snapshot(1).unwrap();
+
+        let mut restored = module.instantiate_for_restore(context(0), b"").unwrap();
+        restored.restore(&image).unwrap();
+        assert_eq!(
+            image_counters(&mut restored, 1),
+            (2, 1004),
+            "not initialised again"
+        );
+
+        // No image after all: the instance is initialised as `instantiate` would have.
+        let mut empty = module.instantiate_for_restore(context(0), b"").unwrap();
+        empty.restore(&[]).unwrap();
+        assert_eq!(image_counters(&mut empty, 1), (1, 1001), "a fresh start");
+        let mut unused = module.instantiate_for_restore(context(0), b"").unwrap();
+        assert_eq!(
+            image_counters(&mut unused, 1),
+            (1, 1001),
+            "a call before any restore initialises it first"
+        );
+
+        // A module checkpointed through its exports gets an ordinary instance.
+        let count = std::fs::read(count_path()).unwrap();
+        let exports = engine.load_bytes("count.wat", &count).unwrap();
+        let mut instance = exports.instantiate_for_restore(context(0), b"").unwrap();
+        instance.restore(&[]).unwrap();
+    }
+}
+
+#[test]
+fn a_pool_reuses_its_slots_and_a_full_pool_fails_the_instance_by_name() {
+    // Room for the load-time check's instance and two more.
+    let engine = pooled_engine(2);
+    let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
+    let mut original = module.instantiate(context(0), b"").unwrap();
+    assert_eq!(image_counters(&mut original, 5), (1, 1005));
+    let image = original.snapshot(1).unwrap();
+    for round in 0..5 {
+        // Each restored instance ends before the next starts: they share the second slot.
+        let mut restored = module.instantiate_for_restore(context(1), b"").unwrap();
+        restored.restore(&image).unwrap();
+        assert_eq!(image_counters(&mut restored, 1), (2, 1006), "round {round}");
+    }
+    let _second = module.instantiate(context(1), b"").unwrap();
+    let err = module.instantiate(context(1), b"").unwrap_err();
+    assert!(
+        matches!(err.failure, GuestFailure::Instantiation { .. }),
+        "{err}"
+    );
+    assert_eq!((err.operator.as_str(), err.subtask), ("test-op", 1));
+}
+
+#[test]
+fn a_module_that_does_not_fit_the_pool_is_allocated_on_demand() {
+    // Five tables: more than a pool slot has room for.
+    let tables = fixture(
+        r#"(table 1 funcref) (table 1 funcref) (table 1 funcref) (table 1 funcref)
+           (table 1 funcref)
+           (func (export "weir_process") (param i32 i32) (result i32) (i32.const 0))"#,
+    );
+    let engine = pooled_engine(4);
+    let module = engine
+        .load_bytes_capturing("tables.wat", tables.as_bytes(), StateCapture::Image)
+        .unwrap();
+    let mut instance = module.instantiate(context(0), b"").unwrap();
+    let image = instance.snapshot(1).unwrap();
+    let mut restored = module.instantiate_for_restore(context(0), b"").unwrap();
+    restored.restore(&image).unwrap();
+    instance.process(&batch(0, &[("k", "v", 1)])).unwrap();
+}
+
 #[test]
 fn exports_mode_takes_no_image_and_auto_prefers_the_guests_exports() {
     let engine = engine();
@@ -1487,16 +1582,41 @@ fn an_image_of_another_module_or_a_damaged_one_is_refused_by_name() {
         "names both hashes: {message}"
     );
 
-    for at in [0, 40, image.len() / 2, image.len() - 1] {
+    // The header (identity, globals, page table) is checked by its own checksum at restore.
+    for at in [0, 40] {
         let mut damaged = image.clone();
         damaged[at] ^= 0x10;
-        let mut target = module.instantiate(context(0), b"").unwrap();
-        let err = target.restore(&damaged).unwrap_err();
-        assert!(
-            matches!(err.failure, GuestFailure::Image { .. }),
-            "byte {at}: {err}"
-        );
-        assert!(target.is_poisoned());
+        for mut target in [
+            module.instantiate(context(0), b"").unwrap(),
+            module.instantiate_for_restore(context(0), b"").unwrap(),
+        ] {
+            let err = target.restore(&damaged).unwrap_err();
+            assert!(
+                matches!(err.failure, GuestFailure::Image { .. }),
+                "byte {at}: {err}"
+            );
+            assert!(target.is_poisoned());
+        }
+    }
+
+    // A full image's pages are not hashed again at restore: the storage's CRC over every byte
+    // it reads refuses a damaged page before it gets there.
+    let dir = tempfile::tempdir().unwrap();
+    let storage = LocalStorage::new(CheckpointLayout::new(dir.path()));
+    let task = TaskId::new("op", 0);
+    let id = CheckpointId(1);
+    let handle = storage
+        .write_state(CheckpointKind::Checkpoint, id, &task, &image)
+        .unwrap();
+    let location = storage.layout().location(CheckpointKind::Checkpoint, id);
+    let file = CheckpointLayout::file_in(&location, &handle.file).unwrap();
+    let stored = std::fs::read(&file).unwrap();
+    for at in [image.len() / 2, image.len() - 1] {
+        let mut damaged = stored.clone();
+        damaged[HEADER_LEN + at] ^= 0x10;
+        std::fs::write(&file, &damaged).unwrap();
+        let err = storage.read_state(&location, &handle).unwrap_err();
+        assert!(err.to_string().contains("checksum"), "byte {at}: {err}");
     }
 }
 

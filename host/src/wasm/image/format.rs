@@ -1399,16 +1399,10 @@ pub(crate) fn check_len(header: &ImageHeader, bytes: &[u8]) -> Result<(), ImageE
 /// into the instance without another copy. The module is not checked: call
 /// [`ImageHeader::check_module`].
 pub fn decode_full(bytes: &[u8]) -> Result<FullImage<'_>, ImageError> {
-    let header = read_header(bytes)?;
-    header.expect_kind(ImageKind::Full)?;
-    check_len(&header, bytes)?;
-    let mut at = header.header_len;
-    let mut memories = Vec::with_capacity(header.pages.memories.len());
-    for m in &header.pages.memories {
-        let len = m.hashes.len() * PAGE_SIZE;
-        let memory = &bytes[at..at + len];
-        for (page, (bytes, &recorded)) in memory.chunks_exact(PAGE_SIZE).zip(&m.hashes).enumerate()
-        {
+    let image = decode_full_unchecked(bytes)?;
+    for (memory, m) in image.memories.iter().zip(&image.header.pages.memories) {
+        let pages = memory.bytes.chunks_exact(PAGE_SIZE).zip(&m.hashes);
+        for (page, (bytes, &recorded)) in pages.enumerate() {
             let computed = page_hash(bytes);
             if computed != recorded {
                 return Err(ImageError::PageHashMismatch {
@@ -1419,9 +1413,27 @@ pub fn decode_full(bytes: &[u8]) -> Result<FullImage<'_>, ImageError> {
                 });
             }
         }
+    }
+    Ok(image)
+}
+
+/// [`decode_full`] without checking the pages against the page table: the header is verified
+/// (its checksum, the length), the page bytes are taken as they are. For a restore from bytes
+/// whose integrity is already established — the storage checks a CRC-32 over every state it
+/// reads — where hashing every page again would double the restore's time (docs/CHECKPOINTS.md
+/// §10). A delta chain is always checked page by page ([`reconstruct`](super::delta::reconstruct)):
+/// there the page table is what tells a rebuilt page is right.
+pub fn decode_full_unchecked(bytes: &[u8]) -> Result<FullImage<'_>, ImageError> {
+    let header = read_header(bytes)?;
+    header.expect_kind(ImageKind::Full)?;
+    check_len(&header, bytes)?;
+    let mut at = header.header_len;
+    let mut memories = Vec::with_capacity(header.pages.memories.len());
+    for m in &header.pages.memories {
+        let len = m.hashes.len() * PAGE_SIZE;
         memories.push(MemoryRef {
             index: m.index,
-            bytes: memory,
+            bytes: &bytes[at..at + len],
         });
         at += len;
     }
