@@ -20,6 +20,7 @@ use super::format::{
     GlobalBits, GlobalValue, ImageError, ImageRef, MemoryRef, ModuleIdentity, PAGE_SIZE,
     encode_full,
 };
+use super::memcopy::copy_memory;
 use super::rewrite::{self, GlobalValueType, ImageLayout};
 use crate::checkpoint::CheckpointId;
 
@@ -316,30 +317,6 @@ impl ImageExports {
         }
         Ok(())
     }
-}
-
-/// Copies a memory's bytes into an instance's memory of the same length. A large memory is
-/// split into one contiguous run per core, each copied by its own scoped thread: the copy is
-/// bound by memory bandwidth, which one core does not saturate (174 MB: 16 ms on one thread,
-/// 13–15 ms on two, on the 2-core benchmark machine). The threads end with the call.
-fn copy_memory(src: &[u8], dest: &mut [u8]) {
-    /// Below this a copy stays on the calling thread: a thread costs ~50 µs to start.
-    const PARALLEL_BYTES: usize = 16 << 20;
-    /// Most threads one copy uses.
-    const MAX_THREADS: usize = 4;
-    let threads = std::thread::available_parallelism()
-        .map_or(1, std::num::NonZeroUsize::get)
-        .min(MAX_THREADS);
-    if threads < 2 || src.len() < PARALLEL_BYTES {
-        dest.copy_from_slice(src);
-        return;
-    }
-    let run = src.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        for (from, to) in src.chunks(run).zip(dest.chunks_mut(run)) {
-            scope.spawn(move || to.copy_from_slice(from));
-        }
-    });
 }
 
 /// The raw bits of `value`, if it is of type `ty`.

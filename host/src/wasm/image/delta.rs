@@ -59,8 +59,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::format::{
     CHECKSUM_LEN, CheckpointImage, GlobalValue, HeaderFields, ImageError, ImageKind, ImageRef,
-    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, decode_full, encode_full,
-    full_encoded_len, page_hash, put_u64, read_header, seal_header, zero_page_hash,
+    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, decode_full_unchecked,
+    encode_full, full_encoded_len, page_hash, put_u64, read_header, seal_header, zero_page_hash,
 };
 use crate::checkpoint::CheckpointId;
 
@@ -424,8 +424,9 @@ pub fn apply(parent: CheckpointImage, delta: &[u8]) -> Result<CheckpointImage, I
     })
 }
 
-/// Rebuilds the image at the end of a chain: the full image `full`, then each delta in
-/// order, every one verified (see [`apply`]). An error names the image's position in the
+/// Rebuilds the image at the end of a chain: the full image `full` (its header verified, its
+/// pages taken as they are: the storage's CRC covered them when they were read), then each
+/// delta in order, every one verified (see [`apply`]). An error names the image's position in the
 /// chain (0 for the full image). The module is not checked: call
 /// [`CheckpointImage::check_module`] (or check the newest header first).
 pub fn reconstruct<'a>(
@@ -438,7 +439,9 @@ pub fn reconstruct<'a>(
             source: Box::new(source),
         }
     };
-    let mut image = decode_full(full)
+    // The full image's pages are not hashed again: the storage's CRC covered them when they
+    // were read. Every page a delta changes is checked against its table after the XOR.
+    let mut image = decode_full_unchecked(full)
         .map_err(in_chain(0))?
         .to_checkpoint_image();
     for (i, delta) in deltas.into_iter().enumerate() {

@@ -69,6 +69,8 @@ use std::sync::OnceLock;
 use thiserror::Error;
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
+use super::memcopy::to_owned_memory;
+
 use crate::checkpoint::CheckpointId;
 
 /// The unit of a wasm linear memory, of the page table and of a delta: 64 KiB.
@@ -396,7 +398,7 @@ impl ImageRef<'_> {
                 .iter()
                 .map(|m| MemoryImage {
                     index: m.index,
-                    bytes: m.bytes.to_vec(),
+                    bytes: to_owned_memory(m.bytes),
                 })
                 .collect(),
             globals: self.globals.to_vec(),

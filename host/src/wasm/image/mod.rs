@@ -26,6 +26,7 @@
 pub mod capture;
 pub mod delta;
 pub mod format;
+mod memcopy;
 pub mod rewrite;
 
 pub use capture::StateCapture;
