@@ -37,8 +37,11 @@ use weir::checkpoint::layout::CheckpointLayout;
 use weir::checkpoint::storage::{CheckpointStorage, LocalStorage};
 use weir::checkpoint::{CheckpointId, CheckpointKind};
 use weir::dataflow::TaskId;
-use weir::wasm::image::format::decode_full;
-use weir::wasm::{EngineOptions, GuestInstance, GuestLimits, StateCapture, WasmEngine};
+use weir::wasm::image::format::{ImageKind, decode_full, read_header};
+use weir::wasm::{
+    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, OperatorModule, StateCapture,
+    WasmEngine,
+};
 use weir_example_count::Count;
 use weir_sdk::Context;
 use weir_sdk::testing::Harness;
@@ -111,7 +114,31 @@ pub struct StateSizeResult {
     pub native_restore_ms: Option<Summary>,
     /// How the state was captured: `exports` or `image`.
     pub capture: &'static str,
+    /// Incremental images of the same state after a few keys changed; `None` for exports.
+    pub deltas: Option<DeltaResult>,
 }
+
+/// Incremental images: each repetition updates [`DELTA_TOUCHED_PERCENT`] % of the keys (each
+/// time others), then takes a delta against the previous image.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DeltaResult {
+    /// Keys updated before each delta.
+    pub touched_keys: u64,
+    /// `GuestInstance::snapshot_incremental` giving a delta: hashing every page, XOR and LZ4
+    /// of the changed ones — the synchronous part of an incremental checkpoint, ms.
+    pub snapshot_ms: Summary,
+    /// The delta's size, bytes (median).
+    pub delta_bytes: u64,
+    /// Pages whose hash changed, of all pages (median).
+    pub changed_pages: u64,
+    /// Pages in the image.
+    pub pages: u64,
+    /// Restoring the chain (the full image and one delta) into an instance made for it, ms.
+    pub chain_restore_ms: Summary,
+}
+
+/// Percentage of the keys each delta repetition updates.
+pub const DELTA_TOUCHED_PERCENT: u64 = 1;
 
 /// Measures checkpoint and restore of about `target_bytes` of count state, `runs` times.
 pub fn measure(
@@ -181,6 +208,11 @@ pub fn measure(
         restored = Some(fresh);
     }
     drop(restored);
+    let deltas = if image {
+        Some(measure_deltas(&module, &mut guest, keys, runs)?)
+    } else {
+        None
+    };
     let first_restore_ms = phases[4][0];
     for phase in &mut phases {
         phase.remove(0);
@@ -212,6 +244,67 @@ pub fn measure(
         native_snapshot_ms: native_snapshot_ms.as_deref().map(summary),
         native_restore_ms: native_restore_ms.as_deref().map(summary),
         capture: if image { "image" } else { "exports" },
+        deltas,
+    })
+}
+
+/// `runs` times: takes a full image of `guest`, updates [`DELTA_TOUCHED_PERCENT`] % of its
+/// `keys` keys (others each time), takes a delta, and restores the chain of the two into an
+/// instance made for it.
+fn measure_deltas(
+    module: &OperatorModule,
+    guest: &mut GuestInstance,
+    keys: u64,
+    runs: usize,
+) -> Result<DeltaResult, BenchError> {
+    let policy = ImagePolicy {
+        full_every: u32::MAX,
+        // Measure every delta, however large.
+        max_delta_percent: 100,
+    };
+    let touched = (keys * DELTA_TOUCHED_PERCENT / 100).max(1);
+    let (mut snapshot_ms, mut chain_restore_ms) = (Vec::new(), Vec::new());
+    let (mut sizes, mut changed) = (Vec::new(), Vec::new());
+    let mut pages = 0;
+    let mut restored: Option<GuestInstance> = None;
+    for run in 0..runs as u64 {
+        // A new policy forgets the previous image: the next one is full.
+        guest.set_image_policy(policy);
+        let full = guest.snapshot_incremental(2 * run + 1_000_000)?;
+        let start = (run * touched) % keys;
+        for batch in distinct_keys(start..(start + touched).min(keys), 0, FILL_BATCH) {
+            guest.process(&batch)?;
+        }
+        let (delta, ms) = timed(|| guest.snapshot_incremental(2 * run + 1_000_001))?;
+        let header = read_header(&delta.state)
+            .map_err(|e| BenchError::Wrong(format!("a delta does not decode: {e}")))?;
+        if !full.chain.is_empty() || header.kind != ImageKind::Delta {
+            return Err(BenchError::Wrong(
+                "an incremental image after a full one was not a delta".to_string(),
+            ));
+        }
+        snapshot_ms.push(ms);
+        sizes.push(delta.state.len() as u64);
+        pages = header.pages.page_count() as u64;
+        changed.push(header.stored.iter().map(Vec::len).sum::<usize>() as u64);
+
+        drop(restored.take());
+        let mut fresh = module.instantiate_for_restore(single("count"), b"")?;
+        let ((), ms) = timed(|| fresh.restore_chain(&[&full.state], &delta.state, false))?;
+        chain_restore_ms.push(ms);
+        restored = Some(fresh);
+    }
+    let median = |mut v: Vec<u64>| {
+        v.sort_unstable();
+        v[v.len() / 2]
+    };
+    Ok(DeltaResult {
+        touched_keys: touched,
+        snapshot_ms: Summary::of(&snapshot_ms).expect("at least one run"),
+        delta_bytes: median(sizes),
+        changed_pages: median(changed),
+        pages,
+        chain_restore_ms: Summary::of(&chain_restore_ms).expect("at least one run"),
     })
 }
 

@@ -158,6 +158,31 @@ fn run(args: &Args) -> Result<(), BenchError> {
                 states.push(result);
             }
         }
+        println!(
+            "\n## count state as incremental images: a delta after updating {} % of the keys, \
+             ms, median of {runs} (min – max)\n",
+            state_size::DELTA_TOUCHED_PERCENT
+        );
+        println!(
+            "| keys | image | keys updated | delta snapshot | delta | changed pages | \
+             restore full + delta |"
+        );
+        println!("|---|---|---|---|---|---|---|");
+        for state in &states {
+            if let Some(delta) = &state.deltas {
+                println!(
+                    "| {} | {} | {} | {} | {} | {} of {} | {} |",
+                    state.keys,
+                    bytes(state.state_bytes),
+                    delta.touched_keys,
+                    ms(&delta.snapshot_ms),
+                    bytes(delta.delta_bytes),
+                    delta.changed_pages,
+                    delta.pages,
+                    ms(&delta.chain_restore_ms),
+                );
+            }
+        }
     }
 
     let mut startup = None;
@@ -248,8 +273,12 @@ fn pipeline_row(r: &PipelineResult) -> String {
     )
 }
 
+/// A summary in ms: median (min – max).
+fn ms(s: &Summary) -> String {
+    format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max)
+}
+
 fn state_row(r: &StateSizeResult) -> String {
-    let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
     let native = |s: &Option<Summary>| s.as_ref().map_or("–".to_string(), ms);
     format!(
         "| {} | {} | {} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} |",
