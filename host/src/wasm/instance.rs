@@ -64,8 +64,6 @@ pub struct GuestInstance {
     module: OperatorModule,
     /// Its memories and mutable globals, when it is checkpointed as an image.
     image: Option<ImageExports>,
-    /// The size of the last image taken, to size the next one's buffer.
-    last_image_len: usize,
     /// When images may be deltas (`image_full_every` of the job file).
     image_policy: ImagePolicy,
     /// The previous image and its chain, when this instance's checkpoints are incremental
@@ -178,7 +176,6 @@ impl GuestInstance {
             engine,
             module: module.clone(),
             image,
-            last_image_len: 0,
             image_policy: ImagePolicy::default(),
             incremental: None,
             awaiting_image: None,
@@ -265,7 +262,9 @@ impl GuestInstance {
     pub fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<u8>, GuestError> {
         self.check_ready(Call::Snapshot)?;
         if let Some(image) = &self.image {
-            let mut out = Vec::with_capacity(self.last_image_len);
+            // Not sized in advance: the encoder allocates a full image so that its pages are
+            // faulted in by the threads that copy into them.
+            let mut out = Vec::new();
             let taken = image.take(&mut self.store, CheckpointId(checkpoint_id), &mut out);
             if let Err(e) = taken {
                 let failure = GuestFailure::Image {
@@ -283,7 +282,6 @@ impl GuestInstance {
                 );
                 return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
             }
-            self.last_image_len = out.len();
             return Ok(out);
         }
         let Some(snapshot) = self.funcs.snapshot.clone() else {
@@ -338,7 +336,7 @@ impl GuestInstance {
             .clone()
             .expect("incremental images need an imaged instance");
         let checkpoint = CheckpointId(checkpoint_id);
-        let mut out = Vec::with_capacity(self.last_image_len);
+        let mut out = Vec::new();
         let taken = image.take_incremental(
             &mut self.store,
             &mut incremental.baseline,
@@ -378,7 +376,6 @@ impl GuestInstance {
             );
             return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
         }
-        self.last_image_len = self.last_image_len.max(out.len());
         Ok(GuestSnapshot { state: out, chain })
     }
 
@@ -542,7 +539,6 @@ impl GuestInstance {
                 incremental.chain = ids;
             }
         }
-        self.last_image_len = state.len();
         Ok(())
     }
 

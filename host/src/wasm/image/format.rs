@@ -69,7 +69,7 @@ use std::sync::OnceLock;
 use thiserror::Error;
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
-use super::memcopy::to_owned_memory;
+use super::memcopy::{copy_hashing, hash_pages, to_owned_memory};
 
 use crate::checkpoint::CheckpointId;
 
@@ -464,16 +464,21 @@ pub struct PageTable {
 }
 
 impl PageTable {
-    /// Hashes every page of `image` (which must [validate](ImageRef::validate)).
+    /// Hashes every page of `image` (which must [validate](ImageRef::validate)), a large
+    /// memory on every core.
     pub fn of(image: &ImageRef<'_>) -> Result<PageTable, ImageError> {
         image.validate()?;
         Ok(PageTable {
             memories: image
                 .memories
                 .iter()
-                .map(|m| MemoryPages {
-                    index: m.index,
-                    hashes: m.bytes.chunks_exact(PAGE_SIZE).map(page_hash).collect(),
+                .map(|m| {
+                    let mut hashes = vec![0; m.bytes.len() / PAGE_SIZE];
+                    hash_pages(m.bytes, &mut hashes);
+                    MemoryPages {
+                        index: m.index,
+                        hashes,
+                    }
                 })
                 .collect(),
         })
@@ -1114,17 +1119,23 @@ pub fn encode_full(
     image.validate()?;
     let memories = memory_pages(image);
     let fields = full_header(image, &memories, checkpoint);
-    out.clear();
-    out.reserve(full_encoded_len(image));
+    let total = full_encoded_len(image);
     let slots = fields.write(out);
+    if out.capacity() < total {
+        // A new buffer, allocated zeroed: for an image of any size the allocator maps fresh
+        // pages without writing them, so they are faulted in by the threads copying into them.
+        let mut buffer = vec![0; total];
+        buffer[..slots.header_len].copy_from_slice(out);
+        *out = buffer;
+    } else {
+        out.resize(total, 0);
+    }
     let mut table = PageTable::default();
+    let mut at = slots.header_len;
     for m in &image.memories {
-        let mut hashes = Vec::with_capacity(m.bytes.len() / PAGE_SIZE);
-        for page in m.bytes.chunks_exact(PAGE_SIZE) {
-            let at = out.len();
-            out.extend_from_slice(page);
-            hashes.push(page_hash(&out[at..]));
-        }
+        let mut hashes = vec![0; m.bytes.len() / PAGE_SIZE];
+        copy_hashing(m.bytes, &mut out[at..at + m.bytes.len()], &mut hashes);
+        at += m.bytes.len();
         table.memories.push(MemoryPages {
             index: m.index,
             hashes,

@@ -1,17 +1,20 @@
-//! Copying a whole linear memory, split over the cores.
+//! Copying and hashing a whole linear memory, split over the cores.
 //!
 //! # Why this module exists
 //!
-//! Restoring an image copies the guest's whole memory — into the instance, and for incremental
-//! images into the owned copy a chain is rebuilt in — and a memory can be hundreds of MB. Such a
-//! copy is bound by memory bandwidth, which one core does not saturate, and into memory fresh
-//! from the OS by page faults, which several cores take in parallel: 174 MB took 16 ms on one
-//! thread and 13–15 ms on two into resident memory on the 2-core benchmark machine. So a large
-//! copy is split into one contiguous run per core, each copied by a scoped thread that ends
-//! with the call; the copy never overlaps guest code.
+//! Taking a full image copies the guest's whole memory out and hashes every page of it (an
+//! incremental image hashes every page to find those that changed); restoring one copies it back — into the instance, and for incremental images into the owned
+//! copy a chain is rebuilt in. A memory can be hundreds of MB. Such a copy is bound by memory
+//! bandwidth, which one core does not saturate, by hashing, which is one core's work per page,
+//! and — into memory fresh from the OS — by page faults, which several cores take in parallel:
+//! 174 MB took 16 ms on one thread and 13–15 ms on two into resident memory on the 2-core
+//! benchmark machine. So a large copy is split into one contiguous run per core, each copied by
+//! a scoped thread that ends with the call; a copy never overlaps guest code.
 
 use std::num::NonZeroUsize;
 use std::thread;
+
+use super::format::{PAGE_SIZE, page_hash};
 
 /// Below this a copy stays on the calling thread: a thread costs ~50 µs to start.
 const PARALLEL_BYTES: usize = 16 << 20;
@@ -29,19 +32,92 @@ pub(crate) fn copy_memory(src: &[u8], dest: &mut [u8]) {
         dest.len(),
         "a memory copy between different lengths"
     );
-    let threads = thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(MAX_THREADS);
-    if threads < 2 || src.len() < PARALLEL_BYTES {
+    let Some(threads) = threads_for(src.len()) else {
         dest.copy_from_slice(src);
         return;
-    }
+    };
     let run = src.len().div_ceil(threads);
     thread::scope(|scope| {
         for (from, to) in src.chunks(run).zip(dest.chunks_mut(run)) {
             scope.spawn(move || to.copy_from_slice(from));
         }
     });
+}
+
+/// Copies `src` into `dest` page by page and writes each 64 KiB page's hash
+/// ([`page_hash`]) into `hashes`: what taking a full image does with every memory. Each page is
+/// hashed right after it is copied, while it is in the cache.
+///
+/// # Panics
+/// If the lengths differ, or `hashes` does not have one entry per page.
+pub(crate) fn copy_hashing(src: &[u8], dest: &mut [u8], hashes: &mut [u64]) {
+    assert_eq!(
+        src.len(),
+        dest.len(),
+        "a memory copy between different lengths"
+    );
+    assert_eq!(
+        src.len(),
+        hashes.len() * PAGE_SIZE,
+        "one hash per 64 KiB page"
+    );
+    let work = |src: &[u8], dest: &mut [u8], hashes: &mut [u64]| {
+        let pages = src
+            .chunks_exact(PAGE_SIZE)
+            .zip(dest.chunks_exact_mut(PAGE_SIZE));
+        for ((from, to), hash) in pages.zip(hashes) {
+            to.copy_from_slice(from);
+            *hash = page_hash(to);
+        }
+    };
+    let Some(threads) = threads_for(src.len()) else {
+        return work(src, dest, hashes);
+    };
+    let pages = hashes.len().div_ceil(threads);
+    thread::scope(|scope| {
+        let runs = src
+            .chunks(pages * PAGE_SIZE)
+            .zip(dest.chunks_mut(pages * PAGE_SIZE))
+            .zip(hashes.chunks_mut(pages));
+        for ((src, dest), hashes) in runs {
+            scope.spawn(move || work(src, dest, hashes));
+        }
+    });
+}
+
+/// Writes the hash ([`page_hash`]) of each 64 KiB page of `src` into `hashes`: the page table
+/// of a memory, which an incremental image compares with the previous one.
+///
+/// # Panics
+/// If `hashes` does not have one entry per page.
+pub(crate) fn hash_pages(src: &[u8], hashes: &mut [u64]) {
+    assert_eq!(
+        src.len(),
+        hashes.len() * PAGE_SIZE,
+        "one hash per 64 KiB page"
+    );
+    let work = |src: &[u8], hashes: &mut [u64]| {
+        for (page, hash) in src.chunks_exact(PAGE_SIZE).zip(hashes) {
+            *hash = page_hash(page);
+        }
+    };
+    let Some(threads) = threads_for(src.len()) else {
+        return work(src, hashes);
+    };
+    let pages = hashes.len().div_ceil(threads);
+    thread::scope(|scope| {
+        for (src, hashes) in src.chunks(pages * PAGE_SIZE).zip(hashes.chunks_mut(pages)) {
+            scope.spawn(move || work(src, hashes));
+        }
+    });
+}
+
+/// How many threads a copy of `len` bytes is split over; `None` to stay on the caller's.
+fn threads_for(len: usize) -> Option<usize> {
+    let threads = thread::available_parallelism()
+        .map_or(1, NonZeroUsize::get)
+        .min(MAX_THREADS);
+    (threads >= 2 && len >= PARALLEL_BYTES).then_some(threads)
 }
 
 /// An owned copy of `src`. The buffer is allocated zeroed (for a large one the allocator maps
@@ -64,6 +140,24 @@ mod tests {
             copy_memory(&src, &mut dest);
             assert!(dest == src, "{len} bytes");
             assert!(to_owned_memory(&src) == src, "{len} bytes owned");
+        }
+    }
+
+    #[test]
+    fn every_page_is_hashed_with_or_without_a_copy_small_and_split() {
+        for pages in [0, 1, 5, PARALLEL_BYTES / PAGE_SIZE + 3] {
+            let src: Vec<u8> = (0..pages * PAGE_SIZE)
+                .map(|i| (i * 7 % 253) as u8)
+                .collect();
+            let mut dest = vec![0; src.len()];
+            let mut hashes = vec![0; pages];
+            copy_hashing(&src, &mut dest, &mut hashes);
+            assert!(dest == src, "{pages} pages copied");
+            let expected: Vec<u64> = src.chunks_exact(PAGE_SIZE).map(page_hash).collect();
+            assert_eq!(hashes, expected, "{pages} pages hashed");
+            let mut again = vec![0; pages];
+            hash_pages(&src, &mut again);
+            assert_eq!(again, expected, "{pages} pages hashed without a copy");
         }
     }
 }
