@@ -3,8 +3,9 @@
 //!
 //! An engine may also keep a **pool of instances** for the modules checkpointed as images
 //! ([`EngineOptions::image_pool`]). Restoring an image writes the guest's whole memory at once;
-//! into memory freshly mapped from the OS, most of that time is page faults (a 174 MB image took
-//! 120 ms; 18 ms of it was the copy). wasmtime's pooling allocator with
+//! into memory freshly mapped from the OS, most of that time is page faults (a 174 MB image
+//! restored in 46–67 ms, against 15–19 ms into resident memory, docs/BENCHMARKS.md §4).
+//! wasmtime's pooling allocator with
 //! `linear_memory_keep_resident` keeps each slot's pages resident when its instance ends (zeroed
 //! with `memset` instead of returned to the OS), so the instance that takes the slot next — the
 //! same task's after a restart — restores with a plain copy. The price is memory: a slot's pages
@@ -271,19 +272,20 @@ impl WasmEngine {
 /// The pooling allocator's settings for `instances` instances under `limits`: every slot
 /// keeps the memory its instance reached resident when the instance ends.
 ///
-/// Per-module bounds are generous — a module beyond them (more than 4 memories or tables, or a
-/// table over [`MAX_TABLE_ELEMENTS`]) fails to compile for the pool and is allocated on demand
-/// instead ([`OperatorModule`] falls back). Slots are address space reserved up front, not
-/// memory: pages are only committed when a guest touches them.
+/// A slot holds one memory (the ABI allows no more: [`OperatorModule`] refuses a module with
+/// several) and up to 4 tables of up to [`MAX_TABLE_ELEMENTS`] each; a module with more tables
+/// fails to compile for the pool and is allocated on demand instead ([`OperatorModule`] falls
+/// back). Slots are address space reserved when the first imaged module is loaded, not memory:
+/// pages are committed only when a guest touches them.
 fn pool_settings(limits: &GuestLimits, instances: u32) -> PoolingAllocationConfig {
-    /// Memories and tables per module a pool slot has room for.
-    const PER_MODULE: u32 = 4;
+    /// Tables per module a pool slot has room for.
+    const TABLES_PER_MODULE: u32 = 4;
     let mut pool = PoolingAllocationConfig::new();
     pool.total_core_instances(instances)
-        .total_memories(instances.saturating_mul(PER_MODULE))
-        .total_tables(instances.saturating_mul(PER_MODULE))
-        .max_memories_per_module(PER_MODULE)
-        .max_tables_per_module(PER_MODULE)
+        .total_memories(instances)
+        .total_tables(instances.saturating_mul(TABLES_PER_MODULE))
+        .max_memories_per_module(1)
+        .max_tables_per_module(TABLES_PER_MODULE)
         .table_elements(MAX_TABLE_ELEMENTS)
         .max_memory_size(limits.max_memory_bytes)
         .linear_memory_keep_resident(limits.max_memory_bytes);
