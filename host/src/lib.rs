@@ -7,6 +7,7 @@ pub mod control;
 pub mod dataflow;
 pub mod job;
 pub mod kill_point;
+mod parallel;
 pub mod runtime;
 pub mod tools;
 pub mod wasm;

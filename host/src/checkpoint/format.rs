@@ -42,6 +42,7 @@ use thiserror::Error;
 
 use crate::checkpoint::layout::{self, CheckpointLayout};
 use crate::kill_point::{self, KillPoint};
+use crate::parallel;
 
 /// The framing version this build writes, and the only one it reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -203,7 +204,7 @@ pub fn encode(kind: FileKind, payload: &[u8]) -> Vec<u8> {
     out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
     out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
     out.extend_from_slice(payload);
-    let crc = crc32fast::hash(&out);
+    let crc = parallel::crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
 }
@@ -262,7 +263,7 @@ pub fn decode<'a>(kind: FileKind, path: &Path, bytes: &'a [u8]) -> Result<Frame<
     // The length fits: found_len == expected, and found_len is a usize.
     let body_end = bytes.len() - TRAILER_LEN;
     let stored = u32::from_le_bytes(bytes[body_end..].try_into().expect("4 bytes"));
-    let computed = crc32fast::hash(&bytes[..body_end]);
+    let computed = parallel::crc32(&bytes[..body_end]);
     if stored != computed {
         return Err(fail(FormatProblem::ChecksumMismatch { stored, computed }));
     }

@@ -45,6 +45,7 @@ use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutErro
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
+use crate::parallel;
 
 /// Why a storage operation failed, naming the file or directory concerned.
 #[derive(Debug, Error)]
@@ -293,7 +294,7 @@ struct DiskFiles;
 
 impl Files for DiskFiles {
     fn read(&self, path: &Path) -> Result<Vec<u8>, IoError> {
-        std::fs::read(path).map_err(|e| IoError::new("read", path, e))
+        parallel::read_file(path).map_err(|e| IoError::new("read", path, e))
     }
 
     fn write(&self, path: &Path, bytes: &[u8], overwrite: Overwrite) -> Result<(), IoError> {

@@ -3,46 +3,19 @@
 //! # Why this module exists
 //!
 //! Taking a full image copies the guest's whole memory out and hashes every page of it (an
-//! incremental image hashes every page to find those that changed); restoring one copies it back — into the instance, and for incremental images into the owned
-//! copy a chain is rebuilt in. A memory can be hundreds of MB. Such a copy is bound by memory
-//! bandwidth, which one core does not saturate, by hashing, which is one core's work per page,
-//! and — into memory fresh from the OS — by page faults, which several cores take in parallel:
-//! 174 MB took 16 ms on one thread and 13–15 ms on two into resident memory on the 2-core
-//! benchmark machine. So a large copy is split into one contiguous run per core, each copied by
-//! a scoped thread that ends with the call; a copy never overlaps guest code.
+//! incremental image hashes every page to find those that changed); restoring one copies it
+//! back — into the instance, and for incremental images into the owned copy a chain is rebuilt
+//! in. A memory can be hundreds of MB, so these passes are split over the cores as
+//! [`crate::parallel`] decides: 174 MB took 16 ms on one thread and 13–15 ms on two into
+//! resident memory on the 2-core benchmark machine, and fresh buffers fault their pages in on
+//! every core. A copy never overlaps guest code.
 
-use std::num::NonZeroUsize;
 use std::thread;
 
 use super::format::{PAGE_SIZE, page_hash};
+use crate::parallel::run_len;
 
-/// Below this a copy stays on the calling thread: a thread costs ~50 µs to start.
-const PARALLEL_BYTES: usize = 16 << 20;
-
-/// Most threads one copy uses.
-const MAX_THREADS: usize = 4;
-
-/// Copies `src` into `dest`, which has the same length.
-///
-/// # Panics
-/// If the lengths differ.
-pub(crate) fn copy_memory(src: &[u8], dest: &mut [u8]) {
-    assert_eq!(
-        src.len(),
-        dest.len(),
-        "a memory copy between different lengths"
-    );
-    let Some(threads) = threads_for(src.len()) else {
-        dest.copy_from_slice(src);
-        return;
-    };
-    let run = src.len().div_ceil(threads);
-    thread::scope(|scope| {
-        for (from, to) in src.chunks(run).zip(dest.chunks_mut(run)) {
-            scope.spawn(move || to.copy_from_slice(from));
-        }
-    });
-}
+pub(crate) use crate::parallel::copy as copy_memory;
 
 /// Copies `src` into `dest` page by page and writes each 64 KiB page's hash
 /// ([`page_hash`]) into `hashes`: what taking a full image does with every memory. Each page is
@@ -70,10 +43,10 @@ pub(crate) fn copy_hashing(src: &[u8], dest: &mut [u8], hashes: &mut [u64]) {
             *hash = page_hash(to);
         }
     };
-    let Some(threads) = threads_for(src.len()) else {
+    let Some(run) = run_len(src.len(), PAGE_SIZE) else {
         return work(src, dest, hashes);
     };
-    let pages = hashes.len().div_ceil(threads);
+    let pages = run / PAGE_SIZE;
     thread::scope(|scope| {
         let runs = src
             .chunks(pages * PAGE_SIZE)
@@ -101,23 +74,15 @@ pub(crate) fn hash_pages(src: &[u8], hashes: &mut [u64]) {
             *hash = page_hash(page);
         }
     };
-    let Some(threads) = threads_for(src.len()) else {
+    let Some(run) = run_len(src.len(), PAGE_SIZE) else {
         return work(src, hashes);
     };
-    let pages = hashes.len().div_ceil(threads);
+    let pages = run / PAGE_SIZE;
     thread::scope(|scope| {
         for (src, hashes) in src.chunks(pages * PAGE_SIZE).zip(hashes.chunks_mut(pages)) {
             scope.spawn(move || work(src, hashes));
         }
     });
-}
-
-/// How many threads a copy of `len` bytes is split over; `None` to stay on the caller's.
-fn threads_for(len: usize) -> Option<usize> {
-    let threads = thread::available_parallelism()
-        .map_or(1, NonZeroUsize::get)
-        .min(MAX_THREADS);
-    (threads >= 2 && len >= PARALLEL_BYTES).then_some(threads)
 }
 
 /// An owned copy of `src`. The buffer is allocated zeroed (for a large one the allocator maps
@@ -132,9 +97,12 @@ pub(crate) fn to_owned_memory(src: &[u8]) -> Vec<u8> {
 mod tests {
     use super::*;
 
+    /// Large enough to be split over the cores.
+    const LARGE: usize = 16 << 20;
+
     #[test]
     fn small_and_split_copies_copy_every_byte() {
-        for len in [0, 1, 65536, PARALLEL_BYTES + 12345] {
+        for len in [0, 1, 65536, LARGE + 12345] {
             let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let mut dest = vec![0xAA; len];
             copy_memory(&src, &mut dest);
@@ -145,7 +113,7 @@ mod tests {
 
     #[test]
     fn every_page_is_hashed_with_or_without_a_copy_small_and_split() {
-        for pages in [0, 1, 5, PARALLEL_BYTES / PAGE_SIZE + 3] {
+        for pages in [0, 1, 5, LARGE / PAGE_SIZE + 3] {
             let src: Vec<u8> = (0..pages * PAGE_SIZE)
                 .map(|i| (i * 7 % 253) as u8)
                 .collect();
