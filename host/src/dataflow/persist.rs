@@ -13,6 +13,7 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::TaskId;
 use super::message::Barrier;
 use super::task::TaskError;
+use super::task_state::TaskState;
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::StateHandle;
 use crate::checkpoint::storage::CheckpointStorage;
@@ -96,12 +97,14 @@ impl Persister {
     /// Writes `state` for `task` at `barrier` in the background; acknowledges
     /// when it is durable, declines if it cannot be written. `chain` names the
     /// earlier checkpoints the state builds on; the acknowledgement carries it
-    /// to the metadata.
+    /// to the metadata. The state is encoded in the background too: for an
+    /// image that is a copy of the guest's whole memory, which must not stall
+    /// the task.
     pub fn persist(
         &self,
         barrier: Barrier,
         task: TaskId,
-        state: Vec<u8>,
+        state: TaskState,
         chain: Vec<CheckpointId>,
         sync: Duration,
         alignment: Duration,
@@ -110,6 +113,7 @@ impl Persister {
         let events = self.events.clone();
         self.runtime.spawn_blocking(move || {
             let started = Instant::now();
+            let state = state.encode();
             let event = match storage.write_state(barrier.kind, barrier.id, &task, &state) {
                 Ok(handle) => TaskEvent::Ack {
                     id: barrier.id,

@@ -301,7 +301,7 @@ fn snapshot(
             chain: Vec::new(),
         },
     };
-    let state = TaskState { finished, inner }.encode();
+    let state = TaskState { finished, inner };
     env.router.broadcast(Message::Barrier(barrier))?;
     kill_point::reached(KillPoint::AfterSnapshot);
     env.persister.persist(
@@ -361,8 +361,7 @@ pub fn run_source(
                 let state = TaskState {
                     finished,
                     inner: source.position(),
-                }
-                .encode();
+                };
                 env.router.broadcast(Message::Barrier(barrier))?;
                 kill_point::reached(KillPoint::AfterSnapshot);
                 env.persister.persist(

@@ -33,13 +33,18 @@ impl TaskState {
         out
     }
 
-    /// Decodes an envelope, saying what is wrong with a bad one.
-    pub fn decode(bytes: &[u8]) -> Result<Self, String> {
-        match bytes {
-            [VERSION, flags, inner @ ..] if flags & !FINISHED == 0 => Ok(TaskState {
-                finished: flags & FINISHED != 0,
-                inner: inner.to_vec(),
-            }),
+    /// Decodes an envelope, saying what is wrong with a bad one. Takes the bytes as read, so
+    /// that the inner state (for an image, the guest's whole memory) keeps their buffer
+    /// instead of being copied into a new one.
+    pub fn decode(mut bytes: Vec<u8>) -> Result<Self, String> {
+        match *bytes.as_slice() {
+            [VERSION, flags, ..] if flags & !FINISHED == 0 => {
+                bytes.drain(..2);
+                Ok(TaskState {
+                    finished: flags & FINISHED != 0,
+                    inner: bytes,
+                })
+            }
             [VERSION, flags, ..] => Err(format!("unknown task state flags {flags:#04x}")),
             [version, ..] => Err(format!(
                 "task state envelope version {version} is not supported (this build reads {VERSION})"
@@ -85,13 +90,13 @@ mod tests {
             finished: true,
             inner: vec![1, 2, 3],
         };
-        assert_eq!(TaskState::decode(&s.encode()).unwrap(), s);
+        assert_eq!(TaskState::decode(s.encode()).unwrap(), s);
         assert!(
-            TaskState::decode(&[9, 0])
+            TaskState::decode(vec![9, 0])
                 .unwrap_err()
                 .contains("version 9")
         );
-        assert!(TaskState::decode(&[]).is_err());
-        assert!(TaskState::decode(&[1, 2]).is_err());
+        assert!(TaskState::decode(vec![]).is_err());
+        assert!(TaskState::decode(vec![1, 2]).is_err());
     }
 }

@@ -76,14 +76,14 @@ pub(crate) fn load_states(
             let bytes = storage
                 .read_state(&point.location, &entry.handle)
                 .map_err(|e| RunError::Restore(e.to_string()))?;
-            let state = TaskState::decode(&bytes)
+            let state = TaskState::decode(bytes)
                 .map_err(|e| RunError::Restore(format!("{name}: state of {}: {e}", entry.task)))?;
             let chain = read_chain(storage, &point.location, entry, &mut links)
                 .map_err(|e| RunError::Restore(e.to_string()))?
                 .into_iter()
                 .zip(&entry.chain)
                 .map(|(bytes, link)| {
-                    TaskState::decode(&bytes).map(|s| s.inner).map_err(|e| {
+                    TaskState::decode(bytes).map(|s| s.inner).map_err(|e| {
                         RunError::Restore(format!(
                             "{name}: state of {} at checkpoint {link}, which its image builds \
                              on: {e}",
