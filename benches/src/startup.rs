@@ -10,7 +10,10 @@
 //!   `state_bytes` and stopped with a savepoint; then, timed: a new [`JobRunner`] (modules
 //!   loaded from the warm cache) restoring that savepoint, until the first record has reached
 //!   the sink. In-process, so it leaves out the process start measured above; the two add up to
-//!   the issue's "new process restoring a checkpoint → first record processed".
+//!   the issue's "new process restoring a checkpoint → first record processed". Measured twice:
+//!   with `count` checkpointed through its exports, and as an image (the savepoint then holds
+//!   the guest's memory, and the runner's new engine has no warm pool slot: this is the first
+//!   restore of a process, reading included).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -42,6 +45,10 @@ pub struct StartupResult {
     pub restore_state_bytes: u64,
     /// New runner restoring the savepoint → first record at the sink.
     pub restore_to_first_record_ms: Summary,
+    /// The size of the savepoint of the same keys with `count` checkpointed as an image, bytes.
+    pub image_restore_state_bytes: u64,
+    /// New runner restoring that image savepoint → first record at the sink.
+    pub image_restore_to_first_record_ms: Summary,
 }
 
 /// The `weir` binary built next to this benchmark (`cargo build --release -p weir`).
@@ -188,15 +195,16 @@ fn trivial_job(dir: &Path) -> String {
     )
 }
 
-/// The restore job: an unbounded generator over `keys` keys → key-hash → `count` → blackhole.
-fn count_job(dir: &Path, keys: u64) -> String {
+/// The restore job: an unbounded generator over `keys` keys → key-hash → `count` → blackhole,
+/// `count` checkpointed as `capture` says.
+fn count_job(dir: &Path, keys: u64, capture: &str) -> String {
     format!(
         "name = \"restore\"\n\n\
          [checkpoint]\n\
          directory = '{}'\n\n\
          [restart]\nstrategy = \"none\"\n\n\
          [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\nkeys = {keys}\n\n\
-         [[operator]]\nname = \"count\"\nmodule = '{COUNT_WASM}'\n\
+         [[operator]]\nname = \"count\"\nmodule = '{COUNT_WASM}'\ncheckpoint = \"{capture}\"\n\
          inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\n\
          [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"count\"]\n",
         dir.join("checkpoints").display()
@@ -299,10 +307,34 @@ pub fn measure(state_bytes: u64, runs: usize) -> Result<StartupResult, BenchErro
     let to_running = time_to_start(&weir, &trivial, &cache, runs)?;
 
     let keys = keys_for(state_bytes);
-    let job = dir.path().join("restore.toml");
-    write(&job, &count_job(dir.path(), keys))?;
-    let savepoint = take_savepoint(&job, keys, &cache)?;
-    let restore_state_bytes = std::fs::read_dir(&savepoint)
+    let (restore_state_bytes, restores) = restore_runs(dir.path(), &cache, keys, "exports", runs)?;
+    let (image_restore_state_bytes, image_restores) =
+        restore_runs(dir.path(), &cache, keys, "image", runs)?;
+    let summary = |s: &[f64]| Summary::of(s).expect("at least one run");
+    Ok(StartupResult {
+        cold_start_ms: summary(&cold),
+        warm_start_ms: summary(&warm),
+        warm_to_running_ms: summary(&to_running),
+        restore_state_bytes,
+        restore_to_first_record_ms: summary(&restores),
+        image_restore_state_bytes,
+        image_restore_to_first_record_ms: summary(&image_restores),
+    })
+}
+
+/// Takes a savepoint of the count job over `keys` keys, `count` checkpointed as `capture`, and
+/// restores it `runs` times; returns the savepoint's size in bytes and each restore's ms.
+fn restore_runs(
+    dir: &Path,
+    cache: &Path,
+    keys: u64,
+    capture: &str,
+    runs: usize,
+) -> Result<(u64, Vec<f64>), BenchError> {
+    let job = dir.join(format!("restore-{capture}.toml"));
+    write(&job, &count_job(&dir.join(capture), keys, capture))?;
+    let savepoint = take_savepoint(&job, keys, cache)?;
+    let bytes = std::fs::read_dir(&savepoint)
         .map_err(|source| BenchError::Io {
             action: "list",
             path: savepoint.clone(),
@@ -313,14 +345,7 @@ pub fn measure(state_bytes: u64, runs: usize) -> Result<StartupResult, BenchErro
         .sum();
     let mut restores = Vec::with_capacity(runs);
     for _ in 0..runs {
-        restores.push(restore_once(&job, &savepoint, &cache)?);
+        restores.push(restore_once(&job, &savepoint, cache)?);
     }
-    let summary = |s: &[f64]| Summary::of(s).expect("at least one run");
-    Ok(StartupResult {
-        cold_start_ms: summary(&cold),
-        warm_start_ms: summary(&warm),
-        warm_to_running_ms: summary(&to_running),
-        restore_state_bytes,
-        restore_to_first_record_ms: summary(&restores),
-    })
+    Ok((bytes, restores))
 }

@@ -208,6 +208,11 @@ fn run(args: &Args) -> Result<(), BenchError> {
             bytes(result.restore_state_bytes),
             ms(&result.restore_to_first_record_ms)
         );
+        println!(
+            "| the same keys checkpointed as an image: a {} savepoint → first record | {} |",
+            bytes(result.image_restore_state_bytes),
+            ms(&result.image_restore_to_first_record_ms)
+        );
         startup = Some(result);
     }
 
