@@ -1165,7 +1165,10 @@ fn verify_one(
             None => checked.bytes_checked += task.file_bytes,
         }
         // An image delta: the states it builds on, in earlier checkpoints.
-        if let Err(e) = recovery::read_chain(storage, &listing.location, entry, &mut links) {
+        let nothing_kept = recovery::VerifiedStates::default();
+        if let Err(e) =
+            recovery::read_chain(storage, &listing.location, entry, &mut links, &nothing_kept)
+        {
             checked.problems.push(FileProblem {
                 file: dir.join(&entry.handle.file),
                 message: e.to_string(),

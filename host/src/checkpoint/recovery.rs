@@ -34,12 +34,13 @@
 //! the only way back after a failure.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
-use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta, format_chain};
+use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateMeta, format_chain};
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, StorageError,
 };
@@ -96,6 +97,71 @@ pub struct RestorePoint {
     pub location: CheckpointLocation,
     /// Its verified metadata.
     pub metadata: CheckpointMetadata,
+    /// The state files its verification read, for loading it to take instead of reading them
+    /// again (a restore reads every state once, not twice).
+    pub states: VerifiedStates,
+}
+
+/// State files already read and verified, kept for the restore that needs them next.
+///
+/// Verifying a checkpoint reads every state file it references; loading it reads them again.
+/// For a large state (an image is the guest's whole memory) that second read is the largest
+/// part of a restore, so verification keeps what it read here and loading takes it. Clones
+/// share the files; each is taken once, and a file not kept (or already taken) is read from
+/// the storage as usual. A cache, not part of what a restore point is: two are always equal.
+#[derive(Debug, Clone, Default)]
+pub struct VerifiedStates {
+    files: Arc<Mutex<HashMap<PathBuf, Vec<u8>>>>,
+}
+
+impl VerifiedStates {
+    /// The verified state at `handle` in `location`: the bytes kept, or else read (and verified)
+    /// from `storage`.
+    pub fn read<S>(
+        &self,
+        storage: &S,
+        location: &CheckpointLocation,
+        handle: &StateHandle,
+    ) -> Result<Vec<u8>, StorageError>
+    where
+        S: CheckpointStorage + ?Sized,
+    {
+        let kept = self
+            .files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&location.dir().join(&handle.file));
+        match kept {
+            Some(bytes) => Ok(bytes),
+            None => storage.read_state(location, handle),
+        }
+    }
+
+    fn keep(&self, location: &CheckpointLocation, handle: &StateHandle, bytes: Vec<u8>) {
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(location.dir().join(&handle.file), bytes);
+    }
+}
+
+impl PartialEq for VerifiedStates {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for VerifiedStates {}
+
+/// A state an incremental image builds on, read by [`read_chain`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainState {
+    /// The checkpoint it is in.
+    pub location: CheckpointLocation,
+    /// Its file there.
+    pub handle: StateHandle,
+    /// Its bytes, verified.
+    pub bytes: Vec<u8>,
 }
 
 /// The outcome of choosing the latest checkpoint.
@@ -136,7 +202,11 @@ where
             ListingStatus::Complete(_) => match verify(&location) {
                 Ok(metadata) => {
                     return LatestSelection {
-                        chosen: Some(RestorePoint { location, metadata }),
+                        chosen: Some(RestorePoint {
+                            location,
+                            metadata,
+                            states: VerifiedStates::default(),
+                        }),
                         skipped,
                     };
                 }
@@ -168,31 +238,69 @@ pub fn verify<S>(
 where
     S: CheckpointStorage + ?Sized,
 {
+    verify_keeping(storage, location, None)
+}
+
+/// [`verify`], keeping every state file read in `kept` when given.
+fn verify_keeping<S>(
+    storage: &S,
+    location: &CheckpointLocation,
+    kept: Option<&VerifiedStates>,
+) -> Result<CheckpointMetadata, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
     let metadata = storage.read_metadata(location)?;
     let mut links = BTreeMap::new();
+    let nothing_kept = VerifiedStates::default();
     for entry in &metadata.tasks {
-        storage.read_state(location, &entry.handle)?;
-        read_chain(storage, location, entry, &mut links)?;
+        let bytes = storage.read_state(location, &entry.handle)?;
+        let chain = read_chain(storage, location, entry, &mut links, &nothing_kept)?;
+        if let Some(kept) = kept {
+            kept.keep(location, &entry.handle, bytes);
+            for link in chain {
+                kept.keep(&link.location, &link.handle, link.bytes);
+            }
+        }
     }
     Ok(metadata)
+}
+
+/// `location` verified, with the state files verification read kept for loading it.
+fn verified_point<S>(
+    storage: &S,
+    location: CheckpointLocation,
+) -> Result<RestorePoint, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    let states = VerifiedStates::default();
+    let metadata = verify_keeping(storage, &location, Some(&states))?;
+    Ok(RestorePoint {
+        location,
+        metadata,
+        states,
+    })
 }
 
 /// Reads and verifies the states `entry`'s chain needs (an incremental
 /// image: docs/CHECKPOINTS.md §10), base first: for each link, the metadata
 /// of the checkpoint beside `location` (cached in `links`), the task's entry
 /// there, whose own chain must be the part of `entry`'s before the link, and
-/// its state file (frame and handle). Empty for a self-contained state. An
-/// error names the delta's file, the link and what is wrong with it.
+/// its state file (frame and handle), taken from `states` when verification
+/// kept it. Empty for a self-contained state. An error names the delta's
+/// file, the link and what is wrong with it.
 pub fn read_chain<S>(
     storage: &S,
     location: &CheckpointLocation,
     entry: &TaskStateMeta,
     links: &mut BTreeMap<CheckpointId, CheckpointMetadata>,
-) -> Result<Vec<Vec<u8>>, StorageError>
+    states: &VerifiedStates,
+) -> Result<Vec<ChainState>, StorageError>
 where
     S: CheckpointStorage + ?Sized,
 {
-    let mut states = Vec::with_capacity(entry.chain.len());
+    let mut chain = Vec::with_capacity(entry.chain.len());
     for (position, &link) in entry.chain.iter().enumerate() {
         let broken = |problem: String| StorageError::BrokenChain {
             path: location.dir().join(&entry.handle.file),
@@ -223,12 +331,16 @@ where
                 format_chain(expected)
             )));
         }
-        let state = storage
-            .read_state(&link_location, &link_entry.handle)
+        let bytes = states
+            .read(storage, &link_location, &link_entry.handle)
             .map_err(|e| broken(e.to_string()))?;
-        states.push(state);
+        chain.push(ChainState {
+            location: link_location,
+            handle: link_entry.handle.clone(),
+            bytes,
+        });
     }
-    Ok(states)
+    Ok(chain)
 }
 
 /// `--restore latest`: lists the storage and chooses with [`choose_latest`],
@@ -237,9 +349,17 @@ pub fn restore_latest<S>(storage: &S) -> Result<LatestSelection, StorageError>
 where
     S: CheckpointStorage + ?Sized,
 {
-    Ok(choose_latest(storage.list()?, |location| {
-        verify(storage, location)
-    }))
+    // The states the chosen checkpoint's verification read are kept for loading it; those of a
+    // candidate that fails are dropped with it.
+    let states = VerifiedStates::default();
+    let mut selection = choose_latest(storage.list()?, |location| {
+        *states.files.lock().unwrap_or_else(PoisonError::into_inner) = HashMap::new();
+        verify_keeping(storage, location, Some(&states))
+    });
+    if let Some(chosen) = &mut selection.chosen {
+        chosen.states = states;
+    }
+    Ok(selection)
 }
 
 /// `--restore PATH`: the checkpoint or savepoint at `path` (its directory or
@@ -249,8 +369,7 @@ where
     S: CheckpointStorage + ?Sized,
 {
     let location = storage.locate(path)?;
-    let metadata = verify(storage, &location)?;
-    Ok(RestorePoint { location, metadata })
+    verified_point(storage, location)
 }
 
 /// Which completed checkpoints to delete so that the `retained` newest
@@ -730,6 +849,48 @@ mod tests {
     }
 
     #[test]
+    fn a_restore_point_hands_over_the_states_its_verification_read_once() {
+        let storage = MemoryStorage::default();
+        write_chained(&storage, 1, &[]);
+        write_chained(&storage, 2, &[1]);
+        write_chained(&storage, 3, &[]);
+        let chk2 = storage.layout().location(CHK, CheckpointId(2));
+        let task = TaskId::new("count", 0);
+        for point in [
+            restore_latest(&storage).unwrap().chosen.unwrap(),
+            restore_from_path(&storage, chk2.dir()).unwrap(),
+        ] {
+            let entry = point.metadata.task(&task).unwrap().clone();
+            let id = point.metadata.checkpoint_id;
+            // The files are gone from the storage; the point still has what it verified.
+            for gone in [id, CheckpointId(1)] {
+                let path = storage.layout().state_file(CHK, gone, &task).unwrap();
+                storage.remove_raw_file(&path);
+            }
+            let kept = point.states.read(&storage, &point.location, &entry.handle);
+            assert_eq!(kept.unwrap(), format!("count#0@{id}").as_bytes());
+            let chain = read_chain(
+                &storage,
+                &point.location,
+                &entry,
+                &mut BTreeMap::new(),
+                &point.states,
+            )
+            .unwrap();
+            let links: Vec<&[u8]> = chain.iter().map(|link| link.bytes.as_slice()).collect();
+            let expected: &[&[u8]] = if id == CheckpointId(2) {
+                &[b"count#0@1"]
+            } else {
+                &[]
+            };
+            assert_eq!(links, expected, "checkpoint {id}");
+            // Each file is handed over once: a second read goes to the storage.
+            let again = point.states.read(&storage, &point.location, &entry.handle);
+            assert!(again.is_err(), "checkpoint {id}: read twice");
+        }
+    }
+
+    #[test]
     fn verifying_a_delta_reads_its_chain_and_a_broken_link_falls_back_naming_both_files() {
         let (_dir, storage) = local_with(&[]);
         write_chained(&storage, 1, &[]);
@@ -738,8 +899,17 @@ mod tests {
         let chk3 = storage.layout().location(CHK, CheckpointId(3));
         let point = restore_from_path(&storage, chk3.dir()).unwrap();
         let entry = point.metadata.task(&TaskId::new("count", 0)).unwrap();
-        let states = read_chain(&storage, &point.location, entry, &mut BTreeMap::new()).unwrap();
-        assert_eq!(states, [b"count#0@1".to_vec(), b"count#0@2".to_vec()]);
+        let nothing_kept = VerifiedStates::default();
+        let states = read_chain(
+            &storage,
+            &point.location,
+            entry,
+            &mut BTreeMap::new(),
+            &nothing_kept,
+        )
+        .unwrap();
+        let bytes: Vec<&[u8]> = states.iter().map(|s| s.bytes.as_slice()).collect();
+        assert_eq!(bytes, [b"count#0@1".as_slice(), b"count#0@2".as_slice()]);
 
         // Damage the link's file: 3 no longer verifies, 2 (which needs only 1) does.
         let link = storage

@@ -73,25 +73,27 @@ pub(crate) fn load_states(
             continue;
         }
         for entry in entries {
-            let bytes = storage
-                .read_state(&point.location, &entry.handle)
+            let bytes = point
+                .states
+                .read(storage, &point.location, &entry.handle)
                 .map_err(|e| RunError::Restore(e.to_string()))?;
             let state = TaskState::decode(bytes)
                 .map_err(|e| RunError::Restore(format!("{name}: state of {}: {e}", entry.task)))?;
-            let chain = read_chain(storage, &point.location, entry, &mut links)
-                .map_err(|e| RunError::Restore(e.to_string()))?
-                .into_iter()
-                .zip(&entry.chain)
-                .map(|(bytes, link)| {
-                    TaskState::decode(bytes).map(|s| s.inner).map_err(|e| {
+            let chain =
+                read_chain(storage, &point.location, entry, &mut links, &point.states)
+                    .map_err(|e| RunError::Restore(e.to_string()))?
+                    .into_iter()
+                    .zip(&entry.chain)
+                    .map(|(link_state, link)| {
+                        TaskState::decode(link_state.bytes).map(|s| s.inner).map_err(|e| {
                         RunError::Restore(format!(
                             "{name}: state of {} at checkpoint {link}, which its image builds \
                              on: {e}",
                             entry.task
                         ))
                     })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
             let restored = RestoredState {
                 state,
                 chain,
@@ -164,7 +166,11 @@ mod tests {
             tasks,
         };
         let location = storage.write_metadata(&metadata).unwrap();
-        RestorePoint { location, metadata }
+        RestorePoint {
+            location,
+            metadata,
+            states: Default::default(),
+        }
     }
 
     #[test]
