@@ -72,12 +72,11 @@ impl Processor for WasmOperator {
 
     fn restore_chain(
         &mut self,
-        chain: &[Vec<u8>],
-        state: &[u8],
+        chain: Vec<Vec<u8>>,
+        state: Vec<u8>,
         resume: bool,
     ) -> Result<(), TaskError> {
-        let links: Vec<&[u8]> = chain.iter().map(Vec::as_slice).collect();
-        Ok(self.call(|i| i.restore_chain(&links, state, resume))?)
+        Ok(self.call(|i| i.restore_chain_owned(chain, state, resume))?)
     }
 
     fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {

@@ -112,11 +112,12 @@ pub trait Processor: Send {
 
     /// Replaces the state with the one `chain` (the states of the checkpoints a
     /// [`ChainedState`] named, base first) and `state` make; `resume` says whether later
-    /// snapshots may build on it. By default [`restore`](Self::restore), refusing a chain.
+    /// snapshots may build on it. Takes the states as read, so a large one can be kept without
+    /// a copy. By default [`restore`](Self::restore), refusing a chain.
     fn restore_chain(
         &mut self,
-        chain: &[Vec<u8>],
-        state: &[u8],
+        chain: Vec<Vec<u8>>,
+        state: Vec<u8>,
         resume: bool,
     ) -> Result<(), TaskError> {
         let _ = resume;
@@ -127,7 +128,7 @@ pub trait Processor: Send {
                 chain.len()
             )));
         }
-        self.restore(state)
+        self.restore(&state)
     }
 
     /// Checkpoint `id` was aborted: a state that builds on it can never be restored. By
@@ -174,8 +175,8 @@ pub fn run_processor(
 ) -> Result<(), TaskError> {
     let mut finished = false;
     if let Some(restored) = restored {
-        processor.restore_chain(&restored.chain, &restored.state.inner, restored.resumable)?;
         finished = restored.state.finished;
+        processor.restore_chain(restored.chain, restored.state.inner, restored.resumable)?;
         kill_point::reached(KillPoint::Restore);
     }
     let mut aligner = BarrierAligner::new(inputs.len(), mode);

@@ -1,6 +1,7 @@
 //! [`GuestInstance`]: one running instance of an operator's module, and the only way the rest
 //! of the host calls into a guest.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
@@ -10,7 +11,10 @@ use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::capture::ImageExports;
 use super::image::delta::{Baseline, ImagePolicy, reconstruct};
-use super::image::format::{IMAGE_MAGIC, ImageKind, decode_full_unchecked, read_header};
+use super::image::format::{
+    IMAGE_MAGIC, ImageError, ImageKind, decode_full_unchecked, into_checkpoint_image, read_header,
+};
+use super::image::memcopy::to_owned_memory;
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState, INITIALIZE};
 use crate::checkpoint::CheckpointId;
@@ -73,6 +77,14 @@ pub struct GuestInstance {
     /// [`OperatorModule::instantiate_for_restore`]): the config it is initialised with if it
     /// is not restored from an image after all. `None` once it holds an image or is initialised.
     awaiting_image: Option<Vec<u8>>,
+}
+
+/// `bytes` as an owned buffer: the buffer itself, or a copy made on every core.
+fn owned(bytes: Cow<'_, [u8]>) -> Vec<u8> {
+    match bytes {
+        Cow::Owned(bytes) => bytes,
+        Cow::Borrowed(bytes) => to_owned_memory(bytes),
+    }
 }
 
 /// What an instance keeps between two incremental image checkpoints.
@@ -399,7 +411,7 @@ impl GuestInstance {
     pub fn restore(&mut self, state: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
         if self.image.is_some() {
-            return self.restore_image(&[], state, false);
+            return self.restore_image(Vec::new(), Cow::Borrowed(state), false);
         }
         if state.starts_with(&IMAGE_MAGIC) {
             let message = "the state to restore is an image of an earlier instance, but the \
@@ -435,6 +447,29 @@ impl GuestInstance {
         state: &[u8],
         resume: bool,
     ) -> Result<(), GuestError> {
+        let chain = chain.iter().map(|link| Cow::Borrowed(*link)).collect();
+        self.restore_states(chain, Cow::Borrowed(state), resume)
+    }
+
+    /// [`restore_chain`](Self::restore_chain) with the states given as read: the image an
+    /// incremental instance keeps as the baseline of its next delta is then built in the full
+    /// image's own buffer instead of a copy of it (what a job's restore does).
+    pub fn restore_chain_owned(
+        &mut self,
+        chain: Vec<Vec<u8>>,
+        state: Vec<u8>,
+        resume: bool,
+    ) -> Result<(), GuestError> {
+        let chain = chain.into_iter().map(Cow::Owned).collect();
+        self.restore_states(chain, Cow::Owned(state), resume)
+    }
+
+    fn restore_states(
+        &mut self,
+        chain: Vec<Cow<'_, [u8]>>,
+        state: Cow<'_, [u8]>,
+        resume: bool,
+    ) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
         if self.image.is_none() {
             if !chain.is_empty() {
@@ -446,7 +481,7 @@ impl GuestInstance {
                 );
                 return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
             }
-            return self.restore(state);
+            return self.restore(&state);
         }
         self.restore_image(chain, state, resume)
     }
@@ -458,8 +493,8 @@ impl GuestInstance {
     /// what they did.
     fn restore_image(
         &mut self,
-        chain: &[&[u8]],
-        state: &[u8],
+        chain: Vec<Cow<'_, [u8]>>,
+        state: Cow<'_, [u8]>,
         resume: bool,
     ) -> Result<(), GuestError> {
         if state.is_empty() && chain.is_empty() {
@@ -469,6 +504,7 @@ impl GuestInstance {
                 None => Ok(()),
             };
         }
+        let saved_by_exports = !chain.first().unwrap_or(&state).starts_with(&IMAGE_MAGIC);
         // An instance waiting for an image takes it in place. Any other has run guest code (and
         // its memory may be larger than the image's: memories never shrink), so the image goes
         // into a fresh instance.
@@ -485,12 +521,7 @@ impl GuestInstance {
             None => self.write_image(chain, state, resume),
         };
         if let Err(mut message) = written {
-            if !chain
-                .first()
-                .copied()
-                .unwrap_or(state)
-                .starts_with(&IMAGE_MAGIC)
-            {
+            if saved_by_exports {
                 message.push_str(
                     "; the state was saved by the guest's weir_snapshot, but the operator is now \
                      checkpointed as an image: restore it with checkpoint = \"exports\", then \
@@ -506,38 +537,49 @@ impl GuestInstance {
     }
 
     /// Writes the image that `chain` and `state` make into this instance, which has not run
-    /// guest code since it started. With `resume` and incremental images on, the next
-    /// checkpoint's image may be a delta on this one. On failure the instance is half written.
-    fn write_image(&mut self, chain: &[&[u8]], state: &[u8], resume: bool) -> Result<(), String> {
+    /// guest code since it started. With `resume` and incremental images on, the image is kept
+    /// as the baseline of the next delta. On failure the instance is half written.
+    fn write_image(
+        &mut self,
+        chain: Vec<Cow<'_, [u8]>>,
+        state: Cow<'_, [u8]>,
+        resume: bool,
+    ) -> Result<(), String> {
         let resume = resume && self.incremental.is_some();
         let Some(exports) = self.image.clone() else {
             return Err("the module is not checkpointed as an image".to_string());
         };
-        if chain.is_empty() && !resume {
+        let text = |e: ImageError| e.to_string();
+        if chain.is_empty() {
             // One full image, written straight from the bytes read. Its header is verified; its
             // pages are not hashed again: the storage verified every byte it read.
-            let image = decode_full_unchecked(state).map_err(|e| e.to_string())?;
+            let image = decode_full_unchecked(&state).map_err(text)?;
             exports
                 .apply(&mut self.store, &image.image_ref())
                 .map_err(|e| e.to_string())?;
-        } else {
-            let (full, deltas) = match chain.split_first() {
-                Some((full, rest)) => (*full, rest.iter().copied().chain([state]).collect()),
-                None => (state, Vec::new()),
-            };
-            let ids = std::iter::once(full)
-                .chain(deltas.iter().copied())
-                .map(|bytes| read_header(bytes).map(|h| h.checkpoint))
-                .collect::<Result<Vec<CheckpointId>, _>>()
-                .map_err(|e| e.to_string())?;
-            let image = reconstruct(full, deltas).map_err(|e| e.to_string())?;
-            exports
-                .apply(&mut self.store, &image.image.as_image_ref())
-                .map_err(|e| e.to_string())?;
             if resume && let Some(incremental) = &mut self.incremental {
-                incremental.baseline = Baseline::resume(self.image_policy, image);
-                incremental.chain = ids;
+                let id = image.header.checkpoint;
+                let kept = into_checkpoint_image(owned(state)).map_err(text)?;
+                incremental.baseline = Baseline::resume(self.image_policy, kept);
+                incremental.chain = vec![id];
             }
+            return Ok(());
+        }
+        let mut links = chain.into_iter();
+        let full = owned(links.next().expect("a chain has a full image"));
+        let deltas: Vec<Cow<'_, [u8]>> = links.chain([state]).collect();
+        let ids = std::iter::once(full.as_slice())
+            .chain(deltas.iter().map(|delta| &**delta))
+            .map(|bytes| read_header(bytes).map(|h| h.checkpoint))
+            .collect::<Result<Vec<CheckpointId>, _>>()
+            .map_err(text)?;
+        let image = reconstruct(full, deltas.iter().map(|delta| &**delta)).map_err(text)?;
+        exports
+            .apply(&mut self.store, &image.image.as_image_ref())
+            .map_err(|e| e.to_string())?;
+        if resume && let Some(incremental) = &mut self.incremental {
+            incremental.baseline = Baseline::resume(self.image_policy, image);
+            incremental.chain = ids;
         }
         Ok(())
     }

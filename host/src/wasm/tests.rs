@@ -1701,6 +1701,47 @@ fn incremental_instance(module: &OperatorModule, full_every: u32) -> GuestInstan
 }
 
 #[test]
+fn states_restored_as_read_resume_incremental_images_from_a_full_image_or_a_chain() {
+    use image::format::ImageKind::{Delta, Full};
+    let engine = pooled_engine(4);
+    let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
+    let mut original = incremental_instance(&module, 4);
+    let mut taken = Vec::new();
+    for id in 1..=3 {
+        image_counters(&mut original, id as usize);
+        taken.push(original.snapshot_incremental(id).unwrap().state);
+    }
+
+    // The full image alone, in an instance made for it: resumed, the next image is a delta
+    // on checkpoint 1.
+    let mut restored = module.instantiate_for_restore(context(0), b"").unwrap();
+    restored.set_image_policy(ImagePolicy {
+        full_every: 4,
+        ..ImagePolicy::default()
+    });
+    restored
+        .restore_chain_owned(Vec::new(), taken[0].clone(), true)
+        .unwrap();
+    assert_eq!(image_counters(&mut restored, 2), (2, 1003));
+    let next = restored.snapshot_incremental(2).unwrap();
+    assert_eq!((image_kind(&next.state), next.chain), (Delta, ids(&[1])));
+    assert_eq!(next.state, taken[1], "the same delta as the original took");
+
+    // The chain of checkpoint 3, as read.
+    let mut restored = incremental_instance(&module, 4);
+    restored
+        .restore_chain_owned(taken[..2].to_vec(), taken[2].clone(), true)
+        .unwrap();
+    assert_eq!(image_counters(&mut restored, 4), (4, 1010));
+    let next = restored.snapshot_incremental(4).unwrap();
+    assert_eq!(
+        (image_kind(&next.state), next.chain),
+        (Delta, ids(&[1, 2, 3]))
+    );
+    assert_eq!(image_kind(&taken[0]), Full);
+}
+
+#[test]
 fn incremental_images_are_deltas_between_full_ones_and_restore_from_their_chain() {
     use image::format::ImageKind::{Delta, Full};
     let engine = engine();

@@ -59,8 +59,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::format::{
     CHECKSUM_LEN, CheckpointImage, GlobalValue, HeaderFields, ImageError, ImageKind, ImageRef,
-    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, decode_full_unchecked,
-    encode_full, full_encoded_len, page_hash, put_u64, read_header, seal_header, zero_page_hash,
+    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, encode_full, full_encoded_len,
+    into_checkpoint_image, page_hash, put_u64, read_header, seal_header, zero_page_hash,
 };
 use crate::checkpoint::CheckpointId;
 
@@ -426,11 +426,12 @@ pub fn apply(parent: CheckpointImage, delta: &[u8]) -> Result<CheckpointImage, I
 
 /// Rebuilds the image at the end of a chain: the full image `full` (its header verified, its
 /// pages taken as they are: the storage's CRC covered them when they were read), then each
-/// delta in order, every one verified (see [`apply`]). An error names the image's position in the
-/// chain (0 for the full image). The module is not checked: call
-/// [`CheckpointImage::check_module`] (or check the newest header first).
+/// delta in order, every one verified (see [`apply`]). The image is rebuilt in `full`'s own
+/// buffer ([`into_checkpoint_image`]). An error names the image's position in the chain (0 for
+/// the full image). The module is not checked: call [`CheckpointImage::check_module`] (or check
+/// the newest header first).
 pub fn reconstruct<'a>(
-    full: &[u8],
+    full: Vec<u8>,
     deltas: impl IntoIterator<Item = &'a [u8]>,
 ) -> Result<CheckpointImage, ImageError> {
     let in_chain = |position: usize| {
@@ -439,11 +440,7 @@ pub fn reconstruct<'a>(
             source: Box::new(source),
         }
     };
-    // The full image's pages are not hashed again: the storage's CRC covered them when they
-    // were read. Every page a delta changes is checked against its table after the XOR.
-    let mut image = decode_full_unchecked(full)
-        .map_err(in_chain(0))?
-        .to_checkpoint_image();
+    let mut image = into_checkpoint_image(full).map_err(in_chain(0))?;
     for (i, delta) in deltas.into_iter().enumerate() {
         image = apply(image, delta).map_err(in_chain(i + 1))?;
     }
@@ -940,7 +937,7 @@ mod tests {
             "the delta of checkpoint 3 applies to the image of checkpoint 2, not to that of checkpoint 1: apply a chain in order, from its full image"
         );
         // Out of order in a chain: the position is named.
-        let err = reconstruct(&full, [&d3[..], &d2[..]]).unwrap_err();
+        let err = reconstruct(full.clone(), [&d3[..], &d2[..]]).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("delta 1 of the chain: the delta of checkpoint 3"),
@@ -962,12 +959,12 @@ mod tests {
             ImageError::ChainModuleMismatch { .. }
         ));
         // The right chain.
-        let rebuilt = reconstruct(&full, [&d2[..], &d3[..]]).unwrap();
+        let rebuilt = reconstruct(full.clone(), [&d2[..], &d3[..]]).unwrap();
         assert_eq!(rebuilt.image, third);
         assert_eq!(rebuilt.chain_length, 2);
         // A delta where the full image should be, and the other way round.
         assert!(matches!(
-            reconstruct(&d2, []).unwrap_err(),
+            reconstruct(d2.clone(), []).unwrap_err(),
             ImageError::InChain { position: 0, .. }
         ));
         assert!(matches!(
@@ -1130,7 +1127,7 @@ mod tests {
             delta.len(),
             full.len()
         );
-        let rebuilt = reconstruct(&full, [&delta[..]]).unwrap();
+        let rebuilt = reconstruct(full.clone(), [&delta[..]]).unwrap();
         assert_eq!(rebuilt.image, after);
         assert_eq!(baseline.previous().unwrap().image, after);
         assert_eq!(baseline.retained_bytes(), MEMORY);
@@ -1239,7 +1236,7 @@ mod tests {
                 .unwrap();
             files.push(out);
         }
-        let restored = reconstruct(&files[0], files[1..].iter().map(Vec::as_slice)).unwrap();
+        let restored = reconstruct(files[0].clone(), files[1..].iter().map(Vec::as_slice)).unwrap();
         assert_eq!(restored.chain_length, 2);
         let mut resumed = Baseline::resume(no_size_limit(4), restored.clone());
         current.memories[0].bytes[PAGE_SIZE] ^= 1;
@@ -1305,7 +1302,7 @@ mod tests {
                     chain.clear();
                 }
                 chain.push(out);
-                let rebuilt = reconstruct(&chain[0], chain[1..].iter().map(Vec::as_slice)).unwrap();
+                let rebuilt = reconstruct(chain[0].clone(), chain[1..].iter().map(Vec::as_slice)).unwrap();
                 prop_assert_eq!(&rebuilt.image, &current);
                 prop_assert_eq!(rebuilt.checkpoint, id);
                 prop_assert_eq!(baseline.previous(), Some(&rebuilt));

@@ -650,6 +650,51 @@ impl FullImage<'_> {
     }
 }
 
+/// Decodes a full image like [`decode_full_unchecked`] and turns `bytes` itself into the owned
+/// image, placed at the start of its chain: a memory keeps the buffer it was read into (the
+/// header is shifted out, no new buffer is allocated and faulted in) — what a restore that
+/// keeps the image as the baseline of the next delta starts from. A second memory, which the
+/// ABI does not allow, is copied.
+pub fn into_checkpoint_image(mut bytes: Vec<u8>) -> Result<CheckpointImage, ImageError> {
+    let header = decode_full_unchecked(&bytes)?.header;
+    // Where each memory lies in `bytes`: one after the other after the header.
+    let mut at = header.header_len;
+    let ranges: Vec<(u32, usize, usize)> = header
+        .pages
+        .memories
+        .iter()
+        .map(|m| {
+            let len = m.hashes.len() * PAGE_SIZE;
+            at += len;
+            (m.index, at - len, len)
+        })
+        .collect();
+    let mut owned = Vec::with_capacity(ranges.len());
+    for &(index, start, len) in ranges.iter().skip(1) {
+        owned.push(MemoryImage {
+            index,
+            bytes: to_owned_memory(&bytes[start..start + len]),
+        });
+    }
+    if let Some(&(index, start, len)) = ranges.first() {
+        bytes.truncate(start + len);
+        bytes.drain(..start);
+        owned.insert(0, MemoryImage { index, bytes });
+    }
+    Ok(CheckpointImage {
+        checkpoint: header.checkpoint,
+        base: header.base,
+        chain_length: 0,
+        image: Image {
+            module_hash: header.module_hash,
+            rewrite_version: header.rewrite_version,
+            memories: owned,
+            globals: header.globals,
+        },
+        pages: header.pages,
+    })
+}
+
 /// An image as of one checkpoint, with its place in a chain and its page table: what a
 /// restore rebuilds (`super::delta::reconstruct`) and what the next delta is computed
 /// against (`super::delta::Baseline` keeps one between checkpoints).
@@ -1547,6 +1592,24 @@ pub(crate) mod tests {
         let mut out = Vec::new();
         encode_full(&image.as_image_ref(), CheckpointId(checkpoint), &mut out).unwrap();
         out
+    }
+
+    #[test]
+    fn an_image_made_owned_in_its_own_buffer_equals_a_copy_of_it() {
+        for pages in [&[][..], &[0], &[3], &[2, 5], &[1, 0, 4]] {
+            let image = image(7, pages);
+            let bytes = encode(&image, 5);
+            let copied = decode_full(&bytes).unwrap().to_checkpoint_image();
+            let kept = into_checkpoint_image(bytes).unwrap();
+            assert_eq!(kept, copied, "memories of {pages:?} pages");
+            assert_eq!(kept.image, image);
+        }
+        let mut damaged = encode(&image(7, &[1]), 5);
+        damaged[30] ^= 1;
+        assert!(
+            into_checkpoint_image(damaged).is_err(),
+            "the header is checked"
+        );
     }
 
     #[test]

@@ -26,7 +26,7 @@
 pub mod capture;
 pub mod delta;
 pub mod format;
-mod memcopy;
+pub(crate) mod memcopy;
 pub mod rewrite;
 
 pub use capture::StateCapture;
