@@ -165,13 +165,13 @@ fn run(args: &Args) -> Result<(), BenchError> {
         );
         println!(
             "| keys | image | keys updated | delta snapshot | delta | changed pages | \
-             restore full + delta |"
+             restore full, incremental on | restore full + delta |"
         );
-        println!("|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|");
         for state in &states {
             if let Some(delta) = &state.deltas {
                 println!(
-                    "| {} | {} | {} | {} | {} | {} of {} | {} |",
+                    "| {} | {} | {} | {} | {} | {} of {} | {} | {} |",
                     state.keys,
                     bytes(state.state_bytes),
                     delta.touched_keys,
@@ -179,6 +179,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                     bytes(delta.delta_bytes),
                     delta.changed_pages,
                     delta.pages,
+                    ms(&delta.full_resumed_ms),
                     ms(&delta.chain_restore_ms),
                 );
             }
