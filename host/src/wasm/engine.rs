@@ -4,7 +4,7 @@
 //! An engine may also keep a **pool of instances** for the modules checkpointed as images
 //! ([`EngineOptions::image_pool`]). Restoring an image writes the guest's whole memory at once;
 //! into memory freshly mapped from the OS, most of that time is page faults (a 174 MB image
-//! restored in 46–67 ms, against 15–19 ms into resident memory, docs/BENCHMARKS.md §4).
+//! restored in 59 ms, against 15.6 ms into resident memory, docs/BENCHMARKS.md §4).
 //! wasmtime's pooling allocator with
 //! `linear_memory_keep_resident` keeps each slot's pages resident when its instance ends (zeroed
 //! with `memset` instead of returned to the OS), so the instance that takes the slot next — the
