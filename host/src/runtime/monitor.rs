@@ -7,7 +7,7 @@
 //! lives for one attempt, and a job that restarted must still show the
 //! checkpoints of the attempts before. The driver copies each change of the
 //! coordinator's records into the monitor's [`CheckpointStats`] as it happens
-//! ([`JobMonitor::sync_checkpoint`]), so the monitor's history spans the
+//! (`JobMonitor::sync_checkpoint`), so the monitor's history spans the
 //! whole run of the job in this process.
 
 use std::collections::VecDeque;

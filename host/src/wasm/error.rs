@@ -490,6 +490,14 @@ pub(crate) fn classify(
             },
             other => GuestFailure::Trap { trap: *other },
         }
+    } else if instantiating && error.is::<wasmtime::PoolConcurrencyLimitError>() {
+        GuestFailure::Instantiation {
+            message: format!(
+                "{error:#}: more instances of image-checkpointed operators are alive at once \
+                 than their instance pool has room for, which Weir sizes from the job (a bug: \
+                 please report it; checkpoint = \"exports\" keeps an operator out of the pool)"
+            ),
+        }
     } else if instantiating {
         GuestFailure::Instantiation {
             message: format!("{error:#}"),

@@ -464,6 +464,8 @@ impl GuestInstance {
         self.restore_states(chain, Cow::Owned(state), resume)
     }
 
+    /// What [`restore_chain`](Self::restore_chain) and
+    /// [`restore_chain_owned`](Self::restore_chain_owned) do, the states borrowed or owned.
     fn restore_states(
         &mut self,
         chain: Vec<Cow<'_, [u8]>>,

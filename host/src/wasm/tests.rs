@@ -1512,6 +1512,11 @@ fn a_pool_reuses_its_slots_and_a_full_pool_fails_the_instance_by_name() {
         matches!(err.failure, GuestFailure::Instantiation { .. }),
         "{err}"
     );
+    assert!(
+        err.to_string()
+            .contains("than their instance pool has room for"),
+        "says which pool is full: {err}"
+    );
     assert_eq!((err.operator.as_str(), err.subtask), ("test-op", 1));
 }
 

@@ -1,11 +1,11 @@
 //! Where images meet instances: choosing how an operator's state is checkpointed when its
 //! module is loaded, and taking an image out of an instance or writing one back in.
 //!
-//! The [rewrite](super::rewrite) makes a module's memories and mutable globals reachable; the
+//! The [`rewrite`] module makes a module's memories and mutable globals reachable; the
 //! [format](super::format) turns them into bytes. This module is the glue between those two and
-//! wasmtime: [`prepare`] decides, from the job's [`StateCapture`] and the module's exports,
+//! wasmtime: `prepare` decides, from the job's [`StateCapture`] and the module's exports,
 //! whether the module is checkpointed through its exports or as an image (rewriting it for the
-//! latter), and [`ImageExports`] reads and writes the instance's state through the added exports.
+//! latter), and `ImageExports` reads and writes the instance's state through the added exports.
 
 use std::borrow::Cow;
 use std::str::FromStr;
