@@ -1207,6 +1207,7 @@ fn verify_one(
 mod tests {
     use super::*;
     use crate::checkpoint::metadata::tests::sample;
+    use crate::checkpoint::recovery::tests::write_chained;
     use crate::dataflow::TaskId;
 
     const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -1795,23 +1796,6 @@ mod tests {
         {
             assert!(message.contains(&file.display().to_string()), "{message}");
         }
-    }
-
-    /// Checkpoint `id` where `count#0`'s state builds on `chain`.
-    fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
-        let mut meta = sample(CHK, id);
-        meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
-        for entry in &mut meta.tasks {
-            let state = vec![b'a'; 8];
-            entry.handle = storage
-                .write_state(CHK, CheckpointId(id), &entry.task, &state)
-                .unwrap();
-            entry.state_bytes = state.len() as u64;
-            if entry.task == TaskId::new("count", 0) {
-                entry.chain = chain.iter().copied().map(CheckpointId).collect();
-            }
-        }
-        storage.write_metadata(&meta).unwrap();
     }
 
     #[test]

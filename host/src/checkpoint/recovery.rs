@@ -137,6 +137,14 @@ impl VerifiedStates {
         }
     }
 
+    /// Drops every file kept.
+    fn clear(&self) {
+        self.files
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
+    }
+
     fn keep(&self, location: &CheckpointLocation, handle: &StateHandle, bytes: Vec<u8>) {
         self.files
             .lock()
@@ -353,7 +361,7 @@ where
     // candidate that fails are dropped with it.
     let states = VerifiedStates::default();
     let mut selection = choose_latest(storage.list()?, |location| {
-        *states.files.lock().unwrap_or_else(PoisonError::into_inner) = HashMap::new();
+        states.clear();
         verify_keeping(storage, location, Some(&states))
     });
     if let Some(chosen) = &mut selection.chosen {
@@ -459,7 +467,7 @@ pub fn next_checkpoint_id(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
     use crate::checkpoint::metadata::tests::sample;
@@ -831,8 +839,9 @@ mod tests {
         );
     }
 
-    /// Checkpoint `id` where `count#0`'s state builds on `chain`.
-    fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
+    /// Checkpoint `id` where `count#0`'s state builds on `chain`; each task's state is
+    /// `<task>@<id>`.
+    pub(crate) fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
         let mut meta = sample(CHK, id);
         meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
         for entry in &mut meta.tasks {

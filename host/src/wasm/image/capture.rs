@@ -20,9 +20,9 @@ use super::format::{
     GlobalBits, GlobalValue, ImageError, ImageRef, MemoryRef, ModuleIdentity, PAGE_SIZE,
     encode_full,
 };
-use super::memcopy::copy_memory;
 use super::rewrite::{self, GlobalValueType, ImageLayout};
 use crate::checkpoint::CheckpointId;
+use crate::parallel;
 
 /// How an operator's state is captured in checkpoints: the operator's `checkpoint` key in the
 /// job file (docs/JOB.md; docs/CHECKPOINTS.md compares the two ways).
@@ -293,7 +293,7 @@ impl ImageExports {
                     ))
                 })?;
             }
-            copy_memory(saved.bytes, &mut memory.data_mut(&mut *store)[..wanted]);
+            parallel::copy(saved.bytes, &mut memory.data_mut(&mut *store)[..wanted]);
         }
         let saved_globals = image.globals;
         if saved_globals.len() != self.globals.len() {

@@ -59,8 +59,8 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use super::format::{
     CHECKSUM_LEN, CheckpointImage, GlobalValue, HeaderFields, ImageError, ImageKind, ImageRef,
-    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, encode_full, full_encoded_len,
-    into_checkpoint_image, page_hash, put_u64, read_header, seal_header, zero_page_hash,
+    ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, check_page, encode_full,
+    full_encoded_len, into_checkpoint_image, put_u64, read_header, seal_header, zero_page_hash,
 };
 use crate::checkpoint::CheckpointId;
 
@@ -403,15 +403,7 @@ pub fn apply(parent: CheckpointImage, delta: &[u8]) -> Result<CheckpointImage, I
             }
             let bytes = &mut memory.bytes[page * PAGE_SIZE..(page + 1) * PAGE_SIZE];
             xor_in_place(bytes, &scratch);
-            let computed = page_hash(bytes);
-            if computed != recorded {
-                return Err(ImageError::PageHashMismatch {
-                    memory: table.index,
-                    page: page as u64,
-                    recorded,
-                    computed,
-                });
-            }
+            check_page(table.index, page, bytes, recorded)?;
         }
     }
     rebuilt.globals = header.globals;

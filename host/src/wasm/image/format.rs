@@ -495,6 +495,26 @@ pub fn page_hash(page: &[u8]) -> u64 {
     xxh3_64(page)
 }
 
+/// Checks that page `page` of memory `memory`, `bytes`, hashes to `recorded`, its page-table
+/// entry.
+pub(crate) fn check_page(
+    memory: u32,
+    page: usize,
+    bytes: &[u8],
+    recorded: u64,
+) -> Result<(), ImageError> {
+    let computed = page_hash(bytes);
+    if computed != recorded {
+        return Err(ImageError::PageHashMismatch {
+            memory,
+            page: page as u64,
+            recorded,
+            computed,
+        });
+    }
+    Ok(())
+}
+
 /// The hash of a page of zeros: what a page a memory grew by holds until it is written.
 pub fn zero_page_hash() -> u64 {
     static HASH: OnceLock<u64> = OnceLock::new();
@@ -1461,15 +1481,7 @@ pub fn decode_full(bytes: &[u8]) -> Result<FullImage<'_>, ImageError> {
     for (memory, m) in image.memories.iter().zip(&image.header.pages.memories) {
         let pages = memory.bytes.chunks_exact(PAGE_SIZE).zip(&m.hashes);
         for (page, (bytes, &recorded)) in pages.enumerate() {
-            let computed = page_hash(bytes);
-            if computed != recorded {
-                return Err(ImageError::PageHashMismatch {
-                    memory: m.index,
-                    page: page as u64,
-                    recorded,
-                    computed,
-                });
-            }
+            check_page(m.index, page, bytes, recorded)?;
         }
     }
     Ok(image)

@@ -13,9 +13,7 @@
 use std::thread;
 
 use super::format::{PAGE_SIZE, page_hash};
-use crate::parallel::run_len;
-
-pub(crate) use crate::parallel::copy as copy_memory;
+use crate::parallel::{self, run_len};
 
 /// Copies `src` into `dest` page by page and writes each 64 KiB page's hash
 /// ([`page_hash`]) into `hashes`: what taking a full image does with every memory. Each page is
@@ -89,7 +87,7 @@ pub(crate) fn hash_pages(src: &[u8], hashes: &mut [u64]) {
 /// fresh pages without writing them), so its pages are faulted in by the copy's threads.
 pub(crate) fn to_owned_memory(src: &[u8]) -> Vec<u8> {
     let mut owned = vec![0; src.len()];
-    copy_memory(src, &mut owned);
+    parallel::copy(src, &mut owned);
     owned
 }
 
@@ -105,7 +103,7 @@ mod tests {
         for len in [0, 1, 65536, LARGE + 12345] {
             let src: Vec<u8> = (0..len).map(|i| (i * 31 % 251) as u8).collect();
             let mut dest = vec![0xAA; len];
-            copy_memory(&src, &mut dest);
+            parallel::copy(&src, &mut dest);
             assert!(dest == src, "{len} bytes");
             assert!(to_owned_memory(&src) == src, "{len} bytes owned");
         }

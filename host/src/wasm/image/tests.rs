@@ -91,6 +91,15 @@ fn instantiate(bytes: &[u8]) -> (Store<()>, Instance) {
     (store, instance)
 }
 
+/// Calls the exported function `name`, which takes and returns nothing.
+fn call(store: &mut Store<()>, instance: &Instance, name: &str) {
+    instance
+        .get_typed_func::<(), ()>(&mut *store, name)
+        .unwrap_or_else(|e| panic!("no function `{name}`: {e:#}"))
+        .call(&mut *store, ())
+        .unwrap();
+}
+
 /// The value of the global exported as `name`.
 fn global(store: &mut Store<()>, instance: &Instance, name: &str) -> Val {
     instance
@@ -127,11 +136,7 @@ fn a_module_without_mutable_globals_gets_only_its_memory_exported() {
     assert!(layout.globals.is_empty());
 
     let (mut store, instance) = instantiate(&out);
-    instance
-        .get_typed_func::<(), ()>(&mut store, "poke")
-        .unwrap()
-        .call(&mut store, ())
-        .unwrap();
+    call(&mut store, &instance, "poke");
     // The added export is the module's memory itself, not a copy.
     let image = instance
         .get_memory(&mut store, "weir:image:memory:0")
@@ -206,11 +211,7 @@ fn every_mutable_global_is_exported_by_its_index_and_reads_what_the_code_set() {
     assert_eq!(found, expected);
 
     let (mut store, instance) = instantiate_globals(&out);
-    instance
-        .get_typed_func::<(), ()>(&mut store, "set")
-        .unwrap()
-        .call(&mut store, ())
-        .unwrap();
+    call(&mut store, &instance, "set");
     let read =
         |store: &mut Store<()>, index: u32| global(store, &instance, &global_export_name(index));
     assert_eq!(read(&mut store, 2).unwrap_i32(), 50);
@@ -242,11 +243,7 @@ fn the_rewritten_module_behaves_like_the_original() {
     let (_, out) = rewritten(&bytes);
     let run = |bytes: &[u8]| {
         let (mut store, instance) = instantiate_globals(bytes);
-        instance
-            .get_typed_func::<(), ()>(&mut store, "set")
-            .unwrap()
-            .call(&mut store, ())
-            .unwrap();
+        call(&mut store, &instance, "set");
         let counter = instance
             .get_typed_func::<(), i32>(&mut store, "counter")
             .unwrap()
@@ -375,11 +372,7 @@ fn a_64_bit_memory_is_captured_and_says_so() {
     assert_eq!(memory.address_type, AddressType::I64);
     assert_eq!((memory.minimum_pages, memory.maximum_pages), (3, None));
     let (mut store, instance) = instantiate(&out);
-    instance
-        .get_typed_func::<(), ()>(&mut store, "poke")
-        .unwrap()
-        .call(&mut store, ())
-        .unwrap();
+    call(&mut store, &instance, "poke");
     let image = instance
         .get_memory(&mut store, "weir:image:memory:0")
         .unwrap();
@@ -403,11 +396,7 @@ fn a_second_memory_is_captured_by_its_index() {
         .collect();
     assert_eq!(indices, [(0, 1), (1, 2)]);
     let (mut store, instance) = instantiate(&out);
-    instance
-        .get_typed_func::<(), ()>(&mut store, "poke")
-        .unwrap()
-        .call(&mut store, ())
-        .unwrap();
+    call(&mut store, &instance, "poke");
     let second = instance
         .get_memory(&mut store, "weir:image:memory:1")
         .unwrap();
