@@ -12,10 +12,11 @@
 //!
 //! ```text
 //! offset    size  field
-//! 0         8     magic: "WEIRSTAT" (state file) or "WEIRMETA" (metadata file), ASCII
+//! 0         8     magic: "WEIRSTAT" (state file), "WEIRMETA" (metadata file) or
+//!                 "WEIRHIST" (the job's checkpoint history), ASCII
 //! 8         4     format version, u32 (this build writes and reads 1)
 //! 12        8     payload length N, u64
-//! 20        N     payload: the task's state bytes (opaque) or the metadata JSON (UTF-8)
+//! 20        N     payload: the task's state bytes (opaque), or the metadata or history JSON
 //! 20 + N    4     CRC-32 (IEEE, as crc32fast computes it) of bytes 0 .. 20 + N
 //! ```
 //!
@@ -62,13 +63,18 @@ pub const STATE_MAGIC: [u8; 8] = *b"WEIRSTAT";
 /// Magic of a checkpoint's metadata file.
 pub const METADATA_MAGIC: [u8; 8] = *b"WEIRMETA";
 
-/// Which of the two kinds of checkpoint file a frame holds.
+/// Magic of the job's checkpoint history (`_history`).
+pub const HISTORY_MAGIC: [u8; 8] = *b"WEIRHIST";
+
+/// Which kind of checkpoint file a frame holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum FileKind {
     /// One task's snapshot: opaque bytes.
     State,
     /// A checkpoint's metadata: JSON.
     Metadata,
+    /// The job's checkpoint history: JSON ([`crate::checkpoint::history`]).
+    History,
 }
 
 impl FileKind {
@@ -77,6 +83,7 @@ impl FileKind {
         match self {
             FileKind::State => STATE_MAGIC,
             FileKind::Metadata => METADATA_MAGIC,
+            FileKind::History => HISTORY_MAGIC,
         }
     }
 }
@@ -86,6 +93,7 @@ impl fmt::Display for FileKind {
         f.write_str(match self {
             FileKind::State => "state file",
             FileKind::Metadata => "metadata file",
+            FileKind::History => "checkpoint history",
         })
     }
 }

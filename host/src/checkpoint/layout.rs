@@ -13,6 +13,7 @@
 //!     count-1.state
 //!     _metadata                written last: its presence is what makes the checkpoint complete
 //!     _metadata.tmp            (only while being written, or after a crash)
+//!   _history                   the ids ever reserved and completed (checkpoint/history.rs)
 //!   savepoints/                or a directory the user names
 //!     sp-0000000012/           same contents as a checkpoint directory
 //! ```
@@ -39,6 +40,10 @@ use crate::dataflow::TaskId;
 /// Name of the file that publishes a checkpoint. Written last; a directory
 /// without it is an incomplete checkpoint.
 pub const METADATA_FILE: &str = "_metadata";
+
+/// Name of the job's checkpoint history, in the job directory
+/// ([`crate::checkpoint::history`]).
+pub const HISTORY_FILE: &str = "_history";
 
 /// Suffix of a file being written: `x.tmp` is renamed to `x` once durable.
 /// A `.tmp` file that survives is debris of a crash.
@@ -189,6 +194,11 @@ impl CheckpointLayout {
     /// The job's checkpoint directory.
     pub fn job_dir(&self) -> &Path {
         &self.job_dir
+    }
+
+    /// The job's checkpoint history file: `<job dir>/_history`.
+    pub fn history_file(&self) -> PathBuf {
+        self.job_dir.join(HISTORY_FILE)
     }
 
     /// The directory holding savepoints.

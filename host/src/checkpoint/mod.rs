@@ -5,6 +5,7 @@ pub mod catalog;
 pub mod config;
 pub mod coordinator;
 pub mod format;
+pub mod history;
 pub mod layout;
 pub mod metadata;
 pub mod pending;

@@ -357,10 +357,25 @@ pub fn restore_latest<S>(storage: &S) -> Result<LatestSelection, StorageError>
 where
     S: CheckpointStorage + ?Sized,
 {
+    restore_latest_since(storage, CheckpointId(0))
+}
+
+/// [`restore_latest`] among the checkpoints and savepoints whose id is at
+/// least `since`: a failover chooses among those of its own run, never one an
+/// earlier run left behind.
+pub fn restore_latest_since<S>(
+    storage: &S,
+    since: CheckpointId,
+) -> Result<LatestSelection, StorageError>
+where
+    S: CheckpointStorage + ?Sized,
+{
+    let mut listings = storage.list()?;
+    listings.retain(|listing| listing.id >= since);
     // The states the chosen checkpoint's verification read are kept for loading it; those of a
     // candidate that fails are dropped with it.
     let states = VerifiedStates::default();
-    let mut selection = choose_latest(storage.list()?, |location| {
+    let mut selection = choose_latest(listings, |location| {
         states.clear();
         verify_keeping(storage, location, Some(&states))
     });

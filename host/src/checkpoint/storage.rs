@@ -41,7 +41,10 @@ use thiserror::Error;
 use crate::checkpoint::format::{
     self, FileKind, FormatError, FormatProblem, HEADER_LEN, IoError, Overwrite, TRAILER_LEN,
 };
-use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutError, METADATA_FILE};
+use crate::checkpoint::history::{CheckpointHistory, HistoryError};
+use crate::checkpoint::layout::{
+    CheckpointLayout, CheckpointLocation, HISTORY_FILE, LayoutError, METADATA_FILE,
+};
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
@@ -112,6 +115,13 @@ pub enum StorageError {
         /// What is wrong with the link (naming its file).
         problem: String,
     },
+    /// The job's checkpoint history does not verify.
+    #[error(
+        "{0}: it records the checkpoint ids this job has used, so that none is used twice; if \
+         the disk was damaged, move the file away to start anyway (a checkpoint id of a run that \
+         crashed may then be used again)"
+    )]
+    History(#[from] HistoryError),
     /// A path given to [`locate`](CheckpointStorage::locate) does not exist.
     #[error(
         "{path} does not exist: give a checkpoint or savepoint directory or its _metadata file"
@@ -251,6 +261,14 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
     /// is being written, and after choosing what to restore if the skipped
     /// checkpoints should be reported.
     fn cleanup(&self) -> Result<Cleanup, StorageError>;
+
+    /// The job's checkpoint history ([`crate::checkpoint::history`]); the
+    /// empty history if the job never wrote one.
+    fn read_history(&self) -> Result<CheckpointHistory, StorageError>;
+
+    /// Replaces the job's checkpoint history durably (tmp, fsync, rename,
+    /// fsync of the directory), creating the job directory if needed.
+    fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError>;
 }
 
 // ---------------------------------------------------------------------------
@@ -543,6 +561,11 @@ struct FaultPlan {
 impl FaultPlan {
     /// Counts a write of `path` and takes the fault planned for it, if any.
     fn next(&mut self, path: &Path) -> (usize, Option<Fault>) {
+        if path.file_name().is_some_and(|n| n == HISTORY_FILE) {
+            // Not numbered, so the writes a test plans faults for are the checkpoint's own
+            // whatever the history does; a broken disk breaks it too.
+            return (0, self.broken.map(Fault::Fail));
+        }
         self.writes += 1;
         let write = self.writes;
         let mut fault = self.planned.remove(&write);
@@ -875,6 +898,23 @@ impl<F: Files> FileStore<F> {
         }
         Ok(report)
     }
+
+    fn read_history(&self) -> Result<CheckpointHistory, StorageError> {
+        let path = self.layout.history_file();
+        match self.files.read(&path) {
+            Ok(bytes) => Ok(CheckpointHistory::decode(&path, &bytes)?),
+            Err(e) if e.is_not_found() => Ok(CheckpointHistory::default()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
+        self.files.create_dir(self.layout.job_dir())?;
+        let path = self.layout.history_file();
+        Ok(self
+            .files
+            .write(&path, &history.encode(), Overwrite::Replace)?)
+    }
 }
 
 /// Implements [`CheckpointStorage`] for a wrapper of a `FileStore` in field 0.
@@ -923,6 +963,12 @@ macro_rules! delegate_to_file_store {
             }
             fn cleanup(&self) -> Result<Cleanup, StorageError> {
                 self.0.cleanup()
+            }
+            fn read_history(&self) -> Result<CheckpointHistory, StorageError> {
+                self.0.read_history()
+            }
+            fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
+                self.0.write_history(history)
             }
         }
     };
