@@ -27,6 +27,8 @@ mod incremental_images;
 mod isolation;
 #[cfg(unix)]
 mod kill_points;
+#[cfg(unix)]
+mod misuse;
 mod retention;
 #[cfg(unix)]
 mod savepoint;

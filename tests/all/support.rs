@@ -574,7 +574,7 @@ pub(crate) fn in_progress_files(dir: &Path) -> Vec<String> {
     };
     let mut names: Vec<String> = entries
         .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .filter(|n| n.starts_with('.'))
+        .filter(|n| n.starts_with('.') && n.ends_with(".inprogress"))
         .collect();
     names.sort();
     names

@@ -191,6 +191,35 @@ impl FileSink {
     }
 }
 
+/// How many committed part files (`part-<subtask>-<seq>`, of any subtask) `dir` holds: the
+/// output a run that starts from the beginning would write again. A missing directory holds none.
+pub fn committed_parts(dir: &Path) -> std::io::Result<usize> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let is_part = |name: &str| {
+        name.strip_prefix("part-")
+            .and_then(|rest| rest.split_once('-'))
+            .is_some_and(|(subtask, seq)| {
+                subtask.len() == 4
+                    && seq.len() == 10
+                    && subtask
+                        .bytes()
+                        .chain(seq.bytes())
+                        .all(|b| b.is_ascii_digit())
+            })
+    };
+    let mut count = 0;
+    for entry in entries {
+        if entry?.file_name().to_str().is_some_and(is_part) {
+            count += 1;
+        }
+    }
+    Ok(count)
+}
+
 fn io_error(path: &Path, what: &str, e: std::io::Error) -> TaskError {
     TaskError::Connector(format!("file sink {}: {what}: {e}", path.display()))
 }

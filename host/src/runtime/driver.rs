@@ -28,6 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::attempt::Attempt;
+use super::history::HistoryRecorder;
 use super::monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
 use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
@@ -79,6 +80,9 @@ pub(crate) struct Driver<'a> {
     /// Savepoints someone waits for, by id: answered when each completes or
     /// is aborted, and when the attempt ends before that. Start empty.
     pub replies: BTreeMap<CheckpointId, SavepointReply>,
+    /// The job's checkpoint history: every id is reserved in it before its
+    /// barrier leaves, and every completion recorded.
+    pub history: &'a mut HistoryRecorder,
 }
 
 /// The driver's verdict after one step.
@@ -284,10 +288,13 @@ impl Driver<'_> {
                         "triggering {kind} {id}{}",
                         if is_final { " (final)" } else { "" }
                     );
+                    // Durable before anything can use the id; the next one is reserved meanwhile.
+                    self.history.reserve(id).await;
                     let sources: Vec<TaskId> =
                         self.coordinator.trigger_set().iter().cloned().collect();
                     self.attempt
                         .send_to(&sources, &Control::Trigger(Barrier { id, kind }));
+                    self.history.reserve_ahead(id.next());
                     self.sync_stats(id);
                 }
                 Action::Finalize {
@@ -308,6 +315,7 @@ impl Driver<'_> {
                     let completed = written.is_ok();
                     let result = match written {
                         Ok(meta) => {
+                            self.history.completed(id);
                             self.monitor.checkpoint_completed(CheckpointSummary {
                                 id,
                                 kind,

@@ -11,6 +11,8 @@
 
 mod attempt;
 mod driver;
+mod history;
+pub mod lock;
 pub mod monitor;
 pub mod plan;
 mod request;
@@ -29,7 +31,11 @@ use crate::job::JobStatus;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RestoreFrom {
     /// The newest complete checkpoint or savepoint in the job's checkpoint
-    /// directory; a fresh start if there is none.
+    /// directory. If there is none, a fresh start — unless an earlier run left
+    /// evidence that it committed output (damaged checkpoints, a checkpoint
+    /// history that records a completed checkpoint, committed part files of a
+    /// file sink): then the run is refused ([`RunError::FreshStartRefused`])
+    /// unless [`RunOptions::fresh`] accepts replaying from the beginning.
     Latest,
     /// A given checkpoint or savepoint directory (or its `_metadata` file).
     Path(PathBuf),
@@ -42,6 +48,10 @@ pub struct RunOptions {
     pub restore: Option<RestoreFrom>,
     /// Drop state of vertices the job no longer has, instead of refusing to start.
     pub allow_non_restored_state: bool,
+    /// Start from the beginning knowingly, even though an earlier run left
+    /// checkpoints or committed output: no warning, and `--restore latest`
+    /// with nothing to restore is not refused. Meant without `restore`.
+    pub fresh: bool,
     /// Keep compiled modules in this directory and load them from there when they are
     /// already compiled (see [`WasmEngine::with_module_cache`](crate::wasm::WasmEngine));
     /// `None` compiles every module. The CLI passes [`default_module_cache_dir`].

@@ -10,20 +10,25 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::attempt::{AttemptResources, start};
 use super::driver::{AttemptEnd, Driver};
+use super::history::HistoryRecorder;
+use super::lock::{JobLocks, LockError};
 use super::monitor::{JobMonitor, RestoredCheckpoint};
 use super::request::SavepointError;
 use super::restore::load_states;
 use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
 use crate::checkpoint::coordinator::Coordinator;
+use crate::checkpoint::history::CheckpointHistory;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::recovery::{
-    RestorePoint, next_checkpoint_id, restore_from_path, restore_latest,
+    RestorePoint, SkipReason, next_checkpoint_id, restore_from_path, restore_latest,
+    restore_latest_since,
 };
 use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::TaskId;
-use crate::job::{Job, JobStatus, Limits, VertexKind};
+use crate::job::{Job, JobStatus, Limits, SinkKind, VertexKind};
 use crate::wasm::{
     EngineOptions, GuestLimits, ModuleError, OperatorModule, StateCapture, WasmEngine,
 };
@@ -40,8 +45,27 @@ pub enum RunError {
     /// The checkpoint or savepoint to restore cannot be used for this job.
     #[error("cannot restore: {0}")]
     Restore(String),
+    /// Another run holds one of the job's directories.
+    #[error(transparent)]
+    Locked(#[from] LockError),
+    /// `--restore latest` found nothing to restore, but an earlier run left
+    /// evidence that starting from the beginning would repeat its committed output.
+    #[error(
+        "cannot restore the latest checkpoint: there is none to restore, but {}. Starting from \
+         the beginning would repeat output this job already committed. Either restore an older \
+         checkpoint or savepoint that still verifies (`weir checkpoints {}` lists them; then \
+         `--restore PATH`), or start from the beginning on purpose with `--fresh`",
+        evidence.join("; "),
+        directory.display()
+    )]
+    FreshStartRefused {
+        /// What shows that an earlier run committed output.
+        evidence: Vec<String>,
+        /// The job's checkpoint directory.
+        directory: std::path::PathBuf,
+    },
     /// The runtime could not be set up.
-    #[error("cannot start the job: {0}")]
+    #[error("{0}")]
     Setup(String),
 }
 
@@ -52,27 +76,43 @@ pub struct JobRunner {
     modules: HashMap<String, OperatorModule>,
     storage: Arc<dyn CheckpointStorage>,
     monitor: JobMonitor,
+    /// The job's directories, owned by this run until it ends.
+    locks: JobLocks,
 }
 
 impl JobRunner {
-    /// Loads and checks every operator's module (each compiled once, for all
-    /// its subtasks and every restart) and opens the checkpoint storage: local
-    /// files in the job's checkpoint directory.
+    /// Takes the job's directories ([`JobLocks`]: its checkpoint directory and
+    /// its file sinks' output directories, refused with [`RunError::Locked`]
+    /// while another run holds one), loads and checks every operator's module
+    /// (each compiled once, for all its subtasks and every restart) and opens
+    /// the checkpoint storage: local files in the job's checkpoint directory.
     pub fn new(job: Job, options: RunOptions) -> Result<Self, RunError> {
+        let locks = JobLocks::acquire(&job, true)?;
         let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalStorage::new(
             CheckpointLayout::new(job.checkpoint.directory.clone()),
         ));
-        Self::with_storage(job, options, storage)
+        Self::build(job, options, storage, locks)
     }
 
     /// [`JobRunner::new`] over the given checkpoint storage instead of the
     /// job's directory: another backend, or a
     /// [`FaultyStorage`](crate::checkpoint::storage::FaultyStorage) in tests
     /// of what a job does when its storage fails.
+    /// Only the file sinks' output directories are locked: the storage is the caller's.
     pub fn with_storage(
         job: Job,
         options: RunOptions,
         storage: Arc<dyn CheckpointStorage>,
+    ) -> Result<Self, RunError> {
+        let locks = JobLocks::acquire(&job, false)?;
+        Self::build(job, options, storage, locks)
+    }
+
+    fn build(
+        job: Job,
+        options: RunOptions,
+        storage: Arc<dyn CheckpointStorage>,
+        locks: JobLocks,
     ) -> Result<Self, RunError> {
         let mut engines: Vec<(Limits, WasmEngine)> = Vec::new();
         let mut modules = HashMap::new();
@@ -146,6 +186,7 @@ impl JobRunner {
             modules,
             storage,
             monitor: JobMonitor::default(),
+            locks,
         })
     }
 
@@ -162,7 +203,10 @@ impl JobRunner {
     /// Runs the job until it finishes, is cancelled or stopped, or fails
     /// beyond its restart strategy. `requests` carries cancel and savepoint
     /// requests from outside.
-    pub fn run(self, mut requests: UnboundedReceiver<JobRequest>) -> Result<JobOutcome, RunError> {
+    pub fn run(
+        mut self,
+        mut requests: UnboundedReceiver<JobRequest>,
+    ) -> Result<JobOutcome, RunError> {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .thread_name("weir-driver")
@@ -171,6 +215,7 @@ impl JobRunner {
             .map_err(|e| RunError::Setup(format!("cannot start the async runtime: {e}")))?;
         let handle = runtime.handle().clone();
         let storage = Arc::clone(&self.storage);
+        let locks = self.take_locks();
         let result = runtime.block_on(self.run_async(handle, &mut requests));
         // Dropping the runtime waits for its blocking tasks, the state writes
         // still under way among them: after that nothing writes checkpoint
@@ -179,7 +224,14 @@ impl JobRunner {
         if result.is_ok() {
             cleanup_after_run(storage.as_ref());
         }
+        // Only now may another run take the directories.
+        drop(locks);
         result
+    }
+
+    /// The locks, moved out so they outlive the run's last file operation.
+    fn take_locks(&mut self) -> JobLocks {
+        std::mem::replace(&mut self.locks, JobLocks::none())
     }
 
     async fn run_async(
@@ -187,20 +239,58 @@ impl JobRunner {
         handle: tokio::runtime::Handle,
         requests: &mut UnboundedReceiver<JobRequest>,
     ) -> Result<JobOutcome, RunError> {
-        let job = &self.job;
         self.monitor.set_started(std::time::SystemTime::now());
+        let storage = Arc::clone(&self.storage);
+        let history = blocking(move || storage.read_history()).await?;
         // Choose what to restore before cleaning up, so skipped checkpoints are reported.
-        let mut point = match &self.options.restore {
-            None => None,
-            Some(from) => self.resolve(from).await?,
+        let initial = self.choose_start(&history).await?;
+        // Every id on disk (incomplete ones too, which cleanup is about to remove) and the one
+        // restored count as used before anything is removed: ids never repeat.
+        let listings = {
+            let storage = Arc::clone(&self.storage);
+            blocking(move || storage.list()).await?
+        };
+        let used = listings
+            .iter()
+            .map(|l| l.id)
+            .chain(initial.as_ref().map(|p| p.metadata.checkpoint_id))
+            .max();
+        let history = match used {
+            Some(id) if !history.covers(id) => {
+                let updated = history.with_reserved(id);
+                let storage = Arc::clone(&self.storage);
+                blocking(move || storage.write_history(&updated)).await?;
+                updated
+            }
+            _ => history,
         };
         let storage = Arc::clone(&self.storage);
         let cleanup = blocking(move || storage.cleanup()).await?;
         for dir in &cleanup.removed_dirs {
             tracing::info!("removed incomplete checkpoint {}", dir.dir().display());
         }
+        let mut recorder = HistoryRecorder::new(Arc::clone(&self.storage), history);
+        let result = self
+            .run_attempts(handle, requests, &mut recorder, initial)
+            .await;
+        recorder.settle().await;
+        result
+    }
+
+    /// Runs attempts from `initial` until the job ends; fails over by the restart strategy.
+    async fn run_attempts(
+        &self,
+        handle: tokio::runtime::Handle,
+        requests: &mut UnboundedReceiver<JobRequest>,
+        history: &mut HistoryRecorder,
+        initial: Option<RestorePoint>,
+    ) -> Result<JobOutcome, RunError> {
+        let job = &self.job;
+        // This run's checkpoints are numbered from here on: after every id ever reserved.
+        let run_first_id = history.history().next_id();
+        let mut point = initial.clone();
         let mut restarts = 0u32;
-        let mut next_id: Option<CheckpointId> = None;
+        let mut next_id = run_first_id;
         let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
         loop {
             let states = match &point {
@@ -227,8 +317,8 @@ impl JobRunner {
                 blocking(move || storage.list()).await?
             };
             let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
-            let first_id =
-                next_checkpoint_id(&listings, restored_id).max(next_id.unwrap_or(CheckpointId(1)));
+            let first_id = next_checkpoint_id(&listings, restored_id).max(next_id);
+            history.reserve_ahead(first_id);
             let retained = listings.iter().filter_map(|l| {
                 let meta = l.metadata()?;
                 (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.chain_links()))
@@ -259,9 +349,10 @@ impl JobRunner {
                 strays_possible: true,
                 unpruned: BTreeSet::new(),
                 replies: BTreeMap::new(),
+                history,
             };
             let (end, after) = driver.run().await;
-            next_id = Some(after);
+            next_id = after;
             match end {
                 AttemptEnd::Finished => {
                     self.monitor.set_status(JobStatus::Finished);
@@ -298,30 +389,199 @@ impl JobRunner {
                         self.monitor.set_status(JobStatus::Canceled);
                         return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
                     }
-                    point = self.resolve(&RestoreFrom::Latest).await?;
+                    point = self
+                        .resolve_failover(run_first_id, initial.as_ref())
+                        .await?;
                 }
             }
         }
     }
 
-    /// The restore point for `from`, reporting the checkpoints it skipped.
-    async fn resolve(&self, from: &RestoreFrom) -> Result<Option<RestorePoint>, RunError> {
+    /// What the run starts from: the restore its options ask for, refusing a silent replay
+    /// from the beginning when an earlier run left evidence of committed output (see
+    /// [`RestoreFrom::Latest`]).
+    async fn choose_start(
+        &self,
+        history: &CheckpointHistory,
+    ) -> Result<Option<RestorePoint>, RunError> {
         let storage = Arc::clone(&self.storage);
-        match from.clone() {
-            RestoreFrom::Path(path) => Ok(Some(
-                blocking(move || restore_from_path(storage.as_ref(), &path)).await?,
-            )),
-            RestoreFrom::Latest => {
+        match self.options.restore.clone() {
+            Some(RestoreFrom::Path(path)) => {
+                let result = blocking(move || restore_from_path(storage.as_ref(), &path)).await;
+                match result {
+                    Ok(point) => Ok(Some(point)),
+                    Err(e) => Err(self.with_alternative(e).await),
+                }
+            }
+            Some(RestoreFrom::Latest) => {
                 let selection = blocking(move || restore_latest(storage.as_ref())).await?;
                 for skipped in &selection.skipped {
                     tracing::warn!("{skipped}");
                 }
-                if selection.chosen.is_none() {
+                let damaged = selection
+                    .skipped
+                    .iter()
+                    .filter(|s| matches!(s.reason, SkipReason::Corrupt(_)))
+                    .count();
+                if let Some(chosen) = selection.chosen {
+                    if damaged > 0 {
+                        tracing::warn!(
+                            "restoring {} {}, older than the newest: {damaged} damaged \
+                             checkpoint(s) skipped, so output they had committed may be written \
+                             again",
+                            chosen.metadata.kind,
+                            chosen.metadata.checkpoint_id
+                        );
+                    }
+                    return Ok(Some(chosen));
+                }
+                let mut evidence = Vec::new();
+                if let Some(newest) = selection
+                    .skipped
+                    .iter()
+                    .find(|s| matches!(s.reason, SkipReason::Corrupt(_)))
+                {
+                    evidence.push(format!(
+                        "{damaged} damaged checkpoint(s) were found (the newest: {})",
+                        newest.reason
+                    ));
+                }
+                evidence.extend(self.earlier_output(history).await?);
+                if evidence.is_empty() || self.options.fresh {
                     tracing::info!(
                         "no complete checkpoint to restore: starting from the beginning"
                     );
+                    return Ok(None);
                 }
-                Ok(selection.chosen)
+                Err(RunError::FreshStartRefused {
+                    evidence,
+                    directory: self.job.checkpoint.directory.clone(),
+                })
+            }
+            None => {
+                if !self.options.fresh {
+                    let listings = blocking(move || storage.list()).await?;
+                    let complete = listings.iter().filter(|l| l.metadata().is_some()).count();
+                    let mut evidence = Vec::new();
+                    if complete > 0 {
+                        evidence.push(format!("{complete} complete checkpoint(s)"));
+                    }
+                    evidence.extend(self.earlier_output(history).await?);
+                    if !evidence.is_empty() {
+                        tracing::warn!(
+                            "starting from the beginning, but an earlier run of this job left {}: \
+                             output it committed will be written again. To continue where it \
+                             stopped, run with --restore latest; --fresh starts from the \
+                             beginning without this warning",
+                            evidence.join("; ")
+                        );
+                    }
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    /// What shows that an earlier run committed output, besides its checkpoints: the
+    /// history's record of a completed checkpoint, and committed parts of file sinks.
+    async fn earlier_output(&self, history: &CheckpointHistory) -> Result<Vec<String>, RunError> {
+        let mut evidence = Vec::new();
+        if let Some(id) = history.completed {
+            evidence.push(format!(
+                "the checkpoint history {} records that checkpoint {id} completed",
+                self.storage.layout().history_file().display()
+            ));
+        }
+        let sinks: Vec<(String, std::path::PathBuf)> = self
+            .job
+            .vertices
+            .iter()
+            .filter_map(|v| match &v.kind {
+                VertexKind::Sink(SinkKind::File { directory }) => {
+                    Some((v.name.clone(), directory.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let counts = blocking(move || {
+            sinks
+                .into_iter()
+                .map(|(name, dir)| {
+                    let parts = committed_parts(&dir).map_err(|e| {
+                        RunError::Setup(format!(
+                            "file sink `{name}`: cannot list its output directory {}: {e}",
+                            dir.display()
+                        ))
+                    })?;
+                    Ok((name, dir, parts))
+                })
+                .collect::<Result<Vec<_>, RunError>>()
+        })
+        .await?;
+        for (name, dir, parts) in counts {
+            if parts > 0 {
+                evidence.push(format!(
+                    "file sink `{name}` holds {parts} committed part file(s) in {}",
+                    dir.display()
+                ));
+            }
+        }
+        Ok(evidence)
+    }
+
+    /// `error` (a checkpoint given with `--restore PATH` that cannot be used), with the
+    /// newest checkpoint or savepoint of the job that does verify, if there is one.
+    async fn with_alternative(&self, error: RunError) -> RunError {
+        let storage = Arc::clone(&self.storage);
+        let selection = blocking(move || restore_latest(storage.as_ref())).await;
+        let RunError::Storage(error) = error else {
+            return error;
+        };
+        match selection.ok().and_then(|s| s.chosen) {
+            Some(point)
+                if !error
+                    .to_string()
+                    .contains(&*point.location.dir().to_string_lossy()) =>
+            {
+                RunError::Restore(format!(
+                    "{error}. The newest {} of this job that verifies is {}: restore it with \
+                 --restore {}",
+                    point.metadata.kind,
+                    point.location.dir().display(),
+                    point.location.dir().display()
+                ))
+            }
+            _ => RunError::Storage(error),
+        }
+    }
+
+    /// The restore point of a failover: the newest checkpoint or savepoint this run
+    /// completed (ids from `run_first_id`), else the one the run started from, else none.
+    async fn resolve_failover(
+        &self,
+        run_first_id: CheckpointId,
+        initial: Option<&RestorePoint>,
+    ) -> Result<Option<RestorePoint>, RunError> {
+        let storage = Arc::clone(&self.storage);
+        let selection =
+            blocking(move || restore_latest_since(storage.as_ref(), run_first_id)).await?;
+        for skipped in &selection.skipped {
+            tracing::warn!("{skipped}");
+        }
+        if let Some(chosen) = selection.chosen {
+            return Ok(Some(chosen));
+        }
+        match initial {
+            Some(initial) => {
+                let storage = Arc::clone(&self.storage);
+                let dir = initial.location.dir().to_path_buf();
+                Ok(Some(
+                    blocking(move || restore_from_path(storage.as_ref(), &dir)).await?,
+                ))
+            }
+            None => {
+                tracing::info!("no checkpoint of this run to restore: starting from the beginning");
+                Ok(None)
             }
         }
     }

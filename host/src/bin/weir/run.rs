@@ -20,10 +20,16 @@ pub(crate) struct RunArgs {
     /// The job file (TOML).
     job: PathBuf,
     /// Restore from `latest` (the newest complete checkpoint or savepoint of
-    /// the job; a fresh start if there is none) or from a checkpoint or
+    /// the job; a fresh start if there is none, refused if an earlier run left
+    /// damaged checkpoints or committed output) or from a checkpoint or
     /// savepoint directory.
     #[arg(long, value_name = "latest|PATH")]
     restore: Option<String>,
+    /// Start from the beginning knowingly, even though an earlier run of the job left
+    /// checkpoints or committed output (which will then be written again). With
+    /// `--restore latest`: restore if there is a checkpoint, else start from the beginning.
+    #[arg(long)]
+    fresh: bool,
     /// Drop the state of vertices the job no longer has instead of refusing to start.
     #[arg(long)]
     allow_non_restored_state: bool,
@@ -81,6 +87,7 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
             }
         }),
         allow_non_restored_state: args.allow_non_restored_state,
+        fresh: args.fresh,
         module_cache: if args.no_module_cache {
             None
         } else {
@@ -94,6 +101,18 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
         address: args.control.unwrap_or(job.control.address),
         job: job.clone(),
     };
+    if args.fresh
+        && options
+            .restore
+            .as_ref()
+            .is_some_and(|r| r != &RestoreFrom::Latest)
+    {
+        eprintln!(
+            "error: --fresh starts from the beginning and --restore PATH from a checkpoint: \
+             give one of them (--fresh goes with --restore latest)"
+        );
+        return ExitCode::from(EXIT_BAD_INPUT);
+    }
     let runner = match JobRunner::new(job, options).context("cannot start the job") {
         Ok(runner) => runner,
         Err(e) => {

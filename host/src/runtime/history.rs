@@ -1,0 +1,203 @@
+//! [`HistoryRecorder`]: keeps the job's checkpoint history
+//! ([`crate::checkpoint::history`]) one id ahead of the coordinator, so no
+//! checkpoint id is ever used twice, across crashes too.
+//!
+//! Before a barrier leaves, its id must be on disk as reserved. Writing that
+//! on the trigger's path would add an fsync to every checkpoint, so the id
+//! after each trigger is reserved in the background right away; by the next
+//! trigger (an interval later) it is long durable and the trigger only checks.
+//! A crash therefore skips at most one id. A run that ends settles the
+//! reservation back to the last id it really used, so ids stay dense without
+//! crashes.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use tokio::task::JoinHandle;
+
+use crate::checkpoint::CheckpointId;
+use crate::checkpoint::history::CheckpointHistory;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+
+/// Writes the job's checkpoint history as the run reserves and completes ids.
+pub(crate) struct HistoryRecorder {
+    storage: Arc<dyn CheckpointStorage>,
+    /// What is on disk. Writes hold the lock while they write, so they are
+    /// serialised and the file only ever grows (but for [`settle`](Self::settle)).
+    written: Arc<Mutex<CheckpointHistory>>,
+    /// The reservation at the start of the run: never settled below.
+    floor: Option<CheckpointId>,
+    /// The background reservation of the next id.
+    ahead: Option<JoinHandle<()>>,
+    /// The highest id this run triggered.
+    last_used: Option<CheckpointId>,
+    /// Whether a failed write was warned about and no write succeeded since.
+    warned: Arc<AtomicBool>,
+}
+
+impl HistoryRecorder {
+    /// A recorder for `storage`, whose history on disk is `written`.
+    pub(crate) fn new(storage: Arc<dyn CheckpointStorage>, written: CheckpointHistory) -> Self {
+        HistoryRecorder {
+            storage,
+            floor: written.reserved,
+            written: Arc::new(Mutex::new(written)),
+            ahead: None,
+            last_used: None,
+            warned: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The history as written so far.
+    pub(crate) fn history(&self) -> CheckpointHistory {
+        *self.written.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Makes sure `id` is reserved on disk before it is triggered: waits for the
+    /// background reservation, and writes it now if that did not cover `id`.
+    /// A failing disk is warned about and the trigger goes on (its checkpoint will most
+    /// likely fail on the same disk); only a crash after it could then reuse the id.
+    pub(crate) async fn reserve(&mut self, id: CheckpointId) {
+        self.last_used = self.last_used.max(Some(id));
+        if let Some(ahead) = self.ahead.take() {
+            let _ = ahead.await;
+        }
+        if self.history().covers(id) {
+            return;
+        }
+        let (storage, written, warned) = self.parts();
+        let _ = tokio::task::spawn_blocking(move || {
+            record(storage.as_ref(), &written, &warned, |h| h.with_reserved(id));
+        })
+        .await;
+    }
+
+    /// Reserves `id` in the background: called right after a trigger for the next one.
+    pub(crate) fn reserve_ahead(&mut self, id: CheckpointId) {
+        let (storage, written, warned) = self.parts();
+        let previous = self.ahead.take();
+        self.ahead = Some(tokio::task::spawn_blocking(move || {
+            drop(previous);
+            record(storage.as_ref(), &written, &warned, |h| h.with_reserved(id));
+        }));
+    }
+
+    /// Records that `id` completed, in the background.
+    pub(crate) fn completed(&self, id: CheckpointId) {
+        let (storage, written, warned) = self.parts();
+        tokio::task::spawn_blocking(move || {
+            record(storage.as_ref(), &written, &warned, |h| {
+                h.with_completed(id)
+            });
+        });
+    }
+
+    /// At the end of the run, when nothing triggers any more: lowers the reservation to
+    /// the highest id this run triggered (never below what the run started with, nor below
+    /// a completed id), so the next run continues right after it.
+    pub(crate) async fn settle(&mut self) {
+        let last_used = self.last_used;
+        if let Some(ahead) = self.ahead.take() {
+            let _ = ahead.await;
+        }
+        let (storage, written, warned) = self.parts();
+        let floor = self.floor;
+        let _ = tokio::task::spawn_blocking(move || {
+            record(storage.as_ref(), &written, &warned, |h| CheckpointHistory {
+                reserved: last_used.max(floor).max(h.completed),
+                completed: h.completed,
+            });
+        })
+        .await;
+    }
+
+    fn parts(
+        &self,
+    ) -> (
+        Arc<dyn CheckpointStorage>,
+        Arc<Mutex<CheckpointHistory>>,
+        Arc<AtomicBool>,
+    ) {
+        (
+            Arc::clone(&self.storage),
+            Arc::clone(&self.written),
+            Arc::clone(&self.warned),
+        )
+    }
+}
+
+/// Writes `update(history)` if it differs from what is written; blocking.
+fn record(
+    storage: &dyn CheckpointStorage,
+    written: &Mutex<CheckpointHistory>,
+    warned: &AtomicBool,
+    update: impl FnOnce(CheckpointHistory) -> CheckpointHistory,
+) {
+    let mut current = written.lock().unwrap_or_else(PoisonError::into_inner);
+    let next = update(*current);
+    if next == *current {
+        return;
+    }
+    match storage.write_history(&next) {
+        Ok(()) => {
+            *current = next;
+            warned.store(false, Ordering::Relaxed);
+        }
+        Err(e) => warn_once(warned, &e),
+    }
+}
+
+fn warn_once(warned: &AtomicBool, e: &StorageError) {
+    if !warned.swap(true, Ordering::Relaxed) {
+        tracing::warn!(
+            "cannot record the checkpoint history: {e}; checkpoints go on, but after a crash \
+             now a checkpoint id could be used twice"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::layout::CheckpointLayout;
+    use crate::checkpoint::storage::MemoryStorage;
+
+    fn id(n: u64) -> CheckpointId {
+        CheckpointId(n)
+    }
+
+    #[tokio::test]
+    async fn reserves_ahead_records_completions_and_settles_to_the_last_id_used() {
+        let storage = Arc::new(MemoryStorage::new(CheckpointLayout::new("/jobs/wc")));
+        let mut recorder = HistoryRecorder::new(storage.clone(), CheckpointHistory::default());
+        recorder.reserve(id(1)).await;
+        assert_eq!(storage.read_history().unwrap().reserved, Some(id(1)));
+        recorder.reserve_ahead(id(2));
+        recorder.reserve(id(2)).await;
+        assert_eq!(storage.read_history().unwrap().reserved, Some(id(2)));
+        recorder.reserve_ahead(id(3));
+        recorder.completed(id(2));
+        recorder.settle().await;
+        // The completion may land after the settle: either way the file ends at 2.
+        for _ in 0..100 {
+            if storage.read_history().unwrap().completed.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        let on_disk = storage.read_history().unwrap();
+        assert_eq!(on_disk.completed, Some(id(2)));
+        assert_eq!(on_disk.reserved, Some(id(2)));
+    }
+
+    #[tokio::test]
+    async fn settling_never_goes_below_the_start_of_the_run() {
+        let storage = Arc::new(MemoryStorage::new(CheckpointLayout::new("/jobs/wc")));
+        let start = CheckpointHistory::default().with_reserved(id(9));
+        storage.write_history(&start).unwrap();
+        let mut recorder = HistoryRecorder::new(storage.clone(), start);
+        recorder.reserve_ahead(id(10));
+        recorder.settle().await;
+        assert_eq!(storage.read_history().unwrap().reserved, Some(id(9)));
+    }
+}

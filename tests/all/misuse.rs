@@ -1,0 +1,315 @@
+//! Operator mistakes that used to lose or duplicate committed output with exit code 0: a second
+//! `weir run` of a running job, two jobs writing one sink directory, `--restore latest` that
+//! silently replayed from the beginning, and checkpoint ids reused after a crash. Each test
+//! checks the refusal (exit 3, naming what is wrong and the way on) and that the committed
+//! output stays exact.
+
+use std::fs;
+use std::path::Path;
+
+use weir::kill_point::{self, KillPoint};
+
+use crate::report;
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpoint_dirs,
+    checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
+};
+
+/// `weir run`'s exit code when the job cannot start.
+const EXIT_CANNOT_START: i32 = 3;
+
+/// A keyed count of `count` generated records, checkpointed every 100 ms.
+fn counting_job(sandbox: &Sandbox, count: u64, rate: Option<f64>, retained: u32) -> JobFile {
+    let spec = GeneratorSpec {
+        parallelism: 2,
+        seed: 0x00c0_ffee,
+        count: Some(count),
+        rate,
+        keys: 500,
+    };
+    checkpointed(generator_count(sandbox, &spec), sandbox, "100ms", retained)
+        .checkpoint("min_pause", "0ms")
+}
+
+/// The committed output of an undisturbed run of [`counting_job`] with `count` records.
+fn reference(count: u64) -> Vec<String> {
+    let sandbox = Sandbox::new("misuse-reference");
+    counting_job(&sandbox, count, None, 1).write(&sandbox.job_path());
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("reference.log"))
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
+}
+
+/// Starts `job` and waits until it has completed a checkpoint: it is running for real.
+fn start_running(job: &Path, log: &Path, checkpoints: &Path) -> Weir {
+    let mut run = Weir::run(job, &[], log);
+    let running = run.wait_until("a completed checkpoint", CLI_TIMEOUT, |_| {
+        !complete_checkpoint_ids(checkpoints).is_empty()
+    });
+    assert!(
+        running,
+        "the job ended before its first checkpoint:\n{}",
+        run.stderr()
+    );
+    run
+}
+
+#[test]
+fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
+    const RECORDS: u64 = 30_000;
+    let expected = reference(RECORDS);
+    let sandbox = Sandbox::new("two-runs");
+    counting_job(&sandbox, RECORDS, Some(8_000.0), 2).write(&sandbox.job_path());
+    let first = start_running(
+        &sandbox.job_path(),
+        &sandbox.join("first.log"),
+        &sandbox.checkpoint_dir(),
+    );
+    let pid = first.pid();
+    let mut refused = 0;
+    for (i, args) in [&[][..], &["--restore", "latest"][..]].iter().enumerate() {
+        let second = run_cli(
+            &sandbox.job_path(),
+            args,
+            &sandbox.join(&format!("second-{i}.log")),
+        );
+        second.assert_code(EXIT_CANNOT_START, "a second run of a running job");
+        for needle in [
+            format!(
+                "checkpoint directory {} is in use by another run",
+                sandbox.checkpoint_dir().display()
+            ),
+            format!("pid {pid}, job `gencount`"),
+            "weir stop".to_string(),
+        ] {
+            assert!(
+                second.stderr.contains(&needle),
+                "the refusal should say {needle:?}:\n{}",
+                second.stderr
+            );
+        }
+        refused += 1;
+    }
+    let ended = first.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the first run");
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "the first run, while a second one was started",
+    );
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "a second `weir run` of a running job (plain and with --restore latest)",
+        rounds: refused,
+        faults: "second process started on the same job while the first runs",
+        result: "refused (exit 3) naming the directory and the pid holding it; the first \
+                 run's committed output identical to an undisturbed run",
+    });
+}
+
+#[test]
+fn two_jobs_writing_one_sink_directory_are_refused() {
+    const RECORDS: u64 = 20_000;
+    let expected = reference(RECORDS);
+    let sandbox = Sandbox::new("shared-sink");
+    counting_job(&sandbox, RECORDS, Some(8_000.0), 1).write(&sandbox.job_path());
+    // Another job: its own checkpoint directory, the same sink directory.
+    let other_dir = sandbox.join("other-checkpoints");
+    let other_job = sandbox.join("other.toml");
+    counting_job(&sandbox, RECORDS, None, 1)
+        .checkpoint("directory", other_dir.as_path())
+        .write(&other_job);
+    let first = start_running(
+        &sandbox.job_path(),
+        &sandbox.join("first.log"),
+        &sandbox.checkpoint_dir(),
+    );
+    let other = run_cli(&other_job, &[], &sandbox.join("other.log"));
+    other.assert_code(
+        EXIT_CANNOT_START,
+        "a job writing a running job's sink directory",
+    );
+    let needle = format!(
+        "output directory of file sink `out` {} is in use by another run",
+        sandbox.out_dir().display()
+    );
+    assert!(
+        other.stderr.contains(&needle),
+        "{needle:?}:\n{}",
+        other.stderr
+    );
+    first.wait(CLI_TIMEOUT).assert_code(0, "the first job");
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "the job whose sink directory another job tried to write",
+    );
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "two jobs (own checkpoint directories) writing one file sink directory",
+        rounds: 1,
+        faults: "second job started while the first writes the directory",
+        result: "refused (exit 3) naming the sink and its directory; the first job's committed \
+                 output identical to an undisturbed run",
+    });
+}
+
+/// Flips a byte in the middle of every file of every complete checkpoint in `dir`.
+fn damage_every_checkpoint(dir: &Path) -> usize {
+    let mut damaged = 0;
+    for checkpoint in checkpoint_dirs(dir) {
+        for entry in fs::read_dir(&checkpoint.path).unwrap() {
+            let path = entry.unwrap().path();
+            let mut bytes = fs::read(&path).unwrap();
+            let middle = bytes.len() / 2;
+            bytes[middle] ^= 0x5a;
+            fs::write(&path, bytes).unwrap();
+        }
+        damaged += 1;
+    }
+    damaged
+}
+
+#[test]
+fn restore_latest_refuses_to_replay_committed_output_from_the_beginning() {
+    const RECORDS: u64 = 6_000;
+    let sandbox = Sandbox::new("fresh-refusal");
+    counting_job(&sandbox, RECORDS, None, 3).write(&sandbox.job_path());
+    let job = sandbox.job_path();
+    run_cli(&job, &[], &sandbox.join("first.log")).assert_code(0, "the first run");
+    let committed = committed_lines(&sandbox.out_dir());
+    assert!(!committed.is_empty());
+    let mut refusals = 0;
+
+    // Every checkpoint damaged: nothing verifies.
+    assert!(damage_every_checkpoint(&sandbox.checkpoint_dir()) > 0);
+    let damaged = run_cli(&job, &["--restore", "latest"], &sandbox.join("damaged.log"));
+    damaged.assert_code(
+        EXIT_CANNOT_START,
+        "--restore latest with every checkpoint damaged",
+    );
+    for needle in [
+        "damaged checkpoint",
+        "--fresh",
+        "weir checkpoints",
+        "--restore PATH",
+    ] {
+        assert!(
+            damaged.stderr.contains(needle),
+            "{needle:?}:\n{}",
+            damaged.stderr
+        );
+    }
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()),
+        committed,
+        "output unchanged"
+    );
+    refusals += 1;
+
+    // The checkpoint directory removed: the sink's committed parts still show the earlier run.
+    fs::remove_dir_all(sandbox.checkpoint_dir()).unwrap();
+    let removed = run_cli(&job, &["--restore", "latest"], &sandbox.join("removed.log"));
+    removed.assert_code(
+        EXIT_CANNOT_START,
+        "--restore latest with the checkpoints removed",
+    );
+    assert!(
+        removed.stderr.contains("file sink `out` holds")
+            && removed.stderr.contains("committed part file"),
+        "the refusal should name the committed output:\n{}",
+        removed.stderr
+    );
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()),
+        committed,
+        "output unchanged"
+    );
+    refusals += 1;
+
+    // Told to: the replay is accepted, and the output repeats.
+    run_cli(
+        &job,
+        &["--restore", "latest", "--fresh"],
+        &sandbox.join("fresh.log"),
+    )
+    .assert_code(0, "--restore latest --fresh");
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()).len(),
+        2 * committed.len()
+    );
+    // A plain run starts from the beginning too, but says what it repeats.
+    let plain = run_cli(&job, &[], &sandbox.join("plain.log"));
+    plain.assert_code(0, "a plain run");
+    assert!(
+        plain
+            .stderr
+            .contains("starting from the beginning, but an earlier run of this job left"),
+        "{}",
+        plain.stderr
+    );
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "`--restore latest` with every checkpoint damaged, then with the checkpoint \
+                   directory removed while committed output exists",
+        rounds: refusals,
+        faults: "every checkpoint file corrupted; the checkpoint directory deleted",
+        result: "refused (exit 3) naming the evidence, `--restore PATH` and `--fresh`; committed \
+                 output untouched; `--fresh` accepted",
+    });
+}
+
+#[test]
+fn checkpoint_ids_never_repeat_after_a_crash_between_trigger_and_completion() {
+    let sandbox = Sandbox::new("id-reuse");
+    // Slow enough to be killed mid-run; every checkpoint retained, so every id can be seen.
+    counting_job(&sandbox, 12_000, Some(6_000.0), 1_000).write(&sandbox.job_path());
+    let job = sandbox.job_path();
+    let kill_at = format!("{}:3", KillPoint::MetadataWrite);
+    let killed = Weir::run_with_env(
+        &job,
+        &[],
+        &[(kill_point::ENV_VAR, &kill_at)],
+        &sandbox.join("killed.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    assert!(
+        killed.code().is_none(),
+        "the run should die at {kill_at}:\n{}",
+        killed.stderr
+    );
+    let complete_before = complete_checkpoint_ids(&sandbox.checkpoint_dir());
+    let incomplete: Vec<u64> = checkpoint_dirs(&sandbox.checkpoint_dir())
+        .into_iter()
+        .map(|c| c.id)
+        .filter(|id| !complete_before.contains(id))
+        .collect();
+    assert!(
+        !incomplete.is_empty(),
+        "the kill during a metadata write should leave an incomplete checkpoint"
+    );
+    run_cli(
+        &job,
+        &["--restore", "latest"],
+        &sandbox.join("restored.log"),
+    )
+    .assert_code(0, "the restored run");
+    let complete_after = complete_checkpoint_ids(&sandbox.checkpoint_dir());
+    let reused: Vec<&u64> = complete_after
+        .iter()
+        .filter(|id| incomplete.contains(id))
+        .collect();
+    assert!(
+        reused.is_empty(),
+        "checkpoint ids {reused:?} were used again after the crash (incomplete then: \
+         {incomplete:?}, complete after the restore: {complete_after:?})"
+    );
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "checkpoint ids after a SIGKILL between a checkpoint's trigger and its completion",
+        rounds: 1,
+        faults: "SIGKILL half-way through the 3rd metadata write, restart with --restore latest",
+        result: "no id used twice: the restored run's checkpoints are numbered after every id \
+                 ever reserved",
+    });
+}
