@@ -1,7 +1,7 @@
 //! The HTTP/1.1 server of the control endpoint: routing, the checks every
 //! request passes (its `Host` and `Origin` and, for an action, its headers,
-//! in [`guard`](super::guard); then its token or session cookie, in
-//! [`auth`](super::auth)), the dashboard's one-time login, and the actions,
+//! in [`guard`]; then its token or session cookie, in
+//! [`auth`]), the dashboard's one-time login, and the actions,
 //! on a thread and a tokio runtime of its own.
 //!
 //! Why its own thread: the job's driver runs on a one-worker runtime whose
