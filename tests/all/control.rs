@@ -1,7 +1,9 @@
 //! The control endpoint of a running `weir run`, end to end: every endpoint over HTTP, every CLI
 //! verb (`weir status|savepoint|stop|cancel`), savepoints restored with `--restore` to
 //! exactly-once output, cancel retention, `/metrics` counters that grow, the token off loopback,
-//! and `_control.json` appearing while the job runs and gone when it ends.
+//! and `_control.json` appearing while the job runs and gone when it ends; and what the endpoint
+//! refuses (no token, a foreign `Host` or `Origin`, a simple POST, a savepoint flood), recorded
+//! as `misuse` rows of the reliability table.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -13,6 +15,7 @@ use serde_json::Value;
 use weir::control::client::Method;
 use weir::control::{ControlClient, EndpointFile};
 
+use crate::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, committed_lines,
     complete_checkpoint_ids, generator_count, run_cli, weir_bin,
@@ -92,7 +95,7 @@ fn start(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (Weir, Endpo
     let running = weir.wait_until("the control endpoint", CLI_TIMEOUT, |_| {
         found = EndpointFile::read(&dir).ok();
         found.as_ref().is_some_and(|file| {
-            let client = ControlClient::new(&file.address, file.token.clone()).unwrap();
+            let client = ControlClient::new(&file.address, Some(file.token.clone())).unwrap();
             client
                 .get_json("/api/job")
                 .is_ok_and(|job| job["status"] == "RUNNING")
@@ -103,7 +106,7 @@ fn start(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> (Weir, Endpo
 }
 
 fn client(file: &EndpointFile) -> ControlClient {
-    ControlClient::new(&file.address, file.token.clone()).unwrap()
+    ControlClient::new(&file.address, Some(file.token.clone())).unwrap()
 }
 
 /// Waits until `done` holds of the job's checkpoint statistics.
@@ -179,7 +182,7 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
     let (mut weir, file) = start(&sandbox, &[], &[]);
     assert_eq!(file.pid, weir.pid());
     assert_eq!(file.job, "gencount");
-    assert!(file.token.is_none(), "no token on loopback");
+    assert_eq!(file.token.len(), 32, "a token on loopback too");
     assert!(
         weir.stderr().contains(&format!(
             "control endpoint at {}/ (dashboard, /api, /metrics)",
@@ -342,8 +345,12 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
     let both: Value = serde_json::from_str(&status.stdout).unwrap();
     assert_eq!(both["job"]["name"], "gencount");
     assert!(both["checkpoints"]["counts"]["completed"].as_u64() >= Some(2));
-    let status = verb(&sandbox, &["status", "--address", &file.address], &[]);
-    status.assert_code(0, "weir status --address");
+    let status = verb(
+        &sandbox,
+        &["status", "--address", &file.address, "--token", &file.token],
+        &[],
+    );
+    status.assert_code(0, "weir status --address --token");
 
     let cancel = verb(
         &sandbox,
@@ -515,7 +522,7 @@ fn off_loopback_requests_need_the_token_the_job_writes_to_control_json() {
     let sandbox = Sandbox::new("control-token");
     job(&sandbox, None, 2_000.0, "200ms").write(&sandbox.job_path());
     let (weir, file) = start(&sandbox, &["--control", "0.0.0.0:0"], &[]);
-    let token = file.token.clone().expect("a token off loopback");
+    let token = file.token.clone();
     assert_eq!(token.len(), 32, "{token}");
     assert!(token.chars().all(|c| c.is_ascii_hexdigit()), "{token}");
     #[cfg(unix)]
@@ -551,7 +558,7 @@ fn off_loopback_requests_need_the_token_the_job_writes_to_control_json() {
     let answer = anonymous
         .request(Method::GET, &format!("/api/job?token={token}"), timeout)
         .unwrap();
-    assert_eq!(answer.status, 200, "the token in the URL");
+    assert_eq!(answer.status, 401, "the token in the URL is not taken");
     let wrong = ControlClient::new(&file.address, Some("0".repeat(32))).unwrap();
     assert!(
         wrong
@@ -616,7 +623,7 @@ fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
         pid: dead_pid,
         job: "gone".into(),
         started: 0,
-        token: None,
+        token: "0".repeat(32),
     };
     stale.write(&dir).unwrap();
     for name in ["status", "savepoint", "stop", "cancel"] {
@@ -681,4 +688,382 @@ fn no_control_serves_nothing_and_writes_no_control_json() {
         ended.stderr
     );
     assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Misuse: what the endpoint refuses (docs/CONTROL.md, "Threat model")
+
+/// An answer to [`raw`]: the status, the head (status line and headers) and the body.
+struct RawAnswer {
+    status: u16,
+    head: String,
+    body: String,
+}
+
+impl RawAnswer {
+    /// The value of header `name` (case-insensitive), if sent.
+    fn header(&self, name: &str) -> Option<&str> {
+        self.head.lines().skip(1).find_map(|line| {
+            let (key, value) = line.split_once(':')?;
+            key.trim()
+                .eq_ignore_ascii_case(name)
+                .then_some(value.trim())
+        })
+    }
+
+    /// The `error` of a JSON error answer, or the whole body when it is not one.
+    fn error(&self) -> String {
+        serde_json::from_str::<Value>(&self.body)
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| format!("(not a JSON error) {}", self.body))
+    }
+}
+
+/// One HTTP/1.1 exchange with the endpoint at `address` (`http://HOST:PORT`), written by hand
+/// the way `curl` or a hostile page would send it: exactly `headers` (a `Host` included, or
+/// none), then `body`. Reads the answer to the end (`Connection: close`).
+fn raw(address: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> RawAnswer {
+    use std::io::{Read, Write};
+    let host_port = address.strip_prefix("http://").expect("http://HOST:PORT");
+    let mut stream = std::net::TcpStream::connect(host_port)
+        .unwrap_or_else(|e| panic!("cannot connect to {host_port}: {e}"));
+    stream.set_read_timeout(Some(CLI_TIMEOUT)).unwrap();
+    let mut request = format!("{method} {path} HTTP/1.1\r\n");
+    for (name, value) in headers {
+        request.push_str(&format!("{name}: {value}\r\n"));
+    }
+    request.push_str(&format!(
+        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    ));
+    stream.write_all(request.as_bytes()).unwrap();
+    let mut answer = String::new();
+    stream.read_to_string(&mut answer).unwrap();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
+    RawAnswer {
+        status,
+        head: head.to_string(),
+        body: body.to_string(),
+    }
+}
+
+/// The token in the job's `_control.json`, read as JSON (whatever the file's Rust type).
+fn token_in(dir: &Path) -> Option<String> {
+    let text = fs::read_to_string(EndpointFile::path_in(dir)).unwrap();
+    let json: Value = serde_json::from_str(&text).unwrap();
+    json["token"].as_str().map(str::to_string)
+}
+
+/// Adds to `broken` unless `answer` is `status` with an error mentioning `says`.
+fn expect(broken: &mut Vec<String>, what: &str, answer: &RawAnswer, status: u16, says: &str) {
+    let error = answer.error();
+    if answer.status != status || !error.contains(says) {
+        broken.push(format!(
+            "{what}: expected {status} saying {says:?}, got {}: {error}",
+            answer.status
+        ));
+    }
+}
+
+#[test]
+fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_posts() {
+    let sandbox = Sandbox::new("control-misuse");
+    job(&sandbox, None, 2_000.0, "200ms").write(&sandbox.job_path());
+    let dir = sandbox.checkpoint_dir();
+    let (weir, file) = start(&sandbox, &[], &[]);
+    let address = file.address.clone();
+    let host = address.trim_start_matches("http://").to_string();
+    let port = host.rsplit_once(':').unwrap().1.to_string();
+    let token = token_in(&dir);
+    let bearer = format!("Bearer {}", token.clone().unwrap_or_default());
+    // Each rule checked, every broken one listed (not just the first).
+    let mut broken: Vec<String> = Vec::new();
+
+    // The token file: on loopback too, readable by the job's owner only.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = fs::metadata(EndpointFile::path_in(&dir))
+            .unwrap()
+            .permissions()
+            .mode();
+        if token.is_none() || mode & 0o777 != 0o600 {
+            broken.push(format!(
+                "_control.json on loopback: expected a token, mode 0600; token {}, mode {:o}",
+                if token.is_some() { "present" } else { "absent" },
+                mode & 0o777
+            ));
+        }
+    }
+
+    // No token, on loopback: 401, on every API path, /metrics and the actions.
+    let no_token = [
+        ("GET", "/api/job"),
+        ("GET", "/api/checkpoints"),
+        ("GET", "/metrics"),
+        ("POST", "/api/savepoints"),
+        ("POST", "/api/cancel"),
+    ];
+    for (method, path) in no_token {
+        let answer = raw(
+            &address,
+            method,
+            path,
+            &[("Host", &host), ("X-Weir-Request", "1")],
+            "",
+        );
+        expect(
+            &mut broken,
+            &format!("{method} {path} without a token"),
+            &answer,
+            401,
+            "requires the job's token",
+        );
+    }
+    // A URL token is not taken: it leaks into browser history and Referer headers.
+    let answer = raw(
+        &address,
+        "GET",
+        &format!("/api/job?token={}", token.clone().unwrap_or_default()),
+        &[("Host", &host)],
+        "",
+    );
+    expect(
+        &mut broken,
+        "the token in the URL",
+        &answer,
+        401,
+        "requires the job's token",
+    );
+
+    // DNS rebinding: a Host other than the bound address or localhost, even with the token.
+    for wrong in [
+        "evil.example.com".to_string(),
+        format!("evil.example.com:{port}"),
+        "127.0.0.1:1".to_string(),
+    ] {
+        let answer = raw(
+            &address,
+            "GET",
+            "/api/job",
+            &[("Host", &wrong), ("Authorization", &bearer)],
+            "",
+        );
+        expect(&mut broken, &format!("Host: {wrong}"), &answer, 421, "Host");
+    }
+    let answer = raw(&address, "GET", "/", &[("Host", "evil.example.com")], "");
+    expect(
+        &mut broken,
+        "the dashboard under Host: evil.example.com",
+        &answer,
+        421,
+        "Host",
+    );
+    for good in [host.clone(), format!("localhost:{port}")] {
+        let answer = raw(
+            &address,
+            "GET",
+            "/api/job",
+            &[("Host", &good), ("Authorization", &bearer)],
+            "",
+        );
+        if answer.status != 200 {
+            broken.push(format!("Host: {good} with the token: {}", answer.body));
+        }
+    }
+
+    // CSRF: a foreign Origin, even with the token and the custom header.
+    let answer = raw(
+        &address,
+        "POST",
+        "/api/cancel",
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", "http://evil.example.com"),
+            ("X-Weir-Request", "1"),
+        ],
+        "",
+    );
+    expect(
+        &mut broken,
+        "POST /api/cancel from Origin: http://evil.example.com",
+        &answer,
+        403,
+        "Origin",
+    );
+    // A form or a `text/plain` fetch (no preflight): refused without the custom header.
+    for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
+        let answer = raw(
+            &address,
+            "POST",
+            "/api/cancel",
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Content-Type", content_type),
+            ],
+            "x",
+        );
+        expect(
+            &mut broken,
+            &format!("POST /api/cancel as {content_type}"),
+            &answer,
+            403,
+            "X-Weir-Request",
+        );
+    }
+    let job = client(&file).get_json("/api/job").unwrap();
+    if job["status"] != "RUNNING" {
+        broken.push(format!(
+            "the job is {} after the refused cancels",
+            job["status"]
+        ));
+    }
+
+    // What the CLI verbs and the dashboard send still works.
+    let status = verb(&sandbox, &["status", dir.to_str().unwrap()], &[]);
+    if status.code != Some(0) {
+        broken.push(format!("weir status with _control.json: {}", status.stderr));
+    }
+    let answer = raw(
+        &address,
+        "POST",
+        "/api/savepoints",
+        &[
+            ("Host", &host),
+            ("Authorization", &bearer),
+            ("Origin", &address),
+            ("Content-Type", "application/json"),
+        ],
+        "",
+    );
+    if answer.status != 200 {
+        broken.push(format!("a same-origin JSON savepoint: {}", answer.body));
+    }
+    assert!(
+        broken.is_empty(),
+        "the endpoint let in what it must refuse:\n{}",
+        broken.join("\n")
+    );
+    assert!(
+        !weir.stderr().contains(token.as_deref().unwrap()),
+        "the token is not logged"
+    );
+
+    verb(&sandbox, &["cancel", dir.to_str().unwrap()], &[]).assert_code(0, "weir cancel");
+    weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
+    for (scenario, rounds, faults, result) in [
+        (
+            "request without the token on loopback",
+            no_token.len() + 1,
+            "GET /api/job, /api/checkpoints, /metrics, POST /api/savepoints, /api/cancel with \
+             no Authorization; ?token= in the URL",
+            "401 with a JSON error naming the token in _control.json (mode 0600)",
+        ),
+        (
+            "wrong Host (DNS rebinding)",
+            4,
+            "Host: evil.example.com, evil.example.com:PORT, 127.0.0.1:1 (API with the token), \
+             evil.example.com (dashboard)",
+            "421 with a JSON error naming the Host rule; 127.0.0.1:PORT and localhost:PORT let in",
+        ),
+        (
+            "foreign Origin (CSRF)",
+            1,
+            "POST /api/cancel with the token and Origin: http://evil.example.com",
+            "403 naming the Origin rule; the job still RUNNING",
+        ),
+        (
+            "simple-content-type POST (CSRF)",
+            2,
+            "POST /api/cancel with the token as text/plain and as a form, no X-Weir-Request",
+            "403 naming X-Weir-Request / application/json; the job still RUNNING",
+        ),
+    ] {
+        report::record(&report::Row {
+            area: "misuse",
+            scenario,
+            rounds: rounds as u64,
+            faults,
+            result,
+        });
+    }
+}
+
+#[test]
+fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound() {
+    const ATTEMPTS: usize = 30;
+    let sandbox = Sandbox::new("control-flood");
+    job(&sandbox, None, 2_000.0, "1s").write(&sandbox.job_path());
+    let dir = sandbox.checkpoint_dir();
+    let (weir, file) = start(&sandbox, &[], &[]);
+    let host = file.address.trim_start_matches("http://").to_string();
+    let bearer = format!("Bearer {}", token_in(&dir).unwrap_or_default());
+    let headers = [
+        ("Host", host.as_str()),
+        ("Authorization", bearer.as_str()),
+        ("X-Weir-Request", "1"),
+    ];
+    let started = Instant::now();
+    let mut taken = 0;
+    let mut refused = None;
+    for _ in 0..ATTEMPTS {
+        let answer = raw(&file.address, "POST", "/api/savepoints", &headers, "");
+        match answer.status {
+            200 => taken += 1,
+            429 => {
+                refused = Some(answer);
+                break;
+            }
+            other => panic!("savepoint {}: {other} {}", taken + 1, answer.body),
+        }
+    }
+    let elapsed = started.elapsed();
+    let refused = refused.unwrap_or_else(|| {
+        panic!("{ATTEMPTS} savepoints in a row in {elapsed:?} were all taken: no bound")
+    });
+    assert_eq!(taken, 10, "savepoints taken before the first 429");
+    let error = refused.error();
+    assert!(error.contains("retry in"), "{error}");
+    let retry_after: u64 = refused
+        .header("Retry-After")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("a 429 without Retry-After:\n{}", refused.head));
+    assert!(
+        (1..=60).contains(&retry_after),
+        "Retry-After: {retry_after}"
+    );
+    let kept = fs::read_dir(dir.join("savepoints"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("sp-")
+        })
+        .count();
+    assert_eq!(kept, taken, "savepoint directories on disk");
+    // The refusal holds up nothing else: the job runs and stops with a savepoint.
+    let stop = verb(&sandbox, &["stop", dir.to_str().unwrap()], &[]);
+    stop.assert_code(0, "weir stop right after the flood");
+    weir.wait(CLI_TIMEOUT).assert_code(0, "the stopped job");
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "savepoint flood over the API",
+        rounds: (taken + 1) as u64,
+        faults: "POST /api/savepoints back to back with the token",
+        result: &format!(
+            "{taken} taken in {:.1} s, then 429 with Retry-After: {retry_after} and a message \
+             saying when to retry; `weir stop` still works",
+            elapsed.as_secs_f64()
+        ),
+    });
 }

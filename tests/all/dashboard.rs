@@ -1,7 +1,9 @@
 //! The dashboard in a real browser: a job started with `weir run` serves its dashboard, headless
 //! Chromium loads it, lets its polling script run, and the page it builds must show the job's
 //! vertices and the rows of checkpoints the job really completed, with one checkpoint's per-task
-//! details opened through `#checkpoint=ID`.
+//! details opened through `#checkpoint=ID`. The page is opened the way a person opens it: through
+//! the one-time login link `weir run` logs, which sets the session cookie the page's calls carry
+//! and works only once.
 //!
 //! Chromium comes from `scripts/ensure-chromium.sh` (Debian's `chromium` package), which
 //! `scripts/test.sh` runs first. Without a browser the test fails when `CI` is set and is skipped
@@ -65,7 +67,8 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
     let checkpoints = sandbox.checkpoint_dir();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
 
-    let address = wait_for_control_address(&mut weir, &checkpoints);
+    let (address, token) = wait_for_control_address(&mut weir, &checkpoints);
+    let login = wait_for_login_link(&mut weir, &address);
     let mut completed = None;
     let running = weir.wait_until("two completed checkpoints", CLI_TIMEOUT, |_| {
         completed = complete_checkpoint_ids(&checkpoints)
@@ -81,8 +84,14 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
     );
     let completed = completed.expect("set when the wait succeeded");
 
-    let url = format!("{address}/#checkpoint={completed}");
+    // The login answers with a cookie and a redirect to `/`, which keeps the `#checkpoint=` part.
+    let url = format!("{login}#checkpoint={completed}");
     let dom = Chromium::new(&browser, &sandbox).dump_dom(&url);
+    let again = get(&address, &login[address.len()..]);
+    assert!(
+        again.starts_with("HTTP/1.1 403"),
+        "the one-time link worked a second time:\n{again}"
+    );
 
     let rows = attribute_values(&dom, "data-checkpoint-id");
     assert!(
@@ -124,7 +133,7 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
     );
 
     if std::env::var_os("WEIR_UPDATE_SCREENSHOTS").is_some() {
-        update_screenshots(&browser, &sandbox, &mut weir, &address);
+        update_screenshots(&browser, &sandbox, &mut weir, &address, &token);
     }
 
     weir.terminate();
@@ -135,15 +144,18 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
 // The job's endpoint
 
 /// Waits for the job to publish its control endpoint in `<checkpoints>/_control.json` and
-/// returns its address (`http://127.0.0.1:PORT`).
-fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> String {
+/// returns its address (`http://127.0.0.1:PORT`) and token.
+fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> (String, String) {
     let file = checkpoints.join("_control.json");
     let mut address = None;
     let up = weir.wait_until("the control endpoint's _control.json", CLI_TIMEOUT, |_| {
         address = fs::read_to_string(&file)
             .ok()
             .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
-            .and_then(|json| json.get("address")?.as_str().map(String::from));
+            .and_then(|json| {
+                let address = json.get("address")?.as_str()?.to_string();
+                Some((address, json.get("token")?.as_str()?.to_string()))
+            });
         address.is_some()
     });
     assert!(
@@ -152,17 +164,53 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> String {
         file.display(),
         weir.stderr()
     );
-    let address = address.expect("set when the wait succeeded");
-    address.trim_end_matches('/').to_string()
+    let (address, token) = address.expect("set when the wait succeeded");
+    (address.trim_end_matches('/').to_string(), token)
 }
 
-/// `POST path` to the endpoint at `address` (`http://HOST:PORT`); returns the answer's body,
-/// failing unless the status is 200.
-fn post(address: &str, path: &str) -> String {
-    use std::io::Read;
-    let host = address
+/// Waits for the one-time dashboard link `weir run` logs (`dashboard: http://…/login?once=…`).
+fn wait_for_login_link(weir: &mut Weir, address: &str) -> String {
+    let prefix = format!("dashboard: {address}/login?once=");
+    let mut link = None;
+    let logged = weir.wait_until(
+        "the dashboard's one-time link in the log",
+        CLI_TIMEOUT,
+        |w| {
+            link = w.stderr().lines().find_map(|line| {
+                let at = line.find(&prefix)?;
+                let rest = &line[at + "dashboard: ".len()..];
+                Some(rest.split_whitespace().next()?.to_string())
+            });
+            link.is_some()
+        },
+    );
+    assert!(
+        logged,
+        "no one-time dashboard link in the log:\n{}",
+        weir.stderr()
+    );
+    link.expect("set when the wait succeeded")
+}
+
+/// `GET path` (no credentials) to the endpoint at `address`; the whole answer.
+fn get(address: &str, path: &str) -> String {
+    exchange(
+        address,
+        &format!("GET {path} HTTP/1.1\r\nHost: {}\r\n", host_of(address)),
+    )
+}
+
+/// `HOST:PORT` of `http://HOST:PORT`.
+fn host_of(address: &str) -> &str {
+    address
         .strip_prefix("http://")
-        .unwrap_or_else(|| panic!("the control address {address} is not http://HOST:PORT"));
+        .unwrap_or_else(|| panic!("the control address {address} is not http://HOST:PORT"))
+}
+
+/// Sends `head` (request line and headers, each ending in CRLF) and no body; the whole answer.
+fn exchange(address: &str, head: &str) -> String {
+    use std::io::Read;
+    let host = host_of(address);
     let mut stream = std::net::TcpStream::connect(host)
         .unwrap_or_else(|e| panic!("cannot connect to the control endpoint {host}: {e}"));
     stream
@@ -170,13 +218,27 @@ fn post(address: &str, path: &str) -> String {
         .expect("a read timeout");
     write!(
         stream,
-        "POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{head}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .expect("sending the request");
     let mut answer = String::new();
     stream
         .read_to_string(&mut answer)
         .expect("reading the answer");
+    answer
+}
+
+/// `POST path` with the token to the endpoint at `address` (`http://HOST:PORT`); returns the
+/// answer's body, failing unless the status is 200.
+fn post(address: &str, token: &str, path: &str) -> String {
+    let answer = exchange(
+        address,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {token}\r\n\
+             X-Weir-Request: 1\r\n",
+            host_of(address)
+        ),
+    );
     let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
     assert!(
         head.starts_with("HTTP/1.1 200"),
@@ -310,7 +372,13 @@ impl<'a> Chromium<'a> {
 /// Writes `docs/images/dashboard.png` (the page as it opens at 1280 × 900) and
 /// `docs/images/dashboard-checkpoint.png` (1280 × 1800, the whole page with a savepoint's details open), after
 /// letting the job run a few seconds more and taking a savepoint through the endpoint.
-fn update_screenshots(browser: &Path, sandbox: &Sandbox, weir: &mut Weir, address: &str) {
+fn update_screenshots(
+    browser: &Path,
+    sandbox: &Sandbox,
+    weir: &mut Weir,
+    address: &str,
+    token: &str,
+) {
     let images = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/images");
     fs::create_dir_all(&images).expect("docs/images");
     // A history worth a chart: some seconds of checkpoints, then a savepoint, then a few more
@@ -320,7 +388,7 @@ fn update_screenshots(browser: &Path, sandbox: &Sandbox, weir: &mut Weir, addres
     weir.wait_until("five seconds of checkpoints", CLI_TIMEOUT, |_| {
         Instant::now() > until
     });
-    let answer = post(address, "/api/savepoints");
+    let answer = post(address, token, "/api/savepoints");
     let savepoint: serde_json::Value = serde_json::from_str(&answer)
         .unwrap_or_else(|e| panic!("POST /api/savepoints answered {answer:?}: {e}"));
     let savepoint = savepoint["id"]
@@ -330,12 +398,19 @@ fn update_screenshots(browser: &Path, sandbox: &Sandbox, weir: &mut Weir, addres
     weir.wait_until("a few more checkpoints", CLI_TIMEOUT, |_| {
         Instant::now() > until
     });
+    // A fresh one-time link for each browser run (each starts without the last one's cookie).
+    let login = || {
+        let answer = post(address, token, "/api/dashboard-login");
+        let link: serde_json::Value = serde_json::from_str(&answer)
+            .unwrap_or_else(|e| panic!("POST /api/dashboard-login answered {answer:?}: {e}"));
+        link["url"].as_str().expect("a link").to_string()
+    };
     let chromium = Chromium::new(browser, sandbox);
     let overview = images.join("dashboard.png");
-    chromium.screenshot(&format!("{address}/"), 1280, 900, &overview);
+    chromium.screenshot(&login(), 1280, 900, &overview);
     let details = images.join("dashboard-checkpoint.png");
     chromium.screenshot(
-        &format!("{address}/#checkpoint={savepoint}"),
+        &format!("{}#checkpoint={savepoint}", login()),
         1280,
         1800,
         &details,

@@ -407,6 +407,16 @@ impl SavepointView {
     }
 }
 
+/// `POST /api/dashboard-login`: a new one-time link that logs a browser
+/// into the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LoginLinkView {
+    /// `http://HOST/login?once=CODE`, under the Host the request named.
+    pub url: String,
+    /// Seconds it can be used for (once).
+    pub expires_in: u64,
+}
+
 /// `POST /api/cancel`: the job is being cancelled.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CancelView {

@@ -1,13 +1,20 @@
-//! The token an endpoint reachable from other machines requires.
+//! Who is let in: a client with the job's token, or a browser with the
+//! dashboard's session cookie, on every address, loopback included.
 //!
-//! On loopback only local users can connect, and they can read the job's
-//! files anyway: no token. Anywhere else every request to the API and the
-//! metrics must carry the job's token, as `Authorization: Bearer TOKEN` or
-//! (for a browser opening the dashboard) `?token=TOKEN` in the URL. The token
-//! comes from `WEIR_CONTROL_TOKEN` when set, so several jobs or a Prometheus
-//! configuration can share a known one; otherwise it is 16 random bytes from
-//! `/dev/urandom`, written in hex to the job's `_control.json` (mode 0600),
-//! where the CLI verbs find it.
+//! Why on loopback too: any local user can connect to 127.0.0.1, and the
+//! endpoint acts for the job's owner (it cancels the job, writes savepoints
+//! into its directory, shows its paths and pid). The token is what only the
+//! owner holds: `WEIR_CONTROL_TOKEN` when set (so a Prometheus configuration
+//! can know it beforehand), otherwise 16 random bytes from `/dev/urandom` in
+//! hex, written to the job's `_control.json` (mode 0600, in the checkpoint
+//! directory), where the CLI verbs read it. A client sends it as
+//! `Authorization: Bearer TOKEN`. Never in the URL: URLs end up in browser
+//! history, logs and `Referer` headers.
+//!
+//! A browser gets a session cookie instead, through a one-time login link
+//! (see [`login`](super::login)): its secret is another random token of the
+//! job's process, sent back as `weir_session_PORT` (named after the port
+//! because browsers do not tell cookies of one host apart by port).
 
 use std::fmt;
 use std::io::Read;
@@ -29,7 +36,7 @@ pub enum TokenError {
     /// A given token has characters a header or URL cannot carry as they are.
     #[error(
         "the control token (from {origin}) must be 1 to 256 characters among letters, digits \
-         and - . _ ~ + / = (it travels in an HTTP header and in URLs): choose another"
+         and - . _ ~ + / = (it travels in an HTTP header and a cookie): choose another"
     )]
     Invalid {
         /// Where it came from (`WEIR_CONTROL_TOKEN`, `--token`).
@@ -100,14 +107,20 @@ impl fmt::Debug for Token {
     }
 }
 
+/// The name of the session cookie of the endpoint on `port`.
+pub fn session_cookie_name(port: u16) -> String {
+    format!("weir_session_{port}")
+}
+
 /// Why a request was not let in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum AuthFailure {
-    /// It carried no token.
+    /// It carried no token and no session cookie.
     #[error(
-        "this endpoint requires the job's token: send `Authorization: Bearer TOKEN` (or add \
-         ?token=TOKEN to the URL); the token is in the job's _control.json, or is \
-         WEIR_CONTROL_TOKEN if the job was started with it"
+        "this endpoint requires the job's token: send `Authorization: Bearer TOKEN` with the \
+         token in the job's _control.json (readable by the job's owner only), or \
+         WEIR_CONTROL_TOKEN if the job was started with it; in a browser, open the one-time \
+         link `weir run` logged, or print one with `weir dashboard DIR`"
     )]
     Missing,
     /// It carried another token.
@@ -116,67 +129,50 @@ pub enum AuthFailure {
          was started with it)"
     )]
     Wrong,
+    /// It carried a session cookie of another process (the job restarted).
+    #[error(
+        "this dashboard session is not the running job's (was it restarted?): open a new \
+         one-time link, printed by `weir dashboard DIR`"
+    )]
+    StaleSession,
 }
 
-/// Lets a request in when `expected` is `None` (loopback) or the request
-/// carries the token: in its `Authorization` header value (`Bearer TOKEN`)
-/// or as `token=` in its URL's `query`.
+/// Lets a request in when its `authorization` header value is
+/// `Bearer TOKEN` with `token`, or, without one, when one of its `cookies`
+/// headers holds the cookie `cookie_name` with the `session` secret.
 pub fn check(
-    expected: Option<&Token>,
+    token: &Token,
+    session: &Token,
+    cookie_name: &str,
     authorization: Option<&str>,
-    query: Option<&str>,
+    cookies: &[&str],
 ) -> Result<(), AuthFailure> {
-    let Some(expected) = expected else {
-        return Ok(());
-    };
-    let from_header = authorization.and_then(|value| {
-        let (scheme, token) = value.trim().split_once(' ')?;
-        scheme
-            .eq_ignore_ascii_case("bearer")
-            .then(|| token.trim().to_string())
+    let bearer = authorization.and_then(|value| {
+        let (scheme, given) = value.trim().split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| given.trim())
     });
-    let from_query = query.and_then(|q| query_param(q, "token"));
-    let given: Vec<String> = from_header.into_iter().chain(from_query).collect();
-    if given.is_empty() {
+    if let Some(given) = bearer {
+        return if token.matches(given) {
+            Ok(())
+        } else {
+            Err(AuthFailure::Wrong)
+        };
+    }
+    let mut sessions = cookies
+        .iter()
+        .flat_map(|header| header.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .filter(|(name, _)| *name == cookie_name)
+        .map(|(_, value)| value.trim())
+        .peekable();
+    if sessions.peek().is_none() {
         return Err(AuthFailure::Missing);
     }
-    if given.iter().any(|t| expected.matches(t)) {
+    if sessions.any(|value| session.matches(value)) {
         Ok(())
     } else {
-        Err(AuthFailure::Wrong)
+        Err(AuthFailure::StaleSession)
     }
-}
-
-/// The value of `name` in a URL query (`a=1&token=x`), percent-decoded.
-pub fn query_param(query: &str, name: &str) -> Option<String> {
-    query.split('&').find_map(|pair| {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        (key == name).then(|| percent_decode(value))
-    })
-}
-
-/// Decodes `%XX` escapes; a broken escape is kept as it is. (`+` stays a
-/// plus: a token may contain one.)
-fn percent_decode(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let hex = |b: u8| (b as char).to_digit(16);
-        match bytes[i] {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b'%'),
-            },
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -187,45 +183,58 @@ mod tests {
         Token::new(text, "a test").unwrap()
     }
 
+    const COOKIE: &str = "weir_session_9";
+
     #[test]
-    fn loopback_needs_no_token() {
-        assert_eq!(check(None, None, None), Ok(()));
-        assert_eq!(check(None, Some("Bearer whatever"), None), Ok(()));
+    fn accepts_the_token_as_a_bearer_header() {
+        let (t, session) = (token("s3cret"), token("sess"));
+        assert_eq!(
+            check(&t, &session, COOKIE, Some("Bearer s3cret"), &[]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&t, &session, COOKIE, Some("bearer  s3cret "), &[]),
+            Ok(())
+        );
     }
 
     #[test]
-    fn accepts_the_token_as_a_bearer_header_or_in_the_query() {
-        let t = token("s3cret");
-        assert_eq!(check(Some(&t), Some("Bearer s3cret"), None), Ok(()));
-        assert_eq!(check(Some(&t), Some("bearer  s3cret "), None), Ok(()));
-        assert_eq!(check(Some(&t), None, Some("token=s3cret")), Ok(()));
-        assert_eq!(check(Some(&t), None, Some("x=1&token=s3cret&y")), Ok(()));
-        assert_eq!(check(Some(&t), None, Some("token=s3cre%74")), Ok(()));
+    fn accepts_the_session_cookie_among_others() {
+        let (t, session) = (token("s3cret"), token("sess"));
+        let cookies = ["a=1; weir_session_8=old", "weir_session_9=sess; b=2"];
+        assert_eq!(check(&t, &session, COOKIE, None, &cookies), Ok(()));
+        assert_eq!(
+            check(&t, &session, COOKIE, None, &["weir_session_9=other"]),
+            Err(AuthFailure::StaleSession)
+        );
+        // The cookie of another port's endpoint is not this one's.
+        assert_eq!(
+            check(&t, &session, COOKIE, None, &["weir_session_8=sess"]),
+            Err(AuthFailure::Missing)
+        );
+        // The session secret is not the token, and the token is not a session.
+        assert_eq!(
+            check(&t, &session, COOKIE, Some("Bearer sess"), &[]),
+            Err(AuthFailure::Wrong)
+        );
+        assert_eq!(
+            check(&t, &session, COOKIE, None, &["weir_session_9=s3cret"]),
+            Err(AuthFailure::StaleSession)
+        );
     }
 
     #[test]
     fn refuses_a_missing_or_wrong_token() {
-        let t = token("s3cret");
-        assert_eq!(check(Some(&t), None, None), Err(AuthFailure::Missing));
-        assert_eq!(
-            check(Some(&t), None, Some("x=1")),
-            Err(AuthFailure::Missing)
-        );
-        assert_eq!(
-            check(Some(&t), Some("Basic s3cret"), None),
-            Err(AuthFailure::Missing)
-        );
-        assert_eq!(
-            check(Some(&t), Some("Bearer s3cre"), None),
-            Err(AuthFailure::Wrong)
-        );
-        assert_eq!(
-            check(Some(&t), Some("Bearer s3cret2"), None),
-            Err(AuthFailure::Wrong)
-        );
-        assert_eq!(
-            check(Some(&t), None, Some("token=")),
-            Err(AuthFailure::Wrong)
+        let (t, session) = (token("s3cret"), token("sess"));
+        let refused = |authorization| check(&t, &session, COOKIE, authorization, &[]);
+        assert_eq!(refused(None), Err(AuthFailure::Missing));
+        assert_eq!(refused(Some("Basic s3cret")), Err(AuthFailure::Missing));
+        assert_eq!(refused(Some("Bearer s3cre")), Err(AuthFailure::Wrong));
+        assert_eq!(refused(Some("Bearer s3cret2")), Err(AuthFailure::Wrong));
+        assert_eq!(refused(Some("Bearer ")), Err(AuthFailure::Missing));
+        assert!(
+            AuthFailure::Missing.to_string().contains("_control.json"),
+            "the message names where the token is"
         );
     }
 
@@ -245,14 +254,5 @@ mod tests {
             assert!(error.to_string().contains("WEIR_CONTROL_TOKEN"), "{error}");
         }
         assert!(Token::new("abc-DEF_0.9~+/=", "x").is_ok());
-    }
-
-    #[test]
-    fn percent_decoding_keeps_broken_escapes() {
-        assert_eq!(percent_decode("a%2Fb"), "a/b");
-        assert_eq!(percent_decode("100%"), "100%");
-        assert_eq!(percent_decode("%zz"), "%zz");
-        assert_eq!(percent_decode("a+b"), "a+b");
-        assert_eq!(percent_decode("%41"), "A");
     }
 }

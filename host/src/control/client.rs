@@ -6,6 +6,10 @@
 //! tokio runtime of its own, and turns answers into typed errors: a refused
 //! connection, a missing or wrong token, a refused action, a failed one —
 //! each carrying the endpoint's own message, which says what to do.
+//!
+//! Every request carries `X-Weir-Request: 1`, which the endpoint requires of
+//! actions (see [`guard`](super::guard)), and names the endpoint's own
+//! address as its `Host`.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -234,6 +238,7 @@ impl ControlClient {
             .method(method)
             .uri(path)
             .header(hyper::header::HOST, host);
+        request = request.header(super::guard::REQUEST_HEADER, "1");
         if let Some(token) = &self.token {
             request = request.header(hyper::header::AUTHORIZATION, format!("Bearer {token}"));
         }

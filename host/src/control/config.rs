@@ -31,20 +31,6 @@ impl Default for ControlConfig {
     }
 }
 
-impl ControlConfig {
-    /// Whether requests must carry the job's token: whenever the endpoint can
-    /// be reached from another machine, that is unless it listens on loopback.
-    pub fn requires_token(&self) -> bool {
-        requires_token(self.address)
-    }
-}
-
-/// Whether an endpoint listening on `address` must check a token (see
-/// [`ControlConfig::requires_token`]).
-pub fn requires_token(address: SocketAddr) -> bool {
-    !address.ip().is_loopback()
-}
-
 /// Reads `host:port` where host is an IP address (IPv6 in brackets) or
 /// `localhost`; `None` for anything else. Host names other than `localhost`
 /// are refused rather than resolved: which interface a name means can change
@@ -80,15 +66,5 @@ mod tests {
         ] {
             assert_eq!(parse_address(bad), None, "{bad:?}");
         }
-    }
-
-    #[test]
-    fn only_loopback_goes_without_a_token() {
-        assert!(!requires_token("127.0.0.1:0".parse().unwrap()));
-        assert!(!requires_token("127.3.2.1:80".parse().unwrap()));
-        assert!(!requires_token("[::1]:0".parse().unwrap()));
-        assert!(requires_token("0.0.0.0:0".parse().unwrap()));
-        assert!(requires_token("[::]:0".parse().unwrap()));
-        assert!(requires_token("192.168.1.4:8081".parse().unwrap()));
     }
 }

@@ -3,8 +3,9 @@
 //! A job's endpoint listens on a port the system picks, so `weir status DIR`
 //! needs to learn it: while the job runs, its checkpoint directory holds
 //! `_control.json` with the address, the process id, the job's name, when it
-//! started and, for an endpoint off loopback, the token (then the file is
-//! readable by its owner only). It is written atomically (a temporary file
+//! started and the token every request needs, so the file is readable by
+//! its owner only (mode 0600, set when it is created: never readable by
+//! others, not even for a moment). It is written atomically (a temporary file
 //! renamed over it) once the server listens, and removed when the job ends.
 //! A job killed with SIGKILL leaves it behind: a reader tells such a stale
 //! file by its process id being gone, or by the connection being refused.
@@ -35,9 +36,8 @@ pub struct EndpointFile {
     pub job: String,
     /// When the endpoint started, in ms since the Unix epoch.
     pub started: u64,
-    /// The token requests must carry, for an endpoint off loopback.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub token: Option<String>,
+    /// The token requests must carry (`Authorization: Bearer TOKEN`).
+    pub token: String,
 }
 
 /// Why `_control.json` could not be written, read or removed.
@@ -84,8 +84,7 @@ impl EndpointFile {
     }
 
     /// Writes it into `dir` (creating `dir` if needed) atomically: readers
-    /// see the old file or the whole new one. With a token, only the owner
-    /// can read it.
+    /// see the old file or the whole new one. Only the owner can read it.
     pub fn write(&self, dir: &Path) -> Result<PathBuf, EndpointFileError> {
         let path = Self::path_in(dir);
         let temp = dir.join(format!("{ENDPOINT_FILE}.{}.tmp", std::process::id()));
@@ -102,10 +101,13 @@ impl EndpointFile {
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
         #[cfg(unix)]
-        if self.token.is_some() {
+        {
             use std::os::unix::fs::OpenOptionsExt;
             options.mode(0o600);
         }
+        // A temporary file left by a crashed writer of the same pid may have
+        // other permissions: start from none.
+        let _ = std::fs::remove_file(&temp);
         let written = options
             .open(&temp)
             .and_then(|mut file| file.write_all(&json).and_then(|()| file.sync_all()));
@@ -175,13 +177,13 @@ mod tests {
     use crate::checkpoint::layout::CheckpointLayout;
     use crate::checkpoint::storage::{CheckpointStorage, LocalStorage};
 
-    fn file(token: Option<&str>) -> EndpointFile {
+    fn file(token: &str) -> EndpointFile {
         EndpointFile {
             address: "http://127.0.0.1:4040".into(),
             pid: std::process::id(),
             job: "wordcount".into(),
             started: 1_700_000_000_000,
-            token: token.map(str::to_string),
+            token: token.to_string(),
         }
     }
 
@@ -189,11 +191,9 @@ mod tests {
     fn writes_reads_and_removes_its_own_file() {
         let dir = tempfile::tempdir().unwrap();
         let jobs = dir.path().join("checkpoints").join("wordcount");
-        let path = file(None).write(&jobs).unwrap();
+        let path = file("t").write(&jobs).unwrap();
         assert_eq!(path, jobs.join("_control.json"));
-        assert_eq!(EndpointFile::read(&jobs).unwrap(), file(None));
-        let text = std::fs::read_to_string(&path).unwrap();
-        assert!(!text.contains("token"), "{text}");
+        assert_eq!(EndpointFile::read(&jobs).unwrap(), file("t"));
         // Only the file is left: no temporary file.
         assert_eq!(std::fs::read_dir(&jobs).unwrap().count(), 1);
         EndpointFile::remove_own(&jobs).unwrap();
@@ -215,7 +215,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let other = EndpointFile {
             pid: std::process::id() + 1,
-            ..file(None)
+            ..file("t")
         };
         other.write(dir.path()).unwrap();
         EndpointFile::remove_own(dir.path()).unwrap();
@@ -224,16 +224,17 @@ mod tests {
 
     #[cfg(unix)]
     #[test]
-    fn a_file_with_a_token_is_readable_by_its_owner_only() {
+    fn the_file_is_readable_by_its_owner_only() {
         use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
-        let path = file(Some("abc")).write(dir.path()).unwrap();
+        let path = file("abc").write(dir.path()).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode();
         assert_eq!(mode & 0o777, 0o600);
-        assert_eq!(
-            EndpointFile::read(dir.path()).unwrap().token.as_deref(),
-            Some("abc")
-        );
+        assert_eq!(EndpointFile::read(dir.path()).unwrap().token, "abc");
+        // Replaced by a new job: still owner-only.
+        file("def").write(dir.path()).unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(mode & 0o777, 0o600);
     }
 
     #[test]
@@ -246,11 +247,11 @@ mod tests {
 
     #[test]
     fn a_dead_process_is_told_apart() {
-        assert!(!file(None).process_gone());
+        assert!(!file("t").process_gone());
         // Process ids stop well below this on Linux (pid_max is at most 2^22).
         let dead = EndpointFile {
             pid: u32::MAX - 1,
-            ..file(None)
+            ..file("t")
         };
         if Path::new("/proc/self").exists() {
             assert!(dead.process_gone());
@@ -260,7 +261,7 @@ mod tests {
     #[test]
     fn checkpoint_storage_lists_and_cleans_around_the_file() {
         let dir = tempfile::tempdir().unwrap();
-        let path = file(Some("t")).write(dir.path()).unwrap();
+        let path = file("t").write(dir.path()).unwrap();
         let storage = LocalStorage::new(CheckpointLayout::new(dir.path()));
         assert!(storage.list().unwrap().is_empty());
         let cleanup = storage.cleanup().unwrap();

@@ -15,8 +15,9 @@
 //!   (client.rs, found by endpoint_file.rs) │            │  Prometheus (/metrics)
 //!                                          ▼            ▼
 //!                 server.rs: hyper on a thread and runtime of its own
-//!                   auth.rs (token off loopback) · api.rs (JSON views)
-//!                   metrics.rs (text format) · sampler.rs (rates)
+//!                   guard.rs (Host, Origin, CSRF) · auth.rs (token, cookie)
+//!                   login.rs (one-time dashboard links) · savepoint_limit.rs
+//!                   api.rs (JSON views) · metrics.rs · sampler.rs (rates)
 //!                        │ reads                       │ sends
 //!                        ▼                             ▼
 //!                   JobMonitor                  JobRequest channel ─► driver
@@ -25,18 +26,25 @@
 //! The server runs on its own thread with a small tokio runtime, so a slow
 //! client or a burst of scrapes never delays the driver, and the driver's
 //! runtime is free to stop while the endpoint still answers.
+//!
+//! Every request needs the job's token (or the dashboard's session cookie),
+//! loopback included: any local user, and any web page in a local browser,
+//! can reach the port. docs/CONTROL.md has the threat model.
 
 pub mod api;
 pub mod auth;
 pub mod client;
 mod config;
 pub mod endpoint_file;
+pub mod guard;
+pub mod login;
 pub mod metrics;
 pub mod sampler;
+pub mod savepoint_limit;
 pub mod server;
 
 pub use auth::Token;
 pub use client::{ClientError, ControlClient};
-pub use config::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address, requires_token};
+pub use config::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use endpoint_file::{ENDPOINT_FILE, EndpointFile};
 pub use server::{ControlError, ControlServer, ControlTarget};

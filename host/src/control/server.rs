@@ -1,5 +1,8 @@
-//! The HTTP/1.1 server of the control endpoint: routing, token checks, and
-//! the actions, on a thread and a tokio runtime of its own.
+//! The HTTP/1.1 server of the control endpoint: routing, the checks every
+//! request passes (its `Host` and `Origin` and, for an action, its headers,
+//! in [`guard`]; then its token or session cookie, in
+//! [`auth`]), the dashboard's one-time login, and the actions,
+//! on a thread and a tokio runtime of its own.
 //!
 //! Why its own thread: the job's driver runs on a one-worker runtime whose
 //! latency decides how fast checkpoints complete; a client that sends its
@@ -29,12 +32,14 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
-use super::api::{self, CancelView, ErrorView, SavepointView};
+use super::api::{self, CancelView, ErrorView, LoginLinkView, SavepointView};
 use super::auth::{self, Token, TokenError};
-use super::config::requires_token;
 use super::endpoint_file::{EndpointFile, EndpointFileError};
+use super::guard::{self, Refusal};
+use super::login::{LOGIN_CODE_TTL, LoginCodes};
 use super::metrics;
 use super::sampler::{SAMPLE_PERIOD, Sampler};
+use super::savepoint_limit::{LimitRefusal, SavepointLimit};
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::job::{Job, JobStatus};
@@ -96,12 +101,6 @@ pub enum ControlError {
         /// The operating system's error.
         source: std::io::Error,
     },
-    /// An address off loopback without a token (a bug of the caller).
-    #[error("the control endpoint on {address} is reachable from other machines and needs a token")]
-    TokenRequired {
-        /// The address asked for.
-        address: SocketAddr,
-    },
     /// No token could be had.
     #[error(transparent)]
     Token(#[from] TokenError),
@@ -118,7 +117,9 @@ pub enum ControlError {
 pub struct ControlServer {
     address: SocketAddr,
     url: String,
-    token: Option<Token>,
+    token: Token,
+    /// The one-time dashboard login codes, shared with the server.
+    login: Arc<Mutex<LoginCodes>>,
     /// The directory whose `_control.json` this server wrote.
     endpoint_dir: Option<PathBuf>,
     stop: Option<oneshot::Sender<()>>,
@@ -126,30 +127,21 @@ pub struct ControlServer {
 }
 
 impl ControlServer {
-    /// Starts serving `target` on `address`. Off loopback the token is
-    /// `WEIR_CONTROL_TOKEN`, or a generated one; on loopback there is none.
+    /// Starts serving `target` on `address`, requiring the token
+    /// `WEIR_CONTROL_TOKEN`, or a generated one, on every request.
     pub fn start(
         address: SocketAddr,
         target: ControlTarget,
     ) -> Result<ControlServer, ControlError> {
-        let token = if requires_token(address) {
-            Some(Token::from_env_or_generate()?)
-        } else {
-            None
-        };
-        Self::start_with_token(address, token, target)
+        Self::start_with_token(address, Token::from_env_or_generate()?, target)
     }
 
-    /// Starts serving `target` on `address`, requiring `token` when given
-    /// (it must be given off loopback).
+    /// Starts serving `target` on `address`, requiring `token`.
     pub fn start_with_token(
         address: SocketAddr,
-        token: Option<Token>,
+        token: Token,
         target: ControlTarget,
     ) -> Result<ControlServer, ControlError> {
-        if token.is_none() && requires_token(address) {
-            return Err(ControlError::TokenRequired { address });
-        }
         let bind = |source| ControlError::Bind { address, source };
         let listener = StdListener::bind(address).map_err(bind)?;
         listener.set_nonblocking(true).map_err(bind)?;
@@ -160,9 +152,14 @@ impl ControlServer {
             .build()
             .map_err(ControlError::Start)?;
         let (stop, stopped) = oneshot::channel();
+        let login = Arc::new(Mutex::new(LoginCodes::default()));
         let state = Arc::new(State {
             target,
             token: token.clone(),
+            session: Token::generate()?,
+            cookie_name: auth::session_cookie_name(bound.port()),
+            login: Arc::clone(&login),
+            savepoints: Mutex::new(SavepointLimit::default()),
             sampler: Mutex::new(Sampler::default()),
         });
         let thread = std::thread::Builder::new()
@@ -170,18 +167,20 @@ impl ControlServer {
             .spawn(move || runtime.block_on(serve(listener, state, stopped)))
             .map_err(ControlError::Start)?;
         let url = format!("http://{}", connectable(bound));
-        tracing::info!("control endpoint at {url}/ (dashboard, /api, /metrics)");
-        if token.is_some() {
-            tracing::info!(
-                "the control endpoint listens on {bound} and requires a token: \
-                 `Authorization: Bearer TOKEN` or ?token=TOKEN (see _control.json, or {})",
-                auth::TOKEN_ENV
-            );
-        }
+        tracing::info!(
+            "control endpoint at {url}/ (dashboard, /api, /metrics); requests need \
+             `Authorization: Bearer TOKEN`, the token in the job's _control.json{}",
+            if std::env::var_os(auth::TOKEN_ENV).is_some() {
+                format!(" (from {})", auth::TOKEN_ENV)
+            } else {
+                String::new()
+            }
+        );
         Ok(ControlServer {
             address: bound,
             url,
             token,
+            login,
             endpoint_dir: None,
             stop: Some(stop),
             thread: Some(thread),
@@ -198,9 +197,16 @@ impl ControlServer {
         &self.url
     }
 
-    /// The token requests need, if any.
-    pub fn token(&self) -> Option<&Token> {
-        self.token.as_ref()
+    /// The token requests need.
+    pub fn token(&self) -> &Token {
+        &self.token
+    }
+
+    /// A new one-time link that logs a browser into the dashboard:
+    /// `http://127.0.0.1:PORT/login?once=CODE`, usable once, for
+    /// [`LOGIN_CODE_TTL`] (see [`login`](super::login)).
+    pub fn login_url(&self) -> Result<String, ControlError> {
+        Ok(issue_login_url(&self.login, &self.url)?)
     }
 
     /// Writes `_control.json` into `dir` (the job's checkpoint directory), so
@@ -211,7 +217,7 @@ impl ControlServer {
             pid: std::process::id(),
             job: job.to_string(),
             started: api::epoch_ms(SystemTime::now()),
-            token: self.token.as_ref().map(|t| t.as_str().to_string()),
+            token: self.token.as_str().to_string(),
         };
         let path = file.write(dir)?;
         self.endpoint_dir = Some(dir.to_path_buf());
@@ -261,18 +267,49 @@ fn connectable(address: SocketAddr) -> SocketAddr {
     SocketAddr::new(ip, address.port())
 }
 
+/// A new login code of `codes`, as a link under `base` (`http://HOST:PORT`).
+fn issue_login_url(codes: &Mutex<LoginCodes>, base: &str) -> Result<String, TokenError> {
+    let code = lock(codes).issue(Instant::now())?;
+    Ok(format!("{base}/login?once={}", code.as_str()))
+}
+
+/// Locks `mutex`, even if a holder panicked (its data stays consistent: every
+/// critical section here is a few assignments).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// What every request handler shares.
 struct State {
     target: ControlTarget,
-    token: Option<Token>,
+    /// What `Authorization: Bearer` must carry.
+    token: Token,
+    /// What the session cookie of a logged-in browser carries.
+    session: Token,
+    /// That cookie's name (`weir_session_PORT`).
+    cookie_name: String,
+    /// The one-time login codes issued.
+    login: Arc<Mutex<LoginCodes>>,
+    /// The bound on savepoints requested over the API.
+    savepoints: Mutex<SavepointLimit>,
     sampler: Mutex<Sampler>,
 }
 
 impl State {
     fn sampler(&self) -> std::sync::MutexGuard<'_, Sampler> {
-        self.sampler
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        lock(&self.sampler)
+    }
+}
+
+/// A savepoint counted by [`SavepointLimit`]: finished when dropped, also
+/// when the client goes away and its request is abandoned.
+struct LimitPermit<'a>(&'a Mutex<SavepointLimit>);
+
+impl Drop for LimitPermit<'_> {
+    fn drop(&mut self) {
+        lock(self.0).finish();
     }
 }
 
@@ -300,10 +337,12 @@ async fn serve(listener: StdListener, state: Arc<State>, mut stopped: oneshot::R
             accepted = listener.accept() => match accepted {
                 Ok((stream, _)) => {
                     let state = Arc::clone(&state);
+                    // The address the client reached: what its Host header must name.
+                    let Ok(local) = stream.local_addr() else { continue };
                     tokio::spawn(async move {
                         let service = service_fn(move |request| {
                             let state = Arc::clone(&state);
-                            async move { Ok::<_, Infallible>(handle(&state, request).await) }
+                            async move { Ok::<_, Infallible>(handle(&state, local, request).await) }
                         });
                         let _ = http1::Builder::new()
                             .timer(TokioTimer::new())
@@ -324,28 +363,61 @@ async fn serve(listener: StdListener, state: Arc<State>, mut stopped: oneshot::R
 
 type Answer = Response<Full<Bytes>>;
 
-/// Routes one request.
-async fn handle(state: &State, request: Request<Incoming>) -> Answer {
+/// Checks and routes one request that came in on the local address `local`.
+async fn handle(state: &State, local: SocketAddr, request: Request<Incoming>) -> Answer {
     let path = request.uri().path().to_string();
     let method = request.method().clone();
+    let headers = request.headers();
+    let header = |name| {
+        headers
+            .get(name)
+            .and_then(|v: &HeaderValue| v.to_str().ok())
+    };
+    let host = header(header::HOST).unwrap_or_default().trim().to_string();
+    let checked = guard::check_host(header(header::HOST), local)
+        .and_then(|()| guard::check_origin(header(header::ORIGIN), &host))
+        .and_then(|()| {
+            guard::check_state_changing(
+                method.as_str(),
+                header(header::CONTENT_TYPE),
+                headers.contains_key(guard::REQUEST_HEADER),
+            )
+        });
+    if let Err(refused) = checked {
+        return refusal(&refused);
+    }
     let dashboard = match path.as_str() {
         "/" | "/index.html" => Some((INDEX_HTML, "text/html; charset=utf-8")),
         "/app.js" => Some((APP_JS, "text/javascript; charset=utf-8")),
         "/style.css" => Some((STYLE_CSS, "text/css; charset=utf-8")),
         _ => None,
     };
-    // The dashboard's files hold nothing secret; the page then calls the API with the token.
+    // The dashboard's files hold nothing secret; the page then calls the API with its
+    // session cookie.
     if let Some((body, content_type)) = dashboard {
         return match method {
             Method::GET => text(StatusCode::OK, content_type, body.to_string()),
             _ => wrong_method(&path, "GET"),
         };
     }
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    if let Err(failure) = auth::check(state.token.as_ref(), authorization, request.uri().query()) {
+    if path == "/login" {
+        return match method {
+            Method::GET => login(state, request.uri().query()),
+            _ => wrong_method(&path, "GET"),
+        };
+    }
+    let cookies: Vec<&str> = headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    if let Err(failure) = auth::check(
+        &state.token,
+        &state.session,
+        &state.cookie_name,
+        header(header::AUTHORIZATION),
+        &cookies,
+    ) {
         let mut answer = error(StatusCode::UNAUTHORIZED, failure.to_string());
         answer.headers_mut().insert(
             header::WWW_AUTHENTICATE,
@@ -399,8 +471,20 @@ async fn handle(state: &State, request: Request<Incoming>) -> Answer {
                 ),
             }
         }
-        ("/api/savepoints", Method::POST) => savepoint(target, false).await,
-        ("/api/stop", Method::POST) => savepoint(target, true).await,
+        ("/api/savepoints", Method::POST) => savepoint(state, false).await,
+        ("/api/stop", Method::POST) => savepoint(state, true).await,
+        ("/api/dashboard-login", Method::POST) => {
+            match issue_login_url(&state.login, &format!("http://{host}")) {
+                Ok(url) => json(
+                    StatusCode::OK,
+                    &LoginLinkView {
+                        url,
+                        expires_in: LOGIN_CODE_TTL.as_secs(),
+                    },
+                ),
+                Err(e) => error(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            }
+        }
         ("/api/cancel", Method::POST) => cancel(target),
         ("/metrics", Method::GET) => text(
             StatusCode::OK,
@@ -411,20 +495,51 @@ async fn handle(state: &State, request: Request<Incoming>) -> Answer {
             wrong_method(&path, "GET")
         }
         (p, _) if p.starts_with("/api/checkpoints/") => wrong_method(&path, "GET"),
-        ("/api/savepoints" | "/api/stop" | "/api/cancel", _) => wrong_method(&path, "POST"),
+        ("/api/savepoints" | "/api/stop" | "/api/cancel" | "/api/dashboard-login", _) => {
+            wrong_method(&path, "POST")
+        }
         _ => error(
             StatusCode::NOT_FOUND,
             format!(
                 "no such endpoint: {path}; there are /api/job, /api/checkpoints, \
                  /api/checkpoints/config, /api/checkpoints/ID, /api/savepoints, /api/stop, \
-                 /api/cancel, /metrics and the dashboard at / (docs/CONTROL.md)"
+                 /api/cancel, /api/dashboard-login, /metrics and the dashboard at / \
+                 (docs/CONTROL.md)"
             ),
         ),
     }
 }
 
-/// `POST /api/savepoints` (`stop = false`) and `POST /api/stop`.
-async fn savepoint(target: &ControlTarget, stop: bool) -> Answer {
+/// `GET /login?once=CODE`: a valid one-time code is answered with the
+/// session cookie and a redirect to the dashboard, whose address then holds
+/// no secret.
+fn login(state: &State, query: Option<&str>) -> Answer {
+    let code = query.and_then(|q| q.split('&').find_map(|pair| pair.strip_prefix("once=")));
+    if let Err(refused) = lock(&state.login).redeem(code, Instant::now()) {
+        return error(StatusCode::FORBIDDEN, refused.to_string());
+    }
+    let mut answer = text(
+        StatusCode::SEE_OTHER,
+        "text/plain; charset=utf-8",
+        "logged in: the dashboard is at /\n".to_string(),
+    );
+    let cookie = format!(
+        "{}={}; HttpOnly; SameSite=Strict; Path=/",
+        state.cookie_name,
+        state.session.as_str()
+    );
+    let headers = answer.headers_mut();
+    headers.insert(header::LOCATION, HeaderValue::from_static("/"));
+    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
+        headers.insert(header::SET_COOKIE, cookie);
+    }
+    answer
+}
+
+/// `POST /api/savepoints` (`stop = false`, bounded by [`SavepointLimit`])
+/// and `POST /api/stop`.
+async fn savepoint(state: &State, stop: bool) -> Answer {
+    let target = &state.target;
     let status = target.monitor.status();
     if status != JobStatus::Running {
         return error(
@@ -432,6 +547,16 @@ async fn savepoint(target: &ControlTarget, stop: bool) -> Answer {
             format!("the job is {status}, not RUNNING: savepoints are taken of a running job"),
         );
     }
+    // Held until the answer (or until the request is abandoned).
+    let _permit = if stop {
+        None
+    } else {
+        let started = lock(&state.savepoints).try_start(Instant::now());
+        match started {
+            Ok(()) => Some(LimitPermit(&state.savepoints)),
+            Err(refused) => return too_many(&refused),
+        }
+    };
     let (request, answer) = JobRequest::savepoint(stop);
     if target.requests.send(request).is_err() {
         return error(
@@ -498,6 +623,22 @@ fn wrong_method(path: &str, allowed: &'static str) -> Answer {
     answer
 }
 
+/// 429 for a savepoint over the bound, with `Retry-After`.
+fn too_many(refused: &LimitRefusal) -> Answer {
+    let mut answer = error(StatusCode::TOO_MANY_REQUESTS, refused.to_string());
+    answer.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(refused.retry_after_secs()),
+    );
+    answer
+}
+
+/// The answer to a request refused by [`guard`].
+fn refusal(refused: &Refusal) -> Answer {
+    let status = StatusCode::from_u16(refused.status()).unwrap_or(StatusCode::FORBIDDEN);
+    error(status, refused.to_string())
+}
+
 fn error(status: StatusCode, message: String) -> Answer {
     json(status, &ErrorView { error: message })
 }
@@ -514,7 +655,18 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Answer 
     *answer.status_mut() = status;
     let headers = answer.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // Nothing here may be cached, nor leak the page's address to another site, nor be
+    // framed by another page (clickjacking the dashboard's buttons).
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
     answer
 }
 
@@ -549,7 +701,9 @@ mod tests {
         monitor: JobMonitor,
     }
 
-    fn start(address: &str, token: Option<Token>) -> Running {
+    /// The job of [`job`] run, served on `address` with [`TEST_TOKEN`].
+    fn start(address: &str) -> Running {
+        let token = Token::new(TEST_TOKEN, "a test").unwrap();
         let memory = MemoryStorage::default();
         let storage: Arc<dyn CheckpointStorage> = Arc::new(memory);
         let layout = storage.layout().clone();
@@ -576,6 +730,78 @@ mod tests {
         }
     }
 
+    /// The token of the servers [`start_guarded`] starts.
+    const TEST_TOKEN: &str = "t0k3n";
+
+    /// A job served on loopback with [`TEST_TOKEN`], once it runs (so that a test can tell a
+    /// refused cancel by the job still running).
+    fn start_guarded() -> Running {
+        let running = start("127.0.0.1:0");
+        wait_for("the job running", || {
+            running.monitor.status() == JobStatus::Running
+        });
+        running
+    }
+
+    /// A client of `running` with its token.
+    fn client(running: &Running) -> ControlClient {
+        ControlClient::new(running.server.url(), Some(TEST_TOKEN.into())).unwrap()
+    }
+
+    /// An answer to [`raw`]: status, head (status line and headers), body.
+    struct Raw {
+        status: u16,
+        head: String,
+        body: String,
+    }
+
+    impl Raw {
+        fn header(&self, name: &str) -> Option<&str> {
+            self.head.lines().skip(1).find_map(|line| {
+                let (key, value) = line.split_once(':')?;
+                key.trim()
+                    .eq_ignore_ascii_case(name)
+                    .then_some(value.trim())
+            })
+        }
+
+        fn error(&self) -> String {
+            serde_json::from_str::<serde_json::Value>(&self.body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_string))
+                .unwrap_or_else(|| format!("(not a JSON error) {}", self.body))
+        }
+    }
+
+    /// One request written by hand, as `curl` or a hostile page sends it: exactly `headers`
+    /// (a `Host` included or not), `Connection: close`.
+    fn raw(server: &ControlServer, method: &str, path: &str, headers: &[(&str, &str)]) -> Raw {
+        use std::io::{Read, Write};
+        let mut stream = std::net::TcpStream::connect(server.address()).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut request = format!("{method} {path} HTTP/1.1\r\n");
+        for (name, value) in headers {
+            request.push_str(&format!("{name}: {value}\r\n"));
+        }
+        request.push_str("Content-Length: 0\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+        Raw {
+            status: head.split(' ').nth(1).unwrap().parse().unwrap(),
+            head: head.to_string(),
+            body: body.to_string(),
+        }
+    }
+
+    /// `Host: 127.0.0.1:PORT` of `server`.
+    fn own_host(server: &ControlServer) -> String {
+        server.url().trim_start_matches("http://").to_string()
+    }
+
     fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !done() {
@@ -586,9 +812,9 @@ mod tests {
 
     #[test]
     fn serves_the_api_and_takes_a_savepoint_then_cancels() {
-        let running = start("127.0.0.1:0", None);
+        let running = start("127.0.0.1:0");
         assert!(running.server.url().starts_with("http://127.0.0.1:"));
-        let client = ControlClient::new(running.server.url(), None).unwrap();
+        let client = client(&running);
         wait_for("two completed checkpoints", || {
             running.monitor.checkpoint_counts().0 >= 2
         });
@@ -663,8 +889,8 @@ mod tests {
 
     #[test]
     fn stop_answers_with_the_savepoint_and_the_job_finishes() {
-        let running = start("127.0.0.1:0", None);
-        let client = ControlClient::new(running.server.url(), None).unwrap();
+        let running = start("127.0.0.1:0");
+        let client = client(&running);
         wait_for("a completed checkpoint", || {
             running.monitor.checkpoint_counts().0 >= 1
         });
@@ -683,8 +909,8 @@ mod tests {
 
     #[test]
     fn answers_wrong_methods_paths_and_ids_with_json_errors() {
-        let running = start("127.0.0.1:0", None);
-        let client = ControlClient::new(running.server.url(), None).unwrap();
+        let running = start("127.0.0.1:0");
+        let client = client(&running);
         let timeout = Some(Duration::from_secs(5));
         let answer = client.request(Method::POST, "/api/job", timeout).unwrap();
         assert_eq!(answer.status, 405);
@@ -725,8 +951,7 @@ mod tests {
 
     #[test]
     fn off_loopback_every_api_request_needs_the_token() {
-        let token = Token::new("t0k3n", "a test").unwrap();
-        let running = start("0.0.0.0:0", Some(token));
+        let running = start("0.0.0.0:0");
         // Written with the loopback address, which reaches an endpoint on every interface.
         assert!(running.server.url().starts_with("http://127.0.0.1:"));
         let anonymous = ControlClient::new(running.server.url(), None).unwrap();
@@ -740,10 +965,14 @@ mod tests {
         let answer = anonymous.request(Method::GET, "/metrics", timeout).unwrap();
         assert_eq!(answer.status, 401);
         let answer = anonymous
-            .request(Method::GET, "/api/job?token=t0k3n", timeout)
+            .request(
+                Method::GET,
+                &format!("/api/job?token={TEST_TOKEN}"),
+                timeout,
+            )
             .unwrap();
-        assert_eq!(answer.status, 200);
-        // The dashboard's files need none: the page passes the token on.
+        assert_eq!(answer.status, 401, "a token in the URL is not taken");
+        // The dashboard's files need none: the page then logs in with a one-time link.
         let answer = anonymous.request(Method::GET, "/", timeout).unwrap();
         assert_eq!(answer.status, 200);
         let wrong = ControlClient::new(running.server.url(), Some("nope".into())).unwrap();
@@ -751,22 +980,104 @@ mod tests {
             wrong.get_json("/api/job").unwrap_err(),
             ClientError::Unauthorized { message } if message.starts_with("wrong token")
         ));
-        let client = ControlClient::new(running.server.url(), Some("t0k3n".into())).unwrap();
+        let client = client(&running);
         assert_eq!(client.get_json("/api/job").unwrap()["name"], "ctl");
         client.post_json("/api/cancel").unwrap();
     }
 
     #[test]
-    fn refuses_to_start_off_loopback_without_a_token_or_on_a_taken_port() {
+    fn the_one_time_link_sets_a_session_cookie_once_and_the_cookie_lets_the_page_in() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        let url = running.server.login_url().unwrap();
+        let path = url.strip_prefix(running.server.url()).unwrap().to_string();
+        assert!(path.starts_with("/login?once="), "{url}");
+        let code = &path["/login?once=".len()..];
+        assert_ne!(code, TEST_TOKEN);
+        let logged_in = raw(&running.server, "GET", &path, &[("Host", &host)]);
+        assert_eq!(logged_in.status, 303, "{}", logged_in.body);
+        assert_eq!(logged_in.header("Location"), Some("/"));
+        assert_eq!(logged_in.header("Referrer-Policy"), Some("no-referrer"));
+        let cookie = logged_in.header("Set-Cookie").unwrap().to_string();
+        let name = format!("weir_session_{}=", running.server.address().port());
+        assert!(cookie.starts_with(&name), "{cookie}");
+        for attribute in ["; HttpOnly", "; SameSite=Strict", "; Path=/"] {
+            assert!(cookie.contains(attribute), "{attribute} in {cookie}");
+        }
+        let pair = cookie.split(';').next().unwrap().to_string();
+        let secret = &pair[name.len()..];
+        assert!(secret != TEST_TOKEN && secret != code, "{cookie}");
+
+        // Used once: never again.
+        let again = raw(&running.server, "GET", &path, &[("Host", &host)]);
+        assert_eq!(again.status, 403);
+        assert!(
+            again.error().contains("used already or has expired"),
+            "{}",
+            again.error()
+        );
+        assert!(again.header("Set-Cookie").is_none());
+        let none = raw(&running.server, "GET", "/login", &[("Host", &host)]);
+        assert_eq!(none.status, 403);
+
+        // The cookie lets the page in; a forged one does not.
+        let answer = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Host", &host), ("Cookie", &pair)],
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        let forged = format!("{name}{}", "0".repeat(32));
+        let answer = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Host", &host), ("Cookie", &forged)],
+        );
+        assert_eq!(answer.status, 401, "{}", answer.body);
+
+        // A client with the token gets a fresh link, under the Host it named.
+        let port = running.server.address().port();
+        let localhost = format!("localhost:{port}");
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        let fresh = raw(
+            &running.server,
+            "POST",
+            "/api/dashboard-login",
+            &[
+                ("Host", &localhost),
+                ("Authorization", &bearer),
+                ("X-Weir-Request", "1"),
+            ],
+        );
+        assert_eq!(fresh.status, 200, "{}", fresh.body);
+        let fresh: serde_json::Value = serde_json::from_str(&fresh.body).unwrap();
+        let link = fresh["url"].as_str().unwrap();
+        let base = format!("http://{localhost}");
+        assert!(link.starts_with(&format!("{base}/login?once=")), "{link}");
+        assert_eq!(fresh["expires_in"], LOGIN_CODE_TTL.as_secs());
+        let answer = raw(
+            &running.server,
+            "GET",
+            &link[base.len()..],
+            &[("Host", &localhost)],
+        );
+        assert_eq!(answer.status, 303, "{}", answer.body);
+        // An action with the cookie and the page's header.
+        let cancel = raw(
+            &running.server,
+            "POST",
+            "/api/cancel",
+            &[("Host", &host), ("Cookie", &pair), ("X-Weir-Request", "1")],
+        );
+        assert_eq!(cancel.status, 202, "{}", cancel.body);
+    }
+
+    #[test]
+    fn refuses_to_start_on_a_taken_port() {
         let (requests, _rx) = tokio::sync::mpsc::unbounded_channel();
         let target = ControlTarget::new(job(), JobMonitor::default(), requests);
-        let error =
-            ControlServer::start_with_token("0.0.0.0:0".parse().unwrap(), None, target.clone())
-                .unwrap_err();
-        assert!(
-            matches!(error, ControlError::TokenRequired { .. }),
-            "{error}"
-        );
         let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let error = ControlServer::start(taken.local_addr().unwrap(), target).unwrap_err();
         assert!(
@@ -779,6 +1090,209 @@ mod tests {
     }
 
     #[test]
+    fn every_request_needs_the_token_even_on_loopback() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        for (method, path) in [
+            ("GET", "/api/job"),
+            ("GET", "/metrics"),
+            ("POST", "/api/savepoints"),
+            ("POST", "/api/cancel"),
+        ] {
+            let answer = raw(
+                &running.server,
+                method,
+                path,
+                &[("Host", &host), ("X-Weir-Request", "1")],
+            );
+            assert_eq!(answer.status, 401, "{method} {path}: {}", answer.body);
+            assert!(
+                answer
+                    .error()
+                    .starts_with("this endpoint requires the job's token"),
+                "{}",
+                answer.error()
+            );
+            assert_eq!(
+                answer.header("WWW-Authenticate"),
+                Some("Bearer realm=\"weir\"")
+            );
+        }
+        let wrong = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Host", &host), ("Authorization", "Bearer t0k3n-not")],
+        );
+        assert_eq!(wrong.status, 401, "{}", wrong.body);
+        let query = raw(
+            &running.server,
+            "GET",
+            &format!("/api/job?token={TEST_TOKEN}"),
+            &[("Host", &host)],
+        );
+        assert_eq!(query.status, 401, "a token in the URL is not taken");
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        let answer = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Host", &host), ("Authorization", &bearer)],
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+        assert_eq!(running.monitor.status(), JobStatus::Running);
+    }
+
+    #[test]
+    fn only_the_bound_address_or_localhost_is_a_host() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        let port = running.server.address().port();
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        for good in [
+            host.clone(),
+            format!("localhost:{port}"),
+            format!("LOCALHOST:{port}"),
+        ] {
+            let answer = raw(
+                &running.server,
+                "GET",
+                "/api/job",
+                &[("Host", &good), ("Authorization", &bearer)],
+            );
+            assert_eq!(answer.status, 200, "Host: {good}: {}", answer.body);
+        }
+        for bad in [
+            "evil.example.com".to_string(),
+            format!("evil.example.com:{port}"),
+            format!("127.0.0.2:{port}"),
+            "127.0.0.1".to_string(),
+            format!("127.0.0.1:{}", port.wrapping_add(1)),
+            format!("localhost.evil.example.com:{port}"),
+        ] {
+            for path in ["/api/job", "/", "/metrics"] {
+                let answer = raw(
+                    &running.server,
+                    "GET",
+                    path,
+                    &[("Host", &bad), ("Authorization", &bearer)],
+                );
+                assert_eq!(answer.status, 421, "Host: {bad} {path}: {}", answer.body);
+                assert!(answer.error().contains("Host"), "{}", answer.error());
+            }
+        }
+        let none = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Authorization", &bearer)],
+        );
+        assert_eq!(none.status, 421, "no Host at all: {}", none.body);
+    }
+
+    #[test]
+    fn a_foreign_origin_is_refused_and_the_own_one_let_in() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        for foreign in ["http://evil.example.com", "null", "http://localhost:1"] {
+            let answer = raw(
+                &running.server,
+                "POST",
+                "/api/cancel",
+                &[
+                    ("Host", &host),
+                    ("Authorization", &bearer),
+                    ("Origin", foreign),
+                    ("X-Weir-Request", "1"),
+                ],
+            );
+            assert_eq!(answer.status, 403, "Origin: {foreign}: {}", answer.body);
+            assert!(answer.error().contains("Origin"), "{}", answer.error());
+        }
+        assert_eq!(running.monitor.status(), JobStatus::Running);
+        wait_for("a completed checkpoint", || {
+            running.monitor.checkpoint_counts().0 >= 1
+        });
+        let own = format!("http://{host}");
+        let answer = raw(
+            &running.server,
+            "POST",
+            "/api/savepoints",
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("Origin", &own),
+                ("Content-Type", "application/json"),
+            ],
+        );
+        assert_eq!(answer.status, 200, "{}", answer.body);
+    }
+
+    #[test]
+    fn a_state_changing_request_needs_json_or_the_custom_header() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        for content_type in [
+            None,
+            Some("text/plain"),
+            Some("application/x-www-form-urlencoded"),
+            Some("multipart/form-data; boundary=x"),
+        ] {
+            let mut headers = vec![("Host", host.as_str()), ("Authorization", bearer.as_str())];
+            headers.extend(content_type.map(|c| ("Content-Type", c)));
+            let answer = raw(&running.server, "POST", "/api/cancel", &headers);
+            assert_eq!(answer.status, 403, "{content_type:?}: {}", answer.body);
+            assert!(
+                answer.error().contains("X-Weir-Request: 1"),
+                "{}",
+                answer.error()
+            );
+        }
+        assert_eq!(running.monitor.status(), JobStatus::Running);
+        let answer = raw(
+            &running.server,
+            "POST",
+            "/api/cancel",
+            &[
+                ("Host", &host),
+                ("Authorization", &bearer),
+                ("X-Weir-Request", "1"),
+            ],
+        );
+        assert_eq!(answer.status, 202, "{}", answer.body);
+    }
+
+    #[test]
+    fn every_answer_says_no_store_and_no_referrer() {
+        let running = start_guarded();
+        let host = own_host(&running.server);
+        let bearer = format!("Bearer {TEST_TOKEN}");
+        for path in ["/", "/app.js", "/api/job", "/metrics", "/nothing"] {
+            let answer = raw(
+                &running.server,
+                "GET",
+                path,
+                &[("Host", &host), ("Authorization", &bearer)],
+            );
+            assert_eq!(
+                answer.header("Referrer-Policy"),
+                Some("no-referrer"),
+                "{path}"
+            );
+            assert_eq!(answer.header("Cache-Control"), Some("no-store"), "{path}");
+        }
+        let refused = raw(
+            &running.server,
+            "GET",
+            "/api/job",
+            &[("Host", "evil.example.com")],
+        );
+        assert_eq!(refused.header("Referrer-Policy"), Some("no-referrer"));
+    }
+
+    #[test]
     fn shutdown_removes_the_endpoint_file() {
         let dir = tempfile::tempdir().unwrap();
         let (requests, _rx) = tokio::sync::mpsc::unbounded_channel();
@@ -787,7 +1301,8 @@ mod tests {
         let path = server.write_endpoint_file(dir.path(), "ctl").unwrap();
         let file = EndpointFile::read(dir.path()).unwrap();
         assert_eq!(file.address, server.url());
-        assert_eq!((file.job.as_str(), file.token), ("ctl", None));
+        assert_eq!(file.job, "ctl");
+        assert_eq!(file.token, server.token().as_str());
         server.shutdown();
         assert!(!path.exists());
     }

@@ -459,7 +459,6 @@ fn control_defaults_to_on_and_loopback_with_a_port_the_system_picks() {
     let control = job(MINIMAL).control;
     assert!(control.enabled);
     assert_eq!(control.address.to_string(), "127.0.0.1:0");
-    assert!(!control.requires_token());
     let control = job(&format!(
         "{MINIMAL}[control]\naddress = \"localhost:8081\"\n"
     ))

@@ -1,5 +1,6 @@
-//! `weir status`, `weir savepoint`, `weir stop`, `weir cancel`: the verbs that
-//! talk to a running job through its control endpoint (docs/CONTROL.md).
+//! `weir status`, `weir savepoint`, `weir stop`, `weir cancel`, `weir dashboard`:
+//! the verbs that talk to a running job through its control endpoint
+//! (docs/CONTROL.md).
 //!
 //! A job is found by its checkpoint directory, where it writes
 //! `_control.json` while it runs (or by its job file, which names that
@@ -37,8 +38,8 @@ pub(crate) struct TargetArgs {
     /// Talk to the endpoint at this address instead: http://HOST:PORT.
     #[arg(long, value_name = "URL", conflicts_with = "target")]
     address: Option<String>,
-    /// The token an endpoint off loopback requires [default: $WEIR_CONTROL_TOKEN, else the one
-    /// in _control.json].
+    /// The job's control token [default: $WEIR_CONTROL_TOKEN, else the one in _control.json,
+    /// which only the job's owner can read].
     #[arg(long, value_name = "TOKEN")]
     token: Option<String>,
 }
@@ -140,7 +141,7 @@ fn find(args: &TargetArgs) -> Result<Endpoint, Failure> {
             ),
         ));
     }
-    let client = ControlClient::new(&file.address, token.or_else(|| file.token.clone()))
+    let client = ControlClient::new(&file.address, Some(token.unwrap_or(file.token.clone())))
         .map_err(|e| Failure::new(EXIT_NOT_FOUND, format!("{}: {e}", path.display())))?;
     Ok(Endpoint {
         client,
@@ -252,6 +253,30 @@ pub(crate) fn cancel(args: TargetArgs) -> ExitCode {
             "{job} is cancelling; its completed checkpoints are kept or deleted as its \
              [checkpoint] on_cancel says"
         );
+        Ok(())
+    })
+}
+
+/// `weir dashboard`: a new one-time link into the job's dashboard on stdout.
+pub(crate) fn dashboard(args: TargetArgs) -> ExitCode {
+    exit(|| {
+        let endpoint = find(&args)?;
+        let link = endpoint
+            .client
+            .post_json("/api/dashboard-login")
+            .map_err(|e| endpoint.failure(e))?;
+        let url = link["url"].as_str().ok_or_else(|| {
+            Failure::new(
+                EXIT_REFUSED,
+                format!("the endpoint answered no link: {link}"),
+            )
+        })?;
+        eprintln!(
+            "open this link in a browser on this machine within {} s; it works once, then the \
+             browser keeps a session cookie",
+            link["expires_in"]
+        );
+        println!("{url}");
         Ok(())
     })
 }

@@ -72,6 +72,12 @@ enum Command {
     ///
     /// Exit codes as for `weir status`.
     Cancel(control::TargetArgs),
+    /// Print a one-time link that opens a running job's dashboard in a browser.
+    ///
+    /// The link (http://127.0.0.1:PORT/login?once=CODE) works once, for 5 minutes: the browser
+    /// then keeps a session cookie, and its address holds no secret. Exit codes as for
+    /// `weir status`.
+    Dashboard(control::TargetArgs),
 }
 
 #[derive(clap::Args)]
@@ -142,6 +148,7 @@ fn main() -> ExitCode {
         Command::Savepoint(args) => control::savepoint(args, false),
         Command::Stop(args) => control::savepoint(args, true),
         Command::Cancel(args) => control::cancel(args),
+        Command::Dashboard(args) => control::dashboard(args),
     }
 }
 

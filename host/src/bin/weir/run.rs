@@ -42,9 +42,10 @@ pub(crate) struct RunArgs {
     no_module_cache: bool,
     /// Serve the control endpoint (status, metrics, dashboard, savepoint/stop/cancel) on this
     /// address instead of the job file's `[control] address` (default 127.0.0.1:0, a free
-    /// port), even if the job file turns it off. Off loopback, requests need a token:
-    /// $WEIR_CONTROL_TOKEN, or one generated and written to the checkpoint directory's
-    /// _control.json.
+    /// port), even if the job file turns it off. Every request needs the job's token,
+    /// loopback included: $WEIR_CONTROL_TOKEN, or one generated and written to the checkpoint
+    /// directory's _control.json (mode 0600); the dashboard opens through a one-time link in
+    /// the log (or `weir dashboard DIR`). See docs/CONTROL.md.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_control_address)]
     control: Option<SocketAddr>,
     /// Serve no control endpoint (`weir status`, `savepoint`, `stop`, `cancel` then cannot
@@ -238,6 +239,13 @@ fn start_control(
             "{e}; `weir status` needs --address {} for this job",
             server.url()
         );
+    }
+    match server.login_url() {
+        Ok(url) => tracing::info!(
+            "dashboard: {url} (a one-time link, valid 5 min; `weir dashboard {}` prints another)",
+            checkpoint_dir.display()
+        ),
+        Err(e) => tracing::warn!("{e}"),
     }
     Ok(Some(server))
 }

@@ -11,9 +11,13 @@
  * When the job ends (FINISHED, CANCELED, FAILED) or its endpoint stops
  * answering, polling stops instead of hammering a server that is gone.
  *
- * Off loopback the page is opened as /?token=TOKEN; every API call then
- * carries `Authorization: Bearer TOKEN`. `#checkpoint=ID` in the address
- * opens that checkpoint's details on load.
+ * The page is let in by a session cookie (HttpOnly, SameSite=Strict) that
+ * the endpoint sets when the one-time link `weir run` logs (or
+ * `weir dashboard DIR` prints), /login?once=CODE, is opened; it then
+ * redirects here, so the address holds no secret. Same-origin fetches send
+ * the cookie; every call also carries `X-Weir-Request: 1`, which the
+ * endpoint requires of actions (a cross-site form cannot send it).
+ * `#checkpoint=ID` in the address opens that checkpoint's details on load.
  *
  * Plain browser JavaScript, no dependencies and no build step: the file is
  * embedded in the weir binary as it is. Everything lives inside this one
@@ -89,17 +93,15 @@
     }
   }
 
-  /** The token from `?token=…`, or null on loopback. */
-  function tokenFromLocation() {
-    return new URLSearchParams(window.location.search).get('token');
-  }
-
   /** Calls the endpoint: `method` on `path`, returning the parsed JSON answer. */
   async function request(method, path) {
-    const headers = { Accept: 'application/json' };
-    const token = tokenFromLocation();
-    if (token) headers.Authorization = 'Bearer ' + token;
-    const response = await fetch(path, { method, headers, cache: 'no-store' });
+    const headers = { Accept: 'application/json', 'X-Weir-Request': '1' };
+    const response = await fetch(path, {
+      method,
+      headers,
+      cache: 'no-store',
+      credentials: 'same-origin',
+    });
     const text = await response.text();
     let body = null;
     try {
@@ -993,7 +995,8 @@
     if (unauthorized) {
       state.stopped = 'unreachable';
       showResult('The endpoint refused the page (' + err.status + ': ' + err.message +
-        '). Open it as /?token=TOKEN with the job\'s control token.', 'bad');
+        '). Open the one-time link `weir run` logged, or print a new one with ' +
+        '`weir dashboard DIR`.', 'bad');
     } else if (state.failures >= GIVE_UP_AFTER) {
       state.stopped = 'unreachable';
     }
