@@ -10,6 +10,9 @@
 #   WEIR_BACKPRESSURE_SECS  length of the healthy back-pressure run, seconds   default 300
 #   WEIR_FUZZ_SECS          seconds per fuzz target (0: skip fuzzing, noted)   default 300
 #   WEIR_CHAOS_SEED         seed of the kill plans (a number or `random`)      default fixed
+#   WEIR_RELIABILITY_AREAS  only these areas, comma-separated (chaos, isolation, storage,
+#                           back-pressure, misuse, fuzz): their sections of the table are
+#                           replaced, each saying which run made it; the rest is kept    default all
 # CI runs the same tests with the small defaults of the tests themselves (`.ci/run`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,12 +31,24 @@ bash scripts/ensure-wasm-target.sh
 # What is measured is the tree as it is now; say so if it differs from the commit.
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
 started=$(date +%s)
-echo "== fault scenarios (chaos, kill points, isolation, storage, back-pressure)"
-# Whole modules by name; every test in them records its row when it passes.
-cargo test -p weir-tests --test all -- --test-threads 2 \
-    chaos:: kill_points:: isolation:: storage_faults:: backpressure::
+areas="${WEIR_RELIABILITY_AREAS:-}"
+wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
+# The test modules that record each area's rows.
+modules=()
+wants chaos && modules+=(chaos:: kill_points::)
+wants isolation && modules+=(isolation::)
+wants storage && modules+=(storage_faults::)
+wants back-pressure && modules+=(backpressure::)
+wants misuse && modules+=(misuse:: control:: tools::)
+if [ ${#modules[@]} -gt 0 ]; then
+    echo "== fault scenarios: ${modules[*]}"
+    # Whole modules by name; every test in them records its row when it passes.
+    cargo test -p weir-tests --test all -- --test-threads 2 "${modules[@]}"
+fi
 
-if [ "$fuzz_secs" -gt 0 ]; then
+if ! wants fuzz; then
+    fuzz_secs=0
+elif [ "$fuzz_secs" -gt 0 ]; then
     echo "== fuzzing, $fuzz_secs s per target"
     bash scripts/fuzz.sh "$fuzz_secs"
 else
@@ -41,8 +56,15 @@ else
 fi
 elapsed=$(( $(date +%s) - started ))
 
-export WEIR_RELIABILITY_COMMAND="bash scripts/reliability.sh (took $((elapsed / 60)) min $((elapsed % 60)) s)"
+command="bash scripts/reliability.sh"
+[ -n "$areas" ] && command="WEIR_RELIABILITY_AREAS=$areas $command"
+export WEIR_RELIABILITY_COMMAND="$command (took $((elapsed / 60)) min $((elapsed % 60)) s)"
 export WEIR_RELIABILITY_COMMIT="$commit"
 export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
 export WEIR_RELIABILITY_MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(date -u +%Y-%m-%d)"
-cargo run -q -p weir-tests --bin reliability-table -- "$rows" docs/RELIABILITY.md
+touch "$rows"
+if [ -n "$areas" ]; then
+    cargo run -q -p weir-tests --bin reliability-table -- "$rows" docs/RELIABILITY.md --only "$areas"
+else
+    cargo run -q -p weir-tests --bin reliability-table -- "$rows" docs/RELIABILITY.md
+fi

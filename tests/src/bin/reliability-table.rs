@@ -2,15 +2,19 @@
 //! (`WEIR_RELIABILITY_LOG`, one JSON object per line; see `tests/all/report.rs`).
 //! `scripts/reliability.sh` runs the scenarios and then this; nobody edits the table by hand.
 //!
-//! Usage: `reliability-table ROWS.jsonl OUTPUT.md` with `WEIR_RELIABILITY_COMMAND`,
+//! Usage: `reliability-table ROWS.jsonl OUTPUT.md [--only AREA,…]` with `WEIR_RELIABILITY_COMMAND`,
 //! `WEIR_RELIABILITY_COMMIT` and `WEIR_RELIABILITY_SETTINGS` describing the run.
+//!
+//! With `--only`, the run covered just those areas: their sections of the existing OUTPUT.md are
+//! replaced (or added, in their place), each with a line saying which run produced it, and every
+//! other section is kept as the run that wrote it left it.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::process::ExitCode;
 
 /// The areas of the issue, in the order the document presents them, with their headings.
-const AREAS: [(&str, &str); 5] = [
+const AREAS: [(&str, &str); 6] = [
     (
         "chaos",
         "Crash recovery (SIGKILL, restart with `--restore latest`)",
@@ -18,6 +22,7 @@ const AREAS: [(&str, &str); 5] = [
     ("isolation", "Guest isolation"),
     ("storage", "Storage faults"),
     ("back-pressure", "Back-pressure"),
+    ("misuse", "Operator mistakes and other local users"),
     ("fuzz", "Fuzzing"),
 ];
 
@@ -45,6 +50,13 @@ const HOW: &str = "\
   damaged files of completed checkpoints.
 - **Back-pressure** (`tests/all/backpressure.rs`): a full-speed generator behind a slow wasm
   stage; resident memory is sampled from `/proc` every 100 ms.
+- **Operator mistakes and other local users** (`tests/all/misuse.rs`, `tests/all/control.rs`,
+  `tests/all/tools.rs`): a second run of a running job, two jobs on one sink directory, file sinks
+  with equal or nested paths, `--restore latest` with nothing to restore after an earlier run
+  committed output, a crash between a checkpoint's trigger and its completion, and requests to
+  the control endpoint without the token, with a foreign `Host` or `Origin`, as a simple
+  cross-site POST, or as a flood of savepoints. Each must be refused with a message naming the
+  problem and the way on, and committed output must stay exact.
 - **Fuzzing** (`fuzz/`, `scripts/fuzz.sh`): cargo-fuzz targets; the committed corpora and every
   fixed crash are replayed on stable Rust in every CI run.
 
@@ -62,9 +74,23 @@ struct Row {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [rows_path, out_path] = args.as_slice() else {
-        eprintln!("usage: reliability-table ROWS.jsonl OUTPUT.md");
-        return ExitCode::from(2);
+    let (rows_path, out_path, only) = match args.as_slice() {
+        [rows, out] => (rows, out, None),
+        [rows, out, flag, areas] if flag == "--only" => {
+            let areas: Vec<String> = areas.split(',').map(str::to_string).collect();
+            if let Some(unknown) = areas.iter().find(|a| !AREAS.iter().any(|(k, _)| k == a)) {
+                eprintln!(
+                    "error: --only {unknown:?}: unknown area; expected some of {:?}",
+                    AREAS.map(|(a, _)| a)
+                );
+                return ExitCode::from(2);
+            }
+            (rows, out, Some(areas))
+        }
+        _ => {
+            eprintln!("usage: reliability-table ROWS.jsonl OUTPUT.md [--only AREA,...]");
+            return ExitCode::from(2);
+        }
     };
     let text = match std::fs::read_to_string(rows_path) {
         Ok(text) => text,
@@ -100,7 +126,19 @@ fn main() -> ExitCode {
     for rows in by_area.values_mut() {
         rows.sort_by(|a, b| a.scenario.cmp(&b.scenario));
     }
-    let document = render(&by_area);
+    let document = match &only {
+        None => render(&by_area),
+        Some(areas) => {
+            let existing = match std::fs::read_to_string(out_path) {
+                Ok(text) => text,
+                Err(e) => {
+                    eprintln!("error: --only updates {out_path}, which cannot be read: {e}");
+                    return ExitCode::from(2);
+                }
+            };
+            update(&existing, &by_area, areas)
+        }
+    };
     if let Err(e) = std::fs::write(out_path, document) {
         eprintln!("error: cannot write {out_path}: {e}");
         return ExitCode::from(2);
@@ -108,6 +146,64 @@ fn main() -> ExitCode {
     let rows: usize = by_area.values().map(Vec::len).sum();
     eprintln!("wrote {out_path}: {rows} rows");
     ExitCode::SUCCESS
+}
+
+/// The sections of `existing` (split at `## ` headings): the text before the first, then each
+/// heading with its body.
+fn sections(existing: &str) -> (String, Vec<(String, String)>) {
+    let mut preamble = String::new();
+    let mut sections: Vec<(String, String)> = Vec::new();
+    for line in existing.split_inclusive('\n') {
+        if let Some(heading) = line.strip_prefix("## ") {
+            sections.push((heading.trim_end().to_string(), String::new()));
+        } else if let Some((_, body)) = sections.last_mut() {
+            body.push_str(line);
+        } else {
+            preamble.push_str(line);
+        }
+    }
+    (preamble, sections)
+}
+
+/// `existing` with the "how" section and the sections of `areas` rendered anew from this
+/// run's rows, each of those saying which run produced it; other sections are kept.
+fn update(existing: &str, by_area: &BTreeMap<&str, Vec<Row>>, areas: &[String]) -> String {
+    let (preamble, kept) = sections(existing);
+    let (_, how) = sections(HOW);
+    // The document's order: the "how" section, every area's, then anything else kept.
+    let mut order: Vec<String> = how.iter().map(|(h, _)| h.clone()).collect();
+    order.extend(AREAS.iter().map(|(_, heading)| heading.to_string()));
+    for (heading, _) in &kept {
+        if !order.contains(heading) {
+            order.push(heading.clone());
+        }
+    }
+    let mut out = preamble;
+    for heading in &order {
+        let rerun = AREAS
+            .iter()
+            .find(|(_, h)| h == heading)
+            .map(|(a, _)| *a)
+            .filter(|a| areas.iter().any(|x| x == a));
+        if let Some((_, body)) = how.iter().find(|(h, _)| h == heading) {
+            write!(out, "## {heading}\n{body}").unwrap();
+        } else if let Some(area) = rerun {
+            writeln!(out, "## {heading}\n").unwrap();
+            writeln!(
+                out,
+                "This section is from a run of these scenarios alone: `{}`, commit `{}`; {}; {}.\n",
+                env("WEIR_RELIABILITY_COMMAND"),
+                env("WEIR_RELIABILITY_COMMIT"),
+                env("WEIR_RELIABILITY_SETTINGS"),
+                env("WEIR_RELIABILITY_MACHINE"),
+            )
+            .unwrap();
+            area_table(&mut out, by_area.get(area));
+        } else if let Some((_, body)) = kept.iter().find(|(h, _)| h == heading) {
+            write!(out, "## {heading}\n{body}").unwrap();
+        }
+    }
+    out
 }
 
 fn env(name: &str) -> String {
@@ -137,24 +233,29 @@ fn render(by_area: &BTreeMap<&str, Vec<Row>>) -> String {
     out.push_str(HOW);
     for (area, heading) in AREAS {
         writeln!(out, "## {heading}\n").unwrap();
-        let Some(rows) = by_area.get(area) else {
-            out.push_str("No rows were recorded for this area in this run.\n\n");
-            continue;
-        };
-        let total: u64 = rows.iter().map(|r| r.rounds).sum();
-        out.push_str("| scenario | rounds | faults injected | result |\n|---|---:|---|---|\n");
-        for row in rows {
-            writeln!(
-                out,
-                "| {} | {} | {} | {} |",
-                cell(&row.scenario),
-                row.rounds,
-                cell(&row.faults),
-                cell(&row.result)
-            )
-            .unwrap();
-        }
-        writeln!(out, "\n{} scenarios, {total} rounds in all.\n", rows.len()).unwrap();
+        area_table(&mut out, by_area.get(area));
     }
     out
+}
+
+/// An area's table and its totals, or a line saying the run recorded none.
+fn area_table(out: &mut String, rows: Option<&Vec<Row>>) {
+    let Some(rows) = rows else {
+        out.push_str("No rows were recorded for this area in this run.\n\n");
+        return;
+    };
+    let total: u64 = rows.iter().map(|r| r.rounds).sum();
+    out.push_str("| scenario | rounds | faults injected | result |\n|---|---:|---|---|\n");
+    for row in rows {
+        writeln!(
+            out,
+            "| {} | {} | {} | {} |",
+            cell(&row.scenario),
+            row.rounds,
+            cell(&row.faults),
+            cell(&row.result)
+        )
+        .unwrap();
+    }
+    writeln!(out, "\n{} scenarios, {total} rounds in all.\n", rows.len()).unwrap();
 }
