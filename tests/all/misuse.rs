@@ -313,3 +313,42 @@ fn checkpoint_ids_never_repeat_after_a_crash_between_trigger_and_completion() {
                  ever reserved",
     });
 }
+
+#[test]
+fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
+    let sandbox = Sandbox::new("config-without-init");
+    let spec = GeneratorSpec {
+        parallelism: 1,
+        seed: 1,
+        count: Some(10),
+        rate: None,
+        keys: 3,
+    };
+    JobFile::new("noinit")
+        .generator("gen", &spec)
+        .operator(
+            "count",
+            weir_tests::guests::WAT_COUNT,
+            1,
+            Some("threshold = 3"),
+            ("gen", "forward"),
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("count", "forward"))
+        .write(&sandbox.job_path());
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("run.log"));
+    ended.assert_code(EXIT_CANNOT_START, "a config for a module without weir_init");
+    let error = ended
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("error: "))
+        .unwrap_or_else(|| panic!("no error line:\n{}", ended.stderr));
+    assert!(
+        error.contains("operator `count` has a config, but its module"),
+        "{error}"
+    );
+    assert_eq!(
+        error.matches("cannot start the job").count(),
+        1,
+        "one prefix per message: {error}"
+    );
+}
