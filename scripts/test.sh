@@ -11,6 +11,8 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+# The host alone, as the release `weir` is built: without the test crates' `test-hooks` feature.
+cargo clippy -p weir --all-targets -- -D warnings
 cargo clippy -p weir-sdk --target wasm32-unknown-unknown -- -D warnings
 echo "== cargo test"
 cargo test --workspace

@@ -2,8 +2,11 @@
 //! the checkpoint protocol, so that crash tests can prove recovery from *that* moment instead of
 //! sleeping and hoping a random kill lands there.
 //!
-//! The hook is off unless the environment variable [`ENV_VAR`] is set, to `POINT` or
-//! `POINT:N` (the `N`-th time any thread of the process reaches `POINT`; 1 when omitted):
+//! The hook exists only in builds with the cargo feature `test-hooks`, which the test crates
+//! enable (the release `weir` has none of it: [`reached`] is an empty inline function there, and
+//! the variable below is never read). In such a build it is off unless the environment variable
+//! `ENV_VAR` is set, to `POINT` or `POINT:N` (the `N`-th time any thread of the process reaches
+//! `POINT`; 1 when omitted):
 //!
 //! ```text
 //! WEIR_TEST_KILL_AT=metadata-write:3 weir run job.toml --restore latest
@@ -15,11 +18,15 @@
 //! on disk it is a crash at that line. Each point is one cheap check when the hook is off.
 
 use std::fmt;
+#[cfg(feature = "test-hooks")]
 use std::str::FromStr;
+#[cfg(feature = "test-hooks")]
 use std::sync::OnceLock;
+#[cfg(feature = "test-hooks")]
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The environment variable that arms a kill point.
+#[cfg(feature = "test-hooks")]
 pub const ENV_VAR: &str = "WEIR_TEST_KILL_AT";
 
 /// A moment of the job's life at which a test may kill the process.
@@ -81,6 +88,7 @@ impl fmt::Display for KillPoint {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 /// A value of [`ENV_VAR`] that is not `POINT` or `POINT:N`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -92,6 +100,7 @@ pub struct BadKillPoint {
     pub value: String,
 }
 
+#[cfg(feature = "test-hooks")]
 fn names() -> String {
     KillPoint::ALL
         .iter()
@@ -100,6 +109,7 @@ fn names() -> String {
         .join(", ")
 }
 
+#[cfg(feature = "test-hooks")]
 impl FromStr for KillPoint {
     type Err = BadKillPoint;
 
@@ -111,6 +121,7 @@ impl FromStr for KillPoint {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 /// An armed kill point: die the `nth` time `point` is reached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Armed {
@@ -120,6 +131,7 @@ pub struct Armed {
     pub nth: u64,
 }
 
+#[cfg(feature = "test-hooks")]
 impl FromStr for Armed {
     type Err = BadKillPoint;
 
@@ -139,6 +151,7 @@ impl FromStr for Armed {
     }
 }
 
+#[cfg(feature = "test-hooks")]
 /// The armed point from the environment, parsed once.
 fn armed() -> &'static Result<Option<Armed>, BadKillPoint> {
     static ARMED: OnceLock<Result<Option<Armed>, BadKillPoint>> = OnceLock::new();
@@ -148,6 +161,7 @@ fn armed() -> &'static Result<Option<Armed>, BadKillPoint> {
     })
 }
 
+#[cfg(feature = "test-hooks")]
 /// Checks [`ENV_VAR`]: the CLI calls this first, so that a misspelt kill point fails the run
 /// instead of silently never firing. Returns the armed point, if any.
 pub fn from_env() -> Result<Option<Armed>, BadKillPoint> {
@@ -156,6 +170,7 @@ pub fn from_env() -> Result<Option<Armed>, BadKillPoint> {
 
 /// Marks that this thread reached `point`: kills the process if the point is armed and this
 /// is the time it was armed for.
+#[cfg(feature = "test-hooks")]
 pub fn reached(point: KillPoint) {
     static TIMES: AtomicU64 = AtomicU64::new(0);
     let Ok(Some(armed)) = armed() else {
@@ -169,6 +184,12 @@ pub fn reached(point: KillPoint) {
     }
 }
 
+/// Marks that this thread reached `point`: nothing, in a build without test hooks.
+#[cfg(not(feature = "test-hooks"))]
+#[inline(always)]
+pub fn reached(_point: KillPoint) {}
+
+#[cfg(feature = "test-hooks")]
 fn kill_self(armed: Armed) -> ! {
     eprintln!(
         "weir: kill point `{}` reached for the {} time ({ENV_VAR}): sending SIGKILL to this process",
@@ -182,6 +203,7 @@ fn kill_self(armed: Armed) -> ! {
     std::process::abort()
 }
 
+#[cfg(feature = "test-hooks")]
 fn ordinal(n: u64) -> String {
     let suffix = match (n % 10, n % 100) {
         (_, 11..=13) => "th",
@@ -193,7 +215,7 @@ fn ordinal(n: u64) -> String {
     format!("{n}{suffix}")
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "test-hooks"))]
 mod tests {
     use super::*;
 

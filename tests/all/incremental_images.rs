@@ -109,7 +109,8 @@ fn a_savepoint_is_a_full_image_and_no_checkpoint_builds_on_it() {
     running.wait_until("three checkpoints", Duration::from_secs(30), |monitor| {
         monitor.checkpoint_counts().0 >= 3
     });
-    running.request(JobRequest::TriggerSavepoint);
+    let (savepoint, _outcome) = JobRequest::savepoint(false);
+    running.request(savepoint);
     let savepoints = dir.join("savepoints");
     let mut after = None;
     running.wait_until(

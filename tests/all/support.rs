@@ -28,10 +28,12 @@ pub(crate) const JOB_TIMEOUT: Duration = Duration::from_secs(60);
 // ---------------------------------------------------------------------------------------------
 // The `weir` binary
 
-/// The `weir` binary of this build, built first if it is missing or older than the host's
-/// sources. Tests live in package `weir-tests`, so cargo does not build the binary of package
-/// `weir` for them (and `CARGO_BIN_EXE_weir` does not exist); it lives next to this test
-/// executable's `deps` folder. `WEIR_BIN` overrides the choice.
+/// The `weir` binary of this build, with the test hooks (kill points) the crash tests arm:
+/// `cargo build -p weir --bin weir --features test-hooks` once per test process (a no-op when
+/// it is up to date; cargo, not file times, decides). Tests live in package `weir-tests`, so
+/// cargo does not build the binary of package `weir` for them (and `CARGO_BIN_EXE_weir` does
+/// not exist); it lives next to this test executable's `deps` folder. `WEIR_BIN` overrides the
+/// choice (a binary built without `test-hooks` then fails the tests that arm a kill point).
 pub(crate) fn weir_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -45,52 +47,14 @@ pub(crate) fn weir_bin() -> &'static Path {
             .and_then(Path::parent)
             .expect("the test executable is in <profile>/deps");
         let bin = profile_dir.join(format!("weir{}", std::env::consts::EXE_SUFFIX));
-        if let Some(reason) = stale(&bin) {
-            eprintln!("building {} ({reason})", bin.display());
-            build_weir(profile_dir);
-            assert!(
-                bin.exists(),
-                "`cargo build -p weir --bin weir` did not produce {}",
-                bin.display()
-            );
-        }
+        build_weir(profile_dir);
+        assert!(
+            bin.exists(),
+            "`cargo build -p weir --bin weir` did not produce {}",
+            bin.display()
+        );
         bin
     })
-}
-
-/// Why `bin` must be rebuilt, if it must.
-fn stale(bin: &Path) -> Option<String> {
-    let built = match fs::metadata(bin).and_then(|m| m.modified()) {
-        Ok(t) => t,
-        Err(_) => return Some("missing".into()),
-    };
-    let root = workspace_root();
-    let sources = [
-        "host/src",
-        "host/Cargo.toml",
-        "abi/src",
-        "abi/Cargo.toml",
-        "Cargo.toml",
-        "Cargo.lock",
-    ];
-    let newest = sources
-        .iter()
-        .filter_map(|s| newest_mtime(&root.join(s)))
-        .max()?;
-    (newest > built).then(|| "older than the sources of the host".into())
-}
-
-fn newest_mtime(path: &Path) -> Option<SystemTime> {
-    let meta = fs::metadata(path).ok()?;
-    if meta.is_dir() {
-        fs::read_dir(path)
-            .ok()?
-            .filter_map(|e| e.ok())
-            .filter_map(|e| newest_mtime(&e.path()))
-            .max()
-    } else {
-        meta.modified().ok()
-    }
 }
 
 fn workspace_root() -> PathBuf {
@@ -100,12 +64,13 @@ fn workspace_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// `cargo build -p weir --bin weir` into the target directory and profile of this test run.
+/// `cargo build -p weir --bin weir --features test-hooks` into the target directory and profile
+/// of this test run.
 fn build_weir(profile_dir: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(workspace_root())
-        .args(["build", "-p", "weir", "--bin", "weir"]);
+        .args(["build", "-p", "weir", "--bin", "weir", "--features", "test-hooks"]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some("release") => {

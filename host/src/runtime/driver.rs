@@ -236,7 +236,6 @@ impl Driver<'_> {
                 self.monitor.set_status(JobStatus::Cancelling);
                 return Step::End(AttemptEnd::Canceled);
             }
-            JobRequest::TriggerSavepoint => (false, None),
             JobRequest::StopWithSavepoint => (true, None),
             JobRequest::Savepoint { stop, reply } => (stop, Some(reply)),
         };

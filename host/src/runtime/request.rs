@@ -22,8 +22,6 @@ pub enum JobRequest {
     /// Take a savepoint, then stop (sinks commit first). If the savepoint is
     /// refused, the job is cancelled: whoever sent this wants the job to stop.
     StopWithSavepoint,
-    /// Take a savepoint and go on.
-    TriggerSavepoint,
     /// Take a savepoint (and with `stop`, then stop as
     /// [`StopWithSavepoint`](Self::StopWithSavepoint) does), and say on `reply`
     /// when it completed or why it was refused or failed. Unlike

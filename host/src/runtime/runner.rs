@@ -95,9 +95,8 @@ impl JobRunner {
     }
 
     /// [`JobRunner::new`] over the given checkpoint storage instead of the
-    /// job's directory: another backend, or a
-    /// [`FaultyStorage`](crate::checkpoint::storage::FaultyStorage) in tests
-    /// of what a job does when its storage fails.
+    /// job's directory: another backend, or (in tests) a storage double that
+    /// fails on purpose.
     /// Only the file sinks' output directories are locked: the storage is the caller's.
     pub fn with_storage(
         job: Job,
@@ -624,9 +623,6 @@ async fn wait_to_restart(delay: Duration, requests: &mut UnboundedReceiver<JobRe
             () = &mut sleep => return Waited::Elapsed,
             request = requests.recv() => match request {
                 Some(JobRequest::Cancel | JobRequest::StopWithSavepoint) => return Waited::Canceled,
-                Some(JobRequest::TriggerSavepoint) => {
-                    tracing::warn!("savepoint refused: the job is restarting after a failure");
-                }
                 Some(JobRequest::Savepoint { reply, .. }) => reply.send(Err(SavepointError::Refused(
                     "the job is restarting after a failure: ask again once it is running".into(),
                 ))),
@@ -840,7 +836,6 @@ mod tests {
         let (requests, mut requests_rx) = tokio::sync::mpsc::unbounded_channel();
         let (request, answer) = JobRequest::savepoint(false);
         requests.send(request).unwrap();
-        requests.send(JobRequest::TriggerSavepoint).unwrap();
         requests.send(JobRequest::Cancel).unwrap();
         let waited = runtime.block_on(wait_to_restart(Duration::from_secs(60), &mut requests_rx));
         assert_eq!(waited, Waited::Canceled);

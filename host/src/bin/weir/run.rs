@@ -60,6 +60,7 @@ fn parse_control_address(text: &str) -> Result<SocketAddr, String> {
 }
 
 pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
+    #[cfg(feature = "test-hooks")]
     match weir::kill_point::from_env() {
         Ok(None) => {}
         Ok(Some(armed)) => tracing::warn!(
