@@ -67,7 +67,7 @@ impl KillPoint {
         KillPoint::Restore,
     ];
 
-    /// The point's name, as [`ENV_VAR`] takes it.
+    /// The point's name, as `WEIR_TEST_KILL_AT` takes it.
     pub fn name(self) -> &'static str {
         match self {
             KillPoint::ProcessBatch => "process-batch",

@@ -1,6 +1,6 @@
 //! Crash tests: a real `weir` process, killed with SIGKILL at seeded random moments and
 //! restarted with `--restore latest`, must commit exactly the output of a run without failures —
-//! no record lost, none duplicated (DESIGN §2, STYLE habit 11).
+//! no record lost, none duplicated.
 //!
 //! Each job first runs once to its end, undisturbed: its committed output is the reference.
 //! Then, in a fresh folder, rounds of `weir run JOB --restore latest` are each killed, either a

@@ -69,8 +69,15 @@ fn workspace_root() -> PathBuf {
 fn build_weir(profile_dir: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["build", "-p", "weir", "--bin", "weir", "--features", "test-hooks"]);
+    cmd.current_dir(workspace_root()).args([
+        "build",
+        "-p",
+        "weir",
+        "--bin",
+        "weir",
+        "--features",
+        "test-hooks",
+    ]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some("release") => {

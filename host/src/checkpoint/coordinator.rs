@@ -1,7 +1,7 @@
 //! The checkpoint coordinator: the state machine that decides when a
 //! checkpoint is triggered, when it is complete, when it has failed, which
 //! completed checkpoints to prune, and when too many failures fail the job
-//! (DESIGN.md §2; Flink's `CheckpointCoordinator`).
+//! (docs/ARCHITECTURE.md, Checkpoints; Flink's `CheckpointCoordinator`).
 //!
 //! # Why it is a pure state machine
 //!

@@ -4,8 +4,8 @@
 //! Why a module of its own: a checkpoint is only worth something if a restore
 //! can tell a good file from a bad one. Every file the storage writes — the
 //! state file of a task and the metadata of a checkpoint — is wrapped in the
-//! same frame, and every reader verifies all of it before trusting a byte
-//! (STYLE habit 8). The byte layout is written down here, next to the code
+//! same frame, and every reader verifies all of it before trusting a byte.
+//! The byte layout is written down here, next to the code
 //! that encodes it, and in `docs/CHECKPOINTS.md`.
 //!
 //! # Byte layout (all integers little-endian)

@@ -22,7 +22,7 @@
 //!   fresh start would repeat committed output.
 //!
 //! The file is framed like every checkpoint file (magic `WEIRHIST`, version,
-//! length, CRC-32; [`format`]) around a small JSON object, and written with
+//! length, CRC-32; [`format`](mod@crate::checkpoint::format)) around a small JSON object, and written with
 //! tmp + fsync + rename + fsync(dir). Values only grow: [`CheckpointHistory::merge`].
 
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! ids, the other does not; one escapes vertex names, the other forgets), and a
 //! restore that looks for a file where the writer did not put it is a silent
 //! data loss. So every path of the checkpoint storage is built here, by
-//! [`CheckpointLayout`], and nowhere else (STYLE habit 8).
+//! [`CheckpointLayout`], and nowhere else.
 //!
 //! ```text
 //! <job dir>/

@@ -1,5 +1,5 @@
 //! Checkpoints: the coordinator that triggers and completes them, the barrier
-//! bookkeeping, and the storage that makes them durable (DESIGN.md §2, §4).
+//! bookkeeping, and the storage that makes them durable (docs/ARCHITECTURE.md, docs/CHECKPOINTS.md).
 
 pub mod catalog;
 pub mod config;

@@ -4,10 +4,10 @@
 //! Why a module of its own: these choices decide whether a restart loses or
 //! duplicates output, so they are small synchronous functions over plain
 //! facts (the listings the storage found, the ids completed so far), tested
-//! exhaustively without a disk or a runtime (STYLE habit 7). The CLI and the
+//! exhaustively without a disk or a runtime. The CLI and the
 //! coordinator call them; they never list directories themselves.
 //! [`verify`] and [`restore_latest`] do read, but only through
-//! [`CheckpointStorage`], so they run as well over [`MemoryStorage`](crate::checkpoint::storage::MemoryStorage).
+//! [`CheckpointStorage`], so they run as well over the in-memory test double.
 //!
 //! # What `--restore latest` picks
 //!

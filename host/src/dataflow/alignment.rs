@@ -1,5 +1,5 @@
 //! Barrier alignment: when a task with several inputs may take its snapshot,
-//! and which inputs it must stop reading meanwhile (DESIGN.md §2 step 4).
+//! and which inputs it must stop reading meanwhile (docs/ARCHITECTURE.md, Checkpoints).
 //!
 //! # Why
 //!

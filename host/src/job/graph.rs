@@ -1,4 +1,4 @@
-//! The job graph: the validated job file (DESIGN §1).
+//! The job graph: the validated job file (docs/ARCHITECTURE.md, Vocabulary).
 //!
 //! A [`Job`] is built only by [`Job::from_file`] or [`Job::from_str`], so every
 //! `Job` satisfies the rules docs/JOB.md lists: unique vertex names, known
@@ -134,7 +134,7 @@ pub enum SinkKind {
     Blackhole,
 }
 
-/// How records of one vertex reach the subtasks of the next (DESIGN §1).
+/// How records of one vertex reach the subtasks of the next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Partitioner {
     /// Subtask *i* sends to subtask *i*; both sides have the same parallelism.
@@ -301,12 +301,12 @@ impl Job {
         self.edges.iter().filter(move |e| e.from == vertex)
     }
 
-    /// Every task of the job: who must acknowledge a checkpoint (DESIGN §2.2).
+    /// Every task of the job: who must acknowledge a checkpoint.
     pub fn tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
         self.vertices.iter().flat_map(Vertex::tasks)
     }
 
-    /// The tasks of the sources: who receives a checkpoint's trigger (DESIGN §2.2).
+    /// The tasks of the sources: who receives a checkpoint's trigger.
     pub fn source_tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
         self.sources().flat_map(Vertex::tasks)
     }

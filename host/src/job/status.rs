@@ -1,4 +1,4 @@
-//! The job status: where a job is in its life (DESIGN §1).
+//! The job status: where a job is in its life.
 //!
 //! ```text
 //! CREATED → RUNNING → (FAILING → RESTARTING → RUNNING)* → FINISHED / CANCELED / FAILED
@@ -16,7 +16,7 @@ use std::fmt;
 pub enum JobStatus {
     /// Built and validated, no task started yet.
     Created,
-    /// Every task is running; periodic checkpoints are on (DESIGN §2.1).
+    /// Every task is running; periodic checkpoints are on.
     Running,
     /// A task failed; the others are being stopped.
     Failing,

@@ -1,5 +1,5 @@
 //! [`GuestState`]: the host's side of one guest instance, kept in its `Store` and reached by
-//! the host imports through `Caller` (STYLE habit 3).
+//! the host imports through `Caller`.
 
 use wasmtime::ResourceLimiter;
 use weir_abi::exports;

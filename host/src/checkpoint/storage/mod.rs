@@ -1,15 +1,18 @@
 //! Checkpoint storage: the small trait the coordinator, the tasks and restore
 //! talk to, and its implementations.
 //!
-//! Why a module of its own: DESIGN §6 wants object storage to be able to
-//! replace local files later, and the coordinator and runtime tests want a
-//! storage that touches no disk and one that fails on demand (STYLE habit
-//! 10). So the rest of the host sees only [`CheckpointStorage`]:
+//! Why a module of its own: object storage is to be able to replace local
+//! files later, and the coordinator and runtime tests want a storage that
+//! touches no disk and one that fails on demand. So the rest of the host sees
+//! only [`CheckpointStorage`]:
 //!
 //! - [`LocalStorage`]: files on a local file system, the real one;
-//! - [`MemoryStorage`]: the same logic over an in-memory file tree, for tests;
-//! - [`FaultyStorage`]: either of them with faults injected on chosen writes
+//! - `MemoryStorage`: the same logic over an in-memory file tree, for tests;
+//! - `FaultyStorage`: either of them with faults injected on chosen writes
 //!   (an error, or a crash that leaves a half-written `.tmp` behind).
+//!
+//! The two doubles live in `doubles.rs`, built for the host's unit tests and,
+//! with the cargo feature `test-hooks`, for the test crates only.
 //!
 //! All three share one implementation of the checkpoint rules (framing,
 //! paths, commit order, listing, cleanup) over a private file-system
@@ -706,9 +709,9 @@ pub use doubles::{Fault, FaultyStorage, MemoryStorage};
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
     use crate::checkpoint::metadata::tests::sample;
     use std::fs;
+    use std::sync::Arc;
 
     const CHK: CheckpointKind = CheckpointKind::Checkpoint;
     const SP: CheckpointKind = CheckpointKind::Savepoint;
