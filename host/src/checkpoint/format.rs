@@ -41,8 +41,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::checkpoint::layout::{self, CheckpointLayout};
-use crate::kill_point::{self, KillPoint};
+use crate::checkpoint::layout::CheckpointLayout;
 use crate::parallel;
 
 /// The framing version this build writes, and the only one it reads.
@@ -315,19 +314,7 @@ fn write_then_publish(
     overwrite: Overwrite,
 ) -> Result<(), IoError> {
     let mut file = File::create(tmp).map_err(|e| IoError::new("create", tmp, e))?;
-    // Two writes, so that a crash test can stop the process between them (kill_point).
-    let (head, tail) = bytes.split_at(bytes.len() / 2);
-    file.write_all(head)
-        .map_err(|e| IoError::new("write", tmp, e))?;
-    kill_point::reached(
-        if path.file_name() == Some(std::ffi::OsStr::new(layout::METADATA_FILE)) {
-            KillPoint::MetadataWrite
-        } else {
-            KillPoint::StateWrite
-        },
-    );
-    file.write_all(tail)
-        .map_err(|e| IoError::new("write", tmp, e))?;
+    write_bytes(&mut file, tmp, path, bytes)?;
     file.sync_all().map_err(|e| IoError::new("fsync", tmp, e))?;
     drop(file);
     match overwrite {
@@ -338,6 +325,36 @@ fn write_then_publish(
         Overwrite::Refuse => publish_without_replacing(tmp, path)?,
     }
     sync_parent(path)
+}
+
+/// Writes `bytes` into the open `tmp` (to become `path`).
+#[cfg(not(feature = "test-hooks"))]
+fn write_bytes(file: &mut File, tmp: &Path, _path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    file.write_all(bytes)
+        .map_err(|e| IoError::new("write", tmp, e))
+}
+
+/// Writes `bytes` into the open `tmp` (to become `path`) in two halves, so that a crash test
+/// can kill the process between them: at `metadata-write` for a checkpoint's metadata, at
+/// `state-write` for a state file.
+#[cfg(feature = "test-hooks")]
+fn write_bytes(file: &mut File, tmp: &Path, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    use crate::checkpoint::layout;
+    use crate::kill_point::{self, KillPoint};
+    let (head, tail) = bytes.split_at(bytes.len() / 2);
+    file.write_all(head)
+        .map_err(|e| IoError::new("write", tmp, e))?;
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default();
+    if name == layout::METADATA_FILE {
+        kill_point::reached(KillPoint::MetadataWrite);
+    } else if name.ends_with(layout::STATE_SUFFIX) {
+        kill_point::reached(KillPoint::StateWrite);
+    }
+    file.write_all(tail)
+        .map_err(|e| IoError::new("write", tmp, e))
 }
 
 /// Gives `tmp` the name `path` unless `path` exists. A hard link is atomic
