@@ -4,6 +4,8 @@
 mod guests;
 mod image_rewrite;
 mod languages;
+#[cfg(unix)]
+mod misuse;
 mod report;
 mod support;
 
