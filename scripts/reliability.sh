@@ -39,7 +39,7 @@ wants chaos && modules+=(chaos:: kill_points::)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)
-wants misuse && modules+=(misuse:: control:: tools::)
+wants misuse && modules+=(misuse:: bad_job_files:: control::)
 if [ ${#modules[@]} -gt 0 ]; then
     echo "== fault scenarios: ${modules[*]}"
     # Whole modules by name; every test in them records its row when it passes.

@@ -10,6 +10,8 @@ mod support;
 #[cfg(unix)]
 mod backpressure;
 #[cfg(unix)]
+mod bad_job_files;
+#[cfg(unix)]
 mod chaos;
 #[cfg(unix)]
 mod checkpoints_cli;

@@ -5,12 +5,19 @@
 //!
 //! Properties, for any text:
 //! - parsing returns, never panics;
+//! - a job that parses asks for nothing the engine cannot give (docs/JOB.md, "Bounds"): at
+//!   most `MAX_PARALLELISM` subtasks per vertex and `MAX_SUBTASKS` in all, generator values of
+//!   at most `MAX_VALUE_SIZE`, durations of at most `MAX_DURATION`, guest sizes of at most
+//!   `MAX_GUEST_BYTES` — the values `weir run` once aborted on (exit 134) are refused;
 //! - an error names the file, and points at a line of the text;
 //! - a job that parses, written back with [`Job::to_toml`], parses again to the same job
 //!   (apart from the line numbers it records) with the same fingerprint, and writing that
 //!   one gives the same text.
 
-use weir::job::{Job, JobError, VertexKind};
+use weir::job::{
+    Job, JobError, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES,
+    MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE, SourceKind, VertexKind,
+};
 
 /// The folder relative paths in the job are resolved against; nothing is read from it.
 const BASE_DIR: &str = "/fuzz/jobs";
@@ -23,9 +30,65 @@ const REWRITTEN: &str = "rewritten.toml";
 pub fn check(bytes: &[u8]) {
     let text = String::from_utf8_lossy(bytes);
     match Job::from_str(&text, BASE_DIR, FILE) {
-        Ok(job) => check_round_trip(&text, job),
+        Ok(job) => {
+            check_bounds(&text, &job);
+            check_round_trip(&text, job);
+        }
         Err(error) => check_error(&text, &error),
     }
+}
+
+/// An accepted job stays within every bound validation promises.
+fn check_bounds(text: &str, job: &Job) {
+    let context = || format!("accepted beyond a bound:\n--- input\n{text}");
+    let mut subtasks = 0u64;
+    for vertex in &job.vertices {
+        assert!(vertex.parallelism <= MAX_PARALLELISM, "{}", context());
+        subtasks += u64::from(vertex.parallelism);
+        if let VertexKind::Source(SourceKind::Generator {
+            value_size,
+            count,
+            rate,
+            ..
+        }) = &vertex.kind
+        {
+            assert!(*value_size <= MAX_VALUE_SIZE, "{}", context());
+            assert!(
+                count.is_none_or(|c| c <= MAX_GENERATOR_COUNT),
+                "{}",
+                context()
+            );
+            assert!(
+                rate.is_none_or(|r| r <= MAX_GENERATOR_RATE),
+                "{}",
+                context()
+            );
+        }
+        if let VertexKind::Operator(operator) = &vertex.kind {
+            check_limits(&operator.limits, &context);
+        }
+    }
+    assert!(subtasks <= u64::from(MAX_SUBTASKS), "{}", context());
+    check_limits(&job.limits, &context);
+    let checkpoint = &job.checkpoint;
+    for duration in [checkpoint.min_pause, checkpoint.timeout]
+        .into_iter()
+        .chain(checkpoint.interval)
+    {
+        assert!(duration <= MAX_DURATION, "{}", context());
+    }
+}
+
+/// Guest limits within their bounds.
+fn check_limits(limits: &weir::job::Limits, context: &dyn Fn() -> String) {
+    for bytes in [
+        limits.max_memory_bytes,
+        limits.max_output_bytes,
+        limits.max_state_bytes,
+    ] {
+        assert!(bytes as u64 <= MAX_GUEST_BYTES, "{}", context());
+    }
+    assert!(limits.call_timeout <= MAX_DURATION, "{}", context());
 }
 
 /// A job written back as TOML reads back as the same job.

@@ -7,6 +7,8 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
+use super::paths::{Overlap, PathUse};
+
 /// A position in the job file, counted from 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -240,6 +242,125 @@ pub enum Problem {
         /// The module path, resolved against the job file's folder.
         path: PathBuf,
     },
+    /// An operator's module path is there but is not a regular file (a directory, a device…).
+    #[error(
+        "module of operator \"{operator}\" at {} is not a regular file ({kind}): point \
+         `module` at a .wasm or .wat file (relative to the job file's folder)",
+        path.display()
+    )]
+    ModuleNotAFile {
+        /// The operator.
+        operator: String,
+        /// The module path, resolved against the job file's folder.
+        path: PathBuf,
+        /// What it is instead ("a directory", "a character device").
+        kind: &'static str,
+    },
+    /// A file source without `follow` reads a file that does not exist.
+    #[error(
+        "file source \"{source_name}\" reads {}, which does not exist: create it before the \
+         job starts, fix `path` (relative to the job file's folder), or set `follow = true` to \
+         wait for it to appear",
+        path.display()
+    )]
+    SourceMissing {
+        /// The source.
+        source_name: String,
+        /// The path, resolved against the job file's folder.
+        path: PathBuf,
+    },
+    /// A file source's path is a directory or a device, not a file of lines.
+    #[error(
+        "file source \"{source_name}\" reads {}, which is not a regular file ({kind}): point \
+         `path` at a text file",
+        path.display()
+    )]
+    SourceNotAFile {
+        /// The source.
+        source_name: String,
+        /// The path, resolved against the job file's folder.
+        path: PathBuf,
+        /// What it is instead.
+        kind: &'static str,
+    },
+    /// Two paths of the job overlap where they must not (see `job::paths`).
+    #[error("{}", overlap_message(first, first_path, second, second_path, *overlap))]
+    PathsOverlap {
+        /// The use written first.
+        first: PathUse,
+        /// Its path, as compared.
+        first_path: PathBuf,
+        /// The use written second, where the error points.
+        second: PathUse,
+        /// Its path, as compared.
+        second_path: PathBuf,
+        /// How the second stands to the first.
+        overlap: Overlap,
+    },
+    /// A number larger than the engine can honour, or than makes sense for its key.
+    #[error("{key} = {found} is too large: at most {max} ({reason})")]
+    TooLarge {
+        /// The key, with its table.
+        key: String,
+        /// The value as written.
+        found: String,
+        /// The largest value allowed, as it would be written.
+        max: String,
+        /// Why that is the bound.
+        reason: &'static str,
+    },
+    /// A duration or size whose value does not fit the 64-bit integer it is counted in.
+    #[error("{key} = {found} overflows: at most {max}")]
+    Overflow {
+        /// The key, with its table.
+        key: String,
+        /// The value as written.
+        found: String,
+        /// The largest value allowed, as it would be written.
+        max: String,
+    },
+    /// The vertices' parallelisms add up to more subtasks than a job may have.
+    #[error(
+        "the job has {total} subtasks (the sum of every vertex's parallelism): at most {max}, \
+         because each subtask is a thread of its own with channels to every subtask it feeds, \
+         and an operator's subtask a guest instance of its own; lower some parallelism"
+    )]
+    TooManySubtasks {
+        /// The sum of the parallelisms, up to and including the vertex the error points at.
+        total: u64,
+        /// The bound.
+        max: u32,
+    },
+}
+
+/// The message of [`Problem::PathsOverlap`].
+fn overlap_message(
+    first: &PathUse,
+    first_path: &std::path::Path,
+    second: &PathUse,
+    second_path: &std::path::Path,
+    overlap: Overlap,
+) -> String {
+    let why = match (first, second) {
+        (PathUse::FileSource { .. }, _) | (_, PathUse::FileSource { .. }) => {
+            "the source would read the job's own output, which the sink replaces and removes as \
+             it commits; read a file outside every file sink's directory"
+        }
+        (PathUse::CheckpointDirectory, _) | (_, PathUse::CheckpointDirectory) => {
+            "checkpoint cleanup and the sink's commits would touch each other's files; move the \
+             sink's `path` or `checkpoint.directory` apart"
+        }
+        _ => {
+            "both would commit part files of the same names there, one replacing the other's \
+             output; give each file sink a directory of its own, neither inside the other"
+        }
+    };
+    format!(
+        "{second} uses {}, {} {first} ({}): {why}",
+        second_path.display(),
+        overlap.words(),
+        first_path.display()
+    )
 }
 
 /// `"a", "b"`, or `none` for an empty list.

@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use super::error::{JobError, Location, Problem};
 use super::limits::Limits;
+use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
     CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
@@ -25,6 +26,18 @@ use crate::control::ControlConfig;
 use crate::dataflow::TaskId;
 use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;
+
+/// Whether `file_type` is a named pipe.
+#[cfg(unix)]
+fn is_fifo(file_type: &fs::FileType) -> bool {
+    std::os::unix::fs::FileTypeExt::is_fifo(file_type)
+}
+
+/// Whether `file_type` is a named pipe: never, off Unix.
+#[cfg(not(unix))]
+fn is_fifo(_: &fs::FileType) -> bool {
+    false
+}
 
 /// A validated job: its vertices, the edges between them and its settings.
 #[derive(Debug, Clone, PartialEq)]
@@ -223,10 +236,10 @@ impl Job {
         Job::from_str(&text, base_dir, &path.display().to_string())
     }
 
-    /// [`Job::from_file`], then [`Job::check_modules_exist`]: what `weir run` needs.
+    /// [`Job::from_file`], then [`Job::check_files`]: what `weir run` needs.
     pub fn load(path: impl AsRef<Path>) -> Result<Job, JobError> {
         let job = Job::from_file(path)?;
-        job.check_modules_exist()?;
+        job.check_files()?;
         Ok(job)
     }
 
@@ -240,29 +253,109 @@ impl Job {
         validate::parse(text, base_dir.as_ref(), file_name)
     }
 
-    /// Checks that every operator's module file exists, naming the first one
-    /// that does not (at its `module` line). A separate step so a job file can
+    /// Checks that every operator's module file exists and is a regular file, naming the
+    /// first one that is not (at its `module` line). A separate step so a job file can
     /// be validated — in tests, or by `weir check` — before the guests are built.
     pub fn check_modules_exist(&self) -> Result<(), JobError> {
         for vertex in &self.vertices {
             let Some(operator) = vertex.operator() else {
                 continue;
             };
-            if !operator.module.is_file() {
-                return Err(JobError::Invalid {
-                    at: Location {
-                        file: self.file.clone(),
-                        line: operator.module_line,
-                        column: 1,
-                    },
-                    problem: Box::new(Problem::ModuleMissing {
-                        operator: vertex.name.clone(),
-                        path: operator.module.clone(),
-                    }),
-                });
-            }
+            let problem = match fs::metadata(&operator.module) {
+                Ok(meta) if meta.is_file() => continue,
+                Ok(meta) => Problem::ModuleNotAFile {
+                    operator: vertex.name.clone(),
+                    path: operator.module.clone(),
+                    kind: crate::wasm::file_kind(&meta.file_type()),
+                },
+                Err(_) => Problem::ModuleMissing {
+                    operator: vertex.name.clone(),
+                    path: operator.module.clone(),
+                },
+            };
+            return Err(self.error_at(operator.module_line, problem));
         }
         Ok(())
+    }
+
+    /// What validation cannot see without the disk: [`Job::check_modules_exist`]; every file
+    /// source without `follow` reads a file that exists, and no file source reads a directory
+    /// or a device; and no two file sinks, nor a file sink and the checkpoint directory, nor a
+    /// file source and a file sink's directory, meet once symlinks are resolved.
+    pub fn check_files(&self) -> Result<(), JobError> {
+        self.check_modules_exist()?;
+        for vertex in &self.vertices {
+            let VertexKind::Source(SourceKind::File { path, follow }) = &vertex.kind else {
+                continue;
+            };
+            let problem = match fs::metadata(path) {
+                // A FIFO is read as it is written, like a file being followed.
+                Ok(meta) if meta.is_file() || is_fifo(&meta.file_type()) => continue,
+                Ok(meta) => Problem::SourceNotAFile {
+                    source_name: vertex.name.clone(),
+                    path: path.clone(),
+                    kind: crate::wasm::file_kind(&meta.file_type()),
+                },
+                Err(_) if *follow => continue,
+                Err(_) => Problem::SourceMissing {
+                    source_name: vertex.name.clone(),
+                    path: path.clone(),
+                },
+            };
+            return Err(self.error_at(vertex.line, problem));
+        }
+        let mut vertices: Vec<&Vertex> = self.vertices.iter().collect();
+        vertices.sort_by_key(|v| v.line);
+        let mut uses = vec![(
+            PathUse::CheckpointDirectory,
+            paths::canonical(&self.checkpoint.directory),
+        )];
+        let mut lines = vec![None];
+        for vertex in vertices {
+            let (use_, path) = match &vertex.kind {
+                VertexKind::Sink(SinkKind::File { directory }) => (
+                    PathUse::FileSink {
+                        name: vertex.name.clone(),
+                        line: vertex.line,
+                    },
+                    directory,
+                ),
+                VertexKind::Source(SourceKind::File { path, .. }) => (
+                    PathUse::FileSource {
+                        name: vertex.name.clone(),
+                        line: vertex.line,
+                    },
+                    path,
+                ),
+                _ => continue,
+            };
+            uses.push((use_, paths::canonical(path)));
+            lines.push(Some(vertex.line));
+        }
+        if let Some((i, j, overlap)) = paths::first_conflict(&uses) {
+            let line = lines[j].or(lines[i]).unwrap_or(1);
+            let problem = Problem::PathsOverlap {
+                first: uses[i].0.clone(),
+                first_path: uses[i].1.clone(),
+                second: uses[j].0.clone(),
+                second_path: uses[j].1.clone(),
+                overlap,
+            };
+            return Err(self.error_at(line, problem));
+        }
+        Ok(())
+    }
+
+    /// A validation error at the start of `line` of the job file.
+    fn error_at(&self, line: usize, problem: Problem) -> JobError {
+        JobError::Invalid {
+            at: Location {
+                file: self.file.clone(),
+                line,
+                column: 1,
+            },
+            problem: Box::new(problem),
+        }
     }
 
     /// The vertex named `name`.

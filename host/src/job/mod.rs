@@ -12,9 +12,11 @@
 //!    file's folder. Every error is a [`JobError`] that displays as
 //!    `file:line:column: message`.
 //!
-//! Whether operator module files exist is a separate step,
-//! [`Job::check_modules_exist`] (or [`Job::load`], which does both), so a
-//! job file can be checked before its guests are built.
+//! Validation reads nothing from disk. What the disk says is a separate step,
+//! [`Job::check_files`] (or [`Job::load`], which does both), so a job file can
+//! be checked before its guests are built: operator modules and the files of
+//! file sources exist and are regular files, and the job's paths do not meet
+//! through symlinks.
 //!
 //! Also here: the [`JobStatus`] of a running job and the restart
 //! arithmetic of [`RestartStrategy::delay_for`].
@@ -23,6 +25,7 @@ mod error;
 mod fingerprint;
 mod graph;
 mod limits;
+mod paths;
 mod restart;
 pub mod spec;
 mod status;
@@ -37,9 +40,14 @@ pub use graph::{
     Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 pub use limits::Limits;
+pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;
 pub use spec::JobSpec;
 pub use status::JobStatus;
 pub use units::{
-    DURATION_FORMS, SIZE_FORMS, format_duration, format_size, parse_duration, parse_size,
+    DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
+};
+pub use validate::{
+    MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES, MAX_PARALLELISM,
+    MAX_SUBTASKS, MAX_VALUE_SIZE,
 };

@@ -1473,3 +1473,265 @@ fn error_messages_shown_in_job_md_are_the_ones_weir_prints() {
         );
     }
 }
+
+// ---- overlapping paths, bounds on every number, files checked at load ----
+
+/// A generator → `sinks` job; each sink is `(name, path)` of a file sink.
+fn with_file_sinks(checkpoint_dir: Option<&str>, sinks: &[(&str, &str)]) -> String {
+    let mut text = String::from("name = \"t\"\n");
+    if let Some(dir) = checkpoint_dir {
+        text.push_str(&format!("[checkpoint]\ndirectory = {dir:?}\n"));
+    }
+    text.push_str("[[source]]\nname = \"in\"\ntype = \"generator\"\n");
+    for (name, path) in sinks {
+        text.push_str(&format!(
+            "[[sink]]\nname = {name:?}\ntype = \"file\"\npath = {path:?}\ninputs = [\"in\"]\n"
+        ));
+    }
+    text
+}
+
+/// The message of the error `text` gives; fails if it is valid.
+#[track_caller]
+fn refused(text: &str) -> String {
+    match parse(text) {
+        Ok(_) => panic!("expected an error, the job is valid:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn two_file_sinks_with_the_same_path_are_refused_naming_both() {
+    // Sink "a" is named on line 6; sink "b" on line 11, its path on line 13.
+    let text = with_file_sinks(None, &[("a", "out"), ("b", "./out")]);
+    let message = refused(&text);
+    assert!(message.starts_with("test.toml:13:"), "{message}");
+    assert!(
+        message.contains("file sink \"a\" (line 6)")
+            && message.contains("file sink \"b\" (line 11)")
+            && message.contains("the same path"),
+        "{message}"
+    );
+}
+
+#[test]
+fn file_sinks_with_nested_paths_are_refused_either_way_round() {
+    for sinks in [
+        [("a", "out"), ("b", "out/b")],
+        [("a", "out/x/../b/c"), ("b", "out/b")],
+        [("a", "/jobs/out/b"), ("b", "out")],
+    ] {
+        let message = refused(&with_file_sinks(None, &sinks));
+        assert!(
+            message.contains("\"a\"") && message.contains("\"b\"") && message.contains("inside"),
+            "{sinks:?}: {message}"
+        );
+    }
+    // Siblings, and names that only share a prefix, are fine.
+    job(&with_file_sinks(None, &[("a", "out/a"), ("b", "out/b")]));
+    job(&with_file_sinks(None, &[("a", "out"), ("b", "output")]));
+}
+
+#[test]
+fn a_file_sink_in_or_around_the_checkpoint_directory_is_refused() {
+    for (checkpoint, sink) in [
+        (Some("state"), "state"),
+        (Some("state"), "state/out"),
+        (Some("state/t"), "state"),
+        // The default checkpoint directory is checkpoints/<job name>.
+        (None, "checkpoints"),
+    ] {
+        let message = refused(&with_file_sinks(checkpoint, &[("a", sink)]));
+        assert!(
+            message.contains("checkpoint") && message.contains("\"a\""),
+            "{checkpoint:?} {sink}: {message}"
+        );
+    }
+    job(&with_file_sinks(Some("state"), &[("a", "out")]));
+}
+
+#[test]
+fn a_file_source_reading_a_file_sinks_directory_is_refused() {
+    let text = "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"file\"\npath = \"out/part-0000-0000000000\"\n\
+                [[sink]]\nname = \"out\"\ntype = \"file\"\npath = \"out\"\ninputs = [\"in\"]\n";
+    let message = refused(text);
+    assert!(
+        message.contains("\"in\"") && message.contains("\"out\""),
+        "{message}"
+    );
+}
+
+#[test]
+fn parallelism_is_bounded_per_vertex_and_in_total() {
+    let text = MINIMAL.replace(
+        "type = \"generator\"",
+        "type = \"generator\"\nparallelism = 1000000000",
+    );
+    let message = refused(&text);
+    assert!(message.contains("at most 256"), "{message}");
+    // 5 vertices of 256 each: 1280 subtasks.
+    let mut text = String::from(
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\nparallelism = 256\n",
+    );
+    for i in 0..4 {
+        text.push_str(&format!(
+            "[[sink]]\nname = \"out{i}\"\ntype = \"blackhole\"\nparallelism = 256\ninputs = [\"in\"]\n"
+        ));
+    }
+    let message = refused(&text);
+    assert!(
+        message.contains("1280") && message.contains("1024"),
+        "{message}"
+    );
+}
+
+#[test]
+fn generator_sizes_and_counts_are_bounded() {
+    for (key, value, expected) in [
+        ("value_size", "100000000000", "at most"),
+        ("value_size", "18446744073709551615", "at most"),
+        ("count", "18446744073709551615", "at most"),
+        ("rate", "1e300", "at most"),
+    ] {
+        let text = MINIMAL.replace(
+            "type = \"generator\"",
+            &format!("type = \"generator\"\n{key} = {value}"),
+        );
+        let message = refused(&text);
+        assert!(
+            message.contains(expected) && message.contains(key),
+            "{key} = {value}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_duration_too_large_for_its_knob_says_it_overflows_or_is_too_long() {
+    let with = |table: &str, key: &str, value: &str| {
+        MINIMAL.replace(
+            "[[source]]",
+            &format!("[{table}]\n{key} = {value:?}\n[[source]]"),
+        )
+    };
+    let message_of = |table: &str, key: &str, value: &str| refused(&with(table, key, value));
+    let overflow = message_of("checkpoint", "interval", "9999999999999h");
+    assert!(
+        overflow.contains("overflows") && overflow.contains("at most"),
+        "{overflow}"
+    );
+    let too_long = message_of("checkpoint", "interval", "18446744073709551615ms");
+    assert!(too_long.contains("at most"), "{too_long}");
+    for (table, key) in [
+        ("checkpoint", "min_pause"),
+        ("checkpoint", "timeout"),
+        ("limits", "call_timeout"),
+    ] {
+        let m = message_of(table, key, "99999999999999999999h");
+        assert!(m.contains("overflows"), "{key}: {m}");
+        let m = message_of(table, key, "9999999h");
+        assert!(m.contains("at most"), "{key}: {m}");
+    }
+    let restart = MINIMAL.replace(
+        "[[source]]",
+        "[restart]\nstrategy = \"fixed-delay\"\ndelay = \"9999999h\"\n[[source]]",
+    );
+    assert!(refused(&restart).contains("at most"));
+    // A long but sane interval stays valid.
+    job(&with("checkpoint", "interval", "24h"));
+}
+
+#[test]
+fn memory_and_output_limits_are_bounded_by_what_a_guest_can_address() {
+    for key in ["max_memory", "max_output", "max_state"] {
+        let text = MINIMAL.replace(
+            "[[source]]",
+            &format!("[limits]\n{key} = \"5GiB\"\n[[source]]"),
+        );
+        let m = refused(&text);
+        assert!(m.contains("at most 4GiB"), "{key}: {m}");
+        let text = MINIMAL.replace(
+            "[[source]]",
+            &format!("[limits]\n{key} = \"99999999999999999999GiB\"\n[[source]]"),
+        );
+        let m = refused(&text);
+        assert!(m.contains("overflows"), "{key}: {m}");
+    }
+}
+
+#[test]
+fn a_missing_file_source_is_found_at_load_unless_followed() {
+    let dir = tempfile::tempdir().unwrap();
+    let job_file = dir.path().join("job.toml");
+    let text = |follow: bool| {
+        format!(
+            "name = \"t\"\n[[source]]\nname = \"lines\"\ntype = \"file\"\npath = \"in.txt\"\nfollow = {follow}\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninputs = [\"lines\"]\n"
+        )
+    };
+    std::fs::write(&job_file, text(false)).unwrap();
+    let err = Job::load(&job_file).unwrap_err();
+    let message = err.to_string();
+    assert_eq!(
+        err.line(),
+        Some(3),
+        "the line of the source's name: {message}"
+    );
+    assert!(
+        message.contains("\"lines\"")
+            && message.contains(&dir.path().join("in.txt").display().to_string())
+            && message.contains("follow"),
+        "{message}"
+    );
+    // Waiting for it is what `follow` does.
+    std::fs::write(&job_file, text(true)).unwrap();
+    Job::load(&job_file).unwrap();
+    // A directory is not a file to read.
+    std::fs::write(&job_file, text(false)).unwrap();
+    std::fs::create_dir(dir.path().join("in.txt")).unwrap();
+    let message = Job::load(&job_file).unwrap_err().to_string();
+    assert!(message.contains("not a regular file"), "{message}");
+    std::fs::remove_dir(dir.path().join("in.txt")).unwrap();
+    std::fs::write(dir.path().join("in.txt"), "a\n").unwrap();
+    Job::load(&job_file).unwrap();
+}
+
+#[test]
+fn a_module_that_is_a_directory_or_a_device_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("op.wasm")).unwrap();
+    for module in [dir.path().join("op.wasm"), PathBuf::from("/dev/zero")] {
+        let text = format!(
+            "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[operator]]\nname = \"op\"\nmodule = {:?}\ninputs = [\"in\"]\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninputs = [\"op\"]\n",
+            module.display().to_string()
+        );
+        let job = Job::from_str(&text, dir.path(), "test.toml").unwrap();
+        let message = job.check_modules_exist().unwrap_err().to_string();
+        assert!(
+            message.contains("not a regular file") && !message.contains("not found"),
+            "{}: {message}",
+            module.display()
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn file_sinks_that_meet_through_a_symlink_are_refused_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("real")).unwrap();
+    std::os::unix::fs::symlink(dir.path().join("real"), dir.path().join("link")).unwrap();
+    let job_file = dir.path().join("job.toml");
+    std::fs::write(
+        &job_file,
+        with_file_sinks(None, &[("a", "real/out"), ("b", "link/out")]),
+    )
+    .unwrap();
+    Job::from_file(&job_file).expect("the paths differ as written");
+    let message = Job::load(&job_file).unwrap_err().to_string();
+    assert!(
+        message.contains("\"a\" (line 6)") && message.contains("\"b\" (line 11)"),
+        "{message}"
+    );
+}

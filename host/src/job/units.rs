@@ -1,8 +1,9 @@
 //! Durations and sizes as job files write them: an integer immediately
 //! followed by a unit, such as `"500ms"` or `"256MiB"`.
 //!
-//! Parsing returns `None` on any malformed text; the caller knows the key and
-//! the line and builds the error (see [`DURATION_FORMS`] and [`SIZE_FORMS`]).
+//! Parsing returns a [`UnitError`] on malformed text and on a value too large for
+//! the 64-bit integer it is counted in; the caller knows the key and the line and
+//! builds the error (see [`DURATION_FORMS`] and [`SIZE_FORMS`]).
 
 use std::time::Duration;
 
@@ -14,31 +15,42 @@ pub const DURATION_FORMS: &str =
 pub const SIZE_FORMS: &str = "an integer and a unit: B, KiB, MiB, GiB (1024-based) \
      or KB, MB, GB (1000-based) (e.g. \"64KiB\", \"256MiB\", \"1GB\")";
 
-/// Splits `"250ms"` into `(250, "ms")`; `None` without leading digits or on overflow.
-fn split_number(text: &str) -> Option<(u64, &str)> {
+/// Why a duration or a size could not be read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnitError {
+    /// Not an integer immediately followed by a known unit.
+    Malformed,
+    /// Well-formed, but more than a `u64` of milliseconds or bytes.
+    Overflow,
+}
+
+/// Splits `"250ms"` into its digits and its unit; `None` without leading digits.
+fn split_number(text: &str) -> Option<(&str, &str)> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
-    if digits == 0 {
-        return None;
-    }
-    let value = text[..digits].parse::<u64>().ok()?;
-    Some((value, &text[digits..]))
+    (digits > 0).then(|| text.split_at(digits))
+}
+
+/// `digits × per_unit`, or [`UnitError::Overflow`].
+fn scaled(digits: &str, per_unit: u64) -> Result<u64, UnitError> {
+    // Only digits: parsing can fail by overflow alone.
+    let value = digits.parse::<u64>().map_err(|_| UnitError::Overflow)?;
+    value.checked_mul(per_unit).ok_or(UnitError::Overflow)
 }
 
 /// Parses `"<integer><unit>"` with unit `ms`, `s`, `m` (minutes) or `h`.
 ///
-/// No spaces, signs, fractions or other units; `None` if malformed or too large.
-pub fn parse_duration(text: &str) -> Option<Duration> {
-    let (value, unit) = split_number(text)?;
+/// No spaces, signs, fractions or other units ([`UnitError::Malformed`]); more than
+/// `u64::MAX` milliseconds is [`UnitError::Overflow`].
+pub fn parse_duration(text: &str) -> Result<Duration, UnitError> {
+    let (digits, unit) = split_number(text).ok_or(UnitError::Malformed)?;
     let millis_per_unit: u64 = match unit {
         "ms" => 1,
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
-        _ => return None,
+        _ => return Err(UnitError::Malformed),
     };
-    value
-        .checked_mul(millis_per_unit)
-        .map(Duration::from_millis)
+    scaled(digits, millis_per_unit).map(Duration::from_millis)
 }
 
 /// Writes `duration` in the largest unit that represents it exactly.
@@ -55,9 +67,9 @@ pub fn format_duration(duration: Duration) -> String {
 }
 
 /// Parses `"<integer><unit>"` with unit `B`, `KiB`, `MiB`, `GiB`, `KB`, `MB` or `GB`
-/// into bytes; `None` if malformed or too large for a `u64`.
-pub fn parse_size(text: &str) -> Option<u64> {
-    let (value, unit) = split_number(text)?;
+/// into bytes: [`UnitError::Malformed`] if malformed, [`UnitError::Overflow`] beyond a `u64`.
+pub fn parse_size(text: &str) -> Result<u64, UnitError> {
+    let (digits, unit) = split_number(text).ok_or(UnitError::Malformed)?;
     let bytes_per_unit: u64 = match unit {
         "B" => 1,
         "KiB" => 1 << 10,
@@ -66,9 +78,9 @@ pub fn parse_size(text: &str) -> Option<u64> {
         "KB" => 1_000,
         "MB" => 1_000_000,
         "GB" => 1_000_000_000,
-        _ => return None,
+        _ => return Err(UnitError::Malformed),
     };
-    value.checked_mul(bytes_per_unit)
+    scaled(digits, bytes_per_unit)
 }
 
 /// Writes `bytes` in the largest unit that represents it exactly, 1024-based
@@ -96,11 +108,11 @@ mod tests {
 
     #[test]
     fn parses_every_duration_unit() {
-        assert_eq!(parse_duration("500ms"), Some(Duration::from_millis(500)));
-        assert_eq!(parse_duration("5s"), Some(Duration::from_secs(5)));
-        assert_eq!(parse_duration("2m"), Some(Duration::from_secs(120)));
-        assert_eq!(parse_duration("1h"), Some(Duration::from_secs(3600)));
-        assert_eq!(parse_duration("0s"), Some(Duration::ZERO));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse_duration("0s"), Ok(Duration::ZERO));
     }
 
     #[test]
@@ -119,10 +131,29 @@ mod tests {
             "5S",
             "5min",
             "5us",
-            "18446744073709551615h",
+            "99999999999999999999xs",
         ] {
-            assert_eq!(parse_duration(text), None, "{text:?}");
+            assert_eq!(parse_duration(text), Err(UnitError::Malformed), "{text:?}");
         }
+    }
+
+    #[test]
+    fn durations_beyond_a_u64_of_milliseconds_overflow() {
+        for text in [
+            "18446744073709551615h",
+            "9999999999999h",
+            "99999999999999999999ms",
+        ] {
+            assert_eq!(parse_duration(text), Err(UnitError::Overflow), "{text:?}");
+        }
+        assert_eq!(
+            parse_duration("18446744073709551615ms"),
+            Ok(Duration::from_millis(u64::MAX))
+        );
+        assert_eq!(
+            parse_size("99999999999999999999B"),
+            Err(UnitError::Overflow)
+        );
     }
 
     #[test]
@@ -139,13 +170,13 @@ mod tests {
 
     #[test]
     fn parses_every_size_unit() {
-        assert_eq!(parse_size("17B"), Some(17));
-        assert_eq!(parse_size("64KiB"), Some(64 * 1024));
-        assert_eq!(parse_size("256MiB"), Some(256 << 20));
-        assert_eq!(parse_size("1GiB"), Some(1 << 30));
-        assert_eq!(parse_size("2KB"), Some(2_000));
-        assert_eq!(parse_size("3MB"), Some(3_000_000));
-        assert_eq!(parse_size("4GB"), Some(4_000_000_000));
+        assert_eq!(parse_size("17B"), Ok(17));
+        assert_eq!(parse_size("64KiB"), Ok(64 * 1024));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("2KB"), Ok(2_000));
+        assert_eq!(parse_size("3MB"), Ok(3_000_000));
+        assert_eq!(parse_size("4GB"), Ok(4_000_000_000));
     }
 
     #[test]
@@ -153,9 +184,12 @@ mod tests {
         for text in [
             "", "256", "MiB", "256 MiB", "256mib", "256kb", "1.5GiB", "1TiB", "-1B",
         ] {
-            assert_eq!(parse_size(text), None, "{text:?}");
+            assert_eq!(parse_size(text), Err(UnitError::Malformed), "{text:?}");
         }
-        assert_eq!(parse_size("18446744073709551615GiB"), None);
+        assert_eq!(
+            parse_size("18446744073709551615GiB"),
+            Err(UnitError::Overflow)
+        );
     }
 
     #[test]

@@ -17,13 +17,14 @@ use super::graph::{
     Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 use super::limits::Limits;
+use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
     CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
     SinkSpec, SourceSpec,
 };
 use super::units::{
-    DURATION_FORMS, SIZE_FORMS, format_duration, format_size, parse_duration, parse_size,
+    DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::control::{ADDRESS_FORMS, ControlConfig, parse_address};
@@ -62,6 +63,30 @@ const PARTITIONERS: &str = "\"forward\", \"rebalance\", \"key-hash\" or \"broadc
 const DEFAULT_GENERATOR_KEYS: u64 = 1_000;
 /// Generator default value size in bytes (docs/JOB.md).
 const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
+
+/// The most subtasks one vertex may have (`parallelism`). A rebalance or key-hash edge joins
+/// every upstream subtask to every downstream one: 256 × 256 is 65,536 channels, each with a
+/// batch buffer of [`BATCH_BYTES`](crate::dataflow::router::BATCH_BYTES) on the sending side.
+pub const MAX_PARALLELISM: u32 = 256;
+/// The most subtasks of a job, summed over its vertices: each subtask is an OS thread, and an
+/// operator's subtask also a guest instance with up to `max_memory` of memory.
+pub const MAX_SUBTASKS: u32 = 1024;
+/// The largest generator `value_size`, in bytes (1 MiB): a record larger than a batch
+/// ([`BATCH_BYTES`](crate::dataflow::router::BATCH_BYTES), 64 KiB) travels as a batch of its
+/// own, and a channel holds 16 batches, so one channel then holds at most 16 MiB.
+pub const MAX_VALUE_SIZE: usize = 1 << 20;
+/// The largest generator `count`: record `i` has timestamp `i`, an `i64`.
+pub const MAX_GENERATOR_COUNT: u64 = i64::MAX as u64;
+/// The largest generator `rate`, in records per second: far beyond what a source produces
+/// (leave `rate` out for no limit); the pacing arithmetic stays exact below it.
+pub const MAX_GENERATOR_RATE: f64 = 1e9;
+/// The longest duration any key takes (365 days, `"8760h"`): a checkpoint interval, pause,
+/// timeout or restart delay longer than a year is never reached by a running job, and
+/// points at a typo (use `interval = "off"` to turn checkpoints off).
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
+/// The largest `max_memory`, `max_output` and `max_state` (4 GiB): a guest's 32-bit memory
+/// holds at most 4 GiB, so it can neither use more nor emit or save more in one call.
+pub const MAX_GUEST_BYTES: u64 = 4 << 30;
 /// Parses and validates job file text (see [`Job::from_str`]).
 pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobError> {
     let positions = Positions::new(text, file);
@@ -254,14 +279,44 @@ impl Validator<'_> {
     }
 
     fn duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, JobError> {
-        parse_duration(value.get_ref()).ok_or_else(|| {
-            self.bad_value(
+        self.bounded_duration(value, key, DURATION_FORMS)
+    }
+
+    /// A duration of at most [`MAX_DURATION`]; `forms` says what may be written, for a
+    /// malformed one.
+    fn bounded_duration(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        forms: &str,
+    ) -> Result<Duration, JobError> {
+        let found = || format!("{:?}", value.get_ref());
+        let max = format_duration(MAX_DURATION);
+        let duration = parse_duration(value.get_ref()).map_err(|e| match e {
+            UnitError::Malformed => {
+                self.bad_value(value.span(), key.to_owned(), found(), forms.to_owned())
+            }
+            UnitError::Overflow => self.error(
                 value.span(),
-                key.to_owned(),
-                format!("{:?}", value.get_ref()),
-                DURATION_FORMS,
-            )
-        })
+                Problem::Overflow {
+                    key: key.to_owned(),
+                    found: found(),
+                    max: max.clone(),
+                },
+            ),
+        })?;
+        if duration > MAX_DURATION {
+            return Err(self.error(
+                value.span(),
+                Problem::TooLarge {
+                    key: key.to_owned(),
+                    found: found(),
+                    max,
+                    reason: "365 days: a running job never reaches a longer one",
+                },
+            ));
+        }
+        Ok(duration)
     }
 
     fn positive_duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, JobError> {
@@ -279,8 +334,31 @@ impl Validator<'_> {
 
     fn size(&self, value: &Spanned<String>, key: &str, min: u64) -> Result<usize, JobError> {
         let found = || format!("{:?}", value.get_ref());
-        let bytes = parse_size(value.get_ref())
-            .ok_or_else(|| self.bad_value(value.span(), key.to_owned(), found(), SIZE_FORMS))?;
+        let max = || format_size(MAX_GUEST_BYTES);
+        let bytes = parse_size(value.get_ref()).map_err(|e| match e {
+            UnitError::Malformed => {
+                self.bad_value(value.span(), key.to_owned(), found(), SIZE_FORMS)
+            }
+            UnitError::Overflow => self.error(
+                value.span(),
+                Problem::Overflow {
+                    key: key.to_owned(),
+                    found: found(),
+                    max: max(),
+                },
+            ),
+        })?;
+        if bytes > MAX_GUEST_BYTES {
+            return Err(self.error(
+                value.span(),
+                Problem::TooLarge {
+                    key: key.to_owned(),
+                    found: found(),
+                    max: max(),
+                    reason: "a guest's 32-bit memory holds at most 4GiB",
+                },
+            ));
+        }
         if bytes < min {
             return Err(self.bad_value(
                 value.span(),
@@ -383,6 +461,18 @@ impl Validator<'_> {
         for sink in &spec.sinks {
             drafts.push(self.sink(sink)?);
         }
+        let mut total = 0u64;
+        for draft in &drafts {
+            total += u64::from(draft.vertex.parallelism);
+            if total > u64::from(MAX_SUBTASKS) {
+                let problem = Problem::TooManySubtasks {
+                    total: drafts.iter().map(|d| u64::from(d.vertex.parallelism)).sum(),
+                    max: MAX_SUBTASKS,
+                };
+                return Err(self.error(draft.name_span.clone(), problem));
+            }
+        }
+        self.check_paths(spec, &drafts, &checkpoint)?;
         if spec.sources.is_empty() {
             return Err(self.error(spec.name.span(), Problem::NoSource));
         }
@@ -438,6 +528,66 @@ impl Validator<'_> {
         })
     }
 
+    /// Refuses file sinks whose directories are equal or nested, a file sink on, in or around
+    /// the checkpoint directory, and a file source reading inside a file sink's directory,
+    /// comparing paths lexically (see [`paths`]).
+    fn check_paths(
+        &self,
+        spec: &JobSpec,
+        drafts: &[Draft<'_>],
+        checkpoint: &CheckpointConfig,
+    ) -> Result<(), JobError> {
+        let checkpoint_span = spec.checkpoint.as_ref().and_then(|c| span_of(&c.directory));
+        let mut uses = vec![(
+            PathUse::CheckpointDirectory,
+            paths::lexical(&checkpoint.directory),
+        )];
+        let mut spans = vec![checkpoint_span];
+        let path_spans = spec
+            .sources
+            .iter()
+            .map(|s| span_of(&s.path))
+            .chain(spec.operators.iter().map(|_| None))
+            .chain(spec.sinks.iter().map(|s| span_of(&s.path)));
+        for (draft, span) in drafts.iter().zip(path_spans) {
+            let vertex = &draft.vertex;
+            let (use_, path) = match &vertex.kind {
+                VertexKind::Sink(SinkKind::File { directory }) => (
+                    PathUse::FileSink {
+                        name: vertex.name.clone(),
+                        line: vertex.line,
+                    },
+                    directory,
+                ),
+                VertexKind::Source(SourceKind::File { path, .. }) => (
+                    PathUse::FileSource {
+                        name: vertex.name.clone(),
+                        line: vertex.line,
+                    },
+                    path,
+                ),
+                _ => continue,
+            };
+            uses.push((use_, paths::lexical(path)));
+            spans.push(span);
+        }
+        let Some((i, j, overlap)) = paths::first_conflict(&uses) else {
+            return Ok(());
+        };
+        let span = spans[j]
+            .clone()
+            .or_else(|| spans[i].clone())
+            .unwrap_or(spec.name.span());
+        let problem = Problem::PathsOverlap {
+            first: uses[i].0.clone(),
+            first_path: uses[i].1.clone(),
+            second: uses[j].0.clone(),
+            second_path: uses[j].1.clone(),
+            overlap,
+        };
+        Err(self.error(span, problem))
+    }
+
     /// The `[control]` table.
     fn control(&self, spec: &ControlSpec) -> Result<ControlConfig, JobError> {
         let mut config = ControlConfig::default();
@@ -468,14 +618,8 @@ impl Validator<'_> {
             } else {
                 let key = "`checkpoint.interval`";
                 let found = || format!("{:?}", interval.get_ref());
-                let duration = parse_duration(interval.get_ref()).ok_or_else(|| {
-                    self.bad_value(
-                        interval.span(),
-                        key.into(),
-                        found(),
-                        format!("\"off\" or {DURATION_FORMS}"),
-                    )
-                })?;
+                let duration =
+                    self.bounded_duration(interval, key, &format!("\"off\" or {DURATION_FORMS}"))?;
                 if duration.is_zero() {
                     return Err(self.bad_value(
                         interval.span(),
@@ -676,10 +820,23 @@ impl Validator<'_> {
         kind: &str,
         name: &str,
     ) -> Result<u32, JobError> {
-        match value {
-            Some(value) => self.at_least_one(value, vertex_key("parallelism", kind, name)),
-            None => Ok(1),
+        let Some(value) = value else {
+            return Ok(1);
+        };
+        let key = vertex_key("parallelism", kind, name);
+        if *value.get_ref() > MAX_PARALLELISM {
+            return Err(self.error(
+                value.span(),
+                Problem::TooLarge {
+                    key,
+                    found: value.get_ref().to_string(),
+                    max: MAX_PARALLELISM.to_string(),
+                    reason: "a rebalance or key-hash edge joins every subtask upstream to \
+                             every subtask downstream: 256 x 256 is 65536 channels",
+                },
+            ));
         }
+        self.at_least_one(value, key)
     }
 
     fn check_vertex_name(&self, name: &Spanned<String>, kind: &str) -> Result<(), JobError> {
@@ -764,6 +921,18 @@ impl Validator<'_> {
                                 "records per second above 0 (leave `rate` out for no limit)",
                             ));
                         }
+                        if value > MAX_GENERATOR_RATE {
+                            return Err(self.error(
+                                rate.span(),
+                                Problem::TooLarge {
+                                    key: vertex_key("rate", "source", name),
+                                    found: value.to_string(),
+                                    max: "1e9".into(),
+                                    reason: "far beyond what a source produces; leave `rate` \
+                                             out for no limit",
+                                },
+                            ));
+                        }
                         Some(value)
                     }
                     None => None,
@@ -773,16 +942,35 @@ impl Validator<'_> {
                     None => DEFAULT_GENERATOR_KEYS,
                 };
                 let value_size = match &spec.value_size {
-                    Some(size) => usize::try_from(*size.get_ref()).map_err(|_| {
-                        self.bad_value(
+                    Some(size) if *size.get_ref() > MAX_VALUE_SIZE as u64 => {
+                        return Err(self.error(
                             size.span(),
-                            vertex_key("value_size", "source", name),
-                            size.get_ref().to_string(),
-                            "a size this machine can address",
-                        )
-                    })?,
+                            Problem::TooLarge {
+                                key: vertex_key("value_size", "source", name),
+                                found: size.get_ref().to_string(),
+                                max: format!("{MAX_VALUE_SIZE} (1MiB)"),
+                                reason: "a record larger than a 64KiB batch travels as a batch \
+                                         of its own, and a channel holds 16 batches",
+                            },
+                        ));
+                    }
+                    Some(size) => *size.get_ref() as usize,
                     None => DEFAULT_GENERATOR_VALUE_SIZE,
                 };
+                if let Some(count) = &spec.count
+                    && *count.get_ref() > MAX_GENERATOR_COUNT
+                {
+                    return Err(self.error(
+                        count.span(),
+                        Problem::TooLarge {
+                            key: vertex_key("count", "source", name),
+                            found: count.get_ref().to_string(),
+                            max: MAX_GENERATOR_COUNT.to_string(),
+                            reason: "record i has timestamp i, a signed 64-bit integer; \
+                                     leave `count` out for no end",
+                        },
+                    ));
+                }
                 SourceKind::Generator {
                     seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
                     count: spec.count.as_ref().map(|c| *c.get_ref()),

@@ -26,7 +26,7 @@ use weir_abi::{ABI_VERSION, IMPORT_MODULE, exports, imports};
 use crate::wasm::image::rewrite;
 use crate::wasm::{
     Capabilities, EngineError, GuestLimits, MAX_TABLE_ELEMENTS, ModuleError, ModuleProblem,
-    StateCapture, WasmEngine,
+    StateCapture, WasmEngine, file_kind,
 };
 
 /// The export C and AssemblyScript toolchains produce for their runtime set-up
@@ -163,6 +163,16 @@ pub enum ValidateError {
         #[source]
         error: std::io::Error,
     },
+    /// The path is a directory, a device or another thing that is not a regular file.
+    #[error(
+        "cannot read the module `{path}`: not a regular file ({kind}); give a .wasm or .wat file"
+    )]
+    NotAFile {
+        /// The path given.
+        path: String,
+        /// What it is instead.
+        kind: &'static str,
+    },
     /// The wasm engine could not be set up.
     #[error(transparent)]
     Engine(#[from] EngineError),
@@ -173,10 +183,19 @@ pub enum ValidateError {
 pub fn validate_file(path: impl AsRef<Path>) -> Result<ValidationReport, ValidateError> {
     let path = path.as_ref();
     let name = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|error| ValidateError::Read {
+    let read_error = |error| ValidateError::Read {
         path: name.clone(),
         error,
-    })?;
+    };
+    // As the host reads a module file: a directory or a device is refused unread.
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if !meta.is_file() {
+        return Err(ValidateError::NotAFile {
+            path: name,
+            kind: file_kind(&meta.file_type()),
+        });
+    }
+    let bytes = std::fs::read(path).map_err(read_error)?;
     let engine = WasmEngine::new(GuestLimits::default())?;
     Ok(validate_bytes(&engine, &name, &bytes))
 }
@@ -190,7 +209,12 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
     let module = match &loaded {
         Ok(operator) => Some(operator.pre().module().clone()),
         Err(ModuleError {
-            problem: ModuleProblem::Compile { .. } | ModuleProblem::Io(_),
+            problem:
+                ModuleProblem::Compile { .. }
+                | ModuleProblem::Io(_)
+                | ModuleProblem::NotAFile { .. }
+                | ModuleProblem::Empty
+                | ModuleProblem::NotWasm { .. },
             ..
         }) => None,
         Err(_) => Module::new(engine.engine(), bytes).ok(),

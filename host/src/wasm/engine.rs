@@ -189,9 +189,9 @@ impl WasmEngine {
     ) -> Result<OperatorModule, ModuleError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| ModuleError {
+        let bytes = read_module_file(path).map_err(|problem| ModuleError {
             module: name.clone(),
-            problem: ModuleProblem::Io(e),
+            problem,
         })?;
         self.load_bytes_capturing(&name, &bytes, capture)
     }
@@ -266,6 +266,48 @@ impl WasmEngine {
         u64::try_from(ticks)
             .unwrap_or(u64::MAX - 1)
             .saturating_add(1)
+    }
+}
+
+/// The bytes of the module file at `path`, refused without reading when it is not a regular
+/// file: a directory cannot be read, and a device such as `/dev/zero` would be read forever.
+pub(crate) fn read_module_file(path: &Path) -> Result<Vec<u8>, ModuleProblem> {
+    let meta = std::fs::metadata(path).map_err(ModuleProblem::Io)?;
+    if !meta.is_file() {
+        return Err(ModuleProblem::NotAFile {
+            kind: file_kind(&meta.file_type()),
+        });
+    }
+    std::fs::read(path).map_err(ModuleProblem::Io)
+}
+
+/// What a file is, for messages about one that should be a regular file: `"a directory"`,
+/// `"a character device"`, …
+pub fn file_kind(file_type: &std::fs::FileType) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        if file_type.is_char_device() {
+            return "a character device";
+        }
+        if file_type.is_block_device() {
+            return "a block device";
+        }
+        if file_type.is_fifo() {
+            return "a FIFO";
+        }
+        if file_type.is_socket() {
+            return "a socket";
+        }
+    }
+    if file_type.is_dir() {
+        "a directory"
+    } else if file_type.is_file() {
+        "a regular file"
+    } else if file_type.is_symlink() {
+        "a symbolic link"
+    } else {
+        "not a file"
     }
 }
 

@@ -324,6 +324,28 @@ pub enum ModuleProblem {
     /// The file could not be read.
     #[error("cannot read the file: {0}")]
     Io(#[source] std::io::Error),
+    /// The path is a directory, a device or another thing that is not a regular file.
+    #[error("not a regular file ({kind}): give the path of a .wasm or .wat file")]
+    NotAFile {
+        /// What it is ("a directory", "a character device").
+        kind: &'static str,
+    },
+    /// The file holds no bytes.
+    #[error(
+        "the file is empty: a module is a .wasm binary (starting with the bytes \\0asm) or WAT \
+         text; rebuild it, or check the path"
+    )]
+    Empty,
+    /// Neither a binary module nor text to be read as WAT.
+    #[error(
+        "not a WebAssembly module: a binary module starts with the magic bytes \\0asm, this \
+         file starts with {start}; WAT text is read only from a `.wat` file or from text that \
+         starts with `(`"
+    )]
+    NotWasm {
+        /// The first bytes, in hex.
+        start: String,
+    },
     /// wasmtime could not parse, validate or compile it.
     #[error("not a valid WebAssembly module: {message}")]
     Compile {

@@ -52,7 +52,7 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{EPOCH_TICK, EngineOptions, WasmEngine};
+pub use engine::{EPOCH_TICK, EngineOptions, WasmEngine, file_kind};
 pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProblem};
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;

@@ -77,6 +77,62 @@ impl fmt::Debug for OperatorModule {
     }
 }
 
+/// The first bytes of every binary module.
+const WASM_MAGIC: &[u8] = b"\0asm";
+
+/// Refuses bytes that are neither a binary module (the `\0asm` magic) nor WAT text: text is
+/// WAT when `name` ends in `.wat` or it starts, after whitespace and comments, with `(`.
+/// Without this, any bytes were handed to the WAT parser, whose complaint (invalid UTF-8, an
+/// expected module field) named the wrong problem.
+fn check_is_module(name: &str, bytes: &[u8]) -> Result<(), ModuleProblem> {
+    if bytes.is_empty() {
+        return Err(ModuleProblem::Empty);
+    }
+    if bytes.starts_with(WASM_MAGIC)
+        || name.to_ascii_lowercase().ends_with(".wat")
+        || looks_like_wat(bytes)
+    {
+        return Ok(());
+    }
+    let start = bytes
+        .iter()
+        .take(4)
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    Err(ModuleProblem::NotWasm { start })
+}
+
+/// Whether `bytes`, after whitespace, `;;` line comments and `(; ;)` block comments, start with
+/// `(` (a block comment's opening `(;` does not count).
+fn looks_like_wat(mut bytes: &[u8]) -> bool {
+    loop {
+        bytes = bytes.trim_ascii_start();
+        if let Some(rest) = bytes.strip_prefix(b";;") {
+            let end = rest.iter().position(|&b| b == b'\n').unwrap_or(rest.len());
+            bytes = &rest[end..];
+        } else if let Some(rest) = bytes.strip_prefix(b"(;") {
+            // Block comments nest.
+            let mut depth = 1usize;
+            let mut i = 0;
+            while depth > 0 && i < rest.len() {
+                if rest[i..].starts_with(b"(;") {
+                    depth += 1;
+                    i += 2;
+                } else if rest[i..].starts_with(b";)") {
+                    depth -= 1;
+                    i += 2;
+                } else {
+                    i += 1;
+                }
+            }
+            bytes = &rest[i..];
+        } else {
+            return bytes.first() == Some(&b'(');
+        }
+    }
+}
+
 impl OperatorModule {
     /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
     /// version, read from a throwaway instance under the usual limits. Under `capture`, a
@@ -92,6 +148,7 @@ impl OperatorModule {
             module: name.to_string(),
             problem,
         };
+        check_is_module(name, bytes).map_err(refuse)?;
         let prepared = prepare(bytes, capture).map_err(|e| {
             refuse(match e {
                 PrepareError::Parse(message) => ModuleProblem::Compile { message },

@@ -1907,3 +1907,64 @@ fn a_damaged_or_missing_link_fails_the_restore_naming_the_chain() {
         "{err}"
     );
 }
+
+// ---------------------------------------------------------------------------------------------
+// Files and bytes that are not modules: the message names what they are
+
+#[test]
+fn random_bytes_are_not_a_module_because_the_magic_is_missing() {
+    let bytes: Vec<u8> = (0u32..256)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
+        .collect();
+    let message = engine()
+        .load_bytes("junk.wasm", &bytes)
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("\\0asm"), "{message}");
+    assert!(!message.contains("utf-8"), "{message}");
+}
+
+#[test]
+fn an_empty_module_says_the_file_is_empty() {
+    let message = engine()
+        .load_bytes("empty.wasm", b"")
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("the file is empty"), "{message}");
+}
+
+#[test]
+fn text_is_read_as_wat_when_it_looks_like_wat_or_is_named_wat() {
+    let message = engine()
+        .load_bytes("notes.txt", b"hello, this is not a module")
+        .unwrap_err()
+        .to_string();
+    assert!(message.contains("\\0asm"), "{message}");
+    // Comments and whitespace before the `(`, or a .wat name, make it WAT text.
+    for (name, text) in [
+        ("a.wasm", "  ;; a comment\n (; block ;) (module (func"),
+        ("a.wat", "module"),
+    ] {
+        let message = engine()
+            .load_bytes(name, text.as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            message.contains("not a valid WebAssembly"),
+            "{name}: {message}"
+        );
+    }
+}
+
+#[test]
+fn a_directory_or_a_device_as_module_file_is_not_a_regular_file() {
+    let dir = tempfile::tempdir().unwrap();
+    for path in [dir.path().to_path_buf(), PathBuf::from("/dev/zero")] {
+        let message = engine().load_file(&path).unwrap_err().to_string();
+        assert!(
+            message.contains("not a regular file"),
+            "{}: {message}",
+            path.display()
+        );
+    }
+}

@@ -1,0 +1,173 @@
+//! Paths of one job that must not overlap: a file sink's directory, another's, the checkpoint
+//! directory, and the file a file source reads.
+//!
+//! Two file sinks in one directory commit part files of the same names, one rename replacing
+//! the other's output; a sink inside the checkpoint directory (or around it) has its files
+//! touched by checkpoint cleanup and the other way round; a file source reading a sink's
+//! directory reads the job's own output, which the sink replaces as it commits.
+//!
+//! Validation compares the paths lexically (made absolute, `.` and `..` resolved), so the
+//! check needs no disk; [`Job::check_files`](super::Job::check_files) compares them again
+//! with symlinks resolved, where the directories exist.
+
+use std::fmt;
+use std::path::{Component, Path, PathBuf};
+
+/// What a path of the job is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathUse {
+    /// The output directory of a file sink.
+    FileSink {
+        /// The sink.
+        name: String,
+        /// The line of its `name`.
+        line: usize,
+    },
+    /// The checkpoint directory (`checkpoint.directory`, or the default).
+    CheckpointDirectory,
+    /// The file a file source reads.
+    FileSource {
+        /// The source.
+        name: String,
+        /// The line of its `name`.
+        line: usize,
+    },
+}
+
+impl fmt::Display for PathUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathUse::FileSink { name, line } => write!(f, "file sink \"{name}\" (line {line})"),
+            PathUse::CheckpointDirectory => f.write_str("the checkpoint directory"),
+            PathUse::FileSource { name, line } => {
+                write!(f, "file source \"{name}\" (line {line})")
+            }
+        }
+    }
+}
+
+/// How the second of two paths stands to the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// The same path.
+    Same,
+    /// The second is inside the first.
+    Inside,
+    /// The first is inside the second.
+    Around,
+}
+
+impl Overlap {
+    /// How a message says it: "<second> is {this} <first>".
+    pub fn words(self) -> &'static str {
+        match self {
+            Overlap::Same => "the same path as",
+            Overlap::Inside => "inside",
+            Overlap::Around => "around (with inside it)",
+        }
+    }
+}
+
+/// `path` made absolute (against the current directory, without touching the disk) with `.`
+/// and `..` resolved lexically.
+pub(crate) fn lexical(path: &Path) -> PathBuf {
+    let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_owned());
+    let mut out = PathBuf::new();
+    for component in absolute.components() {
+        match component {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+/// [`lexical`], then with symlinks resolved: the longest part of the path that exists is
+/// canonicalized and the rest appended.
+pub(crate) fn canonical(path: &Path) -> PathBuf {
+    let lexical = lexical(path);
+    let mut existing = lexical.as_path();
+    let mut rest = Vec::new();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(existing) {
+            let mut out = real;
+            out.extend(rest.iter().rev());
+            return out;
+        }
+        match (existing.parent(), existing.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_owned());
+                existing = parent;
+            }
+            _ => return lexical,
+        }
+    }
+}
+
+/// How `second` stands to `first`, if they overlap.
+fn overlap(first: &Path, second: &Path) -> Option<Overlap> {
+    if first == second {
+        Some(Overlap::Same)
+    } else if second.starts_with(first) {
+        Some(Overlap::Inside)
+    } else if first.starts_with(second) {
+        Some(Overlap::Around)
+    } else {
+        None
+    }
+}
+
+/// Whether two uses of paths may not overlap as they do.
+fn conflicts(first: &PathUse, second: &PathUse, how: Overlap) -> bool {
+    use PathUse::{CheckpointDirectory, FileSink, FileSource};
+    match (first, second) {
+        (FileSink { .. } | CheckpointDirectory, FileSink { .. } | CheckpointDirectory) => true,
+        // A source may read a file next to a sink's directory, not in it.
+        (FileSink { .. }, FileSource { .. }) => how != Overlap::Around,
+        (FileSource { .. }, FileSink { .. }) => how != Overlap::Inside,
+        _ => false,
+    }
+}
+
+/// The first pair of `paths` (already made comparable) that overlap where they must not, in
+/// order: `(first, second, how the second stands to the first)`.
+pub(crate) fn first_conflict(paths: &[(PathUse, PathBuf)]) -> Option<(usize, usize, Overlap)> {
+    for (j, (second, second_path)) in paths.iter().enumerate() {
+        for (i, (first, first_path)) in paths[..j].iter().enumerate() {
+            if let Some(how) = overlap(first_path, second_path)
+                && conflicts(first, second, how)
+            {
+                return Some((i, j, how));
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lexical_resolves_dots_without_the_disk() {
+        assert_eq!(lexical(Path::new("/a/./b/../c")), PathBuf::from("/a/c"));
+        assert_eq!(lexical(Path::new("/a/b/")), PathBuf::from("/a/b"));
+        assert_eq!(lexical(Path::new("/../a")), PathBuf::from("/a"));
+    }
+
+    #[test]
+    fn nesting_is_by_whole_components() {
+        assert_eq!(
+            overlap(Path::new("/o"), Path::new("/o/p")),
+            Some(Overlap::Inside)
+        );
+        assert_eq!(
+            overlap(Path::new("/o/p"), Path::new("/o")),
+            Some(Overlap::Around)
+        );
+        assert_eq!(overlap(Path::new("/o"), Path::new("/output")), None);
+    }
+}
