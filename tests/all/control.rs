@@ -1067,3 +1067,75 @@ fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound() {
         ),
     });
 }
+
+/// Another local user — `nobody`, when the tests run as root — reaches the port but cannot read
+/// the token in `_control.json`, and its requests without the token are refused: the job goes on.
+#[test]
+fn another_local_user_can_neither_read_the_token_nor_act_without_it() {
+    use std::os::unix::fs::{MetadataExt as _, PermissionsExt as _};
+    use std::os::unix::process::CommandExt as _;
+    const NOBODY: u32 = 65534;
+    let sandbox = Sandbox::new("control-other-user");
+    let probe = sandbox.join("whoami");
+    fs::write(&probe, b"").unwrap();
+    if fs::metadata(&probe).unwrap().uid() != 0 {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI runs as root: this test needs a second user"
+        );
+        eprintln!("SKIPPED: not root, so there is no second user to run weir as");
+        return;
+    }
+    job(&sandbox, None, 2_000.0, "200ms").write(&sandbox.job_path());
+    // Other users may enter the sandbox (the job's files are theirs to see; the token is not).
+    fs::set_permissions(sandbox.path(), fs::Permissions::from_mode(0o755)).unwrap();
+    let dir = sandbox.checkpoint_dir();
+    let (weir, file) = start(&sandbox, &[], &[]);
+    let as_nobody = |args: &[&str]| {
+        Command::new(weir_bin())
+            .args(args)
+            .env_remove("WEIR_CONTROL_TOKEN")
+            .stdin(Stdio::null())
+            .uid(NOBODY)
+            .gid(NOBODY)
+            .output()
+            .expect("cannot run weir as nobody")
+    };
+    let dir_arg = dir.to_str().unwrap();
+    let status = as_nobody(&["status", dir_arg]);
+    let status_err = String::from_utf8_lossy(&status.stderr);
+    assert!(
+        !status.status.success(),
+        "nobody read the job's status: {status_err}"
+    );
+    assert!(
+        status_err.contains("_control.json")
+            && status_err.contains("only the user who started the job"),
+        "nobody should be told it cannot read _control.json: {status_err}"
+    );
+    let mut refused = 1;
+    for verb_name in ["cancel", "savepoint", "status"] {
+        let out = as_nobody(&[verb_name, "--address", &file.address]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(4),
+            "`weir {verb_name}` as nobody: {err}"
+        );
+        assert!(err.contains("token"), "`weir {verb_name}` as nobody: {err}");
+        refused += 1;
+    }
+    let job = client(&file).get_json("/api/job").unwrap();
+    assert_eq!(job["status"], "RUNNING", "the job after nobody's attempts");
+    verb(&sandbox, &["cancel", dir_arg], &[]).assert_code(0, "weir cancel by the owner");
+    weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "another local user (nobody) against root's running job",
+        rounds: refused,
+        faults: "`weir status DIR`, then `weir cancel/savepoint/status --address URL` without \
+                 the token, as uid 65534",
+        result: "_control.json (0600) unreadable, named; every request refused (401, exit 4); \
+                 the job still RUNNING",
+    });
+}

@@ -54,6 +54,16 @@ pub enum EndpointFileError {
         /// The directory looked in.
         dir: PathBuf,
     },
+    /// The file is the job owner's: it holds the token.
+    #[error(
+        "cannot read {}: permission denied. It holds the job's control token, so only the user \
+         who started the job (and root) may read it: run this as that user",
+        path.display()
+    )]
+    NotOwner {
+        /// The file.
+        path: PathBuf,
+    },
     /// The file system refused.
     #[error("cannot {action} {}: {source}", path.display())]
     Io {
@@ -127,6 +137,9 @@ impl EndpointFile {
                 return Err(EndpointFileError::Missing {
                     dir: dir.to_path_buf(),
                 });
+            }
+            Err(source) if source.kind() == std::io::ErrorKind::PermissionDenied => {
+                return Err(EndpointFileError::NotOwner { path });
             }
             Err(source) => {
                 return Err(EndpointFileError::Io {
