@@ -51,12 +51,13 @@ const HOW: &str = "\
 - **Back-pressure** (`tests/all/backpressure.rs`): a full-speed generator behind a slow wasm
   stage; resident memory is sampled from `/proc` every 100 ms.
 - **Operator mistakes and other local users** (`tests/all/misuse.rs`,
-  `tests/all/bad_job_files.rs`, `tests/all/control.rs`): a second run of a running job, two jobs on one sink directory, file sinks
-  with equal or nested paths, `--restore latest` with nothing to restore after an earlier run
-  committed output, a crash between a checkpoint's trigger and its completion, and requests to
-  the control endpoint without the token, with a foreign `Host` or `Origin`, as a simple
-  cross-site POST, or as a flood of savepoints. Each must be refused with a message naming the
-  problem and the way on, and committed output must stay exact.
+  `tests/all/bad_job_files.rs`, `tests/all/control.rs`): a second run of a running job, two
+  jobs on one sink directory, file sinks with equal or nested paths, `--restore latest` with
+  nothing to restore after an earlier run committed output, a crash between a checkpoint's
+  trigger and its completion, and requests to the control endpoint without the token, from
+  another user, with a foreign `Host` or `Origin`, as a simple cross-site POST, or as a flood of
+  savepoints. Each must be refused with a message naming the problem and the way on, and
+  committed output must stay exact.
 - **Fuzzing** (`fuzz/`, `scripts/fuzz.sh`): cargo-fuzz targets; the committed corpora and every
   fixed crash are replayed on stable Rust in every CI run.
 
