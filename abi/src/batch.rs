@@ -111,6 +111,35 @@ pub fn header_record_count(bytes: &[u8]) -> Result<u32, DecodeError> {
     }
 }
 
+/// Rewrites the port in the header of the encoded batch `bytes`, leaving its records as they
+/// are: how a batch is passed on to another input port without being encoded again.
+pub fn set_port(bytes: &mut [u8], port: u32) -> Result<(), DecodeError> {
+    match bytes.get_mut(4..HEADER_LEN) {
+        Some(field) => {
+            field.copy_from_slice(&port.to_le_bytes());
+            Ok(())
+        }
+        None => Err(DecodeError::MissingHeader { len: bytes.len() }),
+    }
+}
+
+/// Appends the records of the encoded batch `batch` to the encoded batch `buf` and adds their
+/// count to `buf`'s header, keeping `buf`'s port: two batches joined into one without decoding
+/// either. Both must have been validated (as [`header_record_count`] assumes). Returns `false`,
+/// leaving `buf` unchanged, when either is shorter than a header or the joined record count
+/// would not fit its `u32`.
+pub fn append_records(buf: &mut Vec<u8>, batch: &[u8]) -> bool {
+    let (Ok(held), Ok(added)) = (header_record_count(buf), header_record_count(batch)) else {
+        return false;
+    };
+    let Some(count) = held.checked_add(added) else {
+        return false;
+    };
+    buf[..4].copy_from_slice(&count.to_le_bytes());
+    buf.extend_from_slice(&batch[HEADER_LEN..]);
+    true
+}
+
 impl<'a> Batch<'a> {
     /// Checks `bytes` against the layout and returns a view of it.
     ///
@@ -397,6 +426,39 @@ impl BatchBuilder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn set_port_rewrites_only_the_port_and_refuses_a_short_batch() {
+        let mut a = BatchBuilder::new(3);
+        a.push(b"k", b"v", 7);
+        let mut bytes = a.into_bytes();
+        set_port(&mut bytes, 9).unwrap();
+        let batch = Batch::decode(&bytes).unwrap();
+        assert_eq!((batch.port(), batch.len()), (9, 1));
+        assert!(set_port(&mut [0u8; 7], 1).is_err());
+    }
+
+    #[test]
+    fn append_records_joins_two_batches_under_the_first_port() {
+        let mut a = BatchBuilder::new(1);
+        a.push(b"a", b"1", 1);
+        let mut b = BatchBuilder::new(2);
+        b.push(b"b", b"2", 2);
+        b.push(b"c", b"3", 3);
+        let mut joined = a.into_bytes();
+        assert!(append_records(&mut joined, b.as_bytes()));
+        let batch = Batch::decode(&joined).unwrap();
+        assert_eq!(batch.port(), 1);
+        let keys: Vec<&[u8]> = batch.iter().map(|r| r.key).collect();
+        assert_eq!(keys, [b"a", b"b", b"c"]);
+
+        let mut full = BatchBuilder::new(0).into_bytes();
+        full[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+        let before = full.clone();
+        assert!(!append_records(&mut full, b.as_bytes()));
+        assert_eq!(full, before);
+        assert!(!append_records(&mut joined, &[0u8; 3]));
+    }
 
     #[test]
     fn the_header_count_is_read_without_the_records() {

@@ -12,10 +12,12 @@
 
 pub mod batch;
 pub mod init;
+pub mod table;
 mod wire;
 
 pub use batch::{Batch, BatchBuilder, DecodeError, Record, Records};
 pub use init::InitMessage;
+pub use table::{EXPORTS, Export, ExportKind, IMPORTS, Import, Signature, ValType};
 
 /// The ABI version this crate implements. A guest returns it from
 /// [`exports::ABI_VERSION`]; the host refuses a guest that returns another.
@@ -28,7 +30,8 @@ pub const IMPORT_MODULE: &str = "weir";
 ///
 /// Required: [`MEMORY`](exports::MEMORY), [`ABI_VERSION`](exports::ABI_VERSION),
 /// [`ALLOC`](exports::ALLOC), [`PROCESS`](exports::PROCESS). Everything else is
-/// optional; `docs/ABI.md` says what the host does when one is absent.
+/// optional; `docs/ABI.md` says what the host does when one is absent. [`EXPORTS`] gives each
+/// its type and whether it is required.
 pub mod exports {
     /// `memory`: the guest's linear memory, through which every buffer passes.
     pub const MEMORY: &str = "memory";
@@ -48,6 +51,9 @@ pub mod exports {
     pub const RESTORE: &str = "weir_restore";
     /// `(checkpoint_id: i64) -> i32`: checkpoints up to this id are complete; 0 on success.
     pub const CHECKPOINT_COMPLETE: &str = "weir_checkpoint_complete";
+    /// `()`: the runtime set-up C and AssemblyScript toolchains export; the host calls it once
+    /// after instantiation, before anything else.
+    pub const INITIALIZE: &str = "_initialize";
 }
 
 /// Names of the functions the host provides under [`IMPORT_MODULE`].
@@ -60,6 +66,15 @@ pub mod imports {
     pub const FAIL: &str = "fail";
     /// `(level: i32, ptr: i32, len: i32)`: write a UTF-8 log line.
     pub const LOG: &str = "log";
+}
+
+/// The one import the host provides outside [`IMPORT_MODULE`]: AssemblyScript's `env.abort`.
+pub mod env {
+    /// The module AssemblyScript's compiler imports its runtime functions from.
+    pub const MODULE: &str = "env";
+    /// `(message: i32, file: i32, line: i32, column: i32)`: how AssemblyScript fails (`throw`,
+    /// `assert`); never returns.
+    pub const ABORT: &str = "abort";
 }
 
 /// Log levels understood by the `log` import.

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use crossbeam_channel::Sender;
-use weir_abi::batch::{HEADER_LEN, header_record_count};
+use weir_abi::batch::{header_record_count, set_port};
 use weir_abi::{Batch, BatchBuilder, DecodeError};
 
 use super::channel::{StopSignal, Stopped, send};
@@ -143,7 +143,7 @@ impl Router {
                 self.send_builder(0, 0)?;
             }
             let port = self.edges[0].builders[0].port();
-            bytes[4..HEADER_LEN].copy_from_slice(&port.to_le_bytes());
+            set_port(&mut bytes, port)?;
             self.metrics.add_records_out(u64::from(records));
             let edge = &self.edges[0];
             send(

@@ -7,31 +7,25 @@
 //! so the report runs it first and never second-guesses it. But loading stops at the first
 //! problem, and an author porting a C or AssemblyScript toolchain to Weir usually has several
 //! (a WASI import, a missing export, an unexported memory) — fixing them one build at a time is
-//! slow. So the report also inspects the compiled module's import and export types itself and
-//! lists every fact it can: each export of the ABI present, missing or of the wrong type, the
-//! memory, each import and whether the host provides it (asked of the host's own `Linker`, so
-//! the answer cannot drift from what loading accepts), and the ABI version, read from a
-//! throwaway instance even when loading refused the module for another reason.
+//! slow. So the report also lists every problem and fact of the inspection the loader itself
+//! runs (`wasm::Inspection`, over the ABI table of `weir-abi`, so the two cannot disagree):
+//! each export of the ABI present, missing or of the wrong type, the memory, each import and
+//! whether the host provides it, and the ABI version, read from a throwaway instance even when
+//! loading refused the module for another reason. This module only renders them.
 
 use std::fmt;
 use std::path::Path;
 
 use serde::{Serialize, Serializer};
-use wasmtime::{
-    ExternType, FuncType, ImportType, Linker, Module, Store, StoreLimits, StoreLimitsBuilder,
-    UnknownImportError, ValType,
-};
-use weir_abi::{ABI_VERSION, IMPORT_MODULE, exports, imports};
+use wasmtime::{Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
+use weir_abi::{ABI_VERSION, exports};
 
 use crate::wasm::image::rewrite;
 use crate::wasm::{
-    Capabilities, EngineError, GuestLimits, MAX_TABLE_ELEMENTS, ModuleError, ModuleProblem,
-    StateCapture, WasmEngine, file_kind,
+    Capabilities, EngineError, GuestLimits, Inspection, MAX_TABLE_ELEMENTS, ModuleError,
+    ModuleProblem, StateCapture, WasmEngine, file_kind,
 };
-
-/// The export C and AssemblyScript toolchains produce for their runtime set-up
-/// (`docs/ABI.md` §1); the host calls it once after instantiation.
-const INITIALIZE: &str = "_initialize";
+pub use crate::wasm::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
 
 /// What `weir validate` found in one module.
 ///
@@ -74,80 +68,6 @@ pub struct CheckpointsReport {
     pub image_possible: bool,
     /// Why an image cannot capture it, when it cannot.
     pub image_refused: Option<String>,
-}
-
-/// The module's exported memory (`docs/ABI.md` §1).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct MemoryReport {
-    /// Its initial size, in pages.
-    pub initial_pages: u64,
-    /// Its maximum size, in pages, if it declares one.
-    pub maximum_pages: Option<u64>,
-    /// The size of one page, in bytes (64 KiB unless the module declares custom pages).
-    pub page_size: u64,
-    /// Whether it is shared (the ABI refuses shared memories).
-    pub shared: bool,
-    /// Whether it is a 64-bit memory (the ABI refuses them).
-    pub memory64: bool,
-    /// How many memories the module defines (the ABI allows one).
-    pub defined: u32,
-}
-
-/// One export of the ABI and what the module exports under its name.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ExportCheck {
-    /// The export's name.
-    pub name: &'static str,
-    /// Whether the ABI requires it.
-    pub required: bool,
-    /// Its type in the ABI: `memory`, or a signature such as `(i32, i32) -> i32`.
-    pub expected: String,
-    /// Whether the module has it, with that type.
-    pub status: ExportStatus,
-    /// What the module has under the name, when its type is wrong.
-    pub found: Option<String>,
-    /// What the host does when an optional export is absent (`docs/ABI.md` §3).
-    pub when_absent: Option<&'static str>,
-}
-
-/// Whether a module has an export of the ABI.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ExportStatus {
-    /// Present with the ABI's type.
-    Ok,
-    /// Not exported.
-    Missing,
-    /// Exported with another type (or, for `memory`, a memory of an unsupported kind).
-    WrongType,
-}
-
-/// One import of the module.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ImportCheck {
-    /// The module it is imported from, such as `weir`.
-    pub module: String,
-    /// Its name, such as `emit`.
-    pub name: String,
-    /// Its type as the module imports it, such as `a function (i32, i32)`.
-    #[serde(rename = "type")]
-    pub ty: String,
-    /// Whether the host provides it.
-    pub status: ImportStatus,
-    /// The type the host provides it with, when the module imports it with another.
-    pub expected: Option<String>,
-}
-
-/// Whether the host provides an import.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ImportStatus {
-    /// The host provides it with this type.
-    Provided,
-    /// The host provides nothing under this name.
-    Unknown,
-    /// The host provides it with another type.
-    WrongType,
 }
 
 /// `weir validate` could not look at the module at all.
@@ -219,10 +139,7 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         }) => None,
         Err(_) => Module::new(engine.engine(), bytes).ok(),
     };
-    let inspection = module
-        .as_ref()
-        .map(|module| Inspection::of(engine, module))
-        .unwrap_or_default();
+    let inspection = module.as_ref().map(Inspection::of).unwrap_or_default();
 
     let checkpoints = loaded
         .as_ref()
@@ -449,7 +366,7 @@ impl fmt::Display for ValidationReport {
                 (c.restore, exports::RESTORE),
                 (c.checkpoint_complete, exports::CHECKPOINT_COMPLETE),
                 (c.finish, exports::FINISH),
-                (c.initialize, INITIALIZE),
+                (c.initialize, exports::INITIALIZE),
             ]
             .into_iter()
             .filter_map(|(present, name)| present.then_some(name))
@@ -475,383 +392,6 @@ impl fmt::Display for ValidationReport {
     }
 }
 
-// ---------------------------------------------------------------------------------------------
-// Inspecting a compiled module
-
-/// A value type of the ABI's function signatures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Ty {
-    I32,
-    I64,
-}
-
-impl Ty {
-    fn name(self) -> &'static str {
-        match self {
-            Ty::I32 => "i32",
-            Ty::I64 => "i64",
-        }
-    }
-
-    fn matches(self, ty: &ValType) -> bool {
-        match self {
-            Ty::I32 => matches!(ty, ValType::I32),
-            Ty::I64 => matches!(ty, ValType::I64),
-        }
-    }
-}
-
-/// A function signature of the ABI.
-#[derive(Debug, Clone, Copy)]
-struct Sig {
-    params: &'static [Ty],
-    results: &'static [Ty],
-}
-
-impl Sig {
-    /// `() -> ()`: `_initialize`.
-    const UNIT: Sig = Sig {
-        params: &[],
-        results: &[],
-    };
-    /// `() -> i32`.
-    const STATUS: Sig = Sig {
-        params: &[],
-        results: &[Ty::I32],
-    };
-    /// `(i32) -> i32`: `weir_alloc`.
-    const ALLOC: Sig = Sig {
-        params: &[Ty::I32],
-        results: &[Ty::I32],
-    };
-    /// `(i32, i32) -> i32`: exports taking a buffer.
-    const BUFFER: Sig = Sig {
-        params: &[Ty::I32, Ty::I32],
-        results: &[Ty::I32],
-    };
-    /// `(i64) -> i32`: exports taking a checkpoint id.
-    const CHECKPOINT: Sig = Sig {
-        params: &[Ty::I64],
-        results: &[Ty::I32],
-    };
-    /// `(i32, i32)`: imports taking a guest buffer.
-    const PTR_LEN: Sig = Sig {
-        params: &[Ty::I32, Ty::I32],
-        results: &[],
-    };
-    /// `(i32, i32, i32)`: `log`.
-    const LOG: Sig = Sig {
-        params: &[Ty::I32, Ty::I32, Ty::I32],
-        results: &[],
-    };
-    /// `(i32, i32, i32, i32)`: AssemblyScript's `env.abort`.
-    const ABORT: Sig = Sig {
-        params: &[Ty::I32, Ty::I32, Ty::I32, Ty::I32],
-        results: &[],
-    };
-
-    fn matches(&self, ty: &FuncType) -> bool {
-        ty.params().len() == self.params.len()
-            && ty.results().len() == self.results.len()
-            && ty
-                .params()
-                .zip(self.params)
-                .all(|(t, want)| want.matches(&t))
-            && ty
-                .results()
-                .zip(self.results)
-                .all(|(t, want)| want.matches(&t))
-    }
-
-    /// `(i32, i32) -> i32`.
-    fn text(&self) -> String {
-        render(
-            self.params.iter().map(|t| t.name().to_string()),
-            self.results.iter().map(|t| t.name().to_string()),
-        )
-    }
-}
-
-/// What the ABI exports under a name.
-#[derive(Debug, Clone, Copy)]
-enum Expected {
-    Memory,
-    Func(Sig),
-}
-
-/// One export of the ABI (`docs/ABI.md` §3).
-struct AbiExport {
-    name: &'static str,
-    expected: Expected,
-    required: bool,
-    /// For an optional export: what the host does without it.
-    when_absent: Option<&'static str>,
-}
-
-/// Every export of the ABI, in the order of `docs/ABI.md` §3.
-const ABI_EXPORTS: [AbiExport; 10] = [
-    AbiExport {
-        name: exports::MEMORY,
-        expected: Expected::Memory,
-        required: true,
-        when_absent: None,
-    },
-    AbiExport {
-        name: exports::ABI_VERSION,
-        expected: Expected::Func(Sig::STATUS),
-        required: true,
-        when_absent: None,
-    },
-    AbiExport {
-        name: exports::ALLOC,
-        expected: Expected::Func(Sig::ALLOC),
-        required: true,
-        when_absent: None,
-    },
-    AbiExport {
-        name: exports::PROCESS,
-        expected: Expected::Func(Sig::BUFFER),
-        required: true,
-        when_absent: None,
-    },
-    AbiExport {
-        name: exports::INIT,
-        expected: Expected::Func(Sig::BUFFER),
-        required: false,
-        when_absent: Some("the host skips it, and refuses a non-empty config"),
-    },
-    AbiExport {
-        name: exports::SNAPSHOT,
-        expected: Expected::Func(Sig::CHECKPOINT),
-        required: false,
-        when_absent: Some("every snapshot is empty"),
-    },
-    AbiExport {
-        name: exports::RESTORE,
-        expected: Expected::Func(Sig::BUFFER),
-        required: false,
-        when_absent: Some("only an empty state can be restored"),
-    },
-    AbiExport {
-        name: exports::CHECKPOINT_COMPLETE,
-        expected: Expected::Func(Sig::CHECKPOINT),
-        required: false,
-        when_absent: Some("the host skips the notice"),
-    },
-    AbiExport {
-        name: exports::FINISH,
-        expected: Expected::Func(Sig::STATUS),
-        required: false,
-        when_absent: Some("the host skips it"),
-    },
-    AbiExport {
-        name: INITIALIZE,
-        expected: Expected::Func(Sig::UNIT),
-        required: false,
-        when_absent: Some("nothing runs after instantiation"),
-    },
-];
-
-/// The signatures of the host's imports (`docs/ABI.md` §4, and AssemblyScript's `env.abort`),
-/// to name the expected type when a module imports one with another. Whether an import is
-/// provided at all is asked of the host's linker, not of this table.
-const HOST_IMPORTS: [(&str, &str, Sig); 5] = [
-    (IMPORT_MODULE, imports::EMIT, Sig::PTR_LEN),
-    (IMPORT_MODULE, imports::SAVE_STATE, Sig::PTR_LEN),
-    (IMPORT_MODULE, imports::FAIL, Sig::PTR_LEN),
-    (IMPORT_MODULE, imports::LOG, Sig::LOG),
-    ("env", "abort", Sig::ABORT),
-];
-
-/// What inspecting a compiled module found: its facts and every problem among them, in the
-/// order the host checks them (imports, memory, exports).
-#[derive(Default)]
-struct Inspection {
-    memory: Option<MemoryReport>,
-    exports: Vec<ExportCheck>,
-    imports: Vec<ImportCheck>,
-    problems: Vec<ModuleProblem>,
-}
-
-impl Inspection {
-    fn of(engine: &WasmEngine, module: &Module) -> Inspection {
-        let mut found = Inspection::default();
-        for import in module.imports() {
-            found.import(engine, &import);
-        }
-
-        let defined = module.resources_required().num_memories;
-        if let Some(ExternType::Memory(memory)) = module.get_export(exports::MEMORY) {
-            found.memory = Some(MemoryReport {
-                initial_pages: memory.minimum(),
-                maximum_pages: memory.maximum(),
-                page_size: memory.page_size(),
-                shared: memory.is_shared(),
-                memory64: memory.is_64(),
-                defined,
-            });
-        }
-        if defined > 1 {
-            found
-                .problems
-                .push(ModuleProblem::MultipleMemories { count: defined });
-        }
-
-        for export in &ABI_EXPORTS {
-            found.export(module, export);
-        }
-        found
-    }
-
-    /// Checks one import against the host's linker.
-    fn import(&mut self, engine: &WasmEngine, import: &ImportType<'_>) {
-        let ty = import.ty();
-        let (module, name) = (import.module().to_string(), import.name().to_string());
-        let status = match &ty {
-            ExternType::Func(func) => host_provides(engine, &module, &name, func),
-            // The host provides only functions.
-            _ => ImportStatus::Unknown,
-        };
-        let expected = (status == ImportStatus::WrongType)
-            .then(|| {
-                HOST_IMPORTS
-                    .iter()
-                    .find(|(m, n, _)| *m == module && *n == name)
-                    .map(|(_, _, sig)| format!("a function {}", sig.text()))
-            })
-            .flatten();
-        match status {
-            ImportStatus::Provided => {}
-            ImportStatus::Unknown => self.problems.push(ModuleProblem::UnknownImport {
-                module: module.clone(),
-                name: name.clone(),
-            }),
-            ImportStatus::WrongType => self.problems.push(ModuleProblem::BadImportSignature {
-                module: module.clone(),
-                name: name.clone(),
-                expected: expected
-                    .clone()
-                    .unwrap_or_else(|| "another type".to_string()),
-                found: describe(&ty),
-            }),
-        }
-        self.imports.push(ImportCheck {
-            module,
-            name,
-            ty: describe(&ty),
-            status,
-            expected,
-        });
-    }
-
-    /// Checks one export of the ABI.
-    fn export(&mut self, module: &Module, abi: &AbiExport) {
-        let found = module.get_export(abi.name);
-        let (expected, status) = match abi.expected {
-            Expected::Memory => {
-                let status = match &found {
-                    None => ExportStatus::Missing,
-                    Some(ExternType::Memory(memory)) if memory.is_shared() => {
-                        self.problems
-                            .push(ModuleProblem::UnsupportedMemory { found: "shared" });
-                        ExportStatus::WrongType
-                    }
-                    Some(ExternType::Memory(memory)) if memory.is_64() => {
-                        self.problems
-                            .push(ModuleProblem::UnsupportedMemory { found: "64-bit" });
-                        ExportStatus::WrongType
-                    }
-                    Some(ExternType::Memory(_)) => ExportStatus::Ok,
-                    Some(_) => ExportStatus::WrongType,
-                };
-                if status != ExportStatus::Ok && self.memory.is_none() {
-                    self.problems.push(ModuleProblem::NoMemory);
-                }
-                ("memory".to_string(), status)
-            }
-            Expected::Func(sig) => {
-                let status = match &found {
-                    None if abi.required => {
-                        self.problems.push(ModuleProblem::MissingExport {
-                            name: abi.name,
-                            expected: format!("a function {}", sig.text()),
-                        });
-                        ExportStatus::Missing
-                    }
-                    None => ExportStatus::Missing,
-                    Some(ExternType::Func(func)) if sig.matches(func) => ExportStatus::Ok,
-                    Some(other) => {
-                        self.problems.push(ModuleProblem::WrongSignature {
-                            name: abi.name,
-                            expected: format!("a function {}", sig.text()),
-                            found: describe(other),
-                        });
-                        ExportStatus::WrongType
-                    }
-                };
-                (sig.text(), status)
-            }
-        };
-        let found = match (&found, status) {
-            (Some(ty), ExportStatus::WrongType) => Some(match ty {
-                ExternType::Memory(m) if m.is_shared() => "a shared memory".to_string(),
-                ExternType::Memory(m) if m.is_64() => "a 64-bit memory".to_string(),
-                other => describe(other),
-            }),
-            _ => None,
-        };
-        self.exports.push(ExportCheck {
-            name: abi.name,
-            required: abi.required,
-            expected,
-            status,
-            found,
-            when_absent: abi.when_absent,
-        });
-    }
-
-    /// Whether `weir_abi_version` is exported with its ABI signature, so it can be called.
-    fn version_export_ok(&self) -> bool {
-        self.exports
-            .iter()
-            .any(|e| e.name == exports::ABI_VERSION && e.status == ExportStatus::Ok)
-    }
-}
-
-/// Whether the host's linker provides the function import `module`.`name` with type `func`.
-///
-/// Asks the linker itself — by linking a module made of just that import — so the answer is
-/// whatever the host really defines, including imports added after this code was written.
-fn host_provides(engine: &WasmEngine, module: &str, name: &str, func: &FuncType) -> ImportStatus {
-    let params: String = func.params().map(|t| format!(" {t}")).collect();
-    let results: String = func.results().map(|t| format!(" {t}")).collect();
-    let wat = format!(
-        "(module (import \"{}\" \"{}\" (func (param{params}) (result{results}))))",
-        wat_string(module),
-        wat_string(name)
-    );
-    let Ok(probe) = Module::new(engine.engine(), wat) else {
-        // A type the text format cannot spell here; the host's imports are all plain numbers.
-        return ImportStatus::Unknown;
-    };
-    match engine.linker().instantiate_pre(&probe) {
-        Ok(_) => ImportStatus::Provided,
-        Err(e) if e.downcast_ref::<UnknownImportError>().is_some() => ImportStatus::Unknown,
-        Err(_) => ImportStatus::WrongType,
-    }
-}
-
-/// `text` escaped for a WAT string literal: printable ASCII as is, every other byte as `\hh`.
-fn wat_string(text: &str) -> String {
-    text.bytes()
-        .map(|b| match b {
-            b'"' | b'\\' => format!("\\{b:02x}"),
-            0x20..=0x7e => char::from(b).to_string(),
-            _ => format!("\\{b:02x}"),
-        })
-        .collect()
-}
-
 /// Reads `weir_abi_version` from a throwaway instance whose imports all trap, under the
 /// engine's time and memory limits (`_initialize` runs first, as in the host). `None` when the
 /// module cannot be instantiated that way or the call fails.
@@ -867,7 +407,7 @@ fn read_abi_version(engine: &WasmEngine, module: &Module) -> Option<i32> {
     linker.define_unknown_imports_as_traps(module).ok()?;
     store.set_epoch_deadline(engine.deadline_ticks());
     let instance = linker.instantiate(&mut store, module).ok()?;
-    if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut store, INITIALIZE) {
+    if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut store, exports::INITIALIZE) {
         store.set_epoch_deadline(engine.deadline_ticks());
         initialize.call(&mut store, ()).ok()?;
     }
@@ -910,37 +450,6 @@ fn same_problem(a: &ModuleProblem, b: &ModuleProblem) -> bool {
             },
         ) => m1 == m2 && n1 == n2,
         _ => false,
-    }
-}
-
-/// Renders a function type as `(i32, i32) -> i32`, `(i32, i32)` or `()`.
-fn render(params: impl Iterator<Item = String>, results: impl Iterator<Item = String>) -> String {
-    let params: Vec<String> = params.collect();
-    let results: Vec<String> = results.collect();
-    let mut text = format!("({})", params.join(", "));
-    match results.as_slice() {
-        [] => {}
-        [one] => text.push_str(&format!(" -> {one}")),
-        many => text.push_str(&format!(" -> ({})", many.join(", "))),
-    }
-    text
-}
-
-/// Describes what a module has under some name, in the words of the host's load errors:
-/// `a function (i32) -> i32`, `a global`, ….
-fn describe(ty: &ExternType) -> String {
-    match ty {
-        ExternType::Func(func) => format!(
-            "a function {}",
-            render(
-                func.params().map(|t| t.to_string()),
-                func.results().map(|t| t.to_string())
-            )
-        ),
-        ExternType::Global(_) => "a global".to_string(),
-        ExternType::Table(_) => "a table".to_string(),
-        ExternType::Memory(_) => "a memory".to_string(),
-        ExternType::Tag(_) => "a tag".to_string(),
     }
 }
 
@@ -1063,12 +572,6 @@ mod tests {
             r.problems[..],
             [ModuleProblem::UnsupportedAbiVersion { guest: 9, host: 1 }]
         ));
-    }
-
-    #[test]
-    fn wat_strings_escape_quotes_backslashes_and_non_ascii() {
-        assert_eq!(wat_string("a\"b\\c"), "a\\22b\\5cc");
-        assert_eq!(wat_string("é"), "\\c3\\a9");
     }
 
     #[test]

@@ -7,49 +7,34 @@
 //! guest gets an [`Abort`] error, which traps it and is classified by type afterwards.
 
 use wasmtime::{Caller, Extern, Linker, Memory};
-use weir_abi::batch::HEADER_LEN;
-use weir_abi::{Batch, IMPORT_MODULE, exports, imports, log_level};
+use weir_abi::batch::{HEADER_LEN, append_records};
+use weir_abi::{Batch, IMPORT_MODULE, IMPORTS, env, exports, imports, log_level};
 
 use super::error::{Abort, GuestFailure};
 use super::limits::{MAX_MESSAGE_BYTES, OUTPUT_BATCH_OVERHEAD};
-use super::signature::Signature;
 use super::state::{Call, GuestState};
-
-/// The module AssemblyScript's compiler imports its runtime functions from.
-pub(crate) const ENV_MODULE: &str = "env";
-/// `env.abort(message, file, line, column)`: how AssemblyScript fails (`throw`, `assert`).
-pub(crate) const ABORT: &str = "abort";
-
-/// Every import the host provides, as (module, name, signature): what [`add_to_linker`]
-/// defines and what module validation accepts.
-pub(crate) const PROVIDED: [(&str, &str, Signature); 5] = [
-    (IMPORT_MODULE, imports::EMIT, Signature::PTR_LEN),
-    (IMPORT_MODULE, imports::SAVE_STATE, Signature::PTR_LEN),
-    (IMPORT_MODULE, imports::FAIL, Signature::PTR_LEN),
-    (IMPORT_MODULE, imports::LOG, Signature::LOG),
-    (ENV_MODULE, ABORT, Signature::ABORT),
-];
 
 /// Every import the host provides to guests, as `(module, name)`: `weir.emit`,
 /// `weir.save_state`, `weir.fail`, `weir.log` and `env.abort` (`docs/ABI.md` §4).
 ///
 /// This is the whole of what a guest can reach outside its own memory: a module importing
 /// anything else is refused at load time, and none of these reads a file, the network, a clock
-/// or randomness. The isolation tests check it against the linker and against `docs/ABI.md`.
+/// or randomness. It is [`weir_abi::IMPORTS`], the table module validation reads; the isolation
+/// tests check it against the linker and against `docs/ABI.md`.
 pub fn provided_imports() -> impl Iterator<Item = (&'static str, &'static str)> {
-    PROVIDED.iter().map(|(module, name, _)| (*module, *name))
+    IMPORTS.iter().map(|import| (import.module, import.name))
 }
 
 /// The `log` target of guest log lines, so they can be filtered apart from the host's own.
 const LOG_TARGET: &str = "weir::guest";
 
-/// Defines the `weir` imports in `linker`.
+/// Defines the `weir` imports and `env.abort` in `linker`: every one of [`weir_abi::IMPORTS`].
 pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     linker.func_wrap(IMPORT_MODULE, imports::EMIT, emit)?;
     linker.func_wrap(IMPORT_MODULE, imports::SAVE_STATE, save_state)?;
     linker.func_wrap(IMPORT_MODULE, imports::FAIL, fail)?;
     linker.func_wrap(IMPORT_MODULE, imports::LOG, log)?;
-    linker.func_wrap(ENV_MODULE, ABORT, abort)?;
+    linker.func_wrap(env::MODULE, env::ABORT, abort)?;
     Ok(())
 }
 
@@ -80,7 +65,7 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
         }));
     }
     state.output_bytes = total;
-    append_output(&mut state.output, bytes, batch.len());
+    append_output(&mut state.output, bytes);
     Ok(())
 }
 
@@ -88,7 +73,7 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
 /// joined into the last buffer while it stays within this size.
 pub(crate) const OUTPUT_CHUNK_BYTES: usize = 1 << 20;
 
-/// Appends the checked output batch `bytes`, holding `records` records, to `output`: joined
+/// Appends the checked output batch `bytes` to `output`: joined
 /// to the last buffer (its records after the last buffer's, the record count added up) when
 /// that stays within [`OUTPUT_CHUNK_BYTES`], else as a buffer of its own.
 ///
@@ -98,20 +83,12 @@ pub(crate) const OUTPUT_CHUNK_BYTES: usize = 1 << 20;
 /// allocations per call, which the allocator kept for the thread's arena after the call
 /// failed, so each restart on a new task thread added as much again (measured: 80 MiB peak
 /// for one attempt, 158 MiB for three).
-fn append_output(output: &mut Vec<Vec<u8>>, bytes: &[u8], records: usize) {
-    let records_bytes = &bytes[HEADER_LEN..];
+fn append_output(output: &mut Vec<Vec<u8>>, bytes: &[u8]) {
     if let Some(last) = output.last_mut()
-        && last.len() + records_bytes.len() <= OUTPUT_CHUNK_BYTES
+        && last.len() + (bytes.len() - HEADER_LEN) <= OUTPUT_CHUNK_BYTES
+        && append_records(last, bytes)
     {
-        let held = u32::from_le_bytes([last[0], last[1], last[2], last[3]]);
-        if let Some(count) = u32::try_from(records)
-            .ok()
-            .and_then(|records| held.checked_add(records))
-        {
-            last[..4].copy_from_slice(&count.to_le_bytes());
-            last.extend_from_slice(records_bytes);
-            return;
-        }
+        return;
     }
     output.push(bytes.to_vec());
 }

@@ -16,7 +16,7 @@ use super::image::format::{
 };
 use super::image::memcopy::to_owned_memory;
 use super::module::{Capabilities, OperatorModule};
-use super::state::{Call, GuestState, INITIALIZE};
+use super::state::{Call, GuestState};
 use crate::checkpoint::CheckpointId;
 
 /// Who an instance is: what the init message tells the guest, and what errors name.
@@ -776,7 +776,7 @@ fn lookup(instance: &Instance, store: &mut Store<GuestState>) -> wasmtime::Resul
         abi_version: instance.get_typed_func(&mut *store, exports::ABI_VERSION)?,
         alloc: instance.get_typed_func(&mut *store, exports::ALLOC)?,
         process: instance.get_typed_func(&mut *store, exports::PROCESS)?,
-        initialize: optional(instance, store, INITIALIZE)?,
+        initialize: optional(instance, store, exports::INITIALIZE)?,
         init: optional(instance, store, exports::INIT)?,
         snapshot: optional(instance, store, exports::SNAPSHOT)?,
         restore: optional(instance, store, exports::RESTORE)?,

@@ -43,6 +43,7 @@ mod engine;
 mod error;
 pub mod image;
 mod imports;
+mod inspection;
 mod instance;
 mod limits;
 mod module;
@@ -57,6 +58,8 @@ pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProble
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;
 pub use imports::provided_imports;
+pub(crate) use inspection::Inspection;
+pub use inspection::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
 pub use instance::{GuestInstance, GuestSnapshot, InstanceContext};
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
 pub use module::{Capabilities, OperatorModule};

@@ -4,31 +4,16 @@
 use std::fmt;
 use std::sync::Arc;
 
-use wasmtime::{ExternType, InstancePre, Module};
-use weir_abi::exports;
+use wasmtime::{InstancePre, Module};
 
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::image::capture::{PrepareError, prepare};
 use super::image::rewrite::ImageLayout;
-use super::imports::PROVIDED;
+use super::inspection::Inspection;
 use super::instance::{GuestInstance, InstanceContext};
-use super::signature::{Signature, describe};
-use super::state::{GuestState, INITIALIZE};
-
-/// The exports of the ABI other than `memory`: name, signature, required.
-const ABI_EXPORTS: [(&str, Signature, bool); 9] = [
-    (exports::ABI_VERSION, Signature::STATUS, true),
-    (exports::ALLOC, Signature::ALLOC, true),
-    (exports::PROCESS, Signature::BUFFER, true),
-    (exports::INIT, Signature::BUFFER, false),
-    (exports::SNAPSHOT, Signature::CHECKPOINT, false),
-    (exports::RESTORE, Signature::BUFFER, false),
-    (exports::CHECKPOINT_COMPLETE, Signature::CHECKPOINT, false),
-    (exports::FINISH, Signature::STATUS, false),
-    (INITIALIZE, Signature::UNIT, false),
-];
+use super::state::GuestState;
 
 /// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
 /// absent").
@@ -286,82 +271,13 @@ impl OperatorModule {
     }
 }
 
-/// Checks the module's imports and exports against the ABI; returns its optional exports.
+/// Checks the module's imports, memory and exports against the ABI table (see
+/// [`Inspection`]); returns its optional exports, or the first problem.
 fn validate(module: &Module) -> Result<Capabilities, ModuleProblem> {
-    for import in module.imports() {
-        let provided = PROVIDED
-            .iter()
-            .find(|(module, name, _)| *module == import.module() && *name == import.name());
-        let Some((_, _, signature)) = provided else {
-            return Err(ModuleProblem::UnknownImport {
-                module: import.module().to_string(),
-                name: import.name().to_string(),
-            });
-        };
-        let ty = import.ty();
-        if !ty.func().is_some_and(|func| signature.matches(func)) {
-            return Err(ModuleProblem::BadImportSignature {
-                module: import.module().to_string(),
-                name: import.name().to_string(),
-                expected: signature.to_string(),
-                found: describe(&ty),
-            });
-        }
+    let inspection = Inspection::of(module);
+    let capabilities = inspection.capabilities();
+    match inspection.problems.into_iter().next() {
+        Some(problem) => Err(problem),
+        None => Ok(capabilities),
     }
-
-    match module.get_export(exports::MEMORY) {
-        Some(ExternType::Memory(memory)) => {
-            if memory.is_shared() {
-                return Err(ModuleProblem::UnsupportedMemory { found: "shared" });
-            }
-            if memory.is_64() {
-                return Err(ModuleProblem::UnsupportedMemory { found: "64-bit" });
-            }
-        }
-        _ => return Err(ModuleProblem::NoMemory),
-    }
-    let memories = module.resources_required().num_memories;
-    if memories > 1 {
-        return Err(ModuleProblem::MultipleMemories { count: memories });
-    }
-
-    let mut present = [false; ABI_EXPORTS.len()];
-    for ((name, signature, required), present) in ABI_EXPORTS.iter().zip(&mut present) {
-        match module.get_export(name) {
-            None if *required => {
-                return Err(ModuleProblem::MissingExport {
-                    name,
-                    expected: signature.to_string(),
-                });
-            }
-            None => {}
-            Some(ty) if ty.func().is_some_and(|func| signature.matches(func)) => *present = true,
-            Some(ty) => {
-                return Err(ModuleProblem::WrongSignature {
-                    name,
-                    expected: signature.to_string(),
-                    found: describe(&ty),
-                });
-            }
-        }
-    }
-    let [
-        _,
-        _,
-        _,
-        init,
-        snapshot,
-        restore,
-        checkpoint_complete,
-        finish,
-        initialize,
-    ] = present;
-    Ok(Capabilities {
-        initialize,
-        init,
-        snapshot,
-        restore,
-        checkpoint_complete,
-        finish,
-    })
 }

@@ -37,7 +37,7 @@ impl Call {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Call::Instantiate => "instantiate",
-            Call::Initialize => INITIALIZE,
+            Call::Initialize => exports::INITIALIZE,
             Call::AbiVersion => exports::ABI_VERSION,
             Call::Alloc => exports::ALLOC,
             Call::Init => exports::INIT,
@@ -49,9 +49,6 @@ impl Call {
         }
     }
 }
-
-/// The export C and AssemblyScript toolchains use for module initialisation (`docs/ABI.md` §1).
-pub(crate) const INITIALIZE: &str = "_initialize";
 
 /// Host-side data of one instance, owned by its `Store`.
 #[derive(Debug)]

@@ -435,12 +435,11 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
         let wasmtime::Extern::Func(func) = item else {
             panic!("`{module}`.`{name}` is not a function");
         };
-        let (_, _, signature) = super::imports::PROVIDED
-            .iter()
-            .find(|(m, n, _)| *m == module && *n == name)
+        let signature = weir_abi::table::import(module, name)
+            .map(|import| import.signature)
             .unwrap_or_else(|| panic!("the linker defines `{module}`.`{name}`, not listed"));
         assert!(
-            signature.matches(&func.ty(&store)),
+            super::signature::matches(&signature, &func.ty(&store)),
             "`{module}`.`{name}` is defined with another signature than {signature}"
         );
         defined.push((module.to_string(), name.to_string()));

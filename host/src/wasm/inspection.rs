@@ -1,0 +1,278 @@
+//! [`Inspection`]: every check of a compiled module against the ABI table of `weir-abi`
+//! ([`weir_abi::EXPORTS`], [`weir_abi::IMPORTS`]), collecting every problem and fact.
+//!
+//! # Why one inspection
+//!
+//! The loader refuses a module at its first problem; `weir validate` lists all of them, with
+//! the facts around them (each export present, missing or of the wrong type, the memory, each
+//! import). When each did its own checks they disagreed. Now both run this one: the loader
+//! ([`OperatorModule::compile`](super::OperatorModule)) fails on the first of its
+//! [`problems`](Inspection::problems), in the order it always checked (imports, memory, the
+//! number of memories, exports); `weir validate` renders all of them.
+
+use serde::Serialize;
+use wasmtime::{ExternType, ImportType, Module};
+use weir_abi::{EXPORTS, Export, ExportKind, exports};
+
+use super::error::ModuleProblem;
+use super::module::Capabilities;
+use super::signature::{describe, function, matches};
+
+/// The module's exported memory (`docs/ABI.md` §1).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemoryReport {
+    /// Its initial size, in pages.
+    pub initial_pages: u64,
+    /// Its maximum size, in pages, if it declares one.
+    pub maximum_pages: Option<u64>,
+    /// The size of one page, in bytes (64 KiB unless the module declares custom pages).
+    pub page_size: u64,
+    /// Whether it is shared (the ABI refuses shared memories).
+    pub shared: bool,
+    /// Whether it is a 64-bit memory (the ABI refuses them).
+    pub memory64: bool,
+    /// How many memories the module defines (the ABI allows one).
+    pub defined: u32,
+}
+
+/// One export of the ABI and what the module exports under its name.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ExportCheck {
+    /// The export's name.
+    pub name: &'static str,
+    /// Whether the ABI requires it.
+    pub required: bool,
+    /// Its type in the ABI: `memory`, or a signature such as `(i32, i32) -> i32`.
+    pub expected: String,
+    /// Whether the module has it, with that type.
+    pub status: ExportStatus,
+    /// What the module has under the name, when its type is wrong.
+    pub found: Option<String>,
+    /// What the host does when an optional export is absent (`docs/ABI.md` §3).
+    pub when_absent: Option<&'static str>,
+}
+
+/// Whether a module has an export of the ABI.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExportStatus {
+    /// Present with the ABI's type.
+    Ok,
+    /// Not exported.
+    Missing,
+    /// Exported with another type (or, for `memory`, a memory of an unsupported kind).
+    WrongType,
+}
+
+/// One import of the module.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportCheck {
+    /// The module it is imported from, such as `weir`.
+    pub module: String,
+    /// Its name, such as `emit`.
+    pub name: String,
+    /// Its type as the module imports it, such as `a function (i32, i32)`.
+    #[serde(rename = "type")]
+    pub ty: String,
+    /// Whether the host provides it.
+    pub status: ImportStatus,
+    /// The type the host provides it with, when the module imports it with another.
+    pub expected: Option<String>,
+}
+
+/// Whether the host provides an import.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportStatus {
+    /// The host provides it with this type.
+    Provided,
+    /// The host provides nothing under this name.
+    Unknown,
+    /// The host provides it with another type.
+    WrongType,
+}
+
+/// What checking a compiled module against the ABI found: its facts and every problem among
+/// them, in the order the loader reports them.
+#[derive(Debug, Default)]
+pub(crate) struct Inspection {
+    /// The memory exported as `memory`, when it is a memory.
+    pub(crate) memory: Option<MemoryReport>,
+    /// Every export of [`EXPORTS`], in its order.
+    pub(crate) exports: Vec<ExportCheck>,
+    /// Every import of the module, in its order.
+    pub(crate) imports: Vec<ImportCheck>,
+    /// Everything wrong, in the order imports, memory, number of memories, exports; the loader
+    /// refuses the module with the first.
+    pub(crate) problems: Vec<ModuleProblem>,
+}
+
+impl Inspection {
+    /// Checks `module`'s imports, memory and exports against the ABI table.
+    pub(crate) fn of(module: &Module) -> Inspection {
+        let mut found = Inspection::default();
+        for import in module.imports() {
+            found.import(&import);
+        }
+        for export in &EXPORTS {
+            match export.kind {
+                ExportKind::Memory => found.memory(module, export),
+                ExportKind::Func(_) => found.function(module, export),
+            }
+        }
+        found
+    }
+
+    /// Which optional exports are present with their ABI type.
+    pub(crate) fn capabilities(&self) -> Capabilities {
+        let has = |name: &str| {
+            self.exports
+                .iter()
+                .any(|e| e.name == name && e.status == ExportStatus::Ok)
+        };
+        Capabilities {
+            initialize: has(exports::INITIALIZE),
+            init: has(exports::INIT),
+            snapshot: has(exports::SNAPSHOT),
+            restore: has(exports::RESTORE),
+            checkpoint_complete: has(exports::CHECKPOINT_COMPLETE),
+            finish: has(exports::FINISH),
+        }
+    }
+
+    /// Whether `weir_abi_version` is exported with its ABI signature, so it can be called.
+    pub(crate) fn version_export_ok(&self) -> bool {
+        self.exports
+            .iter()
+            .any(|e| e.name == exports::ABI_VERSION && e.status == ExportStatus::Ok)
+    }
+
+    /// Checks one import against [`weir_abi::IMPORTS`].
+    fn import(&mut self, import: &ImportType<'_>) {
+        let ty = import.ty();
+        let (module, name) = (import.module().to_string(), import.name().to_string());
+        let (status, expected) = match weir_abi::table::import(&module, &name) {
+            None => {
+                self.problems.push(ModuleProblem::UnknownImport {
+                    module: module.clone(),
+                    name: name.clone(),
+                });
+                (ImportStatus::Unknown, None)
+            }
+            Some(host) if ty.func().is_some_and(|f| matches(&host.signature, f)) => {
+                (ImportStatus::Provided, None)
+            }
+            Some(host) => {
+                let expected = function(&host.signature);
+                self.problems.push(ModuleProblem::BadImportSignature {
+                    module: module.clone(),
+                    name: name.clone(),
+                    expected: expected.clone(),
+                    found: describe(&ty),
+                });
+                (ImportStatus::WrongType, Some(expected))
+            }
+        };
+        self.imports.push(ImportCheck {
+            module,
+            name,
+            ty: describe(&ty),
+            status,
+            expected,
+        });
+    }
+
+    /// Checks the memory: exported as `memory`, plain, and the only one.
+    fn memory(&mut self, module: &Module, abi: &Export) {
+        let found = module.get_export(abi.name);
+        let defined = module.resources_required().num_memories;
+        let status = match &found {
+            Some(ExternType::Memory(memory)) => {
+                self.memory = Some(MemoryReport {
+                    initial_pages: memory.minimum(),
+                    maximum_pages: memory.maximum(),
+                    page_size: memory.page_size(),
+                    shared: memory.is_shared(),
+                    memory64: memory.is_64(),
+                    defined,
+                });
+                if memory.is_shared() {
+                    self.problems
+                        .push(ModuleProblem::UnsupportedMemory { found: "shared" });
+                    ExportStatus::WrongType
+                } else if memory.is_64() {
+                    self.problems
+                        .push(ModuleProblem::UnsupportedMemory { found: "64-bit" });
+                    ExportStatus::WrongType
+                } else {
+                    ExportStatus::Ok
+                }
+            }
+            other => {
+                self.problems.push(ModuleProblem::NoMemory);
+                if other.is_some() {
+                    ExportStatus::WrongType
+                } else {
+                    ExportStatus::Missing
+                }
+            }
+        };
+        if defined > 1 {
+            self.problems
+                .push(ModuleProblem::MultipleMemories { count: defined });
+        }
+        let found = match (&found, status) {
+            (Some(ty), ExportStatus::WrongType) => Some(match ty {
+                ExternType::Memory(m) if m.is_shared() => "a shared memory".to_string(),
+                ExternType::Memory(m) if m.is_64() => "a 64-bit memory".to_string(),
+                other => describe(other),
+            }),
+            _ => None,
+        };
+        self.exports.push(ExportCheck {
+            name: abi.name,
+            required: abi.required,
+            expected: "memory".to_string(),
+            status,
+            found,
+            when_absent: abi.when_absent,
+        });
+    }
+
+    /// Checks one function export of the ABI.
+    fn function(&mut self, module: &Module, abi: &Export) {
+        let ExportKind::Func(signature) = abi.kind else {
+            return;
+        };
+        let found = module.get_export(abi.name);
+        let (status, found) = match &found {
+            None if abi.required => {
+                self.problems.push(ModuleProblem::MissingExport {
+                    name: abi.name,
+                    expected: function(&signature),
+                });
+                (ExportStatus::Missing, None)
+            }
+            None => (ExportStatus::Missing, None),
+            Some(ty) if ty.func().is_some_and(|f| matches(&signature, f)) => {
+                (ExportStatus::Ok, None)
+            }
+            Some(ty) => {
+                self.problems.push(ModuleProblem::WrongSignature {
+                    name: abi.name,
+                    expected: function(&signature),
+                    found: describe(ty),
+                });
+                (ExportStatus::WrongType, Some(describe(ty)))
+            }
+        };
+        self.exports.push(ExportCheck {
+            name: abi.name,
+            required: abi.required,
+            expected: signature.to_string(),
+            status,
+            found,
+            when_absent: abi.when_absent,
+        });
+    }
+}
