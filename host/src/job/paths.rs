@@ -58,7 +58,7 @@ pub enum Overlap {
 }
 
 impl Overlap {
-    /// How a message says it: "<second> is {this} <first>".
+    /// How a message says it: "`<second>` is {this} `<first>`".
     pub fn words(self) -> &'static str {
         match self {
             Overlap::Same => "the same path as",
