@@ -3,10 +3,8 @@
 //! with the metadata on disk, inspect shows every task verified, verify passes a sound directory
 //! and fails, naming the file, once a state file is damaged; bad paths exit 2 with what to pass.
 
-use std::fs::{self, File};
+use std::fs::{self};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weir::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
@@ -15,7 +13,7 @@ use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
 
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, Sandbox, Weir, checkpointed, complete_checkpoint_ids,
-    generator_count, weir_bin,
+    generator_count, weir_command,
 };
 
 /// What one `weir checkpoints …` command did.
@@ -44,34 +42,14 @@ impl Output {
 /// Runs `weir checkpoints ARGS`, killing it after [`CLI_TIMEOUT`]; its output goes through files
 /// in `sandbox`, so nothing blocks on a full pipe.
 fn checkpoints(sandbox: &Sandbox, args: &[&str]) -> Output {
-    let (out, err) = (sandbox.join("cmd.stdout"), sandbox.join("cmd.stderr"));
-    let mut child = Command::new(weir_bin())
-        .arg("checkpoints")
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(File::create(&out).unwrap()))
-        .stderr(Stdio::from(File::create(&err).unwrap()))
-        .spawn()
-        .expect("cannot start the weir binary");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CLI_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`weir checkpoints {}` ran longer than {CLI_TIMEOUT:?}",
-                args.join(" ")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let args: Vec<&str> = std::iter::once("checkpoints")
+        .chain(args.iter().copied())
+        .collect();
+    let out = weir_command(sandbox, &args, "", &[]);
     Output {
-        code: status.code().unwrap_or(-1),
-        stdout: fs::read_to_string(&out).unwrap(),
-        stderr: fs::read_to_string(&err).unwrap(),
+        code: out.code.unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: out.stderr,
     }
 }
 

@@ -18,7 +18,7 @@ use weir::control::{ControlClient, EndpointFile};
 use crate::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, committed_lines,
-    complete_checkpoint_ids, generator_count, run_cli, weir_bin,
+    complete_checkpoint_ids, generator_count, run_cli, weir_bin, weir_command,
 };
 
 /// What a CLI verb did.
@@ -30,35 +30,11 @@ struct Verb {
 
 /// Runs `weir <args…>` (a verb) to its end, at most [`CLI_TIMEOUT`], with `env` set.
 fn verb(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Verb {
-    let (out, err) = (sandbox.join("verb.out"), sandbox.join("verb.err"));
-    let mut child = Command::new(weir_bin())
-        .args(args)
-        .env_remove("WEIR_CONTROL_TOKEN")
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .stdout(fs::File::create(&out).unwrap())
-        .stderr(fs::File::create(&err).unwrap())
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", weir_bin().display()));
-    let deadline = Instant::now() + CLI_TIMEOUT;
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`weir {}` did not end within {CLI_TIMEOUT:?}",
-                args.join(" ")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let out = weir_command(sandbox, args, "", env);
     Verb {
-        code: status.code(),
-        stdout: fs::read_to_string(out).unwrap(),
-        stderr: fs::read_to_string(err).unwrap(),
+        code: out.code,
+        stdout: out.stdout,
+        stderr: out.stderr,
     }
 }
 

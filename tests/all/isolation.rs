@@ -60,16 +60,15 @@
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
-use std::fs::{self, File};
+use std::fs::{self};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use weir_tests::guests;
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, weir_bin,
+    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, weir_command,
 };
 
 /// The exit code of a job that failed beyond its restart strategy (README).
@@ -797,31 +796,11 @@ struct Output {
 /// Runs `weir ARGS` to its end, at most [`CLI_TIMEOUT`] (then kills it and fails); its output
 /// goes through files in `sandbox`, so nothing blocks on a full pipe.
 fn weir(sandbox: &Sandbox, args: &[&str]) -> Output {
-    let (out, err) = (sandbox.join("cmd.stdout"), sandbox.join("cmd.stderr"));
-    let mut child = Command::new(weir_bin())
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(File::create(&out).unwrap())
-        .stderr(File::create(&err).unwrap())
-        .spawn()
-        .expect("cannot start the weir binary");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CLI_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`weir {}` ran longer than {CLI_TIMEOUT:?}", args.join(" "));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let out = weir_command(sandbox, args, "", &[("RUST_LOG", "warn")]);
     Output {
-        code: status.code(),
-        stdout: fs::read_to_string(&out).unwrap(),
-        stderr: fs::read_to_string(&err).unwrap(),
+        code: out.code,
+        stdout: out.stdout,
+        stderr: out.stderr,
     }
 }
 

@@ -845,6 +845,61 @@ impl Drop for Weir {
     }
 }
 
+/// What a `weir` command printed, and how it ended.
+#[derive(Debug)]
+pub(crate) struct CliOutput {
+    /// The exit code; `None` when a signal ended it.
+    pub(crate) code: Option<i32>,
+    /// Its standard output.
+    pub(crate) stdout: String,
+    /// Its standard error.
+    pub(crate) stderr: String,
+}
+
+/// Runs `weir ARGS` to its end with `stdin` as its standard input and `env` set (and no
+/// `WEIR_CONTROL_TOKEN` from the test's own environment), killing it and failing after
+/// [`CLI_TIMEOUT`]. Its streams go through files in `sandbox`, so nothing blocks on a full pipe.
+/// The one way the tests run a `weir` verb to its end; [`Weir`] is for a `weir run` they watch.
+pub(crate) fn weir_command(
+    sandbox: &Sandbox,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> CliOutput {
+    let (input, out, err) = (
+        sandbox.join("cmd.stdin"),
+        sandbox.join("cmd.stdout"),
+        sandbox.join("cmd.stderr"),
+    );
+    fs::write(&input, stdin).unwrap();
+    let mut child = Command::new(weir_bin())
+        .args(args)
+        .env_remove("WEIR_CONTROL_TOKEN")
+        .envs(env.iter().copied())
+        .stdin(Stdio::from(fs::File::open(&input).unwrap()))
+        .stdout(Stdio::from(fs::File::create(&out).unwrap()))
+        .stderr(Stdio::from(fs::File::create(&err).unwrap()))
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", weir_bin().display()));
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > CLI_TIMEOUT {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`weir {}` ran longer than {CLI_TIMEOUT:?}", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    CliOutput {
+        code: status.code(),
+        stdout: fs::read_to_string(&out).unwrap(),
+        stderr: fs::read_to_string(&err).unwrap(),
+    }
+}
+
 /// Runs `weir run <job> <args…>` to its end (at most [`CLI_TIMEOUT`]), stderr in `stderr_file`.
 pub(crate) fn run_cli(job: &Path, args: &[&str], stderr_file: &Path) -> Ended {
     Weir::run(job, args, stderr_file).wait(CLI_TIMEOUT)

@@ -3,16 +3,14 @@
 //! refused with its problem named; `--expect`, base64 and bad input behave as `docs/TOOLS.md`
 //! says.
 
-use std::fs::{self, File};
+use std::fs::{self};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
 
 use weir::tools::JsonRecord;
 use weir_abi::InitMessage;
 use weir_tests::guests::{AS_COUNT, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT};
 
-use crate::support::{CLI_TIMEOUT, Sandbox, weir_bin};
+use crate::support::{Sandbox, weir_command};
 
 /// What one `weir` command did.
 struct Output {
@@ -34,36 +32,11 @@ impl Output {
 /// Runs `weir ARGS` with `stdin` as its standard input, killing it after [`CLI_TIMEOUT`]. Its
 /// streams go through files in `sandbox`, so nothing can block on a full pipe.
 fn weir(sandbox: &Sandbox, args: &[&str], stdin: &str) -> Output {
-    let (input, out, err) = (
-        sandbox.join("cmd.stdin"),
-        sandbox.join("cmd.stdout"),
-        sandbox.join("cmd.stderr"),
-    );
-    fs::write(&input, stdin).unwrap();
-    let mut child = Command::new(weir_bin())
-        .args(args)
-        .env("RUST_LOG", "warn")
-        .stdin(Stdio::from(File::open(&input).unwrap()))
-        .stdout(Stdio::from(File::create(&out).unwrap()))
-        .stderr(Stdio::from(File::create(&err).unwrap()))
-        .spawn()
-        .expect("cannot start the weir binary");
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CLI_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("`weir {}` ran longer than {CLI_TIMEOUT:?}", args.join(" "));
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let out = weir_command(sandbox, args, stdin, &[("RUST_LOG", "warn")]);
     Output {
-        code: status.code().unwrap_or(-1),
-        stdout: fs::read_to_string(&out).unwrap(),
-        stderr: fs::read_to_string(&err).unwrap(),
+        code: out.code.unwrap_or(-1),
+        stdout: out.stdout,
+        stderr: out.stderr,
     }
 }
 
