@@ -35,8 +35,9 @@ const HOW: &str = "\
   committed output of the exactly-once file sink must equal that of an undisturbed run, line for
   line, with nothing lost or duplicated. Random-moment kills land a random delay after the start
   or after a checkpoint; named kill points come from the host's test hook
-  `WEIR_TEST_KILL_AT=POINT:N` (`host/src/kill_point.rs`), which kills the process the `N`-th time
-  it reaches `POINT`: `process-batch`, `alignment`, `after-snapshot`, `state-write`,
+  `WEIR_TEST_KILL_AT=POINT:N` (`host/src/kill_point.rs`, built only with the cargo feature
+  `test-hooks` that the test crates enable), which kills the process the `N`-th time it reaches
+  `POINT`: `process-batch`, `alignment`, `after-snapshot`, `state-write`,
   `metadata-write`, `before-commit`, `sink-commit`, `restore`. The jobs: word count (file source
   → split → key-hash → count p=2 → file sink p=2) and a two-input job (two generators of
   parallelism 2 → two key-hash inputs of count p=3 → file sink p=3). Repeat one with
