@@ -171,14 +171,6 @@ impl Driver<'_> {
         let now = Instant::now();
         match event {
             TaskEvent::Ack { id, task, ack } => {
-                let ack = Acknowledgement {
-                    handle: ack.handle,
-                    sync_duration: ack.sync,
-                    async_duration: ack.async_part,
-                    alignment_duration: ack.alignment,
-                    bytes: ack.bytes,
-                    chain: ack.chain,
-                };
                 match self.coordinator.acknowledge(id, task.clone(), ack, now) {
                     Ok(actions) => {
                         self.sync_stats(id);
