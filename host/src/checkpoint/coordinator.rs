@@ -749,13 +749,7 @@ impl<H> Coordinator<H> {
                 ack: Box::new(ack),
             });
         };
-        let task_stats = TaskStats {
-            acknowledged_at: now,
-            sync_duration: ack.sync_duration,
-            async_duration: ack.async_duration,
-            alignment_duration: ack.alignment_duration,
-            bytes: ack.bytes,
-        };
+        let task_stats = TaskStats::acknowledged(&ack, now);
         if let Err((rejection, ack)) = pending.acknowledge(task.clone(), ack) {
             let reason = match rejection {
                 AckRejection::NotInAckSet => Ignored::UnknownTask { id, task },

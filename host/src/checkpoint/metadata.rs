@@ -16,14 +16,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError};
 use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
+use crate::job::Job;
 
 /// The newest version of the metadata JSON schema this build reads, and the
 /// one it writes for a record with image chains ([`TaskStateMeta::chain`]).
@@ -83,6 +86,22 @@ pub struct TaskStateMeta {
     /// keeps them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<CheckpointId>,
+}
+
+impl TaskStateMeta {
+    /// The entry of `task`, from its acknowledgement: durations in whole
+    /// milliseconds, rounded down.
+    fn acknowledged(task: &TaskId, ack: &Acknowledgement<StateHandle>) -> Self {
+        TaskStateMeta {
+            task: task.clone(),
+            handle: ack.handle.clone(),
+            state_bytes: ack.bytes,
+            sync_duration_ms: millis(ack.sync_duration),
+            async_duration_ms: millis(ack.async_duration),
+            alignment_duration_ms: millis(ack.alignment_duration),
+            chain: ack.chain.clone(),
+        }
+    }
 }
 
 /// The record of one completed checkpoint or savepoint.
@@ -154,6 +173,48 @@ pub enum MetadataError {
 }
 
 impl CheckpointMetadata {
+    /// The record of checkpoint `id` of `job`, completed (every task's
+    /// acknowledgement in, as `acks`) at wall-clock time `completed_at`,
+    /// `duration` after it was triggered: what is written to `_metadata`
+    /// once the coordinator decides the checkpoint is complete.
+    ///
+    /// Pure, so the caller reads the clocks. Times are whole milliseconds,
+    /// rounded down; the trigger time is the completion time minus the
+    /// duration (the trigger is only known as an [`Instant`](std::time::Instant)).
+    /// The schema version is the oldest that can read the record
+    /// ([`required_version`](Self::required_version)).
+    pub fn complete(
+        job: &Job,
+        id: CheckpointId,
+        kind: CheckpointKind,
+        completed_at: SystemTime,
+        duration: Duration,
+        acks: &BTreeMap<TaskId, Acknowledgement<StateHandle>>,
+    ) -> CheckpointMetadata {
+        let completion_time_ms = unix_ms(completed_at);
+        let duration_ms = millis(duration);
+        let tasks: Vec<TaskStateMeta> = acks
+            .iter()
+            .map(|(task, ack)| TaskStateMeta::acknowledged(task, ack))
+            .collect();
+        CheckpointMetadata {
+            format_version: Self::required_version(&tasks),
+            job_name: job.name.clone(),
+            job_fingerprint: job.fingerprint(),
+            checkpoint_id: id,
+            kind,
+            trigger_time_ms: completion_time_ms.saturating_sub(duration_ms),
+            completion_time_ms,
+            duration_ms,
+            parallelism: job
+                .vertices
+                .iter()
+                .map(|v| (v.name.clone(), v.parallelism))
+                .collect(),
+            tasks,
+        }
+    }
+
     /// The framed bytes of this record, as written to `_metadata`.
     pub fn encode(&self) -> Vec<u8> {
         let json = serde_json::to_vec_pretty(self).expect("metadata always serializes to json");
@@ -300,6 +361,16 @@ impl CheckpointMetadata {
     }
 }
 
+/// A duration in whole milliseconds, rounded down, as the record keeps them.
+fn millis(duration: Duration) -> u64 {
+    duration.as_millis() as u64
+}
+
+/// Unix time in whole milliseconds; 0 for a clock set before 1970.
+fn unix_ms(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH).map_or(0, millis)
+}
+
 /// A chain as messages show it: `[3, 4, 5]`.
 pub fn format_chain(chain: &[CheckpointId]) -> String {
     let ids: Vec<String> = chain.iter().map(ToString::to_string).collect();
@@ -379,6 +450,149 @@ pub(crate) mod tests {
             parallelism: [("source".to_string(), 1), ("count".to_string(), 2)].into(),
             tasks: vec![task("source", 0), task("count", 0), task("count", 1)],
         }
+    }
+
+    /// A job with a source `gen`, an operator `op` of parallelism 2 and a sink `out`.
+    fn job() -> Job {
+        let text = "name = \"wc\"\n\
+             [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\n\
+             [[operator]]\nname = \"op\"\nmodule = \"op.wasm\"\nparallelism = 2\n\
+             inputs = [{ from = \"gen\", partition = \"rebalance\" }]\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\n\
+             inputs = [{ from = \"op\", partition = \"rebalance\" }]\n";
+        Job::from_str(text, "/jobs", "j.toml").unwrap()
+    }
+
+    /// An acknowledgement of `bytes` bytes of state for `task`, its
+    /// timings in microseconds (sync, async, alignment), with `chain`.
+    fn ack(
+        task: &TaskId,
+        bytes: u64,
+        micros: [u64; 3],
+        chain: Vec<CheckpointId>,
+    ) -> Acknowledgement<StateHandle> {
+        Acknowledgement {
+            handle: StateHandle {
+                file: CheckpointLayout::state_file_name(task).unwrap(),
+                length: bytes + FRAME_OVERHEAD as u64,
+                crc32: 0xabcd_0000 + task.subtask,
+            },
+            sync_duration: Duration::from_micros(micros[0]),
+            async_duration: Duration::from_micros(micros[1]),
+            alignment_duration: Duration::from_micros(micros[2]),
+            bytes,
+            chain,
+        }
+    }
+
+    #[test]
+    fn a_completed_checkpoint_records_every_acknowledgement_in_milliseconds() {
+        let job = job();
+        let (gen0, op0, op1, out0) = (
+            TaskId::new("gen", 0),
+            TaskId::new("op", 0),
+            TaskId::new("op", 1),
+            TaskId::new("out", 0),
+        );
+        let acks: BTreeMap<_, _> = [
+            (gen0.clone(), ack(&gen0, 8, [1_999, 3_000, 0], Vec::new())),
+            (
+                op0.clone(),
+                ack(&op0, 100, [2_000, 40_500, 7_250], Vec::new()),
+            ),
+            (op1.clone(), ack(&op1, 0, [999, 0, 1_000], Vec::new())),
+            (out0.clone(), ack(&out0, 4, [0, 0, 0], Vec::new())),
+        ]
+        .into();
+        let completed_at = UNIX_EPOCH + Duration::from_millis(1_700_000_000_250);
+        let duration = Duration::from_micros(120_900);
+        let meta = CheckpointMetadata::complete(
+            &job,
+            CheckpointId(7),
+            CheckpointKind::Checkpoint,
+            completed_at,
+            duration,
+            &acks,
+        );
+
+        assert_eq!(meta.format_version, METADATA_VERSION_SELF_CONTAINED);
+        assert_eq!(meta.job_name, "wc");
+        assert_eq!(meta.job_fingerprint, job.fingerprint());
+        assert_eq!(meta.checkpoint_id, CheckpointId(7));
+        assert_eq!(meta.kind, CheckpointKind::Checkpoint);
+        assert_eq!(meta.completion_time_ms, 1_700_000_000_250);
+        assert_eq!(meta.duration_ms, 120, "rounded down");
+        assert_eq!(meta.trigger_time_ms, 1_700_000_000_130);
+        assert_eq!(
+            meta.parallelism,
+            [("gen".into(), 1), ("op".into(), 2), ("out".into(), 1)].into()
+        );
+        assert_eq!(meta.state_bytes(), 112);
+        assert_eq!(meta.tasks.len(), 4);
+        let op = meta.task(&op0).unwrap();
+        assert_eq!(op.handle, acks[&op0].handle);
+        assert_eq!(op.state_bytes, 100);
+        assert_eq!(
+            (
+                op.sync_duration_ms,
+                op.async_duration_ms,
+                op.alignment_duration_ms
+            ),
+            (2, 40, 7)
+        );
+        let gen_entry = meta.task(&gen0).unwrap();
+        assert_eq!(
+            (gen_entry.sync_duration_ms, gen_entry.async_duration_ms),
+            (1, 3)
+        );
+        assert!(meta.tasks.iter().all(|t| t.chain.is_empty()));
+        meta.validate().unwrap();
+        assert_eq!(
+            CheckpointMetadata::decode(p(), &meta.encode()).unwrap(),
+            meta
+        );
+    }
+
+    #[test]
+    fn a_completed_checkpoint_with_a_chain_records_it_and_needs_version_2() {
+        let job = job();
+        let acks: BTreeMap<_, _> = job
+            .vertices
+            .iter()
+            .flat_map(|v| (0..v.parallelism).map(|i| TaskId::new(&v.name, i)))
+            .map(|task| {
+                let chain = if task.vertex == "op" {
+                    vec![CheckpointId(3), CheckpointId(5)]
+                } else {
+                    Vec::new()
+                };
+                let ack = ack(&task, 10, [0, 0, 0], chain);
+                (task, ack)
+            })
+            .collect();
+        let meta = CheckpointMetadata::complete(
+            &job,
+            CheckpointId(6),
+            CheckpointKind::Checkpoint,
+            UNIX_EPOCH + Duration::from_millis(50),
+            Duration::from_millis(80),
+            &acks,
+        );
+        assert_eq!(meta.format_version, METADATA_VERSION);
+        assert_eq!(
+            meta.trigger_time_ms, 0,
+            "a clock before the trigger saturates"
+        );
+        assert_eq!(
+            meta.task(&TaskId::new("op", 1)).unwrap().chain,
+            vec![CheckpointId(3), CheckpointId(5)]
+        );
+        assert!(meta.task(&TaskId::new("gen", 0)).unwrap().chain.is_empty());
+        assert_eq!(
+            meta.chain_links(),
+            [CheckpointId(3), CheckpointId(5)].into()
+        );
+        meta.validate().unwrap();
     }
 
     fn p() -> &'static Path {

@@ -29,6 +29,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::checkpoint::coordinator::AbortReason;
+use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 
@@ -63,6 +64,22 @@ pub struct TaskStats {
     pub alignment_duration: Duration,
     /// Bytes of state the task persisted.
     pub bytes: u64,
+}
+
+impl TaskStats {
+    /// The statistics of `ack`, received by the coordinator at `at`: the one
+    /// place an acknowledgement's measures are copied into the statistics.
+    /// (A constructor rather than `From`, because the receipt time is not
+    /// part of the acknowledgement.)
+    pub fn acknowledged<H>(ack: &Acknowledgement<H>, at: Instant) -> Self {
+        TaskStats {
+            acknowledged_at: at,
+            sync_duration: ack.sync_duration,
+            async_duration: ack.async_duration,
+            alignment_duration: ack.alignment_duration,
+            bytes: ack.bytes,
+        }
+    }
 }
 
 /// Everything known about one checkpoint.
@@ -589,6 +606,29 @@ mod tests {
             alignment_duration: ms(bytes),
             bytes,
         }
+    }
+
+    #[test]
+    fn task_stats_take_every_measure_of_the_acknowledgement() {
+        let at = Instant::now();
+        let ack = Acknowledgement {
+            handle: "count-0.state",
+            sync_duration: ms(3),
+            async_duration: ms(7),
+            alignment_duration: ms(2),
+            bytes: 42,
+            chain: vec![CheckpointId(1)],
+        };
+        assert_eq!(
+            TaskStats::acknowledged(&ack, at),
+            TaskStats {
+                acknowledged_at: at,
+                sync_duration: ms(3),
+                async_duration: ms(7),
+                alignment_duration: ms(2),
+                bytes: 42,
+            }
+        );
     }
 
     #[test]

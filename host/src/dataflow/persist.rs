@@ -16,25 +16,8 @@ use super::task::TaskError;
 use super::task_state::TaskState;
 use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::StateHandle;
+use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::storage::CheckpointStorage;
-
-/// A task's acknowledgement of a checkpoint: its state is durable.
-#[derive(Debug, Clone)]
-pub struct TaskAck {
-    /// Where the state file is.
-    pub handle: StateHandle,
-    /// The synchronous part: guest snapshot and copy-out, until the barrier was forwarded.
-    pub sync: Duration,
-    /// The asynchronous part: writing and syncing the state file.
-    pub async_part: Duration,
-    /// Time between the first and the last barrier of the alignment.
-    pub alignment: Duration,
-    /// Size of the state in bytes.
-    pub bytes: u64,
-    /// The earlier checkpoints whose states of this task the state builds on (an
-    /// incremental image), base first; empty for a self-contained state.
-    pub chain: Vec<CheckpointId>,
-}
 
 /// What tasks tell the job's driver.
 ///
@@ -49,8 +32,10 @@ pub enum TaskEvent {
         id: CheckpointId,
         /// The task.
         task: TaskId,
-        /// Where and how long.
-        ack: TaskAck,
+        /// Where the state is, what the snapshot cost, and what it builds on:
+        /// the coordinator's own record of it, built here so nothing on the
+        /// way copies it field by field.
+        ack: Acknowledgement<StateHandle>,
     },
     /// The task cannot take part in checkpoint `id`.
     Decline {
@@ -118,11 +103,11 @@ impl Persister {
                 Ok(handle) => TaskEvent::Ack {
                     id: barrier.id,
                     task,
-                    ack: TaskAck {
+                    ack: Acknowledgement {
                         handle,
-                        sync,
-                        async_part: started.elapsed(),
-                        alignment,
+                        sync_duration: sync,
+                        async_duration: started.elapsed(),
+                        alignment_duration: alignment,
                         bytes: state.len() as u64,
                         chain,
                     },

@@ -23,7 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
@@ -32,10 +32,7 @@ use super::history::HistoryRecorder;
 use super::monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
 use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
-use crate::checkpoint::metadata::{
-    CheckpointMetadata, METADATA_VERSION, StateHandle, TaskStateMeta,
-};
-use crate::checkpoint::pending::Acknowledgement;
+use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::checkpoint::{CheckpointId, CheckpointKind};
@@ -171,14 +168,6 @@ impl Driver<'_> {
         let now = Instant::now();
         match event {
             TaskEvent::Ack { id, task, ack } => {
-                let ack = Acknowledgement {
-                    handle: ack.handle,
-                    sync_duration: ack.sync,
-                    async_duration: ack.async_part,
-                    alignment_duration: ack.alignment,
-                    bytes: ack.bytes,
-                    chain: ack.chain,
-                };
                 match self.coordinator.acknowledge(id, task.clone(), ack, now) {
                     Ok(actions) => {
                         self.sync_stats(id);
@@ -303,7 +292,14 @@ impl Driver<'_> {
                     acks,
                     ..
                 } => {
-                    let meta = self.metadata(id, kind, triggered_at, &acks);
+                    let meta = CheckpointMetadata::complete(
+                        self.job,
+                        id,
+                        kind,
+                        SystemTime::now(),
+                        triggered_at.elapsed(),
+                        &acks,
+                    );
                     let storage = Arc::clone(&self.storage);
                     let written = tokio::task::spawn_blocking(move || {
                         storage.write_metadata(&meta).map(|_| meta)
@@ -478,47 +474,6 @@ impl Driver<'_> {
         self.strays_possible = !failures.is_empty();
     }
 
-    fn metadata(
-        &self,
-        id: CheckpointId,
-        kind: CheckpointKind,
-        triggered_at: Instant,
-        acks: &BTreeMap<TaskId, Acknowledgement<StateHandle>>,
-    ) -> CheckpointMetadata {
-        let now_ms = unix_ms(SystemTime::now());
-        let duration = triggered_at.elapsed();
-        let mut metadata = CheckpointMetadata {
-            format_version: METADATA_VERSION,
-            job_name: self.job.name.clone(),
-            job_fingerprint: self.job.fingerprint(),
-            checkpoint_id: id,
-            kind,
-            trigger_time_ms: now_ms.saturating_sub(duration.as_millis() as u64),
-            completion_time_ms: now_ms,
-            duration_ms: duration.as_millis() as u64,
-            parallelism: self
-                .job
-                .vertices
-                .iter()
-                .map(|v| (v.name.clone(), v.parallelism))
-                .collect(),
-            tasks: acks
-                .iter()
-                .map(|(task, ack)| TaskStateMeta {
-                    task: task.clone(),
-                    handle: ack.handle.clone(),
-                    state_bytes: ack.bytes,
-                    sync_duration_ms: ack.sync_duration.as_millis() as u64,
-                    async_duration_ms: ack.async_duration.as_millis() as u64,
-                    alignment_duration_ms: ack.alignment_duration.as_millis() as u64,
-                    chain: ack.chain.clone(),
-                })
-                .collect(),
-        };
-        metadata.format_version = CheckpointMetadata::required_version(&metadata.tasks);
-        metadata
-    }
-
     /// Stops every task and waits for their threads. A graceful shutdown lets
     /// tasks take their last completion notice first; otherwise they are told
     /// to stop at once; tasks in `exited` already ended. Returns the first
@@ -569,10 +524,4 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
-}
-
-fn unix_ms(t: SystemTime) -> u64 {
-    t.duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
