@@ -312,22 +312,8 @@ impl Job {
         )];
         let mut lines = vec![None];
         for vertex in vertices {
-            let (use_, path) = match &vertex.kind {
-                VertexKind::Sink(SinkKind::File { directory }) => (
-                    PathUse::FileSink {
-                        name: vertex.name.clone(),
-                        line: vertex.line,
-                    },
-                    directory,
-                ),
-                VertexKind::Source(SourceKind::File { path, .. }) => (
-                    PathUse::FileSource {
-                        name: vertex.name.clone(),
-                        line: vertex.line,
-                    },
-                    path,
-                ),
-                _ => continue,
+            let Some((use_, path)) = PathUse::of(vertex) else {
+                continue;
             };
             uses.push((use_, paths::canonical(path)));
             lines.push(Some(vertex.line));

@@ -13,6 +13,8 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use super::graph::{SinkKind, SourceKind, Vertex, VertexKind};
+
 /// What a path of the job is for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PathUse {
@@ -32,6 +34,23 @@ pub enum PathUse {
         /// The line of its `name`.
         line: usize,
     },
+}
+
+impl PathUse {
+    /// What `vertex`'s path is for, and the path: a file sink's directory or a file source's
+    /// file; `None` for vertices without a path.
+    pub fn of(vertex: &Vertex) -> Option<(PathUse, &Path)> {
+        let (name, line) = (vertex.name.clone(), vertex.line);
+        match &vertex.kind {
+            VertexKind::Sink(SinkKind::File { directory }) => {
+                Some((PathUse::FileSink { name, line }, directory))
+            }
+            VertexKind::Source(SourceKind::File { path, .. }) => {
+                Some((PathUse::FileSource { name, line }, path))
+            }
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for PathUse {

@@ -551,22 +551,8 @@ impl Validator<'_> {
             .chain(spec.sinks.iter().map(|s| span_of(&s.path)));
         for (draft, span) in drafts.iter().zip(path_spans) {
             let vertex = &draft.vertex;
-            let (use_, path) = match &vertex.kind {
-                VertexKind::Sink(SinkKind::File { directory }) => (
-                    PathUse::FileSink {
-                        name: vertex.name.clone(),
-                        line: vertex.line,
-                    },
-                    directory,
-                ),
-                VertexKind::Source(SourceKind::File { path, .. }) => (
-                    PathUse::FileSource {
-                        name: vertex.name.clone(),
-                        line: vertex.line,
-                    },
-                    path,
-                ),
-                _ => continue,
+            let Some((use_, path)) = PathUse::of(vertex) else {
+                continue;
             };
             uses.push((use_, paths::lexical(path)));
             spans.push(span);
