@@ -30,7 +30,7 @@ use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::TaskId;
 use crate::job::{Job, JobStatus, Limits, SinkKind, VertexKind};
 use crate::wasm::{
-    EngineOptions, GuestLimits, ModuleError, OperatorModule, StateCapture, WasmEngine,
+    EngineOptions, GuestLimits, ImagePool, ModuleError, OperatorModule, StateCapture, WasmEngine,
 };
 
 /// Why a job could not run at all (as opposed to running and failing).
@@ -125,21 +125,21 @@ impl JobRunner {
                     let limits = guest_limits(&op.limits);
                     let engine_options = EngineOptions {
                         module_cache: options.module_cache.clone(),
-                        image_pool: image_pool_size(&job, &op.limits),
+                        image_pool: image_pool_size(&job, &op.limits).map(|instances| ImagePool {
+                            instances,
+                            max_memory_bytes: limits.max_memory_bytes,
+                        }),
                     };
-                    let engine = WasmEngine::with_options(limits, &engine_options)
+                    let engine = WasmEngine::with_options(&engine_options)
                         .or_else(|e| match &options.module_cache {
                             // The cache only saves time: a job runs without it rather than not
                             // at all.
                             Some(_) => {
                                 tracing::warn!("{e}; compiling every module this run");
-                                WasmEngine::with_options(
-                                    limits,
-                                    &EngineOptions {
-                                        module_cache: None,
-                                        ..engine_options
-                                    },
-                                )
+                                WasmEngine::with_options(&EngineOptions {
+                                    module_cache: None,
+                                    ..engine_options
+                                })
                             }
                             None => Err(e),
                         })
@@ -148,7 +148,8 @@ impl JobRunner {
                     engine
                 }
             };
-            let module = engine.load_file_capturing(&op.module, op.state_capture)?;
+            let module =
+                engine.load_file_with(&op.module, op.state_capture, guest_limits(&op.limits))?;
             if module.image_layout().is_some() {
                 tracing::info!(
                     "operator `{}`: checkpoints take an image of its memory and globals (checkpoint = \"{}\")",
@@ -671,8 +672,8 @@ fn outcome(
 /// Instances the pool of image-checkpointed instances of the engine for `limits` has room
 /// for: twice the subtasks of the operators under those limits that may be checkpointed as
 /// images (an attempt's instances can outlive it while the next attempt starts), plus the one
-/// each module's load-time check starts. `0` (no pool) when none may be.
-fn image_pool_size(job: &Job, limits: &Limits) -> u32 {
+/// each module's load-time check starts. `None` (no pool) when none may be.
+fn image_pool_size(job: &Job, limits: &Limits) -> Option<u32> {
     let (subtasks, modules) = job
         .vertices
         .iter()
@@ -688,9 +689,9 @@ fn image_pool_size(job: &Job, limits: &Limits) -> u32 {
             (subtasks.saturating_add(parallelism), modules + 1)
         });
     if subtasks == 0 {
-        return 0;
+        return None;
     }
-    subtasks.saturating_mul(2).saturating_add(modules)
+    Some(subtasks.saturating_mul(2).saturating_add(modules))
 }
 
 fn guest_limits(limits: &Limits) -> GuestLimits {
