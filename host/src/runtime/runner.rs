@@ -30,7 +30,8 @@ use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::TaskId;
 use crate::job::{Job, JobStatus, Limits, SinkKind, VertexKind};
 use crate::wasm::{
-    EngineOptions, GuestLimits, ImagePool, ModuleError, OperatorModule, StateCapture, WasmEngine,
+    EngineOptions, GuestLimits, ImagePool, ModuleError, ModuleProblem, OperatorModule,
+    StateCapture, WasmEngine,
 };
 
 /// Why a job could not run at all (as opposed to running and failing).
@@ -125,22 +126,27 @@ impl JobRunner {
                 Some(engine) => engine,
                 None => engine.insert(job_engine(&job, &options)?),
             };
-            let module =
-                engine.load_file_with(&op.module, op.state_capture, guest_limits(&op.limits))?;
+            let module = engine
+                .load_operator(
+                    &vertex.name,
+                    &op.module,
+                    op.state_capture,
+                    guest_limits(&op.limits),
+                    !op.config.is_empty(),
+                )
+                .map_err(|e| match e.problem {
+                    // Its message names the operator and the module itself.
+                    problem @ ModuleProblem::ConfigWithoutInit { .. } => {
+                        RunError::Setup(problem.to_string())
+                    }
+                    problem => RunError::Module(ModuleError { problem, ..e }),
+                })?;
             if module.image_layout().is_some() {
                 tracing::info!(
                     "operator `{}`: checkpoints take an image of its memory and globals (checkpoint = \"{}\")",
                     vertex.name,
                     op.state_capture.as_str()
                 );
-            }
-            if !op.config.is_empty() && !module.capabilities().init {
-                return Err(RunError::Setup(format!(
-                    "operator `{}` has a config, but its module {} exports no weir_init to receive \
-                     it: remove the config or export weir_init (docs/ABI.md §3)",
-                    vertex.name,
-                    op.module.display()
-                )));
             }
             modules.insert(vertex.name.clone(), module);
         }
@@ -640,26 +646,14 @@ fn outcome(
     }
 }
 
-/// The engine every operator of `job` is loaded through, with its cache of compiled modules
-/// (or without, with a warning, when the cache cannot be used) and [`image_pool`].
+/// The engine every operator of `job` is loaded through: with the run's cache of compiled
+/// modules (without it if it cannot be used, see [`WasmEngine::for_job`]) and [`image_pool`].
 fn job_engine(job: &Job, options: &RunOptions) -> Result<WasmEngine, RunError> {
-    let engine_options = EngineOptions {
+    WasmEngine::for_job(&EngineOptions {
         module_cache: options.module_cache.clone(),
         image_pool: image_pool(job),
-    };
-    WasmEngine::with_options(&engine_options)
-        .or_else(|e| match &options.module_cache {
-            // The cache only saves time: a job runs without it rather than not at all.
-            Some(_) => {
-                tracing::warn!("{e}; compiling every module this run");
-                WasmEngine::with_options(&EngineOptions {
-                    module_cache: None,
-                    ..engine_options
-                })
-            }
-            None => Err(e),
-        })
-        .map_err(|e| RunError::Setup(e.to_string()))
+    })
+    .map_err(|e| RunError::Setup(e.to_string()))
 }
 
 /// The pool of image-checkpointed instances of the job's engine: room for twice the subtasks

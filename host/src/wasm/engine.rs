@@ -186,6 +186,47 @@ impl WasmEngine {
         })
     }
 
+    /// The engine of one job: built as `options` say, but when the cache of compiled modules
+    /// cannot be used, without it, with a warning — the cache only saves time, and a job runs
+    /// without it rather than not at all.
+    pub fn for_job(options: &EngineOptions) -> Result<Self, EngineError> {
+        Self::with_options(options).or_else(|e| match &options.module_cache {
+            Some(_) => {
+                tracing::warn!("{e}; compiling every module this run");
+                Self::with_options(&EngineOptions {
+                    module_cache: None,
+                    ..options.clone()
+                })
+            }
+            None => Err(e),
+        })
+    }
+
+    /// Loads the module of the job's operator `operator` from `path`, as
+    /// [`load_file_with`](Self::load_file_with) does, and refuses it with
+    /// [`ModuleProblem::ConfigWithoutInit`] when the operator `has_config` but the module
+    /// exports no `weir_init` to receive it.
+    pub fn load_operator(
+        &self,
+        operator: &str,
+        path: &Path,
+        capture: StateCapture,
+        limits: GuestLimits,
+        has_config: bool,
+    ) -> Result<OperatorModule, ModuleError> {
+        let module = self.load_file_with(path, capture, limits)?;
+        if has_config && !module.capabilities().init {
+            return Err(ModuleError {
+                module: path.display().to_string(),
+                problem: ModuleProblem::ConfigWithoutInit {
+                    operator: operator.to_string(),
+                    path: path.to_path_buf(),
+                },
+            });
+        }
+        Ok(module)
+    }
+
     /// Reads, compiles and checks the module in the file at `path` (binary `.wasm` or `.wat`
     /// text); its instances run under the default [`GuestLimits`]. Errors name the path.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<OperatorModule, ModuleError> {

@@ -1440,6 +1440,50 @@ fn an_unusable_cache_directory_is_refused_naming_it_and_the_ways_out() {
     );
 }
 
+#[test]
+fn a_job_engine_without_a_usable_cache_compiles_every_module_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let options = EngineOptions {
+        module_cache: Some(file.join("modules")),
+        ..EngineOptions::default()
+    };
+    assert!(WasmEngine::with_options(&options).is_err());
+    let engine = WasmEngine::for_job(&options).unwrap();
+    assert_eq!(engine.module_cache_counts(), None);
+    engine.load_file(count_path()).unwrap();
+}
+
+#[test]
+fn an_operator_with_a_config_needs_a_module_exporting_weir_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let without = dir.path().join("without.wat");
+    std::fs::write(&without, fixture(PROCESS_OK)).unwrap();
+    let with = dir.path().join("with.wat");
+    let init = r#"(func (export "weir_init") (param i32 i32) (result i32) (i32.const 0))"#;
+    std::fs::write(&with, fixture(&format!("{PROCESS_OK} {init}"))).unwrap();
+    let engine = WasmEngine::new().unwrap();
+    let load = |path: &std::path::Path, has_config| {
+        engine.load_operator("op", path, StateCapture::Exports, test_limits(), has_config)
+    };
+    let err = load(&without, true).unwrap_err();
+    assert!(matches!(
+        &err.problem,
+        ModuleProblem::ConfigWithoutInit { operator, path } if operator == "op" && path == &without
+    ));
+    assert_eq!(
+        err.problem.to_string(),
+        format!(
+            "operator `op` has a config, but its module {} exports no weir_init to receive it: \
+             remove the config or export weir_init (docs/ABI.md §3)",
+            without.display()
+        )
+    );
+    assert_eq!(load(&without, false).unwrap().limits(), &test_limits());
+    assert!(load(&with, true).unwrap().capabilities().init);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Image checkpoints
 
