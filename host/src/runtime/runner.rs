@@ -28,10 +28,9 @@ use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::TaskId;
-use crate::job::{Job, JobStatus, Limits, SinkKind, VertexKind};
+use crate::job::{Job, JobStatus, SinkKind, VertexKind};
 use crate::wasm::{
-    EngineOptions, GuestLimits, ImagePool, ModuleError, ModuleProblem, OperatorModule,
-    StateCapture, WasmEngine,
+    EngineOptions, ImagePool, ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
 };
 
 /// Why a job could not run at all (as opposed to running and failing).
@@ -131,7 +130,7 @@ impl JobRunner {
                     &vertex.name,
                     &op.module,
                     op.state_capture,
-                    guest_limits(&op.limits),
+                    op.limits.into(),
                     !op.config.is_empty(),
                 )
                 .map_err(|e| match e.problem {
@@ -690,15 +689,6 @@ fn image_pool(job: &Job) -> Option<ImagePool> {
     })
 }
 
-fn guest_limits(limits: &Limits) -> GuestLimits {
-    GuestLimits {
-        max_memory_bytes: limits.max_memory_bytes,
-        call_timeout: limits.call_timeout,
-        max_output_bytes: limits.max_output_bytes,
-        max_state_bytes: limits.max_state_bytes,
-    }
-}
-
 /// Runs blocking storage work off the async reactor.
 async fn blocking<T, E>(f: impl FnOnce() -> Result<T, E> + Send + 'static) -> Result<T, RunError>
 where
@@ -777,7 +767,7 @@ mod tests {
                 let module = &runner.modules[&vertex.name];
                 assert_eq!(
                     module.limits(),
-                    &guest_limits(&op.limits),
+                    &crate::wasm::GuestLimits::from(op.limits),
                     "{}",
                     vertex.name
                 );
