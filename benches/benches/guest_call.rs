@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use wasmtime::{Caller, Config, Engine, Extern, Linker, Module, Store, Strategy};
-use weir::wasm::{GuestLimits, WasmEngine};
+use weir::wasm::WasmEngine;
 use weir_benches::guests::{COUNT_WASM, IDENTITY_WAT, single};
 use weir_benches::workload::Workload;
 use weir_example_count::Count;
@@ -44,7 +44,7 @@ const WORKLOAD: Workload = Workload {
 };
 
 fn count(c: &mut Criterion) {
-    let engine = WasmEngine::new(GuestLimits::default()).expect("engine");
+    let engine = WasmEngine::new().expect("engine");
     let module = engine.load_file(COUNT_WASM).expect("count guest");
     let mut group = c.benchmark_group("count");
     for size in BATCH_SIZES {
@@ -80,7 +80,7 @@ fn count(c: &mut Criterion) {
 }
 
 fn identity(c: &mut Criterion) {
-    let engine = WasmEngine::new(GuestLimits::default()).expect("engine");
+    let engine = WasmEngine::new().expect("engine");
     let module = engine
         .load_bytes("identity.wat", IDENTITY_WAT.as_bytes())
         .expect("identity guest");

@@ -39,8 +39,8 @@ use weir::checkpoint::{CheckpointId, CheckpointKind};
 use weir::dataflow::TaskId;
 use weir::wasm::image::format::{ImageKind, decode_full, read_header};
 use weir::wasm::{
-    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, OperatorModule, StateCapture,
-    WasmEngine,
+    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, OperatorModule,
+    StateCapture, WasmEngine,
 };
 use weir_example_count::Count;
 use weir_sdk::Context;
@@ -153,14 +153,15 @@ pub fn measure(
 ) -> Result<StateSizeResult, BenchError> {
     // As a job builds it: a pool for the image instances (the filled one, the one restored,
     // its predecessor, and the load-time check's).
-    let engine = WasmEngine::with_options(
-        limits(),
-        &EngineOptions {
-            image_pool: 4,
-            ..EngineOptions::default()
-        },
-    )?;
-    let module = engine.load_file_capturing(module, capture)?;
+    let limits = limits();
+    let engine = WasmEngine::with_options(&EngineOptions {
+        image_pool: Some(ImagePool {
+            instances: 4,
+            max_memory_bytes: limits.max_memory_bytes,
+        }),
+        ..EngineOptions::default()
+    })?;
+    let module = engine.load_file_with(module, capture, limits)?;
     let image = module.image_layout().is_some();
     let keys = keys_for(target_bytes);
 

@@ -2,14 +2,14 @@
 //! into a fresh instance, continue — and the same output as an instance that
 //! was never interrupted.
 
-use weir::wasm::{GuestInstance, GuestLimits, InstanceContext, OperatorModule, WasmEngine};
+use weir::wasm::{GuestInstance, InstanceContext, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
 
 type Rec = (Vec<u8>, Vec<u8>, i64);
 
 fn load(path: &str) -> OperatorModule {
-    let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+    let engine = WasmEngine::new().unwrap();
     engine.load_file(path).unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -9,7 +9,7 @@ use std::io::Write as _;
 use weir::wasm::image::rewrite::{
     AddressType, GlobalValueType, ImageRefusal, RewriteError, analyze, rewrite,
 };
-use weir::wasm::{GuestInstance, GuestLimits, InstanceContext, OperatorModule, WasmEngine};
+use weir::wasm::{GuestInstance, InstanceContext, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
 
@@ -92,7 +92,7 @@ fn run(module: &OperatorModule, name: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
 
 #[test]
 fn compiled_guests_are_accepted_and_their_rewrite_computes_what_they_compute() {
-    let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+    let engine = WasmEngine::new().unwrap();
     for (name, path) in compiled_guests() {
         let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{path}: {e}"));
         let analysis = analyze(&bytes).unwrap_or_else(|e| panic!("{name} refused: {e}"));

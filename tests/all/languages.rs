@@ -12,8 +12,7 @@ use std::io::Write as _;
 use std::path::Path;
 
 use weir::wasm::{
-    GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule, StateCapture,
-    WasmEngine,
+    GuestFailure, GuestInstance, InstanceContext, OperatorModule, StateCapture, WasmEngine,
 };
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
@@ -57,7 +56,7 @@ struct Guest {
 
 impl Guest {
     fn load(name: &'static str, path: &str, capture: StateCapture) -> Guest {
-        let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+        let engine = WasmEngine::new().unwrap();
         let module = engine
             .load_file_capturing(path, capture)
             .unwrap_or_else(|e| panic!("{name}: {e}"));

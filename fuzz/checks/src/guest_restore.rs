@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use weir::wasm::{
     GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule,
-    WasmEngine,
+    StateCapture, WasmEngine,
 };
 use weir_abi::{Batch, BatchBuilder};
 
@@ -55,10 +55,10 @@ impl RestoreTarget {
     /// If the engine cannot start or a guest does not load: that is a broken set-up, not a
     /// finding.
     pub fn new() -> Self {
-        let engine = WasmEngine::new(LIMITS).unwrap_or_else(|e| panic!("wasm engine: {e}"));
+        let engine = WasmEngine::new().unwrap_or_else(|e| panic!("wasm engine: {e}"));
         let load = |name: &'static str, bytes: &[u8]| {
             let module = engine
-                .load_bytes(name, bytes)
+                .load_bytes_with(name, bytes, StateCapture::Exports, LIMITS)
                 .unwrap_or_else(|e| panic!("loading the {name} guest: {e}"));
             (name, module)
         };

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use crate::wasm::GuestLimits;
+
 /// The bounds on one operator's guests, as plain values.
 ///
 /// The job file's `[limits]` table sets them for every operator; an
@@ -26,6 +28,25 @@ impl Limits {
     pub const MIN_MEMORY_BYTES: usize = 64 << 10;
 }
 
+impl From<Limits> for GuestLimits {
+    /// The same bounds, for the wasm layer that enforces them: the two types mirror each
+    /// other field by field, so the job file's settings reach every guest unchanged.
+    fn from(limits: Limits) -> Self {
+        let Limits {
+            max_memory_bytes,
+            call_timeout,
+            max_output_bytes,
+            max_state_bytes,
+        } = limits;
+        GuestLimits {
+            max_memory_bytes,
+            call_timeout,
+            max_output_bytes,
+            max_state_bytes,
+        }
+    }
+}
+
 impl Default for Limits {
     /// 256 MiB memory, 10 s per call, 64 MiB output per call, 1 GiB state.
     fn default() -> Self {
@@ -35,5 +56,15 @@ impl Default for Limits {
             max_output_bytes: 64 << 20,
             max_state_bytes: 1 << 30,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_job_defaults_are_the_wasm_layers_defaults() {
+        assert_eq!(GuestLimits::from(Limits::default()), GuestLimits::default());
     }
 }

@@ -28,9 +28,9 @@ use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
 use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::TaskId;
-use crate::job::{Job, JobStatus, Limits, SinkKind, VertexKind};
+use crate::job::{Job, JobStatus, SinkKind, VertexKind};
 use crate::wasm::{
-    EngineOptions, GuestLimits, ModuleError, OperatorModule, StateCapture, WasmEngine,
+    EngineOptions, ImagePool, ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
 };
 
 /// Why a job could not run at all (as opposed to running and failing).
@@ -113,42 +113,33 @@ impl JobRunner {
         storage: Arc<dyn CheckpointStorage>,
         locks: JobLocks,
     ) -> Result<Self, RunError> {
-        let mut engines: Vec<(Limits, WasmEngine)> = Vec::new();
+        // One engine for the whole job, made with its first operator: one epoch thread, at most
+        // one pool. Each module carries its operator's limits.
+        let mut engine: Option<WasmEngine> = None;
         let mut modules = HashMap::new();
         for vertex in &job.vertices {
             let VertexKind::Operator(op) = &vertex.kind else {
                 continue;
             };
-            let engine = match engines.iter().find(|(l, _)| *l == op.limits) {
-                Some((_, engine)) => engine.clone(),
-                None => {
-                    let limits = guest_limits(&op.limits);
-                    let engine_options = EngineOptions {
-                        module_cache: options.module_cache.clone(),
-                        image_pool: image_pool_size(&job, &op.limits),
-                    };
-                    let engine = WasmEngine::with_options(limits, &engine_options)
-                        .or_else(|e| match &options.module_cache {
-                            // The cache only saves time: a job runs without it rather than not
-                            // at all.
-                            Some(_) => {
-                                tracing::warn!("{e}; compiling every module this run");
-                                WasmEngine::with_options(
-                                    limits,
-                                    &EngineOptions {
-                                        module_cache: None,
-                                        ..engine_options
-                                    },
-                                )
-                            }
-                            None => Err(e),
-                        })
-                        .map_err(|e| RunError::Setup(e.to_string()))?;
-                    engines.push((op.limits, engine.clone()));
-                    engine
-                }
+            let engine = match &engine {
+                Some(engine) => engine,
+                None => engine.insert(job_engine(&job, &options)?),
             };
-            let module = engine.load_file_capturing(&op.module, op.state_capture)?;
+            let module = engine
+                .load_operator(
+                    &vertex.name,
+                    &op.module,
+                    op.state_capture,
+                    op.limits.into(),
+                    !op.config.is_empty(),
+                )
+                .map_err(|e| match e.problem {
+                    // Its message names the operator and the module itself.
+                    problem @ ModuleProblem::ConfigWithoutInit { .. } => {
+                        RunError::Setup(problem.to_string())
+                    }
+                    problem => RunError::Module(ModuleError { problem, ..e }),
+                })?;
             if module.image_layout().is_some() {
                 tracing::info!(
                     "operator `{}`: checkpoints take an image of its memory and globals (checkpoint = \"{}\")",
@@ -156,24 +147,10 @@ impl JobRunner {
                     op.state_capture.as_str()
                 );
             }
-            if !op.config.is_empty() && !module.capabilities().init {
-                return Err(RunError::Setup(format!(
-                    "operator `{}` has a config, but its module {} exports no weir_init to receive \
-                     it: remove the config or export weir_init (docs/ABI.md §3)",
-                    vertex.name,
-                    op.module.display()
-                )));
-            }
             modules.insert(vertex.name.clone(), module);
         }
-        let counts: Vec<(usize, usize)> = engines
-            .iter()
-            .filter_map(|(_, engine)| engine.module_cache_counts())
-            .collect();
-        if let (Some(dir), false) = (&options.module_cache, counts.is_empty()) {
-            let (cached, compiled) = counts
-                .iter()
-                .fold((0, 0), |(h, m), (hits, misses)| (h + hits, m + misses));
+        let counts = engine.as_ref().and_then(WasmEngine::module_cache_counts);
+        if let (Some(dir), Some((cached, compiled))) = (&options.module_cache, counts) {
             tracing::info!(
                 "modules: {cached} from the cache of compiled modules ({}), {compiled} compiled",
                 dir.display()
@@ -668,38 +645,48 @@ fn outcome(
     }
 }
 
-/// Instances the pool of image-checkpointed instances of the engine for `limits` has room
-/// for: twice the subtasks of the operators under those limits that may be checkpointed as
-/// images (an attempt's instances can outlive it while the next attempt starts), plus the one
-/// each module's load-time check starts. `0` (no pool) when none may be.
-fn image_pool_size(job: &Job, limits: &Limits) -> u32 {
-    let (subtasks, modules) = job
+/// The engine every operator of `job` is loaded through: with the run's cache of compiled
+/// modules (without it if it cannot be used, see [`WasmEngine::for_job`]) and [`image_pool`].
+fn job_engine(job: &Job, options: &RunOptions) -> Result<WasmEngine, RunError> {
+    WasmEngine::for_job(&EngineOptions {
+        module_cache: options.module_cache.clone(),
+        image_pool: image_pool(job),
+    })
+    .map_err(|e| RunError::Setup(e.to_string()))
+}
+
+/// The pool of image-checkpointed instances of the job's engine: room for twice the subtasks
+/// of the operators that may be checkpointed as images (an attempt's instances can outlive it
+/// while the next attempt starts), plus the one each such module's load-time check starts; each
+/// slot as large as the largest `max_memory` among them (every instance is still held to its
+/// own operator's limit by its store). `None` (no pool) when no operator may be.
+fn image_pool(job: &Job) -> Option<ImagePool> {
+    let (subtasks, modules, max_memory_bytes) = job
         .vertices
         .iter()
         .filter_map(|vertex| match &vertex.kind {
-            VertexKind::Operator(op)
-                if op.limits == *limits && op.state_capture != StateCapture::Exports =>
-            {
-                Some(vertex.parallelism)
+            VertexKind::Operator(op) if op.state_capture != StateCapture::Exports => {
+                Some((vertex.parallelism, op.limits.max_memory_bytes))
             }
             _ => None,
         })
-        .fold((0u32, 0u32), |(subtasks, modules), parallelism| {
-            (subtasks.saturating_add(parallelism), modules + 1)
-        });
+        .fold(
+            (0u32, 0u32, 0usize),
+            |(subtasks, modules, memory), (parallelism, max_memory)| {
+                (
+                    subtasks.saturating_add(parallelism),
+                    modules + 1,
+                    memory.max(max_memory),
+                )
+            },
+        );
     if subtasks == 0 {
-        return 0;
+        return None;
     }
-    subtasks.saturating_mul(2).saturating_add(modules)
-}
-
-fn guest_limits(limits: &Limits) -> GuestLimits {
-    GuestLimits {
-        max_memory_bytes: limits.max_memory_bytes,
-        call_timeout: limits.call_timeout,
-        max_output_bytes: limits.max_output_bytes,
-        max_state_bytes: limits.max_state_bytes,
-    }
+    Some(ImagePool {
+        instances: subtasks.saturating_mul(2).saturating_add(modules),
+        max_memory_bytes,
+    })
 }
 
 /// Runs blocking storage work off the async reactor.
@@ -733,6 +720,82 @@ mod tests {
              [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"gen\"]\n"
         );
         Job::from_str(&text, "/jobs", "j.toml").unwrap()
+    }
+
+    /// generator → `a` → `b` → `c` → `d` → blackhole, all the WAT `count` guest, each with its
+    /// own limits (`c` and `d` the defaults); `a` and `d` checkpointed as images, `b` and `c`
+    /// through their exports.
+    fn four_operator_job() -> Job {
+        let module = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/wat/count.wat");
+        let operator = |name: &str, input: &str, parallelism: u32, capture: &str, limits: &str| {
+            format!(
+                "[[operator]]\nname = \"{name}\"\nmodule = \"{module}\"\n\
+                 parallelism = {parallelism}\ncheckpoint = \"{capture}\"\n\
+                 inputs = [\"{input}\"]\nlimits = {{ {limits} }}\n"
+            )
+        };
+        let text = [
+            "name = \"four\"\n[restart]\nstrategy = \"none\"\n".to_string(),
+            "[[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\n".to_string(),
+            operator(
+                "a",
+                "gen",
+                2,
+                "image",
+                "max_memory = \"64MiB\", call_timeout = \"2s\"",
+            ),
+            operator("b", "a", 1, "exports", "max_output = \"1MiB\""),
+            operator("c", "b", 1, "exports", ""),
+            operator("d", "c", 1, "image", ""),
+            "[[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"d\"]\n".to_string(),
+        ]
+        .concat();
+        Job::from_str(&text, "/jobs", "four.toml").unwrap()
+    }
+
+    #[test]
+    fn operators_with_different_limits_share_one_engine_each_keeping_its_limits() {
+        let job = four_operator_job();
+        let runner = JobRunner::with_storage(
+            job.clone(),
+            RunOptions::default(),
+            Arc::new(MemoryStorage::default()),
+        )
+        .unwrap();
+        for vertex in &job.vertices {
+            if let VertexKind::Operator(op) = &vertex.kind {
+                let module = &runner.modules[&vertex.name];
+                assert_eq!(
+                    module.limits(),
+                    &crate::wasm::GuestLimits::from(op.limits),
+                    "{}",
+                    vertex.name
+                );
+            }
+        }
+        let module = |name: &str| &runner.modules[name];
+        assert_ne!(module("a").limits(), module("d").limits());
+        assert_ne!(module("b").limits(), module("c").limits());
+        // Modules under different limits compiled by one wasmtime engine (on demand) or by
+        // one pool's: a job has one `WasmEngine`, so one epoch thread.
+        let engine = |name: &str| module(name).pre().module().engine().clone();
+        assert!(wasmtime::Engine::same(&engine("b"), &engine("c")));
+        assert!(wasmtime::Engine::same(&engine("a"), &engine("d")));
+        assert!(!wasmtime::Engine::same(&engine("a"), &engine("b")));
+    }
+
+    #[test]
+    fn the_image_pool_holds_every_imaged_subtask_twice_and_the_largest_memory() {
+        // Per set of limits these were pools of 2 * 2 + 1 and 1 * 2 + 1 instances: one pool
+        // for the job holds as many, with slots as large as the largest imaged operator's limit.
+        assert_eq!(
+            image_pool(&four_operator_job()),
+            Some(ImagePool {
+                instances: 8,
+                max_memory_bytes: 256 << 20
+            })
+        );
+        assert_eq!(image_pool(&job(1, 0)), None);
     }
 
     /// Runs `runner` on a thread; returns its monitor and the outcome's receiver.

@@ -35,8 +35,8 @@ use weir_abi::{Batch, BatchBuilder};
 use super::json_record::{JsonLinesError, JsonRecord, read_json_lines};
 use super::mismatch::{Mismatch, records};
 use crate::wasm::{
-    EngineError, GuestError, GuestInstance, GuestLimits, InstanceContext, ModuleError,
-    ModuleProblem, OperatorModule, WasmEngine,
+    EngineError, GuestError, GuestInstance, InstanceContext, ModuleError, ModuleProblem,
+    OperatorModule, WasmEngine,
 };
 
 /// The default number of records per batch.
@@ -231,10 +231,10 @@ pub struct OperatorTest {
 }
 
 impl OperatorTest {
-    /// Loads the module at `path` (`.wasm` or `.wat`) with an engine under the default
-    /// [`GuestLimits`], as a job would.
+    /// Loads the module at `path` (`.wasm` or `.wat`) under the default
+    /// [`GuestLimits`](crate::wasm::GuestLimits), as a job would.
     pub fn load(path: impl AsRef<Path>, options: TestOptions) -> Result<Self, TestError> {
-        let engine = WasmEngine::new(GuestLimits::default())?;
+        let engine = WasmEngine::new()?;
         let module = engine.load_file(path)?;
         Self::new(module, options)
     }
@@ -583,7 +583,7 @@ mod tests {
         (i32.const 0)))"#;
 
     fn leaky(options: TestOptions) -> OperatorTest {
-        let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+        let engine = WasmEngine::new().unwrap();
         let module = engine
             .load_bytes("leaky.wat", LEAKY_COUNTER.as_bytes())
             .unwrap();
@@ -615,7 +615,7 @@ mod tests {
 
     #[test]
     fn a_subtask_outside_the_parallelism_is_a_usage_error() {
-        let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+        let engine = WasmEngine::new().unwrap();
         let module = engine
             .load_bytes("leaky.wat", LEAKY_COUNTER.as_bytes())
             .unwrap();

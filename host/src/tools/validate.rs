@@ -23,7 +23,7 @@ use weir_abi::{ABI_VERSION, exports};
 use crate::wasm::image::rewrite;
 use crate::wasm::{
     Capabilities, EngineError, GuestLimits, Inspection, MAX_TABLE_ELEMENTS, ModuleError,
-    ModuleProblem, StateCapture, WasmEngine, file_kind,
+    ModuleProblem, StateCapture, WasmEngine, deadline_ticks, file_kind,
 };
 pub use crate::wasm::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
 
@@ -116,7 +116,7 @@ pub fn validate_file(path: impl AsRef<Path>) -> Result<ValidationReport, Validat
         });
     }
     let bytes = std::fs::read(path).map_err(read_error)?;
-    let engine = WasmEngine::new(GuestLimits::default())?;
+    let engine = WasmEngine::new()?;
     Ok(validate_bytes(&engine, &name, &bytes))
 }
 
@@ -393,11 +393,13 @@ impl fmt::Display for ValidationReport {
 }
 
 /// Reads `weir_abi_version` from a throwaway instance whose imports all trap, under the
-/// engine's time and memory limits (`_initialize` runs first, as in the host). `None` when the
+/// default time and memory limits (`_initialize` runs first, as in the host). `None` when the
 /// module cannot be instantiated that way or the call fails.
 fn read_abi_version(engine: &WasmEngine, module: &Module) -> Option<i32> {
+    let guest_limits = GuestLimits::default();
+    let deadline = deadline_ticks(guest_limits.call_timeout);
     let limits = StoreLimitsBuilder::new()
-        .memory_size(engine.limits().max_memory_bytes)
+        .memory_size(guest_limits.max_memory_bytes)
         .table_elements(MAX_TABLE_ELEMENTS)
         .instances(1)
         .build();
@@ -405,16 +407,16 @@ fn read_abi_version(engine: &WasmEngine, module: &Module) -> Option<i32> {
     store.limiter(|limits| limits);
     let mut linker = Linker::new(engine.engine());
     linker.define_unknown_imports_as_traps(module).ok()?;
-    store.set_epoch_deadline(engine.deadline_ticks());
+    store.set_epoch_deadline(deadline);
     let instance = linker.instantiate(&mut store, module).ok()?;
     if let Ok(initialize) = instance.get_typed_func::<(), ()>(&mut store, exports::INITIALIZE) {
-        store.set_epoch_deadline(engine.deadline_ticks());
+        store.set_epoch_deadline(deadline);
         initialize.call(&mut store, ()).ok()?;
     }
     let version = instance
         .get_typed_func::<(), i32>(&mut store, exports::ABI_VERSION)
         .ok()?;
-    store.set_epoch_deadline(engine.deadline_ticks());
+    store.set_epoch_deadline(deadline);
     version.call(&mut store, ()).ok()
 }
 
@@ -472,7 +474,7 @@ mod tests {
       (func (export "weir_restore") (param i32 i32) (result i32) (i32.const 0)))"#;
 
     fn report(source: &str) -> ValidationReport {
-        let engine = WasmEngine::new(GuestLimits::default()).unwrap();
+        let engine = WasmEngine::new().unwrap();
         validate_bytes(&engine, "m.wat", source.as_bytes())
     }
 

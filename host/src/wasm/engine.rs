@@ -49,16 +49,31 @@ pub struct WasmEngine {
     inner: Arc<Inner>,
 }
 
-/// How to build a [`WasmEngine`] beyond its limits.
+/// How to build a [`WasmEngine`].
+///
+/// The engine itself has no limits: each [`OperatorModule`] carries its own
+/// [`GuestLimits`], so one engine serves every operator of a job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineOptions {
     /// Keep compiled modules in this directory (see [`WasmEngine::with_module_cache`]).
     pub module_cache: Option<PathBuf>,
-    /// Instances of image-checkpointed modules to allocate from a pool whose slots keep their
-    /// memory resident (see the module docs); `0` allocates them on demand like the others.
-    /// More instances alive at once than this fail to start, so give at least the number of
-    /// subtasks of such operators, with room for a restart's overlap.
-    pub image_pool: u32,
+    /// A pool for the instances of image-checkpointed modules whose slots keep their memory
+    /// resident (see the module docs); `None` allocates them on demand like the others.
+    pub image_pool: Option<ImagePool>,
+}
+
+/// The size of an engine's pool of image-checkpointed instances ([`EngineOptions::image_pool`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ImagePool {
+    /// How many instances the pool holds at once. More instances alive at once than this fail
+    /// to start, so give at least the number of subtasks of such operators, with room for a
+    /// restart's overlap and each module's load-time check.
+    pub instances: u32,
+    /// The largest memory of one slot, in bytes: at least the largest
+    /// [`GuestLimits::max_memory_bytes`] of the modules meant for the pool. A module whose
+    /// limit is larger is allocated on demand instead. Slots are address space, not memory,
+    /// until a guest touches their pages.
+    pub max_memory_bytes: usize,
 }
 
 /// A wasmtime engine with the `weir` imports linked into it.
@@ -85,10 +100,9 @@ struct Inner {
     /// The engine of the pool of image-checkpointed instances, made when the first such module
     /// is loaded: `None` inside when there is no pool (or it could not be made).
     pool: Arc<OnceLock<Option<Runtime>>>,
-    /// The configuration of the pool's engine; `None` without a pool.
-    pool_config: Option<Config>,
-    /// The limits every instance gets.
-    limits: GuestLimits,
+    /// The configuration of the pool's engine and the largest memory of one of its slots;
+    /// `None` without a pool.
+    pool_config: Option<(Config, usize)>,
     /// The cache of compiled modules, if the engine has one.
     cache: Option<Cache>,
     /// Advances the epoch; dropped (and joined) with the last clone.
@@ -98,16 +112,18 @@ struct Inner {
 impl fmt::Debug for WasmEngine {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("WasmEngine")
-            .field("limits", &self.inner.limits)
+            .field(
+                "image_pool",
+                &self.inner.pool_config.as_ref().map(|(_, max)| max),
+            )
             .finish_non_exhaustive()
     }
 }
 
 impl WasmEngine {
-    /// A new engine whose guests run under `limits`; starts the epoch ticker thread. Every
-    /// module it loads is compiled.
-    pub fn new(limits: GuestLimits) -> Result<Self, EngineError> {
-        Self::with_options(limits, &EngineOptions::default())
+    /// A new engine; starts the epoch ticker thread. Every module it loads is compiled.
+    pub fn new() -> Result<Self, EngineError> {
+        Self::with_options(&EngineOptions::default())
     }
 
     /// [`new`](Self::new), with compiled modules kept in the directory `cache` (created if
@@ -115,18 +131,15 @@ impl WasmEngine {
     /// version is then loaded from there instead of compiled again — the difference between a
     /// job starting in milliseconds and in seconds. Entries are keyed by a hash of the module's
     /// bytes and of the compiler's settings, so a changed module or host is compiled anew.
-    pub fn with_module_cache(limits: GuestLimits, cache: &Path) -> Result<Self, EngineError> {
-        Self::with_options(
-            limits,
-            &EngineOptions {
-                module_cache: Some(cache.to_path_buf()),
-                ..EngineOptions::default()
-            },
-        )
+    pub fn with_module_cache(cache: &Path) -> Result<Self, EngineError> {
+        Self::with_options(&EngineOptions {
+            module_cache: Some(cache.to_path_buf()),
+            ..EngineOptions::default()
+        })
     }
 
-    /// A new engine whose guests run under `limits`, built as `options` say.
-    pub fn with_options(limits: GuestLimits, options: &EngineOptions) -> Result<Self, EngineError> {
+    /// A new engine built as `options` say.
+    pub fn with_options(options: &EngineOptions) -> Result<Self, EngineError> {
         let cache = options.module_cache.as_deref();
         let wasmtime_error = |e: wasmtime::Error| EngineError::Wasmtime {
             message: format!("{e:#}"),
@@ -150,14 +163,15 @@ impl WasmEngine {
         };
         config.cache(cache.clone());
         let runtime = Runtime::new(&config).map_err(wasmtime_error)?;
-        let pool_config = (options.image_pool > 0).then(|| {
-            let mut pooled = config.clone();
-            pooled.allocation_strategy(InstanceAllocationStrategy::Pooling(pool_settings(
-                &limits,
-                options.image_pool,
-            )));
-            pooled
-        });
+        let pool_config = options
+            .image_pool
+            .filter(|pool| pool.instances > 0)
+            .map(|pool| {
+                let mut pooled = config.clone();
+                pooled
+                    .allocation_strategy(InstanceAllocationStrategy::Pooling(pool_settings(&pool)));
+                (pooled, pool.max_memory_bytes)
+            });
         let pool = Arc::new(OnceLock::new());
         let ticker = EpochTicker::start(runtime.engine.clone(), Arc::clone(&pool))
             .map_err(EngineError::Ticker)?;
@@ -166,15 +180,55 @@ impl WasmEngine {
                 runtime,
                 pool,
                 pool_config,
-                limits,
                 cache,
                 _ticker: ticker,
             }),
         })
     }
 
+    /// The engine of one job: built as `options` say, but when the cache of compiled modules
+    /// cannot be used, without it, with a warning — the cache only saves time, and a job runs
+    /// without it rather than not at all.
+    pub fn for_job(options: &EngineOptions) -> Result<Self, EngineError> {
+        Self::with_options(options).or_else(|e| match &options.module_cache {
+            Some(_) => {
+                tracing::warn!("{e}; compiling every module this run");
+                Self::with_options(&EngineOptions {
+                    module_cache: None,
+                    ..options.clone()
+                })
+            }
+            None => Err(e),
+        })
+    }
+
+    /// Loads the module of the job's operator `operator` from `path`, as
+    /// [`load_file_with`](Self::load_file_with) does, and refuses it with
+    /// [`ModuleProblem::ConfigWithoutInit`] when the operator `has_config` but the module
+    /// exports no `weir_init` to receive it.
+    pub fn load_operator(
+        &self,
+        operator: &str,
+        path: &Path,
+        capture: StateCapture,
+        limits: GuestLimits,
+        has_config: bool,
+    ) -> Result<OperatorModule, ModuleError> {
+        let module = self.load_file_with(path, capture, limits)?;
+        if has_config && !module.capabilities().init {
+            return Err(ModuleError {
+                module: path.display().to_string(),
+                problem: ModuleProblem::ConfigWithoutInit {
+                    operator: operator.to_string(),
+                    path: path.to_path_buf(),
+                },
+            });
+        }
+        Ok(module)
+    }
+
     /// Reads, compiles and checks the module in the file at `path` (binary `.wasm` or `.wat`
-    /// text). Errors name the path.
+    /// text); its instances run under the default [`GuestLimits`]. Errors name the path.
     pub fn load_file(&self, path: impl AsRef<Path>) -> Result<OperatorModule, ModuleError> {
         self.load_file_capturing(path, StateCapture::Exports)
     }
@@ -187,18 +241,29 @@ impl WasmEngine {
         path: impl AsRef<Path>,
         capture: StateCapture,
     ) -> Result<OperatorModule, ModuleError> {
+        self.load_file_with(path, capture, GuestLimits::default())
+    }
+
+    /// Like [`load_file_capturing`](Self::load_file_capturing), with instances that run under
+    /// `limits`.
+    pub fn load_file_with(
+        &self,
+        path: impl AsRef<Path>,
+        capture: StateCapture,
+        limits: GuestLimits,
+    ) -> Result<OperatorModule, ModuleError> {
         let path = path.as_ref();
         let name = path.display().to_string();
         let bytes = read_module_file(path).map_err(|problem| ModuleError {
             module: name.clone(),
             problem,
         })?;
-        self.load_bytes_capturing(&name, &bytes, capture)
+        self.load_bytes_with(&name, &bytes, capture, limits)
     }
 
     /// Compiles and checks the module in `bytes` (binary or WAT text); `name` identifies it in
-    /// errors. Its instances are checkpointed through its own exports
-    /// ([`StateCapture::Exports`]).
+    /// errors. Its instances run under the default [`GuestLimits`] and are checkpointed
+    /// through its own exports ([`StateCapture::Exports`]).
     pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
         self.load_bytes_capturing(name, bytes, StateCapture::Exports)
     }
@@ -210,7 +275,20 @@ impl WasmEngine {
         bytes: &[u8],
         capture: StateCapture,
     ) -> Result<OperatorModule, ModuleError> {
-        OperatorModule::compile(self, name, bytes, capture)
+        self.load_bytes_with(name, bytes, capture, GuestLimits::default())
+    }
+
+    /// Like [`load_bytes_capturing`](Self::load_bytes_capturing), with instances that run
+    /// under `limits`: each module carries its own, so the operators of one job share an engine
+    /// whatever their limits.
+    pub fn load_bytes_with(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+        limits: GuestLimits,
+    ) -> Result<OperatorModule, ModuleError> {
+        OperatorModule::compile(self, name, bytes, capture, limits)
     }
 
     /// How many modules this engine loaded from its cache of compiled modules, and how many it
@@ -218,11 +296,6 @@ impl WasmEngine {
     pub fn module_cache_counts(&self) -> Option<(usize, usize)> {
         let cache = self.inner.cache.as_ref()?;
         Some((cache.cache_hits(), cache.cache_misses()))
-    }
-
-    /// The limits every guest of this engine runs under.
-    pub fn limits(&self) -> &GuestLimits {
-        &self.inner.limits
     }
 
     /// The wasmtime engine.
@@ -235,11 +308,18 @@ impl WasmEngine {
         &self.inner.runtime.linker
     }
 
-    /// The engine and linker of the pool of image-checkpointed instances, made on first use;
-    /// `None` when this engine has no pool, or when making it failed (the reason is logged
-    /// once, and such modules are allocated on demand).
-    pub(crate) fn image_pool(&self) -> Option<(&Engine, &Linker<GuestState>)> {
-        let config = self.inner.pool_config.as_ref()?;
+    /// The engine and linker of the pool of image-checkpointed instances, made on first use,
+    /// for a module whose instances run under `limits`; `None` when this engine has no pool,
+    /// when its slots are smaller than `limits.max_memory_bytes`, or when making it failed (the
+    /// reason is logged once). Such modules are allocated on demand.
+    pub(crate) fn image_pool(
+        &self,
+        limits: &GuestLimits,
+    ) -> Option<(&Engine, &Linker<GuestState>)> {
+        let (config, max_memory_bytes) = self.inner.pool_config.as_ref()?;
+        if limits.max_memory_bytes > *max_memory_bytes {
+            return None;
+        }
         let pool = self.inner.pool.get_or_init(|| {
             Runtime::new(config)
                 .inspect_err(|e| {
@@ -252,21 +332,16 @@ impl WasmEngine {
         });
         pool.as_ref().map(|rt| (&rt.engine, &rt.linker))
     }
+}
 
-    /// The epoch deadline, in ticks beyond the current epoch, that enforces
-    /// [`GuestLimits::call_timeout`]: the limit rounded up to whole ticks, plus one for the
-    /// tick already under way.
-    pub(crate) fn deadline_ticks(&self) -> u64 {
-        let ticks = self
-            .inner
-            .limits
-            .call_timeout
-            .as_nanos()
-            .div_ceil(EPOCH_TICK.as_nanos());
-        u64::try_from(ticks)
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1)
-    }
+/// The epoch deadline, in ticks beyond the current epoch, that enforces `call_timeout`
+/// ([`GuestLimits::call_timeout`]): the limit rounded up to whole ticks, plus one for the tick
+/// already under way.
+pub(crate) fn deadline_ticks(call_timeout: Duration) -> u64 {
+    let ticks = call_timeout.as_nanos().div_ceil(EPOCH_TICK.as_nanos());
+    u64::try_from(ticks)
+        .unwrap_or(u64::MAX - 1)
+        .saturating_add(1)
 }
 
 /// The bytes of the module file at `path`, refused without reading when it is not a regular
@@ -311,17 +386,19 @@ pub fn file_kind(file_type: &std::fs::FileType) -> &'static str {
     }
 }
 
-/// The pooling allocator's settings for `instances` instances under `limits`: every slot
-/// keeps the memory its instance reached resident when the instance ends.
+/// The pooling allocator's settings for `pool`: every slot keeps the memory its instance
+/// reached resident when the instance ends.
 ///
 /// A slot holds one memory (the ABI allows no more: [`OperatorModule`] refuses a module with
 /// several) and up to 4 tables of up to [`MAX_TABLE_ELEMENTS`] each; a module with more tables
 /// fails to compile for the pool and is allocated on demand instead ([`OperatorModule`] falls
 /// back). Slots are address space reserved when the first imaged module is loaded, not memory:
 /// pages are committed only when a guest touches them.
-fn pool_settings(limits: &GuestLimits, instances: u32) -> PoolingAllocationConfig {
+fn pool_settings(pool: &ImagePool) -> PoolingAllocationConfig {
     /// Tables per module a pool slot has room for.
     const TABLES_PER_MODULE: u32 = 4;
+    let instances = pool.instances;
+    let max_memory_bytes = pool.max_memory_bytes;
     let mut pool = PoolingAllocationConfig::new();
     pool.total_core_instances(instances)
         .total_memories(instances)
@@ -329,8 +406,8 @@ fn pool_settings(limits: &GuestLimits, instances: u32) -> PoolingAllocationConfi
         .max_memories_per_module(1)
         .max_tables_per_module(TABLES_PER_MODULE)
         .table_elements(MAX_TABLE_ELEMENTS)
-        .max_memory_size(limits.max_memory_bytes)
-        .linear_memory_keep_resident(limits.max_memory_bytes);
+        .max_memory_size(max_memory_bytes)
+        .linear_memory_keep_resident(max_memory_bytes);
     pool
 }
 

@@ -445,6 +445,20 @@ pub enum ModuleProblem {
         /// wasmtime's message.
         message: String,
     },
+    /// The job gives the operator a config, but its module exports no `weir_init` to receive
+    /// it ([`WasmEngine::load_operator`](super::WasmEngine::load_operator)). Displays as the
+    /// whole message, naming the operator and the module's path.
+    #[error(
+        "operator `{operator}` has a config, but its module {} exports no weir_init to receive \
+         it: remove the config or export weir_init (docs/ABI.md §3)",
+        path.display()
+    )]
+    ConfigWithoutInit {
+        /// The operator's name in the job.
+        operator: String,
+        /// The module's path, as the job file gives it.
+        path: std::path::PathBuf,
+    },
 }
 
 /// The engine could not be set up.

@@ -7,7 +7,7 @@ use std::fmt;
 use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
 use weir_abi::{ABI_VERSION, InitMessage, exports};
 
-use super::engine::WasmEngine;
+use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::capture::ImageExports;
 use super::image::delta::{Baseline, ImagePolicy, reconstruct};
@@ -15,6 +15,7 @@ use super::image::format::{
     IMAGE_MAGIC, ImageError, ImageKind, decode_full_unchecked, into_checkpoint_image, read_header,
 };
 use super::image::memcopy::to_owned_memory;
+use super::limits::GuestLimits;
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState};
 use crate::checkpoint::CheckpointId;
@@ -45,7 +46,7 @@ struct Funcs {
 
 /// One instance of an operator's module, with its own store and memory.
 ///
-/// Every method is one call of the ABI (`docs/ABI.md` §2–§7), bounded by the engine's
+/// Every method is one call of the ABI (`docs/ABI.md` §2–§7), bounded by its module's
 /// [`GuestLimits`](super::GuestLimits). A failed call poisons the instance: later calls return
 /// [`GuestFailure::Poisoned`] without running guest code. Calls take `&mut self`, so they never
 /// overlap; the instance is `Send` and may move between threads between calls.
@@ -62,8 +63,10 @@ pub struct GuestInstance {
     capabilities: Capabilities,
     /// The call that failed, once one has.
     failed: Option<&'static str>,
-    /// Keeps the epoch ticker running and knows the limits.
-    engine: WasmEngine,
+    /// The module's bounds (copied: read on every call).
+    limits: GuestLimits,
+    /// The epoch deadline every call gets, from `limits.call_timeout`.
+    deadline_ticks: u64,
     /// The module it is an instance of: a restore from an image starts a fresh instance.
     module: OperatorModule,
     /// Its memories and mutable globals, when it is checkpointed as an image.
@@ -129,8 +132,8 @@ impl GuestInstance {
         context: InstanceContext,
         initialize: bool,
     ) -> Result<Self, GuestError> {
-        let engine = module.engine().clone();
-        let limits = *engine.limits();
+        let limits = *module.limits();
+        let deadline_ticks = deadline_ticks(limits.call_timeout);
         let failed = |call: Call, failure, backtrace| GuestError {
             operator: context.operator.clone(),
             subtask: context.subtask,
@@ -153,7 +156,7 @@ impl GuestInstance {
         let state = GuestState::new(context.operator.clone(), context.subtask, limits);
         let mut store = Store::new(module.pre().module().engine(), state);
         store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(engine.deadline_ticks());
+        store.set_epoch_deadline(deadline_ticks);
         let instance = module.pre().instantiate(&mut store).map_err(|e| {
             let (failure, backtrace) = classify(&e, limits.call_timeout, true);
             failed(Call::Instantiate, failure, backtrace)
@@ -185,7 +188,8 @@ impl GuestInstance {
             funcs,
             capabilities: module.capabilities(),
             failed: None,
-            engine,
+            limits,
+            deadline_ticks,
             module: module.clone(),
             image,
             image_policy: ImagePolicy::default(),
@@ -284,7 +288,7 @@ impl GuestInstance {
                 };
                 return Err(self.poison(Call::Snapshot, failure, None));
             }
-            let limit = self.engine.limits().max_state_bytes;
+            let limit = self.limits.max_state_bytes;
             if out.len() > limit {
                 let message = format!(
                     "the image of the guest's memory and globals is {} bytes, more than \
@@ -374,7 +378,7 @@ impl GuestInstance {
         incremental.chain.clone_from(&chain);
         incremental.chain.push(checkpoint);
         self.incremental = Some(incremental);
-        let limit = self.engine.limits().max_state_bytes;
+        let limit = self.limits.max_state_bytes;
         if out.len() > limit {
             let message = format!(
                 "the {} of the guest's memory and globals is {} bytes, more than \
@@ -654,7 +658,7 @@ impl GuestInstance {
         params: P,
     ) -> Result<R, GuestError> {
         self.store.data_mut().begin(call);
-        self.store.set_epoch_deadline(self.engine.deadline_ticks());
+        self.store.set_epoch_deadline(self.deadline_ticks);
         let result = func.call(&mut self.store, params);
         self.finish_call(call, result)
     }
@@ -669,7 +673,7 @@ impl GuestInstance {
         params: P,
     ) -> Result<R, GuestError> {
         self.store.data_mut().begin(call);
-        self.store.set_epoch_deadline(self.engine.deadline_ticks());
+        self.store.set_epoch_deadline(self.deadline_ticks);
         let result = pick(&self.funcs).call(&mut self.store, params);
         self.finish_call(call, result)
     }
@@ -677,7 +681,7 @@ impl GuestInstance {
     /// Classifies a failed guest call and poisons the instance.
     fn finish_call<R>(&mut self, call: Call, result: wasmtime::Result<R>) -> Result<R, GuestError> {
         result.map_err(|e| {
-            let (failure, backtrace) = classify(&e, self.engine.limits().call_timeout, false);
+            let (failure, backtrace) = classify(&e, self.limits.call_timeout, false);
             self.poison(call, failure, backtrace)
         })
     }

@@ -18,18 +18,18 @@
 //!
 //! | object | how many | what it holds |
 //! |---|---|---|
-//! | [`WasmEngine`] | one per job | the wasmtime `Engine` (Cranelift, epoch interruption), the `Linker` with the `weir` imports, the [`GuestLimits`], the epoch ticker thread |
-//! | [`OperatorModule`] | one per operator of the job | the compiled `Module`, checked against the ABI, pre-linked as an `InstancePre` |
+//! | [`WasmEngine`] | one per job | the wasmtime `Engine` (Cranelift, epoch interruption), the `Linker` with the `weir` imports, the epoch ticker thread, the pool of image-checkpointed instances if any |
+//! | [`OperatorModule`] | one per operator of the job | the compiled `Module`, checked against the ABI, pre-linked as an `InstancePre`; the operator's [`GuestLimits`] |
 //! | [`GuestInstance`] | one per subtask | its own `Store` (whose data is the host-side state of the instance), memory and exports |
 //!
 //! Expensive things are built once: compiling a module and linking it happen at load time;
 //! instantiating from the `InstancePre` is cheap, so restarting a job from a checkpoint only
-//! makes new instances. Modules and instances hold a clone of their engine, so the epoch
-//! ticker runs until the last of them is dropped, and then its thread is joined.
+//! makes new instances. Modules hold a clone of their engine and instances their module, so
+//! the epoch ticker runs until the last of them is dropped, and then its thread is joined.
 //!
 //! # Bounds
 //!
-//! Every call into the guest gets an epoch deadline derived from
+//! Every call into the guest gets an epoch deadline derived from its module's
 //! [`GuestLimits::call_timeout`] (the ticker advances the epoch every [`EPOCH_TICK`]); memory
 //! and table growth go through a `ResourceLimiter` in the store; `emit` and `save_state` are
 //! checked against the output and state limits before anything is copied. Failures are
@@ -53,7 +53,8 @@ mod state;
 #[cfg(test)]
 mod tests;
 
-pub use engine::{EPOCH_TICK, EngineOptions, WasmEngine, file_kind};
+pub(crate) use engine::deadline_ticks;
+pub use engine::{EPOCH_TICK, EngineOptions, ImagePool, WasmEngine, file_kind};
 pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProblem};
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;

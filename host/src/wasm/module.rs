@@ -13,6 +13,7 @@ use super::image::capture::{PrepareError, prepare};
 use super::image::rewrite::ImageLayout;
 use super::inspection::Inspection;
 use super::instance::{GuestInstance, InstanceContext};
+use super::limits::GuestLimits;
 use super::state::GuestState;
 
 /// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
@@ -49,8 +50,10 @@ pub struct OperatorModule {
     /// How its instances are checkpointed as images, when they are; `None` when checkpoints
     /// go through the guest's exports.
     image: Option<Arc<ImageLayout>>,
-    /// The engine it was compiled for; keeps the epoch ticker alive.
-    engine: WasmEngine,
+    /// The bounds every instance runs under: in its store, and for each call.
+    limits: GuestLimits,
+    /// The engine it was compiled for; never read, held to keep the epoch ticker alive.
+    _engine: WasmEngine,
 }
 
 impl fmt::Debug for OperatorModule {
@@ -58,6 +61,7 @@ impl fmt::Debug for OperatorModule {
         f.debug_struct("OperatorModule")
             .field("name", &self.name)
             .field("capabilities", &self.capabilities)
+            .field("limits", &self.limits)
             .finish_non_exhaustive()
     }
 }
@@ -120,14 +124,15 @@ fn looks_like_wat(mut bytes: &[u8]) -> bool {
 
 impl OperatorModule {
     /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
-    /// version, read from a throwaway instance under the usual limits. Under `capture`, a
-    /// module checkpointed as an image is first analysed and rewritten (see
+    /// version, read from a throwaway instance under `limits`, which every instance gets.
+    /// Under `capture`, a module checkpointed as an image is first analysed and rewritten (see
     /// [`image`](super::image)).
     pub(crate) fn compile(
         engine: &WasmEngine,
         name: &str,
         bytes: &[u8],
         capture: StateCapture,
+        limits: GuestLimits,
     ) -> Result<Self, ModuleError> {
         let refuse = |problem| ModuleError {
             module: name.to_string(),
@@ -141,7 +146,10 @@ impl OperatorModule {
             })
         })?;
         // An imaged module goes to the engine's pool when it has one and the module fits it.
-        let pooled = prepared.image.as_ref().and_then(|_| engine.image_pool());
+        let pooled = prepared
+            .image
+            .as_ref()
+            .and_then(|_| engine.image_pool(&limits));
         let compiled = pooled.and_then(|(pool, linker)| {
             Module::new(pool, &prepared.bytes)
                 .inspect_err(|e| {
@@ -176,7 +184,8 @@ impl OperatorModule {
             pre,
             capabilities,
             image: prepared.image,
-            engine: engine.clone(),
+            limits,
+            _engine: engine.clone(),
         };
         operator.check_abi_version().map_err(refuse)?;
         Ok(operator)
@@ -219,6 +228,11 @@ impl OperatorModule {
         Ok(instance)
     }
 
+    /// The bounds its instances run under.
+    pub fn limits(&self) -> &GuestLimits {
+        &self.limits
+    }
+
     /// The file path or name the module was loaded from.
     pub fn name(&self) -> &str {
         &self.name
@@ -243,11 +257,6 @@ impl OperatorModule {
     /// The pre-linked instance template.
     pub(crate) fn pre(&self) -> &InstancePre<GuestState> {
         &self.pre
-    }
-
-    /// The engine the module was compiled for.
-    pub(crate) fn engine(&self) -> &WasmEngine {
-        &self.engine
     }
 
     /// Reads the ABI version from a throwaway instance (`docs/ABI.md` §10), so an

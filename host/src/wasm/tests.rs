@@ -20,16 +20,58 @@ use crate::dataflow::TaskId;
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
-/// An engine with the default limits, except a short call timeout so a hung guest fails fast.
-fn engine() -> WasmEngine {
-    engine_with(GuestLimits {
-        call_timeout: Duration::from_secs(5),
-        ..GuestLimits::default()
-    })
+/// An engine and the limits every module it loads here runs under, so a test states its limits
+/// once, as a job's operator does.
+struct TestEngine {
+    /// The engine.
+    engine: WasmEngine,
+    /// The limits of every module loaded through this.
+    limits: GuestLimits,
 }
 
-fn engine_with(limits: GuestLimits) -> WasmEngine {
-    WasmEngine::new(limits).unwrap()
+impl TestEngine {
+    fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
+        self.load_bytes_capturing(name, bytes, StateCapture::Exports)
+    }
+
+    fn load_bytes_capturing(
+        &self,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+    ) -> Result<OperatorModule, ModuleError> {
+        self.engine
+            .load_bytes_with(name, bytes, capture, self.limits)
+    }
+
+    fn load_file(&self, path: impl AsRef<std::path::Path>) -> Result<OperatorModule, ModuleError> {
+        self.engine
+            .load_file_with(path, StateCapture::Exports, self.limits)
+    }
+
+    fn module_cache_counts(&self) -> Option<(usize, usize)> {
+        self.engine.module_cache_counts()
+    }
+}
+
+/// The default limits, except a short call timeout so a hung guest fails fast.
+fn test_limits() -> GuestLimits {
+    GuestLimits {
+        call_timeout: Duration::from_secs(5),
+        ..GuestLimits::default()
+    }
+}
+
+/// An engine with the default limits, except a short call timeout so a hung guest fails fast.
+fn engine() -> TestEngine {
+    engine_with(test_limits())
+}
+
+fn engine_with(limits: GuestLimits) -> TestEngine {
+    TestEngine {
+        engine: WasmEngine::new().unwrap(),
+        limits,
+    }
 }
 
 fn context(subtask: u32) -> InstanceContext {
@@ -69,7 +111,7 @@ fn fixture(body: &str) -> String {
     wat(&[PRELUDE, VERSION, ALLOC, body])
 }
 
-fn load(engine: &WasmEngine, source: &str) -> OperatorModule {
+fn load(engine: &TestEngine, source: &str) -> OperatorModule {
     engine.load_bytes("fixture.wat", source.as_bytes()).unwrap()
 }
 
@@ -129,7 +171,7 @@ fn count_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/wat/count.wat")
 }
 
-fn count_module(engine: &WasmEngine) -> OperatorModule {
+fn count_module(engine: &TestEngine) -> OperatorModule {
     engine.load_file(count_path()).unwrap()
 }
 
@@ -427,9 +469,9 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
     // `provided_imports` is what the isolation argument (and `docs/ABI.md` §4) relies on; the
     // linker is what guests actually get. They must be the same set.
     let engine = engine();
-    let state = super::state::GuestState::new("linker".into(), 0, *engine.limits());
-    let mut store = wasmtime::Store::new(engine.engine(), state);
-    let items: Vec<_> = engine.linker().iter(&mut store).collect();
+    let state = super::state::GuestState::new("linker".into(), 0, engine.limits);
+    let mut store = wasmtime::Store::new(engine.engine.engine(), state);
+    let items: Vec<_> = engine.engine.linker().iter(&mut store).collect();
     let mut defined = Vec::new();
     for (module, name, item) in items {
         let wasmtime::Extern::Func(func) = item else {
@@ -528,6 +570,47 @@ fn refuses_a_module_whose_initial_memory_exceeds_the_limit() {
             ..
         }
     ));
+}
+
+#[test]
+fn one_engine_loads_modules_under_different_limits_each_enforcing_its_own() {
+    // The limits live in each module (and so in each store), not in the engine: a job's
+    // operators share one engine, one epoch thread and one pool whatever their limits.
+    let source = wat(&[
+        r#"(memory (export "memory") 17)"#,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let small = GuestLimits {
+        max_memory_bytes: 1 << 20,
+        ..test_limits()
+    };
+    for engine in [WasmEngine::new().unwrap(), pooled_engine(4).engine] {
+        for capture in [StateCapture::Exports, StateCapture::Image] {
+            let err = engine
+                .load_bytes_with("big.wat", source.as_bytes(), capture, small)
+                .unwrap_err();
+            assert!(
+                matches!(
+                    err.problem,
+                    ModuleProblem::VersionCheck {
+                        failure: GuestFailure::MemoryLimit {
+                            limit: 1_048_576,
+                            requested: 1_114_112
+                        },
+                        ..
+                    }
+                ),
+                "{capture:?}: {err}"
+            );
+            let module = engine
+                .load_bytes_with("big.wat", source.as_bytes(), capture, test_limits())
+                .unwrap();
+            assert_eq!(module.limits(), &test_limits());
+            module.instantiate(context(0), b"").unwrap();
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1329,10 +1412,10 @@ fn the_public_types_can_move_between_threads() {
 fn a_module_compiled_once_is_loaded_from_the_cache_by_the_next_engine() {
     let dir = tempfile::tempdir().unwrap();
     let source = std::fs::read(count_path()).unwrap();
-    let first = WasmEngine::with_module_cache(GuestLimits::default(), dir.path()).unwrap();
+    let first = WasmEngine::with_module_cache(dir.path()).unwrap();
     first.load_bytes("count.wat", &source).unwrap();
     assert_eq!(first.module_cache_counts(), Some((0, 1)));
-    let second = WasmEngine::with_module_cache(GuestLimits::default(), dir.path()).unwrap();
+    let second = WasmEngine::with_module_cache(dir.path()).unwrap();
     let module = second.load_bytes("count.wat", &source).unwrap();
     assert_eq!(second.module_cache_counts(), Some((1, 0)));
     // The cached module works.
@@ -1347,7 +1430,7 @@ fn an_unusable_cache_directory_is_refused_naming_it_and_the_ways_out() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("not-a-directory");
     std::fs::write(&file, b"").unwrap();
-    let err = WasmEngine::with_module_cache(GuestLimits::default(), &file.join("modules"))
+    let err = WasmEngine::with_module_cache(&file.join("modules"))
         .unwrap_err()
         .to_string();
     assert!(err.contains("not-a-directory"), "{err}");
@@ -1355,6 +1438,50 @@ fn an_unusable_cache_directory_is_refused_naming_it_and_the_ways_out() {
         err.contains("WEIR_CACHE_DIR") && err.contains("--no-module-cache"),
         "{err}"
     );
+}
+
+#[test]
+fn a_job_engine_without_a_usable_cache_compiles_every_module_instead() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("not-a-directory");
+    std::fs::write(&file, b"").unwrap();
+    let options = EngineOptions {
+        module_cache: Some(file.join("modules")),
+        ..EngineOptions::default()
+    };
+    assert!(WasmEngine::with_options(&options).is_err());
+    let engine = WasmEngine::for_job(&options).unwrap();
+    assert_eq!(engine.module_cache_counts(), None);
+    engine.load_file(count_path()).unwrap();
+}
+
+#[test]
+fn an_operator_with_a_config_needs_a_module_exporting_weir_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let without = dir.path().join("without.wat");
+    std::fs::write(&without, fixture(PROCESS_OK)).unwrap();
+    let with = dir.path().join("with.wat");
+    let init = r#"(func (export "weir_init") (param i32 i32) (result i32) (i32.const 0))"#;
+    std::fs::write(&with, fixture(&format!("{PROCESS_OK} {init}"))).unwrap();
+    let engine = WasmEngine::new().unwrap();
+    let load = |path: &std::path::Path, has_config| {
+        engine.load_operator("op", path, StateCapture::Exports, test_limits(), has_config)
+    };
+    let err = load(&without, true).unwrap_err();
+    assert!(matches!(
+        &err.problem,
+        ModuleProblem::ConfigWithoutInit { operator, path } if operator == "op" && path == &without
+    ));
+    assert_eq!(
+        err.problem.to_string(),
+        format!(
+            "operator `op` has a config, but its module {} exports no weir_init to receive it: \
+             remove the config or export weir_init (docs/ABI.md §3)",
+            without.display()
+        )
+    );
+    assert_eq!(load(&without, false).unwrap().limits(), &test_limits());
+    assert!(load(&with, true).unwrap().capabilities().init);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1399,7 +1526,7 @@ fn image_counters(instance: &mut GuestInstance, records: usize) -> (u32, u32) {
     (word(0), word(4))
 }
 
-fn load_capturing(engine: &WasmEngine, source: &str, capture: StateCapture) -> OperatorModule {
+fn load_capturing(engine: &TestEngine, source: &str, capture: StateCapture) -> OperatorModule {
     engine
         .load_bytes_capturing("image.wat", source.as_bytes(), capture)
         .unwrap()
@@ -1444,16 +1571,19 @@ fn an_image_restores_memory_and_globals_without_running_initialize_again() {
 }
 
 /// An engine with a pool of `instances` image instances.
-fn pooled_engine(instances: u32) -> WasmEngine {
-    let limits = GuestLimits {
-        call_timeout: Duration::from_secs(5),
-        ..GuestLimits::default()
-    };
+fn pooled_engine(instances: u32) -> TestEngine {
+    let limits = test_limits();
     let options = EngineOptions {
-        image_pool: instances,
+        image_pool: Some(ImagePool {
+            instances,
+            max_memory_bytes: limits.max_memory_bytes,
+        }),
         ..EngineOptions::default()
     };
-    WasmEngine::with_options(limits, &options).unwrap()
+    TestEngine {
+        engine: WasmEngine::with_options(&options).unwrap(),
+        limits,
+    }
 }
 
 #[test]
