@@ -352,3 +352,54 @@ fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
         "one prefix per message: {error}"
     );
 }
+
+#[test]
+fn a_damaged_restore_path_names_the_newest_checkpoint_that_verifies() {
+    let sandbox = Sandbox::new("restore-path-alternative");
+    counting_job(&sandbox, 20_000, Some(40_000.0), 3).write(&sandbox.job_path());
+    let job = sandbox.job_path();
+    run_cli(&job, &[], &sandbox.join("first.log")).assert_code(0, "the first run");
+    let checkpoints = checkpoint_dirs(&sandbox.checkpoint_dir());
+    assert!(
+        checkpoints.len() >= 2,
+        "want two checkpoints: {checkpoints:?}"
+    );
+    let (older, newest) = (
+        &checkpoints[checkpoints.len() - 2],
+        &checkpoints[checkpoints.len() - 1],
+    );
+    let metadata = newest.path.join("_metadata");
+    let mut bytes = fs::read(&metadata).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    fs::write(&metadata, bytes).unwrap();
+    for asked in [newest.path.clone(), metadata.clone()] {
+        let ended = run_cli(
+            &job,
+            &["--restore", asked.to_str().unwrap()],
+            &sandbox.join("restore.log"),
+        );
+        ended.assert_code(EXIT_CANNOT_START, "--restore of a damaged checkpoint");
+        let expected = format!(
+            "The newest checkpoint of this job that verifies is {0}: restore it with --restore {0}",
+            older.path.display()
+        );
+        assert!(
+            ended.stderr.contains("checksum mismatch"),
+            "{}",
+            ended.stderr
+        );
+        assert!(
+            ended.stderr.contains(&expected),
+            "{expected:?}:\n{}",
+            ended.stderr
+        );
+    }
+    // Asking for the one that verifies restores it.
+    run_cli(
+        &job,
+        &["--restore", older.path.to_str().unwrap()],
+        &sandbox.join("older.log"),
+    )
+    .assert_code(0, "--restore of the checkpoint named as the alternative");
+}

@@ -383,10 +383,11 @@ impl JobRunner {
         let storage = Arc::clone(&self.storage);
         match self.options.restore.clone() {
             Some(RestoreFrom::Path(path)) => {
+                let asked = path.clone();
                 let result = blocking(move || restore_from_path(storage.as_ref(), &path)).await;
                 match result {
                     Ok(point) => Ok(Some(point)),
-                    Err(e) => Err(self.with_alternative(e).await),
+                    Err(e) => Err(self.with_alternative(e, &asked).await),
                 }
             }
             Some(RestoreFrom::Latest) => {
@@ -505,28 +506,33 @@ impl JobRunner {
         Ok(evidence)
     }
 
-    /// `error` (a checkpoint given with `--restore PATH` that cannot be used), with the
-    /// newest checkpoint or savepoint of the job that does verify, if there is one.
-    async fn with_alternative(&self, error: RunError) -> RunError {
+    /// `error` (the checkpoint `asked` for with `--restore PATH` cannot be used), with the
+    /// newest checkpoint or savepoint of the job that does verify, if there is one other than
+    /// the one asked for.
+    async fn with_alternative(&self, error: RunError, asked: &std::path::Path) -> RunError {
         let storage = Arc::clone(&self.storage);
         let selection = blocking(move || restore_latest(storage.as_ref())).await;
         let RunError::Storage(error) = error else {
             return error;
         };
+        // `asked` may be the directory or its `_metadata` file.
+        let same = |dir: &std::path::Path| {
+            let canonical = |p: &std::path::Path| std::fs::canonicalize(p).ok();
+            let asked_dir = if asked.ends_with(crate::checkpoint::layout::METADATA_FILE) {
+                asked.parent().unwrap_or(asked)
+            } else {
+                asked
+            };
+            canonical(dir).is_some_and(|d| Some(d) == canonical(asked_dir)) || dir == asked_dir
+        };
         match selection.ok().and_then(|s| s.chosen) {
-            Some(point)
-                if !error
-                    .to_string()
-                    .contains(&*point.location.dir().to_string_lossy()) =>
-            {
-                RunError::Restore(format!(
-                    "{error}. The newest {} of this job that verifies is {}: restore it with \
+            Some(point) if !same(point.location.dir()) => RunError::Restore(format!(
+                "{error}. The newest {} of this job that verifies is {}: restore it with \
                  --restore {}",
-                    point.metadata.kind,
-                    point.location.dir().display(),
-                    point.location.dir().display()
-                ))
-            }
+                point.metadata.kind,
+                point.location.dir().display(),
+                point.location.dir().display()
+            )),
             _ => RunError::Storage(error),
         }
     }
