@@ -23,6 +23,7 @@ use std::path::PathBuf;
 
 pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
 pub use request::{JobRequest, SavepointError, SavepointReply, SavepointResult, SavepointTaken};
+pub use restore::RestoreError;
 pub use runner::{JobRunner, RunError};
 
 use crate::job::JobStatus;

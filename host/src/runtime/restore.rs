@@ -9,13 +9,88 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::runner::RunError;
-use crate::checkpoint::CheckpointKind;
+use std::path::PathBuf;
+
 use crate::checkpoint::recovery::{RestorePoint, read_chain};
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::dataflow::TaskId;
 use crate::dataflow::task_state::{RestoredState, TaskState};
 use crate::job::Job;
+
+/// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
+/// (its directory name) and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum RestoreError {
+    /// It holds state for a vertex the job does not have.
+    #[error(
+        "{checkpoint} holds state for `{vertex}`, which this job does not have; rename the vertex \
+         back, or pass --allow-non-restored-state to drop that state"
+    )]
+    UnknownVertex {
+        /// The checkpoint's directory name.
+        checkpoint: String,
+        /// The vertex.
+        vertex: String,
+    },
+    /// A stateful vertex's parallelism changed.
+    #[error(
+        "the parallelism of `{vertex}` changed from {old} to {new} since {checkpoint}, and it has \
+         state: rescaling state is not supported yet; set its parallelism back to {old}"
+    )]
+    ParallelismChanged {
+        /// The vertex.
+        vertex: String,
+        /// Its parallelism in the checkpoint.
+        old: u32,
+        /// Its parallelism in the job.
+        new: u32,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+    },
+    /// A state file, or one its image chain needs, cannot be read or verified.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
+    /// A task's state file verifies but its envelope does not decode.
+    #[error("{checkpoint}: state of {task}: {problem}")]
+    TaskState {
+        /// The checkpoint's directory name.
+        checkpoint: String,
+        /// The task.
+        task: TaskId,
+        /// What is wrong with the envelope.
+        problem: String,
+    },
+    /// The state an incremental image builds on does not decode.
+    #[error(
+        "{checkpoint}: state of {task} at checkpoint {link}, which its image builds on: {problem}"
+    )]
+    ChainState {
+        /// The checkpoint's directory name.
+        checkpoint: String,
+        /// The task.
+        task: TaskId,
+        /// The checkpoint of the link.
+        link: CheckpointId,
+        /// What is wrong with its envelope.
+        problem: String,
+    },
+    /// The checkpoint given with `--restore PATH` cannot be used, and another one of the job
+    /// verifies.
+    #[error(
+        "{source}. The newest {kind} of this job that verifies is {}: restore it with --restore {}",
+        alternative.display(),
+        alternative.display()
+    )]
+    Unusable {
+        /// Why the one asked for cannot be used (boxed: errors stay small to pass around).
+        source: Box<StorageError>,
+        /// Checkpoint or savepoint.
+        kind: CheckpointKind,
+        /// The directory of the newest one that verifies.
+        alternative: PathBuf,
+    },
+}
 
 /// The envelope of a state that holds nothing: version and flags only.
 const EMPTY_STATE_BYTES: u64 = 2;
@@ -27,7 +102,7 @@ pub(crate) fn load_states(
     point: &RestorePoint,
     job: &Job,
     allow_non_restored_state: bool,
-) -> Result<HashMap<TaskId, RestoredState>, RunError> {
+) -> Result<HashMap<TaskId, RestoredState>, RestoreError> {
     let meta = &point.metadata;
     let name = point.location.name();
     let mut by_vertex: BTreeMap<&str, Vec<_>> = BTreeMap::new();
@@ -51,10 +126,10 @@ pub(crate) fn load_states(
                 );
                 continue;
             }
-            return Err(RunError::Restore(format!(
-                "{name} holds state for `{vertex}`, which this job does not have; rename the vertex \
-                 back, or pass --allow-non-restored-state to drop that state"
-            )));
+            return Err(RestoreError::UnknownVertex {
+                checkpoint: name,
+                vertex: vertex.to_string(),
+            });
         };
         let stateful = entries.iter().any(|e| e.state_bytes > EMPTY_STATE_BYTES);
         let old = meta
@@ -64,36 +139,36 @@ pub(crate) fn load_states(
             .unwrap_or(entries.len() as u32);
         if old != v.parallelism {
             if stateful {
-                return Err(RunError::Restore(format!(
-                    "the parallelism of `{vertex}` changed from {old} to {} since {name}, and it has \
-                     state: rescaling state is not supported yet; set its parallelism back to {old}",
-                    v.parallelism
-                )));
+                return Err(RestoreError::ParallelismChanged {
+                    vertex: vertex.to_string(),
+                    old,
+                    new: v.parallelism,
+                    checkpoint: name,
+                });
             }
             continue;
         }
         for entry in entries {
-            let bytes = point
-                .states
-                .read(storage, &point.location, &entry.handle)
-                .map_err(|e| RunError::Restore(e.to_string()))?;
-            let state = TaskState::decode(bytes)
-                .map_err(|e| RunError::Restore(format!("{name}: state of {}: {e}", entry.task)))?;
-            let chain =
-                read_chain(storage, &point.location, entry, &mut links, &point.states)
-                    .map_err(|e| RunError::Restore(e.to_string()))?
-                    .into_iter()
-                    .zip(&entry.chain)
-                    .map(|(link_state, link)| {
-                        TaskState::decode(link_state.bytes).map(|s| s.inner).map_err(|e| {
-                        RunError::Restore(format!(
-                            "{name}: state of {} at checkpoint {link}, which its image builds \
-                             on: {e}",
-                            entry.task
-                        ))
-                    })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
+            let bytes = point.states.read(storage, &point.location, &entry.handle)?;
+            let state = TaskState::decode(bytes).map_err(|problem| RestoreError::TaskState {
+                checkpoint: name.clone(),
+                task: entry.task.clone(),
+                problem,
+            })?;
+            let chain = read_chain(storage, &point.location, entry, &mut links, &point.states)?
+                .into_iter()
+                .zip(&entry.chain)
+                .map(|(link_state, &link)| {
+                    TaskState::decode(link_state.bytes)
+                        .map(|s| s.inner)
+                        .map_err(|problem| RestoreError::ChainState {
+                            checkpoint: name.clone(),
+                            task: entry.task.clone(),
+                            link,
+                            problem,
+                        })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
             let restored = RestoredState {
                 state,
                 chain,
@@ -191,9 +266,12 @@ mod tests {
     fn refuses_a_changed_parallelism_of_a_stateful_operator() {
         let storage = MemoryStorage::default();
         let point = checkpoint(&storage, &job("op", 2), b"state");
-        let err = load_states(&storage, &point, &job("op", 3), false)
-            .unwrap_err()
-            .to_string();
+        let err = load_states(&storage, &point, &job("op", 3), false).unwrap_err();
+        assert!(
+            matches!(&err, RestoreError::ParallelismChanged { vertex, old: 2, new: 3, .. } if vertex == "op"),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(
             err.contains("parallelism of `op` changed from 2 to 3"),
             "{err}"
@@ -213,9 +291,12 @@ mod tests {
     fn state_of_a_vertex_the_job_lost_needs_allow_non_restored_state() {
         let storage = MemoryStorage::default();
         let point = checkpoint(&storage, &job("old", 1), b"state");
-        let err = load_states(&storage, &point, &job("new", 1), false)
-            .unwrap_err()
-            .to_string();
+        let err = load_states(&storage, &point, &job("new", 1), false).unwrap_err();
+        assert!(
+            matches!(&err, RestoreError::UnknownVertex { vertex, .. } if vertex == "old"),
+            "{err:?}"
+        );
+        let err = err.to_string();
         assert!(err.contains("holds state for `old`"), "{err}");
         assert!(err.contains("--allow-non-restored-state"), "{err}");
         let states = load_states(&storage, &point, &job("new", 1), true).unwrap();

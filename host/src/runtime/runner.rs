@@ -14,7 +14,7 @@ use super::history::HistoryRecorder;
 use super::lock::{JobLocks, LockError};
 use super::monitor::{JobMonitor, RestoredCheckpoint};
 use super::request::SavepointError;
-use super::restore::load_states;
+use super::restore::{RestoreError, load_states};
 use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
 use crate::checkpoint::coordinator::Coordinator;
@@ -44,7 +44,7 @@ pub enum RunError {
     Storage(#[from] StorageError),
     /// The checkpoint or savepoint to restore cannot be used for this job.
     #[error("cannot restore: {0}")]
-    Restore(String),
+    Restore(#[from] RestoreError),
     /// Another run holds one of the job's directories.
     #[error(transparent)]
     Locked(#[from] LockError),
@@ -526,13 +526,13 @@ impl JobRunner {
             canonical(dir).is_some_and(|d| Some(d) == canonical(asked_dir)) || dir == asked_dir
         };
         match selection.ok().and_then(|s| s.chosen) {
-            Some(point) if !same(point.location.dir()) => RunError::Restore(format!(
-                "{error}. The newest {} of this job that verifies is {}: restore it with \
-                 --restore {}",
-                point.metadata.kind,
-                point.location.dir().display(),
-                point.location.dir().display()
-            )),
+            Some(point) if !same(point.location.dir()) => {
+                RunError::Restore(RestoreError::Unusable {
+                    source: Box::new(error),
+                    kind: point.metadata.kind,
+                    alternative: point.location.dir().to_path_buf(),
+                })
+            }
             _ => RunError::Storage(error),
         }
     }
