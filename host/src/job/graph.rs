@@ -318,15 +318,8 @@ impl Job {
             uses.push((use_, paths::canonical(path)));
             lines.push(Some(vertex.line));
         }
-        if let Some((i, j, overlap)) = paths::first_conflict(&uses) {
+        if let Some((i, j, problem)) = paths::first_conflict(&uses) {
             let line = lines[j].or(lines[i]).unwrap_or(1);
-            let problem = Problem::PathsOverlap {
-                first: uses[i].0.clone(),
-                first_path: uses[i].1.clone(),
-                second: uses[j].0.clone(),
-                second_path: uses[j].1.clone(),
-                overlap,
-            };
             return Err(self.error_at(line, problem));
         }
         Ok(())

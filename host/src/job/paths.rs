@@ -13,6 +13,7 @@
 use std::fmt;
 use std::path::{Component, Path, PathBuf};
 
+use super::error::Problem;
 use super::graph::{SinkKind, SourceKind, Vertex, VertexKind};
 
 /// What a path of the job is for.
@@ -152,14 +153,21 @@ fn conflicts(first: &PathUse, second: &PathUse, how: Overlap) -> bool {
 }
 
 /// The first pair of `paths` (already made comparable) that overlap where they must not, in
-/// order: `(first, second, how the second stands to the first)`.
-pub(crate) fn first_conflict(paths: &[(PathUse, PathBuf)]) -> Option<(usize, usize, Overlap)> {
+/// order: the indices of the first and the second, and the problem to report.
+pub(crate) fn first_conflict(paths: &[(PathUse, PathBuf)]) -> Option<(usize, usize, Problem)> {
     for (j, (second, second_path)) in paths.iter().enumerate() {
         for (i, (first, first_path)) in paths[..j].iter().enumerate() {
             if let Some(how) = overlap(first_path, second_path)
                 && conflicts(first, second, how)
             {
-                return Some((i, j, how));
+                let problem = Problem::PathsOverlap {
+                    first: first.clone(),
+                    first_path: first_path.clone(),
+                    second: second.clone(),
+                    second_path: second_path.clone(),
+                    overlap: how,
+                };
+                return Some((i, j, problem));
             }
         }
     }

@@ -557,20 +557,13 @@ impl Validator<'_> {
             uses.push((use_, paths::lexical(path)));
             spans.push(span);
         }
-        let Some((i, j, overlap)) = paths::first_conflict(&uses) else {
+        let Some((i, j, problem)) = paths::first_conflict(&uses) else {
             return Ok(());
         };
         let span = spans[j]
             .clone()
             .or_else(|| spans[i].clone())
             .unwrap_or(spec.name.span());
-        let problem = Problem::PathsOverlap {
-            first: uses[i].0.clone(),
-            first_path: uses[i].1.clone(),
-            second: uses[j].0.clone(),
-            second_path: uses[j].1.clone(),
-            overlap,
-        };
         Err(self.error(span, problem))
     }
 
