@@ -74,10 +74,10 @@ impl HistoryRecorder {
 
     /// Reserves `id` in the background: called right after a trigger for the next one.
     pub(crate) fn reserve_ahead(&mut self, id: CheckpointId) {
+        // Writes merge under `written`'s lock and only grow: whichever of two reservations still
+        // under way runs last, the file ends up covering `id`.
         let (storage, written, warned) = self.parts();
-        let previous = self.ahead.take();
         self.ahead = Some(tokio::task::spawn_blocking(move || {
-            drop(previous);
             record(storage.as_ref(), &written, &warned, |h| h.with_reserved(id));
         }));
     }

@@ -67,7 +67,6 @@ pub enum LockError {
 /// An exclusive lock on one directory, held until dropped (or the process dies).
 #[derive(Debug)]
 pub struct DirectoryLock {
-    dir: PathBuf,
     // Held for the lock: closing the file releases it.
     _file: File,
 }
@@ -100,11 +99,12 @@ impl DirectoryLock {
             Err(TryLockError::WouldBlock) => {
                 let mut text = String::new();
                 let _ = file.read_to_string(&mut text);
+                let holder = Holder::parse(&text);
                 return Err(LockError::InUse {
                     what: what.to_string(),
                     dir: dir.to_owned(),
-                    holder: Holder::parse(&text).describe(),
-                    stop: Holder::parse(&text).how_to_stop(dir, lock_file),
+                    holder: holder.describe(),
+                    stop: holder.how_to_stop(dir, lock_file),
                 });
             }
             Err(TryLockError::Error(e)) => return Err(io(e)),
@@ -114,15 +114,7 @@ impl DirectoryLock {
             .and_then(|()| file.rewind())
             .and_then(|()| file.write_all(record.as_bytes()))
             .map_err(io)?;
-        Ok(DirectoryLock {
-            dir: dir.to_owned(),
-            _file: file,
-        })
-    }
-
-    /// The locked directory.
-    pub fn dir(&self) -> &Path {
-        &self.dir
+        Ok(DirectoryLock { _file: file })
     }
 }
 
@@ -169,7 +161,8 @@ impl Holder {
 /// Every lock a run of a job holds: see the module docs.
 #[derive(Debug)]
 pub struct JobLocks {
-    locks: Vec<DirectoryLock>,
+    // Held for the locks: dropping them releases the directories.
+    _locks: Vec<DirectoryLock>,
 }
 
 impl JobLocks {
@@ -196,17 +189,12 @@ impl JobLocks {
                 )?);
             }
         }
-        Ok(JobLocks { locks })
+        Ok(JobLocks { _locks: locks })
     }
 
     /// No locks (what a run has left once it handed its own on).
     pub(crate) fn none() -> JobLocks {
-        JobLocks { locks: Vec::new() }
-    }
-
-    /// The locked directories.
-    pub fn dirs(&self) -> impl Iterator<Item = &Path> {
-        self.locks.iter().map(DirectoryLock::dir)
+        JobLocks { _locks: Vec::new() }
     }
 }
 
