@@ -92,15 +92,8 @@ impl FileSink {
 
     /// Parses this subtask's part names: `(seq, in_progress)`.
     fn parse_name(&self, name: &str) -> Option<(u64, bool)> {
-        let prefix = format!("part-{:04}-", self.subtask);
-        if let Some(rest) = name.strip_prefix('.').and_then(|n| n.strip_prefix(&prefix)) {
-            return rest
-                .strip_suffix(".inprogress")?
-                .parse()
-                .ok()
-                .map(|s| (s, true));
-        }
-        name.strip_prefix(&prefix)?.parse().ok().map(|s| (s, false))
+        let part = PartName::parse(name)?;
+        (part.subtask == self.subtask).then_some((part.seq, part.in_progress))
     }
 
     fn list_parts(&self) -> Result<Vec<(u64, bool)>, TaskError> {
@@ -191,6 +184,35 @@ impl FileSink {
     }
 }
 
+/// A part file's name, as [`FileSink`] writes it: `part-<subtask>-<seq>` once committed,
+/// `.part-<subtask>-<seq>.inprogress` before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PartName {
+    subtask: u32,
+    seq: u64,
+    in_progress: bool,
+}
+
+impl PartName {
+    /// Reads a name back; `None` for anything the sink did not write.
+    fn parse(name: &str) -> Option<PartName> {
+        let (rest, in_progress) = match name.strip_prefix('.') {
+            Some(hidden) => (hidden.strip_suffix(".inprogress")?, true),
+            None => (name, false),
+        };
+        let (subtask, seq) = rest.strip_prefix("part-")?.split_once('-')?;
+        let digits = |text: &str| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit());
+        if !digits(subtask) || !digits(seq) {
+            return None;
+        }
+        Some(PartName {
+            subtask: subtask.parse().ok()?,
+            seq: seq.parse().ok()?,
+            in_progress,
+        })
+    }
+}
+
 /// How many committed part files (`part-<subtask>-<seq>`, of any subtask) `dir` holds: the
 /// output a run that starts from the beginning would write again. A missing directory holds none.
 pub fn committed_parts(dir: &Path) -> std::io::Result<usize> {
@@ -199,23 +221,14 @@ pub fn committed_parts(dir: &Path) -> std::io::Result<usize> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(e),
     };
-    let is_part = |name: &str| {
-        name.strip_prefix("part-")
-            .and_then(|rest| rest.split_once('-'))
-            .is_some_and(|(subtask, seq)| {
-                subtask.len() == 4
-                    && seq.len() == 10
-                    && subtask
-                        .bytes()
-                        .chain(seq.bytes())
-                        .all(|b| b.is_ascii_digit())
-            })
-    };
     let mut count = 0;
     for entry in entries {
-        if entry?.file_name().to_str().is_some_and(is_part) {
-            count += 1;
-        }
+        let committed = entry?
+            .file_name()
+            .to_str()
+            .and_then(PartName::parse)
+            .is_some_and(|part| !part.in_progress);
+        count += usize::from(committed);
     }
     Ok(count)
 }
@@ -337,6 +350,42 @@ mod tests {
             .iter()
             .map(|n| fs::read_to_string(dir.join(n)).unwrap())
             .collect()
+    }
+
+    #[test]
+    fn part_names_read_back_as_written_and_nothing_else_does() {
+        let dir = tempfile::tempdir().unwrap();
+        let sink = FileSink::new(dir.path().join("out"), 3).unwrap();
+        let committed = sink.final_path(12);
+        let in_progress = sink.in_progress_path(12);
+        let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_string();
+        assert_eq!(
+            PartName::parse(&name(&committed)),
+            Some(PartName {
+                subtask: 3,
+                seq: 12,
+                in_progress: false
+            })
+        );
+        assert_eq!(
+            PartName::parse(&name(&in_progress)),
+            Some(PartName {
+                subtask: 3,
+                seq: 12,
+                in_progress: true
+            })
+        );
+        for other in [
+            "part-",
+            "part-0003",
+            "part-0003-",
+            "part-+003-12",
+            ".part-0003-12",
+            ".weir-lock",
+            "x",
+        ] {
+            assert_eq!(PartName::parse(other), None, "{other}");
+        }
     }
 
     #[test]
