@@ -21,7 +21,7 @@
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, Throughput};
-use weir::checkpoint::CheckpointId;
+use weir::ids::CheckpointId;
 use weir::wasm::image::delta::{apply, encode_delta};
 use weir::wasm::image::format::{
     CheckpointImage, GlobalBits, GlobalValue, Image, MemoryImage, PAGE_SIZE, PageTable,

@@ -12,7 +12,7 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde::Serialize;
-use weir::checkpoint::CheckpointKind;
+use weir::ids::CheckpointKind;
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobRunner, RunOptions};
 

@@ -35,8 +35,8 @@ use std::time::Instant;
 use serde::Serialize;
 use weir::checkpoint::layout::CheckpointLayout;
 use weir::checkpoint::storage::{CheckpointStorage, LocalStorage};
-use weir::checkpoint::{CheckpointId, CheckpointKind};
-use weir::dataflow::TaskId;
+use weir::ids::TaskId;
+use weir::ids::{CheckpointId, CheckpointKind};
 use weir::wasm::image::format::{ImageKind, decode_full, read_header};
 use weir::wasm::{
     EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, OperatorModule,

@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod connectors;
 pub mod control;
 pub mod dataflow;
+pub mod ids;
 pub mod job;
 pub mod kill_point;
 mod parallel;

@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use weir::checkpoint::recovery::kept_checkpoints;
-use weir::checkpoint::{CheckpointId, CheckpointKind};
+use weir::ids::{CheckpointId, CheckpointKind};
 use weir::job::JobStatus;
 use weir::runtime::{JobRequest, RunOptions};
 

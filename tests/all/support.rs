@@ -663,9 +663,9 @@ pub(crate) fn assert_complete_checkpoints_verify(dir: &Path, context: &str) {
 pub(crate) fn complete_checkpoints(
     dir: &Path,
 ) -> BTreeMap<u64, weir::checkpoint::metadata::CheckpointMetadata> {
-    use weir::checkpoint::CheckpointKind;
     use weir::checkpoint::layout::CheckpointLayout;
     use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
+    use weir::ids::CheckpointKind;
     let storage = LocalStorage::new(CheckpointLayout::new(dir));
     storage
         .list()

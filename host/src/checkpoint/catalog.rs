@@ -61,8 +61,8 @@ use crate::checkpoint::recovery;
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, StorageError,
 };
-use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::control::endpoint_file::ENDPOINT_FILE;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobError};
 
 /// Why a path cannot be listed, inspected or verified at all (as opposed to
@@ -1208,7 +1208,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::metadata::tests::sample;
     use crate::checkpoint::recovery::tests::write_chained;
-    use crate::dataflow::TaskId;
+    use crate::ids::TaskId;
 
     const CHK: CheckpointKind = CheckpointKind::Checkpoint;
     const SP: CheckpointKind = CheckpointKind::Savepoint;

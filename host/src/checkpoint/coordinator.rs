@@ -140,8 +140,8 @@ use crate::checkpoint::config::CheckpointConfig;
 use crate::checkpoint::pending::{AckRejection, Acknowledgement, PendingCheckpoint};
 use crate::checkpoint::recovery::checkpoints_to_prune;
 use crate::checkpoint::stats::{CheckpointStats, TaskStats};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 
 /// How many ended checkpoints the coordinator remembers, to tell a late
 /// message ("aborted", "complete") from an unknown one.

@@ -29,8 +29,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::format::{self, FileKind, FormatError};
+use crate::ids::CheckpointId;
 
 /// What the job's checkpoint history records.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -34,8 +34,8 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 
 /// Name of the file that publishes a checkpoint. Written last; a directory
 /// without it is an incomplete checkpoint.

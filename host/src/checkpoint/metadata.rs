@@ -24,8 +24,8 @@ use thiserror::Error;
 use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError};
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::pending::Acknowledgement;
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::Job;
 
 /// The newest version of the metadata JSON schema this build reads, and the

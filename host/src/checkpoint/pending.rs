@@ -17,8 +17,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 
 /// What a task reports when its snapshot for a checkpoint is durable: where
 /// the state lives, and the timings and size that go into the statistics.

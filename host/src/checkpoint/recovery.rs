@@ -44,7 +44,7 @@ use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateMeta
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, StorageError,
 };
-use crate::checkpoint::{CheckpointId, CheckpointKind};
+use crate::ids::{CheckpointId, CheckpointKind};
 
 /// Why a checkpoint was passed over.
 #[derive(Debug)]
@@ -487,7 +487,7 @@ pub(crate) mod tests {
     use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
     use crate::checkpoint::metadata::tests::sample;
     use crate::checkpoint::storage::{LocalStorage, MemoryStorage};
-    use crate::dataflow::TaskId;
+    use crate::ids::TaskId;
     use std::fs;
     use std::path::PathBuf;
 

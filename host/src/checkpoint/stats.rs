@@ -30,8 +30,8 @@ use serde::Serialize;
 
 use crate::checkpoint::coordinator::AbortReason;
 use crate::checkpoint::pending::Acknowledgement;
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 
 /// How many checkpoints the history keeps unless told otherwise (Flink's
 /// default for `web.checkpoints.history` is 10; a local engine can afford more).

@@ -1,9 +1,9 @@
 //! The `blackhole` sink: drops every record (the task counts them), for benchmarks.
 
-use crate::checkpoint::CheckpointId;
-use crate::dataflow::message::Barrier;
+use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::{Processor, TaskError};
+use crate::ids::Barrier;
+use crate::ids::CheckpointId;
 
 /// Discards records.
 #[derive(Debug, Default)]

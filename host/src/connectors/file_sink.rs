@@ -20,10 +20,10 @@ use std::path::{Path, PathBuf};
 use weir_abi::Batch;
 
 use super::write_record_line;
-use crate::checkpoint::CheckpointId;
-use crate::dataflow::message::Barrier;
+use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::{Processor, TaskError};
+use crate::ids::Barrier;
+use crate::ids::CheckpointId;
 use crate::kill_point::{self, KillPoint};
 
 /// A part pre-committed at a checkpoint and not yet committed.
@@ -320,8 +320,8 @@ impl Processor for FileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::CheckpointKind;
     use crate::dataflow::channel::StopSignal;
+    use crate::ids::CheckpointKind;
     use weir_abi::BatchBuilder;
 
     fn batch(lines: &[&str]) -> Vec<u8> {

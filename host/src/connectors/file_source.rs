@@ -7,9 +7,10 @@ use std::io::{BufRead, BufReader, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::{Source, SourcePoll, decode_u64_position};
+use super::decode_u64_position;
+use crate::dataflow::processor::TaskError;
+use crate::dataflow::processor::{Source, SourcePoll};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::TaskError;
 
 /// How long a followed file is left alone when it has nothing new.
 const FOLLOW_IDLE: Duration = Duration::from_millis(100);

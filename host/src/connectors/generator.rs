@@ -4,9 +4,10 @@
 
 use std::time::{Duration, Instant};
 
-use super::{Source, SourcePoll, decode_u64_position};
+use super::decode_u64_position;
+use crate::dataflow::processor::TaskError;
+use crate::dataflow::processor::{Source, SourcePoll};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::TaskError;
 
 /// Settings of a generator source.
 #[derive(Debug, Clone, PartialEq)]

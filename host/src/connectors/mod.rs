@@ -11,31 +11,7 @@ pub mod file_source;
 pub mod generator;
 pub mod stdout_sink;
 
-use std::time::Duration;
-
-use crate::dataflow::router::Router;
-use crate::dataflow::task::TaskError;
-
-/// What one [`Source::poll`] did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourcePoll {
-    /// Records were emitted (maybe zero); poll again soon.
-    Emitted,
-    /// Nothing to read right now (rate limit, or a followed file not growing): poll again after this long.
-    Idle(Duration),
-    /// The source has no more records, ever.
-    Exhausted,
-}
-
-/// A source of records with a checkpointable position.
-pub trait Source: Send {
-    /// Emits up to `max` records into `out`.
-    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError>;
-    /// The current position: everything before it has been emitted.
-    fn position(&self) -> Vec<u8>;
-    /// Moves to a position returned by [`position`](Self::position).
-    fn seek(&mut self, position: &[u8]) -> Result<(), TaskError>;
-}
+use crate::dataflow::processor::TaskError;
 
 /// Reads a little-endian `u64` position, naming the source when it is malformed.
 pub(crate) fn decode_u64_position(what: &str, bytes: &[u8]) -> Result<u64, TaskError> {

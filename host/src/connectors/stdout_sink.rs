@@ -6,10 +6,10 @@ use std::io::Write;
 use weir_abi::Batch;
 
 use super::write_record_line;
-use crate::checkpoint::CheckpointId;
-use crate::dataflow::message::Barrier;
+use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::{Processor, TaskError};
+use crate::ids::Barrier;
+use crate::ids::CheckpointId;
 
 /// Prints records to standard output.
 #[derive(Debug, Default)]

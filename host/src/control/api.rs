@@ -18,9 +18,9 @@ use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::stats::{
     CheckpointDetails, CheckpointReport, Counts, ReportStatus, SummaryReport,
 };
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
 use crate::dataflow::metrics::TaskMetrics;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::Job;
 use crate::runtime::JobMonitor;
 

@@ -325,9 +325,9 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::stats::{CheckpointRecord, CheckpointStatus};
-    use crate::checkpoint::{CheckpointId, CheckpointKind};
-    use crate::dataflow::TaskId;
     use crate::dataflow::metrics::TaskMetrics;
+    use crate::ids::TaskId;
+    use crate::ids::{CheckpointId, CheckpointKind};
     use crate::runtime::monitor::TaskRole;
 
     #[test]

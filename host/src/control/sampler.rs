@@ -13,8 +13,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::dataflow::TaskId;
 use crate::dataflow::metrics::TaskMetrics;
+use crate::ids::TaskId;
 
 /// How often the server samples the counters.
 pub const SAMPLE_PERIOD: Duration = Duration::from_secs(1);

@@ -40,8 +40,8 @@ use super::login::{LOGIN_CODE_TTL, LoginCodes};
 use super::metrics;
 use super::sampler::{SAMPLE_PERIOD, Sampler};
 use super::savepoint_limit::{LimitRefusal, SavepointLimit};
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::layout::CheckpointLayout;
+use crate::ids::CheckpointId;
 use crate::job::{Job, JobStatus};
 use crate::runtime::{JobMonitor, JobRequest, SavepointError};
 

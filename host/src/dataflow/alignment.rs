@@ -47,8 +47,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::config::CheckpointMode;
+use crate::ids::CheckpointId;
 
 /// What a barrier (or an ended input) meant for the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

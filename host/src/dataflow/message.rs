@@ -1,17 +1,7 @@
 //! What flows on a channel between two tasks: batches of records and, in
 //! band with them, checkpoint barriers.
 
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-
-/// A checkpoint barrier: everything sent before it on a channel belongs to the
-/// checkpoint, everything after it does not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Barrier {
-    /// The checkpoint the barrier belongs to.
-    pub id: CheckpointId,
-    /// Periodic checkpoint or savepoint: decides where the state is stored.
-    pub kind: CheckpointKind,
-}
+use crate::ids::Barrier;
 
 /// One item on a channel, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::checkpoint::CheckpointId;
-use crate::dataflow::message::Barrier;
 use crate::dataflow::metrics::TaskMetrics;
+use crate::dataflow::processor::{ChainedState, Processor, TaskError};
 use crate::dataflow::router::Router;
-use crate::dataflow::task::{ChainedState, Processor, TaskError};
+use crate::ids::Barrier;
+use crate::ids::CheckpointId;
 use crate::wasm::{GuestInstance, GuestSnapshot};
 
 /// Runs batches through one guest instance and routes what it emits.

@@ -10,14 +10,14 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::TaskId;
-use super::message::Barrier;
-use super::task::TaskError;
+use super::processor::TaskError;
 use super::task_state::TaskState;
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::metadata::StateHandle;
 use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::storage::CheckpointStorage;
+use crate::ids::Barrier;
+use crate::ids::CheckpointId;
+use crate::ids::TaskId;
 
 /// What tasks tell the job's driver.
 ///

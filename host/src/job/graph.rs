@@ -23,7 +23,7 @@ use super::units::{format_duration, format_size};
 use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::control::ControlConfig;
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
 use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;
 

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::*;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
 
 fn parse(text: &str) -> Result<Job, JobError> {
     Job::from_str(text, "/jobs", "test.toml")

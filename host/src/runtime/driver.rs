@@ -35,11 +35,12 @@ use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
 use crate::checkpoint::storage::CheckpointStorage;
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
-use crate::dataflow::message::Barrier;
 use crate::dataflow::persist::TaskEvent;
-use crate::dataflow::task::{Control, TaskError};
+use crate::dataflow::processor::TaskError;
+use crate::dataflow::task::Control;
+use crate::ids::Barrier;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus};
 use crate::kill_point::{self, KillPoint};
 

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use tokio::task::JoinHandle;
 
-use crate::checkpoint::CheckpointId;
 use crate::checkpoint::history::CheckpointHistory;
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::ids::CheckpointId;
 
 /// Writes the job's checkpoint history as the run reserves and completes ids.
 pub(crate) struct HistoryRecorder {

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
 use crate::checkpoint::stats::{CheckpointRecord, CheckpointStats, CheckpointStatus};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
 use crate::dataflow::metrics::TaskMetrics;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::JobStatus;
 
 /// The last completed checkpoint, as the status line shows it.

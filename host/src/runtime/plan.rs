@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use crossbeam_channel::{Receiver, Sender};
 
-use crate::dataflow::TaskId;
 use crate::dataflow::channel::channel;
 use crate::dataflow::message::Message;
+use crate::ids::TaskId;
 use crate::job::{Job, Partitioner};
 
 /// One outgoing edge of a task, with the channels it feeds.

@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use tokio::sync::oneshot;
 
-use crate::checkpoint::CheckpointId;
+use crate::ids::CheckpointId;
 
 /// What someone outside the job asks of it (signals, the control endpoint).
 #[derive(Debug)]

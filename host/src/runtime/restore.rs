@@ -13,9 +13,9 @@ use std::path::PathBuf;
 
 use crate::checkpoint::recovery::{RestorePoint, read_chain};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
 use crate::dataflow::task_state::{RestoredState, TaskState};
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::Job;
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
@@ -183,9 +183,9 @@ pub(crate) fn load_states(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::CheckpointId;
     use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_VERSION, TaskStateMeta};
     use crate::checkpoint::storage::MemoryStorage;
+    use crate::ids::CheckpointId;
 
     /// A job with a generator, an operator `op` of the given parallelism and a sink.
     fn job(op_name: &str, parallelism: u32) -> Job {

@@ -25,9 +25,9 @@ use crate::checkpoint::recovery::{
     restore_latest_since,
 };
 use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
 use crate::connectors::file_sink::committed_parts;
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus, SinkKind, VertexKind};
 use crate::wasm::{
     EngineOptions, ImagePool, ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,

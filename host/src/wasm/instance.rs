@@ -18,7 +18,7 @@ use super::image::memcopy::to_owned_memory;
 use super::limits::GuestLimits;
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState};
-use crate::checkpoint::CheckpointId;
+use crate::ids::CheckpointId;
 
 /// Who an instance is: what the init message tells the guest, and what errors name.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -14,8 +14,8 @@ use super::*;
 use crate::checkpoint::format::HEADER_LEN;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::storage::{CheckpointStorage, LocalStorage};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -1817,11 +1817,8 @@ fn image_kind(state: &[u8]) -> image::format::ImageKind {
     image::format::read_header(state).unwrap().kind
 }
 
-fn ids(ids: &[u64]) -> Vec<crate::checkpoint::CheckpointId> {
-    ids.iter()
-        .copied()
-        .map(crate::checkpoint::CheckpointId)
-        .collect()
+fn ids(ids: &[u64]) -> Vec<crate::ids::CheckpointId> {
+    ids.iter().copied().map(crate::ids::CheckpointId).collect()
 }
 
 /// An imaged instance of `image_guest` whose images are full every `full_every`.

@@ -46,8 +46,8 @@ use crate::checkpoint::format::{
 use crate::checkpoint::history::{CheckpointHistory, HistoryError};
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutError, METADATA_FILE};
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
-use crate::checkpoint::{CheckpointId, CheckpointKind};
-use crate::dataflow::TaskId;
+use crate::ids::TaskId;
+use crate::ids::{CheckpointId, CheckpointKind};
 use crate::parallel;
 
 /// Why a storage operation failed, naming the file or directory concerned.

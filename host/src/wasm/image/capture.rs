@@ -21,7 +21,7 @@ use super::format::{
     encode_full,
 };
 use super::rewrite::{self, GlobalValueType, ImageLayout};
-use crate::checkpoint::CheckpointId;
+use crate::ids::CheckpointId;
 use crate::parallel;
 
 /// How an operator's state is captured in checkpoints: the operator's `checkpoint` key in the

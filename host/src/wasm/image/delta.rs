@@ -62,7 +62,7 @@ use super::format::{
     ModuleIdentity, PAGE_SIZE, PageTable, ParentLink, check_len, check_page, encode_full,
     full_encoded_len, into_checkpoint_image, put_u64, read_header, seal_header, zero_page_hash,
 };
-use crate::checkpoint::CheckpointId;
+use crate::ids::CheckpointId;
 
 /// What [`encode_delta`] produced besides the bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -71,7 +71,7 @@ use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
 use super::memcopy::{copy_hashing, hash_pages, to_owned_memory};
 
-use crate::checkpoint::CheckpointId;
+use crate::ids::CheckpointId;
 
 /// The unit of a wasm linear memory, of the page table and of a delta: 64 KiB.
 pub const PAGE_SIZE: usize = 64 * 1024;

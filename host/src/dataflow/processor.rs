@@ -1,0 +1,139 @@
+//! The interfaces a task runs: a [`Source`] that emits records with a
+//! checkpointable position, a [`Processor`] (a wasm operator or a sink) that
+//! takes batches and snapshots, and the [`TaskError`] either reports.
+//!
+//! They live beside the task loop that calls them ([`super::task`]), so whoever
+//! writes a connector or a new kind of operator finds its whole contract here.
+
+use std::time::Duration;
+
+use super::channel::Stopped;
+use super::router::{RouteError, Router};
+use crate::ids::{Barrier, CheckpointId};
+use crate::wasm::GuestError;
+
+/// What one [`Source::poll`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourcePoll {
+    /// Records were emitted (maybe zero); poll again soon.
+    Emitted,
+    /// Nothing to read right now (rate limit, or a followed file not growing): poll again after this long.
+    Idle(Duration),
+    /// The source has no more records, ever.
+    Exhausted,
+}
+
+/// A source of records with a checkpointable position.
+pub trait Source: Send {
+    /// Emits up to `max` records into `out`.
+    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError>;
+    /// The current position: everything before it has been emitted.
+    fn position(&self) -> Vec<u8>;
+    /// Moves to a position returned by [`position`](Self::position).
+    fn seek(&mut self, position: &[u8]) -> Result<(), TaskError>;
+}
+
+/// Why a task stopped working.
+#[derive(Debug, thiserror::Error)]
+pub enum TaskError {
+    /// The job is stopping; not a failure.
+    #[error("task stopped")]
+    Stopped,
+    /// The guest failed (trap, timeout, bad output, its own error…).
+    #[error(transparent)]
+    Guest(#[from] GuestError),
+    /// A source or sink failed, typically on I/O.
+    #[error("{0}")]
+    Connector(String),
+    /// A batch on a channel was malformed.
+    #[error("malformed batch on input {input}: {problem}")]
+    Malformed {
+        /// The input port.
+        input: usize,
+        /// What is wrong with it.
+        problem: weir_abi::DecodeError,
+    },
+    /// A restored state could not be used.
+    #[error("cannot restore task state: {0}")]
+    Restore(String),
+    /// The host code of the task panicked: a bug in Weir, reported like a failure.
+    #[error("task thread panicked: {0}")]
+    Panic(String),
+}
+
+impl From<Stopped> for TaskError {
+    fn from(_: Stopped) -> Self {
+        TaskError::Stopped
+    }
+}
+
+impl From<RouteError> for TaskError {
+    fn from(e: RouteError) -> Self {
+        match e {
+            RouteError::Stopped(_) => TaskError::Stopped,
+            RouteError::Malformed(problem) => TaskError::Malformed { input: 0, problem },
+        }
+    }
+}
+
+/// What a non-source task runs: a wasm operator or a sink.
+pub trait Processor: Send {
+    /// Processes one encoded batch (its port is the input it came from).
+    fn process(&mut self, batch: &[u8], out: &mut Router) -> Result<(), TaskError>;
+    /// Every input has ended: emit whatever is final.
+    fn finish(&mut self, out: &mut Router) -> Result<(), TaskError>;
+    /// The synchronous part of a snapshot: the state as bytes. Sinks pre-commit here.
+    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError>;
+    /// Replaces the state with one taken by [`snapshot`](Self::snapshot).
+    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError>;
+    /// Checkpoints up to `id` are complete. Sinks commit here.
+    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError>;
+
+    /// The synchronous part of a periodic checkpoint's snapshot, which may build on the
+    /// states of earlier checkpoints (an incremental image): the state and those
+    /// checkpoints, base first. By default [`snapshot`](Self::snapshot), self-contained.
+    fn snapshot_incremental(&mut self, barrier: Barrier) -> Result<ChainedState, TaskError> {
+        Ok(ChainedState {
+            state: self.snapshot(barrier)?,
+            chain: Vec::new(),
+        })
+    }
+
+    /// Replaces the state with the one `chain` (the states of the checkpoints a
+    /// [`ChainedState`] named, base first) and `state` make; `resume` says whether later
+    /// snapshots may build on it. Takes the states as read, so a large one can be kept without
+    /// a copy. By default [`restore`](Self::restore), refusing a chain.
+    fn restore_chain(
+        &mut self,
+        chain: Vec<Vec<u8>>,
+        state: Vec<u8>,
+        resume: bool,
+    ) -> Result<(), TaskError> {
+        let _ = resume;
+        if !chain.is_empty() {
+            return Err(TaskError::Restore(format!(
+                "the state builds on {} earlier checkpoints, but this task only takes \
+                 self-contained states",
+                chain.len()
+            )));
+        }
+        self.restore(&state)
+    }
+
+    /// Checkpoint `id` was aborted: a state that builds on it can never be restored. By
+    /// default nothing.
+    fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        let _ = id;
+        Ok(())
+    }
+}
+
+/// A snapshot that may build on the states of earlier checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ChainedState {
+    /// The state bytes.
+    pub state: Vec<u8>,
+    /// The earlier checkpoints whose states of this task a restore needs, base first; empty
+    /// for a self-contained state.
+    pub chain: Vec<CheckpointId>,
+}
