@@ -4,6 +4,13 @@
 //! (checkpointed as bytes, restored with [`Source::seek`]), the exactly-once
 //! file sink its two-phase commit (pre-commit at the barrier, commit when the
 //! checkpoint completes, recover on restore).
+//!
+//! A job file names a connector by its kind ([`SourceKind`], [`SinkKind`]);
+//! [`build_source`] and [`build_sink`] turn that into the running connector, so
+//! a new connector is a new module here and one arm in each, and the task
+//! runtime never names a concrete connector. The contracts they implement,
+//! [`Source`] and [`Processor`], live beside the task loop in
+//! [`crate::dataflow::processor`].
 
 pub mod blackhole;
 pub mod file_sink;
@@ -11,7 +18,48 @@ pub mod file_source;
 pub mod generator;
 pub mod stdout_sink;
 
-use crate::dataflow::processor::TaskError;
+use blackhole::Blackhole;
+use file_sink::FileSink;
+use file_source::FileSource;
+use generator::{Generator, GeneratorConfig};
+use stdout_sink::StdoutSink;
+
+use crate::dataflow::processor::{Processor, Source, TaskError};
+use crate::job::{SinkKind, SourceKind};
+
+/// The source a job file's `kind` names, for `subtask` of `parallelism`.
+pub fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dyn Source> {
+    match kind {
+        SourceKind::File { path, follow } => Box::new(FileSource::new(path.clone(), *follow)),
+        SourceKind::Generator {
+            seed,
+            count,
+            rate,
+            keys,
+            value_size,
+        } => Box::new(Generator::new(
+            GeneratorConfig {
+                seed: *seed,
+                count: *count,
+                rate: *rate,
+                keys: *keys,
+                value_size: *value_size,
+            },
+            subtask,
+            parallelism,
+        )),
+    }
+}
+
+/// The sink a job file's `kind` names, for `subtask`. A file sink creates its
+/// directory here and fails if it cannot.
+pub fn build_sink(kind: &SinkKind, subtask: u32) -> Result<Box<dyn Processor>, TaskError> {
+    Ok(match kind {
+        SinkKind::File { directory } => Box::new(FileSink::new(directory.clone(), subtask)?),
+        SinkKind::Stdout => Box::new(StdoutSink::default()),
+        SinkKind::Blackhole => Box::new(Blackhole),
+    })
+}
 
 /// Reads a little-endian `u64` position, naming the source when it is malformed.
 pub(crate) fn decode_u64_position(what: &str, bytes: &[u8]) -> Result<u64, TaskError> {

@@ -13,22 +13,17 @@ use super::monitor::TaskRole;
 use super::plan::{PlannedTask, plan};
 use super::runner::RunError;
 use crate::checkpoint::storage::CheckpointStorage;
-use crate::connectors::blackhole::Blackhole;
-use crate::connectors::file_sink::FileSink;
-use crate::connectors::file_source::FileSource;
-use crate::connectors::generator::{Generator, GeneratorConfig};
-use crate::connectors::stdout_sink::StdoutSink;
+use crate::connectors::{build_sink, build_source};
 use crate::dataflow::channel::StopSignal;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::operator::WasmOperator;
 use crate::dataflow::persist::{Persister, TaskEvent};
-use crate::dataflow::processor::Source;
-use crate::dataflow::processor::{Processor, TaskError};
+use crate::dataflow::processor::TaskError;
 use crate::dataflow::router::{OutputEdge, Router};
 use crate::dataflow::task::{Control, TaskEnv, run_processor, run_source};
 use crate::dataflow::task_state::RestoredState;
 use crate::ids::TaskId;
-use crate::job::{Job, SinkKind, SourceKind, VertexKind};
+use crate::job::{Job, VertexKind};
 use crate::wasm::{ImagePolicy, InstanceContext, OperatorModule};
 
 /// The running tasks of one attempt.
@@ -127,28 +122,7 @@ fn start_all(
         let body: Box<dyn FnOnce(TaskEnv) -> Result<(), TaskError> + Send> = match &vertex.kind {
             VertexKind::Source(kind) => {
                 role = TaskRole::Source;
-                let source: Box<dyn Source> = match kind {
-                    SourceKind::File { path, follow } => {
-                        Box::new(FileSource::new(path.clone(), *follow))
-                    }
-                    SourceKind::Generator {
-                        seed,
-                        count,
-                        rate,
-                        keys,
-                        value_size,
-                    } => Box::new(Generator::new(
-                        GeneratorConfig {
-                            seed: *seed,
-                            count: *count,
-                            rate: *rate,
-                            keys: *keys,
-                            value_size: *value_size,
-                        },
-                        id.subtask,
-                        parallelism,
-                    )),
-                };
+                let source = build_source(kind, id.subtask, parallelism);
                 Box::new(move |env| run_source(env, source, restored))
             }
             VertexKind::Operator(op) => {
@@ -193,13 +167,7 @@ fn start_all(
                 let kind = kind.clone();
                 let subtask = id.subtask;
                 Box::new(move |env| {
-                    let processor: Box<dyn Processor> = match kind {
-                        SinkKind::File { directory } => {
-                            Box::new(FileSink::new(directory, subtask)?)
-                        }
-                        SinkKind::Stdout => Box::new(StdoutSink::default()),
-                        SinkKind::Blackhole => Box::new(Blackhole),
-                    };
+                    let processor = build_sink(&kind, subtask)?;
                     run_processor(env, processor, inputs, mode, restored)
                 })
             }
