@@ -21,7 +21,7 @@ use hyper::body::Bytes;
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::config::parse_address;
+use crate::job::parse_address;
 
 /// How long connecting may take: the endpoint is on this machine or near.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);

@@ -34,7 +34,6 @@
 pub mod api;
 pub mod auth;
 pub mod client;
-mod config;
 pub mod endpoint_file;
 pub mod guard;
 pub mod login;
@@ -45,6 +44,5 @@ pub mod server;
 
 pub use auth::Token;
 pub use client::{ClientError, ControlClient};
-pub use config::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use endpoint_file::{ENDPOINT_FILE, EndpointFile};
 pub use server::{ControlError, ControlServer, ControlTarget};

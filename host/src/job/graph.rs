@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
 use super::limits::Limits;
 use super::paths::{self, PathUse};
@@ -22,7 +23,6 @@ use super::spec::{
 use super::units::{format_duration, format_size};
 use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
-use crate::control::ControlConfig;
 use crate::ids::TaskId;
 use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;

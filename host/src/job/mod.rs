@@ -21,6 +21,7 @@
 //! Also here: the [`JobStatus`] of a running job and the restart
 //! arithmetic of [`RestartStrategy::delay_for`].
 
+mod control;
 mod error;
 mod fingerprint;
 mod graph;
@@ -35,6 +36,7 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
+pub use control::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use error::{JobError, Location, Problem};
 pub use graph::{
     Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,

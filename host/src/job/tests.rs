@@ -447,7 +447,7 @@ fn complete_job_reads_every_key() {
 fn complete_job_reads_the_control_table() {
     assert_eq!(
         job(COMPLETE).control,
-        crate::control::ControlConfig {
+        crate::job::ControlConfig {
             enabled: false,
             address: "0.0.0.0:9250".parse().unwrap(),
         }

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
+use super::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use super::error::{JobError, Location, Problem};
 use super::graph::{
     Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
@@ -27,7 +28,6 @@ use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
-use crate::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use crate::wasm::ImagePolicy;
 
 /// Keys of a file source.

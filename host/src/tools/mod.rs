@@ -19,6 +19,7 @@
 //!
 //! The `weir` binary only parses arguments, calls these, prints and maps errors to exit codes.
 
+pub mod catalog;
 mod json_record;
 mod mismatch;
 mod operator_test;

@@ -1,5 +1,5 @@
 //! `weir checkpoints`: the checkpoint and savepoint history of a job on disk — list it,
-//! inspect one, verify every file. The library (`weir::checkpoint::catalog`) reads and checks;
+//! inspect one, verify every file. The library (`weir::tools::catalog`) reads and checks;
 //! this module parses arguments, renders the reports as tables or JSON, and sets the exit code.
 
 use std::path::{Path, PathBuf};
@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use serde::Serialize;
-use weir::checkpoint::catalog::{
+use weir::tools::catalog::{
     self, Catalog, CatalogEntry, CatalogSource, EntryStatus, FileProblem, Inspection, OperatorSize,
     SourceKind, Verdict, VerifyReport,
 };

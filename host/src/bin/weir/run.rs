@@ -55,8 +55,7 @@ pub(crate) struct RunArgs {
 }
 
 fn parse_control_address(text: &str) -> Result<SocketAddr, String> {
-    weir::control::parse_address(text)
-        .ok_or_else(|| format!("expected {}", weir::control::ADDRESS_FORMS))
+    weir::job::parse_address(text).ok_or_else(|| format!("expected {}", weir::job::ADDRESS_FORMS))
 }
 
 pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {

@@ -1,5 +1,7 @@
 //! The control settings of a job: the `[control]` table of the job file,
-//! validated, which `weir run --control ADDR` and `--no-control` override.
+//! validated, which `weir run --control ADDR` and `--no-control` override. The
+//! endpoint that serves them is [`crate::control`]; the settings are part of the
+//! job, so they live here and the job layer never imports the server.
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
