@@ -1,6 +1,7 @@
 //! Checkpoints: the coordinator that triggers and completes them, the barrier
 //! bookkeeping, and the storage that makes them durable (docs/ARCHITECTURE.md, docs/CHECKPOINTS.md).
 
+pub mod abort;
 pub mod config;
 pub mod coordinator;
 pub mod format;

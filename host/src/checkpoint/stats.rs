@@ -28,7 +28,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::checkpoint::coordinator::AbortReason;
+use crate::checkpoint::abort::AbortReason;
 use crate::checkpoint::pending::Acknowledgement;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};

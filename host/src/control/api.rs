@@ -429,7 +429,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::checkpoint::coordinator::AbortReason;
+    use crate::checkpoint::abort::AbortReason;
     use crate::checkpoint::stats::{
         CheckpointRecord, CheckpointStats, CheckpointStatus, TaskStats,
     };

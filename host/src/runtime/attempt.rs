@@ -9,9 +9,9 @@ use std::thread::JoinHandle;
 use crossbeam_channel::Sender;
 use tokio::sync::mpsc::UnboundedSender;
 
+use super::error::RunError;
 use super::monitor::TaskRole;
 use super::plan::{PlannedTask, plan};
-use super::runner::RunError;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::connectors::{build_sink, build_source};
 use crate::dataflow::channel::StopSignal;

@@ -11,6 +11,7 @@
 
 mod attempt;
 mod driver;
+mod error;
 mod history;
 pub mod lock;
 pub mod monitor;
@@ -21,10 +22,11 @@ mod runner;
 
 use std::path::PathBuf;
 
+pub use error::RunError;
 pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
 pub use request::{JobRequest, SavepointError, SavepointReply, SavepointResult, SavepointTaken};
 pub use restore::RestoreError;
-pub use runner::{JobRunner, RunError};
+pub use runner::JobRunner;
 
 use crate::job::JobStatus;
 

@@ -10,8 +10,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::attempt::{AttemptResources, start};
 use super::driver::{AttemptEnd, Driver};
+use super::error::RunError;
 use super::history::HistoryRecorder;
-use super::lock::{JobLocks, LockError};
+use super::lock::JobLocks;
 use super::monitor::{JobMonitor, RestoredCheckpoint};
 use super::request::SavepointError;
 use super::restore::{RestoreError, load_states};
@@ -32,42 +33,6 @@ use crate::job::{Job, JobStatus, SinkKind, VertexKind};
 use crate::wasm::{
     EngineOptions, ImagePool, ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
 };
-
-/// Why a job could not run at all (as opposed to running and failing).
-#[derive(Debug, thiserror::Error)]
-pub enum RunError {
-    /// An operator's module could not be loaded or does not follow the ABI.
-    #[error(transparent)]
-    Module(#[from] ModuleError),
-    /// The checkpoint storage failed.
-    #[error(transparent)]
-    Storage(#[from] StorageError),
-    /// The checkpoint or savepoint to restore cannot be used for this job.
-    #[error("cannot restore: {0}")]
-    Restore(#[from] RestoreError),
-    /// Another run holds one of the job's directories.
-    #[error(transparent)]
-    Locked(#[from] LockError),
-    /// `--restore latest` found nothing to restore, but an earlier run left
-    /// evidence that starting from the beginning would repeat its committed output.
-    #[error(
-        "cannot restore the latest checkpoint: there is none to restore, but {}. Starting from \
-         the beginning would repeat output this job already committed. Either restore an older \
-         checkpoint or savepoint that still verifies (`weir checkpoints {}` lists them; then \
-         `--restore PATH`), or start from the beginning on purpose with `--fresh`",
-        evidence.join("; "),
-        directory.display()
-    )]
-    FreshStartRefused {
-        /// What shows that an earlier run committed output.
-        evidence: Vec<String>,
-        /// The job's checkpoint directory.
-        directory: std::path::PathBuf,
-    },
-    /// The runtime could not be set up.
-    #[error("{0}")]
-    Setup(String),
-}
 
 /// Runs one job.
 pub struct JobRunner {

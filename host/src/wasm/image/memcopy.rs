@@ -12,8 +12,17 @@
 
 use std::thread;
 
-use super::format::{PAGE_SIZE, page_hash};
+use xxhash_rust::xxh3::xxh3_64;
+
 use crate::parallel::{self, run_len};
+
+/// The unit of a wasm linear memory, of an image's page table and of a delta: 64 KiB.
+pub const PAGE_SIZE: usize = 64 * 1024;
+
+/// The hash of one page in an image's page table: xxh3-64, seed 0.
+pub fn page_hash(page: &[u8]) -> u64 {
+    xxh3_64(page)
+}
 
 /// Copies `src` into `dest` page by page and writes each 64 KiB page's hash
 /// ([`page_hash`]) into `hashes`: what taking a full image does with every memory. Each page is
