@@ -38,19 +38,18 @@
 //! - [`BarrierAligner::abort`] (the coordinator cancelled the checkpoint) ends
 //!   its alignment cleanly and unblocks the inputs; its barriers arriving
 //!   later are ignored.
-//! - An ended input ([`BarrierAligner::input_ended`]) counts as having
-//!   delivered every later barrier: it will send none, and the others must not
-//!   wait for it. If that completes an alignment it is reported. (A runtime
-//!   whose finished inputs still forward barriers simply never calls it.)
-//! - A single-input task (or one whose other inputs all ended) aligns at once,
-//!   with an alignment duration of zero.
+//! - Every input delivers every barrier, also after its end of input: a
+//!   finished task keeps forwarding barriers until the job ends (see
+//!   [`Message::EndOfInput`](super::message::Message::EndOfInput)), so the
+//!   aligner never has to guess that an input will send no more.
+//! - A single-input task aligns at once, with an alignment duration of zero.
 
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::config::CheckpointMode;
 use crate::ids::CheckpointId;
 
-/// What a barrier (or an ended input) meant for the task.
+/// What a barrier meant for the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AlignmentEvent {
     /// The barrier changes nothing: go on.
@@ -75,17 +74,13 @@ pub enum AlignmentEvent {
         /// How many inputs have yet to deliver the barrier.
         waiting_for: usize,
     },
-    /// Every input delivered checkpoint `id`'s barrier (or ended): take the
-    /// snapshot now, then forward the barrier. Every input is unblocked.
+    /// Every input delivered checkpoint `id`'s barrier: take the snapshot
+    /// now, then forward the barrier. Every input is unblocked.
     Aligned {
         /// The checkpoint to snapshot.
         id: CheckpointId,
         /// From the first barrier to the last (zero for a single input).
         alignment: Duration,
-        /// An older alignment this barrier ended on the way (rare: only when
-        /// the newer checkpoint's first barrier also completes it, because
-        /// every other input ended). Decline that checkpoint.
-        superseded: Option<CheckpointId>,
     },
     /// A barrier of the newer checkpoint `id` ended the alignment of the
     /// older checkpoint `aborted`: decline `aborted`. The alignment of `id`
@@ -108,8 +103,6 @@ pub enum IgnoredBarrier {
     Stale,
     /// This input already delivered this checkpoint's barrier.
     Duplicate,
-    /// The input ended; it cannot deliver barriers.
-    InputEnded,
     /// No such input.
     UnknownInput,
 }
@@ -131,8 +124,8 @@ struct Alignment {
 pub struct BarrierAligner {
     /// Exactly-once blocks inputs; at-least-once only tracks.
     mode: CheckpointMode,
-    /// Which inputs ended.
-    ended: Vec<bool>,
+    /// How many inputs the task has.
+    inputs: usize,
     /// The alignment in progress, if any.
     current: Option<Alignment>,
     /// The newest checkpoint that was aligned, superseded or aborted: its
@@ -146,20 +139,10 @@ impl BarrierAligner {
     pub fn new(inputs: usize, mode: CheckpointMode) -> Self {
         BarrierAligner {
             mode,
-            ended: vec![false; inputs],
+            inputs,
             current: None,
             finished_up_to: None,
         }
-    }
-
-    /// Exactly-once or at-least-once.
-    pub fn mode(&self) -> CheckpointMode {
-        self.mode
-    }
-
-    /// How many inputs the task has.
-    pub fn inputs(&self) -> usize {
-        self.ended.len()
     }
 
     /// The checkpoint being aligned, if any.
@@ -177,17 +160,17 @@ impl BarrierAligner {
     /// at-least-once mode; false for an unknown input.
     pub fn is_blocked(&self, input: usize) -> bool {
         self.mode == CheckpointMode::ExactlyOnce
-            && !self.ended.get(input).copied().unwrap_or(true)
-            && self.current.as_ref().is_some_and(|a| a.arrived[input])
+            && self
+                .current
+                .as_ref()
+                .is_some_and(|a| a.arrived.get(input).copied().unwrap_or(false))
     }
 
     /// The barrier of checkpoint `id` arrived on `input` at `now`.
     pub fn on_barrier(&mut self, input: usize, id: CheckpointId, now: Instant) -> AlignmentEvent {
         let ignored = |reason| AlignmentEvent::Ignored { id, reason };
-        match self.ended.get(input) {
-            None => return ignored(IgnoredBarrier::UnknownInput),
-            Some(true) => return ignored(IgnoredBarrier::InputEnded),
-            Some(false) => {}
+        if input >= self.inputs {
+            return ignored(IgnoredBarrier::UnknownInput);
         }
         if let Some(current) = &mut self.current
             && current.id == id
@@ -196,7 +179,7 @@ impl BarrierAligner {
                 return ignored(IgnoredBarrier::Duplicate);
             }
             current.arrived[input] = true;
-            return match self.finish_if_aligned(now, None) {
+            return match self.finish_if_aligned(now) {
                 Some(aligned) => aligned,
                 None => AlignmentEvent::Waiting {
                     id,
@@ -213,14 +196,17 @@ impl BarrierAligner {
             self.finish(older.id);
             older.id
         });
-        let mut arrived = vec![false; self.ended.len()];
+        let mut arrived = vec![false; self.inputs];
         arrived[input] = true;
         self.current = Some(Alignment {
             id,
             started_at: now,
             arrived,
         });
-        if let Some(aligned) = self.finish_if_aligned(now, superseded) {
+        // Only a single-input task aligns on a first barrier, and it never has an
+        // older alignment in progress: its alignments end where they start.
+        if let Some(aligned) = self.finish_if_aligned(now) {
+            debug_assert!(superseded.is_none());
             return aligned;
         }
         let waiting_for = self.waiting_for();
@@ -244,33 +230,13 @@ impl BarrierAligner {
         self.finish(id);
     }
 
-    /// `input` ended at `now`: it delivers no more barriers and counts as
-    /// having delivered every later one. Returns [`AlignmentEvent::Aligned`]
-    /// if that completes the alignment in progress.
-    pub fn input_ended(&mut self, input: usize, now: Instant) -> Option<AlignmentEvent> {
-        let ended = self.ended.get_mut(input)?;
-        if *ended {
-            return None;
-        }
-        *ended = true;
-        self.finish_if_aligned(now, None)
-    }
-
     /// How many inputs alignment `a` still waits for.
     fn missing(&self, a: &Alignment) -> usize {
-        a.arrived
-            .iter()
-            .zip(&self.ended)
-            .filter(|&(&arrived, &ended)| !arrived && !ended)
-            .count()
+        a.arrived.iter().filter(|&&arrived| !arrived).count()
     }
 
-    /// Ends the current alignment if every input delivered its barrier or ended.
-    fn finish_if_aligned(
-        &mut self,
-        now: Instant,
-        superseded: Option<CheckpointId>,
-    ) -> Option<AlignmentEvent> {
+    /// Ends the current alignment if every input delivered its barrier.
+    fn finish_if_aligned(&mut self, now: Instant) -> Option<AlignmentEvent> {
         let current = self.current.as_ref()?;
         if self.missing(current) > 0 {
             return None;
@@ -281,7 +247,6 @@ impl BarrierAligner {
         Some(AlignmentEvent::Aligned {
             id,
             alignment: now.saturating_duration_since(started_at),
-            superseded,
         })
     }
 
@@ -319,7 +284,6 @@ mod tests {
             AlignmentEvent::Aligned {
                 id: c(1),
                 alignment: Duration::ZERO,
-                superseded: None
             }
         );
         assert!(!a.is_blocked(0));
@@ -352,7 +316,6 @@ mod tests {
             AlignmentEvent::Aligned {
                 id: c(1),
                 alignment: ms(12),
-                superseded: None
             }
         );
         assert!((0..3).all(|i| !a.is_blocked(i)));
@@ -375,13 +338,12 @@ mod tests {
             AlignmentEvent::Aligned {
                 id: c(1),
                 alignment: ms(7),
-                superseded: None
             }
         );
     }
 
     #[test]
-    fn stale_duplicate_ended_and_unknown_input_barriers_are_ignored() {
+    fn stale_duplicate_and_unknown_input_barriers_are_ignored() {
         let t0 = Instant::now();
         let mut a = BarrierAligner::new(2, ALO);
         a.on_barrier(0, c(2), t0);
@@ -400,11 +362,6 @@ mod tests {
             AlignmentEvent::Aligned { .. }
         ));
         assert_eq!(a.on_barrier(1, c(2), t0), ignored(2, IgnoredBarrier::Stale));
-        assert!(a.input_ended(1, t0).is_none());
-        assert_eq!(
-            a.on_barrier(1, c(3), t0),
-            ignored(3, IgnoredBarrier::InputEnded)
-        );
         assert!(!a.is_blocked(7));
     }
 
@@ -505,54 +462,55 @@ mod tests {
             AlignmentEvent::Aligned {
                 id: c(2),
                 alignment: ms(6),
-                superseded: None
             }
         );
     }
 
     #[test]
-    fn ended_input_counts_as_delivered_and_can_complete_an_alignment() {
-        let t0 = Instant::now();
-        let mut a = BarrierAligner::new(2, EO);
-        a.on_barrier(0, c(1), t0);
-        assert_eq!(
-            a.input_ended(1, t0 + ms(8)),
-            Some(AlignmentEvent::Aligned {
-                id: c(1),
-                alignment: ms(8),
-                superseded: None
-            })
-        );
-        assert!(!a.is_blocked(0));
-        // Later barriers on the remaining input align at once.
-        assert_eq!(
-            a.on_barrier(0, c(2), t0 + ms(9)),
-            AlignmentEvent::Aligned {
-                id: c(2),
-                alignment: Duration::ZERO,
-                superseded: None
-            }
-        );
-        assert_eq!(a.input_ended(1, t0), None, "ending twice changes nothing");
-        assert_eq!(a.input_ended(9, t0), None);
-    }
-
-    #[test]
-    fn superseding_barrier_that_completes_at_once_reports_both() {
-        // At-least-once: input 0 delivers barrier 1, then ends; input 1's
-        // barrier 1 never comes (the channel skipped it) but barrier 2 does.
+    fn at_least_once_supersedes_an_alignment_when_a_fast_input_delivers_the_next_barrier() {
+        // At-least-once reads on past a barrier, so one input can bring barrier 2 before the
+        // other brought barrier 1: checkpoint 1 is declined, checkpoint 2 aligns.
         let t0 = Instant::now();
         let mut a = BarrierAligner::new(2, ALO);
         a.on_barrier(0, c(1), t0);
-        assert_eq!(a.input_ended(0, t0), None);
         assert_eq!(
-            a.on_barrier(1, c(2), t0),
-            AlignmentEvent::Aligned {
+            a.on_barrier(0, c(2), t0 + ms(2)),
+            AlignmentEvent::Superseded {
+                aborted: c(1),
                 id: c(2),
-                alignment: Duration::ZERO,
-                superseded: Some(c(1))
+                waiting_for: 1
             }
         );
+        assert_eq!(
+            a.on_barrier(1, c(1), t0 + ms(3)),
+            AlignmentEvent::Ignored {
+                id: c(1),
+                reason: IgnoredBarrier::Stale
+            }
+        );
+        assert_eq!(
+            a.on_barrier(1, c(2), t0 + ms(5)),
+            AlignmentEvent::Aligned {
+                id: c(2),
+                alignment: ms(3),
+            }
+        );
+    }
+
+    #[test]
+    fn an_input_blocked_in_exactly_once_cannot_bring_a_newer_barrier() {
+        // The reason exactly-once never supersedes: the input that delivered barrier 1 is not
+        // read again until the others delivered it, so its barrier 2 waits in the channel.
+        let t0 = Instant::now();
+        let mut a = BarrierAligner::new(2, EO);
+        a.on_barrier(0, c(1), t0);
+        assert!(a.is_blocked(0));
+        assert!(!a.is_blocked(1));
+        assert!(matches!(
+            a.on_barrier(1, c(1), t0),
+            AlignmentEvent::Aligned { id, .. } if id == c(1)
+        ));
+        assert!(!a.is_blocked(0), "alignment over, the input is read again");
     }
 
     // ----- simulation: a task loop over two (or more) inputs ---------------
@@ -567,7 +525,9 @@ mod tests {
     }
 
     /// An input channel: `segments[k]` records of epoch `k`, with barrier
-    /// `k + 1` between segment `k` and segment `k + 1`; then the input ends.
+    /// `k + 1` between segment `k` and segment `k + 1`; then the input ends. A
+    /// segment may be empty, so an input whose records ended early still
+    /// delivers the later barriers, as a finished upstream task does.
     fn channel(segments: &[usize]) -> Vec<Item> {
         let mut items = Vec::new();
         for (epoch, &records) in segments.iter().enumerate() {
@@ -619,7 +579,6 @@ mod tests {
             .iter()
             .map(|items| items.iter().copied().collect())
             .collect();
-        let mut ended = vec![false; n];
         // Per input: records processed, and the newest barrier read.
         let mut processed: Vec<Vec<u64>> = vec![Vec::new(); n];
         let mut barriers_read = vec![0u64; n];
@@ -651,7 +610,7 @@ mod tests {
             }
             run.ever_blocked |= (0..n).any(|i| aligner.is_blocked(i));
             let readable: Vec<usize> = (0..n)
-                .filter(|&i| !ended[i] && !aligner.is_blocked(i))
+                .filter(|&i| !queues[i].is_empty() && !aligner.is_blocked(i))
                 .collect();
             if readable.is_empty() {
                 run.stalled = queues.iter().any(|q| !q.is_empty());
@@ -660,7 +619,7 @@ mod tests {
             let input = readable[choices.get(step).copied().unwrap_or(step) % readable.len()];
             match queues[input].pop_front() {
                 Some(Item::Record { epoch }) => {
-                    let others_passed = (0..n).all(|j| ended[j] || barriers_read[j] >= epoch);
+                    let others_passed = (0..n).all(|j| barriers_read[j] >= epoch);
                     if !others_passed && !cancelled.contains(&epoch) {
                         run.crossed += 1;
                     }
@@ -669,11 +628,7 @@ mod tests {
                 Some(Item::Barrier(id)) => {
                     barriers_read[input] = id;
                     match aligner.on_barrier(input, CheckpointId(id), now) {
-                        AlignmentEvent::Aligned { id, superseded, .. } => {
-                            if let Some(old) = superseded {
-                                run.superseded.push(old.0);
-                                cancelled.push(old.0);
-                            }
+                        AlignmentEvent::Aligned { id, .. } => {
                             on_aligned(id.0, &processed, &mut run);
                         }
                         AlignmentEvent::Superseded { aborted, .. } => {
@@ -683,14 +638,7 @@ mod tests {
                         _ => {}
                     }
                 }
-                None => {
-                    ended[input] = true;
-                    if let Some(AlignmentEvent::Aligned { id, .. }) =
-                        aligner.input_ended(input, now)
-                    {
-                        on_aligned(id.0, &processed, &mut run);
-                    }
-                }
+                None => unreachable!("only inputs with items left are read"),
             }
         }
         run
@@ -723,11 +671,12 @@ mod tests {
         assert!(!run.stalled);
     }
 
-    /// 2 or 3 inputs, each with up to 4 barriers and up to 3 records per
-    /// segment; inputs may end early (fewer barriers than the others).
+    /// 2 or 3 inputs carrying the same up to 4 barriers (every input delivers
+    /// every barrier), with up to 3 records per segment; an input whose later
+    /// segments are empty is one whose records ended early.
     fn inputs_strategy() -> impl Strategy<Value = Vec<Vec<Item>>> {
-        (2usize..=3).prop_flat_map(|n| {
-            prop::collection::vec(prop::collection::vec(0usize..4, 1..=5), n)
+        (2usize..=3, 1usize..=5).prop_flat_map(|(n, segments)| {
+            prop::collection::vec(prop::collection::vec(0usize..4, segments), n)
                 .prop_map(|segments| segments.iter().map(|s| channel(s)).collect())
         })
     }

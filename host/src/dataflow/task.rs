@@ -113,7 +113,7 @@ pub fn run_processor(
             .iter()
             .find(|(s, _)| *s == op.index())
             .map(|&(_, i)| i)
-            .unwrap_or(0);
+            .expect("every selected operation is the control channel or an input");
         let msg = match op.recv(&inputs[input]) {
             Ok(msg) => msg,
             Err(_) => {
@@ -138,18 +138,7 @@ pub fn run_processor(
             }
             Message::Barrier(barrier) => {
                 match aligner.on_barrier(input, barrier.id, Instant::now()) {
-                    AlignmentEvent::Aligned {
-                        alignment,
-                        superseded,
-                        ..
-                    } => {
-                        if let Some(older) = superseded {
-                            env.persister.decline(
-                                older,
-                                &env.id,
-                                "a newer barrier arrived during alignment",
-                            );
-                        }
+                    AlignmentEvent::Aligned { alignment, .. } => {
                         snapshot(&mut env, processor.as_mut(), barrier, finished, alignment)?
                     }
                     AlignmentEvent::Started { waiting_for, .. } if waiting_for > 0 => {
