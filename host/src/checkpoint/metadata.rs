@@ -26,7 +26,6 @@ use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::pending::Acknowledgement;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
-use crate::job::Job;
 
 /// The newest version of the metadata JSON schema this build reads, and the
 /// one it writes for a record with image chains ([`TaskStateMeta::chain`]).
@@ -172,8 +171,21 @@ pub enum MetadataError {
     },
 }
 
+/// What a checkpoint records of the job it belongs to, so that a restore can
+/// tell whether a checkpoint fits a job ([`Job::identity`](crate::job::Job::identity)
+/// makes it from the job graph).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JobIdentity {
+    /// The job's name, as in the job file.
+    pub name: String,
+    /// The job graph's fingerprint (see [`CheckpointMetadata::job_fingerprint`]).
+    pub fingerprint: u64,
+    /// Parallelism of every vertex, by vertex name.
+    pub parallelism: BTreeMap<String, u32>,
+}
+
 impl CheckpointMetadata {
-    /// The record of checkpoint `id` of `job`, completed (every task's
+    /// The record of checkpoint `id` of the job `job`, completed (every task's
     /// acknowledgement in, as `acks`) at wall-clock time `completed_at`,
     /// `duration` after it was triggered: what is written to `_metadata`
     /// once the coordinator decides the checkpoint is complete.
@@ -184,7 +196,7 @@ impl CheckpointMetadata {
     /// The schema version is the oldest that can read the record
     /// ([`required_version`](Self::required_version)).
     pub fn complete(
-        job: &Job,
+        job: &JobIdentity,
         id: CheckpointId,
         kind: CheckpointKind,
         completed_at: SystemTime,
@@ -200,17 +212,13 @@ impl CheckpointMetadata {
         CheckpointMetadata {
             format_version: Self::required_version(&tasks),
             job_name: job.name.clone(),
-            job_fingerprint: job.fingerprint(),
+            job_fingerprint: job.fingerprint,
             checkpoint_id: id,
             kind,
             trigger_time_ms: completion_time_ms.saturating_sub(duration_ms),
             completion_time_ms,
             duration_ms,
-            parallelism: job
-                .vertices
-                .iter()
-                .map(|v| (v.name.clone(), v.parallelism))
-                .collect(),
+            parallelism: job.parallelism.clone(),
             tasks,
         }
     }
@@ -453,14 +461,16 @@ pub(crate) mod tests {
     }
 
     /// A job with a source `gen`, an operator `op` of parallelism 2 and a sink `out`.
-    fn job() -> Job {
+    fn job() -> JobIdentity {
         let text = "name = \"wc\"\n\
              [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\n\
              [[operator]]\nname = \"op\"\nmodule = \"op.wasm\"\nparallelism = 2\n\
              inputs = [{ from = \"gen\", partition = \"rebalance\" }]\n\
              [[sink]]\nname = \"out\"\ntype = \"blackhole\"\n\
              inputs = [{ from = \"op\", partition = \"rebalance\" }]\n";
-        Job::from_str(text, "/jobs", "j.toml").unwrap()
+        crate::job::Job::from_str(text, "/jobs", "j.toml")
+            .unwrap()
+            .identity()
     }
 
     /// An acknowledgement of `bytes` bytes of state for `task`, its
@@ -517,7 +527,7 @@ pub(crate) mod tests {
 
         assert_eq!(meta.format_version, METADATA_VERSION_SELF_CONTAINED);
         assert_eq!(meta.job_name, "wc");
-        assert_eq!(meta.job_fingerprint, job.fingerprint());
+        assert_eq!(meta.job_fingerprint, job.fingerprint);
         assert_eq!(meta.checkpoint_id, CheckpointId(7));
         assert_eq!(meta.kind, CheckpointKind::Checkpoint);
         assert_eq!(meta.completion_time_ms, 1_700_000_000_250);
@@ -557,9 +567,11 @@ pub(crate) mod tests {
     fn a_completed_checkpoint_with_a_chain_records_it_and_needs_version_2() {
         let job = job();
         let acks: BTreeMap<_, _> = job
-            .vertices
+            .parallelism
             .iter()
-            .flat_map(|v| (0..v.parallelism).map(|i| TaskId::new(&v.name, i)))
+            .flat_map(|(vertex, &parallelism)| {
+                (0..parallelism).map(move |i| TaskId::new(vertex, i))
+            })
             .map(|task| {
                 let chain = if task.vertex == "op" {
                     vec![CheckpointId(3), CheckpointId(5)]

@@ -9,6 +9,7 @@
 //! pinned value in the tests and docs/JOB.md.
 
 use super::graph::{Job, SinkKind, SourceKind, VertexKind};
+use crate::checkpoint::metadata::JobIdentity;
 
 /// Names the encoding; part of the hashed bytes.
 const FORMAT: &[u8] = b"weir job graph fingerprint v1";
@@ -43,6 +44,20 @@ impl Fnv1a {
 }
 
 impl Job {
+    /// What a checkpoint of this job records of it: name, fingerprint and every
+    /// vertex's parallelism.
+    pub fn identity(&self) -> JobIdentity {
+        JobIdentity {
+            name: self.name.clone(),
+            fingerprint: self.fingerprint(),
+            parallelism: self
+                .vertices
+                .iter()
+                .map(|v| (v.name.clone(), v.parallelism))
+                .collect(),
+        }
+    }
+
     /// A stable hash of the graph's shape: every vertex's name, kind (with the
     /// source or sink type) and parallelism, and every edge's ends, port and
     /// partitioner — nothing else (not module paths, configs, limits or

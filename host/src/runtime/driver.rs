@@ -294,7 +294,7 @@ impl Driver<'_> {
                     ..
                 } => {
                     let meta = CheckpointMetadata::complete(
-                        self.job,
+                        &self.job.identity(),
                         id,
                         kind,
                         SystemTime::now(),
