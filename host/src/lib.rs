@@ -1,4 +1,60 @@
-//! Weir host.
+//! The Weir host: runs a dataflow job whose operators are WebAssembly modules,
+//! with Flink-style exactly-once checkpoints.
+//!
+//! The `weir` binary (`src/bin/weir/`) is a thin shell over this library: it
+//! parses arguments, calls in here, prints, and maps errors to exit codes.
+//!
+//! # Layout
+//!
+//! The modules stack bottom-up; each imports only those below it (docs,
+//! tests and the crate-private helpers aside):
+//!
+//! | layer | what it is |
+//! |---|---|
+//! | [`ids`] | the shared vocabulary: [`TaskId`](ids::TaskId), [`CheckpointId`](ids::CheckpointId), [`CheckpointKind`](ids::CheckpointKind), [`Barrier`](ids::Barrier) |
+//! | [`wasm`] | the only code that knows the ABI: one engine per job, modules checked once, guest instances with bounded calls, and [`wasm::image`] (checkpointing a guest's memory without its help) |
+//! | [`checkpoint`] | the pure [`Coordinator`](checkpoint::coordinator::Coordinator), the on-disk format, layout and storage, and the choice of what to restore |
+//! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph |
+//! | `dataflow` | the task loop, its interfaces ([`Source`](dataflow::processor::Source), [`Processor`](dataflow::processor::Processor)), channels, the router and barrier alignment |
+//! | `connectors` | the sources and sinks, each built from its kind in the job file |
+//! | [`runtime`] | [`JobRunner`](runtime::JobRunner): attempts, the driver around the coordinator, restore, fail-over, and the [`JobMonitor`](runtime::JobMonitor) every display reads |
+//! | [`control`] | the job's HTTP endpoint (JSON views, metrics, dashboard, actions) and its client |
+//! | [`tools`] | what the CLI offers besides running: `weir validate`, `weir test`, `weir checkpoints` |
+//!
+//! Beside them: [`kill_point`] (named crash points, armed only in builds with
+//! the `test-hooks` feature) and `parallel` (splitting a large memory pass over
+//! the cores).
+//!
+//! # The path of a batch
+//!
+//! A source task polls its [`Source`](dataflow::processor::Source) into its
+//! router, which keeps one batch per downstream channel in the ABI's encoding
+//! (`weir_abi::batch`) and sends it over a bounded channel when full or after
+//! each poll. The receiving task hands it to its
+//! [`Processor`](dataflow::processor::Processor): a wasm operator copies it
+//! into the guest and calls `weir_process`; what the guest emits goes through
+//! the task's own router; a sink writes it out. Full channels push back up to
+//! the sources.
+//!
+//! # The path of a barrier
+//!
+//! The driver (`runtime/driver.rs`) feeds the coordinator facts and carries out
+//! its actions. On `Trigger` the sources record their position and emit a
+//! [`Barrier`](ids::Barrier) in band; each task aligns its inputs'
+//! barriers (`dataflow/alignment.rs`), takes the synchronous part of its
+//! snapshot, forwards the barrier, and the persister writes the state file off
+//! the task thread and acknowledges. When every task has acknowledged, the
+//! driver writes the checkpoint's metadata (now it is complete) and tells the
+//! tasks; sinks commit what they pre-committed at the barrier. On restart,
+//! `runtime` restores every task from the latest completed checkpoint.
+//!
+//! # Where to start reading
+//!
+//! `runtime/runner.rs` ([`JobRunner::run`](runtime::JobRunner::run)) for the
+//! life of a job; `dataflow/task.rs` for one task's loop;
+//! `checkpoint/coordinator.rs` for the protocol, as a pure state machine; and
+//! `wasm/instance.rs` for a call into a guest. docs/ARCHITECTURE.md tells the
+//! same story with the reasons.
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
