@@ -15,8 +15,8 @@
 //!   one gives the same text.
 
 use weir::job::{
-    Job, JobError, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES,
-    MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE, SourceKind, VertexKind,
+    GeneratorSettings, Job, JobError, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE,
+    MAX_GUEST_BYTES, MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE, SourceKind, VertexKind,
 };
 
 /// The folder relative paths in the job are resolved against; nothing is read from it.
@@ -45,12 +45,12 @@ fn check_bounds(text: &str, job: &Job) {
     for vertex in &job.vertices {
         assert!(vertex.parallelism <= MAX_PARALLELISM, "{}", context());
         subtasks += u64::from(vertex.parallelism);
-        if let VertexKind::Source(SourceKind::Generator {
+        if let VertexKind::Source(SourceKind::Generator(GeneratorSettings {
             value_size,
             count,
             rate,
             ..
-        }) = &vertex.kind
+        })) = &vertex.kind
         {
             assert!(*value_size <= MAX_VALUE_SIZE, "{}", context());
             assert!(

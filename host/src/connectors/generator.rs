@@ -8,28 +8,14 @@ use super::decode_u64_position;
 use crate::dataflow::processor::TaskError;
 use crate::dataflow::processor::{Source, SourcePoll};
 use crate::dataflow::router::Router;
-
-/// Settings of a generator source.
-#[derive(Debug, Clone, PartialEq)]
-pub struct GeneratorConfig {
-    /// Seed of the record stream.
-    pub seed: u64,
-    /// Total records over all subtasks; `None` = unbounded.
-    pub count: Option<u64>,
-    /// Records per second over all subtasks; `None` = as fast as possible.
-    pub rate: Option<f64>,
-    /// Number of distinct keys (at least 1).
-    pub keys: u64,
-    /// Bytes per value.
-    pub value_size: usize,
-}
+use crate::job::GeneratorSettings;
 
 /// Subtask `s` of `p` emits the records whose global index `i` has `i % p == s`.
 /// Record `i`: key `key-<n>` with `n` a hash of (seed, i) modulo `keys`; value
 /// `value_size` lowercase letters derived from the same hash; timestamp `i`.
 #[derive(Debug)]
 pub struct Generator {
-    config: GeneratorConfig,
+    config: GeneratorSettings,
     subtask: u64,
     parallelism: u64,
     /// How many of this subtask's records were emitted (its position).
@@ -51,7 +37,7 @@ const KEY_PREFIX: &[u8] = b"key-";
 
 impl Generator {
     /// Subtask `subtask` of `parallelism` of a generator.
-    pub fn new(config: GeneratorConfig, subtask: u32, parallelism: u32) -> Self {
+    pub fn new(config: GeneratorSettings, subtask: u32, parallelism: u32) -> Self {
         Generator {
             subtask: u64::from(subtask),
             parallelism: u64::from(parallelism.max(1)),
@@ -219,8 +205,8 @@ impl Source for Generator {
 mod tests {
     use super::*;
 
-    fn config(keys: u64, value_size: usize) -> GeneratorConfig {
-        GeneratorConfig {
+    fn config(keys: u64, value_size: usize) -> GeneratorSettings {
+        GeneratorSettings {
             seed: 42,
             count: None,
             rate: None,
@@ -231,7 +217,7 @@ mod tests {
 
     /// Record `i` as the generator first defined it: the records of a seed must never change,
     /// since a restored job replays them and benchmarks compare runs.
-    fn reference(config: &GeneratorConfig, i: u64) -> (Vec<u8>, Vec<u8>) {
+    fn reference(config: &GeneratorSettings, i: u64) -> (Vec<u8>, Vec<u8>) {
         let mut h = splitmix64(config.seed ^ splitmix64(i));
         let key = format!("key-{}", h % config.keys.max(1)).into_bytes();
         let mut value = Vec::new();

@@ -21,7 +21,7 @@ pub mod stdout_sink;
 use blackhole::Blackhole;
 use file_sink::FileSink;
 use file_source::FileSource;
-use generator::{Generator, GeneratorConfig};
+use generator::Generator;
 use stdout_sink::StdoutSink;
 
 use crate::dataflow::processor::{Processor, Source, TaskError};
@@ -31,23 +31,9 @@ use crate::job::{SinkKind, SourceKind};
 pub fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dyn Source> {
     match kind {
         SourceKind::File { path, follow } => Box::new(FileSource::new(path.clone(), *follow)),
-        SourceKind::Generator {
-            seed,
-            count,
-            rate,
-            keys,
-            value_size,
-        } => Box::new(Generator::new(
-            GeneratorConfig {
-                seed: *seed,
-                count: *count,
-                rate: *rate,
-                keys: *keys,
-                value_size: *value_size,
-            },
-            subtask,
-            parallelism,
-        )),
+        SourceKind::Generator(settings) => {
+            Box::new(Generator::new(settings.clone(), subtask, parallelism))
+        }
     }
 }
 

@@ -73,7 +73,7 @@ impl Job {
             hash.str(&vertex.name);
             hash.str(match &vertex.kind {
                 VertexKind::Source(SourceKind::File { .. }) => "source/file",
-                VertexKind::Source(SourceKind::Generator { .. }) => "source/generator",
+                VertexKind::Source(SourceKind::Generator(_)) => "source/generator",
                 VertexKind::Operator(_) => "operator",
                 VertexKind::Sink(SinkKind::File { .. }) => "sink/file",
                 VertexKind::Sink(SinkKind::Stdout) => "sink/stdout",

@@ -100,18 +100,22 @@ pub enum SourceKind {
         follow: bool,
     },
     /// Deterministic synthetic records, for demos, tests and benchmarks.
-    Generator {
-        /// Seeds the record generator: the same seed gives the same records.
-        seed: u64,
-        /// Records to generate over all subtasks; `None` = never end.
-        count: Option<u64>,
-        /// Records per second over all subtasks; `None` = as fast as possible.
-        rate: Option<f64>,
-        /// How many distinct keys (at least 1).
-        keys: u64,
-        /// Bytes in each record's value.
-        value_size: usize,
-    },
+    Generator(GeneratorSettings),
+}
+
+/// The settings of a `generator` source.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorSettings {
+    /// Seeds the record generator: the same seed gives the same records.
+    pub seed: u64,
+    /// Records to generate over all subtasks; `None` = never end.
+    pub count: Option<u64>,
+    /// Records per second over all subtasks; `None` = as fast as possible.
+    pub rate: Option<f64>,
+    /// How many distinct keys (at least 1).
+    pub keys: u64,
+    /// Bytes in each record's value.
+    pub value_size: usize,
 }
 
 /// A WebAssembly operator and its settings.
@@ -428,13 +432,13 @@ impl Job {
                             source.path = Some(unspanned(self.relative(path)));
                             source.follow = Some(unspanned(*follow));
                         }
-                        SourceKind::Generator {
+                        SourceKind::Generator(GeneratorSettings {
                             seed,
                             count,
                             rate,
                             keys,
                             value_size,
-                        } => {
+                        }) => {
                             source.kind = Some(unspanned("generator".into()));
                             source.seed = Some(unspanned(*seed));
                             source.count = count.map(unspanned);

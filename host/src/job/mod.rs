@@ -39,7 +39,8 @@ mod tests;
 pub use control::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use error::{JobError, Location, Problem};
 pub use graph::{
-    Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+    Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
+    Vertex, VertexKind,
 };
 pub use limits::Limits;
 pub use paths::{Overlap, PathUse};

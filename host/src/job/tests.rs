@@ -250,13 +250,13 @@ fn absent_tables_and_keys_take_their_defaults() {
     assert_eq!(job.vertices[0].parallelism, 1);
     assert_eq!(
         job.vertices[0].kind,
-        VertexKind::Source(SourceKind::Generator {
+        VertexKind::Source(SourceKind::Generator(GeneratorSettings {
             seed: 0,
             count: None,
             rate: None,
             keys: 1_000,
             value_size: 16
-        })
+        }))
     );
     assert_eq!(job.edges, [edge("in", "out", 0, Partitioner::Forward)]);
 }
@@ -366,13 +366,13 @@ fn complete_job_reads_every_key() {
     );
     assert_eq!(
         job.vertex("numbers").unwrap().kind,
-        VertexKind::Source(SourceKind::Generator {
+        VertexKind::Source(SourceKind::Generator(GeneratorSettings {
             seed: 42,
             count: Some(100_000),
             rate: Some(5000.5),
             keys: 17,
             value_size: 64
-        })
+        }))
     );
     let split = job.vertex("split").unwrap();
     assert_eq!(split.line, 44);

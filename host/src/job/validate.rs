@@ -15,7 +15,8 @@ use toml::Spanned;
 use super::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use super::error::{JobError, Location, Problem};
 use super::graph::{
-    Edge, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+    Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
+    Vertex, VertexKind,
 };
 use super::limits::Limits;
 use super::paths::{self, PathUse};
@@ -950,13 +951,13 @@ impl Validator<'_> {
                         },
                     ));
                 }
-                SourceKind::Generator {
+                SourceKind::Generator(GeneratorSettings {
                     seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
                     count: spec.count.as_ref().map(|c| *c.get_ref()),
                     rate,
                     keys,
                     value_size,
-                }
+                })
             }
             other => {
                 return Err(self.bad_value(
