@@ -12,7 +12,7 @@ use weir::tools::catalog::{
     SourceKind, Verdict, VerifyReport,
 };
 
-use crate::EXIT_BAD_INPUT;
+use crate::{EXIT_BAD_INPUT, human};
 
 /// Exit code of `inspect` and `verify`: a checkpoint has a problem.
 const EXIT_PROBLEM: u8 = 1;
@@ -147,8 +147,8 @@ fn render_catalog(catalog: &Catalog) -> String {
             entry.kind.to_string(),
             entry.status.to_string(),
             entry.trigger_time_ms.map_or("-".into(), format_utc),
-            entry.duration_ms.map_or("-".into(), format_duration_ms),
-            entry.state_bytes.map_or("-".into(), format_bytes),
+            entry.duration_ms.map_or("-".into(), human::duration_ms),
+            entry.state_bytes.map_or("-".into(), human::bytes),
             format_operators(&entry.operators),
         ]);
     }
@@ -215,7 +215,7 @@ fn format_operators(operators: &[OperatorSize]) -> String {
     }
     operators
         .iter()
-        .map(|op| format!("{} {}", op.vertex, format_bytes(op.state_bytes)))
+        .map(|op| format!("{} {}", op.vertex, human::bytes(op.state_bytes)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -256,11 +256,11 @@ fn render_inspection(inspection: &Inspection) -> String {
         out.push_str(&field("fingerprint", meta.job_fingerprint.clone()));
         out.push_str(&field("triggered", format_utc(meta.trigger_time_ms)));
         out.push_str(&field("completed", format_utc(meta.completion_time_ms)));
-        out.push_str(&field("duration", format_duration_ms(meta.duration_ms)));
+        out.push_str(&field("duration", human::duration_ms(meta.duration_ms)));
         let size = format!(
             "{} of state ({} on disk)",
-            format_bytes(inspection.state_bytes.unwrap_or(0)),
-            format_bytes(inspection.disk_bytes)
+            human::bytes(inspection.state_bytes.unwrap_or(0)),
+            human::bytes(inspection.disk_bytes)
         );
         out.push_str(&field("size", size));
         let parallelism = meta
@@ -283,7 +283,7 @@ fn render_inspection(inspection: &Inspection) -> String {
             rows.push(vec![
                 format!("{}#{}", task.vertex, task.subtask),
                 task.file.clone(),
-                format_bytes(task.state_bytes),
+                human::bytes(task.state_bytes),
                 task.crc32.clone(),
                 format!("{} ms", task.sync_duration_ms),
                 format!("{} ms", task.async_duration_ms),
@@ -298,7 +298,7 @@ fn render_inspection(inspection: &Inspection) -> String {
             out.push_str(&format!(
                 "  {:<40} {}\n",
                 file.name,
-                format_bytes(file.bytes)
+                human::bytes(file.bytes)
             ));
         }
     }
@@ -357,7 +357,7 @@ fn render_verify(report: &VerifyReport) -> String {
             Verdict::Ok => format!(
                 "ok: {} files, {}",
                 checkpoint.files_checked,
-                format_bytes(checkpoint.bytes_checked)
+                human::bytes(checkpoint.bytes_checked)
             ),
             Verdict::Failed => "FAILED: it cannot be restored".to_string(),
             Verdict::Incomplete => "incomplete: never restored, not a failure".to_string(),
@@ -392,7 +392,7 @@ fn render_verify(report: &VerifyReport) -> String {
     summary.push_str(&format!(
         "; {} read ({} sound); {}, {}",
         count(report.files_checked, "file"),
-        format_bytes(report.bytes_checked),
+        human::bytes(report.bytes_checked),
         count(report.problems, "problem"),
         count(report.warnings, "warning")
     ));
@@ -411,33 +411,10 @@ fn render_verify(report: &VerifyReport) -> String {
 // ---------------------------------------------------------------------------------------------
 // Rendering helpers
 
-/// Rows as columns padded to their widest cell, two spaces apart; the last column unpadded.
+/// A table of text columns, a line each.
 fn render_table(rows: &[Vec<String>]) -> String {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .filter_map(|r| r.get(c))
-                .map(|cell| cell.chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    let mut out = String::new();
-    for row in rows {
-        let mut line = String::new();
-        for (c, cell) in row.iter().enumerate() {
-            if c + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                let pad = widths[c] - cell.chars().count();
-                line.push_str(cell);
-                line.push_str(&" ".repeat(pad + 2));
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
+    let mut out = human::table(rows, usize::MAX).join("\n");
+    out.push('\n');
     out
 }
 
@@ -470,32 +447,6 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
-/// Milliseconds in the unit a person reads best: `850 ms`, `1.25 s`, `2 min 5 s`.
-fn format_duration_ms(ms: u64) -> String {
-    if ms < 1000 {
-        format!("{ms} ms")
-    } else if ms < 60_000 {
-        format!("{:.2} s", ms as f64 / 1000.0)
-    } else {
-        format!("{} min {} s", ms / 60_000, ms % 60_000 / 1000)
-    }
-}
-
-/// Bytes in 1024-based units: `512 B`, `1.5 KiB`, `98.3 MiB`.
-fn format_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -510,17 +461,6 @@ mod tests {
     }
 
     #[test]
-    fn formats_sizes_and_durations_for_people() {
-        assert_eq!(format_bytes(0), "0 B");
-        assert_eq!(format_bytes(1023), "1023 B");
-        assert_eq!(format_bytes(1536), "1.5 KiB");
-        assert_eq!(format_bytes(103_079_215), "98.3 MiB");
-        assert_eq!(format_duration_ms(12), "12 ms");
-        assert_eq!(format_duration_ms(1250), "1.25 s");
-        assert_eq!(format_duration_ms(125_000), "2 min 5 s");
-    }
-
-    #[test]
     fn tables_align_columns_and_leave_the_last_unpadded() {
         let rows = vec![
             vec!["ID".to_string(), "KIND".to_string(), "X".to_string()],
@@ -529,10 +469,11 @@ mod tests {
                 "savepoint".to_string(),
                 "a, b".to_string(),
             ],
+            vec!["7".to_string()],
         ];
         assert_eq!(
             render_table(&rows),
-            "ID  KIND       X\n12  savepoint  a, b\n"
+            "ID  KIND       X\n12  savepoint  a, b\n7\n"
         );
     }
 }

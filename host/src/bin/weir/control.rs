@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use weir::control::auth::TOKEN_ENV;
@@ -17,7 +17,7 @@ use weir::control::endpoint_file::EndpointFileError;
 use weir::control::{ClientError, ControlClient, EndpointFile};
 use weir::job::Job;
 
-use crate::EXIT_BAD_INPUT;
+use crate::{EXIT_BAD_INPUT, human};
 
 // The exit codes are listed in the `--help` of `weir status` (main.rs).
 
@@ -296,7 +296,7 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
     line(format!(
         "status       {} for {}, {} restart{}",
         text(&job["status"]),
-        duration(job["duration"].as_u64().unwrap_or(0)),
+        human::duration_ms(job["duration"].as_u64().unwrap_or(0)),
         job["restarts"],
         if job["restarts"] == 1 { "" } else { "s" }
     ));
@@ -334,7 +334,7 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
             percent(v["backpressured_ratio"].as_f64()),
         ]);
     }
-    for row in table(&rows) {
+    for row in human::table(&rows, 2) {
         line(row);
     }
     line(String::new());
@@ -383,9 +383,9 @@ fn describe(entry: &Value, now: u64) -> String {
     let mut text_out = format!(
         "{kind} {}, {} ago, took {}, {}",
         entry["id"],
-        duration(now.saturating_sub(at)),
-        duration(entry["end_to_end_duration"].as_u64().unwrap_or(0)),
-        size(entry["state_size"].as_u64().unwrap_or(0)),
+        human::duration_ms(now.saturating_sub(at)),
+        human::duration_ms(entry["end_to_end_duration"].as_u64().unwrap_or(0)),
+        human::bytes(entry["state_size"].as_u64().unwrap_or(0)),
     );
     if let Some(path) = entry["external_path"].as_str() {
         text_out.push_str(&format!(", {path}"));
@@ -408,33 +408,6 @@ fn now_ms() -> u64 {
         .map_or(0, |d| d.as_millis() as u64)
 }
 
-/// Milliseconds for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 10 min`.
-fn duration(ms: u64) -> String {
-    let d = Duration::from_millis(ms);
-    match ms {
-        0..1_000 => format!("{ms} ms"),
-        1_000..60_000 => format!("{:.1} s", d.as_secs_f64()),
-        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms / 1_000) % 60),
-        _ => format!("{} h {} min", ms / 3_600_000, (ms / 60_000) % 60),
-    }
-}
-
-/// Bytes for people, in powers of 1024.
-fn size(bytes: u64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < units.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", units[unit])
-    }
-}
-
 fn rate(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |r| format!("{r:.0}"))
 }
@@ -443,48 +416,9 @@ fn percent(value: Option<f64>) -> String {
     value.map_or_else(|| "-".into(), |r| format!("{:.0}%", r * 100.0))
 }
 
-/// Rows as lines with aligned columns: text left, numbers right.
-fn table(rows: &[Vec<String>]) -> Vec<String> {
-    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
-    let widths: Vec<usize> = (0..columns)
-        .map(|c| {
-            rows.iter()
-                .map(|r| r.get(c).map_or(0, |s| s.chars().count()))
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
-    rows.iter()
-        .map(|row| {
-            row.iter()
-                .enumerate()
-                .map(|(c, cell)| {
-                    if c < 2 {
-                        format!("{cell:<w$}", w = widths[c])
-                    } else {
-                        format!("{cell:>w$}", w = widths[c])
-                    }
-                })
-                .collect::<Vec<_>>()
-                .join("  ")
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_and_sizes_read_as_people_write_them() {
-        assert_eq!(duration(850), "850 ms");
-        assert_eq!(duration(12_345), "12.3 s");
-        assert_eq!(duration(245_000), "4 min 5 s");
-        assert_eq!(duration(7_800_000), "2 h 10 min");
-        assert_eq!(size(512), "512 B");
-        assert_eq!(size(1536), "1.5 KiB");
-        assert_eq!(size(3 * 1024 * 1024), "3.0 MiB");
-    }
 
     #[test]
     fn the_status_table_shows_the_job_vertices_and_latest_checkpoints() {

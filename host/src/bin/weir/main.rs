@@ -4,6 +4,7 @@
 
 mod checkpoints;
 mod control;
+mod human;
 mod run;
 
 use std::io::{IsTerminal, Write};

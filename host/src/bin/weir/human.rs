@@ -1,0 +1,101 @@
+//! How the CLI writes numbers and tables for people: one duration, one size
+//! and one table formatter, so `weir status` and `weir checkpoints` read alike.
+
+/// Milliseconds for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 10 min`.
+pub(crate) fn duration_ms(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms / 1_000) % 60),
+        _ => format!("{} h {} min", ms / 3_600_000, (ms / 60_000) % 60),
+    }
+}
+
+/// Bytes for people, in powers of 1024: `512 B`, `1.5 KiB`, `98.3 MiB`.
+pub(crate) fn bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Rows as lines of columns padded to their widest cell, two spaces apart,
+/// without trailing spaces. The first `left` columns are aligned left (text),
+/// the others right (numbers); pass `usize::MAX` to align every column left.
+pub(crate) fn table(rows: &[Vec<String>], left: usize) -> Vec<String> {
+    let columns = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|cell| cell.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|row| {
+            let cells: Vec<String> = row
+                .iter()
+                .enumerate()
+                .map(|(c, cell)| {
+                    if c < left {
+                        format!("{cell:<w$}", w = widths[c])
+                    } else {
+                        format!("{cell:>w$}", w = widths[c])
+                    }
+                })
+                .collect();
+            cells.join("  ").trim_end().to_string()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_sizes_read_as_people_write_them() {
+        assert_eq!(duration_ms(12), "12 ms");
+        assert_eq!(duration_ms(850), "850 ms");
+        assert_eq!(duration_ms(12_345), "12.3 s");
+        assert_eq!(duration_ms(125_000), "2 min 5 s");
+        assert_eq!(duration_ms(245_000), "4 min 5 s");
+        assert_eq!(duration_ms(7_800_000), "2 h 10 min");
+        assert_eq!(bytes(0), "0 B");
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1023), "1023 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 * 1024 * 1024), "3.0 MiB");
+        assert_eq!(bytes(103_079_215), "98.3 MiB");
+    }
+
+    #[test]
+    fn tables_align_text_left_and_numbers_right() {
+        let rows = vec![
+            vec!["ID".to_string(), "KIND".to_string(), "X".to_string()],
+            vec![
+                "12".to_string(),
+                "savepoint".to_string(),
+                "a, b".to_string(),
+            ],
+        ];
+        assert_eq!(
+            table(&rows, usize::MAX),
+            ["ID  KIND       X", "12  savepoint  a, b"]
+        );
+        assert_eq!(
+            table(&rows, 1),
+            ["ID       KIND     X", "12  savepoint  a, b"]
+        );
+    }
+}
