@@ -81,21 +81,17 @@ mod tests {
 
     #[test]
     fn tables_align_text_left_and_numbers_right() {
-        let rows = vec![
-            vec!["ID".to_string(), "KIND".to_string(), "X".to_string()],
-            vec![
-                "12".to_string(),
-                "savepoint".to_string(),
-                "a, b".to_string(),
-            ],
-        ];
-        assert_eq!(
-            table(&rows, usize::MAX),
-            ["ID  KIND       X", "12  savepoint  a, b"]
-        );
+        let rows: Vec<Vec<String>> = [["vertex", "tasks", "busy"], ["count", "12", "5%"]]
+            .iter()
+            .map(|row| row.iter().map(|cell| cell.to_string()).collect())
+            .collect();
         assert_eq!(
             table(&rows, 1),
-            ["ID       KIND     X", "12  savepoint  a, b"]
+            ["vertex  tasks  busy", "count      12    5%"]
+        );
+        assert_eq!(
+            table(&rows, usize::MAX),
+            ["vertex  tasks  busy", "count   12     5%"]
         );
     }
 }
