@@ -12,3 +12,4 @@ pub mod pending;
 pub mod recovery;
 pub mod stats;
 pub mod storage;
+pub mod task_state;

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::processor::TaskError;
-use super::task_state::TaskState;
 use crate::checkpoint::metadata::StateHandle;
 use crate::checkpoint::pending::Acknowledgement;
 use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::task_state::TaskState;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
 use crate::ids::TaskId;

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use crate::checkpoint::recovery::{RestorePoint, read_chain};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
-use crate::dataflow::task_state::{RestoredState, TaskState};
+use crate::checkpoint::task_state::{RestoredState, TaskState, TaskStateError};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::Job;
@@ -59,7 +59,7 @@ pub enum RestoreError {
         /// The task.
         task: TaskId,
         /// What is wrong with the envelope.
-        problem: String,
+        problem: TaskStateError,
     },
     /// The state an incremental image builds on does not decode.
     #[error(
@@ -73,7 +73,7 @@ pub enum RestoreError {
         /// The checkpoint of the link.
         link: CheckpointId,
         /// What is wrong with its envelope.
-        problem: String,
+        problem: TaskStateError,
     },
     /// The checkpoint given with `--restore PATH` cannot be used, and another one of the job
     /// verifies.
