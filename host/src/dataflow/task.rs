@@ -21,7 +21,7 @@ use super::alignment::{AlignmentEvent, BarrierAligner};
 use super::channel::{POLL, StopSignal};
 use super::message::Message;
 use super::metrics::TaskMetrics;
-use super::persist::Persister;
+use super::persist::{DeclineReason, Persister};
 use super::processor::{ChainedState, Processor, Source, SourcePoll, TaskError};
 use super::router::Router;
 use crate::checkpoint::config::CheckpointMode;
@@ -144,11 +144,8 @@ pub fn run_processor(
                         ..
                     } => {
                         if let Some(older) = superseded {
-                            env.persister.decline(
-                                older,
-                                &env.id,
-                                "a newer barrier arrived during alignment",
-                            );
+                            env.persister
+                                .decline(older, &env.id, DeclineReason::Superseded);
                         }
                         snapshot(&mut env, processor.as_mut(), barrier, finished, alignment)?
                     }
@@ -156,11 +153,8 @@ pub fn run_processor(
                         kill_point::reached(KillPoint::Alignment);
                     }
                     AlignmentEvent::Superseded { aborted, .. } => {
-                        env.persister.decline(
-                            aborted,
-                            &env.id,
-                            "a newer barrier arrived during alignment",
-                        );
+                        env.persister
+                            .decline(aborted, &env.id, DeclineReason::Superseded);
                     }
                     _ => {}
                 }
