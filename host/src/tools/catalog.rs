@@ -1,8 +1,8 @@
 //! The checkpoint history on disk, as a person operating a job wants to see
 //! it: what `weir checkpoints` lists, inspects and verifies.
 //!
-//! Why a module of its own: the storage ([`super::storage`]) and recovery
-//! ([`super::recovery`]) answer the runtime's questions — is this checkpoint
+//! Why a module of its own: the storage ([`crate::checkpoint::storage`]) and recovery
+//! ([`crate::checkpoint::recovery`]) answer the runtime's questions — is this checkpoint
 //! complete, which one do I restore, and they stop at the first problem.
 //! Someone looking at a job's directory asks other ones: what is in there,
 //! how old, how big, per operator; why is this one not restorable; is
