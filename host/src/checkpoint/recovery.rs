@@ -1,5 +1,5 @@
-//! Which checkpoint to restore, which to prune, and whether one can be
-//! trusted: the decisions of recovery, apart from the I/O.
+//! Which checkpoint to restore, which to prune, which id comes next: the
+//! decisions of recovery, apart from the I/O.
 //!
 //! Why a module of its own: these choices decide whether a restart loses or
 //! duplicates output, so they are small synchronous functions over plain
