@@ -45,7 +45,7 @@ use std::sync::{Arc, OnceLock, mpsc};
 use std::time::{Duration, Instant};
 
 use weir::checkpoint::layout::CheckpointLayout;
-use weir::checkpoint::recovery::{restore_from_path, restore_latest};
+use weir::checkpoint::restore::{restore_from_path, restore_latest};
 use weir::checkpoint::storage::{CheckpointStorage, Fault, FaultyStorage, LocalStorage};
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunOptions};

@@ -643,7 +643,7 @@ pub(crate) fn complete_checkpoint_ids(dir: &Path) -> Vec<u64> {
 /// may leave incomplete checkpoints behind, never a complete one that cannot be restored.
 pub(crate) fn assert_complete_checkpoints_verify(dir: &Path, context: &str) {
     use weir::checkpoint::layout::CheckpointLayout;
-    use weir::checkpoint::recovery::verify;
+    use weir::checkpoint::restore::verify;
     use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
     let storage = LocalStorage::new(CheckpointLayout::new(dir));
     for checkpoint in checkpoint_dirs(dir).into_iter().filter(|c| c.complete) {

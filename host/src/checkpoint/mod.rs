@@ -10,5 +10,7 @@ pub mod layout;
 pub mod metadata;
 pub mod pending;
 pub mod recovery;
+pub mod restore;
 pub mod stats;
 pub mod storage;
+pub mod task_state;

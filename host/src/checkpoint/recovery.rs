@@ -1,13 +1,13 @@
-//! Which checkpoint to restore, which to prune, and whether one can be
-//! trusted: the decisions of recovery, apart from the I/O.
+//! Which checkpoint to restore, which to prune, which id comes next: the
+//! decisions of recovery, apart from the I/O.
 //!
 //! Why a module of its own: these choices decide whether a restart loses or
 //! duplicates output, so they are small synchronous functions over plain
 //! facts (the listings the storage found, the ids completed so far), tested
 //! exhaustively without a disk or a runtime. The CLI and the
-//! coordinator call them; they never list directories themselves.
-//! [`verify`] and [`restore_latest`] do read, but only through
-//! [`CheckpointStorage`], so they run as well over the in-memory test double.
+//! coordinator call them; they never list directories themselves. Reading
+//! the checkpoint chosen, and verifying it as it is read, is
+//! [`super::restore`]'s.
 //!
 //! # What `--restore latest` picks
 //!
@@ -34,16 +34,11 @@
 //! the only way back after a failure.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
 
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
-use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateMeta, format_chain};
-use crate::checkpoint::storage::{
-    CheckpointListing, CheckpointStorage, ListingStatus, StorageError,
-};
+use crate::checkpoint::storage::{CheckpointListing, ListingStatus, StorageError};
 use crate::ids::{CheckpointId, CheckpointKind};
 
 /// Why a checkpoint was passed over.
@@ -90,94 +85,13 @@ impl fmt::Display for Skipped {
     }
 }
 
-/// A verified checkpoint to restore from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RestorePoint {
-    /// Its directory: state handles are relative to it.
-    pub location: CheckpointLocation,
-    /// Its verified metadata.
-    pub metadata: CheckpointMetadata,
-    /// The state files its verification read, for loading it to take instead of reading them
-    /// again (a restore reads every state once, not twice).
-    pub states: VerifiedStates,
-}
-
-/// State files already read and verified, kept for the restore that needs them next.
-///
-/// Verifying a checkpoint reads every state file it references; loading it reads them again.
-/// For a large state (an image is the guest's whole memory) that second read is the largest
-/// part of a restore, so verification keeps what it read here and loading takes it. Clones
-/// share the files; each is taken once, and a file not kept (or already taken) is read from
-/// the storage as usual. A cache, not part of what a restore point is: two are always equal.
-#[derive(Debug, Clone, Default)]
-pub struct VerifiedStates {
-    files: Arc<Mutex<HashMap<PathBuf, Vec<u8>>>>,
-}
-
-impl VerifiedStates {
-    /// The verified state at `handle` in `location`: the bytes kept, or else read (and verified)
-    /// from `storage`.
-    pub fn read<S>(
-        &self,
-        storage: &S,
-        location: &CheckpointLocation,
-        handle: &StateHandle,
-    ) -> Result<Vec<u8>, StorageError>
-    where
-        S: CheckpointStorage + ?Sized,
-    {
-        let kept = self
-            .files
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .remove(&location.dir().join(&handle.file));
-        match kept {
-            Some(bytes) => Ok(bytes),
-            None => storage.read_state(location, handle),
-        }
-    }
-
-    /// Drops every file kept.
-    fn clear(&self) {
-        self.files
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
-    }
-
-    fn keep(&self, location: &CheckpointLocation, handle: &StateHandle, bytes: Vec<u8>) {
-        self.files
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(location.dir().join(&handle.file), bytes);
-    }
-}
-
-impl PartialEq for VerifiedStates {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
-
-impl Eq for VerifiedStates {}
-
-/// A state an incremental image builds on, read by [`read_chain`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainState {
-    /// The checkpoint it is in.
-    pub location: CheckpointLocation,
-    /// Its file there.
-    pub handle: StateHandle,
-    /// Its bytes, verified.
-    pub bytes: Vec<u8>,
-}
-
-/// The outcome of choosing the latest checkpoint.
+/// The outcome of choosing the latest checkpoint: `T` is what verifying the chosen one
+/// gave (for a restore, the checkpoint read whole: [`super::restore::VerifiedCheckpoint`]).
 #[derive(Debug)]
-pub struct LatestSelection {
-    /// The newest complete, verified checkpoint or savepoint; `None` if
+pub struct LatestSelection<T> {
+    /// The newest complete checkpoint or savepoint that verified; `None` if
     /// there is none.
-    pub chosen: Option<RestorePoint>,
+    pub chosen: Option<T>,
     /// Every checkpoint newer than the chosen one (all of them if none was
     /// chosen), newest first, with the reason it was passed over.
     pub skipped: Vec<Skipped>,
@@ -185,10 +99,14 @@ pub struct LatestSelection {
 
 /// Chooses what `--restore latest` restores, from the storage's listings:
 /// walks them newest first, skipping incomplete and corrupt ones, and calls
-/// `verify` on each complete one until one verifies. Pure but for `verify`.
-pub fn choose_latest<F>(mut listings: Vec<CheckpointListing>, mut verify: F) -> LatestSelection
+/// `verify` on each complete one until one verifies; what it returns is the
+/// choice. Pure but for `verify`, which [`super::restore`] makes the read.
+pub fn choose_latest<T, F>(
+    mut listings: Vec<CheckpointListing>,
+    mut verify: F,
+) -> LatestSelection<T>
 where
-    F: FnMut(&CheckpointLocation) -> Result<CheckpointMetadata, StorageError>,
+    F: FnMut(&CheckpointLocation) -> Result<T, StorageError>,
 {
     // Newest first; on a tie of ids, the checkpoint before the savepoint.
     let rank = |kind| match kind {
@@ -208,13 +126,9 @@ where
             ListingStatus::Incomplete => SkipReason::Incomplete,
             ListingStatus::Corrupt(error) => SkipReason::Corrupt(error),
             ListingStatus::Complete(_) => match verify(&location) {
-                Ok(metadata) => {
+                Ok(verified) => {
                     return LatestSelection {
-                        chosen: Some(RestorePoint {
-                            location,
-                            metadata,
-                            states: VerifiedStates::default(),
-                        }),
+                        chosen: Some(verified),
                         skipped,
                     };
                 }
@@ -234,173 +148,12 @@ where
     }
 }
 
-/// Checks that the checkpoint at `location` can be trusted: its metadata
-/// verifies, and so does every state file it references (frame, length and
-/// checksum against the state handle), and every state file of the earlier
-/// checkpoints its image chains need ([`read_chain`]). Reads every state file
-/// once; the first failure is returned, naming the file.
-pub fn verify<S>(
-    storage: &S,
-    location: &CheckpointLocation,
-) -> Result<CheckpointMetadata, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    verify_keeping(storage, location, None)
-}
-
-/// [`verify`], keeping every state file read in `kept` when given.
-fn verify_keeping<S>(
-    storage: &S,
-    location: &CheckpointLocation,
-    kept: Option<&VerifiedStates>,
-) -> Result<CheckpointMetadata, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    let metadata = storage.read_metadata(location)?;
-    let mut links = BTreeMap::new();
-    let nothing_kept = VerifiedStates::default();
-    for entry in &metadata.tasks {
-        let bytes = storage.read_state(location, &entry.handle)?;
-        let chain = read_chain(storage, location, entry, &mut links, &nothing_kept)?;
-        if let Some(kept) = kept {
-            kept.keep(location, &entry.handle, bytes);
-            for link in chain {
-                kept.keep(&link.location, &link.handle, link.bytes);
-            }
-        }
-    }
-    Ok(metadata)
-}
-
-/// `location` verified, with the state files verification read kept for loading it.
-fn verified_point<S>(
-    storage: &S,
-    location: CheckpointLocation,
-) -> Result<RestorePoint, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    let states = VerifiedStates::default();
-    let metadata = verify_keeping(storage, &location, Some(&states))?;
-    Ok(RestorePoint {
-        location,
-        metadata,
-        states,
-    })
-}
-
-/// Reads and verifies the states `entry`'s chain needs (an incremental
-/// image: docs/CHECKPOINTS.md §10), base first: for each link, the metadata
-/// of the checkpoint beside `location` (cached in `links`), the task's entry
-/// there, whose own chain must be the part of `entry`'s before the link, and
-/// its state file (frame and handle), taken from `states` when verification
-/// kept it. Empty for a self-contained state. An error names the delta's
-/// file, the link and what is wrong with it.
-pub fn read_chain<S>(
-    storage: &S,
-    location: &CheckpointLocation,
-    entry: &TaskStateMeta,
-    links: &mut BTreeMap<CheckpointId, CheckpointMetadata>,
-    states: &VerifiedStates,
-) -> Result<Vec<ChainState>, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    let mut chain = Vec::with_capacity(entry.chain.len());
-    for (position, &link) in entry.chain.iter().enumerate() {
-        let broken = |problem: String| StorageError::BrokenChain {
-            path: location.dir().join(&entry.handle.file),
-            link,
-            problem,
-        };
-        let link_location = location.chain_link(link);
-        let meta = match links.entry(link) {
-            std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
-            std::collections::btree_map::Entry::Vacant(e) => e.insert(
-                storage
-                    .read_metadata(&link_location)
-                    .map_err(|e| broken(e.to_string()))?,
-            ),
-        };
-        let Some(link_entry) = meta.task(&entry.task) else {
-            return Err(broken(format!(
-                "{} holds no state of task {}",
-                link_location, entry.task
-            )));
-        };
-        let expected = &entry.chain[..position];
-        if link_entry.chain != expected {
-            return Err(broken(format!(
-                "the state of task {} there builds on {}, not on {}",
-                entry.task,
-                format_chain(&link_entry.chain),
-                format_chain(expected)
-            )));
-        }
-        let bytes = states
-            .read(storage, &link_location, &link_entry.handle)
-            .map_err(|e| broken(e.to_string()))?;
-        chain.push(ChainState {
-            location: link_location,
-            handle: link_entry.handle.clone(),
-            bytes,
-        });
-    }
-    Ok(chain)
-}
-
-/// `--restore latest`: lists the storage and chooses with [`choose_latest`],
-/// verifying each candidate with [`verify`].
-pub fn restore_latest<S>(storage: &S) -> Result<LatestSelection, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    restore_latest_since(storage, CheckpointId(0))
-}
-
-/// [`restore_latest`] among the checkpoints and savepoints whose id is at
-/// least `since`: a failover chooses among those of its own run, never one an
-/// earlier run left behind.
-pub fn restore_latest_since<S>(
-    storage: &S,
-    since: CheckpointId,
-) -> Result<LatestSelection, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    let mut listings = storage.list()?;
-    listings.retain(|listing| listing.id >= since);
-    // The states the chosen checkpoint's verification read are kept for loading it; those of a
-    // candidate that fails are dropped with it.
-    let states = VerifiedStates::default();
-    let mut selection = choose_latest(listings, |location| {
-        states.clear();
-        verify_keeping(storage, location, Some(&states))
-    });
-    if let Some(chosen) = &mut selection.chosen {
-        chosen.states = states;
-    }
-    Ok(selection)
-}
-
-/// `--restore PATH`: the checkpoint or savepoint at `path` (its directory or
-/// its `_metadata` file), verified.
-pub fn restore_from_path<S>(storage: &S, path: &Path) -> Result<RestorePoint, StorageError>
-where
-    S: CheckpointStorage + ?Sized,
-{
-    let location = storage.locate(path)?;
-    verified_point(storage, location)
-}
-
 /// Which completed checkpoints to delete so that the `retained` newest
 /// remain (at least one), with everything their image chains need.
 ///
 /// `completed` maps every completed checkpoint still on disk (savepoints are
 /// never pruned and are not in it) to the checkpoints its tasks' chains need
-/// ([`CheckpointMetadata::chain_links`]). A checkpoint is kept when it is
+/// ([`CheckpointMetadata::chain_links`](crate::checkpoint::metadata::CheckpointMetadata::chain_links)). A checkpoint is kept when it is
 /// among the `retained` newest, or when a kept checkpoint needs it — the
 /// closure: a checkpoint kept as a chain link keeps its own links, so every
 /// complete checkpoint left on disk can still be restored on its own. The
@@ -482,13 +235,11 @@ pub fn next_checkpoint_id(
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
+    use crate::checkpoint::metadata::CheckpointMetadata;
     use crate::checkpoint::metadata::tests::sample;
-    use crate::checkpoint::storage::{LocalStorage, MemoryStorage};
-    use crate::ids::TaskId;
-    use std::fs;
     use std::path::PathBuf;
 
     const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -523,26 +274,34 @@ pub(crate) mod tests {
         })
     }
 
+    /// What the test verifier gives for a checkpoint that verifies.
+    #[derive(Debug)]
+    struct Verified {
+        location: CheckpointLocation,
+        metadata: CheckpointMetadata,
+    }
+
     /// A verifier that accepts everything but the given locations.
-    fn verifier(
-        bad: &[&str],
-    ) -> impl FnMut(&CheckpointLocation) -> Result<CheckpointMetadata, StorageError> {
+    fn verifier(bad: &[&str]) -> impl FnMut(&CheckpointLocation) -> Result<Verified, StorageError> {
         let bad: Vec<String> = bad.iter().map(|s| s.to_string()).collect();
         move |location| {
             let (kind, id) = location.parsed_name().unwrap();
             if bad.contains(&location.name()) {
                 Err(corrupt_error(&format!("{}/count-1.state", location.name())))
             } else {
-                Ok(sample(kind, id.0))
+                Ok(Verified {
+                    location: location.clone(),
+                    metadata: sample(kind, id.0),
+                })
             }
         }
     }
 
-    fn chosen(selection: &LatestSelection) -> Option<String> {
+    fn chosen(selection: &LatestSelection<Verified>) -> Option<String> {
         selection.chosen.as_ref().map(|point| point.location.name())
     }
 
-    fn skipped(selection: &LatestSelection) -> Vec<String> {
+    fn skipped(selection: &LatestSelection<Verified>) -> Vec<String> {
         selection.skipped.iter().map(ToString::to_string).collect()
     }
 
@@ -746,267 +505,6 @@ pub(crate) mod tests {
         assert_eq!(
             next_checkpoint_id(&listings, Some(CheckpointId(3))),
             CheckpointId(10)
-        );
-    }
-
-    // --- over real storage ---
-
-    /// Writes every task of `sample(kind, id)` and publishes the metadata.
-    fn write_checkpoint(storage: &dyn CheckpointStorage, kind: CheckpointKind, id: u64) {
-        let mut meta = sample(kind, id);
-        for entry in &mut meta.tasks {
-            let state = format!("{}@{id}", entry.task);
-            entry.handle = storage
-                .write_state(kind, CheckpointId(id), &entry.task, state.as_bytes())
-                .unwrap();
-            entry.state_bytes = state.len() as u64;
-        }
-        storage.write_metadata(&meta).unwrap();
-    }
-
-    fn local_with(ids: &[u64]) -> (tempfile::TempDir, LocalStorage) {
-        let dir = tempfile::tempdir().unwrap();
-        let storage = LocalStorage::new(CheckpointLayout::new(dir.path().join("job")));
-        for &id in ids {
-            write_checkpoint(&storage, CHK, id);
-        }
-        (dir, storage)
-    }
-
-    #[test]
-    fn restores_previous_checkpoint_when_a_state_file_is_truncated() {
-        let (_dir, storage) = local_with(&[1, 2]);
-        let chk2 = storage.layout().location(CHK, CheckpointId(2));
-        let path = chk2.dir().join("count-1.state");
-        let bytes = fs::read(&path).unwrap();
-        fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
-
-        let selection = restore_latest(&storage).unwrap();
-        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
-        assert_eq!(
-            skipped(&selection),
-            [format!(
-                "skipping chk-0000000002: state file {}: truncated: expected {} bytes, found {}",
-                path.display(),
-                bytes.len(),
-                bytes.len() - 5
-            )]
-        );
-        let point = selection.chosen.unwrap();
-        let entry = point.metadata.task(&TaskId::new("count", 1)).unwrap();
-        assert_eq!(
-            storage.read_state(&point.location, &entry.handle).unwrap(),
-            b"count#1@1"
-        );
-    }
-
-    #[test]
-    fn restores_previous_checkpoint_when_metadata_has_a_flipped_byte() {
-        let (_dir, storage) = local_with(&[1, 2, 3]);
-        let path =
-            CheckpointLayout::metadata_file(&storage.layout().location(CHK, CheckpointId(3)));
-        let mut bytes = fs::read(&path).unwrap();
-        bytes[100] ^= 0x08;
-        fs::write(&path, bytes).unwrap();
-
-        let selection = restore_latest(&storage).unwrap();
-        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000002"));
-        let message = skipped(&selection).join("\n");
-        assert!(
-            message.starts_with(&format!(
-                "skipping chk-0000000003: metadata file {}: checksum mismatch",
-                path.display()
-            )),
-            "{message}"
-        );
-    }
-
-    #[test]
-    fn restores_previous_checkpoint_when_a_state_file_is_missing() {
-        let storage = MemoryStorage::default();
-        write_checkpoint(&storage, CHK, 1);
-        write_checkpoint(&storage, CHK, 2);
-        let path = storage
-            .layout()
-            .state_file(CHK, CheckpointId(2), &TaskId::new("source", 0))
-            .unwrap();
-        assert!(storage.remove_raw_file(&path));
-        let selection = restore_latest(&storage).unwrap();
-        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
-        assert!(
-            skipped(&selection)[0].contains("source-0.state"),
-            "{:?}",
-            skipped(&selection)
-        );
-    }
-
-    #[test]
-    fn restores_previous_checkpoint_when_the_newest_is_incomplete() {
-        let (_dir, storage) = local_with(&[1]);
-        storage
-            .write_state(CHK, CheckpointId(2), &TaskId::new("count", 0), b"x")
-            .unwrap();
-        let selection = restore_latest(&storage).unwrap();
-        assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
-        assert_eq!(
-            skipped(&selection),
-            ["skipping chk-0000000002: incomplete: missing metadata"]
-        );
-    }
-
-    /// Checkpoint `id` where `count#0`'s state builds on `chain`; each task's state is
-    /// `<task>@<id>`.
-    pub(crate) fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
-        let mut meta = sample(CHK, id);
-        meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
-        for entry in &mut meta.tasks {
-            let state = format!("{}@{id}", entry.task);
-            entry.handle = storage
-                .write_state(CHK, CheckpointId(id), &entry.task, state.as_bytes())
-                .unwrap();
-            entry.state_bytes = state.len() as u64;
-            if entry.task == TaskId::new("count", 0) {
-                entry.chain = chain.iter().copied().map(CheckpointId).collect();
-            }
-        }
-        storage.write_metadata(&meta).unwrap();
-    }
-
-    #[test]
-    fn a_restore_point_hands_over_the_states_its_verification_read_once() {
-        let storage = MemoryStorage::default();
-        write_chained(&storage, 1, &[]);
-        write_chained(&storage, 2, &[1]);
-        write_chained(&storage, 3, &[]);
-        let chk2 = storage.layout().location(CHK, CheckpointId(2));
-        let task = TaskId::new("count", 0);
-        for point in [
-            restore_latest(&storage).unwrap().chosen.unwrap(),
-            restore_from_path(&storage, chk2.dir()).unwrap(),
-        ] {
-            let entry = point.metadata.task(&task).unwrap().clone();
-            let id = point.metadata.checkpoint_id;
-            // The files are gone from the storage; the point still has what it verified.
-            for gone in [id, CheckpointId(1)] {
-                let path = storage.layout().state_file(CHK, gone, &task).unwrap();
-                storage.remove_raw_file(&path);
-            }
-            let kept = point.states.read(&storage, &point.location, &entry.handle);
-            assert_eq!(kept.unwrap(), format!("count#0@{id}").as_bytes());
-            let chain = read_chain(
-                &storage,
-                &point.location,
-                &entry,
-                &mut BTreeMap::new(),
-                &point.states,
-            )
-            .unwrap();
-            let links: Vec<&[u8]> = chain.iter().map(|link| link.bytes.as_slice()).collect();
-            let expected: &[&[u8]] = if id == CheckpointId(2) {
-                &[b"count#0@1"]
-            } else {
-                &[]
-            };
-            assert_eq!(links, expected, "checkpoint {id}");
-            // Each file is handed over once: a second read goes to the storage.
-            let again = point.states.read(&storage, &point.location, &entry.handle);
-            assert!(again.is_err(), "checkpoint {id}: read twice");
-        }
-    }
-
-    #[test]
-    fn verifying_a_delta_reads_its_chain_and_a_broken_link_falls_back_naming_both_files() {
-        let (_dir, storage) = local_with(&[]);
-        write_chained(&storage, 1, &[]);
-        write_chained(&storage, 2, &[1]);
-        write_chained(&storage, 3, &[1, 2]);
-        let chk3 = storage.layout().location(CHK, CheckpointId(3));
-        let point = restore_from_path(&storage, chk3.dir()).unwrap();
-        let entry = point.metadata.task(&TaskId::new("count", 0)).unwrap();
-        let nothing_kept = VerifiedStates::default();
-        let states = read_chain(
-            &storage,
-            &point.location,
-            entry,
-            &mut BTreeMap::new(),
-            &nothing_kept,
-        )
-        .unwrap();
-        let bytes: Vec<&[u8]> = states.iter().map(|s| s.bytes.as_slice()).collect();
-        assert_eq!(bytes, [b"count#0@1".as_slice(), b"count#0@2".as_slice()]);
-
-        // Damage the link's file: 3 no longer verifies, 2 (which needs only 1) does.
-        let link = storage
-            .layout()
-            .location(CHK, CheckpointId(1))
-            .dir()
-            .join("count-0.state");
-        let mut bytes = fs::read(&link).unwrap();
-        bytes[22] ^= 0x01;
-        fs::write(&link, &bytes).unwrap();
-        let selection = restore_latest(&storage).unwrap();
-        assert_eq!(chosen(&selection), None, "1 is damaged, 2 and 3 need it");
-        let message = skipped(&selection).join("\n");
-        let delta = chk3.dir().join("count-0.state");
-        assert!(
-            message.contains(&format!(
-                "state file {} is an image delta that builds on checkpoint 1, which cannot be used: state file {}: checksum mismatch",
-                delta.display(),
-                link.display()
-            )),
-            "{message}"
-        );
-
-        // A link gone altogether is named too.
-        let (_dir, storage) = local_with(&[]);
-        write_chained(&storage, 1, &[]);
-        write_chained(&storage, 2, &[1]);
-        storage.discard(CHK, CheckpointId(1)).unwrap();
-        let err = verify(&storage, &storage.layout().location(CHK, CheckpointId(2))).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StorageError::BrokenChain {
-                    link: CheckpointId(1),
-                    ..
-                }
-            ),
-            "{err}"
-        );
-        assert!(
-            err.to_string().contains("chk-0000000001/_metadata"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn a_link_whose_own_chain_differs_is_refused() {
-        let storage = MemoryStorage::default();
-        write_chained(&storage, 1, &[]);
-        write_chained(&storage, 2, &[]);
-        write_chained(&storage, 3, &[1, 2]);
-        let err = verify(&storage, &storage.layout().location(CHK, CheckpointId(3))).unwrap_err();
-        assert!(
-            err.to_string()
-                .contains("the state of task count#0 there builds on [], not on [1]"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn restores_a_given_path_only_if_it_verifies() {
-        let (_dir, storage) = local_with(&[1]);
-        write_checkpoint(&storage, SP, 2);
-        let sp = storage.layout().location(SP, CheckpointId(2));
-        let point = restore_from_path(&storage, &CheckpointLayout::metadata_file(&sp)).unwrap();
-        assert_eq!(point.location, sp);
-        assert_eq!(point.metadata.kind, SP);
-
-        fs::write(sp.dir().join("count-0.state"), b"WEIRSTAT").unwrap();
-        let err = restore_from_path(&storage, sp.dir()).unwrap_err();
-        assert!(
-            err.to_string().contains("count-0.state: truncated"),
-            "{err}"
         );
     }
 }

@@ -233,8 +233,12 @@ pub fn committed_parts(dir: &Path) -> std::io::Result<usize> {
     Ok(count)
 }
 
-fn io_error(path: &Path, what: &str, e: std::io::Error) -> TaskError {
-    TaskError::Connector(format!("file sink {}: {what}: {e}", path.display()))
+fn io_error(path: &Path, what: &'static str, e: std::io::Error) -> TaskError {
+    TaskError::FileSink {
+        path: path.to_path_buf(),
+        what,
+        source: e,
+    }
 }
 
 impl Processor for FileSink {

@@ -39,8 +39,12 @@ impl FileSource {
         }
     }
 
-    fn io_error(&self, what: &str, e: std::io::Error) -> TaskError {
-        TaskError::Connector(format!("file source {}: {what}: {e}", self.path.display()))
+    fn io_error(&self, what: &'static str, e: std::io::Error) -> TaskError {
+        TaskError::FileSource {
+            path: self.path.clone(),
+            what,
+            source: e,
+        }
     }
 }
 
@@ -65,12 +69,14 @@ impl Source for FileSource {
         for _ in 0..max {
             self.line.clear();
             let reader = self.reader.as_mut().expect("opened above");
-            let n = reader.read_until(b'\n', &mut self.line).map_err(|e| {
-                TaskError::Connector(format!(
-                    "file source {}: cannot read: {e}",
-                    self.path.display()
-                ))
-            })?;
+            let n =
+                reader
+                    .read_until(b'\n', &mut self.line)
+                    .map_err(|e| TaskError::FileSource {
+                        path: self.path.clone(),
+                        what: "cannot read",
+                        source: e,
+                    })?;
             if n == 0 {
                 return Ok(if self.follow {
                     SourcePoll::Idle(FOLLOW_IDLE)

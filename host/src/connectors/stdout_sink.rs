@@ -28,7 +28,10 @@ impl Processor for StdoutSink {
         std::io::stdout()
             .lock()
             .write_all(&self.line)
-            .map_err(|e| TaskError::Connector(format!("stdout sink: cannot write: {e}")))
+            .map_err(|e| TaskError::StdoutSink {
+                what: "cannot write",
+                source: e,
+            })
     }
 
     fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
@@ -38,7 +41,10 @@ impl Processor for StdoutSink {
     fn snapshot(&mut self, _barrier: Barrier) -> Result<Vec<u8>, TaskError> {
         std::io::stdout()
             .flush()
-            .map_err(|e| TaskError::Connector(format!("stdout sink: cannot flush: {e}")))?;
+            .map_err(|e| TaskError::StdoutSink {
+                what: "cannot flush",
+                source: e,
+            })?;
         Ok(Vec::new())
     }
 

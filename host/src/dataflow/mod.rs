@@ -10,4 +10,3 @@ pub mod persist;
 pub mod processor;
 pub mod router;
 pub mod task;
-pub mod task_state;

@@ -11,10 +11,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::processor::TaskError;
-use super::task_state::TaskState;
 use crate::checkpoint::metadata::StateHandle;
 use crate::checkpoint::pending::Acknowledgement;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::checkpoint::task_state::TaskState;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
 use crate::ids::TaskId;
@@ -44,7 +44,7 @@ pub enum TaskEvent {
         /// The task.
         task: TaskId,
         /// Why, for the log and the statistics.
-        reason: String,
+        reason: DeclineReason,
     },
     /// A source has emitted its last record.
     SourceFinished(TaskId),
@@ -55,6 +55,20 @@ pub enum TaskEvent {
         /// How it ended.
         result: Result<(), TaskError>,
     },
+}
+
+/// Why a task cannot take part in a checkpoint ([`TaskEvent::Decline`]). The coordinator
+/// records it as text (the abort reason in the statistics); the event keeps it typed up to
+/// there.
+#[derive(Debug, thiserror::Error)]
+pub enum DeclineReason {
+    /// A newer barrier arrived while the task was aligning this checkpoint's: the older one is
+    /// given up, and the newer one subsumes it.
+    #[error("a newer barrier arrived during alignment")]
+    Superseded,
+    /// The task's state could not be written; the error names the file and the problem.
+    #[error(transparent)]
+    Storage(#[from] StorageError),
 }
 
 /// Writes snapshots off the task's thread and reports to the driver.
@@ -115,7 +129,7 @@ impl Persister {
                 Err(e) => TaskEvent::Decline {
                     id: barrier.id,
                     task,
-                    reason: e.to_string(),
+                    reason: DeclineReason::Storage(e),
                 },
             };
             // The driver is gone only when the attempt is over; nothing to tell then.
@@ -124,11 +138,11 @@ impl Persister {
     }
 
     /// Declines checkpoint `id` for `task`.
-    pub fn decline(&self, id: CheckpointId, task: &TaskId, reason: &str) {
+    pub fn decline(&self, id: CheckpointId, task: &TaskId, reason: DeclineReason) {
         let _ = self.events.send(TaskEvent::Decline {
             id,
             task: task.clone(),
-            reason: reason.to_string(),
+            reason,
         });
     }
 

@@ -5,6 +5,8 @@
 //! They live beside the task loop that calls them ([`super::task`]), so whoever
 //! writes a connector or a new kind of operator finds its whole contract here.
 
+use std::io;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use super::channel::Stopped;
@@ -42,9 +44,37 @@ pub enum TaskError {
     /// The guest failed (trap, timeout, bad output, its own error…).
     #[error(transparent)]
     Guest(#[from] GuestError),
-    /// A source or sink failed, typically on I/O.
-    #[error("{0}")]
-    Connector(String),
+    /// The file source could not open, seek in or read its file: check that the file
+    /// exists and is readable.
+    #[error("file source {}: {what}: {source}", path.display())]
+    FileSource {
+        /// The file it reads.
+        path: PathBuf,
+        /// What it was doing, such as `cannot read`.
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The file sink could not write, sync, commit or clean up a part file or its output
+    /// directory: check the disk and the directory's permissions.
+    #[error("file sink {}: {what}: {source}", path.display())]
+    FileSink {
+        /// The part file or the output directory concerned.
+        path: PathBuf,
+        /// What it was doing, such as `cannot fsync`.
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
+    /// The stdout sink could not write or flush the process's standard output (a closed
+    /// pipe, typically).
+    #[error("stdout sink: {what}: {source}")]
+    StdoutSink {
+        /// What it was doing, such as `cannot write`.
+        what: &'static str,
+        /// The I/O error.
+        source: io::Error,
+    },
     /// A batch on a channel was malformed.
     #[error("malformed batch on input {input}: {problem}")]
     Malformed {
@@ -136,4 +166,46 @@ pub struct ChainedState {
     /// The earlier checkpoints whose states of this task a restore needs, base first; empty
     /// for a self-contained state.
     pub chain: Vec<CheckpointId>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connector_failures_name_the_connector_its_path_and_what_it_was_doing() {
+        let io = || io::Error::new(io::ErrorKind::PermissionDenied, "permission denied");
+        let source = TaskError::FileSource {
+            path: PathBuf::from("/in/lines.txt"),
+            what: "cannot open",
+            source: io(),
+        };
+        assert_eq!(
+            source.to_string(),
+            "file source /in/lines.txt: cannot open: permission denied"
+        );
+        let sink = TaskError::FileSink {
+            path: PathBuf::from("/out/part-0-0.inprogress"),
+            what: "cannot fsync",
+            source: io(),
+        };
+        assert_eq!(
+            sink.to_string(),
+            "file sink /out/part-0-0.inprogress: cannot fsync: permission denied"
+        );
+        let stdout = TaskError::StdoutSink {
+            what: "cannot write",
+            source: io(),
+        };
+        assert_eq!(
+            stdout.to_string(),
+            "stdout sink: cannot write: permission denied"
+        );
+        // The I/O error stays reachable as the source, for whoever needs its kind.
+        let cause = std::error::Error::source(&sink).and_then(|e| e.downcast_ref::<io::Error>());
+        assert_eq!(
+            cause.map(io::Error::kind),
+            Some(io::ErrorKind::PermissionDenied)
+        );
+    }
 }

@@ -21,11 +21,11 @@ use super::alignment::{AlignmentEvent, BarrierAligner};
 use super::channel::{POLL, StopSignal};
 use super::message::Message;
 use super::metrics::TaskMetrics;
-use super::persist::Persister;
+use super::persist::{DeclineReason, Persister};
 use super::processor::{ChainedState, Processor, Source, SourcePoll, TaskError};
 use super::router::Router;
-use super::task_state::{RestoredState, TaskState};
 use crate::checkpoint::config::CheckpointMode;
+use crate::checkpoint::task_state::{RestoredState, TaskState};
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -145,11 +145,8 @@ pub fn run_processor(
                         kill_point::reached(KillPoint::Alignment);
                     }
                     AlignmentEvent::Superseded { aborted, .. } => {
-                        env.persister.decline(
-                            aborted,
-                            &env.id,
-                            "a newer barrier arrived during alignment",
-                        );
+                        env.persister
+                            .decline(aborted, &env.id, DeclineReason::Superseded);
                     }
                     _ => {}
                 }

@@ -188,7 +188,10 @@ impl Driver<'_> {
                 }
             }
             TaskEvent::Decline { id, task, reason } => {
-                match self.coordinator.decline(id, task.clone(), &reason, now) {
+                match self
+                    .coordinator
+                    .decline(id, task.clone(), reason.to_string(), now)
+                {
                     Ok(actions) => self.carry_out(actions).await,
                     Err(ignored) => {
                         tracing::debug!(

@@ -1,5 +1,12 @@
-//! Matching a checkpoint to the job about to run from it, and reading each
-//! task's state back.
+//! Matching a checkpoint to the job about to run from it: which of the
+//! checkpoint's task states the job takes.
+//!
+//! Why a module of its own: this is the policy for a job that changed since
+//! its checkpoint, and it decides whether a restart loses state, so it is a
+//! pure function over the checkpoint's metadata and the job, tested without a
+//! disk. Reading the checkpoint (and verifying it as it is read) is
+//! [`crate::checkpoint::restore`]'s; the runner hands the states this module
+//! chooses to the tasks.
 //!
 //! State is matched by vertex name. State for a vertex the job no longer has
 //! is an error unless the user allows dropping it; a vertex whose
@@ -7,15 +14,14 @@
 //! keyed state comes later); a vertex the checkpoint does not know starts
 //! empty.
 
-use std::collections::{BTreeMap, HashMap};
-
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use crate::checkpoint::recovery::{RestorePoint, read_chain};
-use crate::checkpoint::storage::{CheckpointStorage, StorageError};
-use crate::dataflow::task_state::{RestoredState, TaskState};
+use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::restore::EnvelopeError;
+use crate::checkpoint::storage::StorageError;
+use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
-use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::Job;
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
@@ -48,33 +54,9 @@ pub enum RestoreError {
         /// The checkpoint's directory name.
         checkpoint: String,
     },
-    /// A state file, or one its image chain needs, cannot be read or verified.
+    /// A task's state file, or one its image builds on, verifies but does not decode.
     #[error(transparent)]
-    Storage(#[from] StorageError),
-    /// A task's state file verifies but its envelope does not decode.
-    #[error("{checkpoint}: state of {task}: {problem}")]
-    TaskState {
-        /// The checkpoint's directory name.
-        checkpoint: String,
-        /// The task.
-        task: TaskId,
-        /// What is wrong with the envelope.
-        problem: String,
-    },
-    /// The state an incremental image builds on does not decode.
-    #[error(
-        "{checkpoint}: state of {task} at checkpoint {link}, which its image builds on: {problem}"
-    )]
-    ChainState {
-        /// The checkpoint's directory name.
-        checkpoint: String,
-        /// The task.
-        task: TaskId,
-        /// The checkpoint of the link.
-        link: CheckpointId,
-        /// What is wrong with its envelope.
-        problem: String,
-    },
+    Envelope(#[from] EnvelopeError),
     /// The checkpoint given with `--restore PATH` cannot be used, and another one of the job
     /// verifies.
     #[error(
@@ -92,47 +74,51 @@ pub enum RestoreError {
     },
 }
 
+/// Which of a checkpoint's task states a job takes, as [`match_states`] decided.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct StateMatch {
+    /// The tasks whose state is restored, in the checkpoint's order by vertex name.
+    pub(crate) tasks: Vec<TaskId>,
+    /// The vertices whose state is dropped because the job no longer has them (allowed with
+    /// `--allow-non-restored-state`), for the log.
+    pub(crate) dropped: Vec<String>,
+}
+
 /// The envelope of a state that holds nothing: version and flags only.
 const EMPTY_STATE_BYTES: u64 = 2;
 
-/// Reads and checks the state of every task of `job` from `point`, with the
-/// states of the earlier checkpoints an incremental image builds on.
-pub(crate) fn load_states(
-    storage: &dyn CheckpointStorage,
-    point: &RestorePoint,
+/// Decides which task states of the checkpoint `metadata` (in the directory named
+/// `checkpoint`) `job` takes: every task of a vertex the job still has at the same
+/// parallelism; none of a stateless vertex whose parallelism changed; a stateful one is
+/// [`RestoreError::ParallelismChanged`]. A vertex the job lost is
+/// [`RestoreError::UnknownVertex`] unless `allow_non_restored_state`, then it is dropped.
+pub(crate) fn match_states(
+    metadata: &CheckpointMetadata,
+    checkpoint: &str,
     job: &Job,
     allow_non_restored_state: bool,
-) -> Result<HashMap<TaskId, RestoredState>, RestoreError> {
-    let meta = &point.metadata;
-    let name = point.location.name();
+) -> Result<StateMatch, RestoreError> {
     let mut by_vertex: BTreeMap<&str, Vec<_>> = BTreeMap::new();
-    for entry in &meta.tasks {
+    for entry in &metadata.tasks {
         by_vertex
             .entry(entry.task.vertex.as_str())
             .or_default()
             .push(entry);
     }
-    let mut states = HashMap::new();
-    let mut links = BTreeMap::new();
-    // New images may build on the restored ones only if they are this job's checkpoints: a
-    // savepoint, or a checkpoint restored from another directory, is no link of its chains.
-    let resumable = meta.kind == CheckpointKind::Checkpoint
-        && point.location == storage.layout().location(meta.kind, meta.checkpoint_id);
+    let mut matched = StateMatch::default();
     for (vertex, entries) in by_vertex {
         let Some(v) = job.vertex(vertex) else {
             if allow_non_restored_state {
-                tracing::warn!(
-                    "dropping the state of `{vertex}` from {name}: the job has no such vertex"
-                );
+                matched.dropped.push(vertex.to_string());
                 continue;
             }
             return Err(RestoreError::UnknownVertex {
-                checkpoint: name,
+                checkpoint: checkpoint.to_string(),
                 vertex: vertex.to_string(),
             });
         };
         let stateful = entries.iter().any(|e| e.state_bytes > EMPTY_STATE_BYTES);
-        let old = meta
+        let old = metadata
             .parallelism
             .get(vertex)
             .copied()
@@ -143,48 +129,23 @@ pub(crate) fn load_states(
                     vertex: vertex.to_string(),
                     old,
                     new: v.parallelism,
-                    checkpoint: name,
+                    checkpoint: checkpoint.to_string(),
                 });
             }
             continue;
         }
-        for entry in entries {
-            let bytes = point.states.read(storage, &point.location, &entry.handle)?;
-            let state = TaskState::decode(bytes).map_err(|problem| RestoreError::TaskState {
-                checkpoint: name.clone(),
-                task: entry.task.clone(),
-                problem,
-            })?;
-            let chain = read_chain(storage, &point.location, entry, &mut links, &point.states)?
-                .into_iter()
-                .zip(&entry.chain)
-                .map(|(link_state, &link)| {
-                    TaskState::decode(link_state.bytes)
-                        .map(|s| s.inner)
-                        .map_err(|problem| RestoreError::ChainState {
-                            checkpoint: name.clone(),
-                            task: entry.task.clone(),
-                            link,
-                            problem,
-                        })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
-            let restored = RestoredState {
-                state,
-                chain,
-                resumable,
-            };
-            states.insert(entry.task.clone(), restored);
-        }
+        matched
+            .tasks
+            .extend(entries.into_iter().map(|entry| entry.task.clone()));
     }
-    Ok(states)
+    Ok(matched)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::checkpoint::metadata::{CheckpointMetadata, METADATA_VERSION, TaskStateMeta};
-    use crate::checkpoint::storage::MemoryStorage;
+    use crate::checkpoint::metadata::{METADATA_VERSION, StateHandle, TaskStateMeta};
+    use crate::checkpoint::task_state::TaskState;
     use crate::ids::CheckpointId;
 
     /// A job with a generator, an operator `op` of the given parallelism and a sink.
@@ -199,36 +160,35 @@ mod tests {
         Job::from_str(&text, "/jobs", "j.toml").unwrap()
     }
 
-    /// Checkpoint 1 of `job`, every task holding `inner` as its state.
-    fn checkpoint(storage: &MemoryStorage, job: &Job, inner: &[u8]) -> RestorePoint {
-        let id = CheckpointId(1);
+    /// The metadata of checkpoint 1 of `job`, every task holding `inner` as its state.
+    fn checkpoint(job: &Job, inner: &[u8]) -> CheckpointMetadata {
+        let state_bytes = TaskState {
+            finished: false,
+            inner: inner.to_vec(),
+        }
+        .encode()
+        .len() as u64;
         let tasks = job
             .tasks()
-            .map(|task| {
-                let bytes = TaskState {
-                    finished: false,
-                    inner: inner.to_vec(),
-                }
-                .encode();
-                let handle = storage
-                    .write_state(CheckpointKind::Checkpoint, id, &task, &bytes)
-                    .unwrap();
-                TaskStateMeta {
-                    task,
-                    handle,
-                    state_bytes: bytes.len() as u64,
-                    sync_duration_ms: 0,
-                    async_duration_ms: 0,
-                    alignment_duration_ms: 0,
-                    chain: Vec::new(),
-                }
+            .map(|task| TaskStateMeta {
+                handle: StateHandle {
+                    file: format!("{}-{}.state", task.vertex, task.subtask),
+                    length: state_bytes + 24,
+                    crc32: 0,
+                },
+                task,
+                state_bytes,
+                sync_duration_ms: 0,
+                async_duration_ms: 0,
+                alignment_duration_ms: 0,
+                chain: Vec::new(),
             })
             .collect();
-        let metadata = CheckpointMetadata {
+        CheckpointMetadata {
             format_version: METADATA_VERSION,
             job_name: job.name.clone(),
             job_fingerprint: job.fingerprint(),
-            checkpoint_id: id,
+            checkpoint_id: CheckpointId(1),
             kind: CheckpointKind::Checkpoint,
             trigger_time_ms: 0,
             completion_time_ms: 0,
@@ -239,34 +199,25 @@ mod tests {
                 .map(|v| (v.name.clone(), v.parallelism))
                 .collect(),
             tasks,
-        };
-        let location = storage.write_metadata(&metadata).unwrap();
-        RestorePoint {
-            location,
-            metadata,
-            states: Default::default(),
         }
     }
 
+    const CHK1: &str = "chk-0000000001";
+
     #[test]
     fn restores_every_task_of_an_unchanged_job() {
-        let storage = MemoryStorage::default();
         let job = job("op", 2);
-        let point = checkpoint(&storage, &job, b"state");
-        let states = load_states(&storage, &point, &job, false).unwrap();
-        assert_eq!(states.len(), job.tasks().count());
-        assert_eq!(states[&TaskId::new("op", 1)].state.inner, b"state");
-        assert!(
-            states[&TaskId::new("op", 1)].resumable,
-            "new images may build on a checkpoint of the job"
-        );
+        let meta = checkpoint(&job, b"state");
+        let matched = match_states(&meta, CHK1, &job, false).unwrap();
+        assert_eq!(matched.tasks.len(), job.tasks().count());
+        assert!(matched.tasks.contains(&TaskId::new("op", 1)));
+        assert!(matched.dropped.is_empty());
     }
 
     #[test]
     fn refuses_a_changed_parallelism_of_a_stateful_operator() {
-        let storage = MemoryStorage::default();
-        let point = checkpoint(&storage, &job("op", 2), b"state");
-        let err = load_states(&storage, &point, &job("op", 3), false).unwrap_err();
+        let meta = checkpoint(&job("op", 2), b"state");
+        let err = match_states(&meta, CHK1, &job("op", 3), false).unwrap_err();
         assert!(
             matches!(&err, RestoreError::ParallelismChanged { vertex, old: 2, new: 3, .. } if vertex == "op"),
             "{err:?}"
@@ -281,17 +232,15 @@ mod tests {
 
     #[test]
     fn allows_a_changed_parallelism_of_a_stateless_operator() {
-        let storage = MemoryStorage::default();
-        let point = checkpoint(&storage, &job("op", 2), b"");
-        let states = load_states(&storage, &point, &job("op", 3), false).unwrap();
-        assert!(!states.keys().any(|t| t.vertex == "op"));
+        let meta = checkpoint(&job("op", 2), b"");
+        let matched = match_states(&meta, CHK1, &job("op", 3), false).unwrap();
+        assert!(!matched.tasks.iter().any(|t| t.vertex == "op"));
     }
 
     #[test]
     fn state_of_a_vertex_the_job_lost_needs_allow_non_restored_state() {
-        let storage = MemoryStorage::default();
-        let point = checkpoint(&storage, &job("old", 1), b"state");
-        let err = load_states(&storage, &point, &job("new", 1), false).unwrap_err();
+        let meta = checkpoint(&job("old", 1), b"state");
+        let err = match_states(&meta, CHK1, &job("new", 1), false).unwrap_err();
         assert!(
             matches!(&err, RestoreError::UnknownVertex { vertex, .. } if vertex == "old"),
             "{err:?}"
@@ -299,7 +248,8 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains("holds state for `old`"), "{err}");
         assert!(err.contains("--allow-non-restored-state"), "{err}");
-        let states = load_states(&storage, &point, &job("new", 1), true).unwrap();
-        assert!(states.keys().all(|t| t.vertex != "old"));
+        let matched = match_states(&meta, CHK1, &job("new", 1), true).unwrap();
+        assert!(matched.tasks.iter().all(|t| t.vertex != "old"));
+        assert_eq!(matched.dropped, ["old"]);
     }
 }

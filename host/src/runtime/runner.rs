@@ -15,15 +15,15 @@ use super::history::HistoryRecorder;
 use super::lock::JobLocks;
 use super::monitor::{JobMonitor, RestoredCheckpoint};
 use super::request::SavepointError;
-use super::restore::{RestoreError, load_states};
+use super::restore::{RestoreError, match_states};
 use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
 use crate::checkpoint::coordinator::Coordinator;
 use crate::checkpoint::history::CheckpointHistory;
 use crate::checkpoint::layout::CheckpointLayout;
-use crate::checkpoint::recovery::{
-    RestorePoint, SkipReason, next_checkpoint_id, restore_from_path, restore_latest,
-    restore_latest_since,
+use crate::checkpoint::recovery::{SkipReason, next_checkpoint_id};
+use crate::checkpoint::restore::{
+    VerifiedCheckpoint, restore_from_path, restore_latest, restore_latest_since,
 };
 use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
 use crate::connectors::file_sink::committed_parts;
@@ -224,17 +224,20 @@ impl JobRunner {
         handle: tokio::runtime::Handle,
         requests: &mut UnboundedReceiver<JobRequest>,
         history: &mut HistoryRecorder,
-        initial: Option<RestorePoint>,
+        initial: Option<VerifiedCheckpoint>,
     ) -> Result<JobOutcome, RunError> {
         let job = &self.job;
         // This run's checkpoints are numbered from here on: after every id ever reserved.
         let run_first_id = history.history().next_id();
-        let mut point = initial.clone();
+        // A failover with no checkpoint of its own reads the one the run started from again.
+        let initial_dir = initial.as_ref().map(|p| p.location.dir().to_path_buf());
+        let mut point = initial;
         let mut restarts = 0u32;
         let mut next_id = run_first_id;
         let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
         loop {
-            let states = match &point {
+            let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
+            let states = match point.take() {
                 Some(p) => {
                     tracing::info!("restoring from {}", p.location.dir().display());
                     self.monitor.set_restored(RestoredCheckpoint {
@@ -243,13 +246,21 @@ impl JobRunner {
                         path: p.location.dir().to_path_buf(),
                         restored_at: std::time::SystemTime::now(),
                     });
-                    let storage = Arc::clone(&self.storage);
-                    let (p2, job2, allow) = (
-                        p.clone(),
-                        job.clone(),
-                        self.options.allow_non_restored_state,
-                    );
-                    blocking(move || load_states(storage.as_ref(), &p2, &job2, allow)).await?
+                    let name = p.location.name();
+                    let allow = self.options.allow_non_restored_state;
+                    let matched = match_states(&p.metadata, &name, job, allow)?;
+                    for vertex in &matched.dropped {
+                        tracing::warn!(
+                            "dropping the state of `{vertex}` from {name}: the job has no such \
+                             vertex"
+                        );
+                    }
+                    // Decoding an envelope moves the state's bytes: off the async threads.
+                    blocking(move || {
+                        p.into_task_states(&matched.tasks)
+                            .map_err(RestoreError::from)
+                    })
+                    .await?
                 }
                 None => HashMap::new(),
             };
@@ -257,7 +268,6 @@ impl JobRunner {
                 let storage = Arc::clone(&self.storage);
                 blocking(move || storage.list()).await?
             };
-            let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
             let first_id = next_checkpoint_id(&listings, restored_id).max(next_id);
             history.reserve_ahead(first_id);
             let retained = listings.iter().filter_map(|l| {
@@ -331,7 +341,7 @@ impl JobRunner {
                         return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
                     }
                     point = self
-                        .resolve_failover(run_first_id, initial.as_ref())
+                        .resolve_failover(run_first_id, initial_dir.as_deref())
                         .await?;
                 }
             }
@@ -344,7 +354,7 @@ impl JobRunner {
     async fn choose_start(
         &self,
         history: &CheckpointHistory,
-    ) -> Result<Option<RestorePoint>, RunError> {
+    ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
         match self.options.restore.clone() {
             Some(RestoreFrom::Path(path)) => {
@@ -502,13 +512,14 @@ impl JobRunner {
         }
     }
 
-    /// The restore point of a failover: the newest checkpoint or savepoint this run
-    /// completed (ids from `run_first_id`), else the one the run started from, else none.
+    /// The checkpoint a failover restores, read whole: the newest checkpoint or savepoint this
+    /// run completed (ids from `run_first_id`), else the one the run started from (in
+    /// `initial`), else none.
     async fn resolve_failover(
         &self,
         run_first_id: CheckpointId,
-        initial: Option<&RestorePoint>,
-    ) -> Result<Option<RestorePoint>, RunError> {
+        initial: Option<&std::path::Path>,
+    ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
         let selection =
             blocking(move || restore_latest_since(storage.as_ref(), run_first_id)).await?;
@@ -521,7 +532,7 @@ impl JobRunner {
         match initial {
             Some(initial) => {
                 let storage = Arc::clone(&self.storage);
-                let dir = initial.location.dir().to_path_buf();
+                let dir = initial.to_path_buf();
                 Ok(Some(
                     blocking(move || restore_from_path(storage.as_ref(), &dir)).await?,
                 ))

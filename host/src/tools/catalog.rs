@@ -57,7 +57,7 @@ use crate::checkpoint::layout::{
     CheckpointLayout, CheckpointLocation, METADATA_FILE, SAVEPOINTS_DIR,
 };
 use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta};
-use crate::checkpoint::recovery;
+use crate::checkpoint::restore;
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, StorageError,
 };
@@ -659,7 +659,7 @@ impl MetadataSummary {
 }
 
 /// Newest first; on a tie of ids the checkpoint first — the order in which
-/// [`recovery::choose_latest`] considers them.
+/// [`choose_latest`](crate::checkpoint::recovery::choose_latest) considers them.
 fn newest_first(kind: CheckpointKind, id: CheckpointId) -> Reverse<(CheckpointId, u8)> {
     Reverse((id, u8::from(kind == CheckpointKind::Checkpoint)))
 }
@@ -794,7 +794,7 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
         .filter(|e| e.status == EntryStatus::Complete)
     {
         let location = CheckpointLocation::new(&entry.path);
-        match recovery::verify(&storage, &location) {
+        match restore::verify(&storage, &location) {
             Ok(_) => {
                 entry.verified = true;
                 latest_restorable = Some(LatestRestorable {
@@ -1165,10 +1165,7 @@ fn verify_one(
             None => checked.bytes_checked += task.file_bytes,
         }
         // An image delta: the states it builds on, in earlier checkpoints.
-        let nothing_kept = recovery::VerifiedStates::default();
-        if let Err(e) =
-            recovery::read_chain(storage, &listing.location, entry, &mut links, &nothing_kept)
-        {
+        if let Err(e) = restore::read_chain(storage, &listing.location, entry, &mut links) {
             checked.problems.push(FileProblem {
                 file: dir.join(&entry.handle.file),
                 message: e.to_string(),

@@ -145,7 +145,7 @@ pub enum StorageError {
 #[derive(Debug)]
 pub enum ListingStatus {
     /// The metadata is present and verifies: the checkpoint can be restored
-    /// (its state files are only verified by [`verify`](crate::checkpoint::recovery::verify)).
+    /// (its state files are only verified by [`verify`](crate::checkpoint::restore::verify)).
     Complete(Box<CheckpointMetadata>),
     /// No metadata: the checkpoint was never completed (crash or abort
     /// during it), or its removal was interrupted. Never restored; removed

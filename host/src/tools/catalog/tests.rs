@@ -1,6 +1,6 @@
 use super::*;
 use crate::checkpoint::metadata::tests::sample;
-use crate::checkpoint::recovery::tests::write_chained;
+use crate::checkpoint::restore::tests::write_chained;
 use crate::ids::TaskId;
 
 const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -216,7 +216,7 @@ fn the_latest_restorable_is_what_restore_latest_picks_even_past_a_flipped_byte()
 
     let catalog = list(&dir.path().join("job")).unwrap();
     let latest = catalog.latest_restorable.clone().unwrap();
-    let chosen = recovery::restore_latest(&storage).unwrap().chosen.unwrap();
+    let chosen = restore::restore_latest(&storage).unwrap().chosen.unwrap();
     assert_eq!(latest.path, chosen.location.dir());
     assert_eq!((latest.kind, latest.id), (SP, CheckpointId(2)));
     let newest = &catalog.entries[0];

@@ -8,7 +8,10 @@
 //! 1       1     flags: bit 0 = the task had already seen the end of all its inputs
 //! 2       ...   the state of the source, operator or sink
 //! ```
-//! The file around it (magic, length, checksum) is `checkpoint::format`'s.
+//! The file around it (magic, length, checksum) is [`super::format`]'s. The
+//! envelope lives beside it, in the checkpoint layer, because reading a
+//! checkpoint back decodes it and the tasks that write it sit
+//! above that layer.
 
 const VERSION: u8 = 1;
 const FINISHED: u8 = 1;
@@ -36,7 +39,7 @@ impl TaskState {
     /// Decodes an envelope, saying what is wrong with a bad one. Takes the bytes as read, so
     /// that the inner state (for an image, the guest's whole memory) keeps their buffer
     /// instead of being copied into a new one.
-    pub fn decode(mut bytes: Vec<u8>) -> Result<Self, String> {
+    pub fn decode(mut bytes: Vec<u8>) -> Result<Self, TaskStateError> {
         match *bytes.as_slice() {
             [VERSION, flags, ..] if flags & !FINISHED == 0 => {
                 bytes.drain(..2);
@@ -45,13 +48,34 @@ impl TaskState {
                     inner: bytes,
                 })
             }
-            [VERSION, flags, ..] => Err(format!("unknown task state flags {flags:#04x}")),
-            [version, ..] => Err(format!(
-                "task state envelope version {version} is not supported (this build reads {VERSION})"
-            )),
-            [] => Err("task state is empty".to_string()),
+            [VERSION, flags, ..] => Err(TaskStateError::UnknownFlags { flags }),
+            [version, ..] => Err(TaskStateError::UnsupportedVersion { version }),
+            [] => Err(TaskStateError::Empty),
         }
     }
+}
+
+/// Why a state file's contents (which verified: frame, length and checksum) are not a task
+/// state envelope this build reads. The file was written by another build of Weir, or it is
+/// not a task's state at all.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TaskStateError {
+    /// The version byte is a known version but the flags byte has bits this build does not
+    /// know: a newer build wrote it.
+    #[error("unknown task state flags {flags:#04x}")]
+    UnknownFlags {
+        /// The flags byte as found.
+        flags: u8,
+    },
+    /// The envelope is of another version: restore it with the build that wrote it.
+    #[error("task state envelope version {version} is not supported (this build reads {VERSION})")]
+    UnsupportedVersion {
+        /// The version byte as found.
+        version: u8,
+    },
+    /// The state holds no bytes at all, not even the envelope's.
+    #[error("task state is empty")]
+    Empty,
 }
 
 /// What a restore hands a task: the state of the restored checkpoint and, when that state
@@ -94,9 +118,14 @@ mod tests {
         assert!(
             TaskState::decode(vec![9, 0])
                 .unwrap_err()
+                .to_string()
                 .contains("version 9")
         );
         assert!(TaskState::decode(vec![]).is_err());
         assert!(TaskState::decode(vec![1, 2]).is_err());
+        assert_eq!(
+            TaskState::decode(vec![1, 2]).unwrap_err().to_string(),
+            "unknown task state flags 0x02"
+        );
     }
 }
