@@ -9,7 +9,6 @@ use weir_abi::{ABI_VERSION, InitMessage, exports};
 
 use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
-use super::image::capture::ImageExports;
 use super::image::delta::ImagePolicy;
 use super::image::format::IMAGE_MAGIC;
 use super::image::state::ImageState;
@@ -156,13 +155,13 @@ impl GuestInstance {
 
         let capture = match module.image() {
             Some(layout) => {
-                let exports = ImageExports::lookup(layout, &instance, &mut store).map_err(|e| {
+                let image = ImageState::lookup(layout, &instance, &mut store).map_err(|e| {
                     let failure = GuestFailure::Instantiation {
                         message: e.to_string(),
                     };
                     failed(Call::Instantiate, failure, None)
                 })?;
-                Capture::Image(Box::new(ImageState::new(exports, ImagePolicy::default())))
+                Capture::Image(Box::new(image))
             }
             None => Capture::Exports,
         };

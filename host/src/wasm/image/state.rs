@@ -17,15 +17,17 @@
 //! [`ImagePolicy`] (from `image_full_every`) only says when such an image may be a delta.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
-use wasmtime::Store;
+use wasmtime::{Instance, Store};
 
-use super::capture::ImageExports;
+use super::capture::{CaptureError, ImageExports};
 use super::delta::{Baseline, ImagePolicy, reconstruct};
 use super::format::{
     IMAGE_MAGIC, ImageError, ImageKind, decode_full_unchecked, into_checkpoint_image, read_header,
 };
 use super::memcopy::to_owned_memory;
+use super::rewrite::ImageLayout;
 use crate::ids::CheckpointId;
 use crate::wasm::error::GuestFailure;
 use crate::wasm::instance::GuestSnapshot;
@@ -84,16 +86,23 @@ fn failure(e: impl ToString) -> GuestFailure {
 }
 
 impl ImageState {
-    /// The image side of a new instance whose rewrite exports are `exports`, under `policy`.
-    pub(crate) fn new(exports: ImageExports, policy: ImagePolicy) -> Self {
+    /// The image side of `instance`, a new instance of a module rewritten to `layout`: its
+    /// images are incremental under the default [`ImagePolicy`] until
+    /// [`set_policy`](Self::set_policy) says otherwise.
+    pub(crate) fn lookup(
+        layout: &Arc<ImageLayout>,
+        instance: &Instance,
+        store: &mut Store<GuestState>,
+    ) -> Result<Self, CaptureError> {
+        let policy = ImagePolicy::default();
         let mut state = ImageState {
-            exports,
+            exports: ImageExports::lookup(layout, instance, store)?,
             policy,
             incremental: None,
             awaiting: None,
         };
         state.set_policy(policy);
-        state
+        Ok(state)
     }
 
     /// Sets when images may be deltas: with `policy.full_every` above 1 the previous image is
