@@ -423,10 +423,12 @@ impl GuestInstance {
         state: Cow<'_, [u8]>,
         resume: bool,
     ) -> Result<(), GuestError> {
-        let Capture::Image(image) = &mut self.capture else {
-            unreachable!("only an instance checkpointed as an image restores one");
+        let (awaiting, policy) = match &mut self.capture {
+            Capture::Image(image) => (image.stop_awaiting(), image.policy()),
+            Capture::Exports => {
+                return Err(self.poison(Call::Restore, not_imaged(), None));
+            }
         };
-        let awaiting = image.stop_awaiting();
         if state.is_empty() && chain.is_empty() {
             // The fresh start it already is, initialised now if it was waiting for an image.
             return match awaiting {
@@ -442,7 +444,6 @@ impl GuestInstance {
                 .write_image(chain, state, resume)
                 .map_err(|failure| self.poison(Call::Restore, failure, None));
         }
-        let policy = image.policy();
         let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
         fresh.set_image_policy(policy);
         match fresh.write_image(chain, state, resume) {
@@ -464,9 +465,7 @@ impl GuestInstance {
     ) -> Result<(), GuestFailure> {
         match &mut self.capture {
             Capture::Image(image) => image.write(&mut self.store, chain, state, resume),
-            Capture::Exports => Err(GuestFailure::Image {
-                message: "the module is not checkpointed as an image".to_string(),
-            }),
+            Capture::Exports => Err(not_imaged()),
         }
     }
 
@@ -645,6 +644,14 @@ impl GuestInstance {
             failure,
             backtrace,
         }
+    }
+}
+
+/// The failure of an image restore into an instance checkpointed through its exports (the
+/// callers check the mode first, so it names a bug rather than a user's mistake).
+fn not_imaged() -> GuestFailure {
+    GuestFailure::Image {
+        message: "the module is not checkpointed as an image".to_string(),
     }
 }
 
