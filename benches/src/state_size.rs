@@ -186,7 +186,7 @@ pub fn measure(
     // One repetition more than asked: the first restore is reported apart.
     for run in 0..=runs {
         let id = CheckpointId(run as u64 + 1);
-        let (state, ms) = timed(|| guest.snapshot(id.0))?;
+        let (state, ms) = timed(|| guest.snapshot(id))?;
         snapshot_ms.push(ms);
         state_bytes = state.len() as u64;
         let (handle, ms) =
@@ -276,12 +276,12 @@ fn measure_deltas(
     for run in 0..runs as u64 {
         // A new policy forgets the previous image: the next one is full.
         guest.set_image_policy(policy);
-        let full = guest.snapshot_incremental(2 * run + 1_000_000)?;
+        let full = guest.snapshot_incremental(CheckpointId(2 * run + 1_000_000))?;
         let start = (run * touched) % keys;
         for batch in distinct_keys(start..(start + touched).min(keys), 0, FILL_BATCH) {
             guest.process(&batch)?;
         }
-        let (delta, ms) = timed(|| guest.snapshot_incremental(2 * run + 1_000_001))?;
+        let (delta, ms) = timed(|| guest.snapshot_incremental(CheckpointId(2 * run + 1_000_001)))?;
         let header = read_header(&delta.state)
             .map_err(|e| BenchError::Wrong(format!("a delta does not decode: {e}")))?;
         if !full.chain.is_empty() || header.kind != ImageKind::Delta {
@@ -331,7 +331,7 @@ fn measure_deltas(
 /// The instance restored from an image must hold that image: its own image has the same
 /// memories and globals.
 fn check_image_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(), BenchError> {
-    let again = fresh.snapshot(u64::MAX >> 1)?;
+    let again = fresh.snapshot(CheckpointId(u64::MAX >> 1))?;
     let wrong = |e| BenchError::Wrong(format!("an image does not decode: {e}"));
     let (before, after) = (
         decode_full(state).map_err(wrong)?,
@@ -348,7 +348,7 @@ fn check_image_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(),
 /// The restored instance must hold exactly the state it was restored from. The count writes
 /// its table in table order, so equal states may give different bytes: compare the counts.
 fn check_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(), BenchError> {
-    let again = fresh.snapshot(u64::MAX >> 1)?;
+    let again = fresh.snapshot(CheckpointId(u64::MAX >> 1))?;
     let (before, after) = (counts_in(state)?, counts_in(&again)?);
     if before != after {
         return Err(BenchError::Wrong(format!(

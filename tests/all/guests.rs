@@ -2,6 +2,7 @@
 //! into a fresh instance, continue — and the same output as an instance that
 //! was never interrupted.
 
+use weir::ids::CheckpointId;
 use weir::wasm::{GuestInstance, InstanceContext, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
@@ -62,9 +63,11 @@ fn assert_restore_is_invisible(path: &str, name: &str, input: &[Rec], every: usi
         got.extend(run(&mut current, b));
         if (i + 1) % every == 0 {
             let state = current
-                .snapshot(i as u64 + 1)
+                .snapshot(CheckpointId(i as u64 + 1))
                 .unwrap_or_else(|e| panic!("{e}"));
-            current.checkpoint_complete(i as u64 + 1).unwrap();
+            current
+                .checkpoint_complete(CheckpointId(i as u64 + 1))
+                .unwrap();
             current = instance(&module, name);
             current.restore(&state).unwrap_or_else(|e| panic!("{e}"));
         }

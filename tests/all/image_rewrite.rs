@@ -6,6 +6,7 @@
 
 use std::io::Write as _;
 
+use weir::ids::CheckpointId;
 use weir::wasm::image::rewrite::{
     AddressType, GlobalValueType, ImageRefusal, RewriteError, analyze, rewrite,
 };
@@ -84,7 +85,7 @@ fn run(module: &OperatorModule, name: &str) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
             emitted.push(out);
         }
         if i % 4 == 3 && module.capabilities().snapshot {
-            snapshots.push(guest.snapshot(i as u64).unwrap());
+            snapshots.push(guest.snapshot(CheckpointId(i as u64)).unwrap());
         }
     }
     (emitted, snapshots)

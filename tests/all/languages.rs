@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::Path;
 
+use weir::ids::CheckpointId;
 use weir::wasm::{
     GuestFailure, GuestInstance, InstanceContext, OperatorModule, StateCapture, WasmEngine,
 };
@@ -198,9 +199,11 @@ fn run(
         if restore_one_in.is_some_and(|k| rng.below(k) == 0) {
             checkpoint += 1;
             let state = instance
-                .snapshot(checkpoint)
+                .snapshot(CheckpointId(checkpoint))
                 .unwrap_or_else(|e| panic!("{e}"));
-            instance.checkpoint_complete(checkpoint).unwrap();
+            instance
+                .checkpoint_complete(CheckpointId(checkpoint))
+                .unwrap();
             instance = guest.instance();
             instance.restore(&state).unwrap_or_else(|e| panic!("{e}"));
         }
@@ -345,7 +348,7 @@ fn wat_c_and_assemblyscript_count_restore_each_others_snapshots() {
             for batch in first {
                 instance.process(batch).unwrap();
             }
-            instance.snapshot(1).unwrap()
+            instance.snapshot(CheckpointId(1)).unwrap()
         })
         .collect();
     for (guest, snapshot) in guests.iter().zip(&snapshots) {

@@ -18,6 +18,7 @@
 
 use std::time::Duration;
 
+use weir::ids::CheckpointId;
 use weir::wasm::{
     GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule,
     StateCapture, WasmEngine,
@@ -100,14 +101,14 @@ fn check_guest(name: &str, module: &OperatorModule, bytes: &[u8]) {
 /// A state the guest accepted survives a snapshot → restore cycle.
 fn check_accepted(name: &str, module: &OperatorModule, mut restored: GuestInstance) {
     let snapshot = restored
-        .snapshot(1)
+        .snapshot(CheckpointId(1))
         .unwrap_or_else(|e| panic!("{name}: cannot snapshot a state it restored: {e}"));
     // Only the state must survive, not its bytes: a guest may write equal states
     // differently (the Rust count writes its hash table in table order).
     let mut copy = start(name, module);
     copy.restore(&snapshot)
         .unwrap_or_else(|e| panic!("{name}: refuses its own snapshot: {e}"));
-    copy.snapshot(2)
+    copy.snapshot(CheckpointId(2))
         .unwrap_or_else(|e| panic!("{name}: cannot snapshot its own snapshot: {e}"));
     let first = restored.process(&probe()).map_err(|e| e.failure);
     let second = copy.process(&probe()).map_err(|e| e.failure);
@@ -196,7 +197,7 @@ mod tests {
         for (name, module) in &target.guests {
             let mut instance = start(name, module);
             instance.process(&probe()).unwrap();
-            let snapshot = instance.snapshot(1).unwrap();
+            let snapshot = instance.snapshot(CheckpointId(1)).unwrap();
             assert!(!snapshot.is_empty(), "{name}");
             check_guest(name, module, &snapshot);
         }

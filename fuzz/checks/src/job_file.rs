@@ -80,7 +80,7 @@ fn check_bounds(text: &str, job: &Job) {
 }
 
 /// Guest limits within their bounds.
-fn check_limits(limits: &weir::job::Limits, context: &dyn Fn() -> String) {
+fn check_limits(limits: &weir::wasm::GuestLimits, context: &dyn Fn() -> String) {
     for bytes in [
         limits.max_memory_bytes,
         limits.max_output_bytes,

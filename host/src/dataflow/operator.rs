@@ -54,7 +54,7 @@ impl Processor for WasmOperator {
     }
 
     fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
-        Ok(self.call(|i| i.snapshot(barrier.id.0))?)
+        Ok(self.call(|i| i.snapshot(barrier.id))?)
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
@@ -62,11 +62,11 @@ impl Processor for WasmOperator {
     }
 
     fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        Ok(self.call(|i| i.checkpoint_complete(id.0))?)
+        Ok(self.call(|i| i.checkpoint_complete(id))?)
     }
 
     fn snapshot_incremental(&mut self, barrier: Barrier) -> Result<ChainedState, TaskError> {
-        let GuestSnapshot { state, chain } = self.call(|i| i.snapshot_incremental(barrier.id.0))?;
+        let GuestSnapshot { state, chain } = self.call(|i| i.snapshot_incremental(barrier.id))?;
         Ok(ChainedState { state, chain })
     }
 
@@ -80,7 +80,7 @@ impl Processor for WasmOperator {
     }
 
     fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        self.instance.checkpoint_aborted(id.0);
+        self.instance.checkpoint_aborted(id);
         Ok(())
     }
 }

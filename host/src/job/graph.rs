@@ -13,7 +13,6 @@ use toml::Spanned;
 
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
-use super::limits::Limits;
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
@@ -24,6 +23,7 @@ use super::units::{format_duration, format_size};
 use super::validate;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::ids::TaskId;
+use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;
 
@@ -59,7 +59,7 @@ pub struct Job {
     /// The `[restart]` table.
     pub restart: RestartStrategy,
     /// The `[limits]` table: what operators without their own `limits` get.
-    pub limits: Limits,
+    pub limits: GuestLimits,
     /// The `[control]` table: whether and where the running job serves its
     /// control endpoint.
     pub control: ControlConfig,
@@ -129,7 +129,7 @@ pub struct Operator {
     /// Handed to the guest's `weir_init` (docs/ABI.md §6); empty if absent.
     pub config: Vec<u8>,
     /// The job's `[limits]` with this operator's `limits` applied.
-    pub limits: Limits,
+    pub limits: GuestLimits,
     /// How checkpoints capture its state (`checkpoint`).
     pub state_capture: StateCapture,
     /// A full image every this many image checkpoints, deltas between them
@@ -592,7 +592,7 @@ fn unspanned<T>(value: T) -> Spanned<T> {
 }
 
 /// `limits` as a table; with `base`, only the keys that differ from it.
-fn limits_spec(limits: &Limits, base: Option<&Limits>) -> LimitsSpec {
+fn limits_spec(limits: &GuestLimits, base: Option<&GuestLimits>) -> LimitsSpec {
     let show = |differs: bool| base.is_none() || differs;
     let base = base.unwrap_or(limits);
     let size = |bytes: usize| unspanned(format_size(bytes as u64));

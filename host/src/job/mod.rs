@@ -8,7 +8,7 @@
 //! 2. validation turns the spec into a [`Job`], the job graph: vertices with
 //!    kind-specific settings, [`Edge`]s with a [`Partitioner`] and an input port,
 //!    a [`CheckpointConfig`](crate::checkpoint::config::CheckpointConfig), a
-//!    [`RestartStrategy`] and guest [`Limits`]; paths resolved against the job
+//!    [`RestartStrategy`] and [`GuestLimits`](crate::wasm::GuestLimits); paths resolved against the job
 //!    file's folder. Every error is a [`JobError`] that displays as
 //!    `file:line:column: message`.
 //!
@@ -25,7 +25,6 @@ mod control;
 mod error;
 mod fingerprint;
 mod graph;
-mod limits;
 mod paths;
 mod restart;
 pub mod spec;
@@ -42,7 +41,6 @@ pub use graph::{
     Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
     Vertex, VertexKind,
 };
-pub use limits::Limits;
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;
 pub use spec::JobSpec;

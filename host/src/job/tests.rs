@@ -7,6 +7,7 @@ use std::time::Duration;
 use super::*;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::ids::TaskId;
+use crate::wasm::GuestLimits;
 
 fn parse(text: &str) -> Result<Job, JobError> {
     Job::from_str(text, "/jobs", "test.toml")
@@ -246,7 +247,7 @@ fn absent_tables_and_keys_take_their_defaults() {
         RestartStrategy::None,
         "no checkpoints, nothing to restart from"
     );
-    assert_eq!(job.limits, Limits::default());
+    assert_eq!(job.limits, GuestLimits::default());
     assert_eq!(job.vertices[0].parallelism, 1);
     assert_eq!(
         job.vertices[0].kind,
@@ -263,7 +264,7 @@ fn absent_tables_and_keys_take_their_defaults() {
 
 #[test]
 fn default_limits_are_those_of_the_abi() {
-    let limits = Limits::default();
+    let limits = GuestLimits::default();
     assert_eq!(limits.max_memory_bytes, 256 * 1024 * 1024);
     assert_eq!(limits.call_timeout, Duration::from_secs(10));
     assert_eq!(limits.max_output_bytes, 64 * 1024 * 1024);
@@ -344,7 +345,7 @@ fn complete_job_reads_every_key() {
             attempts: Some(7),
         }
     );
-    let job_limits = Limits {
+    let job_limits = GuestLimits {
         max_memory_bytes: 128 << 20,
         call_timeout: Duration::from_secs(5),
         max_output_bytes: 8_000_000,
@@ -396,7 +397,7 @@ fn complete_job_reads_every_key() {
     assert_eq!(join.config, b"");
     assert_eq!(
         join.limits,
-        Limits {
+        GuestLimits {
             call_timeout: Duration::from_secs(1),
             max_state_bytes: 16 << 20,
             ..job_limits

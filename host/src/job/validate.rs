@@ -18,7 +18,6 @@ use super::graph::{
     Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
     Vertex, VertexKind,
 };
-use super::limits::Limits;
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
@@ -29,6 +28,7 @@ use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
 /// Keys of a file source.
@@ -424,10 +424,10 @@ impl Validator<'_> {
             None => RestartStrategy::None,
         };
         let limits = match &spec.limits {
-            Some(table) => {
-                self.limits(table, Limits::default(), &|key| format!("`limits.{key}`"))?
-            }
-            None => Limits::default(),
+            Some(table) => self.limits(table, GuestLimits::default(), &|key| {
+                format!("`limits.{key}`")
+            })?,
+            None => GuestLimits::default(),
         };
         let control = match &spec.control {
             Some(table) => self.control(table)?,
@@ -775,12 +775,15 @@ impl Validator<'_> {
     fn limits(
         &self,
         spec: &LimitsSpec,
-        mut limits: Limits,
+        mut limits: GuestLimits,
         key: &dyn Fn(&str) -> String,
-    ) -> Result<Limits, JobError> {
+    ) -> Result<GuestLimits, JobError> {
         if let Some(value) = &spec.max_memory {
-            limits.max_memory_bytes =
-                self.size(value, &key("max_memory"), Limits::MIN_MEMORY_BYTES as u64)?;
+            limits.max_memory_bytes = self.size(
+                value,
+                &key("max_memory"),
+                GuestLimits::MIN_MEMORY_BYTES as u64,
+            )?;
         }
         if let Some(value) = &spec.call_timeout {
             limits.call_timeout = self.positive_duration(value, &key("call_timeout"))?;
@@ -983,7 +986,7 @@ impl Validator<'_> {
     fn operator<'s>(
         &self,
         spec: &'s OperatorSpec,
-        job_limits: &Limits,
+        job_limits: &GuestLimits,
     ) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "operator")?;
         let name = spec.name.get_ref();

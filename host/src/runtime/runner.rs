@@ -95,7 +95,7 @@ impl JobRunner {
                     &vertex.name,
                     &op.module,
                     op.state_capture,
-                    op.limits.into(),
+                    op.limits,
                     !op.config.is_empty(),
                 )
                 .map_err(|e| match e.problem {
@@ -747,12 +747,7 @@ mod tests {
         for vertex in &job.vertices {
             if let VertexKind::Operator(op) = &vertex.kind {
                 let module = &runner.modules[&vertex.name];
-                assert_eq!(
-                    module.limits(),
-                    &crate::wasm::GuestLimits::from(op.limits),
-                    "{}",
-                    vertex.name
-                );
+                assert_eq!(module.limits(), &op.limits, "{}", vertex.name);
             }
         }
         let module = |name: &str| &runner.modules[name];

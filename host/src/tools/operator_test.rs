@@ -34,6 +34,7 @@ use weir_abi::{Batch, BatchBuilder};
 
 use super::json_record::{JsonLinesError, JsonRecord, read_json_lines};
 use super::mismatch::{Mismatch, records};
+use crate::ids::CheckpointId;
 use crate::wasm::{
     EngineError, GuestError, GuestInstance, InstanceContext, ModuleError, ModuleProblem,
     OperatorModule, WasmEngine,
@@ -304,7 +305,7 @@ impl OperatorTest {
     ) -> Result<Vec<JsonRecord>, Box<GuestError>> {
         let mut output = Vec::new();
         let mut instance = self.instantiate()?;
-        let mut checkpoint_id = 0;
+        let mut checkpoint_id = CheckpointId(0);
         for planned in plan {
             let mut batch = BatchBuilder::new(planned.port);
             for record in &input[planned.records.clone()] {
@@ -312,7 +313,7 @@ impl OperatorTest {
             }
             collect(&mut output, instance.process(batch.as_bytes())?);
             if checkpoints && planned.checkpoint_after {
-                checkpoint_id += 1;
+                checkpoint_id = checkpoint_id.next();
                 let state = instance.snapshot(checkpoint_id)?;
                 instance.checkpoint_complete(checkpoint_id)?;
                 let mut fresh = self.instantiate()?;

@@ -9,12 +9,9 @@ use weir_abi::{ABI_VERSION, InitMessage, exports};
 
 use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
-use super::image::capture::ImageExports;
-use super::image::delta::{Baseline, ImagePolicy, reconstruct};
-use super::image::format::{
-    IMAGE_MAGIC, ImageError, ImageKind, decode_full_unchecked, into_checkpoint_image, read_header,
-};
-use super::image::memcopy::to_owned_memory;
+use super::image::delta::ImagePolicy;
+use super::image::format::IMAGE_MAGIC;
+use super::image::state::ImageState;
 use super::limits::GuestLimits;
 use super::module::{Capabilities, OperatorModule};
 use super::state::{Call, GuestState};
@@ -67,37 +64,24 @@ pub struct GuestInstance {
     limits: GuestLimits,
     /// The epoch deadline every call gets, from `limits.call_timeout`.
     deadline_ticks: u64,
-    /// The module it is an instance of: a restore from an image starts a fresh instance.
+    /// The module it is an instance of: a restore from an image starts a fresh instance, and
+    /// the module's clone of its engine keeps the epoch ticker running.
     module: OperatorModule,
-    /// Its memories and mutable globals, when it is checkpointed as an image.
-    image: Option<ImageExports>,
-    /// When images may be deltas (`image_full_every` of the job file).
-    image_policy: ImagePolicy,
-    /// The previous image and its chain, when this instance's checkpoints are incremental
-    /// images; `None` for exports, or when every image is full.
-    incremental: Option<Incremental>,
-    /// For an instance started to have an image written into it (see
-    /// [`OperatorModule::instantiate_for_restore`]): the config it is initialised with if it
-    /// is not restored from an image after all. `None` once it holds an image or is initialised.
-    awaiting_image: Option<Vec<u8>>,
+    /// How its state is checkpointed, as its module was loaded to.
+    capture: Capture,
 }
 
-/// `bytes` as an owned buffer: the buffer itself, or a copy made on every core.
-fn owned(bytes: Cow<'_, [u8]>) -> Vec<u8> {
-    match bytes {
-        Cow::Owned(bytes) => bytes,
-        Cow::Borrowed(bytes) => to_owned_memory(bytes),
-    }
-}
-
-/// What an instance keeps between two incremental image checkpoints.
+/// How an instance's state is checkpointed: the mode its module was loaded with, as data, so
+/// that each checkpoint call is one `match` rather than a test of options.
 #[derive(Debug)]
-struct Incremental {
-    /// The previous image, which the next delta is computed against.
-    baseline: Baseline,
-    /// The checkpoints whose images make up the previous image's chain, base first, the
-    /// previous image's own last; empty when there is no previous image.
-    chain: Vec<CheckpointId>,
+enum Capture {
+    /// Through the guest's `weir_snapshot` and `weir_restore` exports (or an empty state
+    /// without them).
+    Exports,
+    /// As an image of its memories and mutable globals, taken by the host. Boxed: it holds the
+    /// incremental baseline's bookkeeping, which an instance checkpointed through its exports
+    /// should not carry the size of; it is allocated once per instance.
+    Image(Box<ImageState>),
 }
 
 /// What [`GuestInstance::snapshot_incremental`] took: the state, and the earlier checkpoints
@@ -169,16 +153,17 @@ impl GuestInstance {
         })?;
         store.data_mut().memory = Some(memory);
 
-        let image = match module.image() {
-            Some(layout) => Some(ImageExports::lookup(layout, &instance, &mut store).map_err(
-                |e| {
+        let capture = match module.image() {
+            Some(layout) => {
+                let image = ImageState::lookup(layout, &instance, &mut store).map_err(|e| {
                     let failure = GuestFailure::Instantiation {
                         message: e.to_string(),
                     };
                     failed(Call::Instantiate, failure, None)
-                },
-            )?),
-            None => None,
+                })?;
+                Capture::Image(Box::new(image))
+            }
+            None => Capture::Exports,
         };
 
         let mut guest = GuestInstance {
@@ -191,12 +176,8 @@ impl GuestInstance {
             limits,
             deadline_ticks,
             module: module.clone(),
-            image,
-            image_policy: ImagePolicy::default(),
-            incremental: None,
-            awaiting_image: None,
+            capture,
         };
-        guest.set_image_policy(ImagePolicy::default());
         if !initialize {
             // Restoring an image: the image holds what `_initialize` did, and running it again
             // over the restored memory would redo it (C constructors, allocator set-up).
@@ -275,30 +256,13 @@ impl GuestInstance {
     /// image instead (docs/CHECKPOINTS.md), without running guest code: always a full image,
     /// self-contained (what a savepoint needs), and without touching the baseline of
     /// [`snapshot_incremental`](Self::snapshot_incremental).
-    pub fn snapshot(&mut self, checkpoint_id: u64) -> Result<Vec<u8>, GuestError> {
+    pub fn snapshot(&mut self, checkpoint_id: CheckpointId) -> Result<Vec<u8>, GuestError> {
         self.check_ready(Call::Snapshot)?;
-        if let Some(image) = &self.image {
-            // Not sized in advance: the encoder allocates a full image so that its pages are
-            // faulted in by the threads that copy into them.
-            let mut out = Vec::new();
-            let taken = image.take(&mut self.store, CheckpointId(checkpoint_id), &mut out);
-            if let Err(e) = taken {
-                let failure = GuestFailure::Image {
-                    message: e.to_string(),
-                };
-                return Err(self.poison(Call::Snapshot, failure, None));
-            }
+        if let Capture::Image(image) = &self.capture {
             let limit = self.limits.max_state_bytes;
-            if out.len() > limit {
-                let message = format!(
-                    "the image of the guest's memory and globals is {} bytes, more than \
-                     `limits.max_state` ({limit} bytes): raise `limits.max_state`, or checkpoint \
-                     the operator through its own exports (checkpoint = \"exports\")",
-                    out.len()
-                );
-                return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
-            }
-            return Ok(out);
+            return image
+                .snapshot(&mut self.store, checkpoint_id, limit)
+                .map_err(|failure| self.poison(Call::Snapshot, failure, None));
         }
         let Some(snapshot) = self.funcs.snapshot.clone() else {
             return Ok(Vec::new());
@@ -318,16 +282,17 @@ impl GuestInstance {
     /// when the policy allows; with 1 (or 0) every image is full and nothing is kept. The
     /// chain starts afresh. Nothing changes for an instance checkpointed through its exports.
     pub fn set_image_policy(&mut self, policy: ImagePolicy) {
-        self.image_policy = policy;
-        self.incremental = (self.image.is_some() && policy.full_every > 1).then(|| Incremental {
-            baseline: Baseline::new(policy),
-            chain: Vec::new(),
-        });
+        if let Capture::Image(image) = &mut self.capture {
+            image.set_policy(policy);
+        }
     }
 
     /// Whether checkpoints of this instance may be incremental images.
     pub fn is_incremental(&self) -> bool {
-        self.incremental.is_some()
+        match &self.capture {
+            Capture::Exports => false,
+            Capture::Image(image) => image.is_incremental(),
+        }
     }
 
     /// The state at checkpoint `checkpoint_id`, as [`snapshot`](Self::snapshot) takes it, but
@@ -338,72 +303,27 @@ impl GuestInstance {
     /// checkpoint is aborted.
     pub fn snapshot_incremental(
         &mut self,
-        checkpoint_id: u64,
+        checkpoint_id: CheckpointId,
     ) -> Result<GuestSnapshot, GuestError> {
         self.check_ready(Call::Snapshot)?;
-        let Some(mut incremental) = self.incremental.take() else {
+        let Capture::Image(image) = &mut self.capture else {
             return Ok(GuestSnapshot {
                 state: self.snapshot(checkpoint_id)?,
                 chain: Vec::new(),
             });
         };
-        let image = self
-            .image
-            .clone()
-            .expect("incremental images need an imaged instance");
-        let checkpoint = CheckpointId(checkpoint_id);
-        let mut out = Vec::new();
-        let taken = image.take_incremental(
-            &mut self.store,
-            &mut incremental.baseline,
-            checkpoint,
-            &mut out,
-        );
-        let taken = match taken {
-            Ok(taken) => taken,
-            Err(e) => {
-                let failure = GuestFailure::Image {
-                    message: e.to_string(),
-                };
-                return Err(self.poison(Call::Snapshot, failure, None));
-            }
-        };
-        let chain = match taken.kind {
-            ImageKind::Full => Vec::new(),
-            ImageKind::Delta => {
-                debug_assert_eq!(taken.parent, incremental.chain.last().copied());
-                std::mem::take(&mut incremental.chain)
-            }
-        };
-        incremental.chain.clone_from(&chain);
-        incremental.chain.push(checkpoint);
-        self.incremental = Some(incremental);
         let limit = self.limits.max_state_bytes;
-        if out.len() > limit {
-            let message = format!(
-                "the {} of the guest's memory and globals is {} bytes, more than \
-                 `limits.max_state` ({limit} bytes): raise `limits.max_state`, or checkpoint \
-                 the operator through its own exports (checkpoint = \"exports\")",
-                match taken.kind {
-                    ImageKind::Full => "image",
-                    ImageKind::Delta => "image delta",
-                },
-                out.len()
-            );
-            return Err(self.poison(Call::Snapshot, GuestFailure::Image { message }, None));
-        }
-        Ok(GuestSnapshot { state: out, chain })
+        image
+            .snapshot_incremental(&mut self.store, checkpoint_id, limit)
+            .map_err(|failure| self.poison(Call::Snapshot, failure, None))
     }
 
     /// Checkpoint `checkpoint_id` was aborted: its state will not exist, so when the previous
     /// image's chain holds it, the next image is full (a delta on it could never be
     /// restored). Nothing else changes.
-    pub fn checkpoint_aborted(&mut self, checkpoint_id: u64) {
-        if let Some(incremental) = &mut self.incremental
-            && incremental.chain.contains(&CheckpointId(checkpoint_id))
-        {
-            incremental.baseline.reset();
-            incremental.chain.clear();
+    pub fn checkpoint_aborted(&mut self, checkpoint_id: CheckpointId) {
+        if let Capture::Image(image) = &mut self.capture {
+            image.checkpoint_aborted(checkpoint_id);
         }
     }
 
@@ -414,7 +334,7 @@ impl GuestInstance {
     /// `weir_restore`; a non-empty one then fails with [`GuestFailure::NoRestoreExport`].
     pub fn restore(&mut self, state: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
-        if self.image.is_some() {
+        if let Capture::Image(_) = self.capture {
             return self.restore_image(Vec::new(), Cow::Borrowed(state), false);
         }
         if state.starts_with(&IMAGE_MAGIC) {
@@ -477,7 +397,7 @@ impl GuestInstance {
         resume: bool,
     ) -> Result<(), GuestError> {
         self.check_ready(Call::Restore)?;
-        if self.image.is_none() {
+        if let Capture::Exports = self.capture {
             if !chain.is_empty() {
                 let message = format!(
                     "the state is an image delta on {} earlier images, but the module is not \
@@ -503,96 +423,55 @@ impl GuestInstance {
         state: Cow<'_, [u8]>,
         resume: bool,
     ) -> Result<(), GuestError> {
+        let (awaiting, policy) = match &mut self.capture {
+            Capture::Image(image) => (image.stop_awaiting(), image.policy()),
+            Capture::Exports => {
+                return Err(self.poison(Call::Restore, not_imaged(), None));
+            }
+        };
         if state.is_empty() && chain.is_empty() {
             // The fresh start it already is, initialised now if it was waiting for an image.
-            return match self.awaiting_image.take() {
+            return match awaiting {
                 Some(config) => self.initialize_now(&config),
                 None => Ok(()),
             };
         }
-        let saved_by_exports = !chain.first().unwrap_or(&state).starts_with(&IMAGE_MAGIC);
         // An instance waiting for an image takes it in place. Any other has run guest code (and
         // its memory may be larger than the image's: memories never shrink), so the image goes
         // into a fresh instance.
-        let mut fresh = match self.awaiting_image.take() {
-            Some(_) => None,
-            None => {
-                let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
-                fresh.set_image_policy(self.image_policy);
-                Some(fresh)
-            }
-        };
-        let written = match fresh.as_mut() {
-            Some(fresh) => fresh.write_image(chain, state, resume),
-            None => self.write_image(chain, state, resume),
-        };
-        if let Err(mut message) = written {
-            if saved_by_exports {
-                message.push_str(
-                    "; the state was saved by the guest's weir_snapshot, but the operator is now \
-                     checkpointed as an image: restore it with checkpoint = \"exports\", then \
-                     change the setting",
-                );
-            }
-            return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
+        if awaiting.is_some() {
+            return self
+                .write_image(chain, state, resume)
+                .map_err(|failure| self.poison(Call::Restore, failure, None));
         }
-        if let Some(fresh) = fresh {
-            *self = fresh;
+        let mut fresh = GuestInstance::start(&self.module, self.context.clone(), false)?;
+        fresh.set_image_policy(policy);
+        match fresh.write_image(chain, state, resume) {
+            Ok(()) => {
+                *self = fresh;
+                Ok(())
+            }
+            Err(failure) => Err(self.poison(Call::Restore, failure, None)),
         }
-        Ok(())
     }
 
     /// Writes the image that `chain` and `state` make into this instance, which has not run
-    /// guest code since it started. With `resume` and incremental images on, the image is kept
-    /// as the baseline of the next delta. On failure the instance is half written.
+    /// guest code since it started (see [`ImageState::write`]).
     fn write_image(
         &mut self,
         chain: Vec<Cow<'_, [u8]>>,
         state: Cow<'_, [u8]>,
         resume: bool,
-    ) -> Result<(), String> {
-        let resume = resume && self.incremental.is_some();
-        let Some(exports) = self.image.clone() else {
-            return Err("the module is not checkpointed as an image".to_string());
-        };
-        let text = |e: ImageError| e.to_string();
-        if chain.is_empty() {
-            // One full image, written straight from the bytes read. Its header is verified; its
-            // pages are not hashed again: the storage verified every byte it read.
-            let image = decode_full_unchecked(&state).map_err(text)?;
-            exports
-                .apply(&mut self.store, &image.image_ref())
-                .map_err(|e| e.to_string())?;
-            if resume && let Some(incremental) = &mut self.incremental {
-                let id = image.header.checkpoint;
-                let kept = into_checkpoint_image(owned(state)).map_err(text)?;
-                incremental.baseline = Baseline::resume(self.image_policy, kept);
-                incremental.chain = vec![id];
-            }
-            return Ok(());
+    ) -> Result<(), GuestFailure> {
+        match &mut self.capture {
+            Capture::Image(image) => image.write(&mut self.store, chain, state, resume),
+            Capture::Exports => Err(not_imaged()),
         }
-        let mut links = chain.into_iter();
-        let full = owned(links.next().expect("a chain has a full image"));
-        let deltas: Vec<Cow<'_, [u8]>> = links.chain([state]).collect();
-        let ids = std::iter::once(full.as_slice())
-            .chain(deltas.iter().map(|delta| &**delta))
-            .map(|bytes| read_header(bytes).map(|h| h.checkpoint))
-            .collect::<Result<Vec<CheckpointId>, _>>()
-            .map_err(text)?;
-        let image = reconstruct(full, deltas.iter().map(|delta| &**delta)).map_err(text)?;
-        exports
-            .apply(&mut self.store, &image.image.as_image_ref())
-            .map_err(|e| e.to_string())?;
-        if resume && let Some(incremental) = &mut self.incremental {
-            incremental.baseline = Baseline::resume(self.image_policy, image);
-            incremental.chain = ids;
-        }
-        Ok(())
     }
 
     /// Tells the guest that every checkpoint up to `checkpoint_id` is complete, through
     /// `weir_checkpoint_complete`; nothing when the module does not export it.
-    pub fn checkpoint_complete(&mut self, checkpoint_id: u64) -> Result<(), GuestError> {
+    pub fn checkpoint_complete(&mut self, checkpoint_id: CheckpointId) -> Result<(), GuestError> {
         self.check_ready(Call::CheckpointComplete)?;
         let Some(complete) = self.funcs.checkpoint_complete.clone() else {
             return Ok(());
@@ -626,7 +505,8 @@ impl GuestInstance {
             return Err(self.error(call, GuestFailure::Poisoned { failed_call }, None));
         }
         if call != Call::Restore
-            && let Some(config) = self.awaiting_image.take()
+            && let Capture::Image(image) = &mut self.capture
+            && let Some(config) = image.stop_awaiting()
         {
             // Started for an image that never came: initialise it as `instantiate` would have.
             self.initialize_now(&config)?;
@@ -637,7 +517,9 @@ impl GuestInstance {
     /// Marks this instance, started without `_initialize`, as waiting for an image; `config`
     /// initialises it if any other call comes first.
     pub(crate) fn await_image(&mut self, config: Vec<u8>) {
-        self.awaiting_image = Some(config);
+        if let Capture::Image(image) = &mut self.capture {
+            image.await_image(config);
+        }
     }
 
     /// Runs `_initialize` (if exported) and `weir_init` with `config`: what
@@ -765,10 +647,18 @@ impl GuestInstance {
     }
 }
 
+/// The failure of an image restore into an instance checkpointed through its exports (the
+/// callers check the mode first, so it names a bug rather than a user's mistake).
+fn not_imaged() -> GuestFailure {
+    GuestFailure::Image {
+        message: "the module is not checkpointed as an image".to_string(),
+    }
+}
+
 /// A checkpoint id as the guest receives it: an `i64` holding the id's bits (ids are positive
 /// and far below 2^63, so the value is unchanged).
-fn checkpoint_id_param(checkpoint_id: u64) -> i64 {
-    checkpoint_id as i64
+fn checkpoint_id_param(checkpoint_id: CheckpointId) -> i64 {
+    checkpoint_id.0 as i64
 }
 
 /// Looks up the guest's memory and exports (their presence and types were checked at load).

@@ -1,4 +1,9 @@
 //! The bounds the host puts on every guest (`docs/ABI.md` §9).
+//!
+//! [`GuestLimits`] is both what the job file's `[limits]` table and each operator's `limits`
+//! override validate into and what the wasm layer enforces: one type, so a setting reaches
+//! every guest without a conversion that could drift from it. The job layer imports it from
+//! here, since the wasm layer sits below the job.
 
 use std::time::Duration;
 
@@ -24,13 +29,16 @@ pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 /// full ones.
 pub const OUTPUT_BATCH_OVERHEAD: usize = 64;
 
-/// The limits of one job's guests, each enforced per instance or per call.
+/// The limits of one operator's guests, each enforced per instance or per call.
 ///
-/// A guest that exceeds one fails with a [`GuestFailure`](super::GuestFailure)
+/// The job file's `[limits]` table sets them for every operator, and an operator's own
+/// `limits` overrides them key by key (docs/JOB.md); each [`OperatorModule`](super::OperatorModule)
+/// carries its operator's. A guest that exceeds one fails with a [`GuestFailure`](super::GuestFailure)
 /// naming the limit; the host itself is never at risk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GuestLimits {
-    /// Largest linear memory of one instance, in bytes (job setting `limits.max_memory`).
+    /// Largest linear memory of one instance, in bytes (job setting `limits.max_memory`, at
+    /// least [`MIN_MEMORY_BYTES`](Self::MIN_MEMORY_BYTES)).
     /// Growing past it traps the guest with
     /// [`GuestFailure::MemoryLimit`](super::GuestFailure::MemoryLimit).
     pub max_memory_bytes: usize,
@@ -45,6 +53,11 @@ pub struct GuestLimits {
     pub max_state_bytes: usize,
 }
 
+impl GuestLimits {
+    /// One wasm page: the least `max_memory` that lets a guest have memory at all.
+    pub const MIN_MEMORY_BYTES: usize = 64 << 10;
+}
+
 impl Default for GuestLimits {
     /// The defaults of `docs/ABI.md` §9: 256 MiB memory, 10 s per call, 64 MiB of output per
     /// call, 1 GiB of state.
@@ -55,5 +68,16 @@ impl Default for GuestLimits {
             max_output_bytes: 64 << 20,
             max_state_bytes: 1 << 30,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wasm::image::memcopy::PAGE_SIZE;
+
+    #[test]
+    fn the_least_memory_a_job_may_set_is_one_wasm_page() {
+        assert_eq!(GuestLimits::MIN_MEMORY_BYTES, PAGE_SIZE);
     }
 }

@@ -208,7 +208,7 @@ fn count_emits_the_running_count_of_each_key_as_decimal_text() {
         "an empty input emits nothing"
     );
     assert!(count.finish().unwrap().is_empty());
-    count.checkpoint_complete(1).unwrap();
+    count.checkpoint_complete(CheckpointId(1)).unwrap();
 }
 
 #[test]
@@ -233,7 +233,7 @@ fn count_restored_from_a_snapshot_matches_an_uninterrupted_instance() {
     for b in &batches[..2] {
         got.push(interrupted.process(b).unwrap());
     }
-    let state = interrupted.snapshot(7).unwrap();
+    let state = interrupted.snapshot(CheckpointId(7)).unwrap();
     assert_eq!(&state[..4], b"WCNT");
     drop(interrupted);
 
@@ -243,7 +243,10 @@ fn count_restored_from_a_snapshot_matches_an_uninterrupted_instance() {
         got.push(restored.process(b).unwrap());
     }
     assert_eq!(got, expected, "byte-identical output batches");
-    assert_eq!(restored.snapshot(8).unwrap(), steady.snapshot(8).unwrap());
+    assert_eq!(
+        restored.snapshot(CheckpointId(8)).unwrap(),
+        steady.snapshot(CheckpointId(8)).unwrap()
+    );
 }
 
 #[test]
@@ -252,7 +255,7 @@ fn count_restores_an_empty_state_and_refuses_garbage_with_a_message() {
     let module = count_module(&engine);
 
     let mut fresh = module.instantiate(context(0), b"").unwrap();
-    let empty = fresh.snapshot(1).unwrap();
+    let empty = fresh.snapshot(CheckpointId(1)).unwrap();
     assert_eq!(empty.len(), 16, "a header and no entries");
     let mut restored = module.instantiate(context(0), b"").unwrap();
     restored.restore(&empty).unwrap();
@@ -264,7 +267,7 @@ fn count_restores_an_empty_state_and_refuses_garbage_with_a_message() {
 
     let mut valid = module.instantiate(context(0), b"").unwrap();
     valid.process(&batch(0, &[("key", "", 1)])).unwrap();
-    let state = valid.snapshot(2).unwrap();
+    let state = valid.snapshot(CheckpointId(2)).unwrap();
 
     let cases: Vec<(Vec<u8>, &str)> = vec![
         (b"garbage!garbage!garbage".to_vec(), "bad magic"),
@@ -341,7 +344,7 @@ proptest! {
             let mut guest = module.instantiate(context(0), b"").unwrap();
             for (i, records) in batches.iter().enumerate() {
                 if i == cut {
-                    let state = guest.snapshot(i as u64 + 1).unwrap();
+                    let state = guest.snapshot(CheckpointId(i as u64 + 1)).unwrap();
                     guest = module.instantiate(context(0), b"").unwrap();
                     guest.restore(&state).unwrap();
                 }
@@ -939,7 +942,7 @@ fn a_snapshot_past_the_state_limit_is_refused() {
     let err = module
         .instantiate(context(0), b"")
         .unwrap()
-        .snapshot(1)
+        .snapshot(CheckpointId(1))
         .unwrap_err();
     assert!(matches!(
         err.failure,
@@ -1183,7 +1186,7 @@ fn emit_and_save_state_outside_their_calls_are_refused() {
         (func (export "weir_snapshot") (param i64) (result i32)
           (call $emit (i32.const 0) (i32.const 8)) (i32.const 0))"#
     )));
-    let err = guest.snapshot(1).unwrap_err();
+    let err = guest.snapshot(CheckpointId(1)).unwrap_err();
     assert!(matches!(
         err.failure,
         GuestFailure::ImportMisuse {
@@ -1280,7 +1283,7 @@ fn weir_init_receives_the_init_message() {
         config: b"k=v",
     }
     .encode();
-    assert_eq!(guest.snapshot(1).unwrap(), expected);
+    assert_eq!(guest.snapshot(CheckpointId(1)).unwrap(), expected);
     assert_eq!(guest.context(), &context(1));
 }
 
@@ -1316,20 +1319,20 @@ fn a_failed_instance_refuses_every_further_call() {
         err.to_string().contains("already failed in weir_process"),
         "{err}"
     );
-    let err = guest.snapshot(1).unwrap_err();
+    let err = guest.snapshot(CheckpointId(1)).unwrap_err();
     assert_eq!(err.call, "weir_snapshot");
     assert!(matches!(err.failure, GuestFailure::Poisoned { .. }));
     assert!(guest.finish().is_err() && guest.restore(&[]).is_err());
-    assert!(guest.checkpoint_complete(1).is_err());
+    assert!(guest.checkpoint_complete(CheckpointId(1)).is_err());
 }
 
 #[test]
 fn missing_optional_exports_have_their_documented_defaults() {
     let mut guest = instance(&fixture(PROCESS_OK));
     assert_eq!(guest.capabilities(), Capabilities::default());
-    assert_eq!(guest.snapshot(1).unwrap(), Vec::<u8>::new());
+    assert_eq!(guest.snapshot(CheckpointId(1)).unwrap(), Vec::<u8>::new());
     guest.restore(&[]).unwrap();
-    guest.checkpoint_complete(1).unwrap();
+    guest.checkpoint_complete(CheckpointId(1)).unwrap();
     assert!(guest.finish().unwrap().is_empty());
     let err = guest.restore(b"old state").unwrap_err();
     assert!(matches!(
@@ -1544,7 +1547,7 @@ fn an_image_restores_memory_and_globals_without_running_initialize_again() {
     let mut original = module.instantiate(context(0), b"").unwrap();
     assert_eq!(image_counters(&mut original, 3), (1, 1003));
     assert_eq!(image_counters(&mut original, 2), (2, 1005));
-    let image = original.snapshot(7).unwrap();
+    let image = original.snapshot(CheckpointId(7)).unwrap();
     assert!(
         image.len() > 3 * 65536,
         "three pages of memory: {}",
@@ -1592,7 +1595,7 @@ fn an_instance_made_for_restore_takes_the_image_in_place_or_initialises_without_
         let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
         let mut original = module.instantiate(context(0), b"").unwrap();
         assert_eq!(image_counters(&mut original, 3), (1, 1003));
-        let image = original.snapshot(1).unwrap();
+        let image = original.snapshot(CheckpointId(1)).unwrap();
 
         let mut restored = module.instantiate_for_restore(context(0), b"").unwrap();
         restored.restore(&image).unwrap();
@@ -1628,7 +1631,7 @@ fn a_pool_reuses_its_slots_and_a_full_pool_fails_the_instance_by_name() {
     let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
     let mut original = module.instantiate(context(0), b"").unwrap();
     assert_eq!(image_counters(&mut original, 5), (1, 1005));
-    let image = original.snapshot(1).unwrap();
+    let image = original.snapshot(CheckpointId(1)).unwrap();
     for round in 0..5 {
         // Each restored instance ends before the next starts: they share the second slot.
         let mut restored = module.instantiate_for_restore(context(1), b"").unwrap();
@@ -1662,7 +1665,7 @@ fn a_module_that_does_not_fit_the_pool_is_allocated_on_demand() {
         .load_bytes_capturing("tables.wat", tables.as_bytes(), StateCapture::Image)
         .unwrap();
     let mut instance = module.instantiate(context(0), b"").unwrap();
-    let image = instance.snapshot(1).unwrap();
+    let image = instance.snapshot(CheckpointId(1)).unwrap();
     let mut restored = module.instantiate_for_restore(context(0), b"").unwrap();
     restored.restore(&image).unwrap();
     instance.process(&batch(0, &[("k", "v", 1)])).unwrap();
@@ -1676,7 +1679,7 @@ fn exports_mode_takes_no_image_and_auto_prefers_the_guests_exports() {
     let mut instance = exports.instantiate(context(0), b"").unwrap();
     image_counters(&mut instance, 1);
     assert!(
-        instance.snapshot(1).unwrap().is_empty(),
+        instance.snapshot(CheckpointId(1)).unwrap().is_empty(),
         "no weir_snapshot: empty"
     );
 
@@ -1700,7 +1703,7 @@ fn an_image_of_another_module_or_a_damaged_one_is_refused_by_name() {
     let module = load_capturing(&engine, &image_guest(1000), StateCapture::Image);
     let mut original = module.instantiate(context(0), b"").unwrap();
     image_counters(&mut original, 1);
-    let image = original.snapshot(1).unwrap();
+    let image = original.snapshot(CheckpointId(1)).unwrap();
 
     let other = load_capturing(&engine, &image_guest(2000), StateCapture::Image);
     let mut target = other.instantiate(context(0), b"").unwrap();
@@ -1797,14 +1800,14 @@ fn switching_between_exports_and_image_names_the_setting_to_restore_with() {
 
     let mut imaged = as_image.instantiate(context(0), b"").unwrap();
     imaged.process(&input).unwrap();
-    let image = imaged.snapshot(1).unwrap();
+    let image = imaged.snapshot(CheckpointId(1)).unwrap();
     let mut target = as_exports.instantiate(context(0), b"").unwrap();
     let message = target.restore(&image).unwrap_err().to_string();
     assert!(message.contains("checkpoint = \"image\""), "{message}");
 
     let mut exported = as_exports.instantiate(context(0), b"").unwrap();
     exported.process(&input).unwrap();
-    let snapshot = exported.snapshot(1).unwrap();
+    let snapshot = exported.snapshot(CheckpointId(1)).unwrap();
     let mut target = as_image.instantiate(context(0), b"").unwrap();
     let message = target.restore(&snapshot).unwrap_err().to_string();
     assert!(message.contains("checkpoint = \"exports\""), "{message}");
@@ -1840,7 +1843,12 @@ fn states_restored_as_read_resume_incremental_images_from_a_full_image_or_a_chai
     let mut taken = Vec::new();
     for id in 1..=3 {
         image_counters(&mut original, id as usize);
-        taken.push(original.snapshot_incremental(id).unwrap().state);
+        taken.push(
+            original
+                .snapshot_incremental(CheckpointId(id))
+                .unwrap()
+                .state,
+        );
     }
 
     // The full image alone, in an instance made for it: resumed, the next image is a delta
@@ -1854,7 +1862,7 @@ fn states_restored_as_read_resume_incremental_images_from_a_full_image_or_a_chai
         .restore_chain_owned(Vec::new(), taken[0].clone(), true)
         .unwrap();
     assert_eq!(image_counters(&mut restored, 2), (2, 1003));
-    let next = restored.snapshot_incremental(2).unwrap();
+    let next = restored.snapshot_incremental(CheckpointId(2)).unwrap();
     assert_eq!((image_kind(&next.state), next.chain), (Delta, ids(&[1])));
     assert_eq!(next.state, taken[1], "the same delta as the original took");
 
@@ -1864,7 +1872,7 @@ fn states_restored_as_read_resume_incremental_images_from_a_full_image_or_a_chai
         .restore_chain_owned(taken[..2].to_vec(), taken[2].clone(), true)
         .unwrap();
     assert_eq!(image_counters(&mut restored, 4), (4, 1010));
-    let next = restored.snapshot_incremental(4).unwrap();
+    let next = restored.snapshot_incremental(CheckpointId(4)).unwrap();
     assert_eq!(
         (image_kind(&next.state), next.chain),
         (Delta, ids(&[1, 2, 3]))
@@ -1882,7 +1890,7 @@ fn incremental_images_are_deltas_between_full_ones_and_restore_from_their_chain(
     let mut taken = Vec::new();
     for id in 1..=5 {
         image_counters(&mut original, id as usize);
-        taken.push(original.snapshot_incremental(id).unwrap());
+        taken.push(original.snapshot_incremental(CheckpointId(id)).unwrap());
     }
     let kinds: Vec<_> = taken.iter().map(|s| image_kind(&s.state)).collect();
     assert_eq!(kinds, [Full, Delta, Delta, Delta, Full]);
@@ -1906,7 +1914,7 @@ fn incremental_images_are_deltas_between_full_ones_and_restore_from_their_chain(
         .unwrap();
     // Checkpoint 3 saw 3 batches and 1000 + 1 + 2 + 3 records.
     assert_eq!(image_counters(&mut restored, 4), (4, 1010));
-    let next = restored.snapshot_incremental(6).unwrap();
+    let next = restored.snapshot_incremental(CheckpointId(6)).unwrap();
     assert_eq!(image_kind(&next.state), Delta);
     assert_eq!(next.chain, ids(&[1, 2, 3]));
 
@@ -1922,7 +1930,7 @@ fn incremental_images_are_deltas_between_full_ones_and_restore_from_their_chain(
     assert_eq!(image_counters(&mut restored, 1), (5, 1011));
     // Not resumed: the next image is full.
     assert_eq!(
-        image_kind(&again.snapshot_incremental(7).unwrap().state),
+        image_kind(&again.snapshot_incremental(CheckpointId(7)).unwrap().state),
         Full
     );
 }
@@ -1938,20 +1946,20 @@ fn an_aborted_checkpoint_in_the_chain_makes_the_next_image_full() {
         let taken = instance.snapshot_incremental(id).unwrap();
         (image_kind(&taken.state), taken.chain)
     };
-    assert_eq!(kind_at(&mut instance, 1), (Full, ids(&[])));
-    assert_eq!(kind_at(&mut instance, 2), (Delta, ids(&[1])));
-    instance.checkpoint_aborted(7);
+    assert_eq!(kind_at(&mut instance, CheckpointId(1)), (Full, ids(&[])));
+    assert_eq!(kind_at(&mut instance, CheckpointId(2)), (Delta, ids(&[1])));
+    instance.checkpoint_aborted(CheckpointId(7));
     assert_eq!(
-        kind_at(&mut instance, 3),
+        kind_at(&mut instance, CheckpointId(3)),
         (Delta, ids(&[1, 2])),
         "an abort outside the chain changes nothing"
     );
-    instance.checkpoint_aborted(2);
-    assert_eq!(kind_at(&mut instance, 4), (Full, ids(&[])));
-    assert_eq!(kind_at(&mut instance, 5), (Delta, ids(&[4])));
-    instance.checkpoint_aborted(5);
+    instance.checkpoint_aborted(CheckpointId(2));
+    assert_eq!(kind_at(&mut instance, CheckpointId(4)), (Full, ids(&[])));
+    assert_eq!(kind_at(&mut instance, CheckpointId(5)), (Delta, ids(&[4])));
+    instance.checkpoint_aborted(CheckpointId(5));
     assert_eq!(
-        kind_at(&mut instance, 6),
+        kind_at(&mut instance, CheckpointId(6)),
         (Full, ids(&[])),
         "the previous image itself"
     );
@@ -1964,19 +1972,19 @@ fn a_savepoints_image_is_full_and_the_chain_goes_on_past_it() {
     let module = load_capturing(&engine, &image_guest(0), StateCapture::Image);
     let mut instance = incremental_instance(&module, 10);
     image_counters(&mut instance, 1);
-    instance.snapshot_incremental(1).unwrap();
+    instance.snapshot_incremental(CheckpointId(1)).unwrap();
     image_counters(&mut instance, 1);
-    let savepoint = instance.snapshot(2).unwrap();
+    let savepoint = instance.snapshot(CheckpointId(2)).unwrap();
     assert_eq!(image_kind(&savepoint), Full);
     image_counters(&mut instance, 1);
-    let next = instance.snapshot_incremental(3).unwrap();
+    let next = instance.snapshot_incremental(CheckpointId(3)).unwrap();
     assert_eq!(image_kind(&next.state), Delta);
     assert_eq!(next.chain, ids(&[1]), "the savepoint is no link");
 
     // Restored from a savepoint (not resumed), the next image is full.
     let mut restored = incremental_instance(&module, 10);
     restored.restore_chain(&[], &savepoint, false).unwrap();
-    let after = restored.snapshot_incremental(4).unwrap();
+    let after = restored.snapshot_incremental(CheckpointId(4)).unwrap();
     assert_eq!((image_kind(&after.state), after.chain), (Full, ids(&[])));
 }
 
@@ -1988,7 +1996,7 @@ fn full_every_one_turns_incremental_images_off() {
     assert!(!instance.is_incremental());
     for id in 1..=3 {
         image_counters(&mut instance, 1);
-        let taken = instance.snapshot_incremental(id).unwrap();
+        let taken = instance.snapshot_incremental(CheckpointId(id)).unwrap();
         assert_eq!(image_kind(&taken.state), image::format::ImageKind::Full);
         assert!(taken.chain.is_empty());
     }
@@ -2004,7 +2012,12 @@ fn a_damaged_or_missing_link_fails_the_restore_naming_the_chain() {
     let mut taken = Vec::new();
     for id in 1..=3 {
         image_counters(&mut instance, 1);
-        taken.push(instance.snapshot_incremental(id).unwrap().state);
+        taken.push(
+            instance
+                .snapshot_incremental(CheckpointId(id))
+                .unwrap()
+                .state,
+        );
     }
     let mut damaged = taken[1].clone();
     let at = damaged.len() - 20;

@@ -26,6 +26,12 @@ use crate::parallel;
 
 /// How an operator's state is captured in checkpoints: the operator's `checkpoint` key in the
 /// job file (docs/JOB.md; docs/CHECKPOINTS.md compares the two ways).
+///
+/// This is the request. Loading the module resolves it once ([`Auto`](Self::Auto) becomes one
+/// of the other two), and each instance holds the result as its capture mode: the guest's
+/// exports, or an image with its incremental state (`image/state.rs`). The
+/// [`ImagePolicy`](super::delta::ImagePolicy) (`image_full_every`) is a setting of the image
+/// mode alone, kept inside that state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StateCapture {
     /// The guest's own `weir_snapshot` / `weir_restore` exports (docs/ABI.md §7). A module

@@ -22,12 +22,21 @@
 //!
 //! The reserved export names and what an image-mode module must not do are normative in
 //! `docs/ABI.md` §14.
+//!
+//! # The pieces
+//!
+//! [`rewrite`] makes a module's state reachable; [`format`](mod@format) and [`delta`] turn it into bytes
+//! and back, knowing nothing of wasmtime; [`capture`] decides at load time whether a module is
+//! imaged at all and reads and writes an instance's state through wasmtime; `state` is what one
+//! imaged instance keeps between calls (its baseline, its chain), which
+//! [`GuestInstance`](super::GuestInstance) holds as the image case of its capture mode.
 
 pub mod capture;
 pub mod delta;
 pub mod format;
 pub(crate) mod memcopy;
 pub mod rewrite;
+pub(crate) mod state;
 
 pub use capture::StateCapture;
 
