@@ -6,8 +6,9 @@
 //!
 //! # Layout
 //!
-//! The modules stack bottom-up; each imports only those below it (docs,
-//! tests and the crate-private helpers aside):
+//! The modules stack bottom-up; each imports only those below it (tests and
+//! the two helpers beside them aside). `dataflow` and `connectors` are
+//! crate-private: they are how a job runs, not something to call.
 //!
 //! | layer | what it is |
 //! |---|---|
@@ -15,7 +16,7 @@
 //! | [`wasm`] | the only code that knows the ABI: one engine per job, modules checked once, guest instances with bounded calls, and [`wasm::image`] (checkpointing a guest's memory without its help) |
 //! | [`checkpoint`] | the pure [`Coordinator`](checkpoint::coordinator::Coordinator), the on-disk format, layout and storage, and the choice of what to restore |
 //! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph |
-//! | `dataflow` | the task loop, its interfaces ([`Source`](dataflow::processor::Source), [`Processor`](dataflow::processor::Processor)), channels, the router and barrier alignment |
+//! | `dataflow` | the task loop, its interfaces (`Source`, `Processor` in `dataflow/processor.rs`), channels, the router and barrier alignment |
 //! | `connectors` | the sources and sinks, each built from its kind in the job file |
 //! | [`runtime`] | [`JobRunner`](runtime::JobRunner): attempts, the driver around the coordinator, restore, fail-over, and the [`JobMonitor`](runtime::JobMonitor) every display reads |
 //! | [`control`] | the job's HTTP endpoint (JSON views, metrics, dashboard, actions) and its client |
@@ -27,11 +28,9 @@
 //!
 //! # The path of a batch
 //!
-//! A source task polls its [`Source`](dataflow::processor::Source) into its
-//! router, which keeps one batch per downstream channel in the ABI's encoding
+//! A source task polls its `Source` into its router, which keeps one batch per downstream channel in the ABI's encoding
 //! (`weir_abi::batch`) and sends it over a bounded channel when full or after
-//! each poll. The receiving task hands it to its
-//! [`Processor`](dataflow::processor::Processor): a wasm operator copies it
+//! each poll. The receiving task hands it to its `Processor`: a wasm operator copies it
 //! into the guest and calls `weir_process`; what the guest emits goes through
 //! the task's own router; a sink writes it out. Full channels push back up to
 //! the sources.
@@ -58,9 +57,9 @@
 #![forbid(unsafe_code)]
 
 pub mod checkpoint;
-pub mod connectors;
+pub(crate) mod connectors;
 pub mod control;
-pub mod dataflow;
+pub(crate) mod dataflow;
 pub mod ids;
 pub mod job;
 pub mod kill_point;

@@ -7,7 +7,7 @@ use crate::ids::CheckpointId;
 
 /// Discards records.
 #[derive(Debug, Default)]
-pub struct Blackhole;
+pub(crate) struct Blackhole;
 
 impl Processor for Blackhole {
     fn process(&mut self, _batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {

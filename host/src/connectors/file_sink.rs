@@ -35,7 +35,7 @@ struct PendingPart {
 
 /// One subtask of the exactly-once file sink.
 #[derive(Debug)]
-pub struct FileSink {
+pub(crate) struct FileSink {
     dir: PathBuf,
     subtask: u32,
     /// The part being written: its sequence number and writer.
@@ -57,7 +57,7 @@ impl FileSink {
     /// checkpoint, or, on a fresh start, leftover in-progress parts are
     /// deleted. Numbering continues after the highest part of this subtask
     /// already in the directory, so a new run never overwrites committed output.
-    pub fn new(dir: PathBuf, subtask: u32) -> Result<Self, TaskError> {
+    pub(crate) fn new(dir: PathBuf, subtask: u32) -> Result<Self, TaskError> {
         fs::create_dir_all(&dir)
             .map_err(|e| io_error(&dir, "cannot create the output directory", e))?;
         Ok(FileSink {
@@ -215,7 +215,7 @@ impl PartName {
 
 /// How many committed part files (`part-<subtask>-<seq>`, of any subtask) `dir` holds: the
 /// output a run that starts from the beginning would write again. A missing directory holds none.
-pub fn committed_parts(dir: &Path) -> std::io::Result<usize> {
+pub(crate) fn committed_parts(dir: &Path) -> std::io::Result<usize> {
     let entries = match fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),

@@ -18,7 +18,7 @@ const FOLLOW_IDLE: Duration = Duration::from_millis(100);
 /// Reads lines of a file. Records: empty key, the line (without its line
 /// ending) as value, the time it was read (ms since the epoch) as timestamp.
 #[derive(Debug)]
-pub struct FileSource {
+pub(crate) struct FileSource {
     path: PathBuf,
     follow: bool,
     reader: Option<BufReader<File>>,
@@ -29,7 +29,7 @@ pub struct FileSource {
 
 impl FileSource {
     /// A source reading `path` from its start.
-    pub fn new(path: PathBuf, follow: bool) -> Self {
+    pub(crate) fn new(path: PathBuf, follow: bool) -> Self {
         FileSource {
             path,
             follow,

@@ -14,7 +14,7 @@ use crate::job::GeneratorSettings;
 /// Record `i`: key `key-<n>` with `n` a hash of (seed, i) modulo `keys`; value
 /// `value_size` lowercase letters derived from the same hash; timestamp `i`.
 #[derive(Debug)]
-pub struct Generator {
+pub(crate) struct Generator {
     config: GeneratorSettings,
     subtask: u64,
     parallelism: u64,
@@ -37,7 +37,7 @@ const KEY_PREFIX: &[u8] = b"key-";
 
 impl Generator {
     /// Subtask `subtask` of `parallelism` of a generator.
-    pub fn new(config: GeneratorSettings, subtask: u32, parallelism: u32) -> Self {
+    pub(crate) fn new(config: GeneratorSettings, subtask: u32, parallelism: u32) -> Self {
         Generator {
             subtask: u64::from(subtask),
             parallelism: u64::from(parallelism.max(1)),

@@ -12,11 +12,11 @@
 //! [`Source`] and [`Processor`], live beside the task loop in
 //! [`crate::dataflow::processor`].
 
-pub mod blackhole;
-pub mod file_sink;
-pub mod file_source;
-pub mod generator;
-pub mod stdout_sink;
+pub(crate) mod blackhole;
+pub(crate) mod file_sink;
+pub(crate) mod file_source;
+pub(crate) mod generator;
+pub(crate) mod stdout_sink;
 
 use blackhole::Blackhole;
 use file_sink::FileSink;
@@ -28,7 +28,7 @@ use crate::dataflow::processor::{Processor, Source, TaskError};
 use crate::job::{SinkKind, SourceKind};
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism`.
-pub fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dyn Source> {
+pub(crate) fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dyn Source> {
     match kind {
         SourceKind::File { path, follow } => Box::new(FileSource::new(path.clone(), *follow)),
         SourceKind::Generator(settings) => {
@@ -39,7 +39,7 @@ pub fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dy
 
 /// The sink a job file's `kind` names, for `subtask`. A file sink creates its
 /// directory here and fails if it cannot.
-pub fn build_sink(kind: &SinkKind, subtask: u32) -> Result<Box<dyn Processor>, TaskError> {
+pub(crate) fn build_sink(kind: &SinkKind, subtask: u32) -> Result<Box<dyn Processor>, TaskError> {
     Ok(match kind {
         SinkKind::File { directory } => Box::new(FileSink::new(directory.clone(), subtask)?),
         SinkKind::Stdout => Box::new(StdoutSink::default()),

@@ -13,7 +13,7 @@ use crate::ids::CheckpointId;
 
 /// Prints records to standard output.
 #[derive(Debug, Default)]
-pub struct StdoutSink {
+pub(crate) struct StdoutSink {
     line: Vec<u8>,
 }
 

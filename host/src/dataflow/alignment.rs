@@ -51,7 +51,7 @@ use crate::ids::CheckpointId;
 
 /// What a barrier meant for the task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum AlignmentEvent {
+pub(crate) enum AlignmentEvent {
     /// The barrier changes nothing: go on.
     Ignored {
         /// The barrier's checkpoint.
@@ -97,7 +97,7 @@ pub enum AlignmentEvent {
 
 /// Why a barrier was ignored.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IgnoredBarrier {
+pub(crate) enum IgnoredBarrier {
     /// Its checkpoint was aligned, aborted or superseded already, or a newer
     /// one is aligning.
     Stale,
@@ -121,7 +121,7 @@ struct Alignment {
 /// Barrier alignment for one task with a fixed number of inputs (indexed
 /// from 0). See the module docs for the rules.
 #[derive(Debug, Clone)]
-pub struct BarrierAligner {
+pub(crate) struct BarrierAligner {
     /// Exactly-once blocks inputs; at-least-once only tracks.
     mode: CheckpointMode,
     /// How many inputs the task has.
@@ -136,7 +136,7 @@ pub struct BarrierAligner {
 impl BarrierAligner {
     /// An aligner for a task with `inputs` inputs, in `mode`. (With no input
     /// at all every barrier is ignored as [`IgnoredBarrier::UnknownInput`].)
-    pub fn new(inputs: usize, mode: CheckpointMode) -> Self {
+    pub(crate) fn new(inputs: usize, mode: CheckpointMode) -> Self {
         BarrierAligner {
             mode,
             inputs,
@@ -145,20 +145,22 @@ impl BarrierAligner {
         }
     }
 
-    /// The checkpoint being aligned, if any.
-    pub fn current(&self) -> Option<CheckpointId> {
+    /// The checkpoint being aligned, if any. (The task loop needs only
+    /// [`is_blocked`](Self::is_blocked); the tests look at the alignment itself.)
+    #[cfg(test)]
+    pub(crate) fn current(&self) -> Option<CheckpointId> {
         self.current.as_ref().map(|a| a.id)
     }
 
     /// How many inputs the current alignment still waits for (0 if none).
-    pub fn waiting_for(&self) -> usize {
+    pub(crate) fn waiting_for(&self) -> usize {
         self.current.as_ref().map_or(0, |a| self.missing(a))
     }
 
     /// Whether the task must not read `input` now: in exactly-once mode, its
     /// barrier of the checkpoint being aligned has arrived. Never in
     /// at-least-once mode; false for an unknown input.
-    pub fn is_blocked(&self, input: usize) -> bool {
+    pub(crate) fn is_blocked(&self, input: usize) -> bool {
         self.mode == CheckpointMode::ExactlyOnce
             && self
                 .current
@@ -167,7 +169,12 @@ impl BarrierAligner {
     }
 
     /// The barrier of checkpoint `id` arrived on `input` at `now`.
-    pub fn on_barrier(&mut self, input: usize, id: CheckpointId, now: Instant) -> AlignmentEvent {
+    pub(crate) fn on_barrier(
+        &mut self,
+        input: usize,
+        id: CheckpointId,
+        now: Instant,
+    ) -> AlignmentEvent {
         let ignored = |reason| AlignmentEvent::Ignored { id, reason };
         if input >= self.inputs {
             return ignored(IgnoredBarrier::UnknownInput);
@@ -223,7 +230,7 @@ impl BarrierAligner {
     /// Checkpoint `id` was aborted: if it is aligning, the alignment ends and
     /// every input is unblocked; its barriers arriving later are ignored. An
     /// older checkpoint still aligning is left alone (it may yet complete).
-    pub fn abort(&mut self, id: CheckpointId) {
+    pub(crate) fn abort(&mut self, id: CheckpointId) {
         if self.current.as_ref().is_some_and(|a| a.id == id) {
             self.current = None;
         }

@@ -15,33 +15,33 @@ use crossbeam_channel::{Receiver, SendTimeoutError, Sender};
 use super::message::Message;
 
 /// Messages a channel holds before its sender blocks.
-pub const CHANNEL_CAPACITY: usize = 16;
+pub(crate) const CHANNEL_CAPACITY: usize = 16;
 
 /// How often a blocked task checks whether it should stop.
-pub const POLL: Duration = Duration::from_millis(20);
+pub(crate) const POLL: Duration = Duration::from_millis(20);
 
 /// Creates a bounded channel for [`Message`]s.
-pub fn channel() -> (Sender<Message>, Receiver<Message>) {
+pub(crate) fn channel() -> (Sender<Message>, Receiver<Message>) {
     crossbeam_channel::bounded(CHANNEL_CAPACITY)
 }
 
 /// Shared flag telling every task of one job attempt to stop as soon as it can.
 #[derive(Debug, Clone, Default)]
-pub struct StopSignal(Arc<AtomicBool>);
+pub(crate) struct StopSignal(Arc<AtomicBool>);
 
 impl StopSignal {
     /// A signal that is not raised.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Asks every holder to stop.
-    pub fn raise(&self) {
+    pub(crate) fn raise(&self) {
         self.0.store(true, Ordering::Release);
     }
 
     /// Whether [`raise`](Self::raise) was called.
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.0.load(Ordering::Acquire)
     }
 }
@@ -49,11 +49,11 @@ impl StopSignal {
 /// The task must stop: the job is stopping, or the other end of a channel is gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("task stopped")]
-pub struct Stopped;
+pub(crate) struct Stopped;
 
 /// Sends `msg`, waiting while the channel is full, until it is taken or the
 /// job stops. Time spent waiting is added to `backpressured_nanos`.
-pub fn send(
+pub(crate) fn send(
     sender: &Sender<Message>,
     msg: Message,
     stop: &StopSignal,

@@ -1,12 +1,12 @@
 //! The execution graph and the tasks that run it: channels, partitioners,
 //! barrier alignment and the task loop.
 
-pub mod alignment;
-pub mod channel;
-pub mod message;
-pub mod metrics;
-pub mod operator;
-pub mod persist;
-pub mod processor;
-pub mod router;
-pub mod task;
+pub(crate) mod alignment;
+pub(crate) mod channel;
+pub(crate) mod message;
+pub(crate) mod metrics;
+pub(crate) mod operator;
+pub(crate) mod persist;
+pub(crate) mod processor;
+pub(crate) mod router;
+pub(crate) mod task;

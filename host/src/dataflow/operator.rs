@@ -15,14 +15,14 @@ use crate::wasm::{GuestInstance, GuestSnapshot};
 
 /// Runs batches through one guest instance and routes what it emits.
 #[derive(Debug)]
-pub struct WasmOperator {
+pub(crate) struct WasmOperator {
     instance: GuestInstance,
     metrics: Arc<TaskMetrics>,
 }
 
 impl WasmOperator {
     /// Wraps an initialised instance; its calls are counted in `metrics`.
-    pub fn new(instance: GuestInstance, metrics: Arc<TaskMetrics>) -> Self {
+    pub(crate) fn new(instance: GuestInstance, metrics: Arc<TaskMetrics>) -> Self {
         WasmOperator { instance, metrics }
     }
 

@@ -25,7 +25,7 @@ use crate::ids::TaskId;
 /// block on the driver, and the number of events is bounded by the number of
 /// tasks times the checkpoints in flight (plus one exit per task).
 #[derive(Debug)]
-pub enum TaskEvent {
+pub(crate) enum TaskEvent {
     /// The task's state for `id` is durable.
     Ack {
         /// The checkpoint.
@@ -61,7 +61,7 @@ pub enum TaskEvent {
 /// records it as text (the abort reason in the statistics); the event keeps it typed up to
 /// there.
 #[derive(Debug, thiserror::Error)]
-pub enum DeclineReason {
+pub(crate) enum DeclineReason {
     /// A newer barrier arrived while the task was aligning this checkpoint's: the older one is
     /// given up, and the newer one subsumes it.
     #[error("a newer barrier arrived during alignment")]
@@ -73,7 +73,7 @@ pub enum DeclineReason {
 
 /// Writes snapshots off the task's thread and reports to the driver.
 #[derive(Clone)]
-pub struct Persister {
+pub(crate) struct Persister {
     storage: Arc<dyn CheckpointStorage>,
     runtime: tokio::runtime::Handle,
     events: UnboundedSender<TaskEvent>,
@@ -81,7 +81,7 @@ pub struct Persister {
 
 impl Persister {
     /// A persister writing to `storage` on `runtime`'s blocking pool.
-    pub fn new(
+    pub(crate) fn new(
         storage: Arc<dyn CheckpointStorage>,
         runtime: tokio::runtime::Handle,
         events: UnboundedSender<TaskEvent>,
@@ -99,7 +99,7 @@ impl Persister {
     /// to the metadata. The state is encoded in the background too: for an
     /// image that is a copy of the guest's whole memory, which must not stall
     /// the task.
-    pub fn persist(
+    pub(crate) fn persist(
         &self,
         barrier: Barrier,
         task: TaskId,
@@ -138,7 +138,7 @@ impl Persister {
     }
 
     /// Declines checkpoint `id` for `task`.
-    pub fn decline(&self, id: CheckpointId, task: &TaskId, reason: DeclineReason) {
+    pub(crate) fn decline(&self, id: CheckpointId, task: &TaskId, reason: DeclineReason) {
         let _ = self.events.send(TaskEvent::Decline {
             id,
             task: task.clone(),
@@ -147,12 +147,12 @@ impl Persister {
     }
 
     /// Tells the driver a source has emitted its last record.
-    pub fn source_finished(&self, task: &TaskId) {
+    pub(crate) fn source_finished(&self, task: &TaskId) {
         let _ = self.events.send(TaskEvent::SourceFinished(task.clone()));
     }
 
     /// Tells the driver a task's thread ended.
-    pub fn exited(&self, task: TaskId, result: Result<(), TaskError>) {
+    pub(crate) fn exited(&self, task: TaskId, result: Result<(), TaskError>) {
         let _ = self.events.send(TaskEvent::Exited { task, result });
     }
 }

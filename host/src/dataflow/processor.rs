@@ -16,7 +16,7 @@ use crate::wasm::GuestError;
 
 /// What one [`Source::poll`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SourcePoll {
+pub(crate) enum SourcePoll {
     /// Records were emitted (maybe zero); poll again soon.
     Emitted,
     /// Nothing to read right now (rate limit, or a followed file not growing): poll again after this long.
@@ -26,7 +26,7 @@ pub enum SourcePoll {
 }
 
 /// A source of records with a checkpointable position.
-pub trait Source: Send {
+pub(crate) trait Source: Send {
     /// Emits up to `max` records into `out`.
     fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError>;
     /// The current position: everything before it has been emitted.
@@ -37,7 +37,7 @@ pub trait Source: Send {
 
 /// Why a task stopped working.
 #[derive(Debug, thiserror::Error)]
-pub enum TaskError {
+pub(crate) enum TaskError {
     /// The job is stopping; not a failure.
     #[error("task stopped")]
     Stopped,
@@ -107,7 +107,7 @@ impl From<RouteError> for TaskError {
 }
 
 /// What a non-source task runs: a wasm operator or a sink.
-pub trait Processor: Send {
+pub(crate) trait Processor: Send {
     /// Processes one encoded batch (its port is the input it came from).
     fn process(&mut self, batch: &[u8], out: &mut Router) -> Result<(), TaskError>;
     /// Every input has ended: emit whatever is final.
@@ -160,7 +160,7 @@ pub trait Processor: Send {
 
 /// A snapshot that may build on the states of earlier checkpoints.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ChainedState {
+pub(crate) struct ChainedState {
     /// The state bytes.
     pub state: Vec<u8>,
     /// The earlier checkpoints whose states of this task a restore needs, base first; empty

@@ -18,7 +18,7 @@ use super::metrics::TaskMetrics;
 use crate::job::Partitioner;
 
 /// A batch is sent once its encoding reaches this many bytes.
-pub const BATCH_BYTES: usize = 64 * 1024;
+pub(crate) const BATCH_BYTES: usize = 64 * 1024;
 
 /// The largest batch [`Router::push_batch`] passes on whole: larger ones are split into
 /// batches of [`BATCH_BYTES`], so that a channel's capacity (in messages) keeps bounding the
@@ -27,7 +27,7 @@ const PASS_THROUGH_MAX_BYTES: usize = 2 * BATCH_BYTES;
 
 /// One outgoing edge of a task: its partitioner and a channel per downstream subtask.
 #[derive(Debug)]
-pub struct OutputEdge {
+pub(crate) struct OutputEdge {
     partitioner: Partitioner,
     /// Indexed by downstream subtask.
     channels: Vec<Sender<Message>>,
@@ -42,7 +42,7 @@ impl OutputEdge {
     /// whose batches carry `port` as the receiver's input port.
     ///
     /// For `forward`, the caller passes just the one channel to its peer subtask.
-    pub fn new(partitioner: Partitioner, port: u32, channels: Vec<Sender<Message>>) -> Self {
+    pub(crate) fn new(partitioner: Partitioner, port: u32, channels: Vec<Sender<Message>>) -> Self {
         let builders = channels
             .iter()
             .map(|_| BatchBuilder::with_capacity(port, BATCH_BYTES))
@@ -58,7 +58,7 @@ impl OutputEdge {
 
 /// Why a task could not route its output.
 #[derive(Debug, thiserror::Error)]
-pub enum RouteError {
+pub(crate) enum RouteError {
     /// The job is stopping.
     #[error(transparent)]
     Stopped(#[from] Stopped),
@@ -70,7 +70,7 @@ pub enum RouteError {
 
 /// All outgoing edges of one task.
 #[derive(Debug)]
-pub struct Router {
+pub(crate) struct Router {
     edges: Vec<OutputEdge>,
     stop: StopSignal,
     metrics: Arc<TaskMetrics>,
@@ -81,7 +81,7 @@ pub struct Router {
 
 impl Router {
     /// A router over `edges` (empty for a sink).
-    pub fn new(edges: Vec<OutputEdge>, stop: StopSignal, metrics: Arc<TaskMetrics>) -> Self {
+    pub(crate) fn new(edges: Vec<OutputEdge>, stop: StopSignal, metrics: Arc<TaskMetrics>) -> Self {
         Router {
             edges,
             stop,
@@ -91,7 +91,7 @@ impl Router {
     }
 
     /// Routes one record.
-    pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+    pub(crate) fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
         self.unreported_out += 1;
         for e in 0..self.edges.len() {
             let edge = &mut self.edges[e];
@@ -132,7 +132,7 @@ impl Router {
     /// When the task has one outgoing edge, `forward` to a single channel, and the batch is not
     /// much larger than the router's own, it goes on as it is — only its port rewritten —
     /// instead of being decoded and encoded again record by record.
-    pub fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
+    pub(crate) fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
         if let [edge] = self.edges.as_slice()
             && edge.partitioner == Partitioner::Forward
             && edge.channels.len() == 1
@@ -163,7 +163,7 @@ impl Router {
 
     /// Sends every non-empty pending batch. Afterwards the task's `records_out` counts every
     /// record routed so far.
-    pub fn flush(&mut self) -> Result<(), Stopped> {
+    pub(crate) fn flush(&mut self) -> Result<(), Stopped> {
         self.report_out();
         for e in 0..self.edges.len() {
             for i in 0..self.edges[e].builders.len() {
@@ -184,7 +184,7 @@ impl Router {
     }
 
     /// Flushes, then sends `msg` (a barrier or end-of-input) on every channel.
-    pub fn broadcast(&mut self, msg: Message) -> Result<(), Stopped> {
+    pub(crate) fn broadcast(&mut self, msg: Message) -> Result<(), Stopped> {
         self.flush()?;
         for edge in &self.edges {
             for ch in &edge.channels {
@@ -220,7 +220,7 @@ impl Router {
 ///
 /// FNV-1a: stable across runs and machines, which matters because keyed
 /// state is restored into the subtask this function picks.
-pub fn key_group(key: &[u8], n: usize) -> usize {
+pub(crate) fn key_group(key: &[u8], n: usize) -> usize {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for &b in key {
         hash ^= u64::from(b);

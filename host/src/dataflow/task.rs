@@ -33,7 +33,7 @@ use crate::kill_point::{self, KillPoint};
 
 /// What the job's driver tells a running task.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Control {
+pub(crate) enum Control {
     /// Sources only: take a snapshot now and emit this barrier.
     Trigger(Barrier),
     /// Checkpoints up to this id are complete (sinks commit, guests are told).
@@ -45,7 +45,7 @@ pub enum Control {
 }
 
 /// Everything a task thread needs besides what it runs.
-pub struct TaskEnv {
+pub(crate) struct TaskEnv {
     /// Who the task is.
     pub id: TaskId,
     /// Raised when the job attempt stops.
@@ -61,7 +61,7 @@ pub struct TaskEnv {
 }
 
 /// Runs a non-source task until shutdown, stop or failure.
-pub fn run_processor(
+pub(crate) fn run_processor(
     mut env: TaskEnv,
     mut processor: Box<dyn Processor>,
     inputs: Vec<Receiver<Message>>,
@@ -206,7 +206,7 @@ const SOURCE_POLL_RECORDS: usize = 1024;
 /// position, emit the barrier after everything it emitted so far, and hand
 /// the state to the persister. Once exhausted it sends end-of-input, tells the
 /// driver, and keeps answering triggers (the final checkpoint) until shutdown.
-pub fn run_source(
+pub(crate) fn run_source(
     mut env: TaskEnv,
     mut source: Box<dyn Source>,
     restored: Option<RestoredState>,

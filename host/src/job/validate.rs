@@ -67,13 +67,13 @@ const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
 
 /// The most subtasks one vertex may have (`parallelism`). A rebalance or key-hash edge joins
 /// every upstream subtask to every downstream one: 256 × 256 is 65,536 channels, each with a
-/// batch buffer of [`BATCH_BYTES`](crate::dataflow::router::BATCH_BYTES) on the sending side.
+/// batch buffer of `BATCH_BYTES` (the router's batch size) on the sending side.
 pub const MAX_PARALLELISM: u32 = 256;
 /// The most subtasks of a job, summed over its vertices: each subtask is an OS thread, and an
 /// operator's subtask also a guest instance with up to `max_memory` of memory.
 pub const MAX_SUBTASKS: u32 = 1024;
 /// The largest generator `value_size`, in bytes (1 MiB): a record larger than a batch
-/// ([`BATCH_BYTES`](crate::dataflow::router::BATCH_BYTES), 64 KiB) travels as a batch of its
+/// (the router's `BATCH_BYTES`, 64 KiB) travels as a batch of its
 /// own, and a channel holds 16 batches, so one channel then holds at most 16 MiB.
 pub const MAX_VALUE_SIZE: usize = 1 << 20;
 /// The largest generator `count`: record `i` has timestamp `i`, an `i64`.
