@@ -23,7 +23,7 @@
 //! counts, the summary and the latest completed / savepoint / failed records
 //! are kept beyond the history.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -36,6 +36,66 @@ use crate::ids::{CheckpointId, CheckpointKind};
 /// How many checkpoints the history keeps unless told otherwise (Flink's
 /// default for `web.checkpoints.history` is 10; a local engine can afford more).
 pub const DEFAULT_HISTORY: usize = 100;
+
+/// How many recent checkpoint failures the statistics keep.
+pub const RECENT_FAILURES: usize = 32;
+
+/// Upper bounds, in seconds, of the buckets of [`DurationHistogram`]: from
+/// a checkpoint of a small local job (milliseconds) to one near a typical
+/// timeout (minutes).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Trigger-to-completion durations of every checkpoint and savepoint that
+/// completed, bucketed as a Prometheus histogram is (cumulative counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationHistogram {
+    /// `counts[i]`: completions that took at most `DURATION_BUCKETS[i]` seconds.
+    pub counts: [u64; DURATION_BUCKETS.len()],
+    /// Every completion (the `+Inf` bucket).
+    pub count: u64,
+    /// The sum of all durations, in seconds.
+    pub sum_seconds: f64,
+}
+
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        DurationHistogram {
+            counts: [0; DURATION_BUCKETS.len()],
+            count: 0,
+            sum_seconds: 0.0,
+        }
+    }
+}
+
+impl DurationHistogram {
+    /// Counts one duration.
+    pub fn observe(&mut self, duration: Duration) {
+        let seconds = duration.as_secs_f64();
+        for (count, bound) in self.counts.iter_mut().zip(DURATION_BUCKETS) {
+            if seconds <= bound {
+                *count += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_seconds += seconds;
+    }
+}
+
+/// A checkpoint that failed (declined, expired, or its metadata could not be
+/// written), so a status display — or a test — can say why, not only how
+/// often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointFailure {
+    /// Its id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Why it failed, naming the task and, for a storage error, the file and
+    /// the operating system's message.
+    pub reason: String,
+}
 
 /// Where a checkpoint stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -209,6 +269,14 @@ pub struct CheckpointStats {
     size: Accumulator,
     /// Longest task alignment, in ms, over completed checkpoints and savepoints.
     alignment_ms: Accumulator,
+    /// Trigger → completion of every completed checkpoint and savepoint.
+    durations: DurationHistogram,
+    /// The kind of the checkpoint or savepoint that completed last.
+    last_completed: Option<CheckpointKind>,
+    /// Aborts that count as failures ([`AbortReason::counts_as_failure`]).
+    failures: u64,
+    /// The last [`RECENT_FAILURES`] of those, oldest first.
+    recent_failures: VecDeque<CheckpointFailure>,
 }
 
 impl Default for CheckpointStats {
@@ -231,6 +299,10 @@ impl CheckpointStats {
             duration_ms: Accumulator::default(),
             size: Accumulator::default(),
             alignment_ms: Accumulator::default(),
+            durations: DurationHistogram::default(),
+            last_completed: None,
+            failures: 0,
+            recent_failures: VecDeque::new(),
         }
     }
 
@@ -283,6 +355,9 @@ impl CheckpointStats {
             .add(millis(record.duration().unwrap_or_default()));
         self.size.add(record.bytes());
         self.alignment_ms.add(millis(record.max_alignment()));
+        self.durations
+            .observe(record.duration().unwrap_or_default());
+        self.last_completed = Some(record.kind);
         let latest = match record.kind {
             CheckpointKind::Checkpoint => &mut self.latest_completed,
             CheckpointKind::Savepoint => &mut self.latest_savepoint,
@@ -304,6 +379,17 @@ impl CheckpointStats {
             reason: reason.clone(),
         };
         record.ended_at = Some(now);
+        if reason.counts_as_failure() {
+            self.failures += 1;
+            if self.recent_failures.len() == RECENT_FAILURES {
+                self.recent_failures.pop_front();
+            }
+            self.recent_failures.push_back(CheckpointFailure {
+                id,
+                kind: record.kind,
+                reason: reason.to_string(),
+            });
+        }
         self.latest_failed = Some(record.clone());
         self.evict();
     }
@@ -336,6 +422,33 @@ impl CheckpointStats {
     /// The most recently failed checkpoint or savepoint.
     pub fn latest_failed(&self) -> Option<&CheckpointRecord> {
         self.latest_failed.as_ref()
+    }
+
+    /// The checkpoint or savepoint that completed last (the newest of the
+    /// kind that completed last).
+    pub fn last_completed(&self) -> Option<&CheckpointRecord> {
+        match self.last_completed? {
+            CheckpointKind::Checkpoint => self.latest_completed(),
+            CheckpointKind::Savepoint => self.latest_savepoint(),
+        }
+    }
+
+    /// Trigger → completion of every checkpoint and savepoint completed so far.
+    pub fn durations(&self) -> &DurationHistogram {
+        &self.durations
+    }
+
+    /// How many aborts counted as failures (declined, expired, not recorded;
+    /// not subsumed or ended with the job): fewer than [`Counts::failed`],
+    /// which counts every abort.
+    pub fn failures(&self) -> u64 {
+        self.failures
+    }
+
+    /// The most recent of those failures (at most [`RECENT_FAILURES`]),
+    /// oldest first.
+    pub fn recent_failures(&self) -> impl ExactSizeIterator<Item = &CheckpointFailure> {
+        self.recent_failures.iter()
     }
 
     /// The serializable overview (Flink's `/jobs/:id/checkpoints`), with

@@ -430,9 +430,7 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::abort::AbortReason;
-    use crate::checkpoint::stats::{
-        CheckpointRecord, CheckpointStats, CheckpointStatus, TaskStats,
-    };
+    use crate::checkpoint::stats::{CheckpointStats, CheckpointStatus, TaskStats};
     use crate::dataflow::metrics::TaskMetrics;
     use crate::runtime::monitor::TaskRole;
 
@@ -513,52 +511,59 @@ mod tests {
         assert_eq!(view.vertices[0].rate_out, 0.0);
     }
 
+    /// Feeds `monitor` checkpoint `id` as the driver would: triggered at
+    /// `t0`, acknowledged by its one task 5 ms later, and ended as `status`
+    /// says 10 ms after the trigger.
     fn record(
+        monitor: &JobMonitor,
         id: u64,
         kind: CheckpointKind,
         status: CheckpointStatus,
         t0: Instant,
-    ) -> CheckpointRecord {
-        let mut tasks = std::collections::BTreeMap::new();
-        tasks.insert(
-            TaskId::new("gen", 0),
-            TaskStats {
-                acknowledged_at: t0 + Duration::from_millis(5),
-                sync_duration: Duration::from_millis(1),
-                async_duration: Duration::from_millis(2),
-                alignment_duration: Duration::ZERO,
-                bytes: 64,
-            },
-        );
-        CheckpointRecord {
-            id: CheckpointId(id),
-            kind,
-            is_final: false,
-            status,
-            triggered_at: t0,
-            ended_at: Some(t0 + Duration::from_millis(10)),
-            num_tasks: 1,
-            tasks,
-        }
+    ) {
+        let id = CheckpointId(id);
+        let ended_at = t0 + Duration::from_millis(10);
+        monitor.record_checkpoint(|stats| {
+            stats.triggered(id, kind, false, 1, t0);
+            stats.acknowledged(
+                id,
+                TaskId::new("gen", 0),
+                TaskStats {
+                    acknowledged_at: t0 + Duration::from_millis(5),
+                    sync_duration: Duration::from_millis(1),
+                    async_duration: Duration::from_millis(2),
+                    alignment_duration: Duration::ZERO,
+                    bytes: 64,
+                },
+            );
+            match status {
+                CheckpointStatus::InProgress => {}
+                CheckpointStatus::Completed => stats.completed(id, ended_at),
+                CheckpointStatus::Failed { reason } => stats.failed(id, &reason, ended_at),
+            }
+        });
     }
 
     #[test]
     fn checkpoints_view_adds_paths_of_completed_ones_and_the_restored_one() {
         let t0 = Instant::now();
         let monitor = JobMonitor::default();
-        monitor.sync_checkpoint(&record(
+        record(
+            &monitor,
             1,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Completed,
             t0,
-        ));
-        monitor.sync_checkpoint(&record(
+        );
+        record(
+            &monitor,
             2,
             CheckpointKind::Savepoint,
             CheckpointStatus::Completed,
             t0,
-        ));
-        monitor.sync_checkpoint(&record(
+        );
+        record(
+            &monitor,
             3,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Failed {
@@ -567,7 +572,7 @@ mod tests {
                 },
             },
             t0,
-        ));
+        );
         monitor.set_restored(crate::runtime::RestoredCheckpoint {
             id: CheckpointId(7),
             kind: CheckpointKind::Savepoint,
@@ -625,30 +630,16 @@ mod tests {
     }
 
     #[test]
-    fn monitor_history_counts_each_checkpoint_once_across_syncs() {
+    fn monitor_history_counts_each_checkpoint_once_from_trigger_to_completion() {
         let t0 = Instant::now();
         let monitor = JobMonitor::default();
-        let mut in_progress = record(
-            5,
-            CheckpointKind::Checkpoint,
-            CheckpointStatus::InProgress,
-            t0,
-        );
-        in_progress.ended_at = None;
-        let no_acks = CheckpointRecord {
-            tasks: Default::default(),
-            ..in_progress.clone()
-        };
-        monitor.sync_checkpoint(&no_acks);
-        monitor.sync_checkpoint(&in_progress);
-        let done = record(
+        record(
+            &monitor,
             5,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Completed,
             t0,
         );
-        monitor.sync_checkpoint(&done);
-        monitor.sync_checkpoint(&done);
         let counts = monitor.with_checkpoint_stats(CheckpointStats::counts);
         assert_eq!(
             (counts.total, counts.completed, counts.in_progress),
