@@ -2,11 +2,13 @@
 //! it took and how big it was, task by task.
 //!
 //! It exists so that operators of a job can see whether checkpointing keeps
-//! up — the status line of `weir run`, the summary at exit, and later an HTTP
-//! endpoint — without the coordinator's state machine carrying presentation
-//! concerns. The [`Coordinator`](super::coordinator::Coordinator) feeds a
-//! [`CheckpointStats`] as checkpoints are triggered, acknowledged, completed
-//! and aborted.
+//! up — the status line of `weir run`, the summary at exit, the control
+//! endpoint and its metrics — without the coordinator's state machine
+//! carrying presentation concerns. The coordinator keeps no statistics: the
+//! runtime's driver records in the job's one [`CheckpointStats`] (held by
+//! the job monitor, so it outlives each attempt) what the coordinator's
+//! actions and the shell's own facts say — a checkpoint triggered,
+//! acknowledged by a task, completed, aborted.
 //!
 //! Like the coordinator it is pure: times are [`Instant`]s handed in by the
 //! caller. An `Instant` means nothing outside the process, so the
@@ -114,7 +116,7 @@ pub enum CheckpointStatus {
 /// One task's contribution to one checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskStats {
-    /// When the coordinator received the task's acknowledgement.
+    /// When the shell received the task's acknowledgement.
     pub acknowledged_at: Instant,
     /// Duration of the synchronous part (guest snapshot export + copy out).
     pub sync_duration: Duration,
@@ -127,7 +129,7 @@ pub struct TaskStats {
 }
 
 impl TaskStats {
-    /// The statistics of `ack`, received by the coordinator at `at`: the one
+    /// The statistics of `ack`, received by the shell at `at`: the one
     /// place an acknowledgement's measures are copied into the statistics.
     /// (A constructor rather than `From`, because the receipt time is not
     /// part of the acknowledgement.)
@@ -248,14 +250,14 @@ impl Accumulator {
     }
 }
 
-/// The tracker: fed by the coordinator, read by the status line and reports.
+/// The tracker: fed by the driver, read by the status line and reports.
 #[derive(Debug, Clone)]
 pub struct CheckpointStats {
     /// How many records the history keeps (at least 1).
     history_size: usize,
     /// Recent checkpoints by id.
     history: BTreeMap<CheckpointId, CheckpointRecord>,
-    /// Counts since the coordinator was created.
+    /// Counts since the tracker was created.
     counts: Counts,
     /// The most recently completed checkpoint (not savepoint).
     latest_completed: Option<CheckpointRecord>,
