@@ -11,14 +11,9 @@
 //! acknowledged by a task, completed, aborted.
 //!
 //! Like the coordinator it is pure: times are [`Instant`]s handed in by the
-//! caller. An `Instant` means nothing outside the process, so the
-//! serializable views ([`StatsReport`], [`CheckpointDetails`]) are built by
-//! [`CheckpointStats::report`] and [`CheckpointStats::details`] from a pair
-//! (`now`, `wall_now`) that anchors the monotonic clock to wall-clock time;
-//! they are shaped like Flink's `/jobs/:id/checkpoints` and
-//! `/jobs/:id/checkpoints/details/:cid` answers (durations in milliseconds,
-//! timestamps in milliseconds since the Unix epoch) so users find the fields
-//! they know.
+//! caller. It shapes no answer of its own: the control endpoint turns these
+//! records into its JSON (`control/api.rs`), anchoring the instants to the
+//! wall clock there.
 //!
 //! Memory is bounded: the history keeps the last `history_size` checkpoints
 //! (default [`DEFAULT_HISTORY`]), never evicting one still in progress; the
@@ -26,9 +21,7 @@
 //! are kept beyond the history.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use serde::Serialize;
+use std::time::{Duration, Instant};
 
 use crate::checkpoint::abort::AbortReason;
 use crate::checkpoint::pending::Acknowledgement;
@@ -207,7 +200,7 @@ impl CheckpointRecord {
 }
 
 /// How many checkpoints are in each state. Field names are Flink's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// How many were triggered (checkpoints and savepoints).
     pub total: u64,
@@ -221,14 +214,14 @@ pub struct Counts {
 
 /// Running minimum, maximum and sum of one measure over completed checkpoints.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Accumulator {
+pub struct Measure {
     count: u64,
     min: u64,
     max: u64,
     sum: u64,
 }
 
-impl Accumulator {
+impl Measure {
     fn add(&mut self, value: u64) {
         if self.count == 0 {
             self.min = value;
@@ -241,13 +234,32 @@ impl Accumulator {
         self.sum = self.sum.saturating_add(value);
     }
 
-    fn report(&self) -> MinMaxAvg {
-        MinMaxAvg {
-            min: self.min,
-            max: self.max,
-            avg: self.sum.checked_div(self.count).unwrap_or(0),
-        }
+    /// The smallest value; 0 before the first.
+    pub fn min(&self) -> u64 {
+        self.min
     }
+
+    /// The largest value; 0 before the first.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The average, rounded down; 0 before the first.
+    pub fn avg(&self) -> u64 {
+        self.sum.checked_div(self.count).unwrap_or(0)
+    }
+}
+
+/// The measures of every completed checkpoint and savepoint, beyond the
+/// history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Trigger → completion, in ms.
+    pub end_to_end_duration_ms: Measure,
+    /// Bytes of state.
+    pub state_size: Measure,
+    /// Longest task alignment, in ms.
+    pub alignment_duration_ms: Measure,
 }
 
 /// The tracker: fed by the driver, read by the status line and reports.
@@ -265,12 +277,8 @@ pub struct CheckpointStats {
     latest_savepoint: Option<CheckpointRecord>,
     /// The most recently failed checkpoint or savepoint.
     latest_failed: Option<CheckpointRecord>,
-    /// Trigger → completion, in ms, over completed checkpoints and savepoints.
-    duration_ms: Accumulator,
-    /// Bytes, over completed checkpoints and savepoints.
-    size: Accumulator,
-    /// Longest task alignment, in ms, over completed checkpoints and savepoints.
-    alignment_ms: Accumulator,
+    /// Duration, size and alignment over completed checkpoints and savepoints.
+    summary: Summary,
     /// Trigger → completion of every completed checkpoint and savepoint.
     durations: DurationHistogram,
     /// The kind of the checkpoint or savepoint that completed last.
@@ -298,9 +306,7 @@ impl CheckpointStats {
             latest_completed: None,
             latest_savepoint: None,
             latest_failed: None,
-            duration_ms: Accumulator::default(),
-            size: Accumulator::default(),
-            alignment_ms: Accumulator::default(),
+            summary: Summary::default(),
             durations: DurationHistogram::default(),
             last_completed: None,
             failures: 0,
@@ -353,10 +359,14 @@ impl CheckpointStats {
         record.status = CheckpointStatus::Completed;
         record.ended_at = Some(now);
         let record = record.clone();
-        self.duration_ms
+        let summary = &mut self.summary;
+        summary
+            .end_to_end_duration_ms
             .add(millis(record.duration().unwrap_or_default()));
-        self.size.add(record.bytes());
-        self.alignment_ms.add(millis(record.max_alignment()));
+        summary.state_size.add(record.bytes());
+        summary
+            .alignment_duration_ms
+            .add(millis(record.max_alignment()));
         self.durations
             .observe(record.duration().unwrap_or_default());
         self.last_completed = Some(record.kind);
@@ -453,62 +463,10 @@ impl CheckpointStats {
         self.recent_failures.iter()
     }
 
-    /// The serializable overview (Flink's `/jobs/:id/checkpoints`), with
-    /// instants turned into wall-clock timestamps by the anchor
-    /// (`now`, `wall_now`): two readings of the two clocks taken together.
-    pub fn report(&self, now: Instant, wall_now: SystemTime) -> StatsReport {
-        let clock = Anchor { now, wall_now };
-        StatsReport {
-            counts: self.counts,
-            summary: SummaryReport {
-                end_to_end_duration: self.duration_ms.report(),
-                state_size: self.size.report(),
-                alignment_duration: self.alignment_ms.report(),
-            },
-            latest: LatestReport {
-                completed: self.latest_completed.as_ref().map(|r| clock.checkpoint(r)),
-                savepoint: self.latest_savepoint.as_ref().map(|r| clock.checkpoint(r)),
-                failed: self.latest_failed.as_ref().map(|r| clock.checkpoint(r)),
-            },
-            history: self
-                .history
-                .values()
-                .rev()
-                .map(|r| clock.checkpoint(r))
-                .collect(),
-        }
-    }
-
-    /// The serializable per-task details of checkpoint `id` (Flink's
-    /// `/jobs/:id/checkpoints/details/:cid`), if the history still holds it.
-    pub fn details(
-        &self,
-        id: CheckpointId,
-        now: Instant,
-        wall_now: SystemTime,
-    ) -> Option<CheckpointDetails> {
-        let clock = Anchor { now, wall_now };
-        let record = self.history.get(&id)?;
-        Some(CheckpointDetails {
-            checkpoint: clock.checkpoint(record),
-            tasks: record
-                .tasks
-                .iter()
-                .map(|(task, t)| TaskReport {
-                    vertex: task.vertex.clone(),
-                    subtask: task.subtask,
-                    ack_timestamp: clock.epoch_ms(t.acknowledged_at),
-                    end_to_end_duration: millis(
-                        t.acknowledged_at
-                            .saturating_duration_since(record.triggered_at),
-                    ),
-                    state_size: t.bytes,
-                    sync_duration: millis(t.sync_duration),
-                    async_duration: millis(t.async_duration),
-                    alignment_duration: millis(t.alignment_duration),
-                })
-                .collect(),
-        })
+    /// Minimum, maximum and average duration, size and alignment of the
+    /// checkpoints and savepoints completed so far.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
     }
 
     /// Drops the oldest finished records beyond the history size. Records in
@@ -534,175 +492,6 @@ impl CheckpointStats {
 /// Whole milliseconds of `d`, saturating.
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A reading of the monotonic and the wall clock taken together, to turn
-/// instants into timestamps.
-struct Anchor {
-    now: Instant,
-    wall_now: SystemTime,
-}
-
-impl Anchor {
-    /// Milliseconds since the Unix epoch at which `at` happened.
-    fn epoch_ms(&self, at: Instant) -> u64 {
-        let wall = match self.now.checked_duration_since(at) {
-            Some(ago) => self.wall_now.checked_sub(ago),
-            None => self.wall_now.checked_add(at.duration_since(self.now)),
-        };
-        wall.and_then(|w| w.duration_since(UNIX_EPOCH).ok())
-            .map(millis)
-            .unwrap_or(0)
-    }
-
-    fn checkpoint(&self, r: &CheckpointRecord) -> CheckpointReport {
-        let (status, failure_message) = match &r.status {
-            CheckpointStatus::InProgress => (ReportStatus::InProgress, None),
-            CheckpointStatus::Completed => (ReportStatus::Completed, None),
-            CheckpointStatus::Failed { reason } => (ReportStatus::Failed, Some(reason.to_string())),
-        };
-        let end = r.ended_at.unwrap_or(self.now);
-        CheckpointReport {
-            id: r.id.0,
-            status,
-            is_savepoint: r.kind == CheckpointKind::Savepoint,
-            is_final: r.is_final,
-            trigger_timestamp: self.epoch_ms(r.triggered_at),
-            latest_ack_timestamp: r.latest_ack_at().map(|t| self.epoch_ms(t)),
-            end_to_end_duration: millis(end.saturating_duration_since(r.triggered_at)),
-            state_size: r.bytes(),
-            alignment_duration: millis(r.max_alignment()),
-            num_subtasks: r.num_tasks,
-            num_acknowledged_subtasks: r.acknowledged(),
-            failure_timestamp: match r.status {
-                CheckpointStatus::Failed { .. } => r.ended_at.map(|t| self.epoch_ms(t)),
-                _ => None,
-            },
-            failure_message,
-        }
-    }
-}
-
-/// The serializable overview of checkpointing, Flink's `/jobs/:id/checkpoints`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StatsReport {
-    /// How many checkpoints are in each state.
-    pub counts: Counts,
-    /// Minimum, maximum and average over completed checkpoints.
-    pub summary: SummaryReport,
-    /// The latest completed checkpoint, savepoint and failure.
-    pub latest: LatestReport,
-    /// Recent checkpoints, newest first.
-    pub history: Vec<CheckpointReport>,
-}
-
-/// Minimum, maximum and average of the measures of completed checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SummaryReport {
-    /// Trigger → completion, in ms.
-    pub end_to_end_duration: MinMaxAvg,
-    /// Bytes of state.
-    pub state_size: MinMaxAvg,
-    /// Longest task alignment, in ms.
-    pub alignment_duration: MinMaxAvg,
-}
-
-/// Minimum, maximum and (integer) average of one measure; all zero when
-/// nothing completed yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct MinMaxAvg {
-    /// Smallest value.
-    pub min: u64,
-    /// Largest value.
-    pub max: u64,
-    /// Average value, rounded down.
-    pub avg: u64,
-}
-
-/// The latest checkpoint of each outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LatestReport {
-    /// The latest completed checkpoint (savepoints excluded).
-    pub completed: Option<CheckpointReport>,
-    /// The latest completed savepoint.
-    pub savepoint: Option<CheckpointReport>,
-    /// The latest failed checkpoint or savepoint.
-    pub failed: Option<CheckpointReport>,
-}
-
-/// A checkpoint's status as reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ReportStatus {
-    /// Triggered, not yet completed or failed.
-    InProgress,
-    /// Completed.
-    Completed,
-    /// Failed (aborted).
-    Failed,
-}
-
-/// One checkpoint as reported. Durations in ms, timestamps in ms since the
-/// Unix epoch; an in-progress checkpoint's duration runs to the report's `now`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckpointReport {
-    /// The checkpoint's id.
-    pub id: u64,
-    /// In progress, completed or failed.
-    pub status: ReportStatus,
-    /// Whether it is a savepoint.
-    pub is_savepoint: bool,
-    /// Whether the job ends when it completes.
-    pub is_final: bool,
-    /// When it was triggered.
-    pub trigger_timestamp: u64,
-    /// When the last acknowledgement arrived, if any did.
-    pub latest_ack_timestamp: Option<u64>,
-    /// Trigger → completion, failure, or now.
-    pub end_to_end_duration: u64,
-    /// Bytes persisted by the tasks that acknowledged.
-    pub state_size: u64,
-    /// Longest task alignment.
-    pub alignment_duration: u64,
-    /// How many tasks must acknowledge.
-    pub num_subtasks: usize,
-    /// How many tasks have acknowledged.
-    pub num_acknowledged_subtasks: usize,
-    /// When it failed, if it did.
-    pub failure_timestamp: Option<u64>,
-    /// Why it failed, if it did.
-    pub failure_message: Option<String>,
-}
-
-/// One checkpoint with its per-task figures.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckpointDetails {
-    /// The checkpoint as in the overview.
-    #[serde(flatten)]
-    pub checkpoint: CheckpointReport,
-    /// One entry per task that acknowledged, ordered by task.
-    pub tasks: Vec<TaskReport>,
-}
-
-/// One task's acknowledgement as reported (durations in ms).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskReport {
-    /// The task's vertex.
-    pub vertex: String,
-    /// The task's subtask index.
-    pub subtask: u32,
-    /// When the acknowledgement arrived.
-    pub ack_timestamp: u64,
-    /// Trigger → this task's acknowledgement.
-    pub end_to_end_duration: u64,
-    /// Bytes the task persisted.
-    pub state_size: u64,
-    /// Synchronous part.
-    pub sync_duration: u64,
-    /// Asynchronous part.
-    pub async_duration: u64,
-    /// Barrier alignment.
-    pub alignment_duration: u64,
 }
 
 #[cfg(test)]
@@ -825,82 +614,5 @@ mod tests {
         assert_eq!(s.latest_savepoint().unwrap().id, CheckpointId(1));
         assert_eq!(s.counts().completed, 10);
         assert_eq!(s.counts().in_progress, 0);
-    }
-
-    #[test]
-    fn report_is_shaped_like_flinks_and_anchored_to_the_wall_clock() {
-        let t0 = Instant::now();
-        let wall0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let mut s = CheckpointStats::default();
-        s.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 1, t0);
-        s.acknowledged(
-            CheckpointId(1),
-            TaskId::new("src", 0),
-            task_stats(t0 + ms(40), 64),
-        );
-        s.completed(CheckpointId(1), t0 + ms(50));
-        s.triggered(
-            CheckpointId(2),
-            CheckpointKind::Checkpoint,
-            false,
-            1,
-            t0 + ms(100),
-        );
-        s.failed(
-            CheckpointId(2),
-            &AbortReason::Declined {
-                task: TaskId::new("src", 0),
-                reason: "disk full".into(),
-            },
-            t0 + ms(130),
-        );
-        s.triggered(
-            CheckpointId(3),
-            CheckpointKind::Checkpoint,
-            false,
-            1,
-            t0 + ms(200),
-        );
-        let now = t0 + ms(1000);
-        let wall_now = wall0 + ms(1000);
-        let report = s.report(now, wall_now);
-        let json = serde_json::to_value(&report).unwrap();
-        assert_eq!(json["counts"]["total"], 3);
-        assert_eq!(json["counts"]["in_progress"], 1);
-        assert_eq!(json["history"][0]["id"], 3);
-        assert_eq!(json["history"][0]["status"], "IN_PROGRESS");
-        assert_eq!(json["history"][0]["end_to_end_duration"], 800);
-        assert_eq!(
-            json["history"][2]["trigger_timestamp"],
-            1_700_000_000_000u64
-        );
-        assert_eq!(json["latest"]["completed"]["end_to_end_duration"], 50);
-        assert_eq!(json["latest"]["completed"]["state_size"], 64);
-        assert_eq!(
-            json["latest"]["completed"]["latest_ack_timestamp"],
-            1_700_000_000_040u64
-        );
-        assert_eq!(json["latest"]["failed"]["status"], "FAILED");
-        assert_eq!(
-            json["latest"]["failed"]["failure_timestamp"],
-            1_700_000_000_130u64
-        );
-        let message = json["latest"]["failed"]["failure_message"]
-            .as_str()
-            .unwrap();
-        assert!(
-            message.contains("src#0") && message.contains("disk full"),
-            "{message}"
-        );
-        assert_eq!(json["summary"]["end_to_end_duration"]["max"], 50);
-
-        let details = s.details(CheckpointId(1), now, wall_now).unwrap();
-        let json = serde_json::to_value(&details).unwrap();
-        assert_eq!(json["id"], 1);
-        assert_eq!(json["tasks"][0]["vertex"], "src");
-        assert_eq!(json["tasks"][0]["end_to_end_duration"], 40);
-        assert_eq!(json["tasks"][0]["sync_duration"], 3);
-        assert_eq!(json["tasks"][0]["async_duration"], 7);
-        assert!(s.details(CheckpointId(99), now, wall_now).is_none());
     }
 }
