@@ -380,7 +380,9 @@ impl CheckpointStats {
         self.evict();
     }
 
-    /// Records that checkpoint `id` was aborted at `now` for `reason`.
+    /// Records that checkpoint `id` was aborted at `now` for `reason`; an
+    /// abort that counts as a failure is also counted and kept among the
+    /// recent failures.
     pub fn failed(&mut self, id: CheckpointId, reason: &AbortReason, now: Instant) {
         self.counts.in_progress = self.counts.in_progress.saturating_sub(1);
         self.counts.failed += 1;
@@ -614,5 +616,62 @@ mod tests {
         assert_eq!(s.latest_savepoint().unwrap().id, CheckpointId(1));
         assert_eq!(s.counts().completed, 10);
         assert_eq!(s.counts().in_progress, 0);
+    }
+
+    #[test]
+    fn only_aborts_that_count_as_failures_are_counted_and_kept() {
+        let t0 = Instant::now();
+        let mut s = CheckpointStats::default();
+        for id in 1..=3 {
+            s.triggered(CheckpointId(id), CheckpointKind::Checkpoint, false, 1, t0);
+        }
+        s.failed(
+            CheckpointId(1),
+            &AbortReason::Expired { timeout: ms(5) },
+            t0,
+        );
+        s.failed(CheckpointId(2), &AbortReason::JobNotRunning, t0);
+        s.failed(
+            CheckpointId(3),
+            &AbortReason::Subsumed {
+                by: CheckpointId(4),
+            },
+            t0,
+        );
+        assert_eq!(s.counts().failed, 3);
+        assert_eq!(s.failures(), 1);
+        let recent: Vec<_> = s.recent_failures().collect();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].id, CheckpointId(1));
+        assert_eq!(
+            recent[0].reason,
+            AbortReason::Expired { timeout: ms(5) }.to_string()
+        );
+        assert_eq!(s.latest_failed().unwrap().id, CheckpointId(3));
+    }
+
+    #[test]
+    fn last_completed_and_durations_follow_every_completion_of_either_kind() {
+        let t0 = Instant::now();
+        let mut s = CheckpointStats::default();
+        assert!(s.last_completed().is_none());
+        s.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 1, t0);
+        s.completed(CheckpointId(1), t0 + ms(20));
+        assert_eq!(s.last_completed().unwrap().id, CheckpointId(1));
+        s.triggered(CheckpointId(2), CheckpointKind::Savepoint, false, 1, t0);
+        s.completed(CheckpointId(2), t0 + ms(40));
+        let last = s.last_completed().unwrap();
+        assert_eq!(
+            (last.id, last.kind),
+            (CheckpointId(2), CheckpointKind::Savepoint)
+        );
+        assert_eq!(last.duration(), Some(ms(40)));
+        let durations = s.durations();
+        assert_eq!(durations.count, 2);
+        // 20 ms and 40 ms: one within 25 ms, both within 50 ms.
+        assert_eq!(&durations.counts[..4], &[0, 0, 1, 2]);
+        assert!((durations.sum_seconds - 0.06).abs() < 1e-9);
+        assert_eq!(s.summary().end_to_end_duration_ms.max(), 40);
+        assert_eq!(s.summary().end_to_end_duration_ms.avg(), 30);
     }
 }

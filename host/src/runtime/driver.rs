@@ -1,7 +1,10 @@
 //! The driver of one attempt: the imperative shell around the checkpoint
 //! [`Coordinator`]. It feeds the coordinator facts (task events, the clock,
 //! user requests) and carries out its actions (trigger sources, write
-//! metadata, notify tasks, remove files), until the attempt ends.
+//! metadata, notify tasks, remove files), until the attempt ends. On the way
+//! it records what those facts and actions say about each checkpoint in the
+//! job monitor's statistics (the coordinator keeps none): a trigger, an
+//! accepted acknowledgement, a completion, an abort.
 //!
 //! # Files of aborted checkpoints
 //!
