@@ -16,6 +16,13 @@
 //! send triggers, write metadata, notify tasks, remove files, fail the job.
 //! Tests drive it with a fake clock (`t0 + Duration`) and fake tasks.
 //!
+//! It keeps no statistics either. Everything they need passes through the
+//! shell anyway — the acknowledgements, the instant of every call, the
+//! triggers and aborts among the actions, the result of the metadata write —
+//! so the shell records them in the job's one
+//! [`CheckpointStats`](crate::checkpoint::stats::CheckpointStats), which
+//! outlives the attempt and with it the coordinator.
+//!
 //! # The shell's loop
 //!
 //! ```text
@@ -139,7 +146,6 @@ use thiserror::Error;
 use crate::checkpoint::config::CheckpointConfig;
 use crate::checkpoint::pending::{AckRejection, Acknowledgement, PendingCheckpoint};
 use crate::checkpoint::recovery::checkpoints_to_prune;
-use crate::checkpoint::stats::{CheckpointStats, TaskStats};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -409,8 +415,6 @@ pub struct Coordinator<H> {
     ending: Ending,
     /// Recently ended checkpoints, to classify late messages.
     ended: BTreeMap<CheckpointId, Ended>,
-    /// Statistics.
-    stats: CheckpointStats,
 }
 
 impl<H> Coordinator<H> {
@@ -461,7 +465,6 @@ impl<H> Coordinator<H> {
             finished_sources: BTreeSet::new(),
             ending: Ending::Periodic,
             ended: BTreeMap::new(),
-            stats: CheckpointStats::default(),
         })
     }
 
@@ -544,11 +547,6 @@ impl<H> Coordinator<H> {
     /// is over and nothing more will be triggered.
     pub fn is_finished(&self) -> bool {
         matches!(self.ending, Ending::Done(_))
-    }
-
-    /// The statistics of this coordinator's checkpoints.
-    pub fn stats(&self) -> &CheckpointStats {
-        &self.stats
     }
 
     /// The job status changed: `running` is true when it became RUNNING and
@@ -645,7 +643,6 @@ impl<H> Coordinator<H> {
                 ack: Box::new(ack),
             });
         };
-        let task_stats = TaskStats::acknowledged(&ack, now);
         if let Err((rejection, ack)) = pending.acknowledge(task.clone(), ack) {
             let reason = match rejection {
                 AckRejection::NotInAckSet => Ignored::UnknownTask { id, task },
@@ -657,7 +654,6 @@ impl<H> Coordinator<H> {
             });
         }
         let complete = pending.is_complete();
-        self.stats.acknowledged(id, task, task_stats);
         let mut actions = Vec::new();
         if complete && let Some(broken) = self.broken_link(id) {
             self.abort_pending(id, broken, now, &mut actions);
@@ -871,8 +867,6 @@ impl<H> Coordinator<H> {
         self.next_id = id.next();
         let pending = PendingCheckpoint::new(id, kind, is_final, self.ack_set.iter().cloned(), now);
         self.pending.insert(id, pending);
-        self.stats
-            .triggered(id, kind, is_final, self.ack_set.len(), now);
         if is_final {
             self.ending = Ending::InFlight(id);
         }
@@ -918,7 +912,6 @@ impl<H> Coordinator<H> {
             is_final,
             links,
         } = finalizing;
-        self.stats.completed(id, now);
         self.remember(id, Ended::Completed);
         self.last_completion = Some(now);
         if self.ending == Ending::InFlight(id) {
@@ -977,7 +970,6 @@ impl<H> Coordinator<H> {
         now: Instant,
         actions: &mut Vec<Action<H>>,
     ) {
-        self.stats.failed(id, &reason, now);
         self.remember(id, Ended::Aborted(kind));
         if self.ending == Ending::InFlight(id) {
             self.ending = if self.all_sources_finished() {

@@ -2,31 +2,26 @@
 //! it took and how big it was, task by task.
 //!
 //! It exists so that operators of a job can see whether checkpointing keeps
-//! up — the status line of `weir run`, the summary at exit, and later an HTTP
-//! endpoint — without the coordinator's state machine carrying presentation
-//! concerns. The [`Coordinator`](super::coordinator::Coordinator) feeds a
-//! [`CheckpointStats`] as checkpoints are triggered, acknowledged, completed
-//! and aborted.
+//! up — the status line of `weir run`, the summary at exit, the control
+//! endpoint and its metrics — without the coordinator's state machine
+//! carrying presentation concerns. The coordinator keeps no statistics: the
+//! runtime's driver records in the job's one [`CheckpointStats`] (held by
+//! the job monitor, so it outlives each attempt) what the coordinator's
+//! actions and the shell's own facts say — a checkpoint triggered,
+//! acknowledged by a task, completed, aborted.
 //!
 //! Like the coordinator it is pure: times are [`Instant`]s handed in by the
-//! caller. An `Instant` means nothing outside the process, so the
-//! serializable views ([`StatsReport`], [`CheckpointDetails`]) are built by
-//! [`CheckpointStats::report`] and [`CheckpointStats::details`] from a pair
-//! (`now`, `wall_now`) that anchors the monotonic clock to wall-clock time;
-//! they are shaped like Flink's `/jobs/:id/checkpoints` and
-//! `/jobs/:id/checkpoints/details/:cid` answers (durations in milliseconds,
-//! timestamps in milliseconds since the Unix epoch) so users find the fields
-//! they know.
+//! caller. It shapes no answer of its own: the control endpoint turns these
+//! records into its JSON (`control/api.rs`), anchoring the instants to the
+//! wall clock there.
 //!
 //! Memory is bounded: the history keeps the last `history_size` checkpoints
 //! (default [`DEFAULT_HISTORY`]), never evicting one still in progress; the
 //! counts, the summary and the latest completed / savepoint / failed records
 //! are kept beyond the history.
 
-use std::collections::BTreeMap;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-use serde::Serialize;
+use std::collections::{BTreeMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use crate::checkpoint::abort::AbortReason;
 use crate::checkpoint::pending::Acknowledgement;
@@ -36,6 +31,66 @@ use crate::ids::{CheckpointId, CheckpointKind};
 /// How many checkpoints the history keeps unless told otherwise (Flink's
 /// default for `web.checkpoints.history` is 10; a local engine can afford more).
 pub const DEFAULT_HISTORY: usize = 100;
+
+/// How many recent checkpoint failures the statistics keep.
+pub const RECENT_FAILURES: usize = 32;
+
+/// Upper bounds, in seconds, of the buckets of [`DurationHistogram`]: from
+/// a checkpoint of a small local job (milliseconds) to one near a typical
+/// timeout (minutes).
+pub const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
+
+/// Trigger-to-completion durations of every checkpoint and savepoint that
+/// completed, bucketed as a Prometheus histogram is (cumulative counts).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DurationHistogram {
+    /// `counts[i]`: completions that took at most `DURATION_BUCKETS[i]` seconds.
+    pub counts: [u64; DURATION_BUCKETS.len()],
+    /// Every completion (the `+Inf` bucket).
+    pub count: u64,
+    /// The sum of all durations, in seconds.
+    pub sum_seconds: f64,
+}
+
+impl Default for DurationHistogram {
+    fn default() -> Self {
+        DurationHistogram {
+            counts: [0; DURATION_BUCKETS.len()],
+            count: 0,
+            sum_seconds: 0.0,
+        }
+    }
+}
+
+impl DurationHistogram {
+    /// Counts one duration.
+    pub fn observe(&mut self, duration: Duration) {
+        let seconds = duration.as_secs_f64();
+        for (count, bound) in self.counts.iter_mut().zip(DURATION_BUCKETS) {
+            if seconds <= bound {
+                *count += 1;
+            }
+        }
+        self.count += 1;
+        self.sum_seconds += seconds;
+    }
+}
+
+/// A checkpoint that failed (declined, expired, or its metadata could not be
+/// written), so a status display — or a test — can say why, not only how
+/// often.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointFailure {
+    /// Its id.
+    pub id: CheckpointId,
+    /// Checkpoint or savepoint.
+    pub kind: CheckpointKind,
+    /// Why it failed, naming the task and, for a storage error, the file and
+    /// the operating system's message.
+    pub reason: String,
+}
 
 /// Where a checkpoint stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -54,7 +109,7 @@ pub enum CheckpointStatus {
 /// One task's contribution to one checkpoint.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TaskStats {
-    /// When the coordinator received the task's acknowledgement.
+    /// When the shell received the task's acknowledgement.
     pub acknowledged_at: Instant,
     /// Duration of the synchronous part (guest snapshot export + copy out).
     pub sync_duration: Duration,
@@ -67,7 +122,7 @@ pub struct TaskStats {
 }
 
 impl TaskStats {
-    /// The statistics of `ack`, received by the coordinator at `at`: the one
+    /// The statistics of `ack`, received by the shell at `at`: the one
     /// place an acknowledgement's measures are copied into the statistics.
     /// (A constructor rather than `From`, because the receipt time is not
     /// part of the acknowledgement.)
@@ -145,7 +200,7 @@ impl CheckpointRecord {
 }
 
 /// How many checkpoints are in each state. Field names are Flink's.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Counts {
     /// How many were triggered (checkpoints and savepoints).
     pub total: u64,
@@ -159,14 +214,14 @@ pub struct Counts {
 
 /// Running minimum, maximum and sum of one measure over completed checkpoints.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Accumulator {
+pub struct Measure {
     count: u64,
     min: u64,
     max: u64,
     sum: u64,
 }
 
-impl Accumulator {
+impl Measure {
     fn add(&mut self, value: u64) {
         if self.count == 0 {
             self.min = value;
@@ -179,23 +234,42 @@ impl Accumulator {
         self.sum = self.sum.saturating_add(value);
     }
 
-    fn report(&self) -> MinMaxAvg {
-        MinMaxAvg {
-            min: self.min,
-            max: self.max,
-            avg: self.sum.checked_div(self.count).unwrap_or(0),
-        }
+    /// The smallest value; 0 before the first.
+    pub fn min(&self) -> u64 {
+        self.min
+    }
+
+    /// The largest value; 0 before the first.
+    pub fn max(&self) -> u64 {
+        self.max
+    }
+
+    /// The average, rounded down; 0 before the first.
+    pub fn avg(&self) -> u64 {
+        self.sum.checked_div(self.count).unwrap_or(0)
     }
 }
 
-/// The tracker: fed by the coordinator, read by the status line and reports.
+/// The measures of every completed checkpoint and savepoint, beyond the
+/// history.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Trigger → completion, in ms.
+    pub end_to_end_duration_ms: Measure,
+    /// Bytes of state.
+    pub state_size: Measure,
+    /// Longest task alignment, in ms.
+    pub alignment_duration_ms: Measure,
+}
+
+/// The tracker: fed by the driver, read by the status line and reports.
 #[derive(Debug, Clone)]
 pub struct CheckpointStats {
     /// How many records the history keeps (at least 1).
     history_size: usize,
     /// Recent checkpoints by id.
     history: BTreeMap<CheckpointId, CheckpointRecord>,
-    /// Counts since the coordinator was created.
+    /// Counts since the tracker was created.
     counts: Counts,
     /// The most recently completed checkpoint (not savepoint).
     latest_completed: Option<CheckpointRecord>,
@@ -203,12 +277,16 @@ pub struct CheckpointStats {
     latest_savepoint: Option<CheckpointRecord>,
     /// The most recently failed checkpoint or savepoint.
     latest_failed: Option<CheckpointRecord>,
-    /// Trigger → completion, in ms, over completed checkpoints and savepoints.
-    duration_ms: Accumulator,
-    /// Bytes, over completed checkpoints and savepoints.
-    size: Accumulator,
-    /// Longest task alignment, in ms, over completed checkpoints and savepoints.
-    alignment_ms: Accumulator,
+    /// Duration, size and alignment over completed checkpoints and savepoints.
+    summary: Summary,
+    /// Trigger → completion of every completed checkpoint and savepoint.
+    durations: DurationHistogram,
+    /// The kind of the checkpoint or savepoint that completed last.
+    last_completed: Option<CheckpointKind>,
+    /// Aborts that count as failures ([`AbortReason::counts_as_failure`]).
+    failures: u64,
+    /// The last [`RECENT_FAILURES`] of those, oldest first.
+    recent_failures: VecDeque<CheckpointFailure>,
 }
 
 impl Default for CheckpointStats {
@@ -228,9 +306,11 @@ impl CheckpointStats {
             latest_completed: None,
             latest_savepoint: None,
             latest_failed: None,
-            duration_ms: Accumulator::default(),
-            size: Accumulator::default(),
-            alignment_ms: Accumulator::default(),
+            summary: Summary::default(),
+            durations: DurationHistogram::default(),
+            last_completed: None,
+            failures: 0,
+            recent_failures: VecDeque::new(),
         }
     }
 
@@ -279,10 +359,17 @@ impl CheckpointStats {
         record.status = CheckpointStatus::Completed;
         record.ended_at = Some(now);
         let record = record.clone();
-        self.duration_ms
+        let summary = &mut self.summary;
+        summary
+            .end_to_end_duration_ms
             .add(millis(record.duration().unwrap_or_default()));
-        self.size.add(record.bytes());
-        self.alignment_ms.add(millis(record.max_alignment()));
+        summary.state_size.add(record.bytes());
+        summary
+            .alignment_duration_ms
+            .add(millis(record.max_alignment()));
+        self.durations
+            .observe(record.duration().unwrap_or_default());
+        self.last_completed = Some(record.kind);
         let latest = match record.kind {
             CheckpointKind::Checkpoint => &mut self.latest_completed,
             CheckpointKind::Savepoint => &mut self.latest_savepoint,
@@ -293,7 +380,9 @@ impl CheckpointStats {
         self.evict();
     }
 
-    /// Records that checkpoint `id` was aborted at `now` for `reason`.
+    /// Records that checkpoint `id` was aborted at `now` for `reason`; an
+    /// abort that counts as a failure is also counted and kept among the
+    /// recent failures.
     pub fn failed(&mut self, id: CheckpointId, reason: &AbortReason, now: Instant) {
         self.counts.in_progress = self.counts.in_progress.saturating_sub(1);
         self.counts.failed += 1;
@@ -304,6 +393,17 @@ impl CheckpointStats {
             reason: reason.clone(),
         };
         record.ended_at = Some(now);
+        if reason.counts_as_failure() {
+            self.failures += 1;
+            if self.recent_failures.len() == RECENT_FAILURES {
+                self.recent_failures.pop_front();
+            }
+            self.recent_failures.push_back(CheckpointFailure {
+                id,
+                kind: record.kind,
+                reason: reason.to_string(),
+            });
+        }
         self.latest_failed = Some(record.clone());
         self.evict();
     }
@@ -338,62 +438,37 @@ impl CheckpointStats {
         self.latest_failed.as_ref()
     }
 
-    /// The serializable overview (Flink's `/jobs/:id/checkpoints`), with
-    /// instants turned into wall-clock timestamps by the anchor
-    /// (`now`, `wall_now`): two readings of the two clocks taken together.
-    pub fn report(&self, now: Instant, wall_now: SystemTime) -> StatsReport {
-        let clock = Anchor { now, wall_now };
-        StatsReport {
-            counts: self.counts,
-            summary: SummaryReport {
-                end_to_end_duration: self.duration_ms.report(),
-                state_size: self.size.report(),
-                alignment_duration: self.alignment_ms.report(),
-            },
-            latest: LatestReport {
-                completed: self.latest_completed.as_ref().map(|r| clock.checkpoint(r)),
-                savepoint: self.latest_savepoint.as_ref().map(|r| clock.checkpoint(r)),
-                failed: self.latest_failed.as_ref().map(|r| clock.checkpoint(r)),
-            },
-            history: self
-                .history
-                .values()
-                .rev()
-                .map(|r| clock.checkpoint(r))
-                .collect(),
+    /// The checkpoint or savepoint that completed last (the newest of the
+    /// kind that completed last).
+    pub fn last_completed(&self) -> Option<&CheckpointRecord> {
+        match self.last_completed? {
+            CheckpointKind::Checkpoint => self.latest_completed(),
+            CheckpointKind::Savepoint => self.latest_savepoint(),
         }
     }
 
-    /// The serializable per-task details of checkpoint `id` (Flink's
-    /// `/jobs/:id/checkpoints/details/:cid`), if the history still holds it.
-    pub fn details(
-        &self,
-        id: CheckpointId,
-        now: Instant,
-        wall_now: SystemTime,
-    ) -> Option<CheckpointDetails> {
-        let clock = Anchor { now, wall_now };
-        let record = self.history.get(&id)?;
-        Some(CheckpointDetails {
-            checkpoint: clock.checkpoint(record),
-            tasks: record
-                .tasks
-                .iter()
-                .map(|(task, t)| TaskReport {
-                    vertex: task.vertex.clone(),
-                    subtask: task.subtask,
-                    ack_timestamp: clock.epoch_ms(t.acknowledged_at),
-                    end_to_end_duration: millis(
-                        t.acknowledged_at
-                            .saturating_duration_since(record.triggered_at),
-                    ),
-                    state_size: t.bytes,
-                    sync_duration: millis(t.sync_duration),
-                    async_duration: millis(t.async_duration),
-                    alignment_duration: millis(t.alignment_duration),
-                })
-                .collect(),
-        })
+    /// Trigger → completion of every checkpoint and savepoint completed so far.
+    pub fn durations(&self) -> &DurationHistogram {
+        &self.durations
+    }
+
+    /// How many aborts counted as failures (declined, expired, not recorded;
+    /// not subsumed or ended with the job): fewer than [`Counts::failed`],
+    /// which counts every abort.
+    pub fn failures(&self) -> u64 {
+        self.failures
+    }
+
+    /// The most recent of those failures (at most [`RECENT_FAILURES`]),
+    /// oldest first.
+    pub fn recent_failures(&self) -> impl ExactSizeIterator<Item = &CheckpointFailure> {
+        self.recent_failures.iter()
+    }
+
+    /// Minimum, maximum and average duration, size and alignment of the
+    /// checkpoints and savepoints completed so far.
+    pub fn summary(&self) -> &Summary {
+        &self.summary
     }
 
     /// Drops the oldest finished records beyond the history size. Records in
@@ -419,175 +494,6 @@ impl CheckpointStats {
 /// Whole milliseconds of `d`, saturating.
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// A reading of the monotonic and the wall clock taken together, to turn
-/// instants into timestamps.
-struct Anchor {
-    now: Instant,
-    wall_now: SystemTime,
-}
-
-impl Anchor {
-    /// Milliseconds since the Unix epoch at which `at` happened.
-    fn epoch_ms(&self, at: Instant) -> u64 {
-        let wall = match self.now.checked_duration_since(at) {
-            Some(ago) => self.wall_now.checked_sub(ago),
-            None => self.wall_now.checked_add(at.duration_since(self.now)),
-        };
-        wall.and_then(|w| w.duration_since(UNIX_EPOCH).ok())
-            .map(millis)
-            .unwrap_or(0)
-    }
-
-    fn checkpoint(&self, r: &CheckpointRecord) -> CheckpointReport {
-        let (status, failure_message) = match &r.status {
-            CheckpointStatus::InProgress => (ReportStatus::InProgress, None),
-            CheckpointStatus::Completed => (ReportStatus::Completed, None),
-            CheckpointStatus::Failed { reason } => (ReportStatus::Failed, Some(reason.to_string())),
-        };
-        let end = r.ended_at.unwrap_or(self.now);
-        CheckpointReport {
-            id: r.id.0,
-            status,
-            is_savepoint: r.kind == CheckpointKind::Savepoint,
-            is_final: r.is_final,
-            trigger_timestamp: self.epoch_ms(r.triggered_at),
-            latest_ack_timestamp: r.latest_ack_at().map(|t| self.epoch_ms(t)),
-            end_to_end_duration: millis(end.saturating_duration_since(r.triggered_at)),
-            state_size: r.bytes(),
-            alignment_duration: millis(r.max_alignment()),
-            num_subtasks: r.num_tasks,
-            num_acknowledged_subtasks: r.acknowledged(),
-            failure_timestamp: match r.status {
-                CheckpointStatus::Failed { .. } => r.ended_at.map(|t| self.epoch_ms(t)),
-                _ => None,
-            },
-            failure_message,
-        }
-    }
-}
-
-/// The serializable overview of checkpointing, Flink's `/jobs/:id/checkpoints`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct StatsReport {
-    /// How many checkpoints are in each state.
-    pub counts: Counts,
-    /// Minimum, maximum and average over completed checkpoints.
-    pub summary: SummaryReport,
-    /// The latest completed checkpoint, savepoint and failure.
-    pub latest: LatestReport,
-    /// Recent checkpoints, newest first.
-    pub history: Vec<CheckpointReport>,
-}
-
-/// Minimum, maximum and average of the measures of completed checkpoints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct SummaryReport {
-    /// Trigger → completion, in ms.
-    pub end_to_end_duration: MinMaxAvg,
-    /// Bytes of state.
-    pub state_size: MinMaxAvg,
-    /// Longest task alignment, in ms.
-    pub alignment_duration: MinMaxAvg,
-}
-
-/// Minimum, maximum and (integer) average of one measure; all zero when
-/// nothing completed yet.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub struct MinMaxAvg {
-    /// Smallest value.
-    pub min: u64,
-    /// Largest value.
-    pub max: u64,
-    /// Average value, rounded down.
-    pub avg: u64,
-}
-
-/// The latest checkpoint of each outcome.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LatestReport {
-    /// The latest completed checkpoint (savepoints excluded).
-    pub completed: Option<CheckpointReport>,
-    /// The latest completed savepoint.
-    pub savepoint: Option<CheckpointReport>,
-    /// The latest failed checkpoint or savepoint.
-    pub failed: Option<CheckpointReport>,
-}
-
-/// A checkpoint's status as reported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum ReportStatus {
-    /// Triggered, not yet completed or failed.
-    InProgress,
-    /// Completed.
-    Completed,
-    /// Failed (aborted).
-    Failed,
-}
-
-/// One checkpoint as reported. Durations in ms, timestamps in ms since the
-/// Unix epoch; an in-progress checkpoint's duration runs to the report's `now`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckpointReport {
-    /// The checkpoint's id.
-    pub id: u64,
-    /// In progress, completed or failed.
-    pub status: ReportStatus,
-    /// Whether it is a savepoint.
-    pub is_savepoint: bool,
-    /// Whether the job ends when it completes.
-    pub is_final: bool,
-    /// When it was triggered.
-    pub trigger_timestamp: u64,
-    /// When the last acknowledgement arrived, if any did.
-    pub latest_ack_timestamp: Option<u64>,
-    /// Trigger → completion, failure, or now.
-    pub end_to_end_duration: u64,
-    /// Bytes persisted by the tasks that acknowledged.
-    pub state_size: u64,
-    /// Longest task alignment.
-    pub alignment_duration: u64,
-    /// How many tasks must acknowledge.
-    pub num_subtasks: usize,
-    /// How many tasks have acknowledged.
-    pub num_acknowledged_subtasks: usize,
-    /// When it failed, if it did.
-    pub failure_timestamp: Option<u64>,
-    /// Why it failed, if it did.
-    pub failure_message: Option<String>,
-}
-
-/// One checkpoint with its per-task figures.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct CheckpointDetails {
-    /// The checkpoint as in the overview.
-    #[serde(flatten)]
-    pub checkpoint: CheckpointReport,
-    /// One entry per task that acknowledged, ordered by task.
-    pub tasks: Vec<TaskReport>,
-}
-
-/// One task's acknowledgement as reported (durations in ms).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TaskReport {
-    /// The task's vertex.
-    pub vertex: String,
-    /// The task's subtask index.
-    pub subtask: u32,
-    /// When the acknowledgement arrived.
-    pub ack_timestamp: u64,
-    /// Trigger → this task's acknowledgement.
-    pub end_to_end_duration: u64,
-    /// Bytes the task persisted.
-    pub state_size: u64,
-    /// Synchronous part.
-    pub sync_duration: u64,
-    /// Asynchronous part.
-    pub async_duration: u64,
-    /// Barrier alignment.
-    pub alignment_duration: u64,
 }
 
 #[cfg(test)]
@@ -713,79 +619,59 @@ mod tests {
     }
 
     #[test]
-    fn report_is_shaped_like_flinks_and_anchored_to_the_wall_clock() {
+    fn only_aborts_that_count_as_failures_are_counted_and_kept() {
         let t0 = Instant::now();
-        let wall0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let mut s = CheckpointStats::default();
-        s.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 1, t0);
-        s.acknowledged(
-            CheckpointId(1),
-            TaskId::new("src", 0),
-            task_stats(t0 + ms(40), 64),
-        );
-        s.completed(CheckpointId(1), t0 + ms(50));
-        s.triggered(
-            CheckpointId(2),
-            CheckpointKind::Checkpoint,
-            false,
-            1,
-            t0 + ms(100),
-        );
+        for id in 1..=3 {
+            s.triggered(CheckpointId(id), CheckpointKind::Checkpoint, false, 1, t0);
+        }
         s.failed(
-            CheckpointId(2),
-            &AbortReason::Declined {
-                task: TaskId::new("src", 0),
-                reason: "disk full".into(),
-            },
-            t0 + ms(130),
+            CheckpointId(1),
+            &AbortReason::Expired { timeout: ms(5) },
+            t0,
         );
-        s.triggered(
+        s.failed(CheckpointId(2), &AbortReason::JobNotRunning, t0);
+        s.failed(
             CheckpointId(3),
-            CheckpointKind::Checkpoint,
-            false,
-            1,
-            t0 + ms(200),
+            &AbortReason::Subsumed {
+                by: CheckpointId(4),
+            },
+            t0,
         );
-        let now = t0 + ms(1000);
-        let wall_now = wall0 + ms(1000);
-        let report = s.report(now, wall_now);
-        let json = serde_json::to_value(&report).unwrap();
-        assert_eq!(json["counts"]["total"], 3);
-        assert_eq!(json["counts"]["in_progress"], 1);
-        assert_eq!(json["history"][0]["id"], 3);
-        assert_eq!(json["history"][0]["status"], "IN_PROGRESS");
-        assert_eq!(json["history"][0]["end_to_end_duration"], 800);
+        assert_eq!(s.counts().failed, 3);
+        assert_eq!(s.failures(), 1);
+        let recent: Vec<_> = s.recent_failures().collect();
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].id, CheckpointId(1));
         assert_eq!(
-            json["history"][2]["trigger_timestamp"],
-            1_700_000_000_000u64
+            recent[0].reason,
+            AbortReason::Expired { timeout: ms(5) }.to_string()
         );
-        assert_eq!(json["latest"]["completed"]["end_to_end_duration"], 50);
-        assert_eq!(json["latest"]["completed"]["state_size"], 64);
-        assert_eq!(
-            json["latest"]["completed"]["latest_ack_timestamp"],
-            1_700_000_000_040u64
-        );
-        assert_eq!(json["latest"]["failed"]["status"], "FAILED");
-        assert_eq!(
-            json["latest"]["failed"]["failure_timestamp"],
-            1_700_000_000_130u64
-        );
-        let message = json["latest"]["failed"]["failure_message"]
-            .as_str()
-            .unwrap();
-        assert!(
-            message.contains("src#0") && message.contains("disk full"),
-            "{message}"
-        );
-        assert_eq!(json["summary"]["end_to_end_duration"]["max"], 50);
+        assert_eq!(s.latest_failed().unwrap().id, CheckpointId(3));
+    }
 
-        let details = s.details(CheckpointId(1), now, wall_now).unwrap();
-        let json = serde_json::to_value(&details).unwrap();
-        assert_eq!(json["id"], 1);
-        assert_eq!(json["tasks"][0]["vertex"], "src");
-        assert_eq!(json["tasks"][0]["end_to_end_duration"], 40);
-        assert_eq!(json["tasks"][0]["sync_duration"], 3);
-        assert_eq!(json["tasks"][0]["async_duration"], 7);
-        assert!(s.details(CheckpointId(99), now, wall_now).is_none());
+    #[test]
+    fn last_completed_and_durations_follow_every_completion_of_either_kind() {
+        let t0 = Instant::now();
+        let mut s = CheckpointStats::default();
+        assert!(s.last_completed().is_none());
+        s.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 1, t0);
+        s.completed(CheckpointId(1), t0 + ms(20));
+        assert_eq!(s.last_completed().unwrap().id, CheckpointId(1));
+        s.triggered(CheckpointId(2), CheckpointKind::Savepoint, false, 1, t0);
+        s.completed(CheckpointId(2), t0 + ms(40));
+        let last = s.last_completed().unwrap();
+        assert_eq!(
+            (last.id, last.kind),
+            (CheckpointId(2), CheckpointKind::Savepoint)
+        );
+        assert_eq!(last.duration(), Some(ms(40)));
+        let durations = s.durations();
+        assert_eq!(durations.count, 2);
+        // 20 ms and 40 ms: one within 25 ms, both within 50 ms.
+        assert_eq!(&durations.counts[..4], &[0, 0, 1, 2]);
+        assert!((durations.sum_seconds - 0.06).abs() < 1e-9);
+        assert_eq!(s.summary().end_to_end_duration_ms.max(), 40);
+        assert_eq!(s.summary().end_to_end_duration_ms.avg(), 30);
     }
 }

@@ -5,6 +5,14 @@
 //! Each view is a plain serializable struct built by a function taking the
 //! clocks as arguments (`now`, `wall_now`), so the shapes are tested without
 //! a server or a running job.
+//!
+//! The checkpoint views are shaped like Flink's `/jobs/:id/checkpoints` and
+//! `/jobs/:id/checkpoints/details/:cid` answers (durations in milliseconds,
+//! timestamps in milliseconds since the Unix epoch), so users find the
+//! fields they know. They are built here, where they are served, from the
+//! records of [`CheckpointStats`], which know nothing of JSON; an `Instant`
+//! means nothing outside the process, so the two clocks read together
+//! (`now`, `wall_now`) anchor the records' instants to the wall clock.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,7 +24,7 @@ use super::sampler::{Rates, Sampler};
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::stats::{
-    CheckpointDetails, CheckpointReport, Counts, ReportStatus, SummaryReport,
+    CheckpointRecord, CheckpointStats, CheckpointStatus, Counts, Measure, Summary, TaskStats,
 };
 use crate::dataflow::metrics::TaskMetrics;
 use crate::ids::TaskId;
@@ -215,13 +223,81 @@ fn task_view(
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckpointsView {
     /// How many checkpoints are in each state.
-    pub counts: Counts,
+    pub counts: CountsView,
     /// Minimum, maximum and average over completed checkpoints.
-    pub summary: SummaryReport,
+    pub summary: SummaryView,
     /// The latest completed, savepoint, failed and restored.
     pub latest: LatestView,
     /// Recent checkpoints and savepoints, newest first.
     pub history: Vec<CheckpointEntry>,
+}
+
+/// The `counts` part of [`CheckpointsView`]. Field names are Flink's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CountsView {
+    /// How many were triggered (checkpoints and savepoints).
+    pub total: u64,
+    /// How many are triggered and neither completed nor failed.
+    pub in_progress: u64,
+    /// How many completed.
+    pub completed: u64,
+    /// How many failed (were aborted).
+    pub failed: u64,
+}
+
+impl From<Counts> for CountsView {
+    fn from(c: Counts) -> Self {
+        CountsView {
+            total: c.total,
+            in_progress: c.in_progress,
+            completed: c.completed,
+            failed: c.failed,
+        }
+    }
+}
+
+/// The `summary` part of [`CheckpointsView`]: minimum, maximum and average
+/// of the measures of completed checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct SummaryView {
+    /// Trigger → completion, in ms.
+    pub end_to_end_duration: MinMaxAvg,
+    /// Bytes of state.
+    pub state_size: MinMaxAvg,
+    /// Longest task alignment, in ms.
+    pub alignment_duration: MinMaxAvg,
+}
+
+impl From<&Summary> for SummaryView {
+    fn from(s: &Summary) -> Self {
+        SummaryView {
+            end_to_end_duration: MinMaxAvg::from(&s.end_to_end_duration_ms),
+            state_size: MinMaxAvg::from(&s.state_size),
+            alignment_duration: MinMaxAvg::from(&s.alignment_duration_ms),
+        }
+    }
+}
+
+/// Minimum, maximum and (integer) average of one measure; all zero when
+/// nothing completed yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct MinMaxAvg {
+    /// Smallest value.
+    pub min: u64,
+    /// Largest value.
+    pub max: u64,
+    /// Average value, rounded down.
+    pub avg: u64,
+}
+
+impl From<&Measure> for MinMaxAvg {
+    fn from(m: &Measure) -> Self {
+        MinMaxAvg {
+            min: m.min(),
+            max: m.max(),
+            avg: m.avg(),
+        }
+    }
 }
 
 /// The `latest` part of [`CheckpointsView`].
@@ -237,16 +313,61 @@ pub struct LatestView {
     pub restored: Option<RestoredView>,
 }
 
-/// A checkpoint as in the stats report, and where it is on disk.
+/// A checkpoint as in the overview, and where it is on disk.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckpointEntry {
-    /// The report's fields.
+    /// The checkpoint's fields.
     #[serde(flatten)]
-    pub report: CheckpointReport,
+    pub checkpoint: CheckpointView,
     /// The directory of a completed checkpoint or savepoint (a checkpoint
     /// pruned since is no longer there); absent otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_path: Option<String>,
+}
+
+/// A checkpoint's status as reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum StatusView {
+    /// Triggered, not yet completed or failed.
+    InProgress,
+    /// Completed.
+    Completed,
+    /// Failed (aborted).
+    Failed,
+}
+
+/// One checkpoint as reported, in the overview and in its details.
+/// Durations in ms, timestamps in ms since the Unix epoch; an in-progress
+/// checkpoint's duration runs to the answer's `now`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointView {
+    /// The checkpoint's id.
+    pub id: u64,
+    /// In progress, completed or failed.
+    pub status: StatusView,
+    /// Whether it is a savepoint.
+    pub is_savepoint: bool,
+    /// Whether the job ends when it completes.
+    pub is_final: bool,
+    /// When it was triggered.
+    pub trigger_timestamp: u64,
+    /// When the last acknowledgement arrived, if any did.
+    pub latest_ack_timestamp: Option<u64>,
+    /// Trigger → completion, failure, or now.
+    pub end_to_end_duration: u64,
+    /// Bytes persisted by the tasks that acknowledged.
+    pub state_size: u64,
+    /// Longest task alignment.
+    pub alignment_duration: u64,
+    /// How many tasks must acknowledge.
+    pub num_subtasks: usize,
+    /// How many tasks have acknowledged.
+    pub num_acknowledged_subtasks: usize,
+    /// When it failed, if it did.
+    pub failure_timestamp: Option<u64>,
+    /// Why it failed, if it did.
+    pub failure_message: Option<String>,
 }
 
 /// `latest.restored`.
@@ -262,25 +383,76 @@ pub struct RestoredView {
     pub restore_timestamp: u64,
 }
 
-/// The directory of the checkpoint of `report`, if it completed.
-fn external_path(layout: &CheckpointLayout, report: &CheckpointReport) -> Option<String> {
-    (report.status == ReportStatus::Completed).then(|| {
-        let kind = if report.is_savepoint {
-            CheckpointKind::Savepoint
-        } else {
-            CheckpointKind::Checkpoint
-        };
-        layout
-            .checkpoint_dir(kind, CheckpointId(report.id))
-            .display()
-            .to_string()
-    })
+/// A reading of the monotonic and the wall clock taken together, to turn
+/// the statistics' instants into timestamps.
+struct Anchor {
+    now: Instant,
+    wall_now: SystemTime,
 }
 
-fn entry(layout: &CheckpointLayout, report: CheckpointReport) -> CheckpointEntry {
+impl Anchor {
+    /// Milliseconds since the Unix epoch at which `at` happened.
+    fn epoch_ms(&self, at: Instant) -> u64 {
+        let wall = match self.now.checked_duration_since(at) {
+            Some(ago) => self.wall_now.checked_sub(ago),
+            None => self.wall_now.checked_add(at.duration_since(self.now)),
+        };
+        wall.map_or(0, epoch_ms)
+    }
+
+    fn checkpoint(&self, r: &CheckpointRecord) -> CheckpointView {
+        let (status, failure_message) = match &r.status {
+            CheckpointStatus::InProgress => (StatusView::InProgress, None),
+            CheckpointStatus::Completed => (StatusView::Completed, None),
+            CheckpointStatus::Failed { reason } => (StatusView::Failed, Some(reason.to_string())),
+        };
+        let end = r.ended_at.unwrap_or(self.now);
+        CheckpointView {
+            id: r.id.0,
+            status,
+            is_savepoint: r.kind == CheckpointKind::Savepoint,
+            is_final: r.is_final,
+            trigger_timestamp: self.epoch_ms(r.triggered_at),
+            latest_ack_timestamp: r.latest_ack_at().map(|t| self.epoch_ms(t)),
+            end_to_end_duration: millis(end.saturating_duration_since(r.triggered_at)),
+            state_size: r.bytes(),
+            alignment_duration: millis(r.max_alignment()),
+            num_subtasks: r.num_tasks,
+            num_acknowledged_subtasks: r.acknowledged(),
+            failure_timestamp: match r.status {
+                CheckpointStatus::Failed { .. } => r.ended_at.map(|t| self.epoch_ms(t)),
+                _ => None,
+            },
+            failure_message,
+        }
+    }
+
+    fn task(&self, r: &CheckpointRecord, task: &TaskId, t: &TaskStats) -> CheckpointTaskView {
+        CheckpointTaskView {
+            vertex: task.vertex.clone(),
+            subtask: task.subtask,
+            ack_timestamp: self.epoch_ms(t.acknowledged_at),
+            end_to_end_duration: millis(
+                t.acknowledged_at.saturating_duration_since(r.triggered_at),
+            ),
+            state_size: t.bytes,
+            sync_duration: millis(t.sync_duration),
+            async_duration: millis(t.async_duration),
+            alignment_duration: millis(t.alignment_duration),
+        }
+    }
+}
+
+/// The directory of checkpoint `r`, if it completed.
+fn external_path(layout: &CheckpointLayout, r: &CheckpointRecord) -> Option<String> {
+    (r.status == CheckpointStatus::Completed)
+        .then(|| layout.checkpoint_dir(r.kind, r.id).display().to_string())
+}
+
+fn entry(clock: &Anchor, layout: &CheckpointLayout, r: &CheckpointRecord) -> CheckpointEntry {
     CheckpointEntry {
-        external_path: external_path(layout, &report),
-        report,
+        checkpoint: clock.checkpoint(r),
+        external_path: external_path(layout, r),
     }
 }
 
@@ -291,26 +463,37 @@ pub fn checkpoints_view(
     now: Instant,
     wall_now: SystemTime,
 ) -> CheckpointsView {
-    let report = monitor.with_checkpoint_stats(|stats| stats.report(now, wall_now));
     let restored = monitor.restored().map(|r| RestoredView {
         id: r.id.0,
         is_savepoint: r.kind == CheckpointKind::Savepoint,
         path: r.path.display().to_string(),
         restore_timestamp: epoch_ms(r.restored_at),
     });
+    monitor.with_checkpoint_stats(|stats| overview_of(stats, layout, restored, now, wall_now))
+}
+
+/// [`checkpoints_view`] of `stats`, with instants anchored at (`now`, `wall_now`).
+fn overview_of(
+    stats: &CheckpointStats,
+    layout: &CheckpointLayout,
+    restored: Option<RestoredView>,
+    now: Instant,
+    wall_now: SystemTime,
+) -> CheckpointsView {
+    let clock = Anchor { now, wall_now };
     CheckpointsView {
-        counts: report.counts,
-        summary: report.summary,
+        counts: stats.counts().into(),
+        summary: stats.summary().into(),
         latest: LatestView {
-            completed: report.latest.completed.map(|r| entry(layout, r)),
-            savepoint: report.latest.savepoint.map(|r| entry(layout, r)),
-            failed: report.latest.failed.map(|r| entry(layout, r)),
+            completed: stats.latest_completed().map(|r| entry(&clock, layout, r)),
+            savepoint: stats.latest_savepoint().map(|r| entry(&clock, layout, r)),
+            failed: stats.latest_failed().map(|r| entry(&clock, layout, r)),
             restored,
         },
-        history: report
-            .history
-            .into_iter()
-            .map(|r| entry(layout, r))
+        history: stats
+            .history()
+            .rev()
+            .map(|r| entry(&clock, layout, r))
             .collect(),
     }
 }
@@ -318,12 +501,36 @@ pub fn checkpoints_view(
 /// `GET /api/checkpoints/{id}`: one checkpoint with its per-task figures.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DetailsView {
-    /// The details' fields.
+    /// The checkpoint as in the overview.
     #[serde(flatten)]
-    pub details: CheckpointDetails,
+    pub checkpoint: CheckpointView,
+    /// One entry per task that acknowledged, ordered by task.
+    pub tasks: Vec<CheckpointTaskView>,
     /// Its directory, if it completed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub external_path: Option<String>,
+}
+
+/// One task's acknowledgement of a checkpoint, in [`DetailsView`]
+/// (durations in ms).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CheckpointTaskView {
+    /// The task's vertex.
+    pub vertex: String,
+    /// The task's subtask index.
+    pub subtask: u32,
+    /// When the acknowledgement arrived.
+    pub ack_timestamp: u64,
+    /// Trigger → this task's acknowledgement.
+    pub end_to_end_duration: u64,
+    /// Bytes the task persisted.
+    pub state_size: u64,
+    /// Synchronous part.
+    pub sync_duration: u64,
+    /// Asynchronous part.
+    pub async_duration: u64,
+    /// Barrier alignment.
+    pub alignment_duration: u64,
 }
 
 /// Builds `GET /api/checkpoints/{id}`; `None` if the history does not hold it.
@@ -334,10 +541,27 @@ pub fn details_view(
     now: Instant,
     wall_now: SystemTime,
 ) -> Option<DetailsView> {
-    let details = monitor.with_checkpoint_stats(|stats| stats.details(id, now, wall_now))?;
+    monitor.with_checkpoint_stats(|stats| details_of(stats, layout, id, now, wall_now))
+}
+
+/// [`details_view`] of `stats`, with instants anchored at (`now`, `wall_now`).
+fn details_of(
+    stats: &CheckpointStats,
+    layout: &CheckpointLayout,
+    id: CheckpointId,
+    now: Instant,
+    wall_now: SystemTime,
+) -> Option<DetailsView> {
+    let clock = Anchor { now, wall_now };
+    let r = stats.get(id)?;
     Some(DetailsView {
-        external_path: external_path(layout, &details.checkpoint),
-        details,
+        checkpoint: clock.checkpoint(r),
+        tasks: r
+            .tasks
+            .iter()
+            .map(|(task, t)| clock.task(r, task, t))
+            .collect(),
+        external_path: external_path(layout, r),
     })
 }
 
@@ -430,9 +654,6 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::abort::AbortReason;
-    use crate::checkpoint::stats::{
-        CheckpointRecord, CheckpointStats, CheckpointStatus, TaskStats,
-    };
     use crate::dataflow::metrics::TaskMetrics;
     use crate::runtime::monitor::TaskRole;
 
@@ -513,52 +734,59 @@ mod tests {
         assert_eq!(view.vertices[0].rate_out, 0.0);
     }
 
+    /// Feeds `monitor` checkpoint `id` as the driver would: triggered at
+    /// `t0`, acknowledged by its one task 5 ms later, and ended as `status`
+    /// says 10 ms after the trigger.
     fn record(
+        monitor: &JobMonitor,
         id: u64,
         kind: CheckpointKind,
         status: CheckpointStatus,
         t0: Instant,
-    ) -> CheckpointRecord {
-        let mut tasks = std::collections::BTreeMap::new();
-        tasks.insert(
-            TaskId::new("gen", 0),
-            TaskStats {
-                acknowledged_at: t0 + Duration::from_millis(5),
-                sync_duration: Duration::from_millis(1),
-                async_duration: Duration::from_millis(2),
-                alignment_duration: Duration::ZERO,
-                bytes: 64,
-            },
-        );
-        CheckpointRecord {
-            id: CheckpointId(id),
-            kind,
-            is_final: false,
-            status,
-            triggered_at: t0,
-            ended_at: Some(t0 + Duration::from_millis(10)),
-            num_tasks: 1,
-            tasks,
-        }
+    ) {
+        let id = CheckpointId(id);
+        let ended_at = t0 + Duration::from_millis(10);
+        monitor.record_checkpoint(|stats| {
+            stats.triggered(id, kind, false, 1, t0);
+            stats.acknowledged(
+                id,
+                TaskId::new("gen", 0),
+                TaskStats {
+                    acknowledged_at: t0 + Duration::from_millis(5),
+                    sync_duration: Duration::from_millis(1),
+                    async_duration: Duration::from_millis(2),
+                    alignment_duration: Duration::ZERO,
+                    bytes: 64,
+                },
+            );
+            match status {
+                CheckpointStatus::InProgress => {}
+                CheckpointStatus::Completed => stats.completed(id, ended_at),
+                CheckpointStatus::Failed { reason } => stats.failed(id, &reason, ended_at),
+            }
+        });
     }
 
     #[test]
     fn checkpoints_view_adds_paths_of_completed_ones_and_the_restored_one() {
         let t0 = Instant::now();
         let monitor = JobMonitor::default();
-        monitor.sync_checkpoint(&record(
+        record(
+            &monitor,
             1,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Completed,
             t0,
-        ));
-        monitor.sync_checkpoint(&record(
+        );
+        record(
+            &monitor,
             2,
             CheckpointKind::Savepoint,
             CheckpointStatus::Completed,
             t0,
-        ));
-        monitor.sync_checkpoint(&record(
+        );
+        record(
+            &monitor,
             3,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Failed {
@@ -567,7 +795,7 @@ mod tests {
                 },
             },
             t0,
-        ));
+        );
         monitor.set_restored(crate::runtime::RestoredCheckpoint {
             id: CheckpointId(7),
             kind: CheckpointKind::Savepoint,
@@ -625,30 +853,16 @@ mod tests {
     }
 
     #[test]
-    fn monitor_history_counts_each_checkpoint_once_across_syncs() {
+    fn monitor_history_counts_each_checkpoint_once_from_trigger_to_completion() {
         let t0 = Instant::now();
         let monitor = JobMonitor::default();
-        let mut in_progress = record(
-            5,
-            CheckpointKind::Checkpoint,
-            CheckpointStatus::InProgress,
-            t0,
-        );
-        in_progress.ended_at = None;
-        let no_acks = CheckpointRecord {
-            tasks: Default::default(),
-            ..in_progress.clone()
-        };
-        monitor.sync_checkpoint(&no_acks);
-        monitor.sync_checkpoint(&in_progress);
-        let done = record(
+        record(
+            &monitor,
             5,
             CheckpointKind::Checkpoint,
             CheckpointStatus::Completed,
             t0,
         );
-        monitor.sync_checkpoint(&done);
-        monitor.sync_checkpoint(&done);
         let counts = monitor.with_checkpoint_stats(CheckpointStats::counts);
         assert_eq!(
             (counts.total, counts.completed, counts.in_progress),
@@ -658,6 +872,98 @@ mod tests {
         assert_eq!(record.acknowledged(), 1);
         assert_eq!(record.duration(), Some(Duration::from_millis(10)));
         assert_eq!(monitor.checkpoint_durations().count, 1);
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    fn task_stats(at: Instant, bytes: u64) -> TaskStats {
+        TaskStats {
+            acknowledged_at: at,
+            sync_duration: ms(3),
+            async_duration: ms(7),
+            alignment_duration: ms(bytes),
+            bytes,
+        }
+    }
+
+    #[test]
+    fn report_is_shaped_like_flinks_and_anchored_to_the_wall_clock() {
+        let t0 = Instant::now();
+        let wall0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let mut s = CheckpointStats::default();
+        s.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 1, t0);
+        s.acknowledged(
+            CheckpointId(1),
+            TaskId::new("src", 0),
+            task_stats(t0 + ms(40), 64),
+        );
+        s.completed(CheckpointId(1), t0 + ms(50));
+        s.triggered(
+            CheckpointId(2),
+            CheckpointKind::Checkpoint,
+            false,
+            1,
+            t0 + ms(100),
+        );
+        s.failed(
+            CheckpointId(2),
+            &AbortReason::Declined {
+                task: TaskId::new("src", 0),
+                reason: "disk full".into(),
+            },
+            t0 + ms(130),
+        );
+        s.triggered(
+            CheckpointId(3),
+            CheckpointKind::Checkpoint,
+            false,
+            1,
+            t0 + ms(200),
+        );
+        let now = t0 + ms(1000);
+        let wall_now = wall0 + ms(1000);
+        let layout = CheckpointLayout::new("/data/j");
+        let report = overview_of(&s, &layout, None, now, wall_now);
+        let json = serde_json::to_value(&report).unwrap();
+        assert_eq!(json["counts"]["total"], 3);
+        assert_eq!(json["counts"]["in_progress"], 1);
+        assert_eq!(json["history"][0]["id"], 3);
+        assert_eq!(json["history"][0]["status"], "IN_PROGRESS");
+        assert_eq!(json["history"][0]["end_to_end_duration"], 800);
+        assert_eq!(
+            json["history"][2]["trigger_timestamp"],
+            1_700_000_000_000u64
+        );
+        assert_eq!(json["latest"]["completed"]["end_to_end_duration"], 50);
+        assert_eq!(json["latest"]["completed"]["state_size"], 64);
+        assert_eq!(
+            json["latest"]["completed"]["latest_ack_timestamp"],
+            1_700_000_000_040u64
+        );
+        assert_eq!(json["latest"]["failed"]["status"], "FAILED");
+        assert_eq!(
+            json["latest"]["failed"]["failure_timestamp"],
+            1_700_000_000_130u64
+        );
+        let message = json["latest"]["failed"]["failure_message"]
+            .as_str()
+            .unwrap();
+        assert!(
+            message.contains("src#0") && message.contains("disk full"),
+            "{message}"
+        );
+        assert_eq!(json["summary"]["end_to_end_duration"]["max"], 50);
+
+        let details = details_of(&s, &layout, CheckpointId(1), now, wall_now).unwrap();
+        let json = serde_json::to_value(&details).unwrap();
+        assert_eq!(json["id"], 1);
+        assert_eq!(json["tasks"][0]["vertex"], "src");
+        assert_eq!(json["tasks"][0]["end_to_end_duration"], 40);
+        assert_eq!(json["tasks"][0]["sync_duration"], 3);
+        assert_eq!(json["tasks"][0]["async_duration"], 7);
+        assert!(details_of(&s, &layout, CheckpointId(99), now, wall_now).is_none());
     }
 
     #[test]

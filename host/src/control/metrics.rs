@@ -12,9 +12,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
+use crate::checkpoint::stats::DURATION_BUCKETS;
 use crate::job::{Job, JobStatus};
 use crate::runtime::JobMonitor;
-use crate::runtime::monitor::DURATION_BUCKETS;
 
 /// The `Content-Type` of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -319,12 +319,11 @@ fn checkpoint_families(w: &mut TextWriter, monitor: &JobMonitor) {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::{BTreeMap, HashSet};
+    use std::collections::HashSet;
     use std::sync::Arc;
     use std::time::{Instant, UNIX_EPOCH};
 
     use super::*;
-    use crate::checkpoint::stats::{CheckpointRecord, CheckpointStatus};
     use crate::dataflow::metrics::TaskMetrics;
     use crate::ids::TaskId;
     use crate::ids::{CheckpointId, CheckpointKind};
@@ -423,15 +422,9 @@ mod tests {
         monitor.set_status(JobStatus::Running);
         monitor.set_started(UNIX_EPOCH + Duration::from_secs(10));
         let t0 = Instant::now();
-        monitor.sync_checkpoint(&CheckpointRecord {
-            id: CheckpointId(1),
-            kind: CheckpointKind::Checkpoint,
-            is_final: false,
-            status: CheckpointStatus::Completed,
-            triggered_at: t0,
-            ended_at: Some(t0 + Duration::from_millis(30)),
-            num_tasks: 2,
-            tasks: BTreeMap::new(),
+        monitor.record_checkpoint(|stats| {
+            stats.triggered(CheckpointId(1), CheckpointKind::Checkpoint, false, 2, t0);
+            stats.completed(CheckpointId(1), t0 + Duration::from_millis(30));
         });
         let text = render(&job, &monitor, UNIX_EPOCH + Duration::from_secs(15));
         let families = assert_well_formed(&text);

@@ -1,7 +1,10 @@
 //! The driver of one attempt: the imperative shell around the checkpoint
 //! [`Coordinator`]. It feeds the coordinator facts (task events, the clock,
 //! user requests) and carries out its actions (trigger sources, write
-//! metadata, notify tasks, remove files), until the attempt ends.
+//! metadata, notify tasks, remove files), until the attempt ends. On the way
+//! it records what those facts and actions say about each checkpoint in the
+//! job monitor's statistics (the coordinator keeps none): a trigger, an
+//! accepted acknowledgement, a completion, an abort.
 //!
 //! # Files of aborted checkpoints
 //!
@@ -23,17 +26,18 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
 use super::attempt::Attempt;
 use super::history::HistoryRecorder;
-use super::monitor::{CheckpointFailure, CheckpointSummary, JobMonitor};
+use super::monitor::JobMonitor;
 use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
+use crate::checkpoint::stats::TaskStats;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::dataflow::persist::TaskEvent;
 use crate::dataflow::processor::TaskError;
@@ -98,7 +102,7 @@ impl Driver<'_> {
     pub(crate) async fn run(mut self) -> (AttemptEnd, CheckpointId) {
         let now = Instant::now();
         let actions = self.coordinator.set_running(true, now);
-        let mut end = match self.carry_out(actions).await {
+        let mut end = match self.carry_out(actions, now).await {
             Step::End(end) => Some(end),
             Step::Continue | Step::Lost(_) => None,
         };
@@ -122,8 +126,9 @@ impl Driver<'_> {
                     None => Step::Continue,
                 },
                 () = sleep_until(deadline) => {
-                    let actions = self.coordinator.poll(Instant::now());
-                    self.carry_out(actions).await
+                    let now = Instant::now();
+                    let actions = self.coordinator.poll(now);
+                    self.carry_out(actions, now).await
                 }
             };
             match step {
@@ -146,11 +151,12 @@ impl Driver<'_> {
             end,
             AttemptEnd::Finished | AttemptEnd::StoppedWithSavepoint(_)
         );
-        let aborted = self.coordinator.set_running(false, Instant::now());
+        let stopped_at = Instant::now();
+        let aborted = self.coordinator.set_running(false, stopped_at);
         let next_id = self.coordinator.next_id();
         let shutdown_failure = self.shutdown(graceful, &exited).await;
         // Checkpoints still pending when the attempt ended: remove their files.
-        let _ = self.carry_out(aborted).await;
+        let _ = self.carry_out(aborted, stopped_at).await;
         for (id, reply) in std::mem::take(&mut self.replies) {
             reply.send(Err(SavepointError::Failed {
                 id,
@@ -169,10 +175,14 @@ impl Driver<'_> {
         let now = Instant::now();
         match event {
             TaskEvent::Ack { id, task, ack } => {
+                // Taken before the coordinator owns the acknowledgement; a
+                // copy of five numbers, once per task and checkpoint.
+                let measured = TaskStats::acknowledged(&ack, now);
                 match self.coordinator.acknowledge(id, task.clone(), ack, now) {
                     Ok(actions) => {
-                        self.sync_stats(id);
-                        self.carry_out(actions).await
+                        self.monitor
+                            .record_checkpoint(|stats| stats.acknowledged(id, task, measured));
+                        self.carry_out(actions, now).await
                     }
                     Err(ignored) => {
                         tracing::debug!(
@@ -192,7 +202,7 @@ impl Driver<'_> {
                     .coordinator
                     .decline(id, task.clone(), reason.to_string(), now)
                 {
-                    Ok(actions) => self.carry_out(actions).await,
+                    Ok(actions) => self.carry_out(actions, now).await,
                     Err(ignored) => {
                         tracing::debug!(
                             "ignoring the decline of {task} for checkpoint {id}: {ignored:?}"
@@ -207,7 +217,7 @@ impl Driver<'_> {
                 }
             }
             TaskEvent::SourceFinished(task) => match self.coordinator.source_finished(task, now) {
-                Ok(actions) => self.carry_out(actions).await,
+                Ok(actions) => self.carry_out(actions, now).await,
                 Err(ignored) => {
                     tracing::debug!("ignoring a source's end: {ignored:?}");
                     Step::Continue
@@ -243,7 +253,7 @@ impl Driver<'_> {
                 if let Some(reply) = reply {
                     self.replies.insert(id, reply);
                 }
-                self.carry_out(actions).await
+                self.carry_out(actions, now).await
             }
             Err(refused) => {
                 tracing::warn!("savepoint refused: {refused}");
@@ -261,25 +271,25 @@ impl Driver<'_> {
         }
     }
 
-    /// Copies the coordinator's record of checkpoint `id` into the monitor,
-    /// whose statistics outlive this attempt.
-    fn sync_stats(&self, id: CheckpointId) {
-        if let Some(record) = self.coordinator.stats().get(id) {
-            self.monitor.sync_checkpoint(record);
-        }
-    }
-
-    /// Carries out the coordinator's actions, and those that follow from them.
-    async fn carry_out(&mut self, actions: Vec<Action<StateHandle>>) -> Step {
-        let mut queue: std::collections::VecDeque<_> = actions.into();
+    /// Carries out the actions the coordinator decided at `decided_at`, and
+    /// those that follow from them, and records in the job's statistics what
+    /// they say about each checkpoint: triggered, completed, aborted, at the
+    /// instant the coordinator decided it.
+    async fn carry_out(&mut self, actions: Vec<Action<StateHandle>>, decided_at: Instant) -> Step {
+        let mut queue: std::collections::VecDeque<_> =
+            actions.into_iter().map(|a| (decided_at, a)).collect();
         let mut end = None;
-        while let Some(action) = queue.pop_front() {
+        while let Some((at, action)) = queue.pop_front() {
             match action {
                 Action::Trigger { id, kind, is_final } => {
                     tracing::debug!(
                         "triggering {kind} {id}{}",
                         if is_final { " (final)" } else { "" }
                     );
+                    let num_tasks = self.coordinator.ack_set().len();
+                    self.monitor.record_checkpoint(|stats| {
+                        stats.triggered(id, kind, is_final, num_tasks, at);
+                    });
                     // Durable before anything can use the id; the next one is reserved meanwhile.
                     self.history.reserve(id).await;
                     let sources: Vec<TaskId> =
@@ -287,7 +297,6 @@ impl Driver<'_> {
                     self.attempt
                         .send_to(&sources, &Control::Trigger(Barrier { id, kind }));
                     self.history.reserve_ahead(id.next());
-                    self.sync_stats(id);
                 }
                 Action::Finalize {
                     id,
@@ -315,12 +324,6 @@ impl Driver<'_> {
                     let result = match written {
                         Ok(meta) => {
                             self.history.completed(id);
-                            self.monitor.checkpoint_completed(CheckpointSummary {
-                                id,
-                                kind,
-                                duration: Duration::from_millis(meta.duration_ms),
-                                bytes: meta.state_bytes(),
-                            });
                             tracing::info!(
                                 "{kind} {id} complete: {} ms, {} bytes",
                                 meta.duration_ms,
@@ -330,11 +333,17 @@ impl Driver<'_> {
                         }
                         Err(e) => Err(e),
                     };
-                    match self.coordinator.finalized(id, result, Instant::now()) {
-                        Ok(more) => queue.extend(more),
+                    let finalized_at = Instant::now();
+                    match self.coordinator.finalized(id, result, finalized_at) {
+                        Ok(more) => {
+                            if completed {
+                                self.monitor
+                                    .record_checkpoint(|stats| stats.completed(id, finalized_at));
+                            }
+                            queue.extend(more.into_iter().map(|a| (finalized_at, a)));
+                        }
                         Err(ignored) => tracing::debug!("finalize of {id} ignored: {ignored:?}"),
                     }
-                    self.sync_stats(id);
                     if completed && let Some(reply) = self.replies.remove(&id) {
                         reply.send(Ok(SavepointTaken {
                             id,
@@ -365,15 +374,11 @@ impl Driver<'_> {
                 } => {
                     if reason.counts_as_failure() {
                         tracing::warn!("{kind} {id} failed: {reason}");
-                        self.monitor.checkpoint_failed(CheckpointFailure {
-                            id,
-                            kind,
-                            reason: reason.to_string(),
-                        });
                     } else {
                         tracing::debug!("{kind} {id} aborted: {reason}");
                     }
-                    self.sync_stats(id);
+                    self.monitor
+                        .record_checkpoint(|stats| stats.failed(id, &reason, at));
                     if let Some(reply) = self.replies.remove(&id) {
                         reply.send(Err(SavepointError::Failed {
                             id,

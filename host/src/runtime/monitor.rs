@@ -2,20 +2,21 @@
 //! status line, the control endpoint). Written by the driver and the tasks,
 //! read at any time without stopping anything.
 //!
-//! The checkpoint statistics live here too, and not only in the
+//! The job's one [`CheckpointStats`] lives here, not in the
 //! [`Coordinator`](crate::checkpoint::coordinator::Coordinator): a coordinator
 //! lives for one attempt, and a job that restarted must still show the
-//! checkpoints of the attempts before. The driver copies each change of the
-//! coordinator's records into the monitor's [`CheckpointStats`] as it happens
-//! (`JobMonitor::sync_checkpoint`), so the monitor's history spans the
-//! whole run of the job in this process.
+//! checkpoints of the attempts before. The driver feeds it from the facts and
+//! actions it handles anyway (a trigger, an accepted acknowledgement, a
+//! recorded completion, an abort), so the history spans the whole run of the
+//! job in this process, and the last checkpoint, the recent failures and the
+//! duration histogram are read from it rather than kept beside it.
 
-use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime};
 
-use crate::checkpoint::stats::{CheckpointRecord, CheckpointStats, CheckpointStatus};
+pub use crate::checkpoint::stats::CheckpointFailure;
+use crate::checkpoint::stats::{CheckpointRecord, CheckpointStats, DurationHistogram};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -34,18 +35,15 @@ pub struct CheckpointSummary {
     pub bytes: u64,
 }
 
-/// A checkpoint that failed (declined, expired, or its metadata could not be
-/// written), so a status display — or a test — can say why, not only how
-/// often.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CheckpointFailure {
-    /// Its id.
-    pub id: CheckpointId,
-    /// Checkpoint or savepoint.
-    pub kind: CheckpointKind,
-    /// Why it failed, naming the task and, for a storage error, the file and
-    /// the operating system's message.
-    pub reason: String,
+impl CheckpointSummary {
+    fn of(record: &CheckpointRecord) -> Self {
+        CheckpointSummary {
+            id: record.id,
+            kind: record.kind,
+            duration: record.duration().unwrap_or_default(),
+            bytes: record.bytes(),
+        }
+    }
 }
 
 /// The checkpoint or savepoint a job was restored from when it started or
@@ -62,62 +60,12 @@ pub struct RestoredCheckpoint {
     pub restored_at: SystemTime,
 }
 
-/// Upper bounds, in seconds, of the buckets of [`DurationHistogram`]: from
-/// a checkpoint of a small local job (milliseconds) to one near a typical
-/// timeout (minutes).
-pub const DURATION_BUCKETS: [f64; 14] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
-];
-
-/// Trigger-to-completion durations of every checkpoint and savepoint that
-/// completed, bucketed as a Prometheus histogram is (cumulative counts).
-#[derive(Debug, Clone, PartialEq)]
-pub struct DurationHistogram {
-    /// `counts[i]`: completions that took at most `DURATION_BUCKETS[i]` seconds.
-    pub counts: [u64; DURATION_BUCKETS.len()],
-    /// Every completion (the `+Inf` bucket).
-    pub count: u64,
-    /// The sum of all durations, in seconds.
-    pub sum_seconds: f64,
-}
-
-impl Default for DurationHistogram {
-    fn default() -> Self {
-        DurationHistogram {
-            counts: [0; DURATION_BUCKETS.len()],
-            count: 0,
-            sum_seconds: 0.0,
-        }
-    }
-}
-
-impl DurationHistogram {
-    /// Counts one duration.
-    pub fn observe(&mut self, duration: Duration) {
-        let seconds = duration.as_secs_f64();
-        for (count, bound) in self.counts.iter_mut().zip(DURATION_BUCKETS) {
-            if seconds <= bound {
-                *count += 1;
-            }
-        }
-        self.count += 1;
-        self.sum_seconds += seconds;
-    }
-}
-
 /// The checkpoint statistics of the whole run, across attempts.
 #[derive(Debug, Default)]
 struct History {
     stats: CheckpointStats,
-    durations: DurationHistogram,
     restored: Option<RestoredCheckpoint>,
-    /// The newest id synced: ids only grow, so an older one missing from
-    /// `stats` was evicted, not never seen.
-    newest: Option<CheckpointId>,
 }
-
-/// How many recent checkpoint failures the monitor keeps.
-pub const RECENT_FAILURES: usize = 32;
 
 /// What a task is, for adding up its counters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -134,11 +82,6 @@ pub enum TaskRole {
 struct Inner {
     status: JobStatus,
     tasks: Vec<(TaskId, TaskRole, Arc<TaskMetrics>)>,
-    last_checkpoint: Option<CheckpointSummary>,
-    completed: u64,
-    failed: u64,
-    /// The last [`RECENT_FAILURES`] failures, oldest first.
-    recent_failures: VecDeque<CheckpointFailure>,
     restarts: u32,
     /// Attempts that ended in a failure (the last one included, if the job failed).
     failures: u32,
@@ -151,7 +94,8 @@ struct Inner {
 pub struct JobMonitor {
     inner: Arc<Mutex<Inner>>,
     /// Apart from `inner`: the status line reads `inner` often, the control
-    /// endpoint reads this, and the driver writes it at every acknowledgement.
+    /// endpoint reads this, and the driver writes it at every trigger,
+    /// acknowledgement, completion and abort.
     history: Arc<Mutex<History>>,
 }
 
@@ -161,10 +105,6 @@ impl Default for JobMonitor {
             inner: Arc::new(Mutex::new(Inner {
                 status: JobStatus::Created,
                 tasks: Vec::new(),
-                last_checkpoint: None,
-                completed: 0,
-                failed: 0,
-                recent_failures: VecDeque::new(),
                 restarts: 0,
                 failures: 0,
                 started: None,
@@ -201,21 +141,6 @@ impl JobMonitor {
         self.lock().tasks = tasks;
     }
 
-    pub(crate) fn checkpoint_completed(&self, summary: CheckpointSummary) {
-        let mut inner = self.lock();
-        inner.completed += 1;
-        inner.last_checkpoint = Some(summary);
-    }
-
-    pub(crate) fn checkpoint_failed(&self, failure: CheckpointFailure) {
-        let mut inner = self.lock();
-        inner.failed += 1;
-        if inner.recent_failures.len() == RECENT_FAILURES {
-            inner.recent_failures.pop_front();
-        }
-        inner.recent_failures.push_back(failure);
-    }
-
     pub(crate) fn restarted(&self) {
         self.lock().restarts += 1;
     }
@@ -232,55 +157,10 @@ impl JobMonitor {
         self.history().restored = Some(restored);
     }
 
-    /// Brings the monitor's record of checkpoint `record.id` up to the
-    /// coordinator's: adds it if new, adds the acknowledgements it lacks, and
-    /// completes or fails it. Called by the driver after each change, so the
-    /// monitor keeps the history of every attempt (see the module docs).
-    pub(crate) fn sync_checkpoint(&self, record: &CheckpointRecord) {
-        let mut guard = self.history();
-        let history = &mut *guard;
-        let id = record.id;
-        if history.stats.get(id).is_none() {
-            if history.newest.is_some_and(|newest| newest >= id) {
-                // Seen before and since evicted from a full history: nothing to update.
-                return;
-            }
-            history.newest = Some(id);
-            history.stats.triggered(
-                id,
-                record.kind,
-                record.is_final,
-                record.num_tasks,
-                record.triggered_at,
-            );
-        }
-        let Some(mine) = history.stats.get(id) else {
-            return;
-        };
-        let in_progress = mine.status == CheckpointStatus::InProgress;
-        let missing: Vec<_> = record
-            .tasks
-            .iter()
-            .filter(|(task, _)| !mine.tasks.contains_key(*task))
-            .map(|(task, t)| (task.clone(), *t))
-            .collect();
-        for (task, t) in missing {
-            history.stats.acknowledged(id, task, t);
-        }
-        if !in_progress {
-            return;
-        }
-        let ended_at = record.ended_at.unwrap_or(record.triggered_at);
-        match &record.status {
-            CheckpointStatus::InProgress => {}
-            CheckpointStatus::Completed => {
-                history.stats.completed(id, ended_at);
-                history
-                    .durations
-                    .observe(ended_at.saturating_duration_since(record.triggered_at));
-            }
-            CheckpointStatus::Failed { reason } => history.stats.failed(id, reason, ended_at),
-        }
+    /// Records a fact about a checkpoint in the statistics of the whole run
+    /// (see the module docs): called by the driver, once per fact.
+    pub(crate) fn record_checkpoint(&self, record: impl FnOnce(&mut CheckpointStats)) {
+        record(&mut self.history().stats);
     }
 
     /// Reads the checkpoint statistics of the whole run (every attempt) while
@@ -291,7 +171,7 @@ impl JobMonitor {
 
     /// Durations of the checkpoints and savepoints completed so far.
     pub fn checkpoint_durations(&self) -> DurationHistogram {
-        self.history().durations.clone()
+        self.history().stats.durations().clone()
     }
 
     /// The checkpoint or savepoint the current attempt was restored from.
@@ -337,19 +217,24 @@ impl JobMonitor {
 
     /// The last completed checkpoint.
     pub fn last_checkpoint(&self) -> Option<CheckpointSummary> {
-        self.lock().last_checkpoint.clone()
+        self.history()
+            .stats
+            .last_completed()
+            .map(CheckpointSummary::of)
     }
 
-    /// Completed and failed checkpoints so far.
+    /// Completed checkpoints and savepoints so far, and the aborts that
+    /// counted as failures ([`CheckpointStats::failures`]).
     pub fn checkpoint_counts(&self) -> (u64, u64) {
-        let inner = self.lock();
-        (inner.completed, inner.failed)
+        let history = self.history();
+        (history.stats.counts().completed, history.stats.failures())
     }
 
-    /// The most recent checkpoint failures (at most [`RECENT_FAILURES`]),
+    /// The most recent checkpoint failures (at most
+    /// [`RECENT_FAILURES`](crate::checkpoint::stats::RECENT_FAILURES)),
     /// oldest first; [`checkpoint_counts`](Self::checkpoint_counts) counts all.
     pub fn recent_failures(&self) -> Vec<CheckpointFailure> {
-        self.lock().recent_failures.iter().cloned().collect()
+        self.history().stats.recent_failures().cloned().collect()
     }
 
     /// Restarts after failures so far.
@@ -360,22 +245,31 @@ impl JobMonitor {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
+    use crate::checkpoint::abort::AbortReason;
+    use crate::checkpoint::stats::RECENT_FAILURES;
 
     #[test]
     fn keeps_the_most_recent_failures_and_counts_them_all() {
         let monitor = JobMonitor::default();
+        let t0 = Instant::now();
         for id in 1..=40 {
-            monitor.checkpoint_failed(CheckpointFailure {
-                id: CheckpointId(id),
-                kind: CheckpointKind::Checkpoint,
-                reason: format!("failure {id}"),
+            let id = CheckpointId(id);
+            monitor.record_checkpoint(|stats| {
+                stats.triggered(id, CheckpointKind::Checkpoint, false, 1, t0);
+                let message = format!("failure {id}");
+                stats.failed(id, &AbortReason::FinalizeFailed { message }, t0);
             });
         }
         assert_eq!(monitor.checkpoint_counts(), (0, 40));
         let recent = monitor.recent_failures();
         assert_eq!(recent.len(), RECENT_FAILURES);
         assert_eq!(recent[0].id, CheckpointId(40 - RECENT_FAILURES as u64 + 1));
-        assert_eq!(recent.last().unwrap().reason, "failure 40");
+        assert_eq!(
+            recent.last().unwrap().reason,
+            "could not be recorded: failure 40"
+        );
     }
 }

@@ -4,7 +4,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
-use crate::checkpoint::stats::CheckpointStatus;
+use crate::checkpoint::stats::{CheckpointStats, CheckpointStatus, TaskStats};
 
 type Co = Coordinator<String>;
 type Actions = Vec<Action<String>>;
@@ -85,6 +85,54 @@ fn complete(co: &mut Co, id: CheckpointId, now: Instant) -> Actions {
         "{actions:?}"
     );
     actions.extend(co.finalized(id, Ok(()), now).unwrap());
+    actions
+}
+
+/// Records in `stats` what one call's `actions`, decided at `now`, say about
+/// each checkpoint, as the driver records them in the job monitor's: a
+/// trigger opens a record, an abort fails it. (Acknowledgements and
+/// completions are facts the shell hands in: [`ack_recorded`],
+/// [`finalized_recorded`].)
+fn record_actions(stats: &mut CheckpointStats, co: &Co, actions: &[Action<String>], now: Instant) {
+    for action in actions {
+        match action {
+            Action::Trigger { id, kind, is_final } => {
+                stats.triggered(*id, *kind, *is_final, co.ack_set().len(), now);
+            }
+            Action::Abort { id, reason, .. } => stats.failed(*id, reason, now),
+            _ => {}
+        }
+    }
+}
+
+/// `task` acknowledges `id` at `now`, recorded in `stats` as the driver
+/// records an accepted acknowledgement and the actions that follow.
+fn ack_recorded(
+    co: &mut Co,
+    stats: &mut CheckpointStats,
+    id: CheckpointId,
+    task: TaskId,
+    now: Instant,
+) -> Actions {
+    let ack = ack(id, &task);
+    let measured = TaskStats::acknowledged(&ack, now);
+    let actions = co.acknowledge(id, task.clone(), ack, now).unwrap();
+    stats.acknowledged(id, task, measured);
+    record_actions(stats, co, &actions, now);
+    actions
+}
+
+/// The metadata of `id` was written at `now`, recorded in `stats` as the
+/// driver records a completion and the actions that follow.
+fn finalized_recorded(
+    co: &mut Co,
+    stats: &mut CheckpointStats,
+    id: CheckpointId,
+    now: Instant,
+) -> Actions {
+    let actions = co.finalized(id, Ok(()), now).unwrap();
+    stats.completed(id, now);
+    record_actions(stats, co, &actions, now);
     actions
 }
 
@@ -361,15 +409,17 @@ fn timeout_aborts_the_pending_checkpoint_and_counts_as_a_failure() {
     let mut config = config();
     config.tolerable_failures = 5;
     let mut co = running(config, t0);
-    co.poll(t0 + ms(100));
-    co.acknowledge(c(1), src(0), ack(c(1), &src(0)), t0 + ms(110))
-        .unwrap();
+    let mut stats = CheckpointStats::default();
+    let actions = co.poll(t0 + ms(100));
+    record_actions(&mut stats, &co, &actions, t0 + ms(100));
+    ack_recorded(&mut co, &mut stats, c(1), src(0), t0 + ms(110));
     assert_eq!(co.next_deadline(), Some(t0 + ms(1100)));
     assert_eq!(co.poll(t0 + ms(1099)), []);
     let actions = co.poll(t0 + ms(1100));
     assert_eq!(actions, [abort(1, expired()), trigger(2)]);
+    record_actions(&mut stats, &co, &actions, t0 + ms(1100));
     assert_eq!(co.consecutive_failures(), 1);
-    let record = co.stats().get(c(1)).unwrap();
+    let record = stats.get(c(1)).unwrap();
     assert_eq!(
         record.status,
         CheckpointStatus::Failed { reason: expired() }
@@ -580,14 +630,13 @@ fn savepoint_failures_neither_count_nor_reset() {
 fn completion_notifies_every_task_and_records_statistics() {
     let t0 = Instant::now();
     let mut co = running(config(), t0);
-    co.poll(t0 + ms(100));
+    let mut stats = CheckpointStats::default();
+    let actions = co.poll(t0 + ms(100));
+    record_actions(&mut stats, &co, &actions, t0 + ms(100));
     let mut actions = Vec::new();
     for (i, task) in all_tasks().into_iter().enumerate() {
         let at = t0 + ms(110 + 10 * i as u64);
-        actions.extend(
-            co.acknowledge(c(1), task.clone(), ack(c(1), &task), at)
-                .unwrap(),
-        );
+        actions.extend(ack_recorded(&mut co, &mut stats, c(1), task, at));
     }
     let [
         Action::Finalize {
@@ -612,14 +661,14 @@ fn completion_notifies_every_task_and_records_statistics() {
     });
     assert_eq!(acks[&sink()].handle, "chk-1/sink#0");
     assert_eq!(
-        co.finalized(c(1), Ok(()), t0 + ms(180)).unwrap(),
+        finalized_recorded(&mut co, &mut stats, c(1), t0 + ms(180)),
         [notify(1)]
     );
-    let record = co.stats().latest_completed().unwrap();
+    let record = stats.latest_completed().unwrap();
     assert_eq!(record.duration(), Some(ms(80)));
     assert_eq!(record.bytes(), 400);
     assert_eq!(record.tasks[&sink()].async_duration, ms(5));
-    assert_eq!(co.stats().counts().completed, 1);
+    assert_eq!(stats.counts().completed, 1);
 }
 
 #[test]
@@ -1171,7 +1220,9 @@ fn savepoint_while_periodic_checkpoints_are_off() {
         SavepointRefused::NotRunning
     );
     co.set_running(true, t0);
+    let mut stats = CheckpointStats::default();
     let (id, actions) = co.trigger_savepoint(t0 + ms(5)).unwrap();
+    record_actions(&mut stats, &co, &actions, t0 + ms(5));
     assert_eq!(id, c(1));
     assert_eq!(
         actions,
@@ -1181,7 +1232,12 @@ fn savepoint_while_periodic_checkpoints_are_off() {
             is_final: false
         }]
     );
-    let actions = complete(&mut co, id, t0 + ms(50));
+    let now = t0 + ms(50);
+    let mut actions = Vec::new();
+    for task in all_tasks() {
+        actions.extend(ack_recorded(&mut co, &mut stats, id, task, now));
+    }
+    actions.extend(finalized_recorded(&mut co, &mut stats, id, now));
     // Not notified (no side effects committed for an intermediate
     // savepoint), not retained, never pruned.
     assert!(
@@ -1190,7 +1246,7 @@ fn savepoint_while_periodic_checkpoints_are_off() {
     );
     assert_eq!(co.retained().count(), 0);
     assert_eq!(co.latest_completed(), None);
-    assert_eq!(co.stats().latest_savepoint().unwrap().id, id);
+    assert_eq!(stats.latest_savepoint().unwrap().id, id);
     assert_eq!(co.next_deadline(), None);
 }
 
@@ -1326,8 +1382,10 @@ proptest! {
 
     /// Whatever happens, after every call nothing is overdue (so sleeping
     /// until `next_deadline` misses nothing), periodic triggers respect
-    /// interval, min pause and max concurrent, ids only grow, and pruning
-    /// keeps `retained` checkpoints.
+    /// interval, min pause and max concurrent, ids only grow, pruning
+    /// keeps `retained` checkpoints, and the statistics the shell records
+    /// from the actions (a trigger opens a checkpoint, an abort or a written
+    /// metadata closes it) count as many in progress as are in flight.
     #[test]
     fn random_runs_keep_the_scheduling_invariants(
         steps in prop::collection::vec(step_strategy(), 1..120),
@@ -1348,7 +1406,10 @@ proptest! {
         let mut last_periodic: Option<Instant> = None;
         let mut running_since: Option<Instant> = None;
         let mut last_completion: Option<Instant> = None;
+        let mut stats = CheckpointStats::default();
         for step in steps {
+            // The checkpoint whose metadata this step wrote, if it did.
+            let mut completed = None;
             let pick = |co: &Co, i: usize| {
                 let ids: Vec<CheckpointId> = co.pending().map(|p| p.id()).collect();
                 (!ids.is_empty()).then(|| ids[i % ids.len()])
@@ -1396,6 +1457,9 @@ proptest! {
                     (!ids.is_empty()).then(|| {
                         let id = ids[i % ids.len()];
                         let result = if ok { Ok(()) } else { Err("io".to_owned()) };
+                        if ok {
+                            completed = Some(id);
+                        }
                         co.finalized(id, result, now).unwrap()
                     })
                 }
@@ -1409,15 +1473,11 @@ proptest! {
                 running_since = Some(now);
                 last_periodic = None;
             }
-            if let Some(latest) = co
-                .stats()
-                .history()
-                .filter(|r| r.status == CheckpointStatus::Completed)
-                .filter_map(|r| r.ended_at)
-                .max()
-            {
-                last_completion = Some(latest);
+            if let Some(id) = completed {
+                stats.completed(id, now);
+                last_completion = Some(now);
             }
+            record_actions(&mut stats, &co, &actions, now);
             for action in &actions {
                 if let Action::Trigger { id, kind, is_final } = action {
                     prop_assert!(id.0 > last_id, "ids grow: {:?}", actions);
@@ -1444,7 +1504,7 @@ proptest! {
                     now
                 );
             }
-            let counts = co.stats().counts();
+            let counts = stats.counts();
             prop_assert_eq!(counts.in_progress as usize, co.in_flight());
         }
     }
