@@ -1121,17 +1121,31 @@ fn any_damage_to_a_complete_checkpoint_is_refused_naming_the_file_and_latest_fal
         fs::write(file, &good).unwrap();
     }
 
-    // A state file replaced by the same task's file of the older checkpoint (a valid file,
-    // but not the one the metadata records), or missing.
+    // A state file replaced by a valid state file that is not the one the metadata records:
+    // the same task's file of the older checkpoint, or (when the job had ended before the
+    // older checkpoint, so no task's state changed between the two) another task's; or missing.
+    let is_state = |f: &PathBuf| f.extension().is_some_and(|e| e == "state");
+    let mut older_states: Vec<PathBuf> = fs::read_dir(&older)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(is_state)
+        .collect();
+    older_states.sort();
     let (state, good, other) = files
         .iter()
-        .filter(|f| f.extension().is_some_and(|e| e == "state"))
-        .map(|f| {
-            let other = fs::read(older.join(f.file_name().unwrap())).unwrap();
-            (f.clone(), fs::read(f).unwrap(), other)
+        .filter(|f| is_state(f))
+        .flat_map(|f| {
+            let same_task = older.join(f.file_name().unwrap());
+            let candidates = std::iter::once(same_task.clone()).chain(
+                older_states
+                    .iter()
+                    .filter(move |o| **o != same_task)
+                    .cloned(),
+            );
+            candidates.map(move |o| (f.clone(), fs::read(f).unwrap(), fs::read(o).unwrap()))
         })
         .find(|(_, good, other)| good != other)
-        .expect("some task's state changed between the two checkpoints");
+        .expect("the tasks' state files are not all equal");
     damage.assert_refused(&state, &other, "the older checkpoint's file");
     fs::remove_file(&state).unwrap();
     let err = restore_from_path(&storage, &newest).unwrap_err();
