@@ -14,7 +14,7 @@
 //! |---|---|
 //! | [`ids`] | the shared vocabulary: [`TaskId`](ids::TaskId), [`CheckpointId`](ids::CheckpointId), [`CheckpointKind`](ids::CheckpointKind), [`Barrier`](ids::Barrier) |
 //! | [`wasm`] | the only code that knows the ABI: one engine per job, modules checked once, guest instances with bounded calls, and [`wasm::image`] (checkpointing a guest's memory without its help) |
-//! | [`checkpoint`] | the pure [`Coordinator`](checkpoint::coordinator::Coordinator), the on-disk format, layout and storage, and the choice of what to restore |
+//! | [`checkpoint`] | the pure coordinator (`checkpoint/coordinator.rs`), the on-disk format, layout and storage, and the choice of what to restore |
 //! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph |
 //! | `dataflow` | the task loop, its interfaces (`Source`, `Processor` in `dataflow/processor.rs`), channels, the router and barrier alignment |
 //! | `connectors` | the sources and sinks, each built from its kind in the job file |

@@ -130,7 +130,7 @@
 //! - **Late, duplicate and unknown messages** are never panics: they are
 //!   refused with an [`Ignored`] reason the shell can log. A late
 //!   acknowledgement of an aborted checkpoint hands its state back
-//!   ([`IgnoredAck::should_discard_state`]) because the abort already removed
+//!   ([`IgnoredAck::state_to_discard`]) because the abort already removed
 //!   that checkpoint's files and nobody else will clean up what came late.
 //! - **Restores** continue the numbering (`first_id`) and hand over the
 //!   completed checkpoints already on disk
@@ -155,7 +155,7 @@ const REMEMBERED: usize = 128;
 
 /// What the shell must do, as decided by the coordinator.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action<H> {
+pub(crate) enum Action<H> {
     /// Send *trigger* for checkpoint `id` to every task of the trigger set
     /// (the sources, [`Coordinator::trigger_set`]).
     Trigger {
@@ -223,7 +223,7 @@ pub enum Action<H> {
 /// with timeouts and aborts, so the shell logs these (at debug or warn level)
 /// and goes on.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum Ignored {
+pub(crate) enum Ignored {
     /// The checkpoint was never triggered, or ended too long ago to be remembered.
     #[error("checkpoint {id} is unknown")]
     UnknownCheckpoint {
@@ -280,7 +280,7 @@ pub enum Ignored {
 /// An acknowledgement the coordinator did not accept, handed back with the
 /// reason so the shell can log it and decide what becomes of its state.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct IgnoredAck<H> {
+pub(crate) struct IgnoredAck<H> {
     /// Why it was ignored.
     pub reason: Ignored,
     /// The acknowledgement, untouched.
@@ -289,18 +289,22 @@ pub struct IgnoredAck<H> {
 
 impl<H> IgnoredAck<H> {
     /// Whether the shell should delete the state this acknowledgement points
-    /// to: true only for a late acknowledgement of an aborted checkpoint,
-    /// whose files the abort already removed, so nobody else will. Otherwise
-    /// the state may belong to an accepted acknowledgement (a duplicate points
-    /// to the same file) and must be left alone.
-    pub fn should_discard_state(&self) -> bool {
-        matches!(self.reason, Ignored::Aborted { .. })
+    /// to, and of which kind of checkpoint: only for a late acknowledgement of
+    /// an aborted checkpoint, whose files the abort already removed, so nobody
+    /// else will. Otherwise (`None`) the state may belong to an accepted
+    /// acknowledgement (a duplicate points to the same file) and must be left
+    /// alone.
+    pub(crate) fn state_to_discard(&self) -> Option<CheckpointKind> {
+        match self.reason {
+            Ignored::Aborted { kind, .. } => Some(kind),
+            _ => None,
+        }
     }
 }
 
 /// Why a savepoint could not be triggered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
-pub enum SavepointRefused {
+pub(crate) enum SavepointRefused {
     /// The job is not RUNNING.
     #[error("the job is not running; savepoints are taken of a running job")]
     NotRunning,
@@ -323,7 +327,7 @@ pub enum SavepointRefused {
 
 /// A coordinator that cannot be built from its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum CoordinatorError {
+pub(crate) enum CoordinatorError {
     /// No task to acknowledge.
     #[error("the ack set is empty: a job needs at least one task")]
     EmptyAckSet,
@@ -380,7 +384,7 @@ enum Ending {
 /// The checkpoint state machine of one job. `H` is the state handle that
 /// acknowledgements carry (opaque here). See the module docs for the rules.
 #[derive(Debug)]
-pub struct Coordinator<H> {
+pub(crate) struct Coordinator<H> {
     /// The job's checkpoint settings.
     config: CheckpointConfig,
     /// Every task: each acknowledges every checkpoint and is notified.
@@ -422,7 +426,7 @@ impl<H> Coordinator<H> {
     /// `trigger_set` (a subset of it), numbering checkpoints from `first_id`
     /// (1 for a fresh job, one past the restored checkpoint after a restore).
     /// The job starts not running: call [`set_running`](Self::set_running).
-    pub fn new(
+    pub(crate) fn new(
         config: CheckpointConfig,
         ack_set: impl IntoIterator<Item = TaskId>,
         trigger_set: impl IntoIterator<Item = TaskId>,
@@ -473,7 +477,7 @@ impl<H> Coordinator<H> {
     /// ([`CheckpointMetadata::chain_links`](crate::checkpoint::metadata::CheckpointMetadata::chain_links)),
     /// so they count toward `retained` and are pruned by the same rule as new
     /// ones, at the next completion. Ids should be below `first_id`.
-    pub fn with_retained_checkpoints(
+    pub(crate) fn with_retained_checkpoints(
         mut self,
         checkpoints: impl IntoIterator<Item = (CheckpointId, BTreeSet<CheckpointId>)>,
     ) -> Self {
@@ -485,68 +489,41 @@ impl<H> Coordinator<H> {
         self
     }
 
-    /// The job's checkpoint settings.
-    pub fn config(&self) -> &CheckpointConfig {
-        &self.config
-    }
-
     /// Every task: each acknowledges every checkpoint and receives the
     /// completion notices.
-    pub fn ack_set(&self) -> &BTreeSet<TaskId> {
+    pub(crate) fn ack_set(&self) -> &BTreeSet<TaskId> {
         &self.ack_set
     }
 
     /// The sources: they receive the triggers.
-    pub fn trigger_set(&self) -> &BTreeSet<TaskId> {
+    pub(crate) fn trigger_set(&self) -> &BTreeSet<TaskId> {
         &self.trigger_set
     }
 
     /// Whether the scheduler runs (the job is RUNNING).
-    pub fn is_running(&self) -> bool {
+    pub(crate) fn is_running(&self) -> bool {
         self.running_since.is_some()
     }
 
     /// The id the next trigger will use.
-    pub fn next_id(&self) -> CheckpointId {
+    pub(crate) fn next_id(&self) -> CheckpointId {
         self.next_id
     }
 
     /// Checkpoints waiting for acknowledgements, oldest first.
-    pub fn pending(&self) -> impl Iterator<Item = &PendingCheckpoint<H>> {
+    pub(crate) fn pending(&self) -> impl Iterator<Item = &PendingCheckpoint<H>> {
         self.pending.values()
     }
 
     /// Checkpoints fully acknowledged whose metadata the shell is writing.
-    pub fn finalizing(&self) -> impl Iterator<Item = CheckpointId> + '_ {
+    pub(crate) fn finalizing(&self) -> impl Iterator<Item = CheckpointId> + '_ {
         self.finalizing.keys().copied()
     }
 
     /// How many checkpoints and savepoints are in flight (pending or
     /// finalizing): what `max_concurrent` limits.
-    pub fn in_flight(&self) -> usize {
+    pub(crate) fn in_flight(&self) -> usize {
         self.pending.len() + self.finalizing.len()
-    }
-
-    /// Completed checkpoints not pruned yet, oldest first (savepoints
-    /// excluded): the `retained` newest, and those their image chains need.
-    pub fn retained(&self) -> impl Iterator<Item = CheckpointId> + '_ {
-        self.completed.keys().copied()
-    }
-
-    /// The newest completed checkpoint (savepoints excluded).
-    pub fn latest_completed(&self) -> Option<CheckpointId> {
-        self.latest_completed
-    }
-
-    /// Checkpoint failures in a row so far.
-    pub fn consecutive_failures(&self) -> u32 {
-        self.consecutive_failures
-    }
-
-    /// Whether a final checkpoint or stop-with-savepoint has completed: the job
-    /// is over and nothing more will be triggered.
-    pub fn is_finished(&self) -> bool {
-        matches!(self.ending, Ending::Done(_))
     }
 
     /// The job status changed: `running` is true when it became RUNNING and
@@ -555,7 +532,7 @@ impl<H> Coordinator<H> {
     /// waiting for acknowledgements (not counted as failures) and forgets
     /// which sources finished. Repeating the current status changes nothing
     /// (but, like every call, does what is due at `now`).
-    pub fn set_running(&mut self, running: bool, now: Instant) -> Vec<Action<H>> {
+    pub(crate) fn set_running(&mut self, running: bool, now: Instant) -> Vec<Action<H>> {
         let mut actions = Vec::new();
         match (self.is_running(), running) {
             (false, true) => {
@@ -572,7 +549,7 @@ impl<H> Coordinator<H> {
     /// Does what is due at `now`: aborts the checkpoints whose timeout passed,
     /// then triggers the final checkpoint or a periodic one if due. Call it at
     /// [`next_deadline`](Self::next_deadline).
-    pub fn poll(&mut self, now: Instant) -> Vec<Action<H>> {
+    pub(crate) fn poll(&mut self, now: Instant) -> Vec<Action<H>> {
         let mut actions = Vec::new();
         self.advance(now, &mut actions);
         actions
@@ -584,7 +561,7 @@ impl<H> Coordinator<H> {
     /// are in flight: the call that frees a slot triggers itself). `None` when
     /// nothing is scheduled (not running, periodic checkpoints off and nothing
     /// pending).
-    pub fn next_deadline(&self) -> Option<Instant> {
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.running_since?;
         let expiry = self
             .pending
@@ -606,7 +583,7 @@ impl<H> Coordinator<H> {
     /// interval, min pause and `max_concurrent`, also when periodic
     /// checkpoints are off. Its completion is not notified to the tasks (see
     /// the module docs). Refused when the job is not running or is finishing.
-    pub fn trigger_savepoint(
+    pub(crate) fn trigger_savepoint(
         &mut self,
         now: Instant,
     ) -> Result<(CheckpointId, Vec<Action<H>>), SavepointRefused> {
@@ -618,7 +595,7 @@ impl<H> Coordinator<H> {
     /// completion is notified with `is_final` (sinks commit) and the shell
     /// ends the job; no periodic checkpoint is triggered while it is in
     /// flight. If it fails, the job goes on as before.
-    pub fn stop_with_savepoint(
+    pub(crate) fn stop_with_savepoint(
         &mut self,
         now: Instant,
     ) -> Result<(CheckpointId, Vec<Action<H>>), SavepointRefused> {
@@ -629,7 +606,7 @@ impl<H> Coordinator<H> {
     /// The last acknowledgement yields [`Action::Finalize`]. Acknowledgements
     /// of unknown, aborted or complete checkpoints, from tasks outside the ack
     /// set, and repeated ones are handed back with the reason.
-    pub fn acknowledge(
+    pub(crate) fn acknowledge(
         &mut self,
         id: CheckpointId,
         task: TaskId,
@@ -687,7 +664,7 @@ impl<H> Coordinator<H> {
     /// is aborted ([`AbortReason::Declined`], counted as a failure). Ignored
     /// for a checkpoint not waiting for acknowledgements, or from a task
     /// outside the ack set.
-    pub fn decline(
+    pub(crate) fn decline(
         &mut self,
         id: CheckpointId,
         task: TaskId,
@@ -714,7 +691,7 @@ impl<H> Coordinator<H> {
     /// [`Action::Finalize`]): `Ok` completes it — notification, pruning,
     /// subsumption of older pending checkpoints; `Err` (the shell's message)
     /// aborts it as [`AbortReason::FinalizeFailed`], counted as a failure.
-    pub fn finalized(
+    pub(crate) fn finalized(
         &mut self,
         id: CheckpointId,
         result: Result<(), String>,
@@ -749,7 +726,7 @@ impl<H> Coordinator<H> {
     /// Source `task` reached the end of its input. When every source has, the
     /// final checkpoint is triggered at once (also with periodic checkpoints
     /// off) and periodic checkpoints stop. Repeating it does nothing.
-    pub fn source_finished(
+    pub(crate) fn source_finished(
         &mut self,
         task: TaskId,
         now: Instant,

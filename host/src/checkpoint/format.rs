@@ -72,7 +72,7 @@ pub enum FileKind {
     State,
     /// A checkpoint's metadata: JSON.
     Metadata,
-    /// The job's checkpoint history: JSON ([`crate::checkpoint::history`]).
+    /// The job's checkpoint history: JSON (`checkpoint/history.rs`).
     History,
 }
 

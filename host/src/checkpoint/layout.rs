@@ -42,7 +42,7 @@ use crate::ids::{CheckpointId, CheckpointKind};
 pub const METADATA_FILE: &str = "_metadata";
 
 /// Name of the job's checkpoint history, in the job directory
-/// ([`crate::checkpoint::history`]).
+/// (`checkpoint/history.rs`).
 pub const HISTORY_FILE: &str = "_history";
 
 /// Suffix of a file being written: `x.tmp` is renamed to `x` once durable.

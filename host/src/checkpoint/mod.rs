@@ -3,9 +3,9 @@
 
 pub mod abort;
 pub mod config;
-pub mod coordinator;
+pub(crate) mod coordinator;
 pub mod format;
-pub mod history;
+pub(crate) mod history;
 pub mod layout;
 pub mod metadata;
 pub mod pending;

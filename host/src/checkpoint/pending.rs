@@ -2,7 +2,7 @@
 //! acknowledgement, the acknowledgements received so far, and when it was
 //! triggered.
 //!
-//! It exists apart from the [`Coordinator`](super::coordinator::Coordinator)
+//! It exists apart from the coordinator (`coordinator.rs`)
 //! so that the coordinator's state machine deals in decisions (trigger, time
 //! out, complete, subsume) and this type deals in the one question "is every
 //! task of the ack set in?", with its two ways to go wrong (an acknowledgement

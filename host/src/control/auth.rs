@@ -12,7 +12,7 @@
 //! history, logs and `Referer` headers.
 //!
 //! A browser gets a session cookie instead, through a one-time login link
-//! (see [`login`](super::login)): its secret is another random token of the
+//! (see `login.rs`): its secret is another random token of the
 //! job's process, sent back as `weir_session_PORT` (named after the port
 //! because browsers do not tell cookies of one host apart by port).
 

@@ -8,7 +8,7 @@
 //! each carrying the endpoint's own message, which says what to do.
 //!
 //! Every request carries `X-Weir-Request: 1`, which the endpoint requires of
-//! actions (see [`guard`](super::guard)), and names the endpoint's own
+//! actions (see `guard.rs`), and names the endpoint's own
 //! address as its `Host`.
 
 use std::net::SocketAddr;

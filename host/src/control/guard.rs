@@ -24,11 +24,11 @@ use std::net::{IpAddr, SocketAddr};
 
 /// The header the CLI and the dashboard send with every request (value `1`);
 /// a cross-site page cannot add it without a preflight the server never grants.
-pub const REQUEST_HEADER: &str = "x-weir-request";
+pub(crate) const REQUEST_HEADER: &str = "x-weir-request";
 
 /// Why a request was refused before its credentials mattered.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// The `Host` is not this endpoint's address nor `localhost`.
     #[error(
         "Host `{given}` is not this endpoint: the Host header must be {expected} (the address \
@@ -67,7 +67,7 @@ pub enum Refusal {
 impl Refusal {
     /// The HTTP status to answer with: 421 (Misdirected Request) for a
     /// foreign `Host`, 403 otherwise.
-    pub fn status(&self) -> u16 {
+    pub(crate) fn status(&self) -> u16 {
         match self {
             Refusal::Host { .. } => 421,
             Refusal::Origin { .. } | Refusal::SimpleRequest { .. } => 403,
@@ -78,7 +78,7 @@ impl Refusal {
 /// Lets in a `host` header naming `local` (the address the connection came
 /// in on) or `localhost`, with `local`'s port (which may be left out when it
 /// is 80, as browsers do).
-pub fn check_host(host: Option<&str>, local: SocketAddr) -> Result<(), Refusal> {
+pub(crate) fn check_host(host: Option<&str>, local: SocketAddr) -> Result<(), Refusal> {
     let local_ip = local.ip().to_canonical();
     let refused = || Refusal::Host {
         given: host.unwrap_or_default().to_string(),
@@ -128,7 +128,7 @@ fn split_host(host: &str) -> Option<(&str, Option<u16>)> {
 
 /// Lets in a request with no `origin`, or with the endpoint's own:
 /// `http://` and the (already checked) `host` it names.
-pub fn check_origin(origin: Option<&str>, host: &str) -> Result<(), Refusal> {
+pub(crate) fn check_origin(origin: Option<&str>, host: &str) -> Result<(), Refusal> {
     let Some(origin) = origin else {
         return Ok(());
     };
@@ -145,7 +145,7 @@ pub fn check_origin(origin: Option<&str>, host: &str) -> Result<(), Refusal> {
 
 /// Lets in a `GET` or `HEAD`, or another method that carries the
 /// [`REQUEST_HEADER`] (`has_request_header`) or a JSON `content_type`.
-pub fn check_state_changing(
+pub(crate) fn check_state_changing(
     method: &str,
     content_type: Option<&str>,
     has_request_header: bool,

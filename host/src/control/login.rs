@@ -17,21 +17,21 @@ use std::time::{Duration, Instant};
 use super::auth::{Token, TokenError};
 
 /// How long a login code can be used after it was issued.
-pub const LOGIN_CODE_TTL: Duration = Duration::from_secs(300);
+pub(crate) const LOGIN_CODE_TTL: Duration = Duration::from_secs(300);
 
 /// How many unused codes are kept; issuing more drops the oldest.
-pub const MAX_LOGIN_CODES: usize = 16;
+pub(crate) const MAX_LOGIN_CODES: usize = 16;
 
 /// The codes issued and not yet used nor expired.
 #[derive(Debug, Default)]
-pub struct LoginCodes {
+pub(crate) struct LoginCodes {
     /// Each code and when it was issued, oldest first.
     codes: Vec<(Token, Instant)>,
 }
 
 /// Why a login code was not taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LoginRefusal {
+pub(crate) enum LoginRefusal {
     /// The link carried no code.
     #[error(
         "/login needs a one-time code: open the link `weir run` logged \
@@ -49,7 +49,7 @@ pub enum LoginRefusal {
 
 impl LoginCodes {
     /// Issues a new random code at `now`.
-    pub fn issue(&mut self, now: Instant) -> Result<Token, TokenError> {
+    pub(crate) fn issue(&mut self, now: Instant) -> Result<Token, TokenError> {
         let code = Token::generate()?;
         self.forget_expired(now);
         if self.codes.len() >= MAX_LOGIN_CODES {
@@ -61,7 +61,11 @@ impl LoginCodes {
 
     /// Takes `candidate` at `now` if it was issued, is unused and has not
     /// expired; it cannot be taken again.
-    pub fn redeem(&mut self, candidate: Option<&str>, now: Instant) -> Result<(), LoginRefusal> {
+    pub(crate) fn redeem(
+        &mut self,
+        candidate: Option<&str>,
+        now: Instant,
+    ) -> Result<(), LoginRefusal> {
         let candidate = candidate
             .filter(|c| !c.is_empty())
             .ok_or(LoginRefusal::Missing)?;
@@ -76,7 +80,8 @@ impl LoginCodes {
     }
 
     /// How many codes can still be used.
-    pub fn outstanding(&self) -> usize {
+    #[cfg(test)]
+    fn outstanding(&self) -> usize {
         self.codes.len()
     }
 

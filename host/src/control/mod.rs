@@ -35,11 +35,11 @@ pub mod api;
 pub mod auth;
 pub mod client;
 pub mod endpoint_file;
-pub mod guard;
-pub mod login;
+pub(crate) mod guard;
+pub(crate) mod login;
 pub mod metrics;
-pub mod sampler;
-pub mod savepoint_limit;
+pub(crate) mod sampler;
+pub(crate) mod savepoint_limit;
 pub mod server;
 
 pub use auth::Token;

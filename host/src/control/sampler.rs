@@ -17,10 +17,10 @@ use crate::dataflow::metrics::TaskMetrics;
 use crate::ids::TaskId;
 
 /// How often the server samples the counters.
-pub const SAMPLE_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const SAMPLE_PERIOD: Duration = Duration::from_secs(1);
 
 /// How far back rates look: samples older than this are dropped.
-pub const WINDOW: Duration = Duration::from_secs(5);
+pub(crate) const WINDOW: Duration = Duration::from_secs(5);
 
 /// One reading of a task's counters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -14,14 +14,14 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 /// How many savepoints the API takes in one [`API_SAVEPOINT_WINDOW`].
-pub const API_SAVEPOINTS_PER_WINDOW: usize = 10;
+pub(crate) const API_SAVEPOINTS_PER_WINDOW: usize = 10;
 
 /// The sliding window [`API_SAVEPOINTS_PER_WINDOW`] counts over.
-pub const API_SAVEPOINT_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const API_SAVEPOINT_WINDOW: Duration = Duration::from_secs(60);
 
 /// Savepoints started over the API: when, and whether one is under way.
 #[derive(Debug, Default)]
-pub struct SavepointLimit {
+pub(crate) struct SavepointLimit {
     /// When each savepoint of the last window started, oldest first.
     started: VecDeque<Instant>,
     /// Whether one has started and not answered yet.
@@ -30,7 +30,7 @@ pub struct SavepointLimit {
 
 /// Why a savepoint request is refused for now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-pub enum LimitRefusal {
+pub(crate) enum LimitRefusal {
     /// Another one is being taken.
     #[error(
         "a savepoint requested over the API is being taken: one is taken at a time; retry in 1 s, \
@@ -51,7 +51,7 @@ pub enum LimitRefusal {
 
 impl LimitRefusal {
     /// The seconds a client should wait (the `Retry-After` header).
-    pub fn retry_after_secs(&self) -> u64 {
+    pub(crate) fn retry_after_secs(&self) -> u64 {
         match self {
             LimitRefusal::InFlight => 1,
             LimitRefusal::TooMany { retry_after } => retry_after.as_secs(),
@@ -62,7 +62,7 @@ impl LimitRefusal {
 impl SavepointLimit {
     /// Starts a savepoint at `now`, unless one is under way or the window's
     /// quota is used up. Every `Ok` must be followed by [`finish`](Self::finish).
-    pub fn try_start(&mut self, now: Instant) -> Result<(), LimitRefusal> {
+    pub(crate) fn try_start(&mut self, now: Instant) -> Result<(), LimitRefusal> {
         if self.in_flight {
             return Err(LimitRefusal::InFlight);
         }
@@ -87,7 +87,7 @@ impl SavepointLimit {
     }
 
     /// The savepoint started last has answered (taken, failed or abandoned).
-    pub fn finish(&mut self) {
+    pub(crate) fn finish(&mut self) {
         self.in_flight = false;
     }
 }

@@ -1,6 +1,6 @@
 //! The HTTP/1.1 server of the control endpoint: routing, the checks every
 //! request passes (its `Host` and `Origin` and, for an action, its headers,
-//! in [`guard`]; then its token or session cookie, in
+//! in `guard.rs`; then its token or session cookie, in
 //! [`auth`]), the dashboard's one-time login, and the actions,
 //! on a thread and a tokio runtime of its own.
 //!
@@ -204,7 +204,7 @@ impl ControlServer {
 
     /// A new one-time link that logs a browser into the dashboard:
     /// `http://127.0.0.1:PORT/login?once=CODE`, usable once, for
-    /// [`LOGIN_CODE_TTL`] (see [`login`](super::login)).
+    /// the login code lifetime (see `login.rs`).
     pub fn login_url(&self) -> Result<String, ControlError> {
         Ok(issue_login_url(&self.login, &self.url)?)
     }

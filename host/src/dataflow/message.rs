@@ -5,7 +5,7 @@ use crate::ids::Barrier;
 
 /// One item on a channel, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Message {
+pub(crate) enum Message {
     /// An encoded batch (`weir_abi::Batch` layout) whose port field is already
     /// the receiving task's input port for this channel.
     Batch(Vec<u8>),

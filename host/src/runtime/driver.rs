@@ -189,7 +189,7 @@ impl Driver<'_> {
                             "ignoring the acknowledgement of {task} for checkpoint {id}: {:?}",
                             ignored.reason
                         );
-                        if let Ignored::Aborted { kind, .. } = ignored.reason {
+                        if let Some(kind) = ignored.state_to_discard() {
                             // The abort removed the checkpoint's files before this one was written.
                             let _ = self.discard(kind, id).await;
                         }

@@ -15,7 +15,7 @@ mod error;
 mod history;
 pub mod lock;
 pub mod monitor;
-pub mod plan;
+pub(crate) mod plan;
 mod request;
 mod restore;
 mod runner;

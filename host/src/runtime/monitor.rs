@@ -2,8 +2,8 @@
 //! status line, the control endpoint). Written by the driver and the tasks,
 //! read at any time without stopping anything.
 //!
-//! The job's one [`CheckpointStats`] lives here, not in the
-//! [`Coordinator`](crate::checkpoint::coordinator::Coordinator): a coordinator
+//! The job's one [`CheckpointStats`] lives here, not in the coordinator
+//! (`checkpoint/coordinator.rs`): a coordinator
 //! lives for one attempt, and a job that restarted must still show the
 //! checkpoints of the attempts before. The driver feeds it from the facts and
 //! actions it handles anyway (a trigger, an accepted acknowledgement, a

@@ -11,7 +11,7 @@ use crate::ids::TaskId;
 use crate::job::{Job, Partitioner};
 
 /// One outgoing edge of a task, with the channels it feeds.
-pub struct PlannedOutput {
+pub(crate) struct PlannedOutput {
     /// How records are spread over `channels`.
     pub partitioner: Partitioner,
     /// The receiver's input port for this edge.
@@ -21,7 +21,7 @@ pub struct PlannedOutput {
 }
 
 /// The wiring of one task.
-pub struct PlannedTask {
+pub(crate) struct PlannedTask {
     /// Who the task is.
     pub id: TaskId,
     /// Its input channels, one per upstream task that feeds it, in port order.
@@ -32,7 +32,7 @@ pub struct PlannedTask {
 
 /// Every task of the job with its channels, in the order of the job file's
 /// vertices and then by subtask.
-pub fn plan(job: &Job) -> Vec<PlannedTask> {
+pub(crate) fn plan(job: &Job) -> Vec<PlannedTask> {
     let mut tasks: BTreeMap<TaskId, PlannedTask> = job
         .tasks()
         .map(|id| {

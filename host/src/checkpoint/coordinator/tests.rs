@@ -6,6 +6,32 @@ use proptest::prelude::*;
 use super::*;
 use crate::checkpoint::stats::{CheckpointStats, CheckpointStatus, TaskStats};
 
+/// What the tests read of the coordinator's state; the shell needs none of it (it acts on the
+/// actions alone).
+impl<H> Coordinator<H> {
+    /// Completed checkpoints not pruned yet, oldest first (savepoints
+    /// excluded): the `retained` newest, and those their image chains need.
+    fn retained(&self) -> impl Iterator<Item = CheckpointId> + '_ {
+        self.completed.keys().copied()
+    }
+
+    /// The newest completed checkpoint (savepoints excluded).
+    fn latest_completed(&self) -> Option<CheckpointId> {
+        self.latest_completed
+    }
+
+    /// Checkpoint failures in a row so far.
+    fn consecutive_failures(&self) -> u32 {
+        self.consecutive_failures
+    }
+
+    /// Whether a final checkpoint or stop-with-savepoint has completed: the job
+    /// is over and nothing more will be triggered.
+    fn is_finished(&self) -> bool {
+        matches!(self.ending, Ending::Done(_))
+    }
+}
+
 type Co = Coordinator<String>;
 type Actions = Vec<Action<String>>;
 
@@ -375,7 +401,7 @@ fn scheduler_stops_when_the_job_stops_running_and_aborts_pending_without_countin
             kind: CHK
         }
     );
-    assert!(late.should_discard_state());
+    assert_eq!(late.state_to_discard(), Some(CHK));
 }
 
 #[test]
@@ -614,7 +640,7 @@ fn savepoint_failures_neither_count_nor_reset() {
         .acknowledge(id, src(0), ack(id, &src(0)), t0 + ms(125))
         .unwrap_err();
     assert_eq!(late.reason, Ignored::Aborted { id, kind: SAVE });
-    assert!(late.should_discard_state());
+    assert_eq!(late.state_to_discard(), Some(SAVE));
     let (id, _) = co.trigger_savepoint(t0 + ms(130)).unwrap();
     complete(&mut co, id, t0 + ms(140));
     assert_eq!(
@@ -882,7 +908,7 @@ fn completing_a_checkpoint_subsumes_older_pending_checkpoints_without_counting()
             kind: CHK
         }
     );
-    assert!(late.should_discard_state());
+    assert_eq!(late.state_to_discard(), Some(CHK));
 }
 
 #[test]
@@ -937,7 +963,7 @@ fn unknown_duplicate_and_foreign_acknowledgements_are_ignored() {
         .acknowledge(c(7), sink(), ack(c(7), &sink()), t0)
         .unwrap_err();
     assert_eq!(unknown.reason, Ignored::UnknownCheckpoint { id: c(7) });
-    assert!(!unknown.should_discard_state());
+    assert_eq!(unknown.state_to_discard(), None);
     assert_eq!(
         unknown.ack.handle, "chk-7/sink#0",
         "the acknowledgement is handed back"
@@ -955,8 +981,9 @@ fn unknown_duplicate_and_foreign_acknowledgements_are_ignored() {
             task: sink()
         }
     );
-    assert!(
-        !dup.should_discard_state(),
+    assert_eq!(
+        dup.state_to_discard(),
+        None,
         "a duplicate may point at the accepted state"
     );
 

@@ -262,7 +262,7 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
     /// checkpoints should be reported.
     fn cleanup(&self) -> Result<Cleanup, StorageError>;
 
-    /// The job's checkpoint history ([`crate::checkpoint::history`]); the
+    /// The job's checkpoint history (`checkpoint/history.rs`); the
     /// empty history if the job never wrote one.
     fn read_history(&self) -> Result<CheckpointHistory, StorageError>;
 
