@@ -94,10 +94,10 @@ impl TaskStateMeta {
         TaskStateMeta {
             task: task.clone(),
             handle: ack.handle.clone(),
-            state_bytes: ack.bytes,
-            sync_duration_ms: millis(ack.sync_duration),
-            async_duration_ms: millis(ack.async_duration),
-            alignment_duration_ms: millis(ack.alignment_duration),
+            state_bytes: ack.cost.bytes,
+            sync_duration_ms: millis(ack.cost.sync_duration),
+            async_duration_ms: millis(ack.cost.async_duration),
+            alignment_duration_ms: millis(ack.cost.alignment_duration),
             chain: ack.chain.clone(),
         }
     }
@@ -428,6 +428,7 @@ fn parse_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::checkpoint::pending::SnapshotCost;
     use proptest::prelude::*;
 
     /// A consistent metadata record of checkpoint `id` with `count` at
@@ -487,10 +488,12 @@ pub(crate) mod tests {
                 length: bytes + FRAME_OVERHEAD as u64,
                 crc32: 0xabcd_0000 + task.subtask,
             },
-            sync_duration: Duration::from_micros(micros[0]),
-            async_duration: Duration::from_micros(micros[1]),
-            alignment_duration: Duration::from_micros(micros[2]),
-            bytes,
+            cost: SnapshotCost {
+                sync_duration: Duration::from_micros(micros[0]),
+                async_duration: Duration::from_micros(micros[1]),
+                alignment_duration: Duration::from_micros(micros[2]),
+                bytes,
+            },
             chain,
         }
     }

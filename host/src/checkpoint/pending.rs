@@ -27,6 +27,20 @@ pub struct Acknowledgement<H> {
     /// Where the task's snapshot lives (opaque to the coordinator; the shell
     /// writes it into the checkpoint's metadata).
     pub handle: H,
+    /// What the snapshot cost.
+    pub cost: SnapshotCost,
+    /// The earlier checkpoints whose states of this task its state builds on
+    /// (an incremental image), base first; empty for a self-contained state.
+    /// The coordinator completes a checkpoint only when every one of them is
+    /// a completed checkpoint, and keeps them while it is retained.
+    pub chain: Vec<CheckpointId>,
+}
+
+/// What one task's snapshot for one checkpoint cost: reported in its
+/// [`Acknowledgement`], kept as it is in the checkpoint statistics, and
+/// written in whole milliseconds into the checkpoint's metadata.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SnapshotCost {
     /// How long the synchronous part took: the guest's snapshot export and the
     /// copy out of its memory, the only time the task's processing paused.
     pub sync_duration: Duration,
@@ -38,11 +52,6 @@ pub struct Acknowledgement<H> {
     pub alignment_duration: Duration,
     /// How many bytes of state the task persisted.
     pub bytes: u64,
-    /// The earlier checkpoints whose states of this task its state builds on
-    /// (an incremental image), base first; empty for a self-contained state.
-    /// The coordinator completes a checkpoint only when every one of them is
-    /// a completed checkpoint, and keeps them while it is retained.
-    pub chain: Vec<CheckpointId>,
 }
 
 /// Why a [`PendingCheckpoint`] refused an acknowledgement.
@@ -185,10 +194,12 @@ mod tests {
     fn ack(handle: &str) -> Acknowledgement<String> {
         Acknowledgement {
             handle: handle.to_owned(),
-            sync_duration: Duration::from_millis(1),
-            async_duration: Duration::from_millis(2),
-            alignment_duration: Duration::ZERO,
-            bytes: 10,
+            cost: SnapshotCost {
+                sync_duration: Duration::from_millis(1),
+                async_duration: Duration::from_millis(2),
+                alignment_duration: Duration::ZERO,
+                bytes: 10,
+            },
             chain: Vec::new(),
         }
     }

@@ -24,7 +24,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::abort::AbortReason;
-use crate::checkpoint::pending::Acknowledgement;
+use crate::checkpoint::pending::{Acknowledgement, SnapshotCost};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -111,28 +111,18 @@ pub enum CheckpointStatus {
 pub struct TaskStats {
     /// When the shell received the task's acknowledgement.
     pub acknowledged_at: Instant,
-    /// Duration of the synchronous part (guest snapshot export + copy out).
-    pub sync_duration: Duration,
-    /// Duration of the asynchronous part (write, fsync, checksum).
-    pub async_duration: Duration,
-    /// Duration of the task's barrier alignment.
-    pub alignment_duration: Duration,
-    /// Bytes of state the task persisted.
-    pub bytes: u64,
+    /// What the task's snapshot cost, as the acknowledgement reported it.
+    pub cost: SnapshotCost,
 }
 
 impl TaskStats {
-    /// The statistics of `ack`, received by the shell at `at`: the one
-    /// place an acknowledgement's measures are copied into the statistics.
-    /// (A constructor rather than `From`, because the receipt time is not
-    /// part of the acknowledgement.)
+    /// The statistics of `ack`, received by the shell at `at`. (A
+    /// constructor rather than `From`, because the receipt time is not part of
+    /// the acknowledgement.)
     pub fn acknowledged<H>(ack: &Acknowledgement<H>, at: Instant) -> Self {
         TaskStats {
             acknowledged_at: at,
-            sync_duration: ack.sync_duration,
-            async_duration: ack.async_duration,
-            alignment_duration: ack.alignment_duration,
-            bytes: ack.bytes,
+            cost: ack.cost,
         }
     }
 }
@@ -167,7 +157,7 @@ impl CheckpointRecord {
 
     /// Total bytes persisted by the tasks that acknowledged.
     pub fn bytes(&self) -> u64 {
-        self.tasks.values().map(|t| t.bytes).sum()
+        self.tasks.values().map(|t| t.cost.bytes).sum()
     }
 
     /// How many tasks have acknowledged.
@@ -184,7 +174,7 @@ impl CheckpointRecord {
     pub fn max_alignment(&self) -> Duration {
         self.tasks
             .values()
-            .map(|t| t.alignment_duration)
+            .map(|t| t.cost.alignment_duration)
             .max()
             .unwrap_or_default()
     }
@@ -193,7 +183,7 @@ impl CheckpointRecord {
     pub fn max_sync(&self) -> Duration {
         self.tasks
             .values()
-            .map(|t| t.sync_duration)
+            .map(|t| t.cost.sync_duration)
             .max()
             .unwrap_or_default()
     }
@@ -507,10 +497,12 @@ mod tests {
     fn task_stats(at: Instant, bytes: u64) -> TaskStats {
         TaskStats {
             acknowledged_at: at,
-            sync_duration: ms(3),
-            async_duration: ms(7),
-            alignment_duration: ms(bytes),
-            bytes,
+            cost: SnapshotCost {
+                sync_duration: ms(3),
+                async_duration: ms(7),
+                alignment_duration: ms(bytes),
+                bytes,
+            },
         }
     }
 
@@ -519,20 +511,24 @@ mod tests {
         let at = Instant::now();
         let ack = Acknowledgement {
             handle: "count-0.state",
-            sync_duration: ms(3),
-            async_duration: ms(7),
-            alignment_duration: ms(2),
-            bytes: 42,
+            cost: SnapshotCost {
+                sync_duration: ms(3),
+                async_duration: ms(7),
+                alignment_duration: ms(2),
+                bytes: 42,
+            },
             chain: vec![CheckpointId(1)],
         };
         assert_eq!(
             TaskStats::acknowledged(&ack, at),
             TaskStats {
                 acknowledged_at: at,
-                sync_duration: ms(3),
-                async_duration: ms(7),
-                alignment_duration: ms(2),
-                bytes: 42,
+                cost: SnapshotCost {
+                    sync_duration: ms(3),
+                    async_duration: ms(7),
+                    alignment_duration: ms(2),
+                    bytes: 42,
+                },
             }
         );
     }

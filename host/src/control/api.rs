@@ -435,10 +435,10 @@ impl Anchor {
             end_to_end_duration: millis(
                 t.acknowledged_at.saturating_duration_since(r.triggered_at),
             ),
-            state_size: t.bytes,
-            sync_duration: millis(t.sync_duration),
-            async_duration: millis(t.async_duration),
-            alignment_duration: millis(t.alignment_duration),
+            state_size: t.cost.bytes,
+            sync_duration: millis(t.cost.sync_duration),
+            async_duration: millis(t.cost.async_duration),
+            alignment_duration: millis(t.cost.alignment_duration),
         }
     }
 }
@@ -654,6 +654,7 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::abort::AbortReason;
+    use crate::checkpoint::pending::SnapshotCost;
     use crate::dataflow::metrics::TaskMetrics;
     use crate::runtime::monitor::TaskRole;
 
@@ -753,10 +754,12 @@ mod tests {
                 TaskId::new("gen", 0),
                 TaskStats {
                     acknowledged_at: t0 + Duration::from_millis(5),
-                    sync_duration: Duration::from_millis(1),
-                    async_duration: Duration::from_millis(2),
-                    alignment_duration: Duration::ZERO,
-                    bytes: 64,
+                    cost: SnapshotCost {
+                        sync_duration: Duration::from_millis(1),
+                        async_duration: Duration::from_millis(2),
+                        alignment_duration: Duration::ZERO,
+                        bytes: 64,
+                    },
                 },
             );
             match status {
@@ -881,10 +884,12 @@ mod tests {
     fn task_stats(at: Instant, bytes: u64) -> TaskStats {
         TaskStats {
             acknowledged_at: at,
-            sync_duration: ms(3),
-            async_duration: ms(7),
-            alignment_duration: ms(bytes),
-            bytes,
+            cost: SnapshotCost {
+                sync_duration: ms(3),
+                async_duration: ms(7),
+                alignment_duration: ms(bytes),
+                bytes,
+            },
         }
     }
 

@@ -12,7 +12,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::processor::TaskError;
 use crate::checkpoint::metadata::StateHandle;
-use crate::checkpoint::pending::Acknowledgement;
+use crate::checkpoint::pending::{Acknowledgement, SnapshotCost};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::TaskState;
 use crate::ids::Barrier;
@@ -119,10 +119,12 @@ impl Persister {
                     task,
                     ack: Acknowledgement {
                         handle,
-                        sync_duration: sync,
-                        async_duration: started.elapsed(),
-                        alignment_duration: alignment,
-                        bytes: state.len() as u64,
+                        cost: SnapshotCost {
+                            sync_duration: sync,
+                            async_duration: started.elapsed(),
+                            alignment_duration: alignment,
+                            bytes: state.len() as u64,
+                        },
                         chain,
                     },
                 },

@@ -4,6 +4,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 
 use super::*;
+use crate::checkpoint::pending::SnapshotCost;
 use crate::checkpoint::stats::{CheckpointStats, CheckpointStatus, TaskStats};
 
 /// What the tests read of the coordinator's state; the shell needs none of it (it acts on the
@@ -81,10 +82,12 @@ fn running(config: CheckpointConfig, t0: Instant) -> Co {
 fn ack(id: CheckpointId, task: &TaskId) -> Acknowledgement<String> {
     Acknowledgement {
         handle: format!("chk-{id}/{task}"),
-        sync_duration: ms(2),
-        async_duration: ms(5),
-        alignment_duration: ms(1),
-        bytes: 100,
+        cost: SnapshotCost {
+            sync_duration: ms(2),
+            async_duration: ms(5),
+            alignment_duration: ms(1),
+            bytes: 100,
+        },
         chain: Vec::new(),
     }
 }
@@ -693,7 +696,7 @@ fn completion_notifies_every_task_and_records_statistics() {
     let record = stats.latest_completed().unwrap();
     assert_eq!(record.duration(), Some(ms(80)));
     assert_eq!(record.bytes(), 400);
-    assert_eq!(record.tasks[&sink()].async_duration, ms(5));
+    assert_eq!(record.tasks[&sink()].cost.async_duration, ms(5));
     assert_eq!(stats.counts().completed, 1);
 }
 
