@@ -31,6 +31,8 @@ mod isolation;
 mod kill_points;
 #[cfg(unix)]
 mod misuse;
+#[cfg(unix)]
+mod new_project;
 mod retention;
 #[cfg(unix)]
 mod savepoint;

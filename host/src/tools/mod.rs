@@ -23,6 +23,7 @@ pub mod catalog;
 mod json_record;
 mod mismatch;
 mod operator_test;
+pub mod scaffold;
 mod validate;
 
 pub use json_record::{JsonLinesError, JsonRecord, LineProblem, read_json_lines};

@@ -5,6 +5,7 @@
 mod checkpoints;
 mod control;
 mod human;
+mod new;
 mod run;
 
 use std::io::{IsTerminal, Write};
@@ -79,6 +80,11 @@ enum Command {
     /// then keeps a session cookie, and its address holds no secret. Exit codes as for
     /// `weir status`.
     Dashboard(control::TargetArgs),
+    /// Make a new operator project: a keyed count that builds, tests and runs, with a job file
+    /// and a README (`weir new --list` shows the languages).
+    ///
+    /// Exit code 0: made; 2: bad language or name, or the directory is not empty.
+    New(new::NewArgs),
 }
 
 #[derive(clap::Args)]
@@ -150,6 +156,7 @@ fn main() -> ExitCode {
         Command::Stop(args) => control::savepoint(args, true),
         Command::Cancel(args) => control::cancel(args),
         Command::Dashboard(args) => control::dashboard(args),
+        Command::New(args) => new::run(args),
     }
 }
 

@@ -1,0 +1,394 @@
+//! `weir new LANG NAME`: a new operator project that builds, tests and runs, in one command.
+//!
+//! # Why this exists
+//!
+//! A newcomer's first hour goes to the things around the operator: which toolchain and flags,
+//! where the C header comes from, which dependency line reaches the Rust SDK, how to feed the
+//! operator keyed records, how to check it before writing a job. A project made here has all
+//! of it: a working stateful operator (the keyed running count that every example language
+//! implements), its build command, a unit test (the SDK's native harness for Rust; for the
+//! others a `weir test --expect` fixture), a job file that runs it, and a README of ten lines
+//! that names the toolchain with its install command.
+//!
+//! The operators are the repository's own examples (`examples/`), embedded in the binary, so
+//! what `weir new` writes is what the project's cross-language tests check; only the Rust one
+//! is a small crate of its own, since the example depends on the workspace.
+
+use std::fmt;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A language `weir new` makes projects in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Language {
+    /// Rust with the Weir SDK.
+    Rust,
+    /// C, freestanding, with the ABI header.
+    C,
+    /// AssemblyScript, with the compiler pinned in `package.json`.
+    AssemblyScript,
+    /// The WebAssembly text format, by hand: nothing to build.
+    Wat,
+}
+
+impl Language {
+    /// Every language, in the order `weir new --list` shows them.
+    pub const ALL: [Language; 4] = [
+        Language::Rust,
+        Language::C,
+        Language::AssemblyScript,
+        Language::Wat,
+    ];
+
+    /// The name on the command line: `rust`, `c`, `assemblyscript`, `wat`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Language::Rust => "rust",
+            Language::C => "c",
+            Language::AssemblyScript => "assemblyscript",
+            Language::Wat => "wat",
+        }
+    }
+
+    /// The language named `name` (case-insensitive; `as` for AssemblyScript).
+    pub fn parse(name: &str) -> Option<Language> {
+        let name = name.to_ascii_lowercase();
+        Language::ALL
+            .into_iter()
+            .find(|l| l.name() == name)
+            .or(match name.as_str() {
+                "as" => Some(Language::AssemblyScript),
+                _ => None,
+            })
+    }
+
+    /// The toolchain a project needs, with the command that installs it.
+    pub fn toolchain(self) -> &'static str {
+        match self {
+            Language::Rust => {
+                "Rust with the wasm32 target: `rustup target add wasm32-unknown-unknown`"
+            }
+            Language::C => "clang and lld: `apt-get install clang lld` (or your system's packages)",
+            Language::AssemblyScript => {
+                "Node.js with npm (https://nodejs.org); `build.sh` runs `npm install` for the \
+                 pinned compiler"
+            }
+            Language::Wat => "none: weir loads `.wat` text as it is",
+        }
+    }
+
+    /// The module file the project's build makes, relative to the project.
+    fn module(self, name: &str) -> String {
+        match self {
+            Language::Wat => format!("{name}.wat"),
+            _ => format!("{name}.wasm"),
+        }
+    }
+}
+
+impl fmt::Display for Language {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Why a project could not be made. Nothing is written when the name or the directory is
+/// refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The operator name cannot be a crate, file and vertex name.
+    #[error(
+        "`{0}` cannot name an operator: use lowercase letters, digits, `-` and `_`, starting \
+         with a letter (e.g. `top-words`)"
+    )]
+    BadName(String),
+    /// The directory exists and is not empty.
+    #[error("{} already exists and is not empty: choose another name or remove it", .0.display())]
+    Exists(PathBuf),
+    /// Writing a file failed.
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The error.
+        source: io::Error,
+    },
+}
+
+/// What `weir new` made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Project {
+    /// The project's directory.
+    pub dir: PathBuf,
+    /// The language.
+    pub language: Language,
+    /// The files written, relative to `dir`.
+    pub files: Vec<PathBuf>,
+    /// The module file its build makes (or, for WAT, the source), relative to `dir`.
+    pub module: String,
+}
+
+/// Makes a project for an operator `name` in `language`, in the new directory `dir`.
+///
+/// `sdk` is the Weir SDK's directory when this `weir` runs from a checkout of the repository:
+/// a Rust project then depends on it by path; otherwise on the published crate.
+pub fn scaffold(
+    language: Language,
+    name: &str,
+    dir: &Path,
+    sdk: Option<&Path>,
+) -> Result<Project, ScaffoldError> {
+    check_name(name)?;
+    if fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(ScaffoldError::Exists(dir.to_path_buf()));
+    }
+    let module = language.module(name);
+    let mut files: Vec<(String, String)> = match language {
+        Language::Rust => rust_files(name, sdk),
+        Language::C => vec![
+            ("weir.h".into(), C_HEADER.into()),
+            (format!("{name}.c"), C_COUNT.into()),
+            (
+                "build.sh".into(),
+                script(&format!(
+                    "clang --target=wasm32 -O2 -std=c11 -ffreestanding -nostdlib -mbulk-memory \
+                     -Wl,--no-entry -o {module} {name}.c"
+                )),
+            ),
+        ],
+        Language::AssemblyScript => vec![
+            ("assembly/index.ts".into(), AS_COUNT.into()),
+            (
+                "package.json".into(),
+                AS_PACKAGE.replace(
+                    "weir-example-count-assemblyscript",
+                    &format!("{name}-assemblyscript"),
+                ),
+            ),
+            (
+                "build.sh".into(),
+                script(&format!(
+                    "[ -d node_modules ] || npm install --no-audit --no-fund\n\
+                     node_modules/.bin/asc assembly/index.ts --outFile {module} --runtime stub \
+                     --optimizeLevel 3 --shrinkLevel 0 --noColors"
+                )),
+            ),
+        ],
+        Language::Wat => vec![(module.clone(), WAT_COUNT.into())],
+    };
+    files.push(("job.toml".into(), job_file(name, &module)));
+    files.push(("input.jsonl".into(), INPUT.into()));
+    files.push(("expected.jsonl".into(), EXPECTED.into()));
+    files.push(("README.md".into(), readme(language, name, &module)));
+
+    let mut written = Vec::new();
+    for (path, text) in files {
+        let full = dir.join(&path);
+        let write = |full: &Path| -> io::Result<()> {
+            if let Some(parent) = full.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            fs::write(full, text)?;
+            if path.ends_with(".sh") {
+                make_executable(full)?;
+            }
+            Ok(())
+        };
+        write(&full).map_err(|source| ScaffoldError::Write {
+            path: full.clone(),
+            source,
+        })?;
+        written.push(PathBuf::from(path));
+    }
+    Ok(Project {
+        dir: dir.to_path_buf(),
+        language,
+        files: written,
+        module,
+    })
+}
+
+/// A name works as a crate, a file and a vertex of a job: `[a-z][a-z0-9_-]*`, at most 64.
+fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    let mut chars = name.chars();
+    let ok = name.len() <= 64
+        && chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_');
+    if ok {
+        Ok(())
+    } else {
+        Err(ScaffoldError::BadName(name.to_string()))
+    }
+}
+
+#[cfg(unix)]
+fn make_executable(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(0o755))
+}
+
+#[cfg(not(unix))]
+fn make_executable(_: &Path) -> io::Result<()> {
+    Ok(())
+}
+
+/// A build script running `commands` in the project's directory.
+fn script(commands: &str) -> String {
+    format!(
+        "#!/usr/bin/env bash\n# Builds the operator module.\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\n{commands}\n"
+    )
+}
+
+fn rust_files(name: &str, sdk: Option<&Path>) -> Vec<(String, String)> {
+    let sdk_dependency = match sdk {
+        Some(path) => format!("weir-sdk = {{ path = {:?} }}", path.display().to_string()),
+        None => "weir-sdk = \"0.1\"".to_string(),
+    };
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{sdk_dependency}}", &sdk_dependency)
+    };
+    let crate_file = name.replace('-', "_");
+    vec![
+        ("Cargo.toml".into(), fill(RUST_CARGO)),
+        ("src/lib.rs".into(), fill(RUST_LIB)),
+        (
+            "build.sh".into(),
+            script(&format!(
+                "cargo build --release --target wasm32-unknown-unknown\n\
+                 cp \"${{CARGO_TARGET_DIR:-target}}\"/wasm32-unknown-unknown/release/{crate_file}.wasm {name}.wasm"
+            )),
+        ),
+    ]
+}
+
+/// The job: 200 generated records over 5 keys, by key to the operator, into `out/`.
+fn job_file(name: &str, module: &str) -> String {
+    format!(
+        "# Runs {name}: `weir run job.toml`; the output is in out/.\n\
+         name = \"{name}\"\n\n\
+         [checkpoint]\ninterval = \"100ms\"\ndirectory = \"checkpoints\"\n\n\
+         [[source]]\nname = \"records\"\ntype = \"generator\"\ncount = 200\nkeys = 5\nrate = 2000\n\n\
+         [[operator]]\nname = \"{name}\"\nmodule = \"{module}\"\n\
+         inputs = [{{ from = \"records\", partition = \"key-hash\" }}]\n\n\
+         [[sink]]\nname = \"out\"\ntype = \"file\"\npath = \"out\"\n\
+         inputs = [{{ from = \"{name}\", partition = \"forward\" }}]\n"
+    )
+}
+
+fn readme(language: Language, name: &str, module: &str) -> String {
+    let (build, unit) = match language {
+        Language::Rust => ("bash build.sh", "cargo test"),
+        Language::Wat => ("nothing to build", "the weir test line below"),
+        _ => ("bash build.sh", "the weir test line below"),
+    };
+    format!(
+        "# {name}\n\n\
+         A keyed running count in {language}, a Weir operator: for each record, the key and how many \
+         records of that key came so far.\n\n\
+         - Toolchain: {toolchain}.\n\
+         - Build: `{build}` → `{module}`. Unit test: `{unit}`.\n\
+         - Check it: `weir validate {module}`.\n\
+         - Test it: `weir test {module} --input input.jsonl --expect expected.jsonl --checkpoint-every 1`.\n\
+         - Run it: `weir run job.toml` (output in `out/`, checkpoints in `checkpoints/`).\n\
+         - The contract it follows is docs/ABI.md of the Weir repository; the job file is docs/JOB.md.\n",
+        toolchain = language.toolchain(),
+    )
+}
+
+const RUST_CARGO: &str = include_str!("../../templates/rust/Cargo.toml.in");
+const RUST_LIB: &str = include_str!("../../templates/rust/src/lib.rs.in");
+const C_HEADER: &str = include_str!("../../../examples/c/weir.h");
+const C_COUNT: &str = include_str!("../../../examples/c/count.c");
+const AS_COUNT: &str = include_str!("../../../examples/assemblyscript/assembly/index.ts");
+const AS_PACKAGE: &str = include_str!("../../../examples/assemblyscript/package.json");
+const WAT_COUNT: &str = include_str!("../../../examples/wat/count.wat");
+
+/// The `weir test` fixture: records of three keys, in the order they arrive.
+const INPUT: &str = "{\"key\":\"a\",\"value\":\"x\",\"timestamp\":1}\n\
+{\"key\":\"b\",\"value\":\"x\",\"timestamp\":2}\n\
+{\"key\":\"a\",\"value\":\"y\",\"timestamp\":3}\n\
+{\"key\":\"c\",\"value\":\"x\",\"timestamp\":4}\n\
+{\"key\":\"a\",\"value\":\"z\",\"timestamp\":5}\n\
+{\"key\":\"b\",\"value\":\"y\",\"timestamp\":6}\n";
+
+/// What the count makes of [`INPUT`].
+const EXPECTED: &str = "{\"key\":\"a\",\"value\":\"1\",\"timestamp\":1}\n\
+{\"key\":\"b\",\"value\":\"1\",\"timestamp\":2}\n\
+{\"key\":\"a\",\"value\":\"2\",\"timestamp\":3}\n\
+{\"key\":\"c\",\"value\":\"1\",\"timestamp\":4}\n\
+{\"key\":\"a\",\"value\":\"3\",\"timestamp\":5}\n\
+{\"key\":\"b\",\"value\":\"2\",\"timestamp\":6}\n";
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_and_languages_are_checked() {
+        for bad in ["", "Top", "1st", "top words", "a/b", &"x".repeat(65)] {
+            assert!(
+                matches!(check_name(bad), Err(ScaffoldError::BadName(_))),
+                "{bad:?}"
+            );
+        }
+        for good in ["top", "top-words", "top_3"] {
+            assert!(check_name(good).is_ok(), "{good}");
+        }
+        assert_eq!(Language::parse("Rust"), Some(Language::Rust));
+        assert_eq!(Language::parse("as"), Some(Language::AssemblyScript));
+        assert_eq!(Language::parse("cobol"), None);
+    }
+
+    #[test]
+    fn a_project_has_its_module_job_fixture_and_readme_and_refuses_a_used_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let project = dir.path().join("tally");
+        let made = scaffold(Language::C, "tally", &project, None).unwrap();
+        assert_eq!(made.module, "tally.wasm");
+        for file in [
+            "weir.h",
+            "tally.c",
+            "build.sh",
+            "job.toml",
+            "input.jsonl",
+            "README.md",
+        ] {
+            assert!(project.join(file).is_file(), "{file}");
+        }
+        let job = crate::job::Job::from_str(
+            &fs::read_to_string(project.join("job.toml")).unwrap(),
+            &project,
+            "job.toml",
+        );
+        assert!(job.is_ok(), "{job:?}");
+        assert!(matches!(
+            scaffold(Language::Wat, "tally", &project, None),
+            Err(ScaffoldError::Exists(_))
+        ));
+    }
+
+    #[test]
+    fn a_rust_project_depends_on_the_sdk_by_path_from_a_checkout_else_on_the_crate() {
+        let dir = tempfile::tempdir().unwrap();
+        let from_checkout = dir.path().join("a");
+        scaffold(
+            Language::Rust,
+            "a",
+            &from_checkout,
+            Some(Path::new("/src/weir/guest-sdk")),
+        )
+        .unwrap();
+        let cargo = fs::read_to_string(from_checkout.join("Cargo.toml")).unwrap();
+        assert!(
+            cargo.contains("weir-sdk = { path = \"/src/weir/guest-sdk\" }"),
+            "{cargo}"
+        );
+        let outside = dir.path().join("b");
+        scaffold(Language::Rust, "b", &outside, None).unwrap();
+        let cargo = fs::read_to_string(outside.join("Cargo.toml")).unwrap();
+        assert!(cargo.contains("\nweir-sdk = \"0.1\"\n"), "{cargo}");
+        assert!(!cargo.contains("{{"), "{cargo}");
+    }
+}

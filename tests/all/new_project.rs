@@ -1,0 +1,127 @@
+//! `weir new`, done as a newcomer would for every language: make the project, build it with
+//! its own script, run its unit test, `weir validate`, `weir test --checkpoint-every 1
+//! --expect`, and `weir run` of its job, the output checked.
+//!
+//! The toolchains are the suite's: the C and AssemblyScript projects are skipped (loudly) when
+//! the build skipped those examples for a missing toolchain, which it never does in CI.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use weir_tests::guests;
+
+use crate::support::{Sandbox, committed_lines, weir_command};
+
+/// Runs `script` (a project's `build.sh`) or `cargo test` in `dir`, failing with its output.
+fn sh(dir: &Path, program: &str, args: &[&str], cargo_target: &Path) {
+    let out = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", cargo_target)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
+    assert!(
+        out.status.success(),
+        "`{program} {}` in {} failed:\n{}{}",
+        args.join(" "),
+        dir.display(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The languages whose toolchain this build has.
+fn languages() -> Vec<&'static str> {
+    let mut languages = vec!["rust", "wat"];
+    for (language, built) in [
+        ("c", guests::C_COUNT.is_some()),
+        ("assemblyscript", guests::AS_COUNT.is_some()),
+    ] {
+        if built {
+            languages.push(language);
+        } else {
+            eprintln!("SKIPPED: weir new {language}: its toolchain is missing (never in CI)");
+        }
+    }
+    languages
+}
+
+#[test]
+fn every_language_of_weir_new_builds_tests_and_runs_its_project() {
+    let sandbox = Sandbox::new("new-project");
+    let listed = weir_command(&sandbox, &["new", "--list"], "", &[]);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    // Shared by the Rust project's build and test, and kept between runs of the suite:
+    // <target>/new-projects, beside this test executable's <target>/<profile>/deps.
+    let exe = std::env::current_exe().unwrap();
+    let cargo_target = exe
+        .ancestors()
+        .nth(3)
+        .expect("the test executable is in <target>/<profile>/deps")
+        .join("new-projects");
+    let cargo_target = cargo_target.as_path();
+    for language in languages() {
+        assert!(listed.stdout.contains(language), "{}", listed.stdout);
+        let name = format!("tally-{language}");
+        let dir = sandbox.join(&name);
+        let made = weir_command(
+            &sandbox,
+            &["new", language, &name, "--dir", dir.to_str().unwrap()],
+            "",
+            &[],
+        );
+        assert_eq!(made.code, Some(0), "weir new {language}: {}", made.stderr);
+
+        if dir.join("build.sh").exists() {
+            sh(&dir, "bash", &["build.sh"], cargo_target);
+        }
+        if language == "rust" {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            sh(&dir, &cargo, &["test", "--quiet"], cargo_target);
+        }
+        let module = if language == "wat" {
+            format!("{name}.wat")
+        } else {
+            format!("{name}.wasm")
+        };
+        let module = dir.join(module);
+        let module = module.to_str().unwrap();
+
+        let validated = weir_command(&sandbox, &["validate", module], "", &[]);
+        assert_eq!(validated.code, Some(0), "{language}: {}", validated.stdout);
+        let input = dir.join("input.jsonl");
+        let expected = dir.join("expected.jsonl");
+        let tested = weir_command(
+            &sandbox,
+            &[
+                "test",
+                module,
+                "--input",
+                input.to_str().unwrap(),
+                "--expect",
+                expected.to_str().unwrap(),
+                "--checkpoint-every",
+                "1",
+            ],
+            "",
+            &[],
+        );
+        assert_eq!(tested.code, Some(0), "{language}: {}", tested.stderr);
+
+        let job = dir.join("job.toml");
+        let ran = weir_command(&sandbox, &["run", job.to_str().unwrap()], "", &[]);
+        assert_eq!(ran.code, Some(0), "{language}: {}", ran.stderr);
+        // The job counts 200 generated records over 5 keys: the last count of each key is
+        // how many records it had, and they add up to 200.
+        let mut last: BTreeMap<String, u64> = BTreeMap::new();
+        for line in committed_lines(&dir.join("out")) {
+            let (key, count) = line.split_once('\t').expect("key<TAB>count");
+            let count: u64 = count.parse().expect("a decimal count");
+            let entry = last.entry(key.to_string()).or_default();
+            *entry = (*entry).max(count);
+        }
+        assert_eq!(last.len(), 5, "{language}: {last:?}");
+        assert_eq!(last.values().sum::<u64>(), 200, "{language}: {last:?}");
+    }
+}
