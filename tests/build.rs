@@ -2,9 +2,9 @@
 //! compile, so `cargo test` needs no manual step and no `.wasm` is committed.
 //!
 //! Besides the examples, the test guests of `tests/guests/` (written for one
-//! test each, e.g. `flaky` for failover) are built the same way. The C and
-//! AssemblyScript examples are built by their own scripts, which install their
-//! toolchains when missing (see [`build_foreign_guests`]).
+//! test each, e.g. `flaky` for failover) are built the same way. The C,
+//! AssemblyScript and Zig examples are built by their own scripts, which install
+//! their toolchains when missing (see [`build_foreign_guests`]).
 //!
 //! The guests are built by a nested `cargo build` into a target directory of
 //! their own under `OUT_DIR` (the outer cargo holds the lock on the normal
@@ -66,7 +66,7 @@ struct ForeignGuest {
     needs: &'static str,
 }
 
-/// The `count` operators in C and AssemblyScript (`tests/all/languages.rs`).
+/// The `count` operators in C, AssemblyScript and Zig (`tests/all/languages.rs`).
 const FOREIGN_GUESTS: &[ForeignGuest] = &[
     ForeignGuest {
         name: "C count (examples/c)",
@@ -99,6 +99,22 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         env: "WEIR_GUEST_C_LIBC_COUNT",
         needs: "clang, wasm-ld, wasi-libc and clang's wasm32 builtins: `apt-get install -y clang \
                 lld wasi-libc libclang-rt-14-dev-wasm32` (Debian)",
+    },
+    ForeignGuest {
+        name: "Zig count (examples/zig)",
+        script: "examples/zig/build.sh",
+        args: &[],
+        sources: &[
+            "examples/zig/count.zig",
+            "examples/zig/weir.zig",
+            "examples/zig/build.sh",
+            "examples/zig/requirements.txt",
+            "scripts/install-zig.sh",
+            "scripts/apt-install.sh",
+        ],
+        env: "WEIR_GUEST_ZIG_COUNT",
+        needs: "Python 3 with venv (`apt-get install -y python3-venv`), then `bash \
+                scripts/install-zig.sh` (PyPI's ziglang, pinned in examples/zig/requirements.txt)",
     },
     ForeignGuest {
         name: "AssemblyScript count (examples/assemblyscript)",

@@ -61,6 +61,7 @@ fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output(
         ("wat", Some(guests::WAT_COUNT), "image"),
         ("c", guests::C_COUNT, "image"),
         ("c-libc, no snapshot code", guests::C_LIBC_COUNT, "auto"),
+        ("zig", guests::ZIG_COUNT, "image"),
         ("assemblyscript-stub", guests::AS_COUNT, "image"),
         ("assemblyscript-minimal", guests::AS_COUNT_MINIMAL, "image"),
         (

@@ -1,8 +1,8 @@
 //! Image checkpoints, load-time half (`weir::wasm::image::rewrite`), on real compiled guests:
-//! the Rust example operators and the C and AssemblyScript count keep their state in memory
-//! and mutable globals only (the Rust and C stack pointer, AssemblyScript's allocator), so an
-//! image must accept them; their rewrite must load in the host like the original and compute
-//! exactly what the original computes.
+//! the Rust example operators and the C, AssemblyScript and Zig count keep their state in
+//! memory and mutable globals only (the Rust, C and Zig stack pointer, AssemblyScript's
+//! allocator), so an image must accept them; their rewrite must load in the host like the
+//! original and compute exactly what the original computes.
 
 use std::io::Write as _;
 
@@ -14,15 +14,20 @@ use weir::wasm::{GuestInstance, InstanceContext, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
 
-/// Every compiled guest that runs without a config: the Rust examples always, C and
-/// AssemblyScript unless the build skipped them (said loudly; never in CI).
+/// Every compiled guest that runs without a config: the Rust examples always, C,
+/// AssemblyScript and Zig unless the build skipped them (said loudly; never in CI).
 fn compiled_guests() -> Vec<(&'static str, &'static str)> {
     let mut all = vec![
         ("rust-count", guests::COUNT),
         ("rust-split", guests::SPLIT),
         ("rust-dedup", guests::DEDUP),
     ];
-    for (name, path) in [("c-count", guests::C_COUNT), ("as-count", guests::AS_COUNT)] {
+    let foreign = [
+        ("c-count", guests::C_COUNT),
+        ("as-count", guests::AS_COUNT),
+        ("zig-count", guests::ZIG_COUNT),
+    ];
+    for (name, path) in foreign {
         match path {
             Some(path) => all.push((name, path)),
             None => {

@@ -1,9 +1,10 @@
-//! The ABI is language-neutral: the keyed running `count` written in Rust (SDK), WAT, C and
-//! AssemblyScript — each from `docs/ABI.md` alone — emits byte-identical batches for the same
-//! input, whatever the batch sizes, and across snapshot → restore into a fresh instance at
-//! random points. The C and AssemblyScript guests are built from source by `build.rs`; when
-//! their toolchains were missing and `WEIR_SKIP_FOREIGN_GUESTS=1` let the build go on, the
-//! tests say loudly what they skip (never in CI).
+//! The ABI is language-neutral: the keyed running `count` written in Rust (SDK), WAT, C,
+//! AssemblyScript and Zig — each from `docs/ABI.md` alone — emits byte-identical batches for
+//! the same input, whatever the batch sizes, and across snapshot → restore into a fresh
+//! instance at random points, through the guest's snapshot exports and as an image. The C,
+//! AssemblyScript and Zig guests are built from source by `build.rs`; when their toolchains
+//! were missing and `WEIR_SKIP_FOREIGN_GUESTS=1` let the build go on, the tests say loudly what
+//! they skip (never in CI).
 //!
 //! Inputs are random but seeded: a failure names its seed, and rerunning reproduces it.
 
@@ -94,7 +95,8 @@ fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
     path
 }
 
-/// Every count guest that was built: Rust and WAT always, C and AssemblyScript unless skipped.
+/// Every count guest that was built: Rust and WAT always, C, AssemblyScript and Zig unless
+/// skipped.
 fn count_guests() -> Vec<Guest> {
     count_guests_capturing(StateCapture::Exports)
 }
@@ -110,6 +112,9 @@ fn count_guests_capturing(capture: StateCapture) -> Vec<Guest> {
     }
     if let Some(path) = foreign("AssemblyScript", guests::AS_COUNT) {
         all.push(Guest::load("as-count", path, capture));
+    }
+    if let Some(path) = foreign("Zig", guests::ZIG_COUNT) {
+        all.push(Guest::load("zig-count", path, capture));
     }
     all
 }
@@ -280,8 +285,9 @@ fn count_in_every_language_is_unchanged_by_restores_at_random_points() {
 }
 
 /// The same, with every guest checkpointed as an image of its memory and globals instead of
-/// through its snapshot exports: Rust's allocator, C's heap and AssemblyScript's runtime
-/// (whose allocator state and top-level variables live in globals) all come back exactly.
+/// through its snapshot exports: Rust's allocator, C's heap, AssemblyScript's runtime (whose
+/// allocator state and top-level variables live in globals) and Zig's `wasm_allocator` (its
+/// free lists in globals) all come back exactly.
 #[test]
 fn count_in_every_language_is_unchanged_by_image_restores_at_random_points() {
     let mut guests = count_guests_capturing(StateCapture::Image);
@@ -327,10 +333,10 @@ fn assert_unchanged_by_restores(guests: &[Guest], cases: &[(usize, usize)], how:
     }
 }
 
-/// WAT, C and AssemblyScript share one snapshot format (`examples/wat/count.wat`): after the
-/// same input their snapshots are equal, and each restores the others'.
+/// WAT, C, AssemblyScript and Zig share one snapshot format (`examples/wat/count.wat`): after
+/// the same input their snapshots are equal, and each restores the others'.
 #[test]
-fn wat_c_and_assemblyscript_count_restore_each_others_snapshots() {
+fn wat_c_assemblyscript_and_zig_count_restore_each_others_snapshots() {
     let guests: Vec<Guest> = count_guests()
         .into_iter()
         .filter(|g| g.name != "rust-count")

@@ -23,6 +23,9 @@ pub mod guests {
     /// `examples/assemblyscript`, compiled by its `build.sh`; `None` when skipped like
     /// [`C_COUNT`].
     pub const AS_COUNT: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT"));
+    /// `examples/zig/count.zig`, compiled by `examples/zig/build.sh` with the pinned Zig;
+    /// `None` when skipped like [`C_COUNT`].
+    pub const ZIG_COUNT: Option<&str> = built(env!("WEIR_GUEST_ZIG_COUNT"));
     /// `examples/c/image_count.c`: the count with wasi-libc's malloc and a constructor, and no
     /// snapshot code (checkpointed as an image), built by `examples/c/build-libc.sh`; `None`
     /// when skipped.
