@@ -2,8 +2,9 @@
 //! its own script, run its unit test, `weir validate`, `weir test --checkpoint-every 1
 //! --expect`, and `weir run` of its job, the output checked.
 //!
-//! The toolchains are the suite's: the C and AssemblyScript projects are skipped (loudly) when
-//! the build skipped those examples for a missing toolchain, which it never does in CI.
+//! The toolchains are the suite's: the C, Zig and AssemblyScript projects are skipped (loudly)
+//! when the build skipped those examples for a missing toolchain, which it never does in CI. The
+//! Zig project is built with the suite's pinned Zig (`ZIG`), not a second download.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,10 +16,13 @@ use crate::support::{Sandbox, committed_lines, weir_command};
 
 /// Runs `script` (a project's `build.sh`) or `cargo test` in `dir`, failing with its output.
 fn sh(dir: &Path, program: &str, args: &[&str], cargo_target: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let zig = root.join("examples/zig/.venv/bin/python");
     let out = Command::new(program)
         .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", cargo_target)
+        .env("ZIG", format!("{} -m ziglang", zig.display()))
         .output()
         .unwrap_or_else(|e| panic!("cannot run {program}: {e}"));
     assert!(
@@ -36,6 +40,7 @@ fn languages() -> Vec<&'static str> {
     let mut languages = vec!["rust", "wat"];
     for (language, built) in [
         ("c", guests::C_COUNT.is_some()),
+        ("zig", guests::ZIG_COUNT.is_some()),
         ("assemblyscript", guests::AS_COUNT.is_some()),
     ] {
         if built {

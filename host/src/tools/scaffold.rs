@@ -26,6 +26,8 @@ pub enum Language {
     Rust,
     /// C, freestanding, with the ABI header.
     C,
+    /// Zig, freestanding, with the ABI bindings; the compiler pinned from PyPI.
+    Zig,
     /// AssemblyScript, with the compiler pinned in `package.json`.
     AssemblyScript,
     /// The WebAssembly text format, by hand: nothing to build.
@@ -34,18 +36,20 @@ pub enum Language {
 
 impl Language {
     /// Every language, in the order `weir new --list` shows them.
-    pub const ALL: [Language; 4] = [
+    pub const ALL: [Language; 5] = [
         Language::Rust,
         Language::C,
+        Language::Zig,
         Language::AssemblyScript,
         Language::Wat,
     ];
 
-    /// The name on the command line: `rust`, `c`, `assemblyscript`, `wat`.
+    /// The name on the command line: `rust`, `c`, `zig`, `assemblyscript`, `wat`.
     pub fn name(self) -> &'static str {
         match self {
             Language::Rust => "rust",
             Language::C => "c",
+            Language::Zig => "zig",
             Language::AssemblyScript => "assemblyscript",
             Language::Wat => "wat",
         }
@@ -70,6 +74,10 @@ impl Language {
                 "Rust with the wasm32 target: `rustup target add wasm32-unknown-unknown`"
             }
             Language::C => "clang and lld: `apt-get install clang lld` (or your system's packages)",
+            Language::Zig => {
+                "Zig 0.17: `build.sh` installs the pinned `ziglang` from PyPI into .venv (needs \
+                 python3 with venv), or set ZIG to a zig command"
+            }
             Language::AssemblyScript => {
                 "Node.js with npm (https://nodejs.org); `build.sh` runs `npm install` for the \
                  pinned compiler"
@@ -157,6 +165,22 @@ pub fn scaffold(
                 )),
             ),
         ],
+        Language::Zig => vec![
+            ("weir.zig".into(), ZIG_BINDINGS.into()),
+            (format!("{name}.zig"), ZIG_COUNT.into()),
+            ("requirements.txt".into(), ZIG_REQUIREMENTS.into()),
+            (
+                "build.sh".into(),
+                script(&format!(
+                    "if [ -z \"${{ZIG:-}}\" ]; then\n  \
+                     [ -x .venv/bin/python ] || {{ python3 -m venv .venv && .venv/bin/pip install --quiet -r requirements.txt; }}\n  \
+                     ZIG=\".venv/bin/python -m ziglang\"\n\
+                     fi\n\
+                     $ZIG build-exe {name}.zig -target wasm32-freestanding -fno-entry -rdynamic -O ReleaseSmall \
+                     --cache-dir .zig-cache --global-cache-dir .zig-cache/global -femit-bin={module}"
+                )),
+            ),
+        ],
         Language::AssemblyScript => vec![
             ("assembly/index.ts".into(), AS_COUNT.into()),
             (
@@ -181,6 +205,10 @@ pub fn scaffold(
     files.push(("input.jsonl".into(), INPUT.into()));
     files.push(("expected.jsonl".into(), EXPECTED.into()));
     files.push(("README.md".into(), readme(language, name, &module)));
+    files.push((
+        ".gitignore".into(),
+        "/out/\n/checkpoints/\n/target/\n/node_modules/\n/.venv/\n/.zig-cache/\n*.wasm\n".into(),
+    ));
 
     let mut written = Vec::new();
     for (path, text) in files {
@@ -301,6 +329,9 @@ const RUST_CARGO: &str = include_str!("../../templates/rust/Cargo.toml.in");
 const RUST_LIB: &str = include_str!("../../templates/rust/src/lib.rs.in");
 const C_HEADER: &str = include_str!("../../../examples/c/weir.h");
 const C_COUNT: &str = include_str!("../../../examples/c/count.c");
+const ZIG_BINDINGS: &str = include_str!("../../../examples/zig/weir.zig");
+const ZIG_COUNT: &str = include_str!("../../../examples/zig/count.zig");
+const ZIG_REQUIREMENTS: &str = include_str!("../../../examples/zig/requirements.txt");
 const AS_COUNT: &str = include_str!("../../../examples/assemblyscript/assembly/index.ts");
 const AS_PACKAGE: &str = include_str!("../../../examples/assemblyscript/package.json");
 const WAT_COUNT: &str = include_str!("../../../examples/wat/count.wat");
