@@ -403,3 +403,21 @@ fn a_damaged_restore_path_names_the_newest_checkpoint_that_verifies() {
     )
     .assert_code(0, "--restore of the checkpoint named as the alternative");
 }
+
+/// A reader that stops reading (`weir validate m.wasm | head`) closes the pipe before `weir`
+/// prints: `weir` ends quietly as a program ended by SIGPIPE does (141), with no panic.
+#[test]
+fn a_reader_that_closes_the_pipe_early_does_not_make_weir_panic() {
+    let module = weir_tests::guests::WAT_COUNT;
+    let mut child = std::process::Command::new(crate::support::weir_bin())
+        .args(["validate", module])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}

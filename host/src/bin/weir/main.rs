@@ -135,6 +135,7 @@ struct TestArgs {
 }
 
 fn main() -> ExitCode {
+    quiet_on_broken_pipe();
     let cli = Cli::parse();
     let on_terminal = std::io::stderr().is_terminal();
     tracing_subscriber::fmt()
@@ -158,6 +159,28 @@ fn main() -> ExitCode {
         Command::Dashboard(args) => control::dashboard(args),
         Command::New(args) => new::run(args),
     }
+}
+
+/// Exit code when a reader closed the pipe of standard output, as for a program ended by SIGPIPE.
+const EXIT_BROKEN_PIPE: i32 = 141;
+
+/// A reader that stops reading early (`weir validate m.wasm | head`) closes standard output, and
+/// printing then panics. That is not a failure of `weir`: it ends quietly instead, as a program
+/// ended by SIGPIPE does.
+fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if message.starts_with("failed printing to stdout") && message.contains("Broken pipe") {
+            std::process::exit(EXIT_BROKEN_PIPE);
+        }
+        default(info)
+    }));
 }
 
 fn validate(args: ValidateArgs) -> ExitCode {
