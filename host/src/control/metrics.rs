@@ -184,7 +184,7 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
         .map(|(id, _, _)| (id.vertex.to_string(), id.subtask.to_string()))
         .collect();
     type Read = fn(&crate::dataflow::metrics::TaskMetrics) -> f64;
-    let families: [(&str, MetricType, &str, Read); 6] = [
+    let families: [(&str, MetricType, &str, Read); 7] = [
         (
             "weir_task_records_in_total",
             MetricType::Counter,
@@ -196,6 +196,12 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
             MetricType::Counter,
             "Records a task sent out in the current attempt.",
             |m| m.records_out() as f64,
+        ),
+        (
+            "weir_task_records_skipped_total",
+            MetricType::Counter,
+            "Input a source dropped as malformed (a file source's lines under on_error = \"skip\") in the current attempt.",
+            |m| m.records_skipped() as f64,
         ),
         (
             "weir_task_busy_seconds_total",
@@ -436,6 +442,7 @@ mod tests {
             "weir_job_failures_total",
             "weir_task_records_in_total",
             "weir_task_records_out_total",
+            "weir_task_records_skipped_total",
             "weir_task_busy_seconds_total",
             "weir_task_backpressured_seconds_total",
             "weir_task_guest_call_seconds_total",
