@@ -756,6 +756,20 @@ mod tests {
     }
 
     #[test]
+    fn the_failure_shown_in_job_md_is_the_one_the_source_gives() {
+        let f = file("{\"page\": \"/home\"}\n");
+        let format = jsonl(Some("/user/id"), Some("/page"), None);
+        let error = read(&mut source(f.path(), format, OnError::Fail), 10, None).unwrap_err();
+        let shown = error
+            .to_string()
+            .replace(&f.path().display().to_string(), "/data/events.jsonl")
+            .replace("line 1 ", "line 17 ");
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/JOB.md"))
+            .unwrap();
+        assert!(doc.contains(&shown), "docs/JOB.md should show:\n{shown}");
+    }
+
+    #[test]
     fn a_malformed_csv_line_fails_naming_the_file_the_line_and_the_problem() {
         let format = || csv(Some(1), Some(0), Some(2), false);
         let cases = [

@@ -1452,6 +1452,31 @@ fn every_complete_job_in_job_md_is_valid() {
 }
 
 #[test]
+fn every_source_shown_in_job_md_is_valid() {
+    let doc = job_md();
+    let sources: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .filter(|block| block.starts_with("[[source]]"))
+        .collect();
+    assert!(
+        sources.len() >= 2,
+        "the jsonl and the integer generator examples"
+    );
+    for block in sources {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .unwrap();
+        let text = format!(
+            "name = \"t\"\n{block}\n[[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [{name}]\n"
+        );
+        parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}
+
+#[test]
 fn error_messages_shown_in_job_md_are_the_ones_weir_prints() {
     let doc = job_md();
     let text = std::fs::read_to_string(wordcount_path()).unwrap();
