@@ -416,6 +416,7 @@ mod tests {
         let monitor = JobMonitor::default();
         let gen_metrics = Arc::new(TaskMetrics::default());
         gen_metrics.add_records_out(12);
+        gen_metrics.add_records_skipped(2);
         gen_metrics.add_busy(Duration::from_millis(1500));
         monitor.set_tasks(vec![
             (TaskId::new("gen", 0), TaskRole::Source, gen_metrics),
@@ -463,6 +464,8 @@ mod tests {
             "weir_job_status{status=\"FAILED\"} 0",
             "weir_job_uptime_seconds 5",
             "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"} 12",
+            "weir_task_records_skipped_total{vertex=\"gen\",subtask=\"0\"} 2",
+            "weir_task_records_skipped_total{vertex=\"out\",subtask=\"0\"} 0",
             "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
             "weir_checkpoints_completed_total 1",
             "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",
