@@ -446,7 +446,14 @@ fn decode_json(
         if line.iter().all(u8::is_ascii_whitespace) {
             "an empty line, not a JSON document".to_owned()
         } else {
-            format!("not JSON: {e}")
+            // The line is the whole input, so say only the column (its line is in the message).
+            let text = e.to_string();
+            let at = format!(" at line {} column {}", e.line(), e.column());
+            format!(
+                "not JSON at column {}: {}",
+                e.column(),
+                text.strip_suffix(&at).unwrap_or(&text)
+            )
         }
     })?;
     let member = |pointer: &str, what: &str| {
@@ -677,7 +684,7 @@ mod tests {
         let cases = [
             (
                 "{\"k\":\"a\",",
-                "2 is not a jsonl record: not JSON: EOF while parsing a value at line 1 column 9",
+                "2 is not a jsonl record: not JSON at column 9: EOF while parsing a value",
             ),
             (
                 "{\"t\":1}",
