@@ -133,6 +133,13 @@ fn a_keyed_jsonl_job_killed_after_a_checkpoint_resumes_mid_file_exactly_once() {
         "the restored run names the file's last malformed line, {last_bad}, by its number:\n{}",
         ended.stderr
     );
+    let skip_lines = ended.stderr.matches("file source: skipped").count();
+    assert!(
+        (2..=12).contains(&skip_lines),
+        "about 40 malformed lines make ten log lines, a notice and a summary, found \
+         {skip_lines}:\n{}",
+        ended.stderr
+    );
     assert_same_output(
         &committed_lines(&sandbox.out_dir()),
         &expected(&lines),

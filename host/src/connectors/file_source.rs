@@ -877,6 +877,31 @@ mod tests {
     }
 
     #[test]
+    fn many_skipped_lines_are_logged_ten_by_ten_then_summarised() {
+        let path = std::path::Path::new("/in/bad.jsonl");
+        let mut log = SkipLog::default();
+        for line in 1..=1000 {
+            log.skipped(path, line, "not JSON");
+        }
+        // Ten one by one; the other 990 wait for a summary (the last one was just now).
+        assert_eq!(log.logged, LOGGED_SKIPS);
+        assert_eq!(log.pending, 990);
+        assert_eq!(log.last, Some((1000, "not JSON".to_owned())));
+        // At the end of the file, or once the summary interval passed, they are summarised.
+        log.flush(path);
+        assert_eq!((log.pending, log.last.as_ref()), (0, None));
+        log.last_summary = Some(Instant::now() - SKIP_SUMMARY_EVERY);
+        log.skipped(path, 1001, "not JSON");
+        assert_eq!(
+            (log.pending, log.last.as_ref()),
+            (0, None),
+            "summarised at once"
+        );
+        log.skipped(path, 1002, "not JSON");
+        assert_eq!(log.pending, 1, "not again within the interval");
+    }
+
+    #[test]
     fn a_malformed_position_is_refused() {
         let f = file("x\n");
         let mut source = source(f.path(), FileFormat::Lines, OnError::Fail);
