@@ -28,6 +28,8 @@ mod incremental_images;
 #[cfg(unix)]
 mod isolation;
 #[cfg(unix)]
+mod keyed_file;
+#[cfg(unix)]
 mod kill_points;
 #[cfg(unix)]
 mod misuse;

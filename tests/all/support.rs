@@ -265,6 +265,24 @@ impl JobFile {
         self
     }
 
+    /// A `file` source reading `path`, with more keys (`keys`, TOML lines such as
+    /// `format = "jsonl"`).
+    pub(crate) fn file_source_with(
+        self,
+        name: &str,
+        path: &Path,
+        follow: bool,
+        keys: &str,
+    ) -> JobFile {
+        let mut job = self.file_source(name, path, follow);
+        let vertex = job.vertices.last_mut().expect("just pushed");
+        vertex.push_str(keys);
+        if !keys.ends_with('\n') {
+            vertex.push('\n');
+        }
+        job
+    }
+
     /// A `generator` source.
     pub(crate) fn generator(mut self, name: &str, g: &GeneratorSpec) -> JobFile {
         let mut text = format!(

@@ -8,15 +8,18 @@
 //! - a job that parses asks for nothing the engine cannot give (docs/JOB.md, "Bounds"): at
 //!   most `MAX_PARALLELISM` subtasks per vertex and `MAX_SUBTASKS` in all, generator values of
 //!   at most `MAX_VALUE_SIZE`, durations of at most `MAX_DURATION`, guest sizes of at most
-//!   `MAX_GUEST_BYTES` — the values `weir run` once aborted on (exit 134) are refused;
+//!   `MAX_GUEST_BYTES` — the values `weir run` once aborted on (exit 134) are refused; integer
+//!   generators have `min <= max`, csv columns are at most `MAX_CSV_COLUMN` and JSON pointers
+//!   start with `/`;
 //! - an error names the file, and points at a line of the text;
 //! - a job that parses, written back with [`Job::to_toml`], parses again to the same job
 //!   (apart from the line numbers it records) with the same fingerprint, and writing that
 //!   one gives the same text.
 
 use weir::job::{
-    GeneratorSettings, Job, JobError, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE,
-    MAX_GUEST_BYTES, MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE, SourceKind, VertexKind,
+    FileFormat, GeneratorSettings, GeneratorValues, Job, JobError, MAX_CSV_COLUMN, MAX_DURATION,
+    MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES, MAX_PARALLELISM, MAX_SUBTASKS,
+    MAX_VALUE_SIZE, SourceKind, VertexKind,
 };
 
 /// The folder relative paths in the job are resolved against; nothing is read from it.
@@ -63,6 +66,34 @@ fn check_bounds(text: &str, job: &Job) {
                 "{}",
                 context()
             );
+        }
+        if let VertexKind::Source(SourceKind::Generator(GeneratorSettings {
+            values: GeneratorValues::Integers { min, max },
+            ..
+        })) = &vertex.kind
+        {
+            assert!(min <= max, "{}", context());
+        }
+        if let VertexKind::Source(SourceKind::File { format, .. }) = &vertex.kind {
+            match format {
+                FileFormat::Lines => {}
+                FileFormat::Jsonl(fields) => {
+                    for pointer in [&fields.key, &fields.value, &fields.timestamp]
+                        .into_iter()
+                        .flatten()
+                    {
+                        assert!(pointer.starts_with('/'), "{}", context());
+                    }
+                }
+                FileFormat::Csv { fields, .. } => {
+                    for column in [fields.key, fields.value, fields.timestamp]
+                        .into_iter()
+                        .flatten()
+                    {
+                        assert!(column as u64 <= MAX_CSV_COLUMN, "{}", context());
+                    }
+                }
+            }
         }
         if let VertexKind::Operator(operator) = &vertex.kind {
             check_limits(&operator.limits, &context);

@@ -8,11 +8,12 @@ use super::decode_u64_position;
 use crate::dataflow::processor::TaskError;
 use crate::dataflow::processor::{Source, SourcePoll};
 use crate::dataflow::router::Router;
-use crate::job::GeneratorSettings;
+use crate::job::{GeneratorSettings, GeneratorValues};
 
 /// Subtask `s` of `p` emits the records whose global index `i` has `i % p == s`.
 /// Record `i`: key `key-<n>` with `n` a hash of (seed, i) modulo `keys`; value
-/// `value_size` lowercase letters derived from the same hash; timestamp `i`.
+/// `value_size` lowercase letters derived from the same hash, or with `values = "integers"`
+/// an integer from `min` to `max` derived from it, in decimal; timestamp `i`.
 #[derive(Debug)]
 pub(crate) struct Generator {
     config: GeneratorSettings,
@@ -29,6 +30,8 @@ pub(crate) struct Generator {
     value: Vec<u8>,
     /// `% keys`, without a division per record.
     key_modulus: Modulus,
+    /// For integer values: `min` and `% (max - min + 1)`, or `None` for the whole `i64` range.
+    integers: Option<(i64, Option<Modulus>)>,
 }
 
 /// The longest key: `key-` and the 20 digits of `u64::MAX`.
@@ -47,6 +50,14 @@ impl Generator {
             key_len: 0,
             value: Vec::new(),
             key_modulus: Modulus::new(config.keys.max(1)),
+            integers: match config.values {
+                GeneratorValues::Letters => None,
+                GeneratorValues::Integers { min, max } => {
+                    // max - min + 1 values; 2^64 of them (the whole range) overflows to 0.
+                    let span = (max.wrapping_sub(min) as u64).wrapping_add(1);
+                    Some((min, (span != 0).then(|| Modulus::new(span))))
+                }
+            },
             config,
         }
     }
@@ -73,6 +84,15 @@ impl Generator {
             self.key_modulus.remainder(h),
         );
         self.key_len = KEY_PREFIX.len() + digits;
+        if let Some((min, span)) = self.integers {
+            h = splitmix64(h);
+            let offset = span.map_or(h, |span| span.remainder(h));
+            let n = min.wrapping_add(offset as i64);
+            self.value.resize(20, 0);
+            let digits = write_signed_decimal(&mut self.value, n);
+            self.value.truncate(digits);
+            return;
+        }
         self.value.resize(self.config.value_size, 0);
         let mut chunks = self.value.chunks_exact_mut(8);
         for chunk in &mut chunks {
@@ -147,6 +167,17 @@ fn write_decimal(out: &mut [u8], mut n: u64) -> usize {
     len
 }
 
+/// Writes `n` in decimal, with a `-` if negative, at the start of `out` (which must hold 20
+/// bytes, as `i64::MIN` takes) and returns how many bytes it took.
+fn write_signed_decimal(out: &mut [u8], n: i64) -> usize {
+    if n < 0 {
+        out[0] = b'-';
+        1 + write_decimal(&mut out[1..], n.unsigned_abs())
+    } else {
+        write_decimal(out, n as u64)
+    }
+}
+
 /// A well-mixed 64-bit hash step (SplitMix64).
 fn splitmix64(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
@@ -212,6 +243,7 @@ mod tests {
             rate: None,
             keys,
             value_size,
+            values: GeneratorValues::Letters,
         }
     }
 
@@ -283,6 +315,47 @@ mod tests {
         fn the_modulus_matches_the_remainder_operator(n: u64, d in 1u64..) {
             proptest::prop_assert_eq!(Modulus::new(d).remainder(n), n % d);
         }
+    }
+
+    #[test]
+    fn integer_values_stay_in_their_range_and_cover_it() {
+        for (min, max) in [(1, 6), (-3, 3), (0, 0), (i64::MAX - 1, i64::MAX)] {
+            let mut config = config(10, 16);
+            config.values = GeneratorValues::Integers { min, max };
+            let mut generator = Generator::new(config, 0, 1);
+            let mut seen = std::collections::BTreeSet::new();
+            for i in 0..2_000 {
+                generator.fill(i);
+                let text = std::str::from_utf8(&generator.value).unwrap();
+                let n: i64 = text.parse().unwrap_or_else(|e| panic!("{text:?}: {e}"));
+                assert!((min..=max).contains(&n), "{n} outside {min}..={max}");
+                seen.insert(n);
+            }
+            let span = (max - min + 1) as usize;
+            assert_eq!(seen.len(), span, "{min}..={max} not covered: {seen:?}");
+        }
+    }
+
+    #[test]
+    fn integer_values_over_the_whole_range_are_written_in_decimal() {
+        let mut config = config(10, 16);
+        config.values = GeneratorValues::Integers {
+            min: i64::MIN,
+            max: i64::MAX,
+        };
+        let mut generator = Generator::new(config, 0, 1);
+        let mut negative = false;
+        for i in 0..64 {
+            generator.fill(i);
+            let text = std::str::from_utf8(&generator.value).unwrap();
+            let n: i64 = text.parse().unwrap();
+            assert_eq!(n.to_string(), text);
+            negative |= n < 0;
+        }
+        assert!(negative, "half of the range is negative");
+        let mut out = [0u8; 20];
+        let len = write_signed_decimal(&mut out, i64::MIN);
+        assert_eq!(&out[..len], i64::MIN.to_string().as_bytes());
     }
 
     #[test]

@@ -24,13 +24,33 @@ use file_source::FileSource;
 use generator::Generator;
 use stdout_sink::StdoutSink;
 
+use std::sync::Arc;
+
+use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Processor, Source, TaskError};
 use crate::job::{SinkKind, SourceKind};
 
-/// The source a job file's `kind` names, for `subtask` of `parallelism`.
-pub(crate) fn build_source(kind: &SourceKind, subtask: u32, parallelism: u32) -> Box<dyn Source> {
+/// The source a job file's `kind` names, for `subtask` of `parallelism`; `metrics` are its
+/// task's (a file source counts the lines it skips there).
+pub(crate) fn build_source(
+    kind: &SourceKind,
+    subtask: u32,
+    parallelism: u32,
+    metrics: Arc<TaskMetrics>,
+) -> Box<dyn Source> {
     match kind {
-        SourceKind::File { path, follow } => Box::new(FileSource::new(path.clone(), *follow)),
+        SourceKind::File {
+            path,
+            follow,
+            format,
+            on_error,
+        } => Box::new(FileSource::new(
+            path.clone(),
+            *follow,
+            format.clone(),
+            *on_error,
+            metrics,
+        )),
         SourceKind::Generator(settings) => {
             Box::new(Generator::new(settings.clone(), subtask, parallelism))
         }

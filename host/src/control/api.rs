@@ -89,6 +89,9 @@ pub struct VertexView {
     pub backpressured_ratio: f64,
     /// Calls into the vertex's wasm guest (operators only; 0 otherwise).
     pub guest_calls: u64,
+    /// Input its sources dropped as malformed in the current attempt (a file source's lines
+    /// under `on_error = "skip"`; 0 otherwise).
+    pub records_skipped: u64,
     /// One entry per subtask.
     pub tasks: Vec<TaskView>,
 }
@@ -169,6 +172,13 @@ pub fn job_view(
                 busy_ratio: combined.busy_ratio,
                 backpressured_ratio: combined.backpressured_ratio,
                 guest_calls: subtasks.iter().map(|(_, _, calls)| calls).sum(),
+                records_skipped: (0..vertex.parallelism)
+                    .filter_map(|subtask| {
+                        let id = TaskId::new(vertex.name.as_str(), subtask);
+                        tasks.iter().find(|(task, _, _)| *task == id)
+                    })
+                    .map(|(_, _, m)| m.records_skipped())
+                    .sum(),
                 tasks: subtasks.into_iter().map(|(t, _, _)| t).collect(),
             }
         })
@@ -686,6 +696,7 @@ mod tests {
         sampler.sample(t0, tasks.iter().map(|(id, _, m)| (id, m)));
         gen0.add_records_out(300);
         gen1.add_records_out(100);
+        gen1.add_records_skipped(3);
         out.add_records_in(400);
         let wall = UNIX_EPOCH + Duration::from_secs(1_000);
         monitor.set_started(wall);
@@ -707,6 +718,7 @@ mod tests {
         assert_eq!(json["vertices"][0]["kind"], "source");
         assert_eq!(json["vertices"][0]["parallelism"], 2);
         assert_eq!(json["vertices"][0]["records_out"], 400);
+        assert_eq!(json["vertices"][0]["records_skipped"], 3);
         assert_eq!(json["vertices"][0]["rate_out"], 200.0);
         assert_eq!(json["vertices"][0]["tasks"][1]["subtask"], 1);
         assert_eq!(json["vertices"][0]["tasks"][1]["rate_out"], 50.0);

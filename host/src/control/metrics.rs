@@ -184,7 +184,7 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
         .map(|(id, _, _)| (id.vertex.to_string(), id.subtask.to_string()))
         .collect();
     type Read = fn(&crate::dataflow::metrics::TaskMetrics) -> f64;
-    let families: [(&str, MetricType, &str, Read); 6] = [
+    let families: [(&str, MetricType, &str, Read); 7] = [
         (
             "weir_task_records_in_total",
             MetricType::Counter,
@@ -196,6 +196,12 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
             MetricType::Counter,
             "Records a task sent out in the current attempt.",
             |m| m.records_out() as f64,
+        ),
+        (
+            "weir_task_records_skipped_total",
+            MetricType::Counter,
+            "Input a source dropped as malformed (a file source's lines under on_error = \"skip\") in the current attempt.",
+            |m| m.records_skipped() as f64,
         ),
         (
             "weir_task_busy_seconds_total",
@@ -410,6 +416,7 @@ mod tests {
         let monitor = JobMonitor::default();
         let gen_metrics = Arc::new(TaskMetrics::default());
         gen_metrics.add_records_out(12);
+        gen_metrics.add_records_skipped(2);
         gen_metrics.add_busy(Duration::from_millis(1500));
         monitor.set_tasks(vec![
             (TaskId::new("gen", 0), TaskRole::Source, gen_metrics),
@@ -436,6 +443,7 @@ mod tests {
             "weir_job_failures_total",
             "weir_task_records_in_total",
             "weir_task_records_out_total",
+            "weir_task_records_skipped_total",
             "weir_task_busy_seconds_total",
             "weir_task_backpressured_seconds_total",
             "weir_task_guest_call_seconds_total",
@@ -456,6 +464,8 @@ mod tests {
             "weir_job_status{status=\"FAILED\"} 0",
             "weir_job_uptime_seconds 5",
             "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"} 12",
+            "weir_task_records_skipped_total{vertex=\"gen\",subtask=\"0\"} 2",
+            "weir_task_records_skipped_total{vertex=\"out\",subtask=\"0\"} 0",
             "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
             "weir_checkpoints_completed_total 1",
             "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",

@@ -23,6 +23,9 @@ pub struct TaskMetrics {
     /// Nanoseconds spent inside those calls, and nothing else: what the
     /// operator's own code costs.
     pub guest_nanos: AtomicU64,
+    /// Input a source read but could not turn into a record and dropped (a file source's
+    /// malformed lines under `on_error = "skip"`); zero for other tasks.
+    pub records_skipped: AtomicU64,
 }
 
 impl TaskMetrics {
@@ -34,6 +37,16 @@ impl TaskMetrics {
     /// Counts records sent out.
     pub fn add_records_out(&self, n: u64) {
         self.records_out.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Counts records a source dropped as malformed.
+    pub fn add_records_skipped(&self, n: u64) {
+        self.records_skipped.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records dropped as malformed so far.
+    pub fn records_skipped(&self) -> u64 {
+        self.records_skipped.load(Ordering::Relaxed)
     }
 
     /// Counts one guest call that took `elapsed`.

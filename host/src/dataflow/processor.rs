@@ -55,6 +55,23 @@ pub(crate) enum TaskError {
         /// The I/O error.
         source: io::Error,
     },
+    /// A line of the file source's file is not what its `format` reads, and its `on_error`
+    /// is `fail`.
+    #[error(
+        "file source {}: line {line} is not a {format} record: {problem} (fix the line, or set \
+         `on_error = \"skip\"` on the source to drop such lines)",
+        path.display()
+    )]
+    MalformedLine {
+        /// The file it reads.
+        path: PathBuf,
+        /// The line's number, from 1.
+        line: u64,
+        /// The source's `format`.
+        format: &'static str,
+        /// What is wrong with the line.
+        problem: String,
+    },
     /// The file sink could not write, sync, commit or clean up a part file or its output
     /// directory: check the disk and the directory's permissions.
     #[error("file sink {}: {what}: {source}", path.display())]

@@ -114,6 +114,17 @@ pub enum Problem {
         /// The keys that apply there.
         allowed: Vec<&'static str>,
     },
+    /// A key that exists for this `type`, but not with another key's setting (`key` with
+    /// `format = "lines"`, `min` with `values = "letters"`).
+    #[error("{key} does not apply with {setting}: {fix}")]
+    NeedsSetting {
+        /// The key, with its table.
+        key: String,
+        /// The setting it does not go with, as written (`` `format = "lines"` ``).
+        setting: String,
+        /// Why, and what to write instead.
+        fix: String,
+    },
     /// Two vertices share a name.
     #[error(
         "vertex name \"{name}\" is already used on line {first_line}: \

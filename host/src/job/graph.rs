@@ -98,9 +98,72 @@ pub enum SourceKind {
         path: PathBuf,
         /// Keep reading as the file grows instead of ending at its end.
         follow: bool,
+        /// How a line becomes a record (`format`, with `key`, `value`, `timestamp`).
+        format: FileFormat,
+        /// What a line the format cannot read does (`on_error`).
+        on_error: OnError,
     },
     /// Deterministic synthetic records, for demos, tests and benchmarks.
     Generator(GeneratorSettings),
+}
+
+/// How a file source turns one line into a record (`format`; docs/JOB.md).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FileFormat {
+    /// `"lines"`: an empty key, the whole line as value, the time it was read as timestamp.
+    #[default]
+    Lines,
+    /// `"jsonl"`: one JSON document per line; the fields are JSON pointers (RFC 6901).
+    Jsonl(RecordFields<String>),
+    /// `"csv"`: one comma-separated record per line; the fields are 0-based column indices.
+    Csv {
+        /// Which columns are the key, the value and the timestamp.
+        fields: RecordFields<usize>,
+        /// The first line names the columns: it is not a record (`header`).
+        header: bool,
+    },
+}
+
+impl FileFormat {
+    /// The word a job file writes for it.
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FileFormat::Lines => "lines",
+            FileFormat::Jsonl(_) => "jsonl",
+            FileFormat::Csv { .. } => "csv",
+        }
+    }
+}
+
+/// Where a structured line keeps a record's parts; `F` is a JSON pointer or a column.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RecordFields<F> {
+    /// The key's field; `None` = an empty key.
+    pub key: Option<F>,
+    /// The value's field; `None` = the whole line.
+    pub value: Option<F>,
+    /// The timestamp's field, an integer of milliseconds; `None` = the line's number.
+    pub timestamp: Option<F>,
+}
+
+/// What a file source does with a line its format cannot read (`on_error`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum OnError {
+    /// `"fail"`: the task fails, naming the file, the line and the problem.
+    #[default]
+    Fail,
+    /// `"skip"`: the line is dropped, counted (`records_skipped`) and logged.
+    Skip,
+}
+
+impl OnError {
+    /// The word a job file writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnError::Fail => "fail",
+            OnError::Skip => "skip",
+        }
+    }
 }
 
 /// The settings of a `generator` source.
@@ -114,8 +177,25 @@ pub struct GeneratorSettings {
     pub rate: Option<f64>,
     /// How many distinct keys (at least 1).
     pub keys: u64,
-    /// Bytes in each record's value.
+    /// Bytes in each record's value, for [`GeneratorValues::Letters`].
     pub value_size: usize,
+    /// What the values are (`values`, with `min` and `max`).
+    pub values: GeneratorValues,
+}
+
+/// What a generator's values are made of (`values`; docs/JOB.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum GeneratorValues {
+    /// `"letters"`: `value_size` lowercase letters.
+    #[default]
+    Letters,
+    /// `"integers"`: an integer from `min` to `max`, both included, in decimal digits.
+    Integers {
+        /// The smallest value.
+        min: i64,
+        /// The largest value, at least `min`.
+        max: i64,
+    },
 }
 
 /// A WebAssembly operator and its settings.
@@ -289,7 +369,7 @@ impl Job {
     pub fn check_files(&self) -> Result<(), JobError> {
         self.check_modules_exist()?;
         for vertex in &self.vertices {
-            let VertexKind::Source(SourceKind::File { path, follow }) = &vertex.kind else {
+            let VertexKind::Source(SourceKind::File { path, follow, .. }) = &vertex.kind else {
                 continue;
             };
             let problem = match fs::metadata(path) {
@@ -420,17 +500,52 @@ impl Job {
                         inputs: None,
                         path: None,
                         follow: None,
+                        format: None,
+                        key: None,
+                        value: None,
+                        timestamp: None,
+                        header: None,
+                        on_error: None,
                         seed: None,
                         count: None,
                         rate: None,
                         keys: None,
                         value_size: None,
+                        values: None,
+                        min: None,
+                        max: None,
                     };
                     match kind {
-                        SourceKind::File { path, follow } => {
+                        SourceKind::File {
+                            path,
+                            follow,
+                            format,
+                            on_error,
+                        } => {
                             source.kind = Some(unspanned("file".into()));
                             source.path = Some(unspanned(self.relative(path)));
                             source.follow = Some(unspanned(*follow));
+                            // Written only when not the default, so job files written back
+                            // before formats existed keep their text.
+                            match format {
+                                FileFormat::Lines => {}
+                                FileFormat::Jsonl(fields) => {
+                                    source.format = Some(unspanned("jsonl".into()));
+                                    fields_spec(&mut source, fields, |pointer| {
+                                        toml::Value::String(pointer.clone())
+                                    });
+                                }
+                                FileFormat::Csv { fields, header } => {
+                                    source.format = Some(unspanned("csv".into()));
+                                    source.header = Some(unspanned(*header));
+                                    fields_spec(&mut source, fields, |column| {
+                                        toml::Value::Integer(*column as i64)
+                                    });
+                                }
+                            }
+                            if *format != FileFormat::Lines {
+                                source.on_error = Some(unspanned(on_error.as_str().into()));
+                            }
                         }
                         SourceKind::Generator(GeneratorSettings {
                             seed,
@@ -438,13 +553,23 @@ impl Job {
                             rate,
                             keys,
                             value_size,
+                            values,
                         }) => {
                             source.kind = Some(unspanned("generator".into()));
                             source.seed = Some(unspanned(*seed));
                             source.count = count.map(unspanned);
                             source.rate = rate.map(unspanned);
                             source.keys = Some(unspanned(*keys));
-                            source.value_size = Some(unspanned(*value_size as u64));
+                            match values {
+                                GeneratorValues::Letters => {
+                                    source.value_size = Some(unspanned(*value_size as u64));
+                                }
+                                GeneratorValues::Integers { min, max } => {
+                                    source.values = Some(unspanned("integers".into()));
+                                    source.min = Some(unspanned(*min));
+                                    source.max = Some(unspanned(*max));
+                                }
+                            }
                         }
                     }
                     spec.sources.push(source);
@@ -584,6 +709,17 @@ impl Job {
             .collect();
         Some(unspanned(inputs))
     }
+}
+
+/// Writes the `key`, `value` and `timestamp` of a structured file format.
+fn fields_spec<F>(
+    source: &mut SourceSpec,
+    fields: &RecordFields<F>,
+    write: impl Fn(&F) -> toml::Value,
+) {
+    source.key = fields.key.as_ref().map(|f| unspanned(write(f)));
+    source.value = fields.value.as_ref().map(|f| unspanned(write(f)));
+    source.timestamp = fields.timestamp.as_ref().map(|f| unspanned(write(f)));
 }
 
 /// A value with no position, for specs built in memory.

@@ -38,8 +38,8 @@ mod tests;
 pub use control::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use error::{JobError, Location, Problem};
 pub use graph::{
-    Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
-    Vertex, VertexKind,
+    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, Partitioner,
+    RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;
@@ -49,6 +49,6 @@ pub use units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 pub use validate::{
-    MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES, MAX_PARALLELISM,
-    MAX_SUBTASKS, MAX_VALUE_SIZE,
+    MAX_CSV_COLUMN, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES,
+    MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE,
 };

@@ -156,6 +156,24 @@ pub struct SourceSpec {
     /// `follow` (file): keep reading as the file grows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub follow: Option<Spanned<bool>>,
+    /// `format` (file): `"lines"`, `"jsonl"` or `"csv"`; absent = lines.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<Spanned<String>>,
+    /// `key` (file, jsonl or csv): a JSON pointer string or a column index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<Spanned<toml::Value>>,
+    /// `value` (file, jsonl or csv): a JSON pointer string or a column index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<Spanned<toml::Value>>,
+    /// `timestamp` (file, jsonl or csv): a JSON pointer string or a column index.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Spanned<toml::Value>>,
+    /// `header` (file, csv): the first line names the columns and is not a record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub header: Option<Spanned<bool>>,
+    /// `on_error` (file, jsonl or csv): `"fail"` or `"skip"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_error: Option<Spanned<String>>,
     /// `seed` (generator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub seed: Option<Spanned<u64>>,
@@ -171,6 +189,15 @@ pub struct SourceSpec {
     /// `value_size` (generator): bytes per value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_size: Option<Spanned<u64>>,
+    /// `values` (generator): `"letters"` or `"integers"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<Spanned<String>>,
+    /// `min` (generator, integers): the smallest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Spanned<i64>>,
+    /// `max` (generator, integers): the largest value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Spanned<i64>>,
 }
 
 /// An `[[operator]]` table: a WebAssembly module run as a vertex.

@@ -187,6 +187,8 @@ fn shipped_wordcount_job_parses_into_the_documented_graph() {
     let VertexKind::Source(SourceKind::File {
         path: input,
         follow: false,
+        format: FileFormat::Lines,
+        on_error: OnError::Fail,
     }) = &job.vertex("lines").unwrap().kind
     else {
         panic!("lines is not a file source")
@@ -256,7 +258,8 @@ fn absent_tables_and_keys_take_their_defaults() {
             count: None,
             rate: None,
             keys: 1_000,
-            value_size: 16
+            value_size: 16,
+            values: GeneratorValues::Letters,
         }))
     );
     assert_eq!(job.edges, [edge("in", "out", 0, Partitioner::Forward)]);
@@ -362,7 +365,9 @@ fn complete_job_reads_every_key() {
         job.vertex("lines").unwrap().kind,
         VertexKind::Source(SourceKind::File {
             path: "/jobs/in.txt".into(),
-            follow: true
+            follow: true,
+            format: FileFormat::Lines,
+            on_error: OnError::Fail,
         })
     );
     assert_eq!(
@@ -372,7 +377,8 @@ fn complete_job_reads_every_key() {
             count: Some(100_000),
             rate: Some(5000.5),
             keys: 17,
-            value_size: 64
+            value_size: 64,
+            values: GeneratorValues::Letters,
         }))
     );
     let split = job.vertex("split").unwrap();
@@ -1027,7 +1033,10 @@ fn keys_of_another_type_are_refused() {
                 "count",
                 "rate",
                 "keys",
-                "value_size"
+                "value_size",
+                "values",
+                "min",
+                "max"
             ],
         }
     );
@@ -1443,6 +1452,31 @@ fn every_complete_job_in_job_md_is_valid() {
 }
 
 #[test]
+fn every_source_shown_in_job_md_is_valid() {
+    let doc = job_md();
+    let sources: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .filter(|block| block.starts_with("[[source]]"))
+        .collect();
+    assert!(
+        sources.len() >= 2,
+        "the jsonl and the integer generator examples"
+    );
+    for block in sources {
+        let name = block
+            .lines()
+            .find_map(|l| l.strip_prefix("name = "))
+            .unwrap();
+        let text = format!(
+            "name = \"t\"\n{block}\n[[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [{name}]\n"
+        );
+        parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}
+
+#[test]
 fn error_messages_shown_in_job_md_are_the_ones_weir_prints() {
     let doc = job_md();
     let text = std::fs::read_to_string(wordcount_path()).unwrap();
@@ -1734,5 +1768,280 @@ fn file_sinks_that_meet_through_a_symlink_are_refused_at_load() {
     assert!(
         message.contains("\"a\" (line 6)") && message.contains("\"b\" (line 11)"),
         "{message}"
+    );
+}
+
+// ---- keyed file sources and integer generators -------------------------------------------
+
+/// A jsonl source, a csv source and an integer generator, every new key set.
+const FORMATS: &str = r#"name = "formats"
+[[source]]
+name = "events"
+type = "file"
+path = "events.jsonl"
+format = "jsonl"
+key = "/user/id"
+value = "/amount"
+timestamp = "/at"
+on_error = "skip"
+[[source]]
+name = "table"
+type = "file"
+path = "table.csv"
+format = "csv"
+header = true
+key = 2
+value = 0
+[[source]]
+name = "dice"
+type = "generator"
+values = "integers"
+min = -6
+max = 6
+[[sink]]
+name = "out"
+type = "blackhole"
+inputs = ["events", "table", "dice"]
+"#;
+
+/// A job whose only source is the file source `in` with `keys` (TOML lines) added.
+fn file_source_with(keys: &str) -> String {
+    format!(
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"file\"\npath = \"in.txt\"\n{keys}\n\
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n"
+    )
+}
+
+/// A job whose only source is the generator `in` with `keys` (TOML lines) added.
+fn generator_with(keys: &str) -> String {
+    MINIMAL.replace(
+        "type = \"generator\"",
+        &format!("type = \"generator\"\n{keys}"),
+    )
+}
+
+/// The whole message of a refused job file, `file:line:column: problem`.
+#[track_caller]
+fn message(text: &str) -> String {
+    parse(text)
+        .expect_err("the job should be refused")
+        .to_string()
+}
+
+#[test]
+fn file_sources_read_their_format_fields_and_error_policy() {
+    let job = job(FORMATS);
+    assert_eq!(
+        job.vertex("events").unwrap().kind,
+        VertexKind::Source(SourceKind::File {
+            path: "/jobs/events.jsonl".into(),
+            follow: false,
+            format: FileFormat::Jsonl(RecordFields {
+                key: Some("/user/id".into()),
+                value: Some("/amount".into()),
+                timestamp: Some("/at".into()),
+            }),
+            on_error: OnError::Skip,
+        })
+    );
+    assert_eq!(
+        job.vertex("table").unwrap().kind,
+        VertexKind::Source(SourceKind::File {
+            path: "/jobs/table.csv".into(),
+            follow: false,
+            format: FileFormat::Csv {
+                fields: RecordFields {
+                    key: Some(2),
+                    value: Some(0),
+                    timestamp: None,
+                },
+                header: true,
+            },
+            on_error: OnError::Fail,
+        })
+    );
+    let VertexKind::Source(SourceKind::Generator(dice)) = &job.vertex("dice").unwrap().kind else {
+        panic!("dice is a generator");
+    };
+    assert_eq!(dice.values, GeneratorValues::Integers { min: -6, max: 6 });
+    // The defaults: lines, fail; letters; integers from 0 to 99.
+    let plain = self::job(&file_source_with(""));
+    let VertexKind::Source(SourceKind::File {
+        format, on_error, ..
+    }) = &plain.vertices[0].kind
+    else {
+        panic!("in is a file source");
+    };
+    assert_eq!((format, *on_error), (&FileFormat::Lines, OnError::Fail));
+    let integers = self::job(&generator_with("values = \"integers\""));
+    let VertexKind::Source(SourceKind::Generator(settings)) = &integers.vertices[0].kind else {
+        panic!("in is a generator");
+    };
+    assert_eq!(
+        settings.values,
+        GeneratorValues::Integers { min: 0, max: 99 }
+    );
+}
+
+#[test]
+fn formats_and_integer_generators_round_trip_through_toml() {
+    let original = job(FORMATS);
+    let written = original.to_toml();
+    let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(without_lines(reread), without_lines(original), "{written}");
+    // A lines source is written back without the new keys, as before they existed.
+    let plain = job(&file_source_with("")).to_toml();
+    for key in ["format", "on_error", "values"] {
+        assert!(!plain.contains(key), "{key} in:\n{plain}");
+    }
+}
+
+#[test]
+fn the_format_and_its_fields_are_settings_not_shape() {
+    let lines = job(&file_source_with("")).fingerprint();
+    for keys in [
+        "format = \"jsonl\"\nkey = \"/k\"\non_error = \"skip\"",
+        "format = \"csv\"\nkey = 1\nvalue = 0\nheader = true",
+    ] {
+        assert_eq!(job(&file_source_with(keys)).fingerprint(), lines, "{keys}");
+    }
+    assert_eq!(
+        job(&generator_with("values = \"integers\"\nmax = 5")).fingerprint(),
+        job(MINIMAL).fingerprint()
+    );
+}
+
+#[test]
+fn an_unknown_format_or_error_policy_is_refused_with_the_choices() {
+    assert_eq!(
+        message(&file_source_with("format = \"json\"")),
+        "test.toml:6:10: `format` of source \"in\": expected \"lines\" (a record per line, as it \
+         is), \"jsonl\" (a JSON document per line) or \"csv\" (comma-separated values), found \
+         \"json\""
+    );
+    assert_eq!(
+        message(&file_source_with("format = \"csv\"\non_error = \"ignore\"")),
+        "test.toml:7:12: `on_error` of source \"in\": expected \"fail\" (a malformed line fails \
+         the task) or \"skip\" (it is dropped, counted and logged), found \"ignore\""
+    );
+}
+
+#[test]
+fn fields_on_a_lines_source_are_refused_with_the_fix() {
+    assert_eq!(
+        message(&file_source_with("key = \"/user\"")),
+        "test.toml:6:7: `key` of source \"in\" does not apply with `format = \"lines\"`: a \
+         line is read whole, as the value, with an empty key; set `format = \"jsonl\"` or \
+         `format = \"csv\"` to read fields, or remove `key`"
+    );
+    for (keys, key, line) in [
+        ("format = \"lines\"\ntimestamp = 0", "timestamp", 7),
+        ("on_error = \"skip\"", "on_error", 6),
+        ("header = true", "header", 6),
+        ("format = \"jsonl\"\nheader = true", "header", 7),
+    ] {
+        let (at, problem) = invalid(&file_source_with(keys));
+        assert_eq!(at, line, "{keys}");
+        let Problem::NeedsSetting { key: named, .. } = &problem else {
+            panic!("{keys}: {problem:?}");
+        };
+        assert!(named.starts_with(&format!("`{key}`")), "{keys}: {problem}");
+        assert!(
+            problem.to_string().contains("remove `"),
+            "{keys}: {problem}"
+        );
+    }
+}
+
+#[test]
+fn json_pointers_must_start_with_a_slash_and_escape_tildes() {
+    assert_eq!(
+        message(&file_source_with("format = \"jsonl\"\nvalue = \"user.id\"")),
+        "test.toml:7:9: `value` of source \"in\": expected a JSON pointer starting with \"/\", \
+         such as \"/user/id\" (RFC 6901: `~` is written `~0`, a `/` inside a member's name \
+         `~1`); leave `value` out for the whole line, found \"user.id\""
+    );
+    for pointer in ["\"\"", "\"/a~2\"", "\"/a~\"", "3", "[\"/a\"]"] {
+        let text = file_source_with(&format!("format = \"jsonl\"\nkey = {pointer}"));
+        let (line, key, _) = bad_value(&text);
+        assert_eq!(
+            (line, key.as_str()),
+            (7, "`key` of source \"in\""),
+            "{pointer}"
+        );
+    }
+    job(&file_source_with(
+        "format = \"jsonl\"\nkey = \"/a~0b/c~1d/0\"\ntimestamp = \"/\"",
+    ));
+}
+
+#[test]
+fn csv_columns_are_indices_from_zero() {
+    assert_eq!(
+        message(&file_source_with("format = \"csv\"\nkey = \"user\"")),
+        "test.toml:7:7: `key` of source \"in\": expected a column index from 0 to 65535, \
+         counted from 0, such as `key = 0`: columns are numbered, not named (`header = true` \
+         skips a header row), found \"user\""
+    );
+    for column in ["-1", "65536", "1.5"] {
+        let text = file_source_with(&format!("format = \"csv\"\ntimestamp = {column}"));
+        let (line, key, found) = bad_value(&text);
+        assert_eq!(line, 7);
+        assert_eq!(key, "`timestamp` of source \"in\"");
+        assert_eq!(found, column);
+    }
+    job(&file_source_with("format = \"csv\"\ntimestamp = 65535"));
+}
+
+#[test]
+fn integer_generators_need_an_ordered_range_and_no_value_size() {
+    assert_eq!(
+        message(&generator_with("values = \"integers\"\nmin = 10\nmax = 5")),
+        "test.toml:7:7: `max` of source \"in\": expected an integer at least `min` (10): the \
+         range is `min` to `max`, both included, found 5"
+    );
+    assert_eq!(
+        message(&generator_with("values = \"integers\"\nmin = 100")),
+        "test.toml:6:7: `min` of source \"in\": expected an integer at most `max` (99, its \
+         default): set `max` too, or lower `min`, found 100"
+    );
+    assert_eq!(
+        message(&generator_with("values = \"integers\"\nvalue_size = 8")),
+        "test.toml:6:14: `value_size` of source \"in\" does not apply with `values = \
+         \"integers\"`: an integer takes as many bytes as its decimal digits; remove \
+         `value_size`, or set `values = \"letters\"`"
+    );
+    assert_eq!(
+        message(&generator_with("max = 5")),
+        "test.toml:5:7: `max` of source \"in\" does not apply with `values = \"letters\"`: \
+         letters have no range; set `values = \"integers\"` for integers from `min` to `max`, \
+         or remove `max`"
+    );
+    let (line, key, found) = bad_value(&generator_with("values = \"digits\""));
+    assert_eq!(
+        (line, key.as_str(), found.as_str()),
+        (5, "`values` of source \"in\"", "\"digits\"")
+    );
+    job(&generator_with(&format!(
+        "values = \"integers\"\nmin = {}\nmax = {}",
+        i64::MIN,
+        i64::MAX
+    )));
+    job(&generator_with("values = \"integers\"\nmin = 7\nmax = 7"));
+}
+
+#[test]
+fn file_source_keys_of_a_generator_are_refused() {
+    let (line, problem) = invalid(&generator_with("format = \"jsonl\""));
+    assert_eq!(line, 5);
+    assert!(
+        matches!(problem, Problem::KeyNotAllowed { key: "format", .. }),
+        "{problem:?}"
+    );
+    let (line, problem) = invalid(&file_source_with("values = \"integers\""));
+    assert_eq!(line, 6);
+    assert!(
+        matches!(problem, Problem::KeyNotAllowed { key: "values", .. }),
+        "{problem:?}"
     );
 }

@@ -15,8 +15,8 @@ use toml::Spanned;
 use super::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use super::error::{JobError, Location, Problem};
 use super::graph::{
-    Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
-    Vertex, VertexKind,
+    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, Partitioner,
+    RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
@@ -32,7 +32,19 @@ use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
 /// Keys of a file source.
-const FILE_SOURCE_KEYS: &[&str] = &["name", "type", "parallelism", "path", "follow"];
+const FILE_SOURCE_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "parallelism",
+    "path",
+    "follow",
+    "format",
+    "key",
+    "value",
+    "timestamp",
+    "header",
+    "on_error",
+];
 /// Keys of a generator source.
 const GENERATOR_KEYS: &[&str] = &[
     "name",
@@ -43,6 +55,9 @@ const GENERATOR_KEYS: &[&str] = &[
     "rate",
     "keys",
     "value_size",
+    "values",
+    "min",
+    "max",
 ];
 /// Keys of a file sink.
 const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path"];
@@ -64,6 +79,13 @@ const PARTITIONERS: &str = "\"forward\", \"rebalance\", \"key-hash\" or \"broadc
 const DEFAULT_GENERATOR_KEYS: u64 = 1_000;
 /// Generator default value size in bytes (docs/JOB.md).
 const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
+/// Generator default `min` of `values = "integers"` (docs/JOB.md).
+const DEFAULT_GENERATOR_MIN: i64 = 0;
+/// Generator default `max` of `values = "integers"` (docs/JOB.md).
+const DEFAULT_GENERATOR_MAX: i64 = 99;
+/// The largest csv column index a file source may name: a line with more columns than this
+/// is not a table anyone writes by hand, and the index must fit a TOML integer.
+pub const MAX_CSV_COLUMN: u64 = 65_535;
 
 /// The most subtasks one vertex may have (`parallelism`). A rebalance or key-hash edge joins
 /// every upstream subtask to every downstream one: 256 × 256 is 65,536 channels, each with a
@@ -857,11 +879,20 @@ impl Validator<'_> {
         let present = [
             ("path", span_of(&spec.path)),
             ("follow", span_of(&spec.follow)),
+            ("format", span_of(&spec.format)),
+            ("key", span_of(&spec.key)),
+            ("value", span_of(&spec.value)),
+            ("timestamp", span_of(&spec.timestamp)),
+            ("header", span_of(&spec.header)),
+            ("on_error", span_of(&spec.on_error)),
             ("seed", span_of(&spec.seed)),
             ("count", span_of(&spec.count)),
             ("rate", span_of(&spec.rate)),
             ("keys", span_of(&spec.keys)),
             ("value_size", span_of(&spec.value_size)),
+            ("values", span_of(&spec.values)),
+            ("min", span_of(&spec.min)),
+            ("max", span_of(&spec.max)),
         ];
         let owner = |kind: &str| format!("{kind} source \"{name}\"");
         let kind = match kind.get_ref().as_str() {
@@ -886,9 +917,12 @@ impl Validator<'_> {
                         },
                     ));
                 }
+                let (format, on_error) = self.file_format(spec, name)?;
                 SourceKind::File {
                     path: self.path(path, vertex_key("path", "source", name))?,
                     follow: spec.follow.as_ref().is_some_and(|f| *f.get_ref()),
+                    format,
+                    on_error,
                 }
             }
             "generator" => {
@@ -954,12 +988,14 @@ impl Validator<'_> {
                         },
                     ));
                 }
+                let values = self.generator_values(spec, name)?;
                 SourceKind::Generator(GeneratorSettings {
                     seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
                     count: spec.count.as_ref().map(|c| *c.get_ref()),
                     rate,
                     keys,
                     value_size,
+                    values,
                 })
             }
             other => {
@@ -981,6 +1017,263 @@ impl Validator<'_> {
             name_span: spec.name.span(),
             inputs: None,
         })
+    }
+
+    /// A file source's `format` with its `key`, `value`, `timestamp` and `header`, and its
+    /// `on_error`.
+    fn file_format(
+        &self,
+        spec: &SourceSpec,
+        name: &str,
+    ) -> Result<(FileFormat, OnError), JobError> {
+        let key = |k: &str| vertex_key(k, "source", name);
+        let word = spec
+            .format
+            .as_ref()
+            .map_or("lines", |f| f.get_ref().as_str());
+        let fields = [
+            ("key", &spec.key),
+            ("value", &spec.value),
+            ("timestamp", &spec.timestamp),
+        ];
+        let format = match word {
+            "lines" => {
+                let with_fields = fields
+                    .iter()
+                    .filter_map(|(k, f)| f.as_ref().map(|f| (*k, f.span())));
+                let with_others = [
+                    ("header", span_of(&spec.header)),
+                    ("on_error", span_of(&spec.on_error)),
+                ];
+                let present = with_fields.chain(
+                    with_others
+                        .into_iter()
+                        .filter_map(|(k, span)| span.map(|span| (k, span))),
+                );
+                if let Some((k, span)) = present.min_by_key(|(_, span)| span.start) {
+                    let fix = match k {
+                        "header" => format!(
+                            "a header row is a csv thing; set `format = \"csv\"` or remove \
+                             `{k}`"
+                        ),
+                        "on_error" => format!(
+                            "every line is a record as it is, so no line is malformed; set \
+                             `format = \"jsonl\"` or `format = \"csv\"` to read fields, or \
+                             remove `{k}`"
+                        ),
+                        _ => format!(
+                            "a line is read whole, as the value, with an empty key; set \
+                             `format = \"jsonl\"` or `format = \"csv\"` to read fields, or \
+                             remove `{k}`"
+                        ),
+                    };
+                    return Err(self.error(
+                        span,
+                        Problem::NeedsSetting {
+                            key: key(k),
+                            setting: "`format = \"lines\"`".into(),
+                            fix,
+                        },
+                    ));
+                }
+                FileFormat::Lines
+            }
+            "jsonl" => {
+                if let Some(header) = &spec.header {
+                    return Err(self.error(
+                        header.span(),
+                        Problem::NeedsSetting {
+                            key: key("header"),
+                            setting: "`format = \"jsonl\"`".into(),
+                            fix: "a header row is a csv thing: every jsonl line is a record; \
+                                  remove `header`"
+                                .into(),
+                        },
+                    ));
+                }
+                let [k, v, t] = fields.map(|(k, f)| {
+                    f.as_ref()
+                        .map(|f| self.json_pointer(f, key(k), k))
+                        .transpose()
+                });
+                FileFormat::Jsonl(RecordFields {
+                    key: k?,
+                    value: v?,
+                    timestamp: t?,
+                })
+            }
+            "csv" => {
+                let [k, v, t] = fields.map(|(k, f)| {
+                    f.as_ref()
+                        .map(|f| self.csv_column(f, key(k), k))
+                        .transpose()
+                });
+                FileFormat::Csv {
+                    fields: RecordFields {
+                        key: k?,
+                        value: v?,
+                        timestamp: t?,
+                    },
+                    header: spec.header.as_ref().is_some_and(|h| *h.get_ref()),
+                }
+            }
+            other => {
+                let format = spec.format.as_ref().expect("a word other than the default");
+                return Err(self.bad_value(
+                    format.span(),
+                    key("format"),
+                    format!("{other:?}"),
+                    "\"lines\" (a record per line, as it is), \"jsonl\" (a JSON document per \
+                     line) or \"csv\" (comma-separated values)",
+                ));
+            }
+        };
+        let on_error = match &spec.on_error {
+            None => OnError::Fail,
+            Some(word) => match word.get_ref().as_str() {
+                "fail" => OnError::Fail,
+                "skip" => OnError::Skip,
+                other => {
+                    return Err(self.bad_value(
+                        word.span(),
+                        key("on_error"),
+                        format!("{other:?}"),
+                        "\"fail\" (a malformed line fails the task) or \"skip\" (it is \
+                         dropped, counted and logged)",
+                    ));
+                }
+            },
+        };
+        Ok((format, on_error))
+    }
+
+    /// A jsonl field: a JSON pointer (RFC 6901) to a member of each line's document.
+    fn json_pointer(
+        &self,
+        field: &Spanned<toml::Value>,
+        key: String,
+        name: &str,
+    ) -> Result<String, JobError> {
+        let expected = format!(
+            "a JSON pointer starting with \"/\", such as \"/user/id\" (RFC 6901: `~` is \
+             written `~0`, a `/` inside a member's name `~1`){}",
+            if name == "value" {
+                "; leave `value` out for the whole line"
+            } else {
+                ""
+            }
+        );
+        let toml::Value::String(pointer) = field.get_ref() else {
+            return Err(self.bad_value(field.span(), key, field.get_ref().to_string(), expected));
+        };
+        let escapes_ok = pointer
+            .match_indices('~')
+            .all(|(i, _)| matches!(pointer.as_bytes().get(i + 1), Some(b'0' | b'1')));
+        if !pointer.starts_with('/') || !escapes_ok {
+            return Err(self.bad_value(field.span(), key, format!("{pointer:?}"), expected));
+        }
+        Ok(pointer.clone())
+    }
+
+    /// A csv field: a 0-based column index.
+    fn csv_column(
+        &self,
+        field: &Spanned<toml::Value>,
+        key: String,
+        name: &str,
+    ) -> Result<usize, JobError> {
+        let expected = format!(
+            "a column index from 0 to {MAX_CSV_COLUMN}, counted from 0, such as `{name} = 0`: \
+             columns are numbered, not named (`header = true` skips a header row)"
+        );
+        match field.get_ref() {
+            toml::Value::Integer(column) if (0..=MAX_CSV_COLUMN as i64).contains(column) => {
+                Ok(*column as usize)
+            }
+            other => Err(self.bad_value(field.span(), key, other.to_string(), expected)),
+        }
+    }
+
+    /// A generator's `values`, with `min` and `max` for integers.
+    fn generator_values(&self, spec: &SourceSpec, name: &str) -> Result<GeneratorValues, JobError> {
+        let key = |k: &str| vertex_key(k, "source", name);
+        let word = spec
+            .values
+            .as_ref()
+            .map_or("letters", |v| v.get_ref().as_str());
+        match word {
+            "letters" => {
+                let bound = [("min", span_of(&spec.min)), ("max", span_of(&spec.max))]
+                    .into_iter()
+                    .filter_map(|(k, span)| span.map(|span| (k, span)))
+                    .min_by_key(|(_, span)| span.start);
+                if let Some((k, span)) = bound {
+                    return Err(self.error(
+                        span,
+                        Problem::NeedsSetting {
+                            key: key(k),
+                            setting: "`values = \"letters\"`".into(),
+                            fix: format!(
+                                "letters have no range; set `values = \"integers\"` for \
+                                 integers from `min` to `max`, or remove `{k}`"
+                            ),
+                        },
+                    ));
+                }
+                Ok(GeneratorValues::Letters)
+            }
+            "integers" => {
+                if let Some(size) = &spec.value_size {
+                    return Err(self.error(
+                        size.span(),
+                        Problem::NeedsSetting {
+                            key: key("value_size"),
+                            setting: "`values = \"integers\"`".into(),
+                            fix: "an integer takes as many bytes as its decimal digits; remove \
+                                  `value_size`, or set `values = \"letters\"`"
+                                .into(),
+                        },
+                    ));
+                }
+                let min = spec
+                    .min
+                    .as_ref()
+                    .map_or(DEFAULT_GENERATOR_MIN, |m| *m.get_ref());
+                let max = spec
+                    .max
+                    .as_ref()
+                    .map_or(DEFAULT_GENERATOR_MAX, |m| *m.get_ref());
+                if min > max {
+                    let (span, k, found, expected) = if let Some(m) = &spec.max {
+                        let expected = format!(
+                            "an integer at least `min` ({min}): the range is `min` to `max`, \
+                             both included"
+                        );
+                        (m.span(), "max", max, expected)
+                    } else {
+                        // The defaults are in order, so `min` was written.
+                        let span = span_of(&spec.min).unwrap_or(spec.name.span());
+                        let expected = format!(
+                            "an integer at most `max` ({max}, its default): set `max` too, or \
+                             lower `min`"
+                        );
+                        (span, "min", min, expected)
+                    };
+                    return Err(self.bad_value(span, key(k), found.to_string(), expected));
+                }
+                Ok(GeneratorValues::Integers { min, max })
+            }
+            other => {
+                let values = spec.values.as_ref().expect("a word other than the default");
+                Err(self.bad_value(
+                    values.span(),
+                    key("values"),
+                    format!("{other:?}"),
+                    "\"letters\" (`value_size` lowercase letters) or \"integers\" (from `min` \
+                     to `max`, in decimal)",
+                ))
+            }
+        }
     }
 
     fn operator<'s>(

@@ -122,7 +122,7 @@ fn start_all(
         let body: Box<dyn FnOnce(TaskEnv) -> Result<(), TaskError> + Send> = match &vertex.kind {
             VertexKind::Source(kind) => {
                 role = TaskRole::Source;
-                let source = build_source(kind, id.subtask, parallelism);
+                let source = build_source(kind, id.subtask, parallelism, Arc::clone(&metrics));
                 Box::new(move |env| run_source(env, source, restored))
             }
             VertexKind::Operator(op) => {
