@@ -168,6 +168,10 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
             (false, version, None, problems)
         }
     };
+    let mut exports = inspection.exports;
+    if checkpoints.as_ref().is_some_and(|c| c.auto == "image") {
+        say_absent_snapshots_mean_an_image(&mut exports);
+    }
     ValidationReport {
         module: name.to_string(),
         valid,
@@ -175,10 +179,29 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         host_abi_version: ABI_VERSION,
         problems,
         memory: inspection.memory,
-        exports: inspection.exports,
+        exports,
         imports: inspection.imports,
         capabilities,
         checkpoints,
+    }
+}
+
+/// For a module a job checkpoints as an image (`checkpoint = "auto"` without snapshot
+/// exports), says so where the exports table would otherwise say what a missing
+/// `weir_snapshot` or `weir_restore` means under `checkpoint = "exports"` (an empty state), so
+/// that the table and the `checkpoints:` line agree.
+fn say_absent_snapshots_mean_an_image(table: &mut [ExportCheck]) {
+    for export in table {
+        if export.status != ExportStatus::Missing {
+            continue;
+        }
+        if export.name == exports::SNAPSHOT {
+            export.when_absent = Some(
+                "a job takes an image of its memory and globals instead (checkpoint = \"auto\")",
+            );
+        } else if export.name == exports::RESTORE {
+            export.when_absent = Some("a job writes the image back instead");
+        }
     }
 }
 
@@ -595,6 +618,22 @@ mod tests {
         let c = stateless.checkpoints.as_ref().unwrap();
         assert_eq!((c.auto, c.image_possible), ("image", true), "{stateless}");
         assert!(stateless.to_string().contains("as an image of its memory"));
+        // The exports table says the same as the checkpoints line: no "every snapshot is empty"
+        // for a module whose state a job captures as an image.
+        let text = stateless.to_string();
+        assert!(!text.contains("every snapshot is empty"), "{text}");
+        assert!(!text.contains("only an empty state"), "{text}");
+        for name in [exports::SNAPSHOT, exports::RESTORE] {
+            let note = export(&stateless, name).when_absent.unwrap_or_default();
+            assert!(note.contains("image"), "{name}: {note}");
+            let row = text.lines().find(|l| l.contains(name)).unwrap();
+            assert!(row.contains("image"), "{row}");
+        }
+        let json = serde_json::to_value(&stateless).unwrap();
+        assert!(
+            !json.to_string().contains("every snapshot is empty"),
+            "{json}"
+        );
 
         let table_writer = report(&without_snapshots.replace(
             "(func (export \"weir_process\") (param i32 i32) (result i32) (i32.const 0))",
