@@ -170,7 +170,9 @@ fn misbehaving_modules() -> Vec<(&'static str, String, Vec<&'static str>)> {
                 PROCESS,
             ]),
             vec![
-                "imports `wasi_snapshot_preview1`.`fd_write`, which the host does not provide",
+                "imports WASI, which the host does not provide",
+                "1 import from `wasi_snapshot_preview1`: fd_write;",
+                "docs/ABI.md §12, \"Without WASI\"",
                 "UNKNOWN  wasi_snapshot_preview1.fd_write",
             ],
         ),
@@ -283,7 +285,7 @@ fn validate_lists_several_problems_at_once_and_still_reads_the_version() {
         .collect();
     assert_eq!(problems.len(), 4, "{problems:#?}");
     for text in [
-        "`wasi_snapshot_preview1`.`proc_exit`",
+        "`wasi_snapshot_preview1`: proc_exit",
         "no memory named `memory`",
         "`weir_alloc`",
         "`weir_process` is a function (i32) -> i32",

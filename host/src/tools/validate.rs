@@ -139,7 +139,10 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         }) => None,
         Err(_) => Module::new(engine.engine(), bytes).ok(),
     };
-    let inspection = module.as_ref().map(Inspection::of).unwrap_or_default();
+    let inspection = module
+        .as_ref()
+        .map(|module| Inspection::of(module, bytes))
+        .unwrap_or_default();
 
     let checkpoints = loaded
         .as_ref()
@@ -452,6 +455,7 @@ fn same_problem(a: &ModuleProblem, b: &ModuleProblem) -> bool {
         (P::NoMemory, P::NoMemory) => true,
         (P::UnsupportedMemory { found: x }, P::UnsupportedMemory { found: y }) => x == y,
         (P::MultipleMemories { .. }, P::MultipleMemories { .. }) => true,
+        (P::WasiImports { .. }, P::WasiImports { .. }) => true,
         (
             P::UnknownImport {
                 module: m1,
@@ -597,6 +601,30 @@ mod tests {
             r.problems[..],
             [ModuleProblem::UnsupportedAbiVersion { guest: 9, host: 1 }]
         ));
+    }
+
+    #[test]
+    fn wasi_imports_are_one_problem_and_other_unknown_imports_one_each() {
+        let source = GOOD.replace(
+            "(module",
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+              (import "env" "seed" (func (result f64)))
+              (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+              (import "weir" "clock" (func))"#,
+        );
+        let r = report(&source);
+        assert!(!r.valid);
+        let messages: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:#?}");
+        assert!(
+            messages[0].contains("2 imports from `wasi_snapshot_preview1`: fd_write, proc_exit"),
+            "{messages:#?}"
+        );
+        assert!(messages[1].contains("`env`.`seed`"), "{messages:#?}");
+        assert!(messages[2].contains("`weir`.`clock`"), "{messages:#?}");
+        // The imports table still has a row for each.
+        assert_eq!(r.imports.len(), 5);
     }
 
     #[test]
