@@ -498,6 +498,27 @@ fn test_checkpoints_a_module_without_snapshot_code_as_an_image_as_a_job_does() {
         out.stderr
     );
 
+    // `weir validate` says the same: its checkpoints line and its exports table agree.
+    let out = weir(&sandbox, &["validate", &module], "");
+    out.assert_code(0, "validate");
+    assert!(
+        out.stdout
+            .contains("checkpoints:  as an image of its memory and globals"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("every snapshot is empty"),
+        "{}",
+        out.stdout
+    );
+    let snapshot_row = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("weir_snapshot "))
+        .unwrap();
+    assert!(snapshot_row.contains("takes an image"), "{snapshot_row}");
+
     let out = weir(
         &sandbox,
         &["test", &module, "--checkpoint", "pickled"],
