@@ -324,8 +324,7 @@ fn in_run(checkpoint_every: Option<usize>, capture: CaptureUsed) -> String {
     match checkpoint_every {
         None => String::new(),
         Some(n) => format!(
-            " (in the run with {} every {}, checkpointed {capture})",
-            capture.checkpoint_phrase(),
+            " (in the run with a checkpoint every {}, the state captured {capture})",
             records(n)
         ),
     }
