@@ -8,7 +8,9 @@ use std::path::PathBuf;
 
 use weir::tools::JsonRecord;
 use weir_abi::InitMessage;
-use weir_tests::guests::{AS_COUNT, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT};
+use weir_tests::guests::{
+    AS_COUNT, AS_COUNT_INCREMENTAL, AS_COUNT_MINIMAL, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT,
+};
 
 use crate::support::{Sandbox, weir_command};
 
@@ -47,10 +49,15 @@ fn write(sandbox: &Sandbox, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Every example operator: name and module path. The C and AssemblyScript ones are there when
-/// their toolchains were available to `build.rs`.
+/// Every example operator: name and module path. The C and AssemblyScript ones (the count on
+/// each AssemblyScript runtime) are there when their toolchains were available to `build.rs`.
 fn examples() -> Vec<(&'static str, &'static str)> {
-    let foreign = [("c-count", C_COUNT), ("as-count", AS_COUNT)];
+    let foreign = [
+        ("c-count", C_COUNT),
+        ("as-count", AS_COUNT),
+        ("as-count-minimal", AS_COUNT_MINIMAL),
+        ("as-count-incremental", AS_COUNT_INCREMENTAL),
+    ];
     [
         ("count", COUNT),
         ("split", SPLIT),
