@@ -8,7 +8,10 @@ use std::path::PathBuf;
 
 use weir::tools::JsonRecord;
 use weir_abi::InitMessage;
-use weir_tests::guests::{AS_COUNT, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT, ZIG_COUNT};
+use weir_tests::guests::{
+    AS_COUNT, AS_COUNT_INCREMENTAL, AS_COUNT_MINIMAL, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT,
+    ZIG_COUNT,
+};
 
 use crate::support::{Sandbox, weir_command};
 
@@ -47,13 +50,15 @@ fn write(sandbox: &Sandbox, name: &str, text: &str) -> String {
     path.to_str().unwrap().to_string()
 }
 
-/// Every example operator: name and module path. The C, AssemblyScript and Zig ones are there
-/// when their toolchains were available to `build.rs`.
+/// Every example operator: name and module path. The C, Zig and AssemblyScript ones (the count
+/// on each AssemblyScript runtime) are there when their toolchains were available to `build.rs`.
 fn examples() -> Vec<(&'static str, &'static str)> {
     let foreign = [
         ("c-count", C_COUNT),
         ("as-count", AS_COUNT),
         ("zig-count", ZIG_COUNT),
+        ("as-count-minimal", AS_COUNT_MINIMAL),
+        ("as-count-incremental", AS_COUNT_INCREMENTAL),
     ];
     [
         ("count", COUNT),
@@ -174,7 +179,9 @@ fn misbehaving_modules() -> Vec<(&'static str, String, Vec<&'static str>)> {
                 PROCESS,
             ]),
             vec![
-                "imports `wasi_snapshot_preview1`.`fd_write`, which the host does not provide",
+                "imports WASI, which the host does not provide",
+                "1 import from `wasi_snapshot_preview1`: fd_write;",
+                "docs/ABI.md §12, \"Without WASI\"",
                 "UNKNOWN  wasi_snapshot_preview1.fd_write",
             ],
         ),
@@ -287,7 +294,7 @@ fn validate_lists_several_problems_at_once_and_still_reads_the_version() {
         .collect();
     assert_eq!(problems.len(), 4, "{problems:#?}");
     for text in [
-        "`wasi_snapshot_preview1`.`proc_exit`",
+        "`wasi_snapshot_preview1`: proc_exit",
         "no memory named `memory`",
         "`weir_alloc`",
         "`weir_process` is a function (i32) -> i32",
@@ -341,27 +348,197 @@ fn test_with_a_checkpoint_after_every_record_gives_the_same_output_on_every_exam
             JsonRecord::parse(line).unwrap_or_else(|e| panic!("{name}: {line}: {e}"));
         }
 
-        for extra in [
-            &["--checkpoint-every", "1"][..],
-            &["--checkpoint-every", "3", "--batch-size", "2"],
+        // Every example has snapshot exports, so both capture modes apply: its own snapshot
+        // (`auto`, the default, and `exports`) and an image of its memory and globals.
+        for (capture, restored) in [
+            ("auto", "snapshots (weir_snapshot) restored"),
+            ("exports", "snapshots (weir_snapshot) restored"),
+            ("image", "images restored"),
         ] {
-            let mut args = vec!["test", path, "--input", &input];
-            args.extend_from_slice(extra);
-            let checkpointed = weir(&sandbox, &args, "");
-            checkpointed.assert_code(0, &format!("{name} {extra:?}"));
-            assert_eq!(
-                plain.stdout, checkpointed.stdout,
-                "{name} {extra:?}: the output with checkpoints differs"
-            );
-            assert!(
-                checkpointed
-                    .stderr
-                    .contains("output identical to a run without them"),
-                "{}",
-                checkpointed.stderr
-            );
+            for extra in [
+                &["--checkpoint-every", "1"][..],
+                &["--checkpoint-every", "3", "--batch-size", "2"],
+            ] {
+                let mut args = vec!["test", path, "--input", &input, "--checkpoint", capture];
+                args.extend_from_slice(extra);
+                let checkpointed = weir(&sandbox, &args, "");
+                checkpointed.assert_code(0, &format!("{name} {capture} {extra:?}"));
+                assert_eq!(
+                    plain.stdout, checkpointed.stdout,
+                    "{name} {capture} {extra:?}: the output with checkpoints differs"
+                );
+                for says in [restored, "output identical to a run without them"] {
+                    assert!(
+                        checkpointed.stderr.contains(says),
+                        "{name} {capture}: {}",
+                        checkpointed.stderr
+                    );
+                }
+            }
         }
     }
+}
+
+/// The C count with wasi-libc's malloc and no snapshot code: `weir test` takes images of it,
+/// as a job does, and says what is wrong when asked to use the exports it lacks.
+#[test]
+fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot_code() {
+    let Some(path) = weir_tests::guests::C_LIBC_COUNT else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the c-libc guest was not built, and CI never skips it"
+        );
+        return;
+    };
+    let sandbox = Sandbox::new("test-c-libc");
+    let input = write(&sandbox, "input.jsonl", &example_input());
+    let plain = weir(&sandbox, &["test", path, "--input", &input], "");
+    plain.assert_code(0, "without checkpoints");
+    for capture in ["auto", "image"] {
+        let args = [
+            "test",
+            path,
+            "--input",
+            &input,
+            "--checkpoint-every",
+            "1",
+            "--checkpoint",
+            capture,
+        ];
+        let out = weir(&sandbox, &args, "");
+        out.assert_code(0, capture);
+        assert_eq!(out.stdout, plain.stdout, "{capture}");
+        assert!(out.stderr.contains("40 images restored"), "{}", out.stderr);
+    }
+    let args = [
+        "test",
+        path,
+        "--input",
+        &input,
+        "--checkpoint-every",
+        "1",
+        "--checkpoint",
+        "exports",
+    ];
+    let out = weir(&sandbox, &args, "");
+    out.assert_code(1, "exports");
+    assert!(
+        out.stderr
+            .contains("exports no weir_snapshot, so every snapshot is empty"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A running total kept in a global, with no snapshot code at all: a job checkpoints it as an
+/// image of its memory and globals (`checkpoint = "auto"`). Each batch emits one record whose
+/// value is the digit `'0' + total`.
+const TOTAL_WITHOUT_SNAPSHOT: &str = r#"(module
+  (import "weir" "emit" (func $emit (param i32 i32)))
+  (memory (export "memory") 1)
+  (global $seen (mut i32) (i32.const 0))
+  (func (export "weir_abi_version") (result i32) (i32.const 1))
+  (func (export "weir_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "weir_process") (param $ptr i32) (param i32) (result i32)
+    (global.set $seen (i32.add (global.get $seen) (i32.load (local.get $ptr))))
+    (i32.store (i32.const 16) (i32.const 1))
+    (i32.store (i32.const 20) (i32.const 0))
+    (i64.store (i32.const 24) (i64.const 0))
+    (i32.store (i32.const 32) (i32.const 0))
+    (i32.store (i32.const 36) (i32.const 1))
+    (i32.store8 (i32.const 40) (i32.add (i32.const 48) (global.get $seen)))
+    (call $emit (i32.const 16) (i32.const 25))
+    (i32.const 0)))"#;
+
+#[test]
+fn test_checkpoints_a_module_without_snapshot_code_as_an_image_as_a_job_does() {
+    let sandbox = Sandbox::new("test-image");
+    let module = write(&sandbox, "total.wat", TOTAL_WITHOUT_SNAPSHOT);
+    let input = "{\"value\": \"\"}\n".repeat(5);
+    let plain = weir(&sandbox, &["test", &module, "--batch-size", "1"], &input);
+    plain.assert_code(0, "without checkpoints");
+    assert_eq!(plain.stdout.lines().count(), 5, "{}", plain.stdout);
+
+    // The default is the job file's: `auto`, an image for a module without snapshot exports.
+    for extra in [
+        &[][..],
+        &["--checkpoint", "auto"],
+        &["--checkpoint", "image"],
+    ] {
+        let mut args = vec!["test", &module, "--checkpoint-every", "1"];
+        args.extend_from_slice(extra);
+        let out = weir(&sandbox, &args, &input);
+        out.assert_code(0, &format!("{extra:?}"));
+        assert_eq!(out.stdout, plain.stdout, "{extra:?}");
+        assert!(
+            out.stderr
+                .contains("5 images restored into fresh instances"),
+            "{extra:?}: {}",
+            out.stderr
+        );
+    }
+
+    // Asked to checkpoint it through exports it does not have, every snapshot is empty, and
+    // the message says so, with the fix.
+    let out = weir(
+        &sandbox,
+        &[
+            "test",
+            &module,
+            "--checkpoint-every",
+            "2",
+            "--checkpoint",
+            "exports",
+        ],
+        &input,
+    );
+    out.assert_code(1, "--checkpoint exports");
+    for says in [
+        "checkpointed through its exports (--checkpoint exports)",
+        "exports no weir_snapshot, so every snapshot is empty",
+        "--checkpoint auto",
+        "first difference at record 2",
+    ] {
+        assert!(out.stderr.contains(says), "{says}: {}", out.stderr);
+    }
+    assert!(
+        !out.stderr.contains("snapshot or restore loses"),
+        "{}",
+        out.stderr
+    );
+
+    // `weir validate` says the same: its checkpoints line and its exports table agree.
+    let out = weir(&sandbox, &["validate", &module], "");
+    out.assert_code(0, "validate");
+    assert!(
+        out.stdout
+            .contains("checkpoints:  as an image of its memory and globals"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        !out.stdout.contains("every snapshot is empty"),
+        "{}",
+        out.stdout
+    );
+    let snapshot_row = out
+        .stdout
+        .lines()
+        .find(|l| l.contains("weir_snapshot "))
+        .unwrap();
+    assert!(snapshot_row.contains("takes an image"), "{snapshot_row}");
+
+    let out = weir(
+        &sandbox,
+        &["test", &module, "--checkpoint", "pickled"],
+        &input,
+    );
+    out.assert_code(2, "an unknown capture");
+    assert!(
+        out.stderr.contains("exports, image, auto"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]
@@ -668,6 +845,28 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
         out.stderr
     );
     assert!(out.stdout.is_empty(), "{}", out.stdout);
+    assert!(
+        out.stderr
+            .contains("checkpointed through its weir_snapshot and weir_restore"),
+        "{}",
+        out.stderr
+    );
+
+    // An image holds the total its snapshot forgets.
+    let out = weir(
+        &sandbox,
+        &[
+            "test",
+            &forgetful,
+            "--checkpoint-every",
+            "2",
+            "--checkpoint",
+            "image",
+        ],
+        &input,
+    );
+    out.assert_code(0, "forgetful checkpointed as an image");
+    assert!(out.stderr.contains("2 images restored"), "{}", out.stderr);
 
     let out = weir(
         &sandbox,

@@ -29,8 +29,8 @@ mod validate;
 pub use json_record::{JsonLinesError, JsonRecord, LineProblem, read_json_lines};
 pub use mismatch::Mismatch;
 pub use operator_test::{
-    ConfigSource, DEFAULT_BATCH_SIZE, OperatorTest, PlannedBatch, TestError, TestOptions,
-    TestOutcome, TestSpec, plan_batches,
+    CaptureUsed, ConfigSource, DEFAULT_BATCH_SIZE, OperatorTest, PlannedBatch, TestError,
+    TestOptions, TestOutcome, TestSpec, plan_batches,
 };
 pub use validate::{
     ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport, ValidateError,

@@ -12,9 +12,16 @@
 //!
 //! The checkpoint check is the part that is hard to get right by hand: with
 //! `checkpoint_every = N`, the runner snapshots after every N input records, restores the state
-//! into a **fresh** instance (instantiate, `weir_init`, `weir_restore`) and continues there —
-//! and it also runs the same batches once without checkpoints. An operator whose snapshot
-//! forgets part of its state produces different output, and the first difference is reported.
+//! into a **fresh** instance and continues there — and it also runs the same batches once
+//! without checkpoints. An operator whose snapshot forgets part of its state produces different
+//! output, and the first difference is reported.
+//!
+//! The state is captured the way a job captures it ([`StateCapture`], the operator's
+//! `checkpoint` key in docs/JOB.md, `auto` by default): through the guest's own `weir_snapshot`
+//! and `weir_restore` (a fresh instance gets `weir_init`, then `weir_restore`), or as an image of
+//! its memory and globals (the fresh instance is started for the image, as a job's restore
+//! starts it: neither `_initialize` nor `weir_init` runs, the image is written in). The outcome
+//! and every failure name the capture used ([`CaptureUsed`]).
 //!
 //! # Batches
 //!
@@ -37,11 +44,101 @@ use super::mismatch::{Mismatch, records};
 use crate::ids::CheckpointId;
 use crate::wasm::{
     EngineError, GuestError, GuestInstance, InstanceContext, ModuleError, ModuleProblem,
-    OperatorModule, WasmEngine,
+    OperatorModule, StateCapture, WasmEngine,
 };
 
 /// The default number of records per batch.
 pub const DEFAULT_BATCH_SIZE: NonZeroUsize = NonZeroUsize::new(64).expect("64 is not zero");
+
+/// How a test run captured the operator's state at its checkpoints: what
+/// [`StateCapture`] resolved to for the module.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CaptureUsed {
+    /// The guest's own `weir_snapshot` and `weir_restore` exports.
+    Exports,
+    /// The exports were asked for (`checkpoint = "exports"`), but the module exports no
+    /// `weir_snapshot`: every snapshot is empty, and a restore starts from nothing.
+    EmptyExports,
+    /// An image of the instance's memories and mutable globals, taken by the host.
+    Image,
+}
+
+impl CaptureUsed {
+    /// The capture a job uses for `module` as it was loaded.
+    pub fn of(module: &OperatorModule) -> Self {
+        if module.image_layout().is_some() {
+            CaptureUsed::Image
+        } else if module.capabilities().snapshot {
+            CaptureUsed::Exports
+        } else {
+            CaptureUsed::EmptyExports
+        }
+    }
+
+    /// What one restored checkpoint is called in the outcome, in the plural.
+    fn restored_plural(self) -> &'static str {
+        match self {
+            CaptureUsed::Exports => "snapshots (weir_snapshot)",
+            CaptureUsed::EmptyExports => "empty snapshots (no weir_snapshot)",
+            CaptureUsed::Image => "images",
+        }
+    }
+
+    /// What one restored checkpoint is called in the outcome, in the singular.
+    fn restored_singular(self) -> &'static str {
+        match self {
+            CaptureUsed::Exports => "snapshot (weir_snapshot)",
+            CaptureUsed::EmptyExports => "empty snapshot (no weir_snapshot)",
+            CaptureUsed::Image => "image",
+        }
+    }
+
+    /// The checkpoints of a run, in a failure message: "a snapshot and restore", "an image".
+    fn checkpoint_phrase(self) -> &'static str {
+        match self {
+            CaptureUsed::Exports | CaptureUsed::EmptyExports => "a snapshot and restore",
+            CaptureUsed::Image => "an image of memory and globals restored",
+        }
+    }
+
+    /// Why the outputs differ with this capture, and the fix.
+    fn mismatch_cause(self) -> &'static str {
+        match self {
+            CaptureUsed::Exports => {
+                "the operator is checkpointed through its weir_snapshot and weir_restore \
+                 (checkpoint = \"auto\" or \"exports\"), so its snapshot or restore loses or \
+                 changes state: make weir_snapshot save everything weir_process reads \
+                 (docs/ABI.md §3), or drop both exports and let the host take an image \
+                 (--checkpoint image)"
+            }
+            CaptureUsed::EmptyExports => {
+                "the operator is checkpointed through its exports (--checkpoint exports), but it \
+                 exports no weir_snapshot, so every snapshot is empty and each restore starts \
+                 from nothing: test it as a job checkpoints it by default, with --checkpoint auto \
+                 (an image of its memory and globals), or add weir_snapshot and weir_restore \
+                 (docs/ABI.md §3)"
+            }
+            CaptureUsed::Image => {
+                "the image restore changed the operator's state: the host took an image of its \
+                 memories and mutable globals (--checkpoint image, or auto without snapshot \
+                 exports) and the restored instance computes otherwise. The host refuses modules \
+                 that keep state an image misses, so this is a fault in Weir's image capture, \
+                 not in the operator: please report it with the module; until then checkpoint \
+                 it through weir_snapshot and weir_restore (docs/ABI.md §3, --checkpoint exports)"
+            }
+        }
+    }
+}
+
+impl fmt::Display for CaptureUsed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CaptureUsed::Exports => "through its weir_snapshot and weir_restore",
+            CaptureUsed::EmptyExports => "through its exports, which have no weir_snapshot",
+            CaptureUsed::Image => "as an image of its memory and globals",
+        })
+    }
+}
 
 /// How to run the operator: who it is, what it is given, how input is batched and checkpointed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,6 +188,8 @@ pub struct TestOutcome {
     pub batches: usize,
     /// How many times the state was snapshotted and restored into a fresh instance.
     pub checkpoints: usize,
+    /// How the state was captured at those checkpoints.
+    pub capture: CaptureUsed,
 }
 
 impl fmt::Display for TestOutcome {
@@ -106,10 +205,13 @@ impl fmt::Display for TestOutcome {
         if self.checkpoints > 0 {
             write!(
                 f,
-                "; {} snapshot{} restored into fresh instances, output identical to a run \
-                 without them",
+                "; {} {} restored into fresh instances, output identical to a run without them",
                 self.checkpoints,
-                if self.checkpoints == 1 { "" } else { "s" }
+                if self.checkpoints == 1 {
+                    self.capture.restored_singular()
+                } else {
+                    self.capture.restored_plural()
+                }
             )?;
         }
         Ok(())
@@ -149,24 +251,30 @@ pub enum TestError {
         parallelism: u32,
     },
     /// A guest call failed.
-    #[error("{error}{}", in_run(*.checkpoint_every))]
+    #[error("{error}{}", in_run(*.checkpoint_every, *.capture))]
     Guest {
         /// The failure, naming operator, subtask and call.
         error: Box<GuestError>,
         /// The checkpoint interval of the run that failed; `None` for the run without
         /// checkpoints.
         checkpoint_every: Option<usize>,
+        /// How that run captured the state.
+        capture: CaptureUsed,
     },
-    /// The output with checkpoints differs from the output without them: the operator's
-    /// snapshot or restore loses or changes state.
+    /// The output with checkpoints differs from the output without them: with the guest's
+    /// exports, its snapshot or restore loses or changes state; with an image, the image
+    /// restore did.
     #[error(
-        "the output with a snapshot and restore every {} differs from the output without \
-         them, so the operator's snapshot or restore loses or changes state\n{mismatch}",
-        records(*.every)
+        "the output with {} every {} differs from the output without them: {}\n{mismatch}",
+        .capture.checkpoint_phrase(),
+        records(*.every),
+        .capture.mismatch_cause()
     )]
     CheckpointMismatch {
         /// The checkpoint interval, in input records.
         every: usize,
+        /// How the state was captured.
+        capture: CaptureUsed,
         /// The first difference.
         mismatch: Box<Mismatch>,
     },
@@ -212,11 +320,11 @@ impl TestError {
 }
 
 /// Names the run a guest failure happened in, when it was the one with checkpoints.
-fn in_run(checkpoint_every: Option<usize>) -> String {
+fn in_run(checkpoint_every: Option<usize>, capture: CaptureUsed) -> String {
     match checkpoint_every {
         None => String::new(),
         Some(n) => format!(
-            " (in the run with a snapshot and restore every {})",
+            " (in the run with a checkpoint every {}, the state captured {capture})",
             records(n)
         ),
     }
@@ -233,14 +341,21 @@ pub struct OperatorTest {
 
 impl OperatorTest {
     /// Loads the module at `path` (`.wasm` or `.wat`) under the default
-    /// [`GuestLimits`](crate::wasm::GuestLimits), as a job would.
-    pub fn load(path: impl AsRef<Path>, options: TestOptions) -> Result<Self, TestError> {
+    /// [`GuestLimits`](crate::wasm::GuestLimits), with its state captured as `capture` says, as
+    /// a job would load it: a module an image cannot capture is refused under
+    /// [`StateCapture::Image`] (and under [`StateCapture::Auto`] without snapshot exports).
+    pub fn load(
+        path: impl AsRef<Path>,
+        capture: StateCapture,
+        options: TestOptions,
+    ) -> Result<Self, TestError> {
         let engine = WasmEngine::new()?;
-        let module = engine.load_file(path)?;
+        let module = engine.load_file_capturing(path, capture)?;
         Self::new(module, options)
     }
 
-    /// A test of an already loaded module.
+    /// A test of an already loaded module, checkpointed as it was loaded to be
+    /// ([`CaptureUsed::of`]).
     pub fn new(module: OperatorModule, options: TestOptions) -> Result<Self, TestError> {
         if options.subtask >= options.parallelism {
             return Err(TestError::Subtask {
@@ -254,13 +369,25 @@ impl OperatorTest {
     /// Runs the operator over `input` and returns its output; with
     /// [`TestOptions::checkpoint_every`], runs it twice and fails when the outputs differ.
     pub fn run(&self, input: &[JsonRecord]) -> Result<TestOutcome, TestError> {
+        self.run_carrying(input, &mut std::convert::identity)
+    }
+
+    /// [`run`](Self::run), with each snapshot passed through `carry` on its way to the
+    /// restore: the identity, except in tests that simulate a restore gone wrong.
+    fn run_carrying(
+        &self,
+        input: &[JsonRecord],
+        carry: &mut dyn FnMut(Vec<u8>) -> Vec<u8>,
+    ) -> Result<TestOutcome, TestError> {
         let every = self.options.checkpoint_every.map(NonZeroUsize::get);
         let plan = plan_batches(input, self.options.batch_size.get(), every);
+        let capture = CaptureUsed::of(&self.module);
         let straight = self
-            .run_once(input, &plan, false)
+            .run_once(input, &plan, None)
             .map_err(|error| TestError::Guest {
                 error,
                 checkpoint_every: None,
+                capture,
             })?;
         let Some(every) = every else {
             return Ok(TestOutcome {
@@ -268,14 +395,16 @@ impl OperatorTest {
                 records_in: input.len(),
                 batches: plan.len(),
                 checkpoints: 0,
+                capture,
             });
         };
-        let checkpointed = self
-            .run_once(input, &plan, true)
-            .map_err(|error| TestError::Guest {
-                error,
-                checkpoint_every: Some(every),
-            })?;
+        let checkpointed =
+            self.run_once(input, &plan, Some(carry))
+                .map_err(|error| TestError::Guest {
+                    error,
+                    checkpoint_every: Some(every),
+                    capture,
+                })?;
         if let Some(mismatch) = Mismatch::find(
             "without checkpoints",
             &straight,
@@ -284,6 +413,7 @@ impl OperatorTest {
         ) {
             return Err(TestError::CheckpointMismatch {
                 every,
+                capture,
                 mismatch: Box::new(mismatch),
             });
         }
@@ -292,16 +422,19 @@ impl OperatorTest {
             records_in: input.len(),
             batches: plan.len(),
             checkpoints: plan.iter().filter(|b| b.checkpoint_after).count(),
+            capture,
         })
     }
 
     /// One run over the planned batches; with `checkpoints`, a snapshot after each batch that
-    /// ends at a checkpoint, and a restore into a fresh instance.
+    /// ends at a checkpoint, passed through it, and a restore into a fresh instance started as
+    /// a job's restore starts it ([`OperatorModule::instantiate_for_restore`]: for an image,
+    /// without `_initialize` or `weir_init`).
     fn run_once(
         &self,
         input: &[JsonRecord],
         plan: &[PlannedBatch],
-        checkpoints: bool,
+        mut checkpoints: Option<&mut dyn FnMut(Vec<u8>) -> Vec<u8>>,
     ) -> Result<Vec<JsonRecord>, Box<GuestError>> {
         let mut output = Vec::new();
         let mut instance = self.instantiate()?;
@@ -312,11 +445,16 @@ impl OperatorTest {
                 batch.push(&record.key, &record.value, record.timestamp);
             }
             collect(&mut output, instance.process(batch.as_bytes())?);
-            if checkpoints && planned.checkpoint_after {
+            if let Some(carry) = checkpoints.as_mut()
+                && planned.checkpoint_after
+            {
                 checkpoint_id = checkpoint_id.next();
                 let state = instance.snapshot(checkpoint_id)?;
                 instance.checkpoint_complete(checkpoint_id)?;
-                let mut fresh = self.instantiate()?;
+                let state = carry(state);
+                let mut fresh = self
+                    .module
+                    .instantiate_for_restore(self.context(), &self.options.config)?;
                 fresh.restore(&state)?;
                 instance = fresh;
             }
@@ -329,12 +467,18 @@ impl OperatorTest {
 
     /// A new instance: instantiated and given its init message.
     fn instantiate(&self) -> Result<GuestInstance, Box<GuestError>> {
-        let context = InstanceContext {
+        Ok(self
+            .module
+            .instantiate(self.context(), &self.options.config)?)
+    }
+
+    /// Who the instances are, as their init message says.
+    fn context(&self) -> InstanceContext {
+        InstanceContext {
             operator: self.options.operator.clone(),
             subtask: self.options.subtask,
             parallelism: self.options.parallelism,
-        };
-        Ok(self.module.instantiate(context, &self.options.config)?)
+        }
     }
 }
 
@@ -424,6 +568,9 @@ pub struct TestSpec {
     pub batch_size: NonZeroUsize,
     /// See [`TestOptions::checkpoint_every`].
     pub checkpoint_every: Option<NonZeroUsize>,
+    /// How the checkpoints capture the state: the job file's `checkpoint` key (docs/JOB.md),
+    /// [`StateCapture::Auto`] by default as there.
+    pub capture: StateCapture,
     /// A file of expected output records to compare the output with.
     pub expect: Option<PathBuf>,
     /// Call `weir_finish` after the last input.
@@ -432,7 +579,8 @@ pub struct TestSpec {
 
 impl TestSpec {
     /// A spec for `module` with every setting at its default: input from stdin, no config,
-    /// subtask 0 of 1, batches of [`DEFAULT_BATCH_SIZE`], no checkpoints, no expectation.
+    /// subtask 0 of 1, batches of [`DEFAULT_BATCH_SIZE`], no checkpoints (captured as a job's
+    /// default, [`StateCapture::Auto`], when asked for), no expectation.
     pub fn new(module: impl Into<PathBuf>) -> Self {
         TestSpec {
             module: module.into(),
@@ -443,6 +591,7 @@ impl TestSpec {
             subtask: 0,
             batch_size: DEFAULT_BATCH_SIZE,
             checkpoint_every: None,
+            capture: StateCapture::Auto,
             expect: None,
             finish: false,
         }
@@ -484,7 +633,7 @@ impl TestSpec {
             None => None,
         };
 
-        let outcome = OperatorTest::load(&self.module, options)?.run(&input)?;
+        let outcome = OperatorTest::load(&self.module, self.capture, options)?.run(&input)?;
         if let Some((path, expected)) = expected
             && let Some(mismatch) = Mismatch::find("expected", &expected, "actual", &outcome.output)
         {
@@ -603,15 +752,138 @@ mod tests {
             ..TestOptions::new("leaky")
         };
         let err = leaky(options).run(&input).unwrap_err();
-        let TestError::CheckpointMismatch { every, mismatch } = &err else {
+        let TestError::CheckpointMismatch {
+            every,
+            capture,
+            mismatch,
+        } = &err
+        else {
             panic!("unexpected {err:?}");
         };
-        assert_eq!((*every, mismatch.index), (1, 1));
-        assert!(err.is_test_failure());
-        assert!(
-            err.to_string().contains("first difference at record 2"),
-            "{err}"
+        assert_eq!(
+            (*every, *capture, mismatch.index),
+            (1, CaptureUsed::Exports, 1)
         );
+        assert!(err.is_test_failure());
+        for says in [
+            "first difference at record 2",
+            "with a snapshot and restore every 1 record",
+            "checkpointed through its weir_snapshot and weir_restore",
+        ] {
+            assert!(err.to_string().contains(says), "{says}: {err}");
+        }
+    }
+
+    /// The leaky counter loaded with its state captured as `capture` says.
+    fn leaky_capturing(capture: StateCapture, options: TestOptions) -> OperatorTest {
+        let engine = WasmEngine::new().unwrap();
+        let module = engine
+            .load_bytes_capturing("leaky.wat", LEAKY_COUNTER.as_bytes(), capture)
+            .unwrap();
+        OperatorTest::new(module, options).unwrap()
+    }
+
+    /// The leaky counter without its snapshot exports: a module with no snapshot code.
+    fn without_snapshot_exports() -> String {
+        LEAKY_COUNTER
+            .lines()
+            .filter(|line| !line.contains("weir_snapshot") && !line.contains("weir_restore"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    fn every_record(operator: &str) -> TestOptions {
+        TestOptions {
+            checkpoint_every: NonZeroUsize::new(1),
+            ..TestOptions::new(operator)
+        }
+    }
+
+    #[test]
+    fn an_image_holds_the_state_a_snapshot_forgets() {
+        let input = on_ports(&[0, 0, 0]);
+        let plain = leaky(TestOptions {
+            batch_size: NonZeroUsize::MIN,
+            ..TestOptions::new("leaky")
+        })
+        .run(&input)
+        .unwrap();
+        let imaged = leaky_capturing(StateCapture::Image, every_record("leaky"))
+            .run(&input)
+            .unwrap();
+        assert_eq!(imaged.output, plain.output);
+        assert_eq!(
+            (imaged.checkpoints, imaged.capture),
+            (3, CaptureUsed::Image)
+        );
+        assert!(imaged.to_string().contains("3 images restored"), "{imaged}");
+    }
+
+    #[test]
+    fn a_module_without_snapshot_code_is_checkpointed_as_an_image_by_default() {
+        let engine = WasmEngine::new().unwrap();
+        let bytes = without_snapshot_exports();
+        let input = on_ports(&[0, 0, 0]);
+
+        let module = engine
+            .load_bytes_capturing("total.wat", bytes.as_bytes(), StateCapture::Auto)
+            .unwrap();
+        let test = OperatorTest::new(module, every_record("total")).unwrap();
+        let outcome = test.run(&input).unwrap();
+        assert_eq!(outcome.capture, CaptureUsed::Image);
+
+        // Asked for through exports it lacks, every snapshot is empty, and the error says so.
+        let module = engine
+            .load_bytes_capturing("total.wat", bytes.as_bytes(), StateCapture::Exports)
+            .unwrap();
+        let test = OperatorTest::new(module, every_record("total")).unwrap();
+        let err = test.run(&input).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TestError::CheckpointMismatch {
+                    capture: CaptureUsed::EmptyExports,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("exports no weir_snapshot"), "{text}");
+        assert!(!text.contains("snapshot or restore loses"), "{text}");
+    }
+
+    #[test]
+    fn an_image_restore_that_changes_state_fails_naming_the_image_and_the_fix() {
+        // A restore gone wrong, simulated: every restore gets the first image, so the state
+        // goes back to the one after the first record. No module the host accepts can do this
+        // to itself; the check must catch it all the same.
+        let input = on_ports(&[0, 0, 0]);
+        let test = leaky_capturing(StateCapture::Image, every_record("leaky"));
+        let mut first = None;
+        let err = test
+            .run_carrying(&input, &mut |state| first.get_or_insert(state).clone())
+            .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                TestError::CheckpointMismatch {
+                    capture: CaptureUsed::Image,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        let text = err.to_string();
+        for says in [
+            "with an image of memory and globals restored every 1 record",
+            "the image restore changed the operator's state",
+            "--checkpoint exports",
+            "first difference at record 3",
+        ] {
+            assert!(text.contains(says), "{says}: {text}");
+        }
+        assert!(!text.contains("snapshot or restore loses"), "{text}");
     }
 
     #[test]

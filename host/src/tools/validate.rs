@@ -139,7 +139,10 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         }) => None,
         Err(_) => Module::new(engine.engine(), bytes).ok(),
     };
-    let inspection = module.as_ref().map(Inspection::of).unwrap_or_default();
+    let inspection = module
+        .as_ref()
+        .map(|module| Inspection::of(module, bytes))
+        .unwrap_or_default();
 
     let checkpoints = loaded
         .as_ref()
@@ -168,6 +171,10 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
             (false, version, None, problems)
         }
     };
+    let mut exports = inspection.exports;
+    if checkpoints.as_ref().is_some_and(|c| c.auto == "image") {
+        say_absent_snapshots_mean_an_image(&mut exports);
+    }
     ValidationReport {
         module: name.to_string(),
         valid,
@@ -175,10 +182,29 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         host_abi_version: ABI_VERSION,
         problems,
         memory: inspection.memory,
-        exports: inspection.exports,
+        exports,
         imports: inspection.imports,
         capabilities,
         checkpoints,
+    }
+}
+
+/// For a module a job checkpoints as an image (`checkpoint = "auto"` without snapshot
+/// exports), says so where the exports table would otherwise say what a missing
+/// `weir_snapshot` or `weir_restore` means under `checkpoint = "exports"` (an empty state), so
+/// that the table and the `checkpoints:` line agree.
+fn say_absent_snapshots_mean_an_image(table: &mut [ExportCheck]) {
+    for export in table {
+        if export.status != ExportStatus::Missing {
+            continue;
+        }
+        if export.name == exports::SNAPSHOT {
+            export.when_absent = Some(
+                "a job takes an image of its memory and globals instead (checkpoint = \"auto\")",
+            );
+        } else if export.name == exports::RESTORE {
+            export.when_absent = Some("a job writes the image back instead");
+        }
     }
 }
 
@@ -429,6 +455,7 @@ fn same_problem(a: &ModuleProblem, b: &ModuleProblem) -> bool {
         (P::NoMemory, P::NoMemory) => true,
         (P::UnsupportedMemory { found: x }, P::UnsupportedMemory { found: y }) => x == y,
         (P::MultipleMemories { .. }, P::MultipleMemories { .. }) => true,
+        (P::WasiImports { .. }, P::WasiImports { .. }) => true,
         (
             P::UnknownImport {
                 module: m1,
@@ -577,6 +604,30 @@ mod tests {
     }
 
     #[test]
+    fn wasi_imports_are_one_problem_and_other_unknown_imports_one_each() {
+        let source = GOOD.replace(
+            "(module",
+            r#"(module
+              (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+              (import "env" "seed" (func (result f64)))
+              (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))
+              (import "weir" "clock" (func))"#,
+        );
+        let r = report(&source);
+        assert!(!r.valid);
+        let messages: Vec<String> = r.problems.iter().map(|p| p.to_string()).collect();
+        assert_eq!(messages.len(), 3, "{messages:#?}");
+        assert!(
+            messages[0].contains("2 imports from `wasi_snapshot_preview1`: fd_write, proc_exit"),
+            "{messages:#?}"
+        );
+        assert!(messages[1].contains("`env`.`seed`"), "{messages:#?}");
+        assert!(messages[2].contains("`weir`.`clock`"), "{messages:#?}");
+        // The imports table still has a row for each.
+        assert_eq!(r.imports.len(), 5);
+    }
+
+    #[test]
     fn the_report_says_how_a_job_checkpoints_the_operator() {
         let stateful = report(GOOD);
         let c = stateful.checkpoints.as_ref().unwrap();
@@ -595,6 +646,22 @@ mod tests {
         let c = stateless.checkpoints.as_ref().unwrap();
         assert_eq!((c.auto, c.image_possible), ("image", true), "{stateless}");
         assert!(stateless.to_string().contains("as an image of its memory"));
+        // The exports table says the same as the checkpoints line: no "every snapshot is empty"
+        // for a module whose state a job captures as an image.
+        let text = stateless.to_string();
+        assert!(!text.contains("every snapshot is empty"), "{text}");
+        assert!(!text.contains("only an empty state"), "{text}");
+        for name in [exports::SNAPSHOT, exports::RESTORE] {
+            let note = export(&stateless, name).when_absent.unwrap_or_default();
+            assert!(note.contains("image"), "{name}: {note}");
+            let row = text.lines().find(|l| l.contains(name)).unwrap();
+            assert!(row.contains("image"), "{row}");
+        }
+        let json = serde_json::to_value(&stateless).unwrap();
+        assert!(
+            !json.to_string().contains("every snapshot is empty"),
+            "{json}"
+        );
 
         let table_writer = report(&without_snapshots.replace(
             "(func (export \"weir_process\") (param i32 i32) (result i32) (i32.const 0))",

@@ -11,6 +11,8 @@ use std::time::Duration;
 
 use weir_abi::DecodeError;
 
+use super::toolchain::{Toolchain, ToolchainEvidence};
+
 /// A guest call failed. The instance that returned it is poisoned: every later call on it
 /// returns [`GuestFailure::Poisoned`].
 ///
@@ -400,6 +402,25 @@ pub enum ModuleProblem {
         /// The import's field name.
         name: String,
     },
+    /// The module imports WASI (`wasi_snapshot_preview1`, or a `wasi:` interface), which the
+    /// host does not provide: one problem for all those imports, with the fix for the
+    /// toolchain the module came from.
+    #[error(
+        "imports WASI, which the host does not provide (an operator talks to the host only \
+         through the `weir` imports of docs/ABI.md §4): {}; the module was built by \
+         {toolchain}{}: {}",
+        wasi_list(imports),
+        evidence_note(*evidence),
+        toolchain.without_wasi()
+    )]
+    WasiImports {
+        /// Every WASI import, as `module.name`, in the module's order.
+        imports: Vec<String>,
+        /// The toolchain the module came from.
+        toolchain: Toolchain,
+        /// How the toolchain was told.
+        evidence: ToolchainEvidence,
+    },
     /// An import the host provides has the wrong type.
     #[error("imports `{module}`.`{name}` as {found}, but the host provides it as {expected}")]
     BadImportSignature {
@@ -544,4 +565,37 @@ pub(crate) fn classify(
         }
     };
     (failure, backtrace)
+}
+
+/// The WASI imports of a [`ModuleProblem::WasiImports`], grouped by module:
+/// "`wasi_snapshot_preview1`: fd_write, fd_close".
+fn wasi_list(imports: &[String]) -> String {
+    let mut groups: Vec<(&str, Vec<&str>)> = Vec::new();
+    for import in imports {
+        // A `wasi:` interface name has dots in its version; the field name follows the last.
+        let (module, name) = import.rsplit_once('.').unwrap_or(("", import));
+        match groups.iter_mut().find(|(m, _)| *m == module) {
+            Some((_, names)) => names.push(name),
+            None => groups.push((module, vec![name])),
+        }
+    }
+    let count = imports.len();
+    let groups: Vec<String> = groups
+        .iter()
+        .map(|(module, names)| format!("`{module}`: {}", names.join(", ")))
+        .collect();
+    format!(
+        "{count} import{} from {}",
+        if count == 1 { "" } else { "s" },
+        groups.join("; ")
+    )
+}
+
+/// How the toolchain of a [`ModuleProblem::WasiImports`] was told, for its message.
+fn evidence_note(evidence: ToolchainEvidence) -> &'static str {
+    match evidence {
+        ToolchainEvidence::ProducersSection => " (its producers section says so)",
+        ToolchainEvidence::Imports => " (its `env.abort` import says so)",
+        ToolchainEvidence::None => " (neither its producers section nor its imports say which)",
+    }
 }

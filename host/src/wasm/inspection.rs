@@ -17,6 +17,7 @@ use weir_abi::{EXPORTS, Export, ExportKind, exports};
 use super::error::ModuleProblem;
 use super::module::Capabilities;
 use super::signature::{describe, function, matches};
+use super::toolchain::{Toolchain, is_wasi};
 
 /// The module's exported memory (`docs/ABI.md` §1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -108,11 +109,40 @@ pub(crate) struct Inspection {
 }
 
 impl Inspection {
-    /// Checks `module`'s imports, memory and exports against the ABI table.
-    pub(crate) fn of(module: &Module) -> Inspection {
+    /// Checks `module`'s imports, memory and exports against the ABI table. `bytes` are what
+    /// it was compiled from (binary or text): a module that imports WASI gets one problem for
+    /// all those imports, with the fix for the toolchain its producers section names.
+    pub(crate) fn of(module: &Module, bytes: &[u8]) -> Inspection {
         let mut found = Inspection::default();
+        // Where the WASI problem goes among the others: at its first import.
+        let mut wasi: Option<(usize, Vec<String>)> = None;
         for import in module.imports() {
+            if is_wasi(import.module()) {
+                let at = found.problems.len();
+                let (_, names) = wasi.get_or_insert_with(|| (at, Vec::new()));
+                names.push(format!("{}.{}", import.module(), import.name()));
+                found.imports.push(ImportCheck {
+                    module: import.module().to_string(),
+                    name: import.name().to_string(),
+                    ty: describe(&import.ty()),
+                    status: ImportStatus::Unknown,
+                    expected: None,
+                });
+                continue;
+            }
             found.import(&import);
+        }
+        if let Some((at, imports)) = wasi {
+            let (toolchain, evidence) =
+                Toolchain::detect(bytes, module.imports().map(|i| (i.module(), i.name())));
+            found.problems.insert(
+                at,
+                ModuleProblem::WasiImports {
+                    imports,
+                    toolchain,
+                    evidence,
+                },
+            );
         }
         for export in &EXPORTS {
             match export.kind {

@@ -49,6 +49,7 @@ mod limits;
 mod module;
 mod signature;
 mod state;
+mod toolchain;
 
 #[cfg(test)]
 mod tests;
@@ -64,3 +65,4 @@ pub use inspection::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, Memor
 pub use instance::{GuestInstance, GuestSnapshot, InstanceContext};
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
 pub use module::{Capabilities, OperatorModule};
+pub use toolchain::{Toolchain, ToolchainEvidence};

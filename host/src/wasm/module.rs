@@ -173,7 +173,7 @@ impl OperatorModule {
                 (module, engine.linker())
             }
         };
-        let capabilities = validate(&module).map_err(refuse)?;
+        let capabilities = validate(&module, &prepared.bytes).map_err(refuse)?;
         let pre = linker.instantiate_pre(&module).map_err(|e| {
             refuse(ModuleProblem::Link {
                 message: format!("{e:#}"),
@@ -282,8 +282,8 @@ impl OperatorModule {
 
 /// Checks the module's imports, memory and exports against the ABI table (see
 /// [`Inspection`]); returns its optional exports, or the first problem.
-fn validate(module: &Module) -> Result<Capabilities, ModuleProblem> {
-    let inspection = Inspection::of(module);
+fn validate(module: &Module, bytes: &[u8]) -> Result<Capabilities, ModuleProblem> {
+    let inspection = Inspection::of(module, bytes);
     let capabilities = inspection.capabilities();
     match inspection.problems.into_iter().next() {
         Some(problem) => Err(problem),

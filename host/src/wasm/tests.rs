@@ -433,6 +433,158 @@ fn refuses_a_module_without_memory() {
     assert!(matches!(load_err(source).problem, ModuleProblem::NoMemory));
 }
 
+/// Three WASI imports, as a libc's `printf` brings them in.
+const WASI_IMPORTS: &str = r#"
+  (import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_close" (func (param i32) (result i32)))
+  (import "wasi_snapshot_preview1" "proc_exit" (func (param i32)))"#;
+
+/// `binary` with a `producers` custom section naming `field` = `value` (tool-conventions'
+/// format: one field of one value, its version empty).
+fn with_producers(binary: &[u8], field: &str, value: &str) -> Vec<u8> {
+    let mut payload = Vec::new();
+    let string = |out: &mut Vec<u8>, s: &str| {
+        out.push(u8::try_from(s.len()).unwrap());
+        out.extend_from_slice(s.as_bytes());
+    };
+    string(&mut payload, "producers");
+    payload.push(1);
+    string(&mut payload, field);
+    payload.push(1);
+    string(&mut payload, value);
+    string(&mut payload, "");
+    let mut out = binary.to_vec();
+    out.push(0);
+    out.push(u8::try_from(payload.len()).unwrap());
+    out.extend(payload);
+    out
+}
+
+#[test]
+fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_from() {
+    let source = wat(&[WASI_IMPORTS, PRELUDE, VERSION, ALLOC, PROCESS_OK]);
+    let binary = wat::parse_str(&source).unwrap();
+    let load = |bytes: &[u8]| engine().load_bytes("m.wasm", bytes).unwrap_err();
+
+    // Unknown toolchain: every import listed, once, and every toolchain's fix.
+    let err = load(&binary);
+    let ModuleProblem::WasiImports {
+        imports, toolchain, ..
+    } = &err.problem
+    else {
+        panic!("{err}");
+    };
+    assert_eq!(
+        imports,
+        &[
+            "wasi_snapshot_preview1.fd_write",
+            "wasi_snapshot_preview1.fd_close",
+            "wasi_snapshot_preview1.proc_exit"
+        ]
+    );
+    assert_eq!(*toolchain, Toolchain::Unknown);
+    let text = err.to_string();
+    for says in [
+        "imports WASI",
+        "fd_write, fd_close, proc_exit",
+        "--target=wasm32 -ffreestanding -nostdlib",
+        "-target wasm32-freestanding -fno-entry -rdynamic",
+        "--target wasm32-unknown-unknown",
+        "docs/ABI.md §12",
+    ] {
+        assert!(text.contains(says), "{says}: {text}");
+    }
+    assert!(
+        !text.contains("build the module without other imports"),
+        "{text}"
+    );
+
+    for (field, value, toolchain, says, not) in [
+        (
+            "processed-by",
+            "Debian clang",
+            Toolchain::Clang,
+            "-nostdlib",
+            "rdynamic",
+        ),
+        (
+            "language",
+            "C99",
+            Toolchain::Clang,
+            "-Wl,--no-entry",
+            "rdynamic",
+        ),
+        (
+            "language",
+            "Zig",
+            Toolchain::Zig,
+            "wasm32-freestanding -fno-entry -rdynamic",
+            "nostdlib",
+        ),
+        (
+            "language",
+            "Rust",
+            Toolchain::Rust,
+            "--target wasm32-unknown-unknown",
+            "nostdlib",
+        ),
+        (
+            "processed-by",
+            "rustc",
+            Toolchain::Rust,
+            "wasm32-wasip1",
+            "rdynamic",
+        ),
+    ] {
+        let err = load(&with_producers(&binary, field, value));
+        assert!(
+            matches!(&err.problem, ModuleProblem::WasiImports { toolchain: t, .. } if *t == toolchain),
+            "{field} {value}: {err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains(says), "{value}: {says}: {text}");
+        assert!(!text.contains(not), "{value}: {not}: {text}");
+        assert!(text.contains("producers section"), "{text}");
+    }
+
+    // AssemblyScript writes no producers section; its `env.abort` import gives it away.
+    let source = wat(&[
+        WASI_IMPORTS,
+        r#"(import "env" "abort" (func (param i32 i32 i32 i32)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = load_err(&source);
+    assert!(
+        matches!(
+            &err.problem,
+            ModuleProblem::WasiImports {
+                toolchain: Toolchain::AssemblyScript,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("wasi-shim"), "{err}");
+
+    // A component interface counts as WASI too; other imports keep their own problem.
+    let source = wat(&[
+        r#"(import "wasi:cli/stdout@0.2.0" "get-stdout" (func (result i32)))"#,
+        r#"(import "env" "seed" (func (result f64)))"#,
+        PRELUDE,
+        VERSION,
+        ALLOC,
+        PROCESS_OK,
+    ]);
+    let err = load_err(&source);
+    assert!(
+        matches!(&err.problem, ModuleProblem::WasiImports { imports, .. } if imports == &["wasi:cli/stdout@0.2.0.get-stdout"]),
+        "{err}"
+    );
+}
+
 #[test]
 fn refuses_imports_the_host_does_not_provide() {
     let source = wat(&[
@@ -445,14 +597,8 @@ fn refuses_imports_the_host_does_not_provide() {
     let err = load_err(&source);
     assert!(matches!(
         &err.problem,
-        ModuleProblem::UnknownImport { module, name }
-            if module == "wasi_snapshot_preview1" && name == "fd_write"
+        ModuleProblem::WasiImports { imports, .. } if imports == &["wasi_snapshot_preview1.fd_write"]
     ));
-    assert!(
-        err.to_string()
-            .contains("the host provides only `weir`.`emit`"),
-        "{err}"
-    );
 
     let source = wat(&[
         r#"(import "weir" "clock" (func))"#,

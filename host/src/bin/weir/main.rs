@@ -13,8 +13,9 @@ use std::num::NonZeroUsize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use weir::tools::{ConfigSource, DEFAULT_BATCH_SIZE, TestSpec};
+use weir::wasm::StateCapture;
 
 /// Exit code: the job file or the arguments are wrong.
 const EXIT_BAD_INPUT: u8 = 2;
@@ -123,6 +124,11 @@ struct TestArgs {
     /// if the output differs from a run without checkpoints.
     #[arg(long, value_name = "N")]
     checkpoint_every: Option<NonZeroUsize>,
+    /// How the checkpoints capture the state, as the operator's `checkpoint` key in a job file
+    /// (docs/JOB.md): the guest's weir_snapshot/weir_restore, an image of its memory and
+    /// globals, or auto (the exports when it has them, an image otherwise).
+    #[arg(long, value_name = "CAPTURE", value_enum, default_value_t = CaptureArg::Auto)]
+    checkpoint: CaptureArg,
     /// Most records per input batch.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_BATCH_SIZE)]
     batch_size: NonZeroUsize,
@@ -132,6 +138,27 @@ struct TestArgs {
     /// Call `weir_finish` after the last input record, as a job does when its inputs end.
     #[arg(long)]
     finish: bool,
+}
+
+/// `--checkpoint`: the job file's spellings of [`StateCapture`].
+#[derive(Clone, Copy, ValueEnum)]
+enum CaptureArg {
+    /// The guest's own weir_snapshot and weir_restore exports.
+    Exports,
+    /// An image of the instance's memory and globals, taken by the host.
+    Image,
+    /// The exports when the module has either of them, an image otherwise.
+    Auto,
+}
+
+impl From<CaptureArg> for StateCapture {
+    fn from(arg: CaptureArg) -> Self {
+        match arg {
+            CaptureArg::Exports => StateCapture::Exports,
+            CaptureArg::Image => StateCapture::Image,
+            CaptureArg::Auto => StateCapture::Auto,
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -223,6 +250,7 @@ fn test(args: TestArgs) -> ExitCode {
         subtask: args.subtask,
         batch_size: args.batch_size,
         checkpoint_every: args.checkpoint_every,
+        capture: args.checkpoint.into(),
         expect: args.expect,
         finish: args.finish,
         ..TestSpec::new(args.module)
