@@ -54,7 +54,8 @@ wait_for() {
   done
 }
 completed() { grep -c 'checkpoint [0-9]* complete' "$1" 2>/dev/null || true; }
-committed() { cat "$work"/out/part-* 2>/dev/null | wc -l; }
+lines_in() { local n=0 f; for f in "$@"; do [ -f "$f" ] && n=$((n + $(wc -l < "$f"))); done; echo "$n"; }
+committed() { lines_in "$work"/out/part-*; }
 dashboard_link() { sed -n 's/.*dashboard: \(http[^ ]*\).*/\1/p' "$1" | head -1; }
 
 # The input: the README's text, lowercased and without punctuation so that `tr` splits it into
@@ -122,7 +123,7 @@ say "   $(completed "$work/run-1.log") checkpoints complete, $(committed) record
 kill -9 "$job_pid"
 wait "$job_pid" 2>/dev/null || true
 job_pid=""
-pending=$(cat "$work"/out/.part-*.inprogress 2>/dev/null | wc -l)
+pending=$(lines_in "$work"/out/.part-*.inprogress)
 say "2. crash:   kill -9 (SIGKILL) mid-run: $(committed) records committed," \
   "$pending written after the last checkpoint (in-progress, to be discarded)"
 say "            checkpoints on disk: $(cd "$work/checkpoints" && echo chk-*)"
