@@ -31,6 +31,7 @@ mod isolation;
 mod kill_points;
 #[cfg(unix)]
 mod misuse;
+mod readme;
 mod retention;
 #[cfg(unix)]
 mod savepoint;
