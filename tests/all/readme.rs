@@ -99,8 +99,19 @@ fn the_demo_survives_its_sigkill_with_exact_output() {
         fs::read_to_string(&out).unwrap(),
         fs::read_to_string(&err).unwrap(),
     );
-    assert!(status.success(), "demo failed ({status}):\n{stdout}\n{stderr}");
-    for step in ["kill -9", "--restore latest", "dashboard: http://", "OK: exactly-once"] {
-        assert!(stdout.contains(step), "no `{step}` in the transcript:\n{stdout}");
+    assert!(
+        status.success(),
+        "demo failed ({status}):\n{stdout}\n{stderr}"
+    );
+    for step in [
+        "kill -9",
+        "--restore latest",
+        "dashboard: http://",
+        "OK: exactly-once",
+    ] {
+        assert!(
+            stdout.contains(step),
+            "no `{step}` in the transcript:\n{stdout}"
+        );
     }
 }

@@ -20,7 +20,10 @@ impl Operator for MinLength {
                 Err(_) => bail!("config `{text}` is not a length: write a number, e.g. `3`"),
             },
         };
-        Ok(MinLength { min_len, dropped: 0 })
+        Ok(MinLength {
+            min_len,
+            dropped: 0,
+        })
     }
 
     fn process(&mut self, input: &Batch<'_>, out: &mut Output) -> Result<()> {

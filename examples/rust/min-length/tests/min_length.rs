@@ -15,7 +15,11 @@ fn drops_short_values_and_keeps_its_count_through_a_restore() -> weir_sdk::Resul
 
 #[test]
 fn a_snapshot_and_restore_every_record_changes_nothing() {
-    let input = [record("a", "xyz", 1), record("b", "x", 2), record("c", "xy", 3)];
+    let input = [
+        record("a", "xyz", 1),
+        record("b", "x", 2),
+        record("c", "xy", 3),
+    ];
     assert_restore_preserves_output::<MinLength>(&Context::new("min-length"), &input, 1);
 }
 
