@@ -120,12 +120,13 @@ wait_for 30 "three checkpoints" enough_checkpoints
 kill -0 "$job_pid" 2>/dev/null || fail "the job ended before the crash"
 say "   $(completed "$work/run-1.log") checkpoints complete, $(committed) records committed so far"
 
-kill -9 "$job_pid"
-wait "$job_pid" 2>/dev/null || true
+# Mid-interval: half-way to the next checkpoint, so some records are processed but not committed.
+sleep 0.2
+{ kill -9 "$job_pid" && wait "$job_pid"; } 2>/dev/null || true
 job_pid=""
-pending=$(lines_in "$work"/out/.part-*.inprogress)
-say "2. crash:   kill -9 (SIGKILL) mid-run: $(committed) records committed," \
-  "$pending written after the last checkpoint (in-progress, to be discarded)"
+arrived=$(tr -s ' ' '\n' < "$work/input.txt" | grep -c . || true)
+say "2. crash:   kill -9 (SIGKILL) between two checkpoints: $(committed) of the $arrived words so far"
+say "            are committed; the rest is read again from checkpoint $(completed "$work/run-1.log")'s offset"
 say "            checkpoints on disk: $(cd "$work/checkpoints" && echo chk-*)"
 
 say "3. restore: weir run wordcount.toml --restore latest"
