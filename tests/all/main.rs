@@ -4,6 +4,7 @@
 mod guests;
 mod image_rewrite;
 mod languages;
+mod readme;
 mod report;
 mod support;
 
@@ -31,7 +32,6 @@ mod isolation;
 mod kill_points;
 #[cfg(unix)]
 mod misuse;
-mod readme;
 mod retention;
 #[cfg(unix)]
 mod savepoint;
