@@ -31,6 +31,11 @@ const GUESTS: &[Guest] = &[
         package: "weir-example-dedup",
         env: "WEIR_GUEST_DEDUP",
     },
+    // The README's first operator (`tests/all/readme.rs` validates it).
+    Guest {
+        package: "min-length",
+        env: "WEIR_GUEST_MIN_LENGTH",
+    },
     Guest {
         package: "weir-test-flaky",
         env: "WEIR_GUEST_FLAKY",

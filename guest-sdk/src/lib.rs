@@ -98,7 +98,5 @@ pub use output::Output;
 pub use state::State;
 pub use weir_abi::{Batch, Record};
 
-/// The README's Rust example, compiled and run as a doctest so it cannot rot.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeExample;
+// The README's Rust example is the crate examples/rust/min-length, copied verbatim; the test
+// `readme` of tests/all checks that the copy is exact, so it cannot rot.

@@ -4,6 +4,7 @@
 mod guests;
 mod image_rewrite;
 mod languages;
+mod readme;
 mod report;
 mod support;
 
