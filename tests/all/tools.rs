@@ -875,3 +875,42 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
     );
     out.assert_code(2, "missing module");
 }
+
+/// A real guest whose image restore goes wrong — no module the host accepts can do that to
+/// itself, so the test hook `WEIR_TEST_STALE_RESTORE` (builds with `test-hooks` only) hands every
+/// restore the first image — fails `weir test` with a message naming the image restore and the
+/// way around it, not the operator's snapshot code.
+#[test]
+fn test_names_a_broken_image_restore_of_a_real_guest() {
+    let sandbox = Sandbox::new("test-stale-image");
+    let input = "{\"key\":\"a\",\"value\":\"x\"}\n".repeat(4);
+    let args = [
+        "test",
+        WAT_COUNT,
+        "--checkpoint",
+        "image",
+        "--checkpoint-every",
+        "1",
+    ];
+    let healthy = weir(&sandbox, &args, &input);
+    healthy.assert_code(0, "the image restore as it is");
+    let out = weir_command(
+        &sandbox,
+        &args,
+        &input,
+        &[("RUST_LOG", "warn"), ("WEIR_TEST_STALE_RESTORE", "1")],
+    );
+    assert_eq!(out.code, Some(1), "{}", out.stderr);
+    for says in [
+        "the image restore changed the operator's state",
+        "--checkpoint exports",
+        "first difference at record 3",
+    ] {
+        assert!(out.stderr.contains(says), "{says}: {}", out.stderr);
+    }
+    assert!(
+        !out.stderr.contains("snapshot or restore loses"),
+        "{}",
+        out.stderr
+    );
+}

@@ -47,6 +47,12 @@ use crate::wasm::{
     OperatorModule, StateCapture, WasmEngine,
 };
 
+/// The environment variable that, in builds with the `test-hooks` feature, makes every
+/// restore of a checkpointed run get the run's first snapshot: a restore gone wrong, for the
+/// end-to-end tests of how one is reported. Absent from the release `weir`.
+#[cfg(feature = "test-hooks")]
+pub const STALE_RESTORE_ENV: &str = "WEIR_TEST_STALE_RESTORE";
+
 /// The default number of records per batch.
 pub const DEFAULT_BATCH_SIZE: NonZeroUsize = NonZeroUsize::new(64).expect("64 is not zero");
 
@@ -369,6 +375,13 @@ impl OperatorTest {
     /// Runs the operator over `input` and returns its output; with
     /// [`TestOptions::checkpoint_every`], runs it twice and fails when the outputs differ.
     pub fn run(&self, input: &[JsonRecord]) -> Result<TestOutcome, TestError> {
+        // A test hook (builds with `test-hooks` only): every restore gets the first snapshot,
+        // a restore gone wrong, so the end-to-end tests see how `weir test` reports one.
+        #[cfg(feature = "test-hooks")]
+        if std::env::var_os(STALE_RESTORE_ENV).is_some() {
+            let mut first = None;
+            return self.run_carrying(input, &mut |state| first.get_or_insert(state).clone());
+        }
         self.run_carrying(input, &mut std::convert::identity)
     }
 
