@@ -51,7 +51,7 @@ use crate::wasm::{
 /// restore of a checkpointed run get the run's first snapshot: a restore gone wrong, for the
 /// end-to-end tests of how one is reported. Absent from the release `weir`.
 #[cfg(feature = "test-hooks")]
-pub const STALE_RESTORE_ENV: &str = "WEIR_TEST_STALE_RESTORE";
+pub(crate) const STALE_RESTORE_ENV: &str = "WEIR_TEST_STALE_RESTORE";
 
 /// The default number of records per batch.
 pub const DEFAULT_BATCH_SIZE: NonZeroUsize = NonZeroUsize::new(64).expect("64 is not zero");
