@@ -487,14 +487,16 @@ fn millis(d: Duration) -> u64 {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
     }
 
-    fn task_stats(at: Instant, bytes: u64) -> TaskStats {
+    /// A task's statistics acknowledged at `at` with `bytes` of state (and `bytes` ms of
+    /// alignment, so records differ in both); also for the JSON views' tests.
+    pub(crate) fn task_stats(at: Instant, bytes: u64) -> TaskStats {
         TaskStats {
             acknowledged_at: at,
             cost: SnapshotCost {

@@ -665,6 +665,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::abort::AbortReason;
     use crate::checkpoint::pending::SnapshotCost;
+    use crate::checkpoint::stats::tests::task_stats;
     use crate::dataflow::metrics::TaskMetrics;
     use crate::runtime::monitor::TaskRole;
 
@@ -891,18 +892,6 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
-    }
-
-    fn task_stats(at: Instant, bytes: u64) -> TaskStats {
-        TaskStats {
-            acknowledged_at: at,
-            cost: SnapshotCost {
-                sync_duration: ms(3),
-                async_duration: ms(7),
-                alignment_duration: ms(bytes),
-                bytes,
-            },
-        }
     }
 
     #[test]
