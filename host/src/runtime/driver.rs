@@ -35,7 +35,7 @@ use super::history::HistoryRecorder;
 use super::monitor::JobMonitor;
 use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
-use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle};
+use crate::checkpoint::metadata::{CheckpointMetadata, JobIdentity, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
 use crate::checkpoint::stats::TaskStats;
 use crate::checkpoint::storage::CheckpointStorage;
@@ -45,7 +45,7 @@ use crate::dataflow::task::Control;
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
-use crate::job::{Job, JobStatus};
+use crate::job::JobStatus;
 use crate::kill_point::{self, KillPoint};
 
 /// How an attempt ended.
@@ -63,7 +63,8 @@ pub(crate) enum AttemptEnd {
 
 /// What the driver works with.
 pub(crate) struct Driver<'a> {
-    pub job: &'a Job,
+    /// What each checkpoint's metadata records of the job (made once per run).
+    pub identity: &'a JobIdentity,
     pub storage: Arc<dyn CheckpointStorage>,
     pub coordinator: Coordinator<StateHandle>,
     pub attempt: Attempt,
@@ -306,7 +307,7 @@ impl Driver<'_> {
                     ..
                 } => {
                     let meta = CheckpointMetadata::complete(
-                        &self.job.identity(),
+                        self.identity,
                         id,
                         kind,
                         SystemTime::now(),

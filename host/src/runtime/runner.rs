@@ -227,6 +227,7 @@ impl JobRunner {
         initial: Option<VerifiedCheckpoint>,
     ) -> Result<JobOutcome, RunError> {
         let job = &self.job;
+        let identity = job.identity();
         // This run's checkpoints are numbered from here on: after every id ever reserved.
         let run_first_id = history.history().next_id();
         // A failover with no checkpoint of its own reads the one the run started from again.
@@ -290,7 +291,7 @@ impl JobRunner {
             self.monitor.set_tasks(attempt.metrics.clone());
             self.monitor.set_status(JobStatus::Running);
             let driver = Driver {
-                job,
+                identity: &identity,
                 storage: Arc::clone(&self.storage),
                 coordinator,
                 attempt,
