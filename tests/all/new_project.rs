@@ -12,12 +12,11 @@ use std::process::Command;
 
 use weir_tests::guests;
 
-use crate::support::{Sandbox, committed_lines, weir_command};
+use crate::support::{Sandbox, committed_lines, weir_command, workspace_root};
 
 /// Runs `script` (a project's `build.sh`) or `cargo test` in `dir`, failing with its output.
 fn sh(dir: &Path, program: &str, args: &[&str], cargo_target: &Path) {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
-    let zig = root.join("examples/zig/.venv/bin/python");
+    let zig = workspace_root().join("examples/zig/.venv/bin/python");
     let out = Command::new(program)
         .args(args)
         .current_dir(dir)

@@ -57,7 +57,8 @@ pub(crate) fn weir_bin() -> &'static Path {
     })
 }
 
-fn workspace_root() -> PathBuf {
+/// The workspace's root folder (the parent of `tests/`).
+pub(crate) fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
         .expect("tests/ is inside the workspace")
