@@ -47,16 +47,20 @@ pub enum KillPoint {
     /// A checkpoint's metadata is durable, and no task has yet been told it completed (the
     /// exactly-once sinks have not committed).
     BeforeCommit,
-    /// A file sink has committed one pending part of a completed checkpoint, and perhaps not
-    /// the others.
+    /// An exactly-once sink is part way through committing a completed checkpoint's output: a
+    /// file sink has committed one pending part, and perhaps not the others; a Kafka sink has
+    /// sent the output and its marker in a transaction it has not committed.
     SinkCommit,
+    /// An exactly-once Kafka sink has committed a completed checkpoint's transaction, and the
+    /// job has not moved on: a restore must not send that output again.
+    SinkCommitted,
     /// A task has restored its state and not yet processed anything.
     Restore,
 }
 
 impl KillPoint {
     /// Every point, in the order of a checkpoint's life.
-    pub const ALL: [KillPoint; 8] = [
+    pub const ALL: [KillPoint; 9] = [
         KillPoint::ProcessBatch,
         KillPoint::Alignment,
         KillPoint::AfterSnapshot,
@@ -64,6 +68,7 @@ impl KillPoint {
         KillPoint::MetadataWrite,
         KillPoint::BeforeCommit,
         KillPoint::SinkCommit,
+        KillPoint::SinkCommitted,
         KillPoint::Restore,
     ];
 
@@ -77,6 +82,7 @@ impl KillPoint {
             KillPoint::MetadataWrite => "metadata-write",
             KillPoint::BeforeCommit => "before-commit",
             KillPoint::SinkCommit => "sink-commit",
+            KillPoint::SinkCommitted => "sink-committed",
             KillPoint::Restore => "restore",
         }
     }

@@ -16,6 +16,7 @@ pub(crate) mod blackhole;
 pub(crate) mod file_sink;
 pub(crate) mod file_source;
 pub(crate) mod generator;
+pub(crate) mod kafka;
 pub(crate) mod stdout_sink;
 
 use blackhole::Blackhole;
@@ -30,9 +31,10 @@ use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Processor, Source, TaskError};
 use crate::job::{SinkKind, SourceKind};
 
-/// The source a job file's `kind` names, for `subtask` of `parallelism`; `metrics` are its
-/// task's (a file source counts the lines it skips there).
+/// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
+/// `metrics` are its task's (a file source counts the lines it skips there).
 pub(crate) fn build_source(
+    name: &str,
     kind: &SourceKind,
     subtask: u32,
     parallelism: u32,
@@ -54,14 +56,31 @@ pub(crate) fn build_source(
         SourceKind::Generator(settings) => {
             Box::new(Generator::new(settings.clone(), subtask, parallelism))
         }
+        SourceKind::Kafka(settings) => Box::new(kafka::source::KafkaSource::new(
+            name,
+            settings.clone(),
+            subtask,
+            parallelism,
+        )),
     }
 }
 
-/// The sink a job file's `kind` names, for `subtask`. A file sink creates its
-/// directory here and fails if it cannot.
-pub(crate) fn build_sink(kind: &SinkKind, subtask: u32) -> Result<Box<dyn Processor>, TaskError> {
+/// The sink a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`. A
+/// file sink creates its directory here and fails if it cannot.
+pub(crate) fn build_sink(
+    name: &str,
+    kind: &SinkKind,
+    subtask: u32,
+    parallelism: u32,
+) -> Result<Box<dyn Processor>, TaskError> {
     Ok(match kind {
         SinkKind::File { directory } => Box::new(FileSink::new(directory.clone(), subtask)?),
+        SinkKind::Kafka(settings) => Box::new(kafka::sink::KafkaSink::new(
+            name,
+            settings.clone(),
+            subtask,
+            parallelism,
+        )),
         SinkKind::Stdout => Box::new(StdoutSink::default()),
         SinkKind::Blackhole => Box::new(Blackhole),
     })

@@ -33,6 +33,13 @@ pub(crate) trait Source: Send {
     fn position(&self) -> Vec<u8>;
     /// Moves to a position returned by [`position`](Self::position).
     fn seek(&mut self, position: &[u8]) -> Result<(), TaskError>;
+    /// A checkpoint completed; `position` is what [`position`](Self::position) returned for
+    /// it. A source that reports progress elsewhere (a Kafka consumer group) does it here.
+    /// By default nothing.
+    fn checkpoint_complete(&mut self, position: &[u8]) -> Result<(), TaskError> {
+        let _ = position;
+        Ok(())
+    }
 }
 
 /// Why a task stopped working.
@@ -91,6 +98,30 @@ pub(crate) enum TaskError {
         what: &'static str,
         /// The I/O error.
         source: io::Error,
+    },
+    /// A Kafka connector's request failed: the broker refused it, or did not answer in time.
+    #[error("{connector}: {what}: {source}")]
+    Kafka {
+        /// `kafka source "in"`.
+        connector: String,
+        /// What it was doing, and what librdkafka last reported on its own.
+        what: String,
+        /// librdkafka's error.
+        source: Box<rdkafka::error::KafkaError>,
+    },
+    /// A record is larger than a Kafka sink may send.
+    #[error(
+        "{connector}: a record of {size} bytes (key and value) does not fit in {limit} bytes,          {limit_source} (less about 100 bytes of framing): make the operator emit smaller          records, or raise the limit"
+    )]
+    KafkaRecordTooLarge {
+        /// `kafka sink "out"`.
+        connector: String,
+        /// The record's key and value, in bytes.
+        size: usize,
+        /// The limit, in bytes.
+        limit: usize,
+        /// Where the limit comes from.
+        limit_source: String,
     },
     /// A batch on a channel was malformed.
     #[error("malformed batch on input {input}: {problem}")]

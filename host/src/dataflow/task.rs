@@ -222,6 +222,8 @@ pub(crate) fn run_source(
         }
     }
     let mut idle = Duration::ZERO;
+    // The positions of checkpoints not yet complete, for the source's `checkpoint_complete`.
+    let mut positions: std::collections::BTreeMap<CheckpointId, Vec<u8>> = Default::default();
     loop {
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
@@ -240,9 +242,11 @@ pub(crate) fn run_source(
             Some(Control::Shutdown) => return Ok(()),
             Some(Control::Trigger(barrier)) => {
                 let started = Instant::now();
+                let position = source.position();
+                positions.insert(barrier.id, position.clone());
                 let state = TaskState {
                     finished,
-                    inner: source.position(),
+                    inner: position,
                 };
                 env.router.broadcast(Message::Barrier(barrier))?;
                 kill_point::reached(KillPoint::AfterSnapshot);
@@ -256,7 +260,19 @@ pub(crate) fn run_source(
                 );
                 continue;
             }
-            Some(Control::Complete(_) | Control::Abort(_)) => continue,
+            Some(Control::Complete(id)) => {
+                // Complete up to `id`: the newest of those positions is the one to report.
+                let later = positions.split_off(&id.next());
+                let completed = std::mem::replace(&mut positions, later);
+                if let Some((_, position)) = completed.into_iter().next_back() {
+                    source.checkpoint_complete(&position)?;
+                }
+                continue;
+            }
+            Some(Control::Abort(id)) => {
+                positions.remove(&id);
+                continue;
+            }
             None => {}
         }
         if finished {

@@ -330,6 +330,25 @@ pub enum Problem {
         /// The largest value allowed, as it would be written.
         max: String,
     },
+    /// A librdkafka setting in a Kafka connector's `properties` that cannot be used.
+    #[error("{key}: {reason}")]
+    KafkaProperty {
+        /// The key, with its table (`` `properties` of kafka sink "out": `acks` ``).
+        key: String,
+        /// Why, and what to do instead.
+        reason: String,
+    },
+    /// An exactly-once Kafka sink in a job whose checkpoints cannot make it exactly-once.
+    #[error(
+        "kafka sink \"{sink}\" has `delivery = \"exactly-once\"`, but {reason}; or set \
+         `delivery = \"at-least-once\"` on the sink"
+    )]
+    ExactlyOnceSink {
+        /// The sink.
+        sink: String,
+        /// What about the checkpoints is wrong, and the fix.
+        reason: &'static str,
+    },
     /// The vertices' parallelisms add up to more subtasks than a job may have.
     #[error(
         "the job has {total} subtasks (the sum of every vertex's parallelism): at most {max}, \

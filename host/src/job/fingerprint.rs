@@ -74,8 +74,10 @@ impl Job {
             hash.str(match &vertex.kind {
                 VertexKind::Source(SourceKind::File { .. }) => "source/file",
                 VertexKind::Source(SourceKind::Generator(_)) => "source/generator",
+                VertexKind::Source(SourceKind::Kafka(_)) => "source/kafka",
                 VertexKind::Operator(_) => "operator",
                 VertexKind::Sink(SinkKind::File { .. }) => "sink/file",
+                VertexKind::Sink(SinkKind::Kafka(_)) => "sink/kafka",
                 VertexKind::Sink(SinkKind::Stdout) => "sink/stdout",
                 VertexKind::Sink(SinkKind::Blackhole) => "sink/blackhole",
             });

@@ -13,6 +13,9 @@ use toml::Spanned;
 
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
+use super::kafka::{
+    KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection,
+};
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
@@ -105,6 +108,8 @@ pub enum SourceKind {
     },
     /// Deterministic synthetic records, for demos, tests and benchmarks.
     Generator(GeneratorSettings),
+    /// The partitions of Kafka topics; the position is an offset per partition.
+    Kafka(KafkaSourceSettings),
 }
 
 /// How a file source turns one line into a record (`format`; docs/JOB.md).
@@ -225,6 +230,8 @@ pub enum SinkKind {
         /// The output directory, resolved against the job file's folder.
         directory: PathBuf,
     },
+    /// A Kafka topic, exactly-once through transactions by default.
+    Kafka(KafkaSinkSettings),
     /// One line per record on standard output; at-least-once.
     Stdout,
     /// Counts records and drops them, for benchmarks.
@@ -514,6 +521,15 @@ impl Job {
                         values: None,
                         min: None,
                         max: None,
+                        bootstrap: None,
+                        topics: None,
+                        topic_pattern: None,
+                        start: None,
+                        until: None,
+                        isolation: None,
+                        group: None,
+                        discovery_interval: None,
+                        properties: None,
                     };
                     match kind {
                         SourceKind::File {
@@ -571,6 +587,7 @@ impl Job {
                                 }
                             }
                         }
+                        SourceKind::Kafka(kafka) => kafka_source_spec(&mut source, kafka),
                     }
                     spec.sources.push(source);
                 }
@@ -590,20 +607,39 @@ impl Job {
                         .then(|| unspanned(operator.image_full_every)),
                 }),
                 VertexKind::Sink(kind) => {
-                    let (kind, path) = match kind {
-                        SinkKind::File { directory } => {
-                            ("file", Some(unspanned(self.relative(directory))))
-                        }
-                        SinkKind::Stdout => ("stdout", None),
-                        SinkKind::Blackhole => ("blackhole", None),
-                    };
-                    spec.sinks.push(SinkSpec {
+                    let mut sink = SinkSpec {
                         name,
-                        kind: Some(unspanned(kind.into())),
+                        kind: None,
                         parallelism,
                         inputs,
-                        path,
-                    });
+                        path: None,
+                        bootstrap: None,
+                        topic: None,
+                        delivery: None,
+                        transactional_id_prefix: None,
+                        marker_topic: None,
+                        properties: None,
+                    };
+                    let kind = match kind {
+                        SinkKind::File { directory } => {
+                            sink.path = Some(unspanned(self.relative(directory)));
+                            "file"
+                        }
+                        SinkKind::Kafka(kafka) => {
+                            sink.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
+                            sink.topic = Some(unspanned(kafka.topic.clone()));
+                            sink.delivery = Some(unspanned(kafka.delivery.as_str().into()));
+                            sink.transactional_id_prefix =
+                                Some(unspanned(kafka.transactional_id_prefix.clone()));
+                            sink.marker_topic = Some(unspanned(kafka.marker_topic.clone()));
+                            sink.properties = properties_spec(&kafka.properties);
+                            "kafka"
+                        }
+                        SinkKind::Stdout => "stdout",
+                        SinkKind::Blackhole => "blackhole",
+                    };
+                    sink.kind = Some(unspanned(kind.into()));
+                    spec.sinks.push(sink);
                 }
             }
         }
@@ -720,6 +756,55 @@ fn fields_spec<F>(
     source.key = fields.key.as_ref().map(|f| unspanned(write(f)));
     source.value = fields.value.as_ref().map(|f| unspanned(write(f)));
     source.timestamp = fields.timestamp.as_ref().map(|f| unspanned(write(f)));
+}
+
+/// Writes the keys of a Kafka source.
+fn kafka_source_spec(source: &mut SourceSpec, kafka: &KafkaSourceSettings) {
+    source.kind = Some(unspanned("kafka".into()));
+    source.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
+    match &kafka.topics {
+        TopicSelection::Names(names) => {
+            source.topics = Some(unspanned(names.iter().cloned().map(unspanned).collect()));
+        }
+        TopicSelection::Pattern(pattern) => {
+            source.topic_pattern = Some(unspanned(pattern.clone()));
+        }
+    }
+    source.start = Some(unspanned(match kafka.start {
+        KafkaStart::Earliest => toml::Value::String("earliest".into()),
+        KafkaStart::Latest => toml::Value::String("latest".into()),
+        KafkaStart::Committed => toml::Value::String("committed".into()),
+        KafkaStart::Timestamp(ms) => {
+            toml::Value::Table(toml::Table::from_iter([("timestamp".into(), ms.into())]))
+        }
+    }));
+    source.until = Some(unspanned(
+        match kafka.until {
+            KafkaUntil::Never => "never",
+            KafkaUntil::End => "end",
+        }
+        .into(),
+    ));
+    source.isolation = Some(unspanned(kafka.isolation.as_str().into()));
+    source.group = Some(unspanned(kafka.group.clone()));
+    source.discovery_interval = Some(unspanned(
+        kafka
+            .discovery_interval
+            .map_or_else(|| "off".to_owned(), format_duration),
+    ));
+    source.properties = properties_spec(&kafka.properties);
+}
+
+/// The `properties` table of a Kafka connector; absent when empty.
+fn properties_spec(properties: &[(String, String)]) -> Option<Spanned<toml::Table>> {
+    (!properties.is_empty()).then(|| {
+        unspanned(
+            properties
+                .iter()
+                .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
+                .collect(),
+        )
+    })
 }
 
 /// A value with no position, for specs built in memory.

@@ -25,6 +25,7 @@ mod control;
 mod error;
 mod fingerprint;
 mod graph;
+mod kafka;
 mod paths;
 mod restart;
 pub mod spec;
@@ -40,6 +41,10 @@ pub use error::{JobError, Location, Problem};
 pub use graph::{
     Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, Partitioner,
     RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+};
+pub use kafka::{
+    Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
+    TopicSelection,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;

@@ -141,7 +141,7 @@ pub struct LimitsSpec {
 pub struct SourceSpec {
     /// `name` (required).
     pub name: Spanned<String>,
-    /// `type`: `"file"` or `"generator"` (required).
+    /// `type`: `"file"`, `"generator"` or `"kafka"` (required).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<Spanned<String>>,
     /// `parallelism`: default 1.
@@ -198,6 +198,33 @@ pub struct SourceSpec {
     /// `max` (generator, integers): the largest value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Spanned<i64>>,
+    /// `bootstrap` (kafka): `host:port[,host:port…]` of the brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Spanned<String>>,
+    /// `topics` (kafka): the topics to read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topics: Option<Spanned<Vec<Spanned<String>>>>,
+    /// `topic_pattern` (kafka): the topics to read, as a glob (`*`, `?`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic_pattern: Option<Spanned<String>>,
+    /// `start` (kafka): `"earliest"`, `"latest"`, `"committed"` or `{ timestamp = MS }`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start: Option<Spanned<toml::Value>>,
+    /// `until` (kafka): `"never"` or `"end"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Spanned<String>>,
+    /// `isolation` (kafka): `"read_committed"` or `"read_uncommitted"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub isolation: Option<Spanned<String>>,
+    /// `group` (kafka): the consumer group completed checkpoints commit offsets to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Spanned<String>>,
+    /// `discovery_interval` (kafka): a duration, or `"off"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discovery_interval: Option<Spanned<String>>,
+    /// `properties` (kafka): librdkafka settings passed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<Spanned<toml::Table>>,
 }
 
 /// An `[[operator]]` table: a WebAssembly module run as a vertex.
@@ -236,7 +263,7 @@ pub struct OperatorSpec {
 pub struct SinkSpec {
     /// `name` (required).
     pub name: Spanned<String>,
-    /// `type`: `"file"`, `"stdout"` or `"blackhole"` (required).
+    /// `type`: `"file"`, `"kafka"`, `"stdout"` or `"blackhole"` (required).
     #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
     pub kind: Option<Spanned<String>>,
     /// `parallelism`: default 1.
@@ -248,6 +275,24 @@ pub struct SinkSpec {
     /// `path` (file): the output directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<Spanned<String>>,
+    /// `bootstrap` (kafka): `host:port[,host:port…]` of the brokers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bootstrap: Option<Spanned<String>>,
+    /// `topic` (kafka): the topic to write.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topic: Option<Spanned<String>>,
+    /// `delivery` (kafka): `"exactly-once"`, `"at-least-once"` or `"none"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery: Option<Spanned<String>>,
+    /// `transactional_id_prefix` (kafka, exactly-once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transactional_id_prefix: Option<Spanned<String>>,
+    /// `marker_topic` (kafka, exactly-once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub marker_topic: Option<Spanned<String>>,
+    /// `properties` (kafka): librdkafka settings passed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub properties: Option<Spanned<toml::Table>>,
 }
 
 /// One element of an `inputs` array: a vertex name, or a table naming the

@@ -947,10 +947,10 @@ fn bad_vertex_and_job_names_are_refused() {
 
 #[test]
 fn unknown_source_and_sink_types_are_refused() {
-    let text = MINIMAL.replace("\"generator\"", "\"kafka\"");
+    let text = MINIMAL.replace("\"generator\"", "\"pulsar\"");
     assert_eq!(
         bad_value(&text),
-        (4, "`type` of source \"in\"".into(), "\"kafka\"".into())
+        (4, "`type` of source \"in\"".into(), "\"pulsar\"".into())
     );
     let text = MINIMAL.replace("\"blackhole\"", "\"s3\"");
     assert_eq!(

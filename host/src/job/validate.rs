@@ -31,6 +31,8 @@ use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
+mod kafka;
+
 /// Keys of a file source.
 const FILE_SOURCE_KEYS: &[&str] = &[
     "name",
@@ -476,13 +478,13 @@ impl Validator<'_> {
             lines_by_name.insert(name.get_ref(), line);
         }
         for source in &spec.sources {
-            drafts.push(self.source(source)?);
+            drafts.push(self.source(source, name)?);
         }
         for operator in &spec.operators {
             drafts.push(self.operator(operator, &limits)?);
         }
         for sink in &spec.sinks {
-            drafts.push(self.sink(sink)?);
+            drafts.push(self.sink(sink, name)?);
         }
         let mut total = 0u64;
         for draft in &drafts {
@@ -496,6 +498,7 @@ impl Validator<'_> {
             }
         }
         self.check_paths(spec, &drafts, &checkpoint)?;
+        self.check_exactly_once_sinks(spec, &drafts, &checkpoint)?;
         if spec.sources.is_empty() {
             return Err(self.error(spec.name.span(), Problem::NoSource));
         }
@@ -549,6 +552,47 @@ impl Validator<'_> {
             limits,
             control,
         })
+    }
+
+    /// Refuses an exactly-once Kafka sink in a job whose checkpoints could not make its output
+    /// exactly-once: it commits when a checkpoint completes, so with checkpoints off it would
+    /// never commit, and with at-least-once checkpoints the job itself may process a record
+    /// twice after a restore.
+    fn check_exactly_once_sinks(
+        &self,
+        spec: &JobSpec,
+        drafts: &[Draft<'_>],
+        checkpoint: &CheckpointConfig,
+    ) -> Result<(), JobError> {
+        let reason = if checkpoint.interval.is_none() {
+            "it commits its output when a checkpoint completes, and checkpoints are off: set \
+             `checkpoint.interval` (e.g. \"1s\")"
+        } else if checkpoint.mode == CheckpointMode::AtLeastOnce {
+            "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
+             restore, so its output cannot be exactly-once: set the mode to \"exactly-once\""
+        } else {
+            return Ok(());
+        };
+        for draft in drafts {
+            if let VertexKind::Sink(SinkKind::Kafka(kafka)) = &draft.vertex.kind
+                && kafka.delivery == crate::job::kafka::Delivery::ExactlyOnce
+            {
+                let span = spec
+                    .sinks
+                    .iter()
+                    .find(|s| s.name.get_ref() == &draft.vertex.name)
+                    .and_then(|s| span_of(&s.delivery))
+                    .unwrap_or(draft.name_span.clone());
+                return Err(self.error(
+                    span,
+                    Problem::ExactlyOnceSink {
+                        sink: draft.vertex.name.clone(),
+                        reason,
+                    },
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// Refuses file sinks whose directories are equal or nested, a file sink on, in or around
@@ -856,7 +900,7 @@ impl Validator<'_> {
         ))
     }
 
-    fn source<'s>(&self, spec: &'s SourceSpec) -> Result<Draft<'s>, JobError> {
+    fn source<'s>(&self, spec: &'s SourceSpec, job: &str) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "source")?;
         let name = spec.name.get_ref();
         if let Some(inputs) = &spec.inputs {
@@ -871,7 +915,7 @@ impl Validator<'_> {
             let problem = Problem::MissingKey {
                 owner: format!("source \"{name}\""),
                 key: "type",
-                meaning: "\"file\" or \"generator\"",
+                meaning: "\"file\", \"generator\" or \"kafka\"",
             };
             return Err(self.error(spec.name.span(), problem));
         };
@@ -893,6 +937,15 @@ impl Validator<'_> {
             ("values", span_of(&spec.values)),
             ("min", span_of(&spec.min)),
             ("max", span_of(&spec.max)),
+            ("bootstrap", span_of(&spec.bootstrap)),
+            ("topics", span_of(&spec.topics)),
+            ("topic_pattern", span_of(&spec.topic_pattern)),
+            ("start", span_of(&spec.start)),
+            ("until", span_of(&spec.until)),
+            ("isolation", span_of(&spec.isolation)),
+            ("group", span_of(&spec.group)),
+            ("discovery_interval", span_of(&spec.discovery_interval)),
+            ("properties", span_of(&spec.properties)),
         ];
         let owner = |kind: &str| format!("{kind} source \"{name}\"");
         let kind = match kind.get_ref().as_str() {
@@ -998,12 +1051,16 @@ impl Validator<'_> {
                     values,
                 })
             }
+            "kafka" => {
+                self.only(&present, kafka::KAFKA_SOURCE_KEYS, &owner("kafka"))?;
+                SourceKind::Kafka(self.kafka_source(spec, job)?)
+            }
             other => {
                 return Err(self.bad_value(
                     kind.span(),
                     vertex_key("type", "source", name),
                     format!("{other:?}"),
-                    "\"file\" or \"generator\"",
+                    "\"file\", \"generator\" or \"kafka\"",
                 ));
             }
         };
@@ -1348,19 +1405,30 @@ impl Validator<'_> {
         })
     }
 
-    fn sink<'s>(&self, spec: &'s SinkSpec) -> Result<Draft<'s>, JobError> {
+    fn sink<'s>(&self, spec: &'s SinkSpec, job: &str) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "sink")?;
         let name = spec.name.get_ref();
         let Some(kind) = &spec.kind else {
             let problem = Problem::MissingKey {
                 owner: format!("sink \"{name}\""),
                 key: "type",
-                meaning: "\"file\", \"stdout\" or \"blackhole\"",
+                meaning: "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
             };
             return Err(self.error(spec.name.span(), problem));
         };
         let parallelism = self.parallelism(&spec.parallelism, "sink", name)?;
-        let present = [("path", span_of(&spec.path))];
+        let present = [
+            ("path", span_of(&spec.path)),
+            ("bootstrap", span_of(&spec.bootstrap)),
+            ("topic", span_of(&spec.topic)),
+            ("delivery", span_of(&spec.delivery)),
+            (
+                "transactional_id_prefix",
+                span_of(&spec.transactional_id_prefix),
+            ),
+            ("marker_topic", span_of(&spec.marker_topic)),
+            ("properties", span_of(&spec.properties)),
+        ];
         let owner = |kind: &str| format!("{kind} sink \"{name}\"");
         let kind = match kind.get_ref().as_str() {
             "file" => {
@@ -1378,6 +1446,10 @@ impl Validator<'_> {
                     directory: self.path(path, vertex_key("path", "sink", name))?,
                 }
             }
+            "kafka" => {
+                self.only(&present, kafka::KAFKA_SINK_KEYS, &owner("kafka"))?;
+                SinkKind::Kafka(self.kafka_sink(spec, job)?)
+            }
             "stdout" => {
                 self.only(&present, PLAIN_SINK_KEYS, &owner("stdout"))?;
                 SinkKind::Stdout
@@ -1391,7 +1463,7 @@ impl Validator<'_> {
                     kind.span(),
                     vertex_key("type", "sink", name),
                     format!("{other:?}"),
-                    "\"file\", \"stdout\" or \"blackhole\"",
+                    "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
                 ));
             }
         };

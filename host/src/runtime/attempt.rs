@@ -122,7 +122,13 @@ fn start_all(
         let body: Box<dyn FnOnce(TaskEnv) -> Result<(), TaskError> + Send> = match &vertex.kind {
             VertexKind::Source(kind) => {
                 role = TaskRole::Source;
-                let source = build_source(kind, id.subtask, parallelism, Arc::clone(&metrics));
+                let source = build_source(
+                    &id.vertex,
+                    kind,
+                    id.subtask,
+                    parallelism,
+                    Arc::clone(&metrics),
+                );
                 Box::new(move |env| run_source(env, source, restored))
             }
             VertexKind::Operator(op) => {
@@ -166,8 +172,9 @@ fn start_all(
                 role = TaskRole::Sink;
                 let kind = kind.clone();
                 let subtask = id.subtask;
+                let name = id.vertex.clone();
                 Box::new(move |env| {
-                    let processor = build_sink(&kind, subtask)?;
+                    let processor = build_sink(&name, &kind, subtask, parallelism)?;
                     run_processor(env, processor, inputs, mode, restored)
                 })
             }

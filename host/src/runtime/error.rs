@@ -38,6 +38,9 @@ pub enum RunError {
         /// The job's checkpoint directory.
         directory: std::path::PathBuf,
     },
+    /// A Kafka connector's brokers or topics are not what the job file says.
+    #[error(transparent)]
+    Kafka(#[from] crate::connectors::kafka::KafkaSetupError),
     /// The runtime could not be set up.
     #[error("{0}")]
     Setup(String),

@@ -22,6 +22,7 @@ mod runner;
 
 use std::path::PathBuf;
 
+pub use crate::connectors::kafka::KafkaSetupError;
 pub use error::RunError;
 pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
 pub use request::{JobRequest, SavepointError, SavepointReply, SavepointResult, SavepointTaken};

@@ -114,6 +114,9 @@ impl JobRunner {
             }
             modules.insert(vertex.name.clone(), module);
         }
+        // Brokers that do not answer or topics that do not exist stop the job here, named,
+        // instead of failing its tasks over and over.
+        crate::connectors::kafka::preflight(&job)?;
         let counts = engine.as_ref().and_then(WasmEngine::module_cache_counts);
         if let (Some(dir), Some((cached, compiled))) = (&options.module_cache, counts) {
             tracing::info!(

@@ -1,0 +1,174 @@
+//! The markers of the exactly-once Kafka sink: one record per committed transaction, in the
+//! same transaction as the output it commits, naming the sink subtask (its transactional id,
+//! the record's key), the run that buffered the output and the checkpoint it completes.
+//!
+//! A restore reads them back to learn whether the transaction of the checkpoint it restores
+//! committed before the crash (docs/CHECKPOINTS.md, "The Kafka sink"). The marker topic is
+//! compacted: only the newest marker of each key matters, so it stays as small as the number
+//! of sink subtasks that ever ran.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use super::{KafkaSetupError, REQUEST_TIMEOUT, WeirContext, block_on, client_config};
+use crate::job::KafkaSinkSettings;
+
+/// What one committed transaction of an exactly-once sink subtask says about itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Marker {
+    /// The run that buffered the output: a random number drawn when the sink subtask starts
+    /// (or carried over from the state a restore re-sends).
+    pub run: u64,
+    /// The checkpoint whose completion the transaction commits.
+    pub checkpoint: u64,
+    /// The sink's parallelism in that run: a later start at another parallelism fences the
+    /// transactional ids this one used.
+    pub parallelism: u32,
+    /// Records the transaction holds besides this marker.
+    pub records: u64,
+}
+
+impl Marker {
+    /// The marker as the record's value (JSON, readable with any Kafka tool).
+    pub(crate) fn to_bytes(self) -> Vec<u8> {
+        serde_json::to_vec(&self).expect("a marker always serializes")
+    }
+
+    /// A record value written by [`Marker::to_bytes`]; `None` for anything else.
+    pub(crate) fn from_bytes(bytes: &[u8]) -> Option<Marker> {
+        serde_json::from_slice(bytes).ok()
+    }
+}
+
+/// Creates the marker topic of `settings`: one partition, compacted, the cluster's default
+/// replication.
+pub(super) fn create_topic(
+    connector: &str,
+    settings: &KafkaSinkSettings,
+) -> Result<(), KafkaSetupError> {
+    let failed = |cause: String| KafkaSetupError::Request {
+        connector: connector.to_owned(),
+        what: format!(
+            "cannot create the marker topic \"{}\" (one partition, cleanup.policy=compact); \
+             create it so, or name an existing one with `marker_topic`",
+            settings.marker_topic
+        ),
+        cause,
+    };
+    let admin: AdminClient<WeirContext> = client_config(&settings.bootstrap, &settings.properties)
+        .create_with_context(WeirContext::default())
+        .map_err(|e| failed(e.to_string()))?;
+    // -1: the broker's default.replication.factor.
+    let topic = NewTopic::new(&settings.marker_topic, 1, TopicReplication::Fixed(-1))
+        .set("cleanup.policy", "compact");
+    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
+    let results = block_on(admin.create_topics([&topic], &options))
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(e.to_string()))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!(
+                "{connector}: created the marker topic \"{}\"",
+                settings.marker_topic
+            ),
+            // Another subtask or run created it first.
+            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(failed(code.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// The newest committed marker of every transactional id that starts with `prefix`, read from
+/// the beginning of the marker topic to its end.
+///
+/// "Its end" is the high watermark as a read_uncommitted client sees it when the read starts,
+/// so a transaction still open there (a zombie not yet fenced, another subtask re-sending)
+/// makes the read wait until it is resolved instead of stopping short of a committed marker
+/// behind it: a read_committed consumer alone would report the end at the first open
+/// transaction and could miss this subtask's own newest marker.
+pub(crate) fn read_markers(
+    settings: &KafkaSinkSettings,
+    prefix: &str,
+) -> Result<HashMap<String, Marker>, KafkaError> {
+    let topic = settings.marker_topic.as_str();
+    let mut uncommitted = client_config(&settings.bootstrap, &settings.properties);
+    uncommitted.set("isolation.level", "read_uncommitted");
+    let probe: BaseConsumer<WeirContext> =
+        uncommitted.create_with_context(WeirContext::default())?;
+    let metadata = probe.fetch_metadata(Some(topic), REQUEST_TIMEOUT)?;
+    let partitions: Vec<i32> = metadata
+        .topics()
+        .iter()
+        .filter(|t| t.name() == topic)
+        .flat_map(|t| t.partitions().iter().map(|p| p.id()))
+        .collect();
+    let mut ends = HashMap::new();
+    for &partition in &partitions {
+        let (_, high) = probe.fetch_watermarks(topic, partition, REQUEST_TIMEOUT)?;
+        ends.insert(partition, high);
+    }
+    drop(probe);
+
+    let mut committed = client_config(&settings.bootstrap, &settings.properties);
+    committed
+        .set("group.id", format!("{prefix}.marker-reader"))
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", "true");
+    let consumer: BaseConsumer<WeirContext> =
+        committed.create_with_context(WeirContext::default())?;
+    let mut assignment = TopicPartitionList::new();
+    for &partition in &partitions {
+        if ends[&partition] > 0 {
+            assignment.add_partition_offset(topic, partition, Offset::Beginning)?;
+        }
+    }
+    let mut latest = HashMap::new();
+    if assignment.count() == 0 {
+        return Ok(latest);
+    }
+    consumer.assign(&assignment)?;
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut remaining: Vec<i32> = assignment
+        .elements()
+        .iter()
+        .map(|e| e.partition())
+        .collect();
+    while !remaining.is_empty() {
+        if Instant::now() > deadline {
+            return Err(KafkaError::MessageConsumption(
+                rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
+            ));
+        }
+        match consumer.poll(std::time::Duration::from_millis(100)) {
+            Some(Ok(message)) => {
+                if let (Some(key), Some(value)) = (message.key(), message.payload())
+                    && let Ok(key) = std::str::from_utf8(key)
+                    && key.starts_with(prefix)
+                    && let Some(marker) = Marker::from_bytes(value)
+                {
+                    latest.insert(key.to_owned(), marker);
+                }
+            }
+            Some(Err(KafkaError::PartitionEOF(_))) | None => {}
+            Some(Err(error)) => return Err(error),
+        }
+        // The position passes transaction control records too, so it reaches the end.
+        let positions = consumer.position()?;
+        remaining.retain(|partition| {
+            let position = positions
+                .find_partition(topic, *partition)
+                .and_then(|e| e.offset().to_raw())
+                .unwrap_or(-1);
+            position < ends[partition]
+        });
+    }
+    Ok(latest)
+}

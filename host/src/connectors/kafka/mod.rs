@@ -1,0 +1,309 @@
+//! The Kafka source and sink, on librdkafka (the `rdkafka` crate).
+//!
+//! Both run on their task's thread with librdkafka's blocking clients (`BaseConsumer`,
+//! `BaseProducer`): the task loop already owns a thread, and a source's `poll` or a sink's
+//! commit is where waiting belongs. What each promises, and why the sink's protocol is
+//! exactly-once without resuming a transaction after a crash (librdkafka cannot), is in
+//! docs/CHECKPOINTS.md, "The Kafka source" and "The Kafka sink".
+//!
+//! - [`source`]: partitions assigned to subtasks by a stable hash, an offset per partition in
+//!   the checkpoint, offsets committed to the consumer group when a checkpoint completes.
+//! - [`sink`]: exactly-once (the checkpoint's output in the snapshot, sent in a transaction
+//!   with a marker when the checkpoint completes), at-least-once, or none.
+//! - [`marker`]: the marker records the exactly-once sink writes and reads back.
+//! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
+//!   address or a missing topic stops it with exit code 3 instead of failing over forever.
+
+pub(crate) mod marker;
+pub(crate) mod sink;
+pub(crate) mod source;
+
+use std::future::Future;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use rdkafka::ClientConfig;
+use rdkafka::client::ClientContext;
+use rdkafka::config::RDKafkaLogLevel;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::metadata::Metadata;
+use rdkafka::producer::{DeliveryResult, ProducerContext};
+
+use crate::dataflow::processor::TaskError;
+use crate::job::{Job, KafkaSinkSettings, KafkaSourceSettings, SinkKind, SourceKind, VertexKind};
+
+/// How long one request to the brokers (metadata, offsets, a transaction's init or commit)
+/// may take before the task fails and the job fails over.
+pub(crate) const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the check before a job starts waits for the brokers to answer.
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a job with Kafka connectors cannot start: its brokers or topics are not what the job
+/// file says.
+#[derive(Debug, thiserror::Error)]
+pub enum KafkaSetupError {
+    /// No broker of `bootstrap` answered.
+    #[error(
+        "{connector}: cannot reach the brokers at {bootstrap} within {}s: {cause}; check that \
+         they run and that `bootstrap` (and any TLS or SASL `properties`) are right",
+        CONNECT_TIMEOUT.as_secs()
+    )]
+    Unreachable {
+        /// `kafka source "in"`.
+        connector: String,
+        /// The addresses tried.
+        bootstrap: String,
+        /// What librdkafka reported.
+        cause: String,
+    },
+    /// A topic the job names does not exist.
+    #[error(
+        "{connector}: topic \"{topic}\" does not exist on {bootstrap}: create it (for example \
+         `kafka-topics.sh --create --topic {topic} --bootstrap-server {bootstrap}`) or fix \
+         the job file's {key}"
+    )]
+    MissingTopic {
+        /// `kafka sink "out"`.
+        connector: String,
+        /// The topic.
+        topic: String,
+        /// The brokers asked.
+        bootstrap: String,
+        /// The key that names it (`` `topics` ``).
+        key: &'static str,
+    },
+    /// A source's `topic_pattern` matches no topic and nothing would look again.
+    #[error(
+        "{connector}: no topic on {bootstrap} matches topic_pattern \"{pattern}\", and \
+         `discovery_interval = \"off\"` means none ever will: fix the pattern, create a \
+         matching topic, or turn discovery on"
+    )]
+    NoMatchingTopic {
+        /// `kafka source "in"`.
+        connector: String,
+        /// The pattern.
+        pattern: String,
+        /// The brokers asked.
+        bootstrap: String,
+    },
+    /// The brokers answered, but refused or failed a request the check needs.
+    #[error("{connector}: {what}: {cause}")]
+    Request {
+        /// `kafka sink "out"`.
+        connector: String,
+        /// What the check was doing.
+        what: String,
+        /// What librdkafka or the broker said.
+        cause: String,
+    },
+}
+
+/// A connector's librdkafka configuration: Weir's settings for the connection, then the job
+/// file's `properties` (validation refused every key Weir sets itself).
+pub(crate) fn client_config(bootstrap: &str, properties: &[(String, String)]) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", "weir")
+        .set_log_level(RDKafkaLogLevel::Warning);
+    for (key, value) in properties {
+        config.set(key, value);
+    }
+    config
+}
+
+/// The client context of every Kafka connector: librdkafka's log goes to `tracing`, and the
+/// last error it reported (a broker down, a failed authentication) and the first failed
+/// delivery are kept, so a task's failure can name the cause rather than only a timeout.
+#[derive(Debug, Default)]
+pub(crate) struct WeirContext {
+    last_error: Mutex<Option<String>>,
+    failed_delivery: Mutex<Option<KafkaError>>,
+}
+
+impl WeirContext {
+    /// What librdkafka last reported as an error, if anything.
+    pub(crate) fn last_error(&self) -> Option<String> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// The first record the broker did not take since the last call, if any.
+    pub(crate) fn take_failed_delivery(&self) -> Option<KafkaError> {
+        self.failed_delivery.lock().ok().and_then(|mut e| e.take())
+    }
+}
+
+impl ClientContext for WeirContext {
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        match level {
+            RDKafkaLogLevel::Emerg
+            | RDKafkaLogLevel::Alert
+            | RDKafkaLogLevel::Critical
+            | RDKafkaLogLevel::Error => tracing::error!("librdkafka {fac}: {log_message}"),
+            RDKafkaLogLevel::Warning => tracing::warn!("librdkafka {fac}: {log_message}"),
+            _ => tracing::debug!("librdkafka {fac}: {log_message}"),
+        }
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        // The end of a partition is news for the source (it also arrives as an event), not a
+        // problem.
+        if matches!(error, KafkaError::PartitionEOF(_))
+            || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::PartitionEOF)
+        {
+            return;
+        }
+        tracing::warn!("librdkafka: {error}: {reason}");
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(format!("{error}: {reason}"));
+        }
+    }
+}
+
+impl ConsumerContext for WeirContext {}
+
+impl ProducerContext for WeirContext {
+    type DeliveryOpaque = ();
+
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Err((error, _)) = result
+            && let Ok(mut first) = self.failed_delivery.lock()
+            && first.is_none()
+        {
+            *first = Some(error.clone());
+        }
+    }
+}
+
+/// A task failure of a Kafka connector: `what` it was doing, librdkafka's error, and the last
+/// error librdkafka reported on its own (which often says why: the broker is down).
+pub(crate) fn task_error(
+    connector: &str,
+    what: impl Into<String>,
+    error: KafkaError,
+    context: &WeirContext,
+) -> TaskError {
+    let mut what = what.into();
+    if let Some(last) = context.last_error() {
+        what = format!("{what} (librdkafka last reported: {last})");
+    }
+    TaskError::Kafka {
+        connector: connector.to_owned(),
+        what,
+        source: Box::new(error),
+    }
+}
+
+/// Runs a future of rdkafka's admin API to completion on this thread. librdkafka's own
+/// threads do the work; the future only waits for their answer, so no reactor is needed.
+pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, std::io::Error> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()?;
+    Ok(runtime.block_on(future))
+}
+
+/// Checks every Kafka connector of `job` before it starts: the brokers answer, the topics
+/// the job reads and writes exist, and the exactly-once sinks' marker topics exist (created,
+/// compacted, when missing).
+pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
+    for vertex in &job.vertices {
+        match &vertex.kind {
+            VertexKind::Source(SourceKind::Kafka(settings)) => {
+                check_source(&format!("kafka source \"{}\"", vertex.name), settings)?
+            }
+            VertexKind::Sink(SinkKind::Kafka(settings)) => {
+                check_sink(&format!("kafka sink \"{}\"", vertex.name), settings)?
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// The cluster's metadata, or [`KafkaSetupError::Unreachable`].
+fn reachable_metadata(
+    connector: &str,
+    bootstrap: &str,
+    properties: &[(String, String)],
+) -> Result<Metadata, KafkaSetupError> {
+    let consumer: BaseConsumer<WeirContext> = client_config(bootstrap, properties)
+        .create_with_context(WeirContext::default())
+        .map_err(|e| KafkaSetupError::Request {
+            connector: connector.to_owned(),
+            what: "cannot create a client with the connector's settings".into(),
+            cause: e.to_string(),
+        })?;
+    consumer
+        .fetch_metadata(None, CONNECT_TIMEOUT)
+        .map_err(|e| KafkaSetupError::Unreachable {
+            connector: connector.to_owned(),
+            bootstrap: bootstrap.to_owned(),
+            cause: consumer
+                .context()
+                .last_error()
+                .unwrap_or_else(|| e.to_string()),
+        })
+}
+
+/// Whether `metadata` lists `topic` without an error.
+fn topic_exists(metadata: &Metadata, topic: &str) -> bool {
+    metadata
+        .topics()
+        .iter()
+        .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+}
+
+fn check_source(connector: &str, settings: &KafkaSourceSettings) -> Result<(), KafkaSetupError> {
+    let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
+    match &settings.topics {
+        crate::job::TopicSelection::Names(names) => {
+            for topic in names {
+                if !topic_exists(&metadata, topic) {
+                    return Err(KafkaSetupError::MissingTopic {
+                        connector: connector.to_owned(),
+                        topic: topic.clone(),
+                        bootstrap: settings.bootstrap.clone(),
+                        key: "`topics`",
+                    });
+                }
+            }
+        }
+        pattern @ crate::job::TopicSelection::Pattern(text) => {
+            let any = metadata.topics().iter().any(|t| pattern.matches(t.name()));
+            if !any && settings.discovery_interval.is_none() {
+                return Err(KafkaSetupError::NoMatchingTopic {
+                    connector: connector.to_owned(),
+                    pattern: text.clone(),
+                    bootstrap: settings.bootstrap.clone(),
+                });
+            }
+            if !any {
+                tracing::warn!(
+                    "{connector}: no topic matches topic_pattern \"{text}\" yet; it reads \
+                     nothing until discovery finds one"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), KafkaSetupError> {
+    let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
+    if !topic_exists(&metadata, &settings.topic) {
+        return Err(KafkaSetupError::MissingTopic {
+            connector: connector.to_owned(),
+            topic: settings.topic.clone(),
+            bootstrap: settings.bootstrap.clone(),
+            key: "`topic`",
+        });
+    }
+    if settings.delivery == crate::job::Delivery::ExactlyOnce
+        && !topic_exists(&metadata, &settings.marker_topic)
+    {
+        marker::create_topic(connector, settings)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,641 @@
+//! The Kafka sink, in three deliveries.
+//!
+//! - **exactly-once**: the records between two barriers are kept, as the batches that brought
+//!   them, and at the barrier they become the checkpoint's *pending output*, part of the
+//!   sink's snapshot. When the checkpoint completes, the pending output of every checkpoint up
+//!   to it is sent in one transaction together with a [`Marker`] (this subtask, this run, that
+//!   checkpoint), and committed. A restore first fences every transactional id the job could
+//!   have left a transaction open under, reads the markers, and sends again exactly the
+//!   restored pending output whose marker is not committed. Why that is exactly-once, and why
+//!   nothing needs a transaction resumed after a crash (which librdkafka cannot do): see
+//!   docs/CHECKPOINTS.md, "The Kafka sink".
+//! - **at-least-once**: records are sent as they come (idempotent producer, `acks=all`); the
+//!   snapshot waits until the broker has acknowledged every one, so a completed checkpoint
+//!   never covers a record the broker lacks.
+//! - **none**: records are sent as they come; only the end of the job waits for them.
+
+use std::collections::hash_map::RandomState;
+use std::hash::{BuildHasher, Hasher};
+use std::time::{Duration, SystemTime};
+
+use rdkafka::ClientConfig;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use weir_abi::Batch;
+
+use super::marker::{self, Marker};
+use super::{REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use crate::dataflow::processor::{Processor, TaskError};
+use crate::dataflow::router::Router;
+use crate::ids::{Barrier, CheckpointId};
+use crate::job::{Delivery, KafkaSinkSettings};
+use crate::kill_point::{self, KillPoint};
+
+/// librdkafka's default `message.max.bytes`: the largest request, so the largest record.
+const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
+/// What a record takes in a record batch besides its key and value, at most (batch header,
+/// record header, varints): a record is checked against its limit less this.
+const RECORD_FRAMING: usize = 100;
+/// How long a full local queue is polled before a record is offered again.
+const QUEUE_FULL_WAIT: Duration = Duration::from_millis(10);
+
+/// What an exactly-once sink subtask's snapshot holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct SinkState {
+    /// The run that buffered the pending output.
+    run: u64,
+    /// The sink's parallelism in that run.
+    parallelism: u32,
+    /// The output of every checkpoint not yet known to be committed, oldest first: the
+    /// batches as they arrived.
+    pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
+}
+
+/// The first bytes of an encoded [`SinkState`].
+const STATE_MAGIC: &[u8; 4] = b"WKS1";
+
+impl SinkState {
+    fn encode(&self) -> Vec<u8> {
+        let size: usize = self
+            .pending
+            .iter()
+            .flat_map(|(_, batches)| batches.iter().map(|b| b.len() + 4))
+            .sum();
+        let mut out = Vec::with_capacity(24 + size + 12 * self.pending.len());
+        out.extend_from_slice(STATE_MAGIC);
+        out.extend_from_slice(&self.run.to_le_bytes());
+        out.extend_from_slice(&self.parallelism.to_le_bytes());
+        out.extend_from_slice(&(self.pending.len() as u32).to_le_bytes());
+        for (id, batches) in &self.pending {
+            out.extend_from_slice(&id.0.to_le_bytes());
+            out.extend_from_slice(&(batches.len() as u32).to_le_bytes());
+            for batch in batches {
+                out.extend_from_slice(&(batch.len() as u32).to_le_bytes());
+                out.extend_from_slice(batch);
+            }
+        }
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<SinkState, String> {
+        let mut reader = Reader(bytes);
+        if reader.take(4)? != STATE_MAGIC {
+            return Err("it does not start with the Kafka sink's format mark".into());
+        }
+        let run = reader.u64()?;
+        let parallelism = reader.u32()?;
+        let count = reader.u32()?;
+        let mut pending = Vec::new();
+        for _ in 0..count {
+            let id = CheckpointId(reader.u64()?);
+            let batches = reader.u32()?;
+            let mut list = Vec::new();
+            for _ in 0..batches {
+                let len = reader.u32()? as usize;
+                let batch = reader.take(len)?;
+                Batch::decode(batch).map_err(|e| format!("a pending batch is malformed: {e}"))?;
+                list.push(batch.to_vec());
+            }
+            pending.push((id, list));
+        }
+        if !reader.0.is_empty() {
+            return Err(format!(
+                "{} bytes follow the pending output",
+                reader.0.len()
+            ));
+        }
+        Ok(SinkState {
+            run,
+            parallelism,
+            pending,
+        })
+    }
+}
+
+/// Reads little-endian fields off a byte slice, naming a short read.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
+        if self.0.len() < n {
+            return Err(format!(
+                "it ends early ({n} bytes wanted, {} left)",
+                self.0.len()
+            ));
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn u32(&mut self) -> Result<u32, String> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
+    }
+
+    fn u64(&mut self) -> Result<u64, String> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
+    }
+}
+
+/// A number no other run of any job draws: the run's identity in its markers.
+fn new_run_id(subtask: u32) -> u64 {
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u32(subtask);
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish()
+}
+
+/// One subtask of a Kafka sink.
+pub(crate) struct KafkaSink {
+    connector: String,
+    settings: KafkaSinkSettings,
+    subtask: u32,
+    parallelism: u32,
+    producer: Option<BaseProducer<WeirContext>>,
+    /// The largest key and value a record may have together.
+    record_limit: usize,
+    /// Where `record_limit` comes from, for the message that names it.
+    limit_source: String,
+    /// This run's identity (exactly-once).
+    run: u64,
+    /// Records since the last barrier, as their batches (exactly-once).
+    current: Vec<Vec<u8>>,
+    /// Output of checkpoints not yet committed, oldest first (exactly-once).
+    pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
+}
+
+impl KafkaSink {
+    /// Subtask `subtask` of `parallelism` of sink `name`. Nothing connects until the first
+    /// call (a restore, or the first batch or barrier).
+    pub(crate) fn new(
+        name: &str,
+        settings: KafkaSinkSettings,
+        subtask: u32,
+        parallelism: u32,
+    ) -> Self {
+        let (record_limit, limit_source) = match settings
+            .properties
+            .iter()
+            .find(|(k, _)| k == "message.max.bytes")
+            .and_then(|(_, v)| v.parse::<usize>().ok())
+        {
+            Some(bytes) => (bytes, "the sink's `message.max.bytes` property".to_owned()),
+            None => (
+                DEFAULT_MESSAGE_MAX_BYTES,
+                "librdkafka's default message.max.bytes (raise it in the sink's `properties`, \
+                 and the topic's max.message.bytes with it)"
+                    .to_owned(),
+            ),
+        };
+        KafkaSink {
+            connector: format!("kafka sink \"{name}\""),
+            settings,
+            subtask,
+            parallelism,
+            producer: None,
+            record_limit,
+            limit_source,
+            run: new_run_id(subtask),
+            current: Vec::new(),
+            pending: Vec::new(),
+        }
+    }
+
+    /// This subtask's transactional id, and the key of its markers.
+    fn transactional_id(&self, subtask: u32) -> String {
+        format!("{}-{subtask}", self.settings.transactional_id_prefix)
+    }
+
+    fn error(&self, what: impl Into<String>, error: KafkaError) -> TaskError {
+        let fallback = WeirContext::default();
+        let context = self.producer.as_ref().map(|p| p.context().as_ref());
+        task_error(&self.connector, what, error, context.unwrap_or(&fallback))
+    }
+
+    fn producer_config(&self) -> ClientConfig {
+        let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+        match self.settings.delivery {
+            Delivery::ExactlyOnce => {
+                config.set("transactional.id", self.transactional_id(self.subtask));
+            }
+            Delivery::AtLeastOnce => {
+                config.set("enable.idempotence", "true");
+            }
+            Delivery::None => {}
+        }
+        config
+    }
+
+    /// Creates the producer on first use. An exactly-once one is initialised (which fences an
+    /// earlier holder of its transactional id and ends that one's open transaction), then
+    /// fences the ids of larger parallelisms that a restore of `restored_parallelism` or an
+    /// earlier run recorded in the markers could have left open.
+    fn start(&mut self, restored_parallelism: u32) -> Result<(), TaskError> {
+        if self.producer.is_some() {
+            return Ok(());
+        }
+        self.read_topic_limit();
+        let producer: BaseProducer<WeirContext> = self
+            .producer_config()
+            .create_with_context(WeirContext::default())
+            .map_err(|e| self.error("cannot create the producer", e))?;
+        if self.settings.delivery == Delivery::ExactlyOnce {
+            producer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
+                let id = self.transactional_id(self.subtask);
+                task_error(
+                    &self.connector,
+                    format!("cannot initialise transactional id \"{id}\""),
+                    e,
+                    producer.context(),
+                )
+            })?;
+            self.producer = Some(producer);
+            self.fence_from(self.parallelism, restored_parallelism)?;
+        } else {
+            self.producer = Some(producer);
+        }
+        Ok(())
+    }
+
+    /// Fences the transactional ids of subtasks `>= from` that this subtask answers for (every
+    /// `subtask + k * parallelism`) below `until`.
+    fn fence_from(&self, from: u32, until: u32) -> Result<(), TaskError> {
+        let mut other = self.subtask + self.parallelism;
+        while other < until {
+            if other >= from {
+                let id = self.transactional_id(other);
+                let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+                config.set("transactional.id", &id);
+                let fencer: BaseProducer<WeirContext> = config
+                    .create_with_context(WeirContext::default())
+                    .map_err(|e| self.error("cannot create a producer to fence with", e))?;
+                fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
+                    task_error(
+                        &self.connector,
+                        format!("cannot fence transactional id \"{id}\" of an earlier run"),
+                        e,
+                        fencer.context(),
+                    )
+                })?;
+                tracing::info!("{}: fenced transactional id \"{id}\"", self.connector);
+            }
+            other += self.parallelism;
+        }
+        Ok(())
+    }
+
+    /// Lowers the record limit to the topic's `max.message.bytes` when the broker says it is
+    /// smaller. A broker that does not say leaves the producer's limit.
+    fn read_topic_limit(&mut self) {
+        use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+        let Ok(admin) = client_config(&self.settings.bootstrap, &self.settings.properties)
+            .create_with_context::<_, AdminClient<WeirContext>>(WeirContext::default())
+        else {
+            return;
+        };
+        let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+        let specifier = ResourceSpecifier::Topic(&self.settings.topic);
+        let Ok(Ok(results)) = block_on(admin.describe_configs([&specifier], &options)) else {
+            return;
+        };
+        let limit = results
+            .into_iter()
+            .flatten()
+            .flat_map(|resource| resource.entries)
+            .find(|entry| entry.name == "max.message.bytes")
+            .and_then(|entry| entry.value)
+            .and_then(|value| value.parse::<usize>().ok());
+        if let Some(limit) = limit
+            && limit < self.record_limit
+        {
+            self.record_limit = limit;
+            self.limit_source = format!(
+                "topic \"{}\"'s max.message.bytes on the broker",
+                self.settings.topic
+            );
+        }
+    }
+
+    /// Refuses a record that cannot fit in a request to the broker.
+    fn check_size(&self, key: &[u8], value: &[u8]) -> Result<(), TaskError> {
+        let size = key.len() + value.len();
+        if size + RECORD_FRAMING > self.record_limit {
+            return Err(TaskError::KafkaRecordTooLarge {
+                connector: self.connector.clone(),
+                size,
+                limit: self.record_limit,
+                limit_source: self.limit_source.clone(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Hands one record to the producer, waiting while its local queue is full.
+    fn send(&self, topic: &str, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), TaskError> {
+        let producer = self.producer.as_ref().expect("started before sending");
+        let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
+        if !key.is_empty() {
+            record = record.key(key);
+        }
+        if timestamp > 0 {
+            record = record.timestamp(timestamp);
+        }
+        loop {
+            match producer.send(record) {
+                Ok(()) => return Ok(()),
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
+                    record = back;
+                    producer.poll(QUEUE_FULL_WAIT);
+                }
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
+                    return Err(TaskError::KafkaRecordTooLarge {
+                        connector: self.connector.clone(),
+                        size: key.len() + value.len(),
+                        limit: self.record_limit,
+                        limit_source: self.limit_source.clone(),
+                    });
+                }
+                Err((error, _)) => {
+                    return Err(self.error(format!("cannot send a record to \"{topic}\""), error));
+                }
+            }
+        }
+    }
+
+    /// Sends every record of an encoded batch.
+    fn send_batch(&self, bytes: &[u8]) -> Result<u64, TaskError> {
+        let batch =
+            Batch::decode(bytes).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+        for record in batch.iter() {
+            self.send(
+                &self.settings.topic,
+                record.key,
+                record.value,
+                record.timestamp,
+            )?;
+        }
+        Ok(batch.len() as u64)
+    }
+
+    /// Fails with the first record the broker refused since the last check.
+    fn check_deliveries(&self) -> Result<(), TaskError> {
+        let producer = self.producer.as_ref().expect("started");
+        match producer.context().take_failed_delivery() {
+            None => Ok(()),
+            Some(error) => Err(self.error("the broker did not take a record", error)),
+        }
+    }
+
+    /// Waits until the broker acknowledged every record sent.
+    fn flush(&self) -> Result<(), TaskError> {
+        let Some(producer) = &self.producer else {
+            return Ok(());
+        };
+        producer
+            .flush(REQUEST_TIMEOUT)
+            .map_err(|e| self.error("cannot flush the records sent", e))?;
+        self.check_deliveries()
+    }
+
+    /// Sends `batches` (the output of checkpoints up to `checkpoint`, buffered by run `run`)
+    /// and the marker that says so in one transaction, and commits it.
+    fn commit(
+        &self,
+        run: u64,
+        checkpoint: CheckpointId,
+        batches: &[&Vec<u8>],
+    ) -> Result<(), TaskError> {
+        let producer = self.producer.as_ref().expect("started before committing");
+        producer
+            .begin_transaction()
+            .map_err(|e| self.error("cannot begin a transaction", e))?;
+        let mut records = 0;
+        for batch in batches {
+            records += self.send_batch(batch)?;
+        }
+        let marker = Marker {
+            run,
+            checkpoint: checkpoint.0,
+            parallelism: self.parallelism,
+            records,
+        };
+        let id = self.transactional_id(self.subtask);
+        self.send(
+            &self.settings.marker_topic,
+            id.as_bytes(),
+            &marker.to_bytes(),
+            0,
+        )?;
+        kill_point::reached(KillPoint::SinkCommit);
+        producer.commit_transaction(REQUEST_TIMEOUT).map_err(|e| {
+            self.error(
+                format!(
+                    "cannot commit the transaction of checkpoint {}",
+                    checkpoint.0
+                ),
+                e,
+            )
+        })?;
+        kill_point::reached(KillPoint::SinkCommitted);
+        tracing::debug!(
+            "{}: committed {records} records of checkpoint {}",
+            self.connector,
+            checkpoint.0
+        );
+        Ok(())
+    }
+
+    /// After a restore of `state`: fences, reads the markers, and sends again the pending
+    /// output no committed marker accounts for.
+    fn recover(&mut self, state: SinkState) -> Result<(), TaskError> {
+        self.start(state.parallelism)?;
+        let prefix = format!("{}-", self.settings.transactional_id_prefix);
+        let markers = marker::read_markers(&self.settings, &prefix).map_err(|e| {
+            self.error(
+                format!(
+                    "cannot read the markers in \"{}\" to learn what committed",
+                    self.settings.marker_topic
+                ),
+                e,
+            )
+        })?;
+        let recorded = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
+        self.fence_from(state.parallelism.max(self.parallelism), recorded)?;
+        let own = markers.get(&self.transactional_id(self.subtask));
+        // A marker proves the output of its own run up to its checkpoint committed; nothing
+        // else proves anything, so everything else is sent again.
+        let committed_through = own.filter(|m| m.run == state.run).map(|m| m.checkpoint);
+        let unsent: Vec<&(CheckpointId, Vec<Vec<u8>>)> = state
+            .pending
+            .iter()
+            .filter(|(id, _)| committed_through.is_none_or(|through| id.0 > through))
+            .collect();
+        let Some((last, _)) = unsent.last() else {
+            return Ok(());
+        };
+        let batches: Vec<&Vec<u8>> = unsent.iter().flat_map(|(_, b)| b.iter()).collect();
+        tracing::info!(
+            "{}: sending the output of checkpoint {} again: its transaction did not commit \
+             before the restore",
+            self.connector,
+            last.0
+        );
+        self.commit(state.run, *last, &batches)
+    }
+
+    /// The first marker-free start: fences the ids of larger parallelisms the markers name.
+    fn start_fresh(&mut self) -> Result<(), TaskError> {
+        if self.producer.is_some() {
+            return Ok(());
+        }
+        self.start(self.parallelism)?;
+        if self.settings.delivery == Delivery::ExactlyOnce {
+            let prefix = format!("{}-", self.settings.transactional_id_prefix);
+            let markers = marker::read_markers(&self.settings, &prefix).map_err(|e| {
+                self.error(
+                    format!(
+                        "cannot read the markers in \"{}\"",
+                        self.settings.marker_topic
+                    ),
+                    e,
+                )
+            })?;
+            let recorded = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
+            self.fence_from(self.parallelism, recorded)?;
+        }
+        Ok(())
+    }
+}
+
+impl Processor for KafkaSink {
+    fn process(&mut self, batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
+        self.start_fresh()?;
+        match self.settings.delivery {
+            Delivery::ExactlyOnce => {
+                let decoded = Batch::decode(batch)
+                    .map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+                for record in decoded.iter() {
+                    self.check_size(record.key, record.value)?;
+                }
+                self.current.push(batch.to_vec());
+            }
+            Delivery::AtLeastOnce | Delivery::None => {
+                self.send_batch(batch)?;
+                let producer = self.producer.as_ref().expect("started");
+                producer.poll(Duration::ZERO);
+                self.check_deliveries()?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
+        // An exactly-once sink's last records wait for the final checkpoint.
+        match self.settings.delivery {
+            Delivery::ExactlyOnce => Ok(()),
+            Delivery::AtLeastOnce | Delivery::None => self.flush(),
+        }
+    }
+
+    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
+        match self.settings.delivery {
+            Delivery::ExactlyOnce => {
+                let batches = std::mem::take(&mut self.current);
+                if !batches.is_empty() {
+                    self.pending.push((barrier.id, batches));
+                }
+                Ok(SinkState {
+                    run: self.run,
+                    parallelism: self.parallelism,
+                    pending: self.pending.clone(),
+                }
+                .encode())
+            }
+            Delivery::AtLeastOnce => {
+                self.flush()?;
+                Ok(Vec::new())
+            }
+            Delivery::None => Ok(Vec::new()),
+        }
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
+        if self.settings.delivery != Delivery::ExactlyOnce {
+            return Ok(());
+        }
+        if state.is_empty() {
+            // A state of a sink that was not exactly-once then: nothing is pending.
+            return self.start_fresh();
+        }
+        let state = SinkState::decode(state).map_err(|problem| {
+            TaskError::Restore(format!(
+                "{}: the checkpointed state is not an exactly-once Kafka sink's: {problem}",
+                self.connector
+            ))
+        })?;
+        self.recover(state)
+    }
+
+    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        if self.settings.delivery != Delivery::ExactlyOnce {
+            return Ok(());
+        }
+        let ready = self.pending.partition_point(|(pending, _)| *pending <= id);
+        if ready == 0 {
+            return Ok(());
+        }
+        self.start_fresh()?;
+        let batches: Vec<&Vec<u8>> = self.pending[..ready]
+            .iter()
+            .flat_map(|(_, batches)| batches.iter())
+            .collect();
+        self.commit(self.run, self.pending[ready - 1].0, &batches)?;
+        self.pending.drain(..ready);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_abi::BatchBuilder;
+
+    fn batch(values: &[&str]) -> Vec<u8> {
+        let mut builder = BatchBuilder::new(0);
+        for (i, v) in values.iter().enumerate() {
+            builder.push(b"k", v.as_bytes(), i as i64);
+        }
+        builder.into_bytes()
+    }
+
+    #[test]
+    fn a_state_round_trips_and_a_damaged_one_is_refused() {
+        let state = SinkState {
+            run: 42,
+            parallelism: 2,
+            pending: vec![
+                (CheckpointId(3), vec![batch(&["a", "b"]), batch(&["c"])]),
+                (CheckpointId(4), vec![batch(&["d"])]),
+            ],
+        };
+        let bytes = state.encode();
+        assert_eq!(SinkState::decode(&bytes).unwrap(), state);
+        assert!(SinkState::decode(&bytes[..bytes.len() - 1]).is_err());
+        let mut extra = bytes.clone();
+        extra.push(0);
+        assert!(SinkState::decode(&extra).is_err());
+        assert!(SinkState::decode(b"nope").is_err());
+    }
+
+    #[test]
+    fn runs_draw_different_ids() {
+        assert_ne!(new_run_id(0), new_run_id(0));
+    }
+}

@@ -1,0 +1,537 @@
+//! The Kafka source: the partitions of some topics, split among the source's subtasks, with
+//! an offset per partition as the checkpointed position.
+//!
+//! - **Assignment.** Partition `p` of topic `t` belongs to subtask `(hash(t) + p) mod
+//!   parallelism`: stable whatever other topics or partitions exist, so a partition found by
+//!   discovery never moves an existing one (and its offset) to another subtask. Partitions are
+//!   assigned to the consumer by hand; the consumer group is never joined.
+//! - **Position.** The next offset of every owned partition (and, with `until = "end"`, the
+//!   end it stops at), as JSON. A fresh start resolves `start` to concrete offsets before the
+//!   first checkpoint can record them, so a restore never re-resolves "latest" to a later end.
+//! - **Offsets to the group.** When a checkpoint completes, its offsets are committed to the
+//!   consumer group (asynchronously), for lag tooling only: a restore reads the checkpoint.
+//! - **Discovery.** Every `discovery_interval`, new partitions (and, with a pattern, new
+//!   topics) are added, read from their earliest offset.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::{Message, Offset, TopicPartitionList};
+use serde::{Deserialize, Serialize};
+
+use super::{REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use crate::dataflow::processor::{Source, SourcePoll, TaskError};
+use crate::dataflow::router::Router;
+use crate::job::{KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection};
+
+/// How long a poll that found nothing asks the task to wait before the next.
+const IDLE_WAIT: Duration = Duration::from_millis(5);
+/// How long a subtask that owns no partition waits between polls.
+const NO_PARTITIONS_WAIT: Duration = Duration::from_millis(100);
+
+/// Which subtask of `parallelism` owns partition `partition` of `topic`.
+pub(crate) fn owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
+    // FNV-1a: stable across builds and platforms, unlike std's hasher.
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in topic.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    (hash.wrapping_add(partition as u64) % u64::from(parallelism)) as u32
+}
+
+/// One owned partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+struct PartitionPosition {
+    /// The offset of the next record to emit.
+    next: i64,
+    /// With `until = "end"`: the offset it stops before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    end: Option<i64>,
+}
+
+impl PartitionPosition {
+    fn done(&self) -> bool {
+        self.end.is_some_and(|end| self.next >= end)
+    }
+}
+
+/// The checkpointed position: every owned partition's offsets.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+struct Position {
+    /// Format version.
+    v: u32,
+    partitions: Vec<(String, i32, PartitionPosition)>,
+}
+
+/// The current version of [`Position`].
+const POSITION_VERSION: u32 = 1;
+
+/// One subtask of a Kafka source.
+pub(crate) struct KafkaSource {
+    connector: String,
+    settings: KafkaSourceSettings,
+    subtask: u32,
+    parallelism: u32,
+    consumer: Option<BaseConsumer<WeirContext>>,
+    /// Every owned partition, by topic and number.
+    partitions: BTreeMap<(String, i32), PartitionPosition>,
+    /// Set by a restore: the positions to start from instead of `start`.
+    restored: Option<BTreeMap<(String, i32), PartitionPosition>>,
+    next_discovery: Option<Instant>,
+}
+
+impl KafkaSource {
+    /// Subtask `subtask` of `parallelism` of source `name`. Nothing connects until the first
+    /// poll (after a restore's [`seek`](Source::seek), if any).
+    pub(crate) fn new(
+        name: &str,
+        settings: KafkaSourceSettings,
+        subtask: u32,
+        parallelism: u32,
+    ) -> Self {
+        KafkaSource {
+            connector: format!("kafka source \"{name}\""),
+            settings,
+            subtask,
+            parallelism,
+            consumer: None,
+            partitions: BTreeMap::new(),
+            restored: None,
+            next_discovery: None,
+        }
+    }
+
+    fn error(&self, what: impl Into<String>, error: KafkaError) -> TaskError {
+        let context = self.consumer.as_ref().map(|c| c.context().as_ref());
+        let fallback = WeirContext::default();
+        task_error(&self.connector, what, error, context.unwrap_or(&fallback))
+    }
+
+    /// Connects, finds the owned partitions and where each starts, and assigns them.
+    fn start(&mut self) -> Result<(), TaskError> {
+        let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+        config
+            .set("group.id", &self.settings.group)
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("isolation.level", self.settings.isolation.as_str())
+            .set("enable.partition.eof", "true")
+            // Where a stored offset is out of range (the broker deleted those records).
+            .set("auto.offset.reset", "earliest");
+        let consumer: BaseConsumer<WeirContext> = config
+            .create_with_context(WeirContext::default())
+            .map_err(|e| self.error("cannot create the consumer", e))?;
+        self.consumer = Some(consumer);
+        let owned = self.owned_partitions()?;
+        let restored = self.restored.take();
+        let mut fresh = Vec::new();
+        for key in owned {
+            match restored.as_ref().and_then(|r| r.get(&key)) {
+                Some(position) => {
+                    self.partitions.insert(key, *position);
+                }
+                // A partition created since the checkpoint starts at its earliest; one bounded
+                // source reads only the partitions of its first start.
+                None if restored.is_some() => {
+                    if self.settings.until == KafkaUntil::Never {
+                        let next = self.earliest(&key)?;
+                        self.partitions
+                            .insert(key, PartitionPosition { next, end: None });
+                    }
+                }
+                None => fresh.push(key),
+            }
+        }
+        for key in fresh {
+            let next = self.start_offset(&key)?;
+            let end = match self.settings.until {
+                KafkaUntil::End => Some(self.end_offset(&key)?),
+                KafkaUntil::Never => None,
+            };
+            self.partitions.insert(key, PartitionPosition { next, end });
+        }
+        self.assign()?;
+        self.next_discovery = self.discovery_interval().map(|d| Instant::now() + d);
+        tracing::debug!(
+            "{} subtask {}: reading {} partitions",
+            self.connector,
+            self.subtask,
+            self.partitions.len()
+        );
+        Ok(())
+    }
+
+    /// Discovery applies to a stream only: a bounded source reads what existed at its start.
+    fn discovery_interval(&self) -> Option<Duration> {
+        match self.settings.until {
+            KafkaUntil::Never => self.settings.discovery_interval,
+            KafkaUntil::End => None,
+        }
+    }
+
+    fn consumer(&self) -> &BaseConsumer<WeirContext> {
+        self.consumer
+            .as_ref()
+            .expect("the consumer exists once the source started")
+    }
+
+    /// Every partition of the selected topics this subtask owns, as the cluster says now.
+    fn owned_partitions(&self) -> Result<Vec<(String, i32)>, TaskError> {
+        let metadata = self
+            .consumer()
+            .fetch_metadata(None, REQUEST_TIMEOUT)
+            .map_err(|e| self.error("cannot read the cluster's metadata", e))?;
+        let mut owned = Vec::new();
+        for topic in metadata.topics() {
+            if topic.error().is_some() || !self.settings.topics.matches(topic.name()) {
+                continue;
+            }
+            for partition in topic.partitions() {
+                if owner(topic.name(), partition.id(), self.parallelism) == self.subtask {
+                    owned.push((topic.name().to_owned(), partition.id()));
+                }
+            }
+        }
+        if let TopicSelection::Names(names) = &self.settings.topics {
+            for name in names {
+                if !metadata.topics().iter().any(|t| t.name() == name) {
+                    tracing::warn!("{}: topic \"{name}\" has disappeared", self.connector);
+                }
+            }
+        }
+        owned.sort();
+        Ok(owned)
+    }
+
+    fn watermarks(&self, (topic, partition): &(String, i32)) -> Result<(i64, i64), TaskError> {
+        self.consumer()
+            .fetch_watermarks(topic, *partition, REQUEST_TIMEOUT)
+            .map_err(|e| self.error(format!("cannot read the offsets of {topic}/{partition}"), e))
+    }
+
+    fn earliest(&self, key: &(String, i32)) -> Result<i64, TaskError> {
+        Ok(self.watermarks(key)?.0)
+    }
+
+    /// The end a bounded source stops at: the high watermark (under read_committed, the
+    /// broker answers with the last stable offset).
+    fn end_offset(&self, key: &(String, i32)) -> Result<i64, TaskError> {
+        Ok(self.watermarks(key)?.1)
+    }
+
+    /// Where a fresh start reads `key` from, as a concrete offset.
+    fn start_offset(&self, key: &(String, i32)) -> Result<i64, TaskError> {
+        let (topic, partition) = key;
+        match self.settings.start {
+            KafkaStart::Earliest => self.earliest(key),
+            KafkaStart::Latest => Ok(self.watermarks(key)?.1),
+            KafkaStart::Committed => {
+                let mut list = TopicPartitionList::new();
+                list.add_partition(topic, *partition);
+                let committed = self
+                    .consumer()
+                    .committed_offsets(list, REQUEST_TIMEOUT)
+                    .map_err(|e| {
+                        self.error(
+                            format!(
+                                "cannot read the group's committed offset of {topic}/{partition}"
+                            ),
+                            e,
+                        )
+                    })?;
+                match committed
+                    .find_partition(topic, *partition)
+                    .map(|e| e.offset())
+                {
+                    Some(Offset::Offset(offset)) => Ok(offset),
+                    _ => self.earliest(key),
+                }
+            }
+            KafkaStart::Timestamp(ms) => {
+                let mut list = TopicPartitionList::new();
+                list.add_partition_offset(topic, *partition, Offset::Offset(ms))
+                    .map_err(|e| self.error("cannot build an offset request", e))?;
+                let found = self
+                    .consumer()
+                    .offsets_for_times(list, REQUEST_TIMEOUT)
+                    .map_err(|e| {
+                        self.error(
+                            format!(
+                                "cannot look up the offset of time {ms} in {topic}/{partition}"
+                            ),
+                            e,
+                        )
+                    })?;
+                match found.find_partition(topic, *partition).map(|e| e.offset()) {
+                    Some(Offset::Offset(offset)) => Ok(offset),
+                    // No record that late: from the end.
+                    _ => Ok(self.watermarks(key)?.1),
+                }
+            }
+        }
+    }
+
+    /// Assigns every owned partition that is not done, at its next offset.
+    fn assign(&self) -> Result<(), TaskError> {
+        let mut list = TopicPartitionList::new();
+        for ((topic, partition), position) in &self.partitions {
+            if !position.done() {
+                list.add_partition_offset(topic, *partition, Offset::Offset(position.next))
+                    .map_err(|e| self.error("cannot build the assignment", e))?;
+            }
+        }
+        self.consumer()
+            .assign(&list)
+            .map_err(|e| self.error("cannot assign the partitions", e))
+    }
+
+    /// Adds partitions created since the last look, from their earliest offset.
+    fn discover(&mut self) -> Result<(), TaskError> {
+        let owned = self.owned_partitions()?;
+        let mut added = false;
+        for key in owned {
+            if !self.partitions.contains_key(&key) {
+                let next = self.earliest(&key)?;
+                tracing::info!(
+                    "{}: found partition {}/{}, reading it from offset {next}",
+                    self.connector,
+                    key.0,
+                    key.1
+                );
+                self.partitions
+                    .insert(key, PartitionPosition { next, end: None });
+                added = true;
+            }
+        }
+        if added {
+            self.assign()?;
+        }
+        Ok(())
+    }
+
+    /// After an end-of-partition event: brings the offsets of the partitions numbered
+    /// `partition` (the event does not say which topic) up to the consumer's position, which
+    /// has passed transaction control records no record shows, and stops reading those that
+    /// reached their end (pausing them).
+    fn on_partition_end(&mut self, partition: i32) -> Result<(), TaskError> {
+        let positions = self
+            .consumer()
+            .position()
+            .map_err(|e| self.error("cannot read the consumer's position", e))?;
+        let mut finished = TopicPartitionList::new();
+        for ((topic, number), position) in self.partitions.iter_mut() {
+            if *number != partition {
+                continue;
+            }
+            if let Some(Offset::Offset(at)) =
+                positions.find_partition(topic, *number).map(|e| e.offset())
+                && at > position.next
+            {
+                position.next = at;
+            }
+            if position.done() {
+                finished.add_partition(topic, *number);
+            }
+        }
+        if finished.count() > 0 {
+            self.consumer()
+                .pause(&finished)
+                .map_err(|e| self.error("cannot stop reading a finished partition", e))?;
+        }
+        Ok(())
+    }
+}
+
+impl Source for KafkaSource {
+    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError> {
+        if self.consumer.is_none() {
+            self.start()?;
+        }
+        if let Some(at) = self.next_discovery
+            && Instant::now() >= at
+        {
+            self.discover()?;
+            self.next_discovery = self.discovery_interval().map(|d| Instant::now() + d);
+        }
+        if self.settings.until == KafkaUntil::End && self.partitions.values().all(|p| p.done()) {
+            return Ok(SourcePoll::Exhausted);
+        }
+        if self.partitions.is_empty() {
+            return Ok(SourcePoll::Idle(NO_PARTITIONS_WAIT));
+        }
+        let mut emitted = 0;
+        let mut ended = Vec::new();
+        let mut failure = None;
+        {
+            let consumer = self
+                .consumer
+                .as_ref()
+                .expect("the consumer exists once the source started");
+            while emitted < max {
+                match consumer.poll(Duration::ZERO) {
+                    None => break,
+                    Some(Ok(message)) => {
+                        let key = (message.topic().to_owned(), message.partition());
+                        let Some(position) = self.partitions.get_mut(&key) else {
+                            continue;
+                        };
+                        let offset = message.offset();
+                        if position.end.is_some_and(|end| offset >= end) {
+                            position.next = position.end.unwrap_or(offset);
+                            ended.push(key.1);
+                            continue;
+                        }
+                        let timestamp = message.timestamp().to_millis().unwrap_or(0);
+                        out.push(
+                            message.key().unwrap_or_default(),
+                            message.payload().unwrap_or_default(),
+                            timestamp,
+                        )?;
+                        position.next = offset + 1;
+                        emitted += 1;
+                        if position.done() {
+                            ended.push(key.1);
+                        }
+                    }
+                    Some(Err(KafkaError::PartitionEOF(partition))) => ended.push(partition),
+                    Some(Err(error)) => {
+                        failure = Some(error);
+                        break;
+                    }
+                }
+            }
+        }
+        if let Some(error) = failure {
+            return Err(self.error("cannot read records", error));
+        }
+        ended.sort_unstable();
+        ended.dedup();
+        for partition in ended {
+            self.on_partition_end(partition)?;
+        }
+        Ok(if emitted > 0 {
+            SourcePoll::Emitted
+        } else {
+            SourcePoll::Idle(IDLE_WAIT)
+        })
+    }
+
+    fn position(&self) -> Vec<u8> {
+        let partitions = match (&self.consumer, &self.restored) {
+            // Restored and not yet started: the restored position still holds.
+            (None, Some(restored)) => restored.clone(),
+            _ => self.partitions.clone(),
+        };
+        let position = Position {
+            v: POSITION_VERSION,
+            partitions: partitions
+                .into_iter()
+                .map(|((topic, partition), at)| (topic, partition, at))
+                .collect(),
+        };
+        serde_json::to_vec(&position).expect("a position always serializes")
+    }
+
+    fn seek(&mut self, position: &[u8]) -> Result<(), TaskError> {
+        let position: Position = serde_json::from_slice(position).map_err(|e| {
+            TaskError::Restore(format!(
+                "{}: the checkpointed position is not a Kafka source's: {e}",
+                self.connector
+            ))
+        })?;
+        if position.v != POSITION_VERSION {
+            return Err(TaskError::Restore(format!(
+                "{}: the checkpointed position has format {}, this Weir reads {POSITION_VERSION}",
+                self.connector, position.v
+            )));
+        }
+        let restored = position
+            .partitions
+            .into_iter()
+            .map(|(topic, partition, at)| ((topic, partition), at))
+            .collect();
+        self.restored = Some(restored);
+        if self.consumer.is_some() {
+            // Seeking a running source: start over from the restored offsets.
+            self.consumer = None;
+            self.partitions.clear();
+        }
+        Ok(())
+    }
+
+    fn checkpoint_complete(&mut self, position: &[u8]) -> Result<(), TaskError> {
+        let Some(consumer) = &self.consumer else {
+            return Ok(());
+        };
+        let Ok(position) = serde_json::from_slice::<Position>(position) else {
+            return Ok(());
+        };
+        let mut list = TopicPartitionList::new();
+        for (topic, partition, at) in &position.partitions {
+            if list
+                .add_partition_offset(topic, *partition, Offset::Offset(at.next))
+                .is_err()
+            {
+                return Ok(());
+            }
+        }
+        if list.count() > 0
+            && let Err(error) = consumer.commit(&list, CommitMode::Async)
+        {
+            // For lag tooling only: the checkpoint holds the truth, so a failed commit is
+            // worth a warning, not a failover.
+            tracing::warn!(
+                "{}: cannot commit offsets to group \"{}\": {error}",
+                self.connector,
+                self.settings.group
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partitions_spread_over_subtasks_and_never_move() {
+        // Four partitions of one topic over two subtasks: two each.
+        let counts = (0..4).fold([0; 2], |mut counts, p| {
+            counts[owner("words", p, 2) as usize] += 1;
+            counts
+        });
+        assert_eq!(counts, [2, 2]);
+        // The owner depends only on the topic, the partition and the parallelism.
+        assert_eq!(owner("words", 3, 5), owner("words", 3, 5));
+        assert!((0..64).all(|p| owner("t", p, 3) < 3));
+    }
+
+    #[test]
+    fn a_position_round_trips_and_a_bounded_partition_knows_it_is_done() {
+        let position = Position {
+            v: POSITION_VERSION,
+            partitions: vec![
+                (
+                    "a".into(),
+                    0,
+                    PartitionPosition {
+                        next: 5,
+                        end: Some(5),
+                    },
+                ),
+                ("a".into(), 1, PartitionPosition { next: 2, end: None }),
+            ],
+        };
+        let bytes = serde_json::to_vec(&position).unwrap();
+        assert_eq!(
+            serde_json::from_slice::<Position>(&bytes).unwrap(),
+            position
+        );
+        assert!(position.partitions[0].2.done());
+        assert!(!position.partitions[1].2.done());
+    }
+}

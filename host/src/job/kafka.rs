@@ -1,0 +1,186 @@
+//! The settings of the Kafka source and sink, as validation leaves them (docs/JOB.md, "Kafka
+//! source" and "Kafka sink").
+//!
+//! They are plain data: what a job file said, with every default filled in, so the job graph
+//! states exactly what will run. The connectors that act on them live in
+//! `connectors::kafka`; the rules that produce them in the job's validation.
+
+use std::time::Duration;
+
+/// Which topics a Kafka source reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TopicSelection {
+    /// `topics = ["a", "b"]`: these topics; each must exist when the job starts.
+    Names(Vec<String>),
+    /// `topic_pattern = "orders-*"`: every topic whose name matches, now and (with
+    /// discovery) later; `*` matches any run of characters, `?` any one.
+    Pattern(String),
+}
+
+impl TopicSelection {
+    /// Whether topic `name` is selected.
+    pub fn matches(&self, name: &str) -> bool {
+        match self {
+            TopicSelection::Names(names) => names.iter().any(|n| n == name),
+            TopicSelection::Pattern(pattern) => glob_matches(pattern.as_bytes(), name.as_bytes()),
+        }
+    }
+}
+
+/// Whether `text` matches the glob `pattern` (`*` any run, `?` any one byte).
+fn glob_matches(pattern: &[u8], text: &[u8]) -> bool {
+    // The classic two-pointer match with backtracking to the last `*`: linear in practice,
+    // and never recursive, so no pattern can exhaust the stack.
+    let (mut p, mut t) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while t < text.len() {
+        if p < pattern.len() && (pattern[p] == b'?' || pattern[p] == text[t]) {
+            p += 1;
+            t += 1;
+        } else if p < pattern.len() && pattern[p] == b'*' {
+            star = Some((p, t));
+            p += 1;
+        } else if let Some((sp, st)) = star {
+            p = sp + 1;
+            t = st + 1;
+            star = Some((sp, st + 1));
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|&b| b == b'*')
+}
+
+/// Where a fresh start of a Kafka source begins reading each partition (`start`). A restore
+/// begins where the checkpoint says, and a partition discovered while running at its earliest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaStart {
+    /// `"earliest"`: the oldest record the broker still has.
+    Earliest,
+    /// `"latest"`: only records written after the job starts.
+    Latest,
+    /// `"committed"`: the consumer group's committed offset; the earliest where it has none.
+    Committed,
+    /// `{ timestamp = MS }`: the first record whose timestamp is at least this many
+    /// milliseconds since the Unix epoch; the end where there is none.
+    Timestamp(i64),
+}
+
+/// Whether a Kafka source ends (`until`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KafkaUntil {
+    /// `"never"`: read forever (a stream).
+    Never,
+    /// `"end"`: stop at the end each partition had when the job first started (kept across
+    /// restores), so the job finishes like a batch job.
+    End,
+}
+
+/// Which records a Kafka consumer sees (`isolation`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Isolation {
+    /// `"read_committed"`: only records of committed transactions (the default).
+    ReadCommitted,
+    /// `"read_uncommitted"`: every record, aborted transactions' too.
+    ReadUncommitted,
+}
+
+impl Isolation {
+    /// The value of librdkafka's `isolation.level`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "read_committed",
+            Isolation::ReadUncommitted => "read_uncommitted",
+        }
+    }
+}
+
+/// A `[[source]]` of `type = "kafka"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSourceSettings {
+    /// `bootstrap`: `host:port[,host:port…]` of one or more brokers.
+    pub bootstrap: String,
+    /// `topics` or `topic_pattern`.
+    pub topics: TopicSelection,
+    /// `start`: where a fresh start begins.
+    pub start: KafkaStart,
+    /// `until`: whether the source ends.
+    pub until: KafkaUntil,
+    /// `isolation`: read_committed by default.
+    pub isolation: Isolation,
+    /// `group`: the consumer group the offsets of completed checkpoints are committed to
+    /// (for lag tooling; the checkpoint is the truth). Default `weir.<job>.<source>`.
+    pub group: String,
+    /// `discovery_interval`: how often to look for new partitions and (with a pattern) new
+    /// topics; `None` = never (`"off"`).
+    pub discovery_interval: Option<Duration>,
+    /// `properties`: librdkafka settings passed through (TLS, SASL, tuning), in file order.
+    pub properties: Vec<(String, String)>,
+}
+
+/// What a Kafka sink promises (`delivery`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Delivery {
+    /// `"exactly-once"`: a read_committed consumer sees each record of the job's output once,
+    /// through every crash and restore (docs/CHECKPOINTS.md, "The Kafka sink").
+    ExactlyOnce,
+    /// `"at-least-once"`: every record is acknowledged by the broker before the checkpoint
+    /// that covers it completes; a restore may write some again.
+    AtLeastOnce,
+    /// `"none"`: records are sent as they come; a crash may lose those in flight.
+    None,
+}
+
+impl Delivery {
+    /// The word a job file writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Delivery::ExactlyOnce => "exactly-once",
+            Delivery::AtLeastOnce => "at-least-once",
+            Delivery::None => "none",
+        }
+    }
+}
+
+/// A `[[sink]]` of `type = "kafka"`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KafkaSinkSettings {
+    /// `bootstrap`: `host:port[,host:port…]` of one or more brokers.
+    pub bootstrap: String,
+    /// `topic`: where the records go; it must exist when the job starts.
+    pub topic: String,
+    /// `delivery`: exactly-once by default.
+    pub delivery: Delivery,
+    /// `transactional_id_prefix`: subtask `i` uses transactional id `<prefix>-<i>`. Default
+    /// `weir.<job>.<sink>`; two jobs must never share one.
+    pub transactional_id_prefix: String,
+    /// `marker_topic`: where exactly-once commits record which checkpoint they completed.
+    /// Default `<transactional_id_prefix>.markers`; created (compacted, one partition) when
+    /// missing.
+    pub marker_topic: String,
+    /// `properties`: librdkafka settings passed through (TLS, SASL, tuning), in file order.
+    pub properties: Vec<(String, String)>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_match_runs_and_single_characters() {
+        let p = |s: &str| TopicSelection::Pattern(s.to_owned());
+        assert!(p("orders-*").matches("orders-eu"));
+        assert!(p("orders-*").matches("orders-"));
+        assert!(!p("orders-*").matches("order-eu"));
+        assert!(p("*-eu").matches("orders-eu"));
+        assert!(p("a?c").matches("abc"));
+        assert!(!p("a?c").matches("ac"));
+        assert!(p("*").matches("anything"));
+        assert!(p("a*b*c").matches("a-b-b-c"));
+        assert!(!p("a*b*c").matches("a-b-b-d"));
+        assert!(p("exact").matches("exact"));
+        assert!(!p("exact").matches("exactly"));
+        let names = TopicSelection::Names(vec!["a".into(), "b".into()]);
+        assert!(names.matches("b") && !names.matches("c"));
+    }
+}

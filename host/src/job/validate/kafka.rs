@@ -1,0 +1,754 @@
+//! The rules of the Kafka source and sink tables (docs/JOB.md): which keys apply, their
+//! values, the defaults that name a job's groups and transactional ids, and the librdkafka
+//! `properties` passed through — unknown or malformed ones refused by librdkafka's own
+//! configuration check, the ones Weir sets itself refused with the key to use instead.
+//!
+//! Nothing here touches the network: whether the brokers answer and the topics exist is
+//! checked when the job starts.
+
+use std::ops::Range;
+
+use rdkafka::ClientConfig;
+use toml::Spanned;
+
+use super::{Validator, span_of, vertex_key};
+use crate::job::error::{JobError, Problem};
+use crate::job::kafka::{
+    Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
+    TopicSelection,
+};
+use crate::job::spec::{SinkSpec, SourceSpec};
+use crate::job::units::DURATION_FORMS;
+
+/// Keys of a Kafka source.
+pub(super) const KAFKA_SOURCE_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "parallelism",
+    "bootstrap",
+    "topics",
+    "topic_pattern",
+    "start",
+    "until",
+    "isolation",
+    "group",
+    "discovery_interval",
+    "properties",
+];
+/// Keys of a Kafka sink.
+pub(super) const KAFKA_SINK_KEYS: &[&str] = &[
+    "name",
+    "type",
+    "parallelism",
+    "inputs",
+    "bootstrap",
+    "topic",
+    "delivery",
+    "transactional_id_prefix",
+    "marker_topic",
+    "properties",
+];
+
+/// How often a Kafka source looks for new partitions unless told otherwise.
+const DEFAULT_DISCOVERY_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// librdkafka settings Weir chooses itself, and what to write instead.
+const OWNED_PROPERTIES: &[(&str, &str)] = &[
+    (
+        "bootstrap.servers",
+        "set the connector's `bootstrap` instead",
+    ),
+    (
+        "metadata.broker.list",
+        "set the connector's `bootstrap` instead",
+    ),
+    ("group.id", "set the source's `group` instead"),
+    ("isolation.level", "set the source's `isolation` instead"),
+    (
+        "enable.auto.commit",
+        "a Kafka source commits offsets when a checkpoint completes; the checkpoint, not the \
+         group, is where it restarts from",
+    ),
+    (
+        "enable.auto.offset.store",
+        "a Kafka source stores the offsets of completed checkpoints itself",
+    ),
+    (
+        "auto.offset.reset",
+        "set the source's `start` instead (a restore starts where the checkpoint says)",
+    ),
+    (
+        "enable.partition.eof",
+        "the source needs partition end events to know when `until = \"end\"` is reached",
+    ),
+    (
+        "transactional.id",
+        "set the sink's `transactional_id_prefix` instead: each subtask needs its own id",
+    ),
+    (
+        "enable.idempotence",
+        "the sink's `delivery` decides it (on for exactly-once and at-least-once)",
+    ),
+];
+
+/// What a topic name may be made of (Kafka's own rule).
+const TOPIC_RULE: &str = "1 to 249 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"";
+
+/// Whether `name` is a legal Kafka topic name.
+fn is_topic_name(name: &str) -> bool {
+    (1..=249).contains(&name.len())
+        && name != "."
+        && name != ".."
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+impl Validator<'_> {
+    /// A `[[source]]` of `type = "kafka"` of job `job`.
+    pub(super) fn kafka_source(
+        &self,
+        spec: &SourceSpec,
+        job: &str,
+    ) -> Result<KafkaSourceSettings, JobError> {
+        let name = spec.name.get_ref();
+        let owner = format!("kafka source \"{name}\"");
+        let key = |k: &str| vertex_key(k, "source", name);
+        let bootstrap = self.bootstrap(spec.bootstrap.as_ref(), &owner, &key, spec.name.span())?;
+        let topics = match (&spec.topics, &spec.topic_pattern) {
+            (Some(_), Some(pattern)) => {
+                return Err(self.error(
+                    pattern.span(),
+                    Problem::NeedsSetting {
+                        key: key("topic_pattern"),
+                        setting: "`topics`".into(),
+                        fix: "name the topics, or give a pattern, not both".into(),
+                    },
+                ));
+            }
+            (Some(topics), None) => {
+                if topics.get_ref().is_empty() {
+                    return Err(self.bad_value(
+                        topics.span(),
+                        key("topics"),
+                        "[]".into(),
+                        "at least one topic name",
+                    ));
+                }
+                let mut names = Vec::new();
+                for topic in topics.get_ref() {
+                    let topic_name = self.topic(topic, key("topics"))?;
+                    if !names.contains(&topic_name) {
+                        names.push(topic_name);
+                    }
+                }
+                TopicSelection::Names(names)
+            }
+            (None, Some(pattern)) => {
+                let text = pattern.get_ref();
+                let legal = !text.is_empty()
+                    && text.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'*' | b'?')
+                    });
+                if !legal {
+                    return Err(self.bad_value(
+                        pattern.span(),
+                        key("topic_pattern"),
+                        format!("{text:?}"),
+                        "a glob over topic names: letters, digits, '.', '_', '-', '*' (any \
+                         run) and '?' (any one character)",
+                    ));
+                }
+                TopicSelection::Pattern(text.clone())
+            }
+            (None, None) => {
+                return Err(self.error(
+                    spec.name.span(),
+                    Problem::MissingKey {
+                        owner,
+                        key: "topics",
+                        meaning: "the topics to read, e.g. topics = [\"orders\"] (or \
+                                  topic_pattern = \"orders-*\")",
+                    },
+                ));
+            }
+        };
+        let start = match &spec.start {
+            None => KafkaStart::Earliest,
+            Some(start) => self.kafka_start(start, key("start"))?,
+        };
+        let until = match spec.until.as_ref().map(|u| (u, u.get_ref().as_str())) {
+            None | Some((_, "never")) => KafkaUntil::Never,
+            Some((_, "end")) => KafkaUntil::End,
+            Some((until, other)) => {
+                return Err(self.bad_value(
+                    until.span(),
+                    key("until"),
+                    format!("{other:?}"),
+                    "\"never\" (a stream) or \"end\" (stop at the end each partition had \
+                     when the job first started)",
+                ));
+            }
+        };
+        let isolation = match spec.isolation.as_ref().map(|i| (i, i.get_ref().as_str())) {
+            None | Some((_, "read_committed")) => Isolation::ReadCommitted,
+            Some((_, "read_uncommitted")) => Isolation::ReadUncommitted,
+            Some((isolation, other)) => {
+                return Err(self.bad_value(
+                    isolation.span(),
+                    key("isolation"),
+                    format!("{other:?}"),
+                    "\"read_committed\" or \"read_uncommitted\"",
+                ));
+            }
+        };
+        let group = match &spec.group {
+            None => format!("weir.{job}.{name}"),
+            Some(group) if group.get_ref().trim().is_empty() => {
+                return Err(self.bad_value(
+                    group.span(),
+                    key("group"),
+                    format!("{:?}", group.get_ref()),
+                    "a consumer group id (leave `group` out for weir.<job>.<source>)",
+                ));
+            }
+            Some(group) => group.get_ref().clone(),
+        };
+        let discovery_interval = match &spec.discovery_interval {
+            None => Some(DEFAULT_DISCOVERY_INTERVAL),
+            Some(d) if d.get_ref() == "off" => None,
+            Some(d) => {
+                let duration = self.bounded_duration(
+                    d,
+                    &key("discovery_interval"),
+                    &format!("\"off\" or {DURATION_FORMS}"),
+                )?;
+                if duration.is_zero() {
+                    return Err(self.bad_value(
+                        d.span(),
+                        key("discovery_interval"),
+                        format!("{:?}", d.get_ref()),
+                        "a duration above zero (e.g. \"1m\"), or \"off\"",
+                    ));
+                }
+                Some(duration)
+            }
+        };
+        let properties = self.kafka_properties(spec.properties.as_ref(), &key("properties"))?;
+        Ok(KafkaSourceSettings {
+            bootstrap,
+            topics,
+            start,
+            until,
+            isolation,
+            group,
+            discovery_interval,
+            properties,
+        })
+    }
+
+    /// A `[[sink]]` of `type = "kafka"` of job `job`.
+    pub(super) fn kafka_sink(
+        &self,
+        spec: &SinkSpec,
+        job: &str,
+    ) -> Result<KafkaSinkSettings, JobError> {
+        let name = spec.name.get_ref();
+        let owner = format!("kafka sink \"{name}\"");
+        let key = |k: &str| vertex_key(k, "sink", name);
+        let bootstrap = self.bootstrap(spec.bootstrap.as_ref(), &owner, &key, spec.name.span())?;
+        let Some(topic) = &spec.topic else {
+            return Err(self.error(
+                spec.name.span(),
+                Problem::MissingKey {
+                    owner,
+                    key: "topic",
+                    meaning: "the topic to write, e.g. topic = \"counts\"",
+                },
+            ));
+        };
+        let topic = self.topic(topic, key("topic"))?;
+        let delivery = match spec.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
+            None | Some((_, "exactly-once")) => Delivery::ExactlyOnce,
+            Some((_, "at-least-once")) => Delivery::AtLeastOnce,
+            Some((_, "none")) => Delivery::None,
+            Some((delivery, other)) => {
+                return Err(self.bad_value(
+                    delivery.span(),
+                    key("delivery"),
+                    format!("{other:?}"),
+                    "\"exactly-once\", \"at-least-once\" or \"none\"",
+                ));
+            }
+        };
+        if delivery != Delivery::ExactlyOnce {
+            for (k, span) in [
+                (
+                    "transactional_id_prefix",
+                    span_of(&spec.transactional_id_prefix),
+                ),
+                ("marker_topic", span_of(&spec.marker_topic)),
+            ] {
+                if let Some(span) = span {
+                    return Err(self.error(
+                        span,
+                        Problem::NeedsSetting {
+                            key: key(k),
+                            setting: format!("`delivery = \"{}\"`", delivery.as_str()),
+                            fix: "only an exactly-once sink uses transactions; remove the key"
+                                .into(),
+                        },
+                    ));
+                }
+            }
+        }
+        let transactional_id_prefix = match &spec.transactional_id_prefix {
+            None => format!("weir.{job}.{name}"),
+            Some(prefix) => {
+                let text = prefix.get_ref();
+                if text.trim().is_empty() || text.len() > 200 {
+                    return Err(self.bad_value(
+                        prefix.span(),
+                        key("transactional_id_prefix"),
+                        format!("{text:?}"),
+                        "1 to 200 characters, unique to this job and sink",
+                    ));
+                }
+                text.clone()
+            }
+        };
+        let marker_topic = match &spec.marker_topic {
+            None => {
+                let default = format!("{transactional_id_prefix}.markers");
+                if !is_topic_name(&default) {
+                    let span = span_of(&spec.transactional_id_prefix).unwrap_or(spec.name.span());
+                    return Err(self.bad_value(
+                        span,
+                        key("marker_topic"),
+                        format!("{default:?} (the default, from the transactional id prefix)"),
+                        format!("a topic name ({TOPIC_RULE}): set `marker_topic`"),
+                    ));
+                }
+                default
+            }
+            Some(marker) => self.topic(marker, key("marker_topic"))?,
+        };
+        let properties = self.kafka_properties(spec.properties.as_ref(), &key("properties"))?;
+        Ok(KafkaSinkSettings {
+            bootstrap,
+            topic,
+            delivery,
+            transactional_id_prefix,
+            marker_topic,
+            properties,
+        })
+    }
+
+    /// The required `bootstrap` of `owner`.
+    fn bootstrap(
+        &self,
+        value: Option<&Spanned<String>>,
+        owner: &str,
+        key: &dyn Fn(&str) -> String,
+        name_span: Range<usize>,
+    ) -> Result<String, JobError> {
+        let Some(value) = value else {
+            return Err(self.error(
+                name_span,
+                Problem::MissingKey {
+                    owner: owner.to_owned(),
+                    key: "bootstrap",
+                    meaning: "the brokers to connect to first, e.g. bootstrap = \
+                              \"kafka-1:9092,kafka-2:9092\"",
+                },
+            ));
+        };
+        let text = value.get_ref().trim();
+        let well_formed = !text.is_empty()
+            && text.split(',').all(|address| {
+                let address = address.trim();
+                address
+                    .rsplit_once(':')
+                    .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok())
+            });
+        if !well_formed {
+            return Err(self.bad_value(
+                value.span(),
+                key("bootstrap"),
+                format!("{:?}", value.get_ref()),
+                "host:port, or several separated by commas (\"kafka-1:9092,kafka-2:9092\")",
+            ));
+        }
+        Ok(text.to_owned())
+    }
+
+    /// A topic name; `key` says where it was written.
+    fn topic(&self, value: &Spanned<String>, key: String) -> Result<String, JobError> {
+        if !is_topic_name(value.get_ref()) {
+            return Err(self.bad_value(
+                value.span(),
+                key,
+                format!("{:?}", value.get_ref()),
+                TOPIC_RULE,
+            ));
+        }
+        Ok(value.get_ref().clone())
+    }
+
+    /// `start`: a word, or `{ timestamp = MS }` / `{ timestamp = 2026-12-01T00:00:00Z }`.
+    fn kafka_start(
+        &self,
+        start: &Spanned<toml::Value>,
+        key: String,
+    ) -> Result<KafkaStart, JobError> {
+        let expected = "\"earliest\", \"latest\", \"committed\", or { timestamp = MS } with \
+                        milliseconds since the Unix epoch or an offset date-time such as \
+                        2026-12-01T00:00:00Z";
+        let bad = |found: String| self.bad_value(start.span(), key.clone(), found, expected);
+        match start.get_ref() {
+            toml::Value::String(word) => match word.as_str() {
+                "earliest" => Ok(KafkaStart::Earliest),
+                "latest" => Ok(KafkaStart::Latest),
+                "committed" => Ok(KafkaStart::Committed),
+                other => Err(bad(format!("{other:?}"))),
+            },
+            toml::Value::Table(table) => {
+                let mut entries = table.iter();
+                match (entries.next(), entries.next()) {
+                    (Some((k, toml::Value::Integer(ms))), None) if k == "timestamp" && *ms >= 0 => {
+                        Ok(KafkaStart::Timestamp(*ms))
+                    }
+                    (Some((k, toml::Value::Datetime(datetime))), None) if k == "timestamp" => {
+                        datetime_millis(datetime)
+                            .map(KafkaStart::Timestamp)
+                            .ok_or_else(|| bad(datetime.to_string()))
+                    }
+                    _ => Err(bad(start.get_ref().to_string())),
+                }
+            }
+            other => Err(bad(other.to_string())),
+        }
+    }
+
+    /// The `properties` table: strings, numbers and booleans, each accepted by librdkafka and
+    /// none that Weir sets itself.
+    fn kafka_properties(
+        &self,
+        table: Option<&Spanned<toml::Table>>,
+        key: &str,
+    ) -> Result<Vec<(String, String)>, JobError> {
+        let Some(table) = table else {
+            return Ok(Vec::new());
+        };
+        let span = table.span();
+        let mut properties = Vec::new();
+        for (name, value) in table.get_ref() {
+            let property_key = format!("{key}: `{name}`");
+            let text = match value {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => b.to_string(),
+                other => {
+                    return Err(self.bad_value(
+                        span.clone(),
+                        property_key,
+                        other.to_string(),
+                        "a string, number or boolean (librdkafka takes every setting as text)",
+                    ));
+                }
+            };
+            if let Some((_, instead)) = OWNED_PROPERTIES.iter().find(|(owned, _)| owned == name) {
+                return Err(self.error(
+                    span.clone(),
+                    Problem::KafkaProperty {
+                        key: property_key,
+                        reason: format!("Weir sets it itself: {instead}"),
+                    },
+                ));
+            }
+            let mut config = ClientConfig::new();
+            config.set(name, &text);
+            if let Err(error) = config.create_native_config() {
+                return Err(self.error(
+                    span.clone(),
+                    Problem::KafkaProperty {
+                        key: property_key,
+                        reason: format!(
+                            "librdkafka refuses it ({}); see librdkafka's CONFIGURATION.md \
+                             for the settings and their values",
+                            librdkafka_reason(&error)
+                        ),
+                    },
+                ));
+            }
+            properties.push((name.clone(), text));
+        }
+        Ok(properties)
+    }
+}
+
+/// What librdkafka said about a refused setting, without rdkafka's wrapping.
+fn librdkafka_reason(error: &rdkafka::error::KafkaError) -> String {
+    match error {
+        rdkafka::error::KafkaError::ClientConfig(_, description, _, _) => description.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Milliseconds since the Unix epoch of a TOML offset date-time; `None` for a local one (no
+/// offset: which instant it means is unknown) or one before 1970.
+fn datetime_millis(datetime: &toml::value::Datetime) -> Option<i64> {
+    let date = datetime.date?;
+    let time = datetime.time?;
+    let offset_minutes = match datetime.offset? {
+        toml::value::Offset::Z => 0,
+        toml::value::Offset::Custom { minutes } => i64::from(minutes),
+    };
+    let days = days_from_civil(
+        i64::from(date.year),
+        i64::from(date.month),
+        i64::from(date.day),
+    );
+    let seconds = days * 86_400
+        + i64::from(time.hour) * 3600
+        + i64::from(time.minute) * 60
+        + i64::from(time.second.unwrap_or(0))
+        - offset_minutes * 60;
+    let millis = seconds * 1000 + i64::from(time.nanosecond.unwrap_or(0) / 1_000_000);
+    (millis >= 0).then_some(millis)
+}
+
+/// Days from 1970-01-01 to a proleptic Gregorian date (Howard Hinnant's algorithm).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let month_index = (month + 9) % 12;
+    let day_of_year = (153 * month_index + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::job::{Job, SinkKind, SourceKind, VertexKind};
+
+    /// kafka → kafka, checkpoints on; `source` and `sink` are extra lines of each table.
+    fn kafka_job(source: &str, sink: &str) -> String {
+        format!(
+            "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
+             [[source]]\nname = \"in\"\ntype = \"kafka\"\n{source}\n\
+             [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"in\"]\n{sink}\n"
+        )
+    }
+
+    const SOURCE: &str = "bootstrap = \"k:9092\"\ntopics = [\"words\"]";
+    const SINK: &str = "bootstrap = \"k:9092\"\ntopic = \"counts\"";
+
+    fn parse(text: &str) -> Result<Job, JobError> {
+        Job::from_str(text, "/jobs", "test.toml")
+    }
+
+    /// The message of the error `text` makes.
+    #[track_caller]
+    fn refused(text: &str) -> String {
+        match parse(text) {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("expected {text} to be refused"),
+        }
+    }
+
+    #[test]
+    fn a_kafka_job_takes_the_documented_defaults_and_writes_back_the_same() {
+        let job = parse(&kafka_job(SOURCE, SINK)).unwrap();
+        let VertexKind::Source(SourceKind::Kafka(source)) = &job.vertex("in").unwrap().kind else {
+            panic!("not a kafka source");
+        };
+        assert_eq!(source.topics, TopicSelection::Names(vec!["words".into()]));
+        assert_eq!(source.start, KafkaStart::Earliest);
+        assert_eq!(source.until, KafkaUntil::Never);
+        assert_eq!(source.isolation, Isolation::ReadCommitted);
+        assert_eq!(source.group, "weir.j.in");
+        assert_eq!(source.discovery_interval, Some(DEFAULT_DISCOVERY_INTERVAL));
+        let VertexKind::Sink(SinkKind::Kafka(sink)) = &job.vertex("out").unwrap().kind else {
+            panic!("not a kafka sink");
+        };
+        assert_eq!(sink.delivery, Delivery::ExactlyOnce);
+        assert_eq!(sink.transactional_id_prefix, "weir.j.out");
+        assert_eq!(sink.marker_topic, "weir.j.out.markers");
+        let kinds = |job: &Job| {
+            job.vertices
+                .iter()
+                .map(|v| v.kind.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&parse(&job.to_toml()).unwrap()), kinds(&job));
+    }
+
+    #[test]
+    fn every_kafka_key_is_read() {
+        let source = "bootstrap = \"a:1, b:2\"\ntopic_pattern = \"orders-*\"\n\
+                      start = { timestamp = 2026-12-01T00:00:00Z }\nuntil = \"end\"\n\
+                      isolation = \"read_uncommitted\"\ngroup = \"g\"\n\
+                      discovery_interval = \"off\"\n\
+                      properties = { \"fetch.max.bytes\" = 1048576, \"client.rack\" = \"r1\" }";
+        let sink = "bootstrap = \"k:9092\"\ntopic = \"counts\"\n\
+                    transactional_id_prefix = \"p\"\nmarker_topic = \"m\"\n\
+                    properties = { \"linger.ms\" = 20 }";
+        let job = parse(&kafka_job(source, sink)).unwrap();
+        let VertexKind::Source(SourceKind::Kafka(s)) = &job.vertex("in").unwrap().kind else {
+            panic!("not a kafka source");
+        };
+        assert_eq!(s.bootstrap, "a:1, b:2");
+        assert_eq!(s.topics, TopicSelection::Pattern("orders-*".into()));
+        assert_eq!(s.start, KafkaStart::Timestamp(20_788 * 86_400_000));
+        assert_eq!(s.until, KafkaUntil::End);
+        assert_eq!(s.isolation, Isolation::ReadUncommitted);
+        assert_eq!(s.group, "g");
+        assert_eq!(s.discovery_interval, None);
+        assert_eq!(
+            s.properties,
+            vec![
+                ("client.rack".to_owned(), "r1".to_owned()),
+                ("fetch.max.bytes".to_owned(), "1048576".to_owned())
+            ]
+        );
+        let VertexKind::Sink(SinkKind::Kafka(k)) = &job.vertex("out").unwrap().kind else {
+            panic!("not a kafka sink");
+        };
+        assert_eq!(
+            (k.transactional_id_prefix.as_str(), k.marker_topic.as_str()),
+            ("p", "m")
+        );
+        let kinds = |job: &Job| {
+            job.vertices
+                .iter()
+                .map(|v| v.kind.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(kinds(&parse(&job.to_toml()).unwrap()), kinds(&job));
+        let at_least_once = kafka_job(SOURCE, &format!("{SINK}\ndelivery = \"at-least-once\""));
+        let job = parse(&at_least_once.replace("interval = \"1s\"", "interval = \"off\"")).unwrap();
+        let VertexKind::Sink(SinkKind::Kafka(k)) = &job.vertex("out").unwrap().kind else {
+            panic!("not a kafka sink");
+        };
+        assert_eq!(k.delivery, Delivery::AtLeastOnce);
+    }
+
+    #[test]
+    fn bad_kafka_settings_are_refused_with_the_line_and_the_fix() {
+        let cases: &[(String, &str)] = &[
+            (kafka_job("topics = [\"w\"]", SINK), "needs `bootstrap`"),
+            (
+                kafka_job("bootstrap = \"k\"\ntopics = [\"w\"]", SINK),
+                "host:port, or several separated by commas",
+            ),
+            (
+                kafka_job("bootstrap = \"k:1\"", SINK),
+                "needs `topics`: the topics to read",
+            ),
+            (
+                kafka_job(&format!("{SOURCE}\ntopic_pattern = \"w*\""), SINK),
+                "name the topics, or give a pattern, not both",
+            ),
+            (
+                kafka_job("bootstrap = \"k:1\"\ntopics = [\"a b\"]", SINK),
+                "1 to 249 ASCII letters",
+            ),
+            (
+                kafka_job(&format!("{SOURCE}\nstart = \"beginning\""), SINK),
+                "\"earliest\", \"latest\", \"committed\", or { timestamp = MS }",
+            ),
+            (
+                kafka_job(&format!("{SOURCE}\nuntil = \"forever\""), SINK),
+                "`until` of source \"in\": expected \"never\"",
+            ),
+            (
+                kafka_job(&format!("{SOURCE}\npath = \"x\""), SINK),
+                "`path` does not apply to kafka source \"in\"",
+            ),
+            (
+                kafka_job(
+                    &format!("{SOURCE}\nproperties = {{ \"no.such\" = 1 }}"),
+                    SINK,
+                ),
+                "`no.such`: librdkafka refuses it (No such configuration property: \"no.such\")",
+            ),
+            (
+                kafka_job(
+                    &format!("{SOURCE}\nproperties = {{ \"group.id\" = \"g\" }}"),
+                    SINK,
+                ),
+                "`group.id`: Weir sets it itself: set the source's `group` instead",
+            ),
+            (
+                kafka_job(
+                    SOURCE,
+                    &format!("{SINK}\nproperties = {{ \"acks\" = [1] }}"),
+                ),
+                "a string, number or boolean",
+            ),
+            (
+                kafka_job(SOURCE, "bootstrap = \"k:1\""),
+                "needs `topic`: the topic to write",
+            ),
+            (
+                kafka_job(SOURCE, &format!("{SINK}\ndelivery = \"twice\"")),
+                "\"exactly-once\", \"at-least-once\" or \"none\"",
+            ),
+            (
+                kafka_job(
+                    SOURCE,
+                    &format!("{SINK}\ndelivery = \"none\"\nmarker_topic = \"m\""),
+                ),
+                "only an exactly-once sink uses transactions",
+            ),
+            (
+                kafka_job(SOURCE, SINK).replace("interval = \"1s\"", "interval = \"off\""),
+                "kafka sink \"out\" has `delivery = \"exactly-once\"`, but it commits its output \
+                 when a checkpoint completes, and checkpoints are off",
+            ),
+            (
+                kafka_job(SOURCE, SINK).replace(
+                    "interval = \"1s\"",
+                    "interval = \"1s\"\nmode = \"at-least-once\"",
+                ),
+                "lets the job process a record twice after a restore",
+            ),
+        ];
+        for (text, expected) in cases {
+            let message = refused(text);
+            assert!(
+                message.contains(expected),
+                "for\n{text}\nexpected a message with {expected:?}, got {message:?}"
+            );
+            assert!(message.starts_with("test.toml:"), "no line in {message:?}");
+        }
+    }
+
+    #[test]
+    fn dates_count_days_from_the_epoch() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1), 11_017);
+        assert_eq!(days_from_civil(2026, 12, 1), 20_788);
+        let datetime: toml::value::Datetime = "2026-12-01T00:00:00.250+01:00".parse().unwrap();
+        assert_eq!(
+            datetime_millis(&datetime),
+            Some(20_788 * 86_400_000 - 3_600_000 + 250)
+        );
+        let local: toml::value::Datetime = "2026-12-01T00:00:00".parse().unwrap();
+        assert_eq!(datetime_millis(&local), None);
+    }
+
+    #[test]
+    fn topic_names_follow_kafkas_rule() {
+        assert!(is_topic_name("orders.eu-1_x"));
+        assert!(!is_topic_name(""));
+        assert!(!is_topic_name("."));
+        assert!(!is_topic_name(".."));
+        assert!(!is_topic_name("a b"));
+        assert!(!is_topic_name(&"a".repeat(250)));
+    }
+}
