@@ -23,7 +23,8 @@
 //! dead process to a process that is not its parent.
 //!
 //! Every wait is bounded: [`START_TIMEOUT`] for a broker to answer, [`CLIENT_TIMEOUT`] for one
-//! client call, [`READ_TIMEOUT`] for [`Broker::read_all`].
+//! client call, [`READ_TIMEOUT`] for [`Broker::read_all`]. `WEIR_KAFKA_VERBOSE=1` prints how
+//! long each broker took to answer; a broker's output is in `broker.log` in its temp folder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::{self, File};
