@@ -6,6 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-wasm-target.sh
 bash scripts/ensure-chromium.sh
+# The Kafka broker of the connectors' tests (tests/all/kafka.rs). The tests install it themselves
+# when it is missing, so `cargo test` alone works; here it is installed before the build, where
+# a failure stops the suite with the script's own message instead of skipping those tests.
+bash scripts/install-kafka-broker.sh >/dev/null
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -3,6 +3,10 @@
 
 mod guests;
 mod image_rewrite;
+#[cfg(unix)]
+mod kafka;
+#[cfg(unix)]
+mod kafka_broker;
 mod languages;
 mod readme;
 mod report;
