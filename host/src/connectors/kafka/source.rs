@@ -42,6 +42,14 @@ pub(crate) fn owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
     (hash.wrapping_add(partition as u64) % u64::from(parallelism)) as u32
 }
 
+/// Whether a consumer error ends the task (and the job fails over by its restart strategy):
+/// librdkafka's fatal errors, and every broker of the cluster being down, which librdkafka
+/// would otherwise wait out silently for as long as it lasts.
+fn is_fatal(error: &KafkaError) -> bool {
+    matches!(error, KafkaError::MessageConsumptionFatal(_))
+        || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+}
+
 /// One owned partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct PartitionPosition {
@@ -397,8 +405,13 @@ impl Source for KafkaSource {
                         }
                     }
                     Some(Err(KafkaError::PartitionEOF(partition))) => ended.push(partition),
-                    Some(Err(error)) => {
+                    Some(Err(error)) if is_fatal(&error) => {
                         failure = Some(error);
+                        break;
+                    }
+                    // A dropped connection, a leader moving: librdkafka retries by itself.
+                    Some(Err(error)) => {
+                        tracing::warn!("{}: {error} (retrying)", self.connector);
                         break;
                     }
                 }
