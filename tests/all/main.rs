@@ -7,6 +7,8 @@ mod image_rewrite;
 mod kafka;
 #[cfg(unix)]
 mod kafka_broker;
+#[cfg(unix)]
+mod kafka_exactly_once;
 mod languages;
 mod readme;
 mod report;

@@ -31,6 +31,13 @@ use crate::ids::{Barrier, CheckpointId};
 use crate::job::{Delivery, KafkaSinkSettings};
 use crate::kill_point::{self, KillPoint};
 
+/// The environment variable that, in builds with the `test-hooks` feature, makes a restore
+/// ignore the markers and send every restored pending output again: the recovery step
+/// disabled, so the crash tests can show they catch the duplicates it prevents. Absent from
+/// the release `weir`.
+#[cfg(feature = "test-hooks")]
+pub(crate) const IGNORE_MARKERS_ENV: &str = "WEIR_TEST_IGNORE_MARKERS";
+
 /// librdkafka's default `message.max.bytes`: the largest request, so the largest record.
 const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// What a record takes in a record batch besides its key and value, at most (batch header,
@@ -472,6 +479,9 @@ impl KafkaSink {
         // A marker proves the output of its own run up to its checkpoint committed; nothing
         // else proves anything, so everything else is sent again.
         let committed_through = own.filter(|m| m.run == state.run).map(|m| m.checkpoint);
+        #[cfg(feature = "test-hooks")]
+        let committed_through =
+            committed_through.filter(|_| std::env::var_os(IGNORE_MARKERS_ENV).is_none());
         let unsent: Vec<&(CheckpointId, Vec<Vec<u8>>)> = state
             .pending
             .iter()

@@ -8,6 +8,8 @@
 //! - **Position.** The next offset of every owned partition (and, with `until = "end"`, the
 //!   end it stops at), as JSON. A fresh start resolves `start` to concrete offsets before the
 //!   first checkpoint can record them, so a restore never re-resolves "latest" to a later end.
+//!   A stream's checkpoint restored with `until = "end"` ends at the ends of that start, which
+//!   is how a test (or an operator) drains a stream and finishes it.
 //! - **Offsets to the group.** When a checkpoint completes, its offsets are committed to the
 //!   consumer group (asynchronously), for lag tooling only: a restore reads the checkpoint.
 //! - **Discovery.** Every `discovery_interval`, new partitions (and, with a pattern, new
@@ -138,6 +140,19 @@ impl KafkaSource {
         let mut fresh = Vec::new();
         for key in owned {
             match restored.as_ref().and_then(|r| r.get(&key)) {
+                // A stream restored as a bounded source: it ends at the ends of this start.
+                Some(position)
+                    if position.end.is_none() && self.settings.until == KafkaUntil::End =>
+                {
+                    let end = Some(self.end_offset(&key)?.max(position.next));
+                    self.partitions.insert(
+                        key,
+                        PartitionPosition {
+                            next: position.next,
+                            end,
+                        },
+                    );
+                }
                 Some(position) => {
                     self.partitions.insert(key, *position);
                 }

@@ -1,0 +1,522 @@
+//! Exactly-once through Kafka under SIGKILL: a keyed count between a Kafka topic (4
+//! partitions, read by a source of parallelism 2) and an exactly-once Kafka sink (parallelism
+//! 2), killed at every named kill point of the checkpoint protocol and of the sink's commit,
+//! and at random moments; then the same with a file on either side (file → kafka, kafka →
+//! file). What a read_committed consumer sees (or the file sink committed) must equal what a
+//! run without failures writes: "key, running count" once for every count of every key, and,
+//! in the Kafka output, the counts of each key in increasing order within its partition.
+//!
+//! Each round first appends a chunk of input (to the topic, or to the followed file), then runs
+//! `weir run --restore latest` with a kill point armed and a kill timer as backstop: the job
+//! is a stream that never ends on its own, so every round ends in a crash. A final run restores
+//! with the source bounded (`until = "end"`, or a file not followed) and finishes.
+//!
+//! A last test shows the check has teeth: with the sink's recovery step disabled (the test
+//! hook `WEIR_TEST_IGNORE_MARKERS`), a crash after a commit yields duplicates, and the same
+//! check reports them.
+//!
+//! `WEIR_KAFKA_ROUNDS` sets the rounds of the Kafka → Kafka test (default 50; each reversed
+//! test gets a quarter), `WEIR_CHAOS_SEED` the seed; both are printed with every failure.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::fs;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use weir::kill_point::{self, KillPoint};
+
+use crate::kafka::{self, Broker, Isolation};
+use crate::support::{
+    CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, seed_from_env,
+};
+
+/// The seed when `WEIR_CHAOS_SEED` is not set.
+const DEFAULT_SEED: u64 = 0x5eed_4af4_a000_0017;
+/// Rounds of the Kafka → Kafka test when `WEIR_KAFKA_ROUNDS` is not set.
+const DEFAULT_ROUNDS: u64 = 50;
+/// Distinct keys of the input.
+const KEYS: u64 = 40;
+/// Records appended before each round.
+const CHUNK: u64 = 3_000;
+/// How long a round armed with a named point runs before the timer kills it.
+const NAMED_POINT_TIME: Duration = Duration::from_secs(4);
+/// The environment variable of the test hook that disables the sink's marker check.
+const IGNORE_MARKERS: &str = "WEIR_TEST_IGNORE_MARKERS";
+
+/// Where the job reads or writes.
+#[derive(Debug, Clone)]
+enum End {
+    /// A Kafka topic on the broker.
+    Kafka(String),
+    /// A file (a source: followed while the job is a stream) or an output directory (a sink).
+    File(PathBuf),
+}
+
+/// The job: source `in` (p=2 from Kafka, 1 from a file) → key-hash → `count` (p=2) →
+/// forward → sink `out` (p=2). `bounded` makes the source end at what it has.
+fn job_text(
+    broker: &Broker,
+    sandbox: &Sandbox,
+    input: &End,
+    output: &End,
+    bounded: bool,
+) -> String {
+    let mut text = format!(
+        "name = \"kafkacount\"\n\
+         [checkpoint]\ninterval = \"100ms\"\nmin_pause = \"0ms\"\nretained = 2\n\
+         directory = {:?}\n\
+         [restart]\nstrategy = \"none\"\n",
+        sandbox.checkpoint_dir().display().to_string()
+    );
+    match input {
+        End::Kafka(topic) => {
+            let until = if bounded { "end" } else { "never" };
+            write!(
+                text,
+                "[[source]]\nname = \"in\"\ntype = \"kafka\"\nparallelism = 2\n\
+                 bootstrap = \"{}\"\ntopics = [\"{topic}\"]\nuntil = \"{until}\"\n",
+                broker.bootstrap()
+            )
+            .unwrap();
+        }
+        End::File(path) => {
+            write!(
+                text,
+                "[[source]]\nname = \"in\"\ntype = \"file\"\nformat = \"csv\"\nkey = 0\n\
+                 value = 1\npath = {:?}\nfollow = {}\n",
+                path.display().to_string(),
+                !bounded
+            )
+            .unwrap();
+        }
+    }
+    write!(
+        text,
+        "[[operator]]\nname = \"count\"\nmodule = {:?}\nparallelism = 2\n\
+         inputs = [{{ from = \"in\", partition = \"key-hash\" }}]\n",
+        weir_tests::guests::COUNT
+    )
+    .unwrap();
+    match output {
+        End::Kafka(topic) => write!(
+            text,
+            "[[sink]]\nname = \"out\"\ntype = \"kafka\"\nparallelism = 2\ninputs = [\"count\"]\n\
+             bootstrap = \"{}\"\ntopic = \"{topic}\"\n\
+             transactional_id_prefix = \"{topic}.tx\"\n",
+            broker.bootstrap()
+        )
+        .unwrap(),
+        End::File(dir) => write!(
+            text,
+            "[[sink]]\nname = \"out\"\ntype = \"file\"\nparallelism = 2\ninputs = [\"count\"]\n\
+             path = {:?}\n",
+            dir.display().to_string()
+        )
+        .unwrap(),
+    }
+    text
+}
+
+/// Input records `from..to`: key `k<i mod KEYS>`, value `v<i>`.
+fn chunk(from: u64, to: u64) -> Vec<(String, String)> {
+    (from..to)
+        .map(|i| (format!("k{}", i % KEYS), format!("v{i}")))
+        .collect()
+}
+
+/// Appends records to the job's input.
+fn append(broker: &Broker, input: &End, records: &[(String, String)]) {
+    match input {
+        End::Kafka(topic) => {
+            let rows: Vec<kafka::Produce<'_>> = records
+                .iter()
+                .map(|(k, v)| (None, Some(k.as_bytes()), v.as_bytes()))
+                .collect();
+            broker.produce(topic, &rows);
+        }
+        End::File(path) => {
+            let mut text = String::new();
+            for (k, v) in records {
+                writeln!(text, "{k},{v}").unwrap();
+            }
+            use std::io::Write as _;
+            let mut file = fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .unwrap();
+            file.write_all(text.as_bytes()).unwrap();
+        }
+    }
+}
+
+/// What a failure-free keyed count writes for `records`: "key\tn" for every count of every
+/// key, sorted.
+fn expected_counts(records: u64) -> Vec<String> {
+    let mut per_key: BTreeMap<String, u64> = BTreeMap::new();
+    for (key, _) in chunk(0, records) {
+        *per_key.entry(key).or_default() += 1;
+    }
+    let mut lines: Vec<String> = per_key
+        .iter()
+        .flat_map(|(key, &n)| (1..=n).map(move |i| format!("{key}\t{i}")))
+        .collect();
+    lines.sort();
+    lines
+}
+
+/// The job's output as sorted "key\tcount" lines; for a Kafka topic, also checks that each
+/// key's counts rise within its partition, returning the problem if not.
+fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>, String> {
+    match output {
+        End::File(dir) => {
+            let mut lines = committed_lines(dir);
+            lines.sort();
+            Ok(lines)
+        }
+        End::Kafka(topic) => {
+            let records = broker.read_all(topic, Isolation::ReadCommitted);
+            let mut lines = Vec::with_capacity(records.len());
+            // (partition, key) → the last count seen, in offset order.
+            let mut last: BTreeMap<(i32, Vec<u8>), u64> = BTreeMap::new();
+            let mut by_offset: Vec<&kafka::KafkaRecord> = records.iter().collect();
+            by_offset.sort_by_key(|r| (r.partition, r.offset));
+            for record in by_offset {
+                let key = record.key.clone().unwrap_or_default();
+                let count: u64 = std::str::from_utf8(&record.value)
+                    .ok()
+                    .and_then(|v| v.parse().ok())
+                    .ok_or_else(|| format!("a value is not a count: {:?}", record.value))?;
+                let previous = last.insert((record.partition, key.clone()), count);
+                if previous.is_some_and(|p| count <= p) {
+                    return Err(format!(
+                        "partition {}: key {} has count {count} after {} (offset {}): the \
+                         output of a key is out of order or repeated",
+                        record.partition,
+                        String::from_utf8_lossy(&key),
+                        previous.unwrap_or(0),
+                        record.offset
+                    ));
+                }
+                lines.push(format!("{}\t{count}", String::from_utf8_lossy(&key)));
+            }
+            lines.sort();
+            Ok(lines)
+        }
+    }
+}
+
+/// How `actual` differs from `expected` (both sorted), or `None`.
+fn difference(actual: &[String], expected: &[String]) -> Option<String> {
+    if actual == expected {
+        return None;
+    }
+    let mut counts: BTreeMap<&str, i64> = BTreeMap::new();
+    for line in expected {
+        *counts.entry(line).or_default() -= 1;
+    }
+    for line in actual {
+        *counts.entry(line).or_default() += 1;
+    }
+    let extra: Vec<&str> = counts
+        .iter()
+        .filter(|&(_, &n)| n > 0)
+        .map(|(&l, _)| l)
+        .take(5)
+        .collect();
+    let missing: Vec<&str> = counts
+        .iter()
+        .filter(|&(_, &n)| n < 0)
+        .map(|(&l, _)| l)
+        .take(5)
+        .collect();
+    Some(format!(
+        "{} records, expected {}: duplicates such as {extra:?}, missing such as {missing:?}",
+        actual.len(),
+        expected.len()
+    ))
+}
+
+/// The kill of one round: a named point's `N`-th hit, or only the timer.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    At(KillPoint, u64),
+    Timer,
+}
+
+/// The points a job with `output` reaches (`alignment`: `count` has two upstream channels,
+/// from a Kafka source's two subtasks only).
+fn points(input: &End, output: &End) -> Vec<KillPoint> {
+    KillPoint::ALL
+        .into_iter()
+        .filter(|&p| p != KillPoint::SinkCommitted || matches!(output, End::Kafka(_)))
+        .filter(|&p| p != KillPoint::Alignment || matches!(input, End::Kafka(_)))
+        .collect()
+}
+
+/// How many times a point is reached in a round's first half second or so.
+fn nth_range(point: KillPoint) -> (u64, u64) {
+    match point {
+        KillPoint::ProcessBatch => (1, 30),
+        KillPoint::Alignment => (1, 6),
+        KillPoint::AfterSnapshot | KillPoint::StateWrite => (1, 20),
+        KillPoint::MetadataWrite | KillPoint::BeforeCommit => (1, 3),
+        KillPoint::SinkCommit | KillPoint::SinkCommitted => (1, 2),
+        // Five or six tasks restore.
+        KillPoint::Restore => (1, 5),
+    }
+}
+
+/// `rounds` kills: every point in turn, then timers, shuffled; never `restore` first.
+fn plan(rng: &mut Rng, points: &[KillPoint], rounds: u64) -> Vec<Kill> {
+    let mut plan: Vec<Kill> = (0..rounds)
+        .map(
+            |i| match points.get((i % (points.len() as u64 + 1)) as usize) {
+                Some(&point) => {
+                    let (lo, hi) = nth_range(point);
+                    Kill::At(point, rng.between(lo, hi + 1))
+                }
+                None => Kill::Timer,
+            },
+        )
+        .collect();
+    for i in (1..plan.len()).rev() {
+        plan.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    if let Some(first) = plan
+        .iter()
+        .position(|k| !matches!(k, Kill::At(KillPoint::Restore, _)))
+    {
+        plan.swap(0, first);
+    }
+    plan
+}
+
+/// Runs the stream job once with `kill`, ending it by the timer if the point is not reached
+/// in time; returns whether the point was reached and the log.
+fn crash_round(job: &Path, log: &Path, kill: Kill, timer: Duration, env: &[(&str, &str)]) -> bool {
+    let armed = match kill {
+        Kill::At(point, nth) => Some(format!("{point}:{nth}")),
+        Kill::Timer => None,
+    };
+    let mut vars: Vec<(&str, &str)> = env.to_vec();
+    if let Some(armed) = &armed {
+        vars.push((kill_point::ENV_VAR, armed));
+    }
+    let mut weir = Weir::run_with_env(job, &["--restore", "latest"], &vars, log);
+    let started = Instant::now();
+    while started.elapsed() < timer {
+        if weir.try_exit().is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let ended = weir.kill();
+    let reached = matches!(ended.status.signal(), Some(9 | 6))
+        && armed.as_ref().is_some_and(|armed| {
+            let point = armed.split(':').next().unwrap_or_default();
+            ended
+                .stderr
+                .contains(&format!("kill point `{point}` reached"))
+        });
+    let by_timer = ended.status.signal() == Some(9) && !reached;
+    assert!(
+        reached || by_timer,
+        "a round ({kill:?}) ended with {} before any kill; stderr:\n{}",
+        ended.status,
+        ended.stderr
+    );
+    reached
+}
+
+/// The chaos test of one shape: `rounds` crashed rounds, then a bounded final run; returns
+/// the problem with the output, if any.
+fn chaos(label: &str, input: &End, output: &End, rounds: u64, seed: u64) -> Option<String> {
+    let broker = kafka::broker_or_skip(label)?;
+    let sandbox = Sandbox::new(label);
+    let input = rooted(&sandbox, input);
+    let output = rooted(&sandbox, output);
+    prepare(broker, &input, &output);
+    let stream = sandbox.join("stream.toml");
+    let bounded = sandbox.join("bounded.toml");
+    fs::write(&stream, job_text(broker, &sandbox, &input, &output, false)).unwrap();
+    fs::write(&bounded, job_text(broker, &sandbox, &input, &output, true)).unwrap();
+
+    let mut rng = Rng::new(seed);
+    let points = points(&input, &output);
+    let kills = plan(&mut rng, &points, rounds);
+    let mut reached: BTreeMap<String, u64> = points.iter().map(|p| (p.to_string(), 0)).collect();
+    let mut history = format!(
+        "{label}: seed {seed}, {rounds} rounds (repeat with WEIR_CHAOS_SEED={seed} \
+         WEIR_KAFKA_ROUNDS=...)"
+    );
+    let mut records = 0;
+    for (index, &kill) in kills.iter().enumerate() {
+        append(broker, &input, &chunk(records, records + CHUNK));
+        records += CHUNK;
+        // A named point gets time to be reached; a timer kill lands anywhere in a round.
+        let timer = match kill {
+            Kill::At(..) => NAMED_POINT_TIME,
+            Kill::Timer => Duration::from_millis(rng.between(200, 1_500)),
+        };
+        let log = sandbox.join(&format!("round-{index:03}.log"));
+        let landed = crash_round(&stream, &log, kill, timer, &[]);
+        if let (true, Kill::At(point, _)) = (landed, kill) {
+            *reached.get_mut(&point.to_string()).unwrap() += 1;
+        }
+        let _ = write!(
+            history,
+            "\n  round {index}: {kill:?} after at most {timer:?}: {}",
+            if landed {
+                "killed there"
+            } else {
+                "killed by the timer"
+            }
+        );
+        eprintln!("{label}: round {index}: {kill:?}: landed {landed}");
+    }
+    let ended = Weir::run(
+        &bounded,
+        &["--restore", "latest"],
+        &sandbox.join("final.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    if ended.code() != Some(0) {
+        return Some(format!(
+            "the final run ended with {}\n{history}\nits stderr:\n{}",
+            ended.status, ended.stderr
+        ));
+    }
+    let missed: Vec<&String> = reached
+        .iter()
+        .filter(|&(_, &n)| n == 0)
+        .map(|(p, _)| p)
+        .collect();
+    assert!(
+        missed.is_empty(),
+        "no round died at {missed:?}: those points were not tested\n{history}"
+    );
+    let actual = match output_lines(broker, &output) {
+        Ok(lines) => lines,
+        Err(problem) => return Some(format!("{problem}\n{history}")),
+    };
+    difference(&actual, &expected_counts(records)).map(|d| format!("{d}\n{history}"))
+}
+
+/// `end` with a fresh topic name or a path in the sandbox.
+fn rooted(sandbox: &Sandbox, end: &End) -> End {
+    match end {
+        End::Kafka(name) => End::Kafka(kafka::unique(name)),
+        End::File(name) => End::File(sandbox.join(&name.display().to_string())),
+    }
+}
+
+/// Creates the topics (4 input partitions, 3 output) and the input file.
+fn prepare(broker: &Broker, input: &End, output: &End) {
+    match input {
+        End::Kafka(topic) => broker.create_topic(topic, 4),
+        End::File(path) => fs::write(path, "").unwrap(),
+    }
+    if let End::Kafka(topic) = output {
+        broker.create_topic(topic, 3);
+    }
+}
+
+fn rounds() -> u64 {
+    number_from_env("WEIR_KAFKA_ROUNDS", DEFAULT_ROUNDS).max(1)
+}
+
+#[test]
+fn kafka_to_kafka_survives_kills_at_every_point_exactly_once() {
+    let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED);
+    let input = End::Kafka("words".into());
+    let output = End::Kafka("counts".into());
+    if let Some(problem) = chaos("kafka-to-kafka", &input, &output, rounds(), seed) {
+        panic!("{problem}");
+    }
+}
+
+#[test]
+fn file_to_kafka_survives_kills_exactly_once() {
+    let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED) ^ 1;
+    let input = End::File("input.csv".into());
+    let output = End::Kafka("counts".into());
+    let rounds = rounds().div_ceil(4).max(10);
+    if let Some(problem) = chaos("file-to-kafka", &input, &output, rounds, seed) {
+        panic!("{problem}");
+    }
+}
+
+#[test]
+fn kafka_to_file_survives_kills_exactly_once() {
+    let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED) ^ 2;
+    let input = End::Kafka("words".into());
+    let output = End::File("out".into());
+    let rounds = rounds().div_ceil(4).max(10);
+    if let Some(problem) = chaos("kafka-to-file", &input, &output, rounds, seed) {
+        panic!("{problem}");
+    }
+}
+
+/// A crash right after the sink committed a checkpoint's transaction, then a restore of that
+/// checkpoint: with the marker check, nothing is sent twice; with it disabled, the restored
+/// output is sent again, and the same check that passes the chaos tests reports duplicates.
+#[test]
+fn the_check_catches_the_duplicates_the_marker_check_prevents() {
+    let Some(broker) = kafka::broker_or_skip("marker-check") else {
+        return;
+    };
+    for disabled in [false, true] {
+        let sandbox = Sandbox::new(if disabled {
+            "markers-off"
+        } else {
+            "markers-on"
+        });
+        let input = End::Kafka(kafka::unique("words"));
+        let output = End::Kafka(kafka::unique("counts"));
+        prepare(broker, &input, &output);
+        let stream = sandbox.join("stream.toml");
+        let bounded = sandbox.join("bounded.toml");
+        fs::write(&stream, job_text(broker, &sandbox, &input, &output, false)).unwrap();
+        fs::write(&bounded, job_text(broker, &sandbox, &input, &output, true)).unwrap();
+        append(broker, &input, &chunk(0, CHUNK));
+        let env: &[(&str, &str)] = if disabled {
+            &[(IGNORE_MARKERS, "1")]
+        } else {
+            &[]
+        };
+        let kill = Kill::At(KillPoint::SinkCommitted, 1);
+        assert!(
+            crash_round(&stream, &sandbox.join("crash.log"), kill, CLI_TIMEOUT, env),
+            "the sink never committed"
+        );
+        Weir::run_with_env(
+            &bounded,
+            &["--restore", "latest"],
+            env,
+            &sandbox.join("final.log"),
+        )
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the final run");
+        let actual = output_lines(broker, &output);
+        let problem = actual
+            .as_ref()
+            .err()
+            .cloned()
+            .or_else(|| difference(actual.as_ref().unwrap(), &expected_counts(CHUNK)));
+        if disabled {
+            let problem = problem.expect(
+                "with the marker check disabled the restore sent the committed output again, \
+                 yet the check saw nothing wrong",
+            );
+            assert!(
+                problem.contains("duplicates") || problem.contains("repeated"),
+                "{problem}"
+            );
+        } else {
+            assert_eq!(problem, None, "with the marker check");
+        }
+    }
+}
