@@ -39,7 +39,7 @@ const DEFAULT_ROUNDS: u64 = 50;
 /// Distinct keys of the input.
 const KEYS: u64 = 40;
 /// Records appended before each round.
-const CHUNK: u64 = 3_000;
+pub(crate) const CHUNK: u64 = 3_000;
 /// How long a round armed with a named point runs before the timer kills it.
 const NAMED_POINT_TIME: Duration = Duration::from_secs(4);
 /// The environment variable of the test hook that disables the sink's marker check.
@@ -47,7 +47,7 @@ const IGNORE_MARKERS: &str = "WEIR_TEST_IGNORE_MARKERS";
 
 /// Where the job reads or writes.
 #[derive(Debug, Clone)]
-enum End {
+pub(crate) enum End {
     /// A Kafka topic on the broker.
     Kafka(String),
     /// A file (a source: followed while the job is a stream) or an output directory (a sink).
@@ -56,18 +56,33 @@ enum End {
 
 /// The job: source `in` (p=2 from Kafka, 1 from a file) → key-hash → `count` (p=2) →
 /// forward → sink `out` (p=2). `bounded` makes the source end at what it has.
-fn job_text(
+pub(crate) fn job_text(
     broker: &Broker,
     sandbox: &Sandbox,
     input: &End,
     output: &End,
     bounded: bool,
 ) -> String {
+    job_text_with(broker, sandbox, input, output, bounded, NO_RESTART)
+}
+
+/// The `[restart]` table of the crash tests: a crash is the end of a round.
+pub(crate) const NO_RESTART: &str = "strategy = \"none\"";
+
+/// [`job_text`] with this `[restart]` table body.
+pub(crate) fn job_text_with(
+    broker: &Broker,
+    sandbox: &Sandbox,
+    input: &End,
+    output: &End,
+    bounded: bool,
+    restart: &str,
+) -> String {
     let mut text = format!(
         "name = \"kafkacount\"\n\
          [checkpoint]\ninterval = \"100ms\"\nmin_pause = \"0ms\"\nretained = 2\n\
          directory = {:?}\n\
-         [restart]\nstrategy = \"none\"\n",
+         [restart]\n{restart}\n",
         sandbox.checkpoint_dir().display().to_string()
     );
     match input {
@@ -120,14 +135,14 @@ fn job_text(
 }
 
 /// Input records `from..to`: key `k<i mod KEYS>`, value `v<i>`.
-fn chunk(from: u64, to: u64) -> Vec<(String, String)> {
+pub(crate) fn chunk(from: u64, to: u64) -> Vec<(String, String)> {
     (from..to)
         .map(|i| (format!("k{}", i % KEYS), format!("v{i}")))
         .collect()
 }
 
 /// Appends records to the job's input.
-fn append(broker: &Broker, input: &End, records: &[(String, String)]) {
+pub(crate) fn append(broker: &Broker, input: &End, records: &[(String, String)]) {
     match input {
         End::Kafka(topic) => {
             let rows: Vec<kafka::Produce<'_>> = records
@@ -154,7 +169,7 @@ fn append(broker: &Broker, input: &End, records: &[(String, String)]) {
 
 /// What a failure-free keyed count writes for `records`: "key\tn" for every count of every
 /// key, sorted.
-fn expected_counts(records: u64) -> Vec<String> {
+pub(crate) fn expected_counts(records: u64) -> Vec<String> {
     let mut per_key: BTreeMap<String, u64> = BTreeMap::new();
     for (key, _) in chunk(0, records) {
         *per_key.entry(key).or_default() += 1;
@@ -169,7 +184,7 @@ fn expected_counts(records: u64) -> Vec<String> {
 
 /// The job's output as sorted "key\tcount" lines; for a Kafka topic, also checks that each
 /// key's counts rise within its partition, returning the problem if not.
-fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>, String> {
+pub(crate) fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>, String> {
     match output {
         End::File(dir) => {
             let mut lines = committed_lines(dir);
@@ -209,7 +224,7 @@ fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>, String> {
 }
 
 /// How `actual` differs from `expected` (both sorted), or `None`.
-fn difference(actual: &[String], expected: &[String]) -> Option<String> {
+pub(crate) fn difference(actual: &[String], expected: &[String]) -> Option<String> {
     if actual == expected {
         return None;
     }
@@ -406,7 +421,7 @@ fn chaos(label: &str, input: &End, output: &End, rounds: u64, seed: u64) -> Opti
 }
 
 /// `end` with a fresh topic name or a path in the sandbox.
-fn rooted(sandbox: &Sandbox, end: &End) -> End {
+pub(crate) fn rooted(sandbox: &Sandbox, end: &End) -> End {
     match end {
         End::Kafka(name) => End::Kafka(kafka::unique(name)),
         End::File(name) => End::File(sandbox.join(&name.display().to_string())),
@@ -414,7 +429,7 @@ fn rooted(sandbox: &Sandbox, end: &End) -> End {
 }
 
 /// Creates the topics (4 input partitions, 3 output) and the input file.
-fn prepare(broker: &Broker, input: &End, output: &End) {
+pub(crate) fn prepare(broker: &Broker, input: &End, output: &End) {
     match input {
         End::Kafka(topic) => broker.create_topic(topic, 4),
         End::File(path) => fs::write(path, "").unwrap(),

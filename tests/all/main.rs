@@ -9,6 +9,8 @@ mod kafka;
 mod kafka_broker;
 #[cfg(unix)]
 mod kafka_exactly_once;
+#[cfg(unix)]
+mod kafka_faults;
 mod languages;
 mod readme;
 mod report;

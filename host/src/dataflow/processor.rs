@@ -111,7 +111,9 @@ pub(crate) enum TaskError {
     },
     /// A record is larger than a Kafka sink may send.
     #[error(
-        "{connector}: a record of {size} bytes (key and value) does not fit in {limit} bytes,          {limit_source} (less about 100 bytes of framing): make the operator emit smaller          records, or raise the limit"
+        "{connector}: a record of {size} bytes (key and value) does not fit in the limit of \
+         {limit} bytes (less about 100 bytes of framing), {limit_source}: make the operator emit \
+         smaller records, or raise the limit"
     )]
     KafkaRecordTooLarge {
         /// `kafka sink "out"`.
