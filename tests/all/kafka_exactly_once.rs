@@ -535,3 +535,53 @@ fn the_check_catches_the_duplicates_the_marker_check_prevents() {
         }
     }
 }
+
+/// The shipped `examples/jobs/kafka-wordcount.toml`, pointed at the test broker (and drained
+/// with `until = "end"`), counts every word of its input exactly once.
+#[test]
+fn the_shipped_kafka_wordcount_example_runs() {
+    let Some(broker) = kafka::broker_or_skip("kafka-wordcount-example") else {
+        return;
+    };
+    let sandbox = Sandbox::new("kafka-wordcount-example");
+    let example = crate::support::workspace_root().join("examples/jobs/kafka-wordcount.toml");
+    let text = fs::read_to_string(&example).unwrap();
+    let lines_topic = kafka::unique("lines");
+    let counts_topic = kafka::unique("word-counts");
+    broker.create_topic(&lines_topic, 4);
+    broker.create_topic(&counts_topic, 4);
+    let text = text
+        .replace("localhost:9092", &broker.bootstrap())
+        .replace(
+            "topics = [\"lines\"]",
+            &format!("topics = [\"{lines_topic}\"]\nuntil = \"end\""),
+        )
+        .replace("\"word-counts\"", &format!("\"{counts_topic}\""))
+        .replace(
+            "\"checkpoints/kafka-wordcount\"",
+            &format!("{:?}", sandbox.checkpoint_dir().display().to_string()),
+        )
+        .replace(
+            "\"../../target/wasm32-unknown-unknown/release/weir_example_split.wasm\"",
+            &format!("{:?}", weir_tests::guests::SPLIT),
+        )
+        .replace(
+            "\"../../target/wasm32-unknown-unknown/release/weir_example_count.wasm\"",
+            &format!("{:?}", weir_tests::guests::COUNT),
+        );
+    fs::write(sandbox.job_path(), text).unwrap();
+    let input = ["the weir holds", "the river", "holds the water"];
+    let rows: Vec<kafka::Produce<'_>> = input.iter().map(|l| (None, None, l.as_bytes())).collect();
+    broker.produce(&lines_topic, &rows);
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the example");
+    let actual = output_lines(broker, &End::Kafka(counts_topic)).unwrap_or_else(|p| panic!("{p}"));
+    let mut expected: Vec<String> = [
+        "the\t1", "the\t2", "the\t3", "weir\t1", "holds\t1", "holds\t2", "river\t1", "water\t1",
+    ]
+    .map(String::from)
+    .to_vec();
+    expected.sort();
+    assert_eq!(actual, expected);
+}
