@@ -1,0 +1,231 @@
+//! The Kafka source's promises against a real broker: where a fresh start begins (`start`),
+//! the offsets of completed checkpoints committed to the consumer group, subtasks with no
+//! partition that neither read nor block checkpoints, topics by pattern, and partitions found by
+//! discovery while the job runs, read from their earliest offset.
+//!
+//! The jobs are a Kafka source straight into the exactly-once file sink, whose committed lines
+//! (`key<TAB>value`) are what the source emitted.
+
+use std::fs;
+use std::time::{Duration, Instant, SystemTime};
+
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions};
+use rdkafka::client::DefaultClientContext;
+
+use crate::kafka::{self, Broker};
+use crate::support::{CLI_TIMEOUT, Sandbox, Weir, committed_lines};
+
+/// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.
+fn job(broker: &Broker, sandbox: &Sandbox, parallelism: u32, source_keys: &str) -> String {
+    format!(
+        "name = \"ksource\"\n[checkpoint]\ninterval = \"100ms\"\ndirectory = {:?}\n\
+         [restart]\nstrategy = \"none\"\n\
+         [[source]]\nname = \"in\"\ntype = \"kafka\"\nparallelism = {parallelism}\n\
+         bootstrap = \"{}\"\n{source_keys}\n\
+         [[sink]]\nname = \"out\"\ntype = \"file\"\ninputs = [\"in\"]\npath = {:?}\n",
+        sandbox.checkpoint_dir().display().to_string(),
+        broker.bootstrap(),
+        sandbox.out_dir().display().to_string()
+    )
+}
+
+/// Produces `values` with key `key`, in order, to partition `partition`.
+fn produce(broker: &Broker, topic: &str, partition: i32, key: &str, values: &[&str]) {
+    let rows: Vec<kafka::Produce<'_>> = values
+        .iter()
+        .map(|v| (Some(partition), Some(key.as_bytes()), v.as_bytes()))
+        .collect();
+    broker.produce(topic, &rows);
+}
+
+/// Runs the job to its end and returns its committed lines, sorted.
+fn run_to_end(sandbox: &Sandbox, text: &str, args: &[&str]) -> Vec<String> {
+    fs::write(sandbox.job_path(), text).unwrap();
+    Weir::run(&sandbox.job_path(), args, &sandbox.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the job");
+    let mut lines = committed_lines(&sandbox.out_dir());
+    lines.sort();
+    lines
+}
+
+fn sorted(lines: &[&str]) -> Vec<String> {
+    let mut lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+    lines.sort();
+    lines
+}
+
+#[test]
+fn a_fresh_start_begins_where_start_says() {
+    let Some(broker) = kafka::broker_or_skip("kafka-start") else {
+        return;
+    };
+    let topic = kafka::unique("start");
+    broker.create_topic(&topic, 1);
+    produce(broker, &topic, 0, "k", &["a", "b"]);
+    let between = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        + 1;
+    std::thread::sleep(Duration::from_millis(20));
+    produce(broker, &topic, 0, "k", &["c"]);
+    let bounded = |start: &str| format!("topics = [\"{topic}\"]\nuntil = \"end\"\nstart = {start}");
+
+    let earliest = Sandbox::new("kafka-start-earliest");
+    let lines = run_to_end(
+        &earliest,
+        &job(broker, &earliest, 1, &bounded("\"earliest\"")),
+        &[],
+    );
+    assert_eq!(lines, sorted(&["k\ta", "k\tb", "k\tc"]));
+
+    let latest = Sandbox::new("kafka-start-latest");
+    let lines = run_to_end(
+        &latest,
+        &job(broker, &latest, 1, &bounded("\"latest\"")),
+        &[],
+    );
+    assert!(lines.is_empty(), "latest read {lines:?}");
+
+    let from_time = Sandbox::new("kafka-start-timestamp");
+    let start = format!("{{ timestamp = {between} }}");
+    let lines = run_to_end(
+        &from_time,
+        &job(broker, &from_time, 1, &bounded(&start)),
+        &[],
+    );
+    assert_eq!(lines, sorted(&["k\tc"]));
+
+    // The earliest run committed its offsets to the group (weir.ksource.in); a run with
+    // `committed` in that group reads only what came after them.
+    produce(broker, &topic, 0, "k", &["d"]);
+    let committed = Sandbox::new("kafka-start-committed");
+    let lines = run_to_end(
+        &committed,
+        &job(broker, &committed, 1, &bounded("\"committed\"")),
+        &[],
+    );
+    assert_eq!(lines, sorted(&["k\td"]));
+}
+
+#[test]
+fn completed_checkpoints_commit_their_offsets_to_the_group() {
+    let Some(broker) = kafka::broker_or_skip("kafka-group-offsets") else {
+        return;
+    };
+    let topic = kafka::unique("offsets");
+    broker.create_topic(&topic, 3);
+    for partition in 0..3 {
+        produce(
+            broker,
+            &topic,
+            partition,
+            "k",
+            &vec!["v"; 10 + partition as usize],
+        );
+    }
+    let sandbox = Sandbox::new("kafka-group-offsets");
+    let group = kafka::unique("group");
+    let keys = format!("topics = [\"{topic}\"]\nuntil = \"end\"\ngroup = \"{group}\"");
+    let lines = run_to_end(&sandbox, &job(broker, &sandbox, 2, &keys), &[]);
+    assert_eq!(lines.len(), 33);
+    let committed = broker.committed_offsets(&group, &topic);
+    assert_eq!(
+        committed,
+        (0..3).map(|p| (p, 10 + i64::from(p))).collect(),
+        "the group's offsets after the final checkpoint"
+    );
+}
+
+#[test]
+fn subtasks_without_a_partition_stay_idle_and_checkpoints_complete() {
+    let Some(broker) = kafka::broker_or_skip("kafka-idle-subtasks") else {
+        return;
+    };
+    let topic = kafka::unique("narrow");
+    broker.create_topic(&topic, 1);
+    produce(broker, &topic, 0, "k", &["a", "b", "c"]);
+    let sandbox = Sandbox::new("kafka-idle-subtasks");
+    // Three subtasks, one partition: two subtasks own nothing.
+    let keys = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
+    let lines = run_to_end(&sandbox, &job(broker, &sandbox, 3, &keys), &[]);
+    assert_eq!(lines, sorted(&["k\ta", "k\tb", "k\tc"]));
+
+    // As a stream, checkpoints keep completing though two subtasks never read a record.
+    let stream = Sandbox::new("kafka-idle-stream");
+    fs::write(
+        stream.job_path(),
+        job(broker, &stream, 3, &format!("topics = [\"{topic}\"]")),
+    )
+    .unwrap();
+    let mut weir = Weir::run(&stream.job_path(), &[], &stream.join("weir.log"));
+    let completed = weir.wait_until("three completed checkpoints", CLI_TIMEOUT, |w| {
+        w.stderr().contains("checkpoint 3 complete")
+    });
+    assert!(completed, "{}", weir.stderr());
+    drop(weir.kill());
+}
+
+#[test]
+fn a_pattern_reads_every_matching_topic_and_discovery_finds_new_partitions() {
+    let Some(broker) = kafka::broker_or_skip("kafka-discovery") else {
+        return;
+    };
+    let prefix = kafka::unique("disc");
+    let (first, second, other) = (
+        format!("{prefix}-a"),
+        format!("{prefix}-b"),
+        format!("{prefix}x-c"),
+    );
+    broker.create_topic(&first, 1);
+    broker.create_topic(&second, 1);
+    broker.create_topic(&other, 1);
+    produce(broker, &first, 0, "a", &["1"]);
+    produce(broker, &second, 0, "b", &["1"]);
+    produce(broker, &other, 0, "c", &["not matched"]);
+
+    let sandbox = Sandbox::new("kafka-discovery");
+    let keys = format!("topic_pattern = \"{prefix}-*\"\ndiscovery_interval = \"200ms\"");
+    fs::write(sandbox.job_path(), job(broker, &sandbox, 2, &keys)).unwrap();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let read_both = |w: &Weir| {
+        let _ = w;
+        committed_lines(&sandbox.out_dir()).len() >= 2
+    };
+    assert!(
+        weir.wait_until("the first records", CLI_TIMEOUT, read_both),
+        "{}",
+        weir.stderr()
+    );
+    // A partition added to a topic, and a new matching topic: both read from their start.
+    let admin: AdminClient<DefaultClientContext> = broker.config().create().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let added = runtime
+        .block_on(admin.create_partitions([&NewPartitions::new(&first, 2)], &AdminOptions::new()))
+        .unwrap();
+    assert!(added.iter().all(Result::is_ok), "{added:?}");
+    produce(broker, &first, 1, "a", &["2", "3"]);
+    let third = format!("{prefix}-z");
+    broker.create_topic(&third, 1);
+    produce(broker, &third, 0, "z", &["1"]);
+    let deadline = Instant::now() + CLI_TIMEOUT;
+    loop {
+        let mut lines = committed_lines(&sandbox.out_dir());
+        lines.sort();
+        if lines == sorted(&["a\t1", "a\t2", "a\t3", "b\t1", "z\t1"]) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "discovery did not bring the new partition and topic: {lines:?}\n{}",
+            weir.stderr()
+        );
+        assert!(weir.try_exit().is_none(), "{}", weir.stderr());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    drop(weir.kill());
+}
