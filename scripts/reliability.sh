@@ -7,6 +7,8 @@
 # Settings (environment; defaults are the long run's):
 #   WEIR_CHAOS_ROUNDS       random-moment kills per chaos job (2 jobs)         default 250
 #   WEIR_KILL_POINT_ROUNDS  kills per named kill point (8 points)              default 25
+#   WEIR_KAFKA_ROUNDS       kills of the kafka → kafka job (a quarter for each of
+#                           file → kafka and kafka → file)                     default 500
 #   WEIR_BACKPRESSURE_SECS  length of the healthy back-pressure run, seconds   default 300
 #   WEIR_FUZZ_SECS          seconds per fuzz target (0: skip fuzzing, noted)   default 300
 #   WEIR_CHAOS_SEED         seed of the kill plans (a number or `random`)      default fixed
@@ -19,6 +21,7 @@ cd "$(dirname "$0")/.."
 
 export WEIR_CHAOS_ROUNDS="${WEIR_CHAOS_ROUNDS:-250}"
 export WEIR_KILL_POINT_ROUNDS="${WEIR_KILL_POINT_ROUNDS:-25}"
+export WEIR_KAFKA_ROUNDS="${WEIR_KAFKA_ROUNDS:-500}"
 export WEIR_BACKPRESSURE_SECS="${WEIR_BACKPRESSURE_SECS:-300}"
 fuzz_secs="${WEIR_FUZZ_SECS:-300}"
 
@@ -35,7 +38,7 @@ areas="${WEIR_RELIABILITY_AREAS:-}"
 wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 # The test modules that record each area's rows.
 modules=()
-wants chaos && modules+=(chaos:: kill_points::)
+wants chaos && modules+=(chaos:: kill_points:: kafka_exactly_once::)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)

@@ -42,7 +42,12 @@ const HOW: &str = "\
   → split → key-hash → count p=2 → file sink p=2) and a two-input job (two generators of
   parallelism 2 → two key-hash inputs of count p=3 → file sink p=3). Repeat one with
   `WEIR_CHAOS_SEED=<seed> WEIR_CHAOS_ROUNDS=<n> cargo test -p weir-tests --test all chaos::`
-  (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed.
+  (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed. Through Kafka
+  (`tests/all/kafka_exactly_once.rs`, against a real Kafka-protocol broker): kafka (4 partitions,
+  p=2) → key-hash → count p=2 → exactly-once Kafka sink p=2, and the same with a file on either
+  side; each round appends input and is killed at a named point (`sink-committed` too) or at a
+  random moment; what a read_committed consumer sees must equal an undisturbed run, in order per
+  key within each partition (`WEIR_KAFKA_ROUNDS=<n> … kafka_exactly_once::`).
 - **Guest isolation** (`tests/all/isolation.rs`): hostile guests in real jobs; each must end in a
   failure that names the operator, subtask and cause, with the restart strategy applied, bounded
   host memory and no hang.
