@@ -128,9 +128,11 @@ fn the_broker_going_away_fails_the_job_over_and_it_comes_back_exact() {
     fs::write(&bounded, job_text(&broker, &sandbox, &input, &output, true)).unwrap();
 
     append(&broker, &input, &chunk(0, CHUNK));
-    let mut weir = Weir::run(
+    // Debug logs: should this fail, they show what each connector was doing.
+    let mut weir = Weir::run_with_env(
         &stream,
         &["--restore", "latest"],
+        &[("RUST_LOG", "info,weir=debug")],
         &sandbox.join("stream.log"),
     );
     wait_for_output(&broker, &output, &mut weir);

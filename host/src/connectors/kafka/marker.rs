@@ -16,7 +16,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::{KafkaSetupError, REQUEST_TIMEOUT, WeirContext, block_on, client_config};
+use super::{Detached, KafkaSetupError, REQUEST_TIMEOUT, WeirContext, block_on, client_config};
 use crate::job::KafkaSinkSettings;
 
 /// What one committed transaction of an exactly-once sink subtask says about itself.
@@ -102,6 +102,7 @@ pub(crate) fn read_markers(
     uncommitted.set("isolation.level", "read_uncommitted");
     let probe: BaseConsumer<WeirContext> =
         uncommitted.create_with_context(WeirContext::default())?;
+    let probe = Detached::new(probe);
     let metadata = probe.fetch_metadata(Some(topic), REQUEST_TIMEOUT)?;
     let partitions: Vec<i32> = metadata
         .topics()
@@ -124,6 +125,7 @@ pub(crate) fn read_markers(
         .set("enable.partition.eof", "true");
     let consumer: BaseConsumer<WeirContext> =
         committed.create_with_context(WeirContext::default())?;
+    let consumer = Detached::new(consumer);
     let mut assignment = TopicPartitionList::new();
     for &partition in &partitions {
         if ends[&partition] > 0 {

@@ -113,7 +113,9 @@ pub(crate) fn client_config(bootstrap: &str, properties: &[(String, String)]) ->
     config
 }
 
-/// The client context of every Kafka connector: librdkafka's log goes to `tracing`, and the
+/// The client context of every Kafka connector: librdkafka's log goes to `tracing` (its errors
+/// as warnings: librdkafka retries what they report, and a task fails only on what it cannot
+/// ride out), and the
 /// last error it reported (a broker down, a failed authentication) and the first failed
 /// delivery are kept, so a task's failure can name the cause rather than only a timeout.
 #[derive(Debug, Default)]
@@ -140,8 +142,8 @@ impl ClientContext for WeirContext {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
             | RDKafkaLogLevel::Critical
-            | RDKafkaLogLevel::Error => tracing::error!("librdkafka {fac}: {log_message}"),
-            RDKafkaLogLevel::Warning => tracing::warn!("librdkafka {fac}: {log_message}"),
+            | RDKafkaLogLevel::Error
+            | RDKafkaLogLevel::Warning => tracing::warn!("librdkafka {fac}: {log_message}"),
             _ => tracing::debug!("librdkafka {fac}: {log_message}"),
         }
     }
@@ -154,7 +156,8 @@ impl ClientContext for WeirContext {
         {
             return;
         }
-        tracing::warn!("librdkafka: {error}: {reason}");
+        // Kept to name the cause when the task fails; librdkafka's log has said it already.
+        tracing::debug!("librdkafka: {error}: {reason}");
         if let Ok(mut last) = self.last_error.lock() {
             *last = Some(format!("{error}: {reason}"));
         }
@@ -172,6 +175,46 @@ impl ProducerContext for WeirContext {
             && first.is_none()
         {
             *first = Some(error.clone());
+        }
+    }
+}
+
+/// A librdkafka client that is closed on a thread of its own when dropped.
+///
+/// Closing a consumer waits for its last offset commits and leaves the group, and closing a
+/// producer waits for its queue: while the brokers are down that takes as long as librdkafka's
+/// timeouts, tens of seconds. A task that fails because the brokers are down would then report
+/// its failure only after the close, and the job would fail over that much later; so every
+/// connector holds its clients in a `Detached`, and a failing task exits at once.
+pub(crate) struct Detached<T: Send + 'static>(Option<T>);
+
+impl<T: Send + 'static> Detached<T> {
+    /// Wraps `client`.
+    pub(crate) fn new(client: T) -> Self {
+        Detached(Some(client))
+    }
+}
+
+impl<T: Send + 'static> std::ops::Deref for Detached<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        self.0
+            .as_ref()
+            .expect("a detached client is only taken when dropped")
+    }
+}
+
+impl<T: Send + 'static> Drop for Detached<T> {
+    fn drop(&mut self) {
+        if let Some(client) = self.0.take() {
+            let closing = std::thread::Builder::new()
+                .name("weir-kafka-close".into())
+                .spawn(move || drop(client));
+            if let Err(e) = closing {
+                // No thread to spare: close here, late rather than never.
+                tracing::debug!("cannot close a Kafka client in the background: {e}");
+            }
         }
     }
 }
@@ -235,6 +278,7 @@ fn reachable_metadata(
             what: "cannot create a client with the connector's settings".into(),
             cause: e.to_string(),
         })?;
+    let consumer = Detached::new(consumer);
     consumer
         .fetch_metadata(None, CONNECT_TIMEOUT)
         .map_err(|e| KafkaSetupError::Unreachable {

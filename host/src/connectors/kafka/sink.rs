@@ -24,7 +24,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use weir_abi::Batch;
 
 use super::marker::{self, Marker};
-use super::{REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
@@ -62,26 +62,9 @@ struct SinkState {
 const STATE_MAGIC: &[u8; 4] = b"WKS1";
 
 impl SinkState {
+    #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
-        let size: usize = self
-            .pending
-            .iter()
-            .flat_map(|(_, batches)| batches.iter().map(|b| b.len() + 4))
-            .sum();
-        let mut out = Vec::with_capacity(24 + size + 12 * self.pending.len());
-        out.extend_from_slice(STATE_MAGIC);
-        out.extend_from_slice(&self.run.to_le_bytes());
-        out.extend_from_slice(&self.parallelism.to_le_bytes());
-        out.extend_from_slice(&(self.pending.len() as u32).to_le_bytes());
-        for (id, batches) in &self.pending {
-            out.extend_from_slice(&id.0.to_le_bytes());
-            out.extend_from_slice(&(batches.len() as u32).to_le_bytes());
-            for batch in batches {
-                out.extend_from_slice(&(batch.len() as u32).to_le_bytes());
-                out.extend_from_slice(batch);
-            }
-        }
-        out
+        encode_state(self.run, self.parallelism, &self.pending)
     }
 
     fn decode(bytes: &[u8]) -> Result<SinkState, String> {
@@ -117,6 +100,29 @@ impl SinkState {
             pending,
         })
     }
+}
+
+/// Encodes a [`SinkState`] from its parts, so a snapshot needs no copy of the pending output
+/// besides the encoding itself.
+fn encode_state(run: u64, parallelism: u32, pending: &[(CheckpointId, Vec<Vec<u8>>)]) -> Vec<u8> {
+    let size: usize = pending
+        .iter()
+        .flat_map(|(_, batches)| batches.iter().map(|b| b.len() + 4))
+        .sum();
+    let mut out = Vec::with_capacity(20 + size + 12 * pending.len());
+    out.extend_from_slice(STATE_MAGIC);
+    out.extend_from_slice(&run.to_le_bytes());
+    out.extend_from_slice(&parallelism.to_le_bytes());
+    out.extend_from_slice(&(pending.len() as u32).to_le_bytes());
+    for (id, batches) in pending {
+        out.extend_from_slice(&id.0.to_le_bytes());
+        out.extend_from_slice(&(batches.len() as u32).to_le_bytes());
+        for batch in batches {
+            out.extend_from_slice(&(batch.len() as u32).to_le_bytes());
+            out.extend_from_slice(batch);
+        }
+    }
+    out
 }
 
 /// Reads little-endian fields off a byte slice, naming a short read.
@@ -165,7 +171,7 @@ pub(crate) struct KafkaSink {
     settings: KafkaSinkSettings,
     subtask: u32,
     parallelism: u32,
-    producer: Option<BaseProducer<WeirContext>>,
+    producer: Option<Detached<BaseProducer<WeirContext>>>,
     /// The largest key and value a record may have together.
     record_limit: usize,
     /// Where `record_limit` comes from, for the message that names it.
@@ -263,10 +269,10 @@ impl KafkaSink {
                     producer.context(),
                 )
             })?;
-            self.producer = Some(producer);
+            self.producer = Some(Detached::new(producer));
             self.fence_from(self.parallelism, restored_parallelism)?;
         } else {
-            self.producer = Some(producer);
+            self.producer = Some(Detached::new(producer));
         }
         Ok(())
     }
@@ -283,6 +289,7 @@ impl KafkaSink {
                 let fencer: BaseProducer<WeirContext> = config
                     .create_with_context(WeirContext::default())
                     .map_err(|e| self.error("cannot create a producer to fence with", e))?;
+                let fencer = Detached::new(fencer);
                 fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
                     task_error(
                         &self.connector,
@@ -346,6 +353,7 @@ impl KafkaSink {
 
     /// Hands one record to the producer, waiting while its local queue is full.
     fn send(&self, topic: &str, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), TaskError> {
+        self.check_size(key, value)?;
         let producer = self.producer.as_ref().expect("started before sending");
         let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
         if !key.is_empty() {
@@ -561,12 +569,7 @@ impl Processor for KafkaSink {
                 if !batches.is_empty() {
                     self.pending.push((barrier.id, batches));
                 }
-                Ok(SinkState {
-                    run: self.run,
-                    parallelism: self.parallelism,
-                    pending: self.pending.clone(),
-                }
-                .encode())
+                Ok(encode_state(self.run, self.parallelism, &self.pending))
             }
             Delivery::AtLeastOnce => {
                 self.flush()?;

@@ -23,7 +23,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::{REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
 use crate::dataflow::processor::{Source, SourcePoll, TaskError};
 use crate::dataflow::router::Router;
 use crate::job::{KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection};
@@ -85,7 +85,7 @@ pub(crate) struct KafkaSource {
     settings: KafkaSourceSettings,
     subtask: u32,
     parallelism: u32,
-    consumer: Option<BaseConsumer<WeirContext>>,
+    consumer: Option<Detached<BaseConsumer<WeirContext>>>,
     /// Every owned partition, by topic and number.
     partitions: BTreeMap<(String, i32), PartitionPosition>,
     /// Set by a restore: the positions to start from instead of `start`.
@@ -134,7 +134,7 @@ impl KafkaSource {
         let consumer: BaseConsumer<WeirContext> = config
             .create_with_context(WeirContext::default())
             .map_err(|e| self.error("cannot create the consumer", e))?;
-        self.consumer = Some(consumer);
+        self.consumer = Some(Detached::new(consumer));
         let owned = self.owned_partitions()?;
         let restored = self.restored.take();
         let mut fresh = Vec::new();
