@@ -607,3 +607,78 @@ fn the_shipped_kafka_wordcount_example_runs() {
     expected.sort();
     assert_eq!(actual, expected);
 }
+
+/// The subtask of `parallelism` that owns partition `partition` of `topic`: the assignment
+/// docs/JOB.md states, `(fnv1a(topic) + partition) mod parallelism`.
+fn owner(topic: &str, partition: u64, parallelism: u64) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in topic.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash.wrapping_add(partition) % parallelism
+}
+
+/// A run at parallelism 3 dies inside subtask 2's first transaction; a fresh start of the job
+/// at parallelism 2 (no checkpoint to restore) fences transactional id `<prefix>-2`, which it
+/// never uses itself, so the dead transaction does not hold back read_committed consumers of the
+/// output forever.
+#[test]
+fn a_start_at_a_smaller_parallelism_fences_the_ids_of_the_larger_one() {
+    let Some(broker) = kafka::broker_or_skip("fence-larger-parallelism") else {
+        return;
+    };
+    // One input partition, owned by subtask 2 of 3: only sink subtask 2 receives records.
+    let input = std::iter::repeat_with(|| kafka::unique("narrow"))
+        .find(|t| owner(t, 0, 3) == 2)
+        .unwrap();
+    broker.create_topic(&input, 1);
+    let output = kafka::unique("fenced");
+    broker.create_topic(&output, 2);
+    let values: Vec<String> = (0..100).map(|i| format!("v{i}")).collect();
+    let rows: Vec<kafka::Produce<'_>> = values.iter().map(|v| (None, None, v.as_bytes())).collect();
+    broker.produce(&input, &rows);
+    let job = |sandbox: &Sandbox, parallelism: u32, until: &str| {
+        format!(
+            "name = \"fencing\"\n[checkpoint]\ninterval = \"100ms\"\ndirectory = {:?}\n\
+             [restart]\nstrategy = \"none\"\n\
+             [[source]]\nname = \"in\"\ntype = \"kafka\"\nparallelism = {parallelism}\n\
+             bootstrap = \"{bs}\"\ntopics = [\"{input}\"]\nuntil = \"{until}\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"kafka\"\nparallelism = {parallelism}\n\
+             inputs = [\"in\"]\nbootstrap = \"{bs}\"\ntopic = \"{output}\"\n\
+             transactional_id_prefix = \"{output}.tx\"\n",
+            sandbox.checkpoint_dir().display().to_string(),
+            bs = broker.bootstrap()
+        )
+    };
+    let wide = Sandbox::new("fence-wide");
+    fs::write(wide.job_path(), job(&wide, 3, "never")).unwrap();
+    let kill = Kill::At(KillPoint::SinkCommit, 1);
+    assert!(
+        crash_round(
+            &wide.job_path(),
+            &wide.join("weir.log"),
+            kill,
+            CLI_TIMEOUT,
+            &[]
+        ),
+        "sink subtask 2 never committed"
+    );
+    let narrow = Sandbox::new("fence-narrow");
+    fs::write(narrow.job_path(), job(&narrow, 2, "end")).unwrap();
+    let ended = Weir::run(&narrow.job_path(), &[], &narrow.join("weir.log")).wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the run at parallelism 2");
+    assert!(
+        ended
+            .stderr
+            .contains(&format!("fenced transactional id \"{output}.tx-2\"")),
+        "{}",
+        ended.stderr
+    );
+    let seen = broker.read_all(&output, Isolation::ReadCommitted);
+    assert_eq!(
+        seen.len(),
+        values.len(),
+        "a read_committed consumer sees the new run's output, past the dead transaction"
+    );
+}

@@ -85,8 +85,9 @@ pub(super) fn create_topic(
     Ok(())
 }
 
-/// The newest committed marker of every transactional id that starts with `prefix`, read from
-/// the beginning of the marker topic to its end.
+/// The newest marker of every key that starts with `prefix` — committed ones only with
+/// `committed_only`, every one written otherwise — read from the beginning of the marker topic
+/// to its end.
 ///
 /// "Its end" is the high watermark as a read_uncommitted client sees it when the read starts,
 /// so a transaction still open there (a zombie not yet fenced, another subtask re-sending)
@@ -96,6 +97,7 @@ pub(super) fn create_topic(
 pub(crate) fn read_markers(
     settings: &KafkaSinkSettings,
     prefix: &str,
+    committed_only: bool,
 ) -> Result<HashMap<String, Marker>, KafkaError> {
     let topic = settings.marker_topic.as_str();
     let mut uncommitted = client_config(&settings.bootstrap, &settings.properties);
@@ -118,10 +120,15 @@ pub(crate) fn read_markers(
     drop(probe);
 
     let mut committed = client_config(&settings.bootstrap, &settings.properties);
+    let isolation = if committed_only {
+        "read_committed"
+    } else {
+        "read_uncommitted"
+    };
     committed
         .set("group.id", format!("{prefix}.marker-reader"))
         .set("enable.auto.commit", "false")
-        .set("isolation.level", "read_committed")
+        .set("isolation.level", isolation)
         .set("enable.partition.eof", "true");
     let consumer: BaseConsumer<WeirContext> =
         committed.create_with_context(WeirContext::default())?;

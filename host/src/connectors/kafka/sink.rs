@@ -5,7 +5,8 @@
 //!   sink's snapshot. When the checkpoint completes, the pending output of every checkpoint up
 //!   to it is sent in one transaction together with a [`Marker`] (this subtask, this run, that
 //!   checkpoint), and committed. A restore first fences every transactional id the job could
-//!   have left a transaction open under, reads the markers, and sends again exactly the
+//!   have left a transaction open under (its own by initialising it; subtask 0 those of larger
+//!   parallelisms, which it records at every start), reads the markers, and sends again exactly the
 //!   restored pending output whose marker is not committed. Why that is exactly-once, and why
 //!   nothing needs a transaction resumed after a crash (which librdkafka cannot do): see
 //!   docs/CHECKPOINTS.md, "The Kafka sink".
@@ -246,11 +247,9 @@ impl KafkaSink {
         config
     }
 
-    /// Creates the producer on first use. An exactly-once one is initialised (which fences an
-    /// earlier holder of its transactional id and ends that one's open transaction), then
-    /// fences the ids of larger parallelisms that a restore of `restored_parallelism` or an
-    /// earlier run recorded in the markers could have left open.
-    fn start(&mut self, restored_parallelism: u32) -> Result<(), TaskError> {
+    /// Creates the producer on first use. An exactly-once one is initialised, which fences an
+    /// earlier holder of its transactional id and ends that one's open transaction.
+    fn start(&mut self) -> Result<(), TaskError> {
         if self.producer.is_some() {
             return Ok(());
         }
@@ -259,6 +258,7 @@ impl KafkaSink {
             .producer_config()
             .create_with_context(WeirContext::default())
             .map_err(|e| self.error("cannot create the producer", e))?;
+        let producer = Detached::new(producer);
         if self.settings.delivery == Delivery::ExactlyOnce {
             producer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
                 let id = self.transactional_id(self.subtask);
@@ -269,40 +269,81 @@ impl KafkaSink {
                     producer.context(),
                 )
             })?;
-            self.producer = Some(Detached::new(producer));
-            self.fence_from(self.parallelism, restored_parallelism)?;
-        } else {
-            self.producer = Some(Detached::new(producer));
         }
+        self.producer = Some(producer);
         Ok(())
     }
 
-    /// Fences the transactional ids of subtasks `>= from` that this subtask answers for (every
-    /// `subtask + k * parallelism`) below `until`.
-    fn fence_from(&self, from: u32, until: u32) -> Result<(), TaskError> {
-        let mut other = self.subtask + self.parallelism;
-        while other < until {
-            if other >= from {
-                let id = self.transactional_id(other);
-                let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
-                config.set("transactional.id", &id);
-                let fencer: BaseProducer<WeirContext> = config
-                    .create_with_context(WeirContext::default())
-                    .map_err(|e| self.error("cannot create a producer to fence with", e))?;
-                let fencer = Detached::new(fencer);
-                fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
-                    task_error(
-                        &self.connector,
-                        format!("cannot fence transactional id \"{id}\" of an earlier run"),
-                        e,
-                        fencer.context(),
-                    )
-                })?;
-                tracing::info!("{}: fenced transactional id \"{id}\"", self.connector);
-            }
-            other += self.parallelism;
+    /// The key of the record that says which parallelism the sink last started with.
+    fn parallelism_key(&self) -> String {
+        format!("{}-parallelism", self.settings.transactional_id_prefix)
+    }
+
+    /// Subtask 0 of an exactly-once sink, once per start: fences every transactional id at or
+    /// above this parallelism that an earlier run may have used — below the largest
+    /// parallelism any marker (committed or not) or the restored state records — then records
+    /// this parallelism in the marker topic. Subtask 0 does it before it acknowledges its first
+    /// barrier, so before any subtask of this run can open a transaction: a later start learns
+    /// of every id this run may leave open. The markers are read uncommitted here, so an open
+    /// transaction of an id about to be fenced cannot hold the read up, and a zombie's own
+    /// uncommitted marker counts too.
+    fn fence_larger_parallelisms(&self, restored: u32) -> Result<(), TaskError> {
+        if self.subtask != 0 {
+            return Ok(());
         }
-        Ok(())
+        let prefix = format!("{}-", self.settings.transactional_id_prefix);
+        let markers = marker::read_markers(&self.settings, &prefix, false).map_err(|e| {
+            self.error(
+                format!(
+                    "cannot read the markers in \"{}\"",
+                    self.settings.marker_topic
+                ),
+                e,
+            )
+        })?;
+        let until = markers
+            .values()
+            .map(|m| m.parallelism)
+            .max()
+            .unwrap_or(0)
+            .max(restored);
+        for other in self.parallelism..until {
+            let id = self.transactional_id(other);
+            let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+            config.set("transactional.id", &id);
+            let fencer: BaseProducer<WeirContext> = config
+                .create_with_context(WeirContext::default())
+                .map_err(|e| self.error("cannot create a producer to fence with", e))?;
+            let fencer = Detached::new(fencer);
+            fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
+                task_error(
+                    &self.connector,
+                    format!("cannot fence transactional id \"{id}\" of an earlier run"),
+                    e,
+                    fencer.context(),
+                )
+            })?;
+            tracing::info!("{}: fenced transactional id \"{id}\"", self.connector);
+        }
+        let record = Marker {
+            run: self.run,
+            checkpoint: 0,
+            parallelism: self.parallelism,
+            records: 0,
+        };
+        let producer = self.producer.as_ref().expect("started before fencing");
+        producer
+            .begin_transaction()
+            .map_err(|e| self.error("cannot begin a transaction", e))?;
+        self.send(
+            &self.settings.marker_topic,
+            self.parallelism_key().as_bytes(),
+            &record.to_bytes(),
+            0,
+        )?;
+        producer
+            .commit_transaction(REQUEST_TIMEOUT)
+            .map_err(|e| self.error("cannot record the sink's parallelism", e))
     }
 
     /// Lowers the record limit to the topic's `max.message.bytes` when the broker says it is
@@ -470,9 +511,10 @@ impl KafkaSink {
     /// After a restore of `state`: fences, reads the markers, and sends again the pending
     /// output no committed marker accounts for.
     fn recover(&mut self, state: SinkState) -> Result<(), TaskError> {
-        self.start(state.parallelism)?;
+        self.start()?;
+        self.fence_larger_parallelisms(state.parallelism)?;
         let prefix = format!("{}-", self.settings.transactional_id_prefix);
-        let markers = marker::read_markers(&self.settings, &prefix).map_err(|e| {
+        let markers = marker::read_markers(&self.settings, &prefix, true).map_err(|e| {
             self.error(
                 format!(
                     "cannot read the markers in \"{}\" to learn what committed",
@@ -481,8 +523,6 @@ impl KafkaSink {
                 e,
             )
         })?;
-        let recorded = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
-        self.fence_from(state.parallelism.max(self.parallelism), recorded)?;
         let own = markers.get(&self.transactional_id(self.subtask));
         // A marker proves the output of its own run up to its checkpoint committed; nothing
         // else proves anything, so everything else is sent again.
@@ -508,25 +548,15 @@ impl KafkaSink {
         self.commit(state.run, *last, &batches)
     }
 
-    /// The first marker-free start: fences the ids of larger parallelisms the markers name.
+    /// A start without a restore: the producer, and (subtask 0) the fencing of larger
+    /// parallelisms.
     fn start_fresh(&mut self) -> Result<(), TaskError> {
         if self.producer.is_some() {
             return Ok(());
         }
-        self.start(self.parallelism)?;
+        self.start()?;
         if self.settings.delivery == Delivery::ExactlyOnce {
-            let prefix = format!("{}-", self.settings.transactional_id_prefix);
-            let markers = marker::read_markers(&self.settings, &prefix).map_err(|e| {
-                self.error(
-                    format!(
-                        "cannot read the markers in \"{}\"",
-                        self.settings.marker_topic
-                    ),
-                    e,
-                )
-            })?;
-            let recorded = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
-            self.fence_from(self.parallelism, recorded)?;
+            self.fence_larger_parallelisms(0)?;
         }
         Ok(())
     }
@@ -565,6 +595,9 @@ impl Processor for KafkaSink {
     fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
+                // Subtask 0 fences before its first acknowledgement (see
+                // `fence_larger_parallelisms`), even if no record reached it yet.
+                self.start_fresh()?;
                 let batches = std::mem::take(&mut self.current);
                 if !batches.is_empty() {
                     self.pending.push((barrier.id, batches));
