@@ -16,7 +16,8 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -25,6 +26,7 @@ use weir_abi::Batch;
 
 use super::marker::{self, Marker};
 use super::{REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
@@ -176,6 +178,8 @@ pub(crate) struct KafkaSink {
     current: Vec<Vec<u8>>,
     /// Output of checkpoints not yet committed, oldest first (exactly-once).
     pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
+    /// Transactions committed and how long they took, for the displays (exactly-once).
+    report: Arc<KafkaSinkMetrics>,
 }
 
 impl KafkaSink {
@@ -212,7 +216,14 @@ impl KafkaSink {
             run: new_run_id(subtask),
             current: Vec::new(),
             pending: Vec::new(),
+            report: Arc::default(),
         }
+    }
+
+    /// Counts the transactions it commits, and how long each took, in `metrics` (its task's).
+    pub(crate) fn reporting_to(mut self, metrics: Arc<KafkaSinkMetrics>) -> Self {
+        self.report = metrics;
+        self
     }
 
     /// This subtask's transactional id, and the key of its markers.
@@ -420,6 +431,7 @@ impl KafkaSink {
         batches: &[&Vec<u8>],
     ) -> Result<(), TaskError> {
         let producer = self.producer.as_ref().expect("started before committing");
+        let began = Instant::now();
         producer
             .begin_transaction()
             .map_err(|e| self.error("cannot begin a transaction", e))?;
@@ -451,6 +463,7 @@ impl KafkaSink {
             )
         })?;
         kill_point::reached(KillPoint::SinkCommitted);
+        self.report.committed(records, began.elapsed());
         tracing::debug!(
             "{}: committed {records} records of checkpoint {}",
             self.connector,
@@ -497,6 +510,7 @@ impl KafkaSink {
             self.connector,
             last.0
         );
+        self.report.resent();
         self.commit(state.run, *last, &batches)
     }
 
