@@ -11,6 +11,8 @@ mod kafka_broker;
 mod kafka_exactly_once;
 #[cfg(unix)]
 mod kafka_faults;
+#[cfg(unix)]
+mod kafka_operations;
 mod languages;
 mod readme;
 mod report;
