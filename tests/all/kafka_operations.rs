@@ -42,9 +42,11 @@ fn start(sandbox: &Sandbox) -> (Weir, ControlClient) {
     (weir, client.unwrap())
 }
 
-/// The partitions the JSON API shows for source `in`: (topic/partition, offset, high watermark,
-/// lag), every task's together.
-fn partitions(job: &Value) -> Vec<(String, Option<i64>, Option<i64>, Option<i64>)> {
+/// One partition as the JSON API shows it: topic/partition, offset, high watermark, lag.
+type PartitionRow = (String, Option<i64>, Option<i64>, Option<i64>);
+
+/// The partitions the JSON API shows for source `in`, every task's together.
+fn partitions(job: &Value) -> Vec<PartitionRow> {
     let source = job["vertices"]
         .as_array()
         .unwrap()
@@ -174,7 +176,9 @@ fn run(broker: &Broker) {
     });
 
     let timeout = Duration::from_secs(10);
-    let answer = client.request(Method::GET, "/metrics", Some(timeout)).unwrap();
+    let answer = client
+        .request(Method::GET, "/metrics", Some(timeout))
+        .unwrap();
     assert_eq!(answer.status, 200);
     let text = answer.body;
     let offsets = samples(&text, "weir_kafka_source_offset");
