@@ -169,7 +169,7 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> (String, Str
 }
 
 /// Waits for the one-time dashboard link `weir run` logs (`dashboard: http://…/login?once=…`).
-fn wait_for_login_link(weir: &mut Weir, address: &str) -> String {
+pub(crate) fn wait_for_login_link(weir: &mut Weir, address: &str) -> String {
     let prefix = format!("dashboard: {address}/login?once=");
     let mut link = None;
     let logged = weir.wait_until(
@@ -252,7 +252,7 @@ fn post(address: &str, token: &str, path: &str) -> String {
 
 /// The first of [`BROWSERS`] on the `PATH`; `None` (after saying so, loudly) when there is none
 /// and `CI` is not set; a failure when `CI` is set, since CI installs one.
-fn browser_or_skip() -> Option<PathBuf> {
+pub(crate) fn browser_or_skip() -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let found = BROWSERS.iter().find_map(|name| {
         std::env::split_paths(&path)
@@ -279,14 +279,14 @@ fn browser_or_skip() -> Option<PathBuf> {
 }
 
 /// Headless Chromium with a throw-away profile inside the sandbox.
-struct Chromium<'a> {
+pub(crate) struct Chromium<'a> {
     browser: &'a Path,
     profile: PathBuf,
     work: &'a Sandbox,
 }
 
 impl<'a> Chromium<'a> {
-    fn new(browser: &'a Path, sandbox: &'a Sandbox) -> Chromium<'a> {
+    pub(crate) fn new(browser: &'a Path, sandbox: &'a Sandbox) -> Chromium<'a> {
         let profile = sandbox.join("chromium-profile");
         fs::create_dir_all(&profile).expect("a profile folder for chromium");
         Chromium {
@@ -297,7 +297,7 @@ impl<'a> Chromium<'a> {
     }
 
     /// The page at `url` after its script ran for [`VIRTUAL_TIME_BUDGET_MS`], as HTML.
-    fn dump_dom(&self, url: &str) -> String {
+    pub(crate) fn dump_dom(&self, url: &str) -> String {
         let out = self.work.join("dom.html");
         self.run(&["--dump-dom".to_string()], url, &out);
         fs::read_to_string(&out).expect("chromium's dump of the page")
@@ -422,7 +422,7 @@ fn update_screenshots(
 // Reading the page
 
 /// Every value of the attribute `name` (`name="value"`) in `html`.
-fn attribute_values(html: &str, name: &str) -> BTreeSet<String> {
+pub(crate) fn attribute_values(html: &str, name: &str) -> BTreeSet<String> {
     let needle = format!("{name}=\"");
     html.match_indices(&needle)
         .filter_map(|(at, _)| {

@@ -27,12 +27,14 @@ use stdout_sink::StdoutSink;
 
 use std::sync::Arc;
 
+use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSinkMetrics, KafkaSourceMetrics};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Processor, Source, TaskError};
 use crate::job::{SinkKind, SourceKind};
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
-/// `metrics` are its task's (a file source counts the lines it skips there).
+/// `metrics` are its task's (a file source counts the lines it skips there; a Kafka source
+/// reports its partitions' offsets and lag there).
 pub(crate) fn build_source(
     name: &str,
     kind: &SourceKind,
@@ -56,31 +58,40 @@ pub(crate) fn build_source(
         SourceKind::Generator(settings) => {
             Box::new(Generator::new(settings.clone(), subtask, parallelism))
         }
-        SourceKind::Kafka(settings) => Box::new(kafka::source::KafkaSource::new(
-            name,
-            settings.clone(),
-            subtask,
-            parallelism,
-        )),
+        SourceKind::Kafka(settings) => {
+            let figures = Arc::new(KafkaSourceMetrics::default());
+            metrics.set_connector(ConnectorMetrics::KafkaSource(Arc::clone(&figures)));
+            Box::new(
+                kafka::source::KafkaSource::new(name, settings.clone(), subtask, parallelism)
+                    .reporting_to(figures),
+            )
+        }
     }
 }
 
-/// The sink a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`. A
+/// The sink a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
+/// `metrics` are its task's (an exactly-once Kafka sink counts its transactions there). A
 /// file sink creates its directory here and fails if it cannot.
 pub(crate) fn build_sink(
     name: &str,
     kind: &SinkKind,
     subtask: u32,
     parallelism: u32,
+    metrics: Arc<TaskMetrics>,
 ) -> Result<Box<dyn Processor>, TaskError> {
     Ok(match kind {
         SinkKind::File { directory } => Box::new(FileSink::new(directory.clone(), subtask)?),
-        SinkKind::Kafka(settings) => Box::new(kafka::sink::KafkaSink::new(
-            name,
-            settings.clone(),
-            subtask,
-            parallelism,
-        )),
+        SinkKind::Kafka(settings) => {
+            let sink = kafka::sink::KafkaSink::new(name, settings.clone(), subtask, parallelism);
+            // Only an exactly-once sink has transactions to show.
+            if settings.delivery == crate::job::Delivery::ExactlyOnce {
+                let figures = Arc::new(KafkaSinkMetrics::default());
+                metrics.set_connector(ConnectorMetrics::KafkaSink(Arc::clone(&figures)));
+                Box::new(sink.reporting_to(figures))
+            } else {
+                Box::new(sink)
+            }
+        }
         SinkKind::Stdout => Box::new(StdoutSink::default()),
         SinkKind::Blackhole => Box::new(Blackhole),
     })

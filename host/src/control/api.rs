@@ -26,6 +26,7 @@ use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::stats::{
     CheckpointRecord, CheckpointStats, CheckpointStatus, Counts, Measure, Summary, TaskStats,
 };
+use crate::dataflow::connector_metrics::{ConnectorMetrics, PartitionFigures, SinkFigures};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -113,6 +114,101 @@ pub struct TaskView {
     pub busy_ratio: f64,
     /// Share of the time back-pressured, 0 to 1.
     pub backpressured_ratio: f64,
+    /// A Kafka source subtask's partitions; absent for other tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka_source: Option<KafkaSourceView>,
+    /// An exactly-once Kafka sink subtask's transactions; absent for other tasks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kafka_sink: Option<KafkaSinkView>,
+}
+
+/// The `kafka_source` of a [`TaskView`]: the partitions the subtask reads.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KafkaSourceView {
+    /// One entry per partition, by topic, then number.
+    pub partitions: Vec<KafkaPartitionView>,
+}
+
+/// One partition of a [`KafkaSourceView`]. An offset not known yet is `null`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct KafkaPartitionView {
+    /// Its topic.
+    pub topic: String,
+    /// Its number.
+    pub partition: i32,
+    /// The offset the source reads next (what its next checkpoint records).
+    pub offset: Option<i64>,
+    /// The offset after the last record the source can read, as the broker last reported
+    /// it: the high watermark, or under `isolation = "read_committed"` the last stable
+    /// offset. Refreshed from librdkafka's statistics, about every 500 ms.
+    pub high_watermark: Option<i64>,
+    /// `high_watermark - offset`, never below 0: records still to read.
+    pub lag: Option<i64>,
+}
+
+impl From<&PartitionFigures> for KafkaPartitionView {
+    fn from(p: &PartitionFigures) -> Self {
+        KafkaPartitionView {
+            topic: p.topic.clone(),
+            partition: p.partition,
+            offset: p.next,
+            high_watermark: p.high_watermark,
+            lag: p.lag(),
+        }
+    }
+}
+
+/// The `kafka_sink` of a [`TaskView`]: the transactions of an exactly-once sink subtask in
+/// the current attempt, one per completed checkpoint that had output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct KafkaSinkView {
+    /// Transactions committed.
+    pub transactions_committed: u64,
+    /// Records committed in them (markers not counted).
+    pub records_committed: u64,
+    /// Transactions a restore sent again because they had not committed before a failure
+    /// (counted in `transactions_committed` too).
+    pub transactions_resent: u64,
+    /// How long a transaction took from its beginning to its commit, records sent
+    /// included, in ms (fractional); all zero before the first.
+    pub commit_duration: CommitDurationView,
+}
+
+/// The `commit_duration` of a [`KafkaSinkView`], in ms.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct CommitDurationView {
+    /// The last commit.
+    pub last: f64,
+    /// The longest commit.
+    pub max: f64,
+    /// The average commit.
+    pub avg: f64,
+    /// The median, estimated from the buckets of `weir_kafka_sink_commit_seconds`.
+    pub p50: f64,
+    /// The 99th percentile, estimated likewise.
+    pub p99: f64,
+}
+
+impl From<&SinkFigures> for KafkaSinkView {
+    fn from(f: &SinkFigures) -> Self {
+        let ms = |d: Duration| d.as_nanos() as f64 / 1e6;
+        let avg = match f.transactions {
+            0 => 0.0,
+            n => ms(f.sum) / n as f64,
+        };
+        KafkaSinkView {
+            transactions_committed: f.transactions,
+            records_committed: f.records,
+            transactions_resent: f.resent,
+            commit_duration: CommitDurationView {
+                last: ms(f.last),
+                max: ms(f.max),
+                avg,
+                p50: f.quantile(0.5).map_or(0.0, ms),
+                p99: f.quantile(0.99).map_or(0.0, ms),
+            },
+        }
+    }
 }
 
 /// One edge of [`JobView`].
@@ -224,6 +320,21 @@ fn task_view(
         rate_out: rates.rate_out,
         busy_ratio: rates.busy_ratio,
         backpressured_ratio: rates.backpressured_ratio,
+        kafka_source: None,
+        kafka_sink: None,
+    };
+    let view = match metrics.and_then(|m| m.connector()) {
+        Some(ConnectorMetrics::KafkaSource(source)) => TaskView {
+            kafka_source: Some(KafkaSourceView {
+                partitions: source.partitions().iter().map(Into::into).collect(),
+            }),
+            ..view
+        },
+        Some(ConnectorMetrics::KafkaSink(sink)) => TaskView {
+            kafka_sink: Some(KafkaSinkView::from(&sink.read())),
+            ..view
+        },
+        None => view,
     };
     (view, rates, metrics.map_or(0, |m| m.guest_calls()))
 }
@@ -730,6 +841,69 @@ mod tests {
             json["edges"],
             serde_json::json!([{"from": "gen", "to": "out", "partitioning": "rebalance"}])
         );
+    }
+
+    #[test]
+    fn job_view_shows_a_kafka_sources_partitions_and_a_sinks_transactions() {
+        use crate::dataflow::connector_metrics::{
+            KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
+        };
+        let job = job();
+        let source = Arc::new(KafkaSourceMetrics::default());
+        let partitions: Arc<[PartitionMetrics]> = Arc::from(vec![
+            PartitionMetrics::new("words", 0),
+            PartitionMetrics::new("words", 2),
+        ]);
+        partitions[0].set_next(40);
+        partitions[0].set_high_watermark(42);
+        partitions[1].set_next(3);
+        source.replace(partitions);
+        let sink = Arc::new(KafkaSinkMetrics::default());
+        sink.committed(10, Duration::from_millis(4));
+        sink.committed(6, Duration::from_millis(8));
+        sink.resent();
+        let gen0 = Arc::new(TaskMetrics::default());
+        gen0.set_connector(ConnectorMetrics::KafkaSource(source));
+        let out = Arc::new(TaskMetrics::default());
+        out.set_connector(ConnectorMetrics::KafkaSink(sink));
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![
+            (TaskId::new("gen", 0), TaskRole::Source, gen0),
+            (
+                TaskId::new("gen", 1),
+                TaskRole::Source,
+                Arc::new(TaskMetrics::default()),
+            ),
+            (TaskId::new("out", 0), TaskRole::Sink, out),
+        ]);
+        let view = job_view(
+            &job,
+            &monitor,
+            &Sampler::default(),
+            Instant::now(),
+            SystemTime::now(),
+        );
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(
+            json["vertices"][0]["tasks"][0]["kafka_source"],
+            serde_json::json!({"partitions": [
+                {"topic": "words", "partition": 0, "offset": 40, "high_watermark": 42, "lag": 2},
+                {"topic": "words", "partition": 2, "offset": 3, "high_watermark": null,
+                 "lag": null}
+            ]})
+        );
+        let other = &json["vertices"][0]["tasks"][1];
+        assert!(other.get("kafka_source").is_none() && other.get("kafka_sink").is_none());
+        let sink = &json["vertices"][1]["tasks"][0]["kafka_sink"];
+        assert_eq!(sink["transactions_committed"], 2);
+        assert_eq!(sink["records_committed"], 16);
+        assert_eq!(sink["transactions_resent"], 1);
+        assert_eq!(sink["commit_duration"]["last"], 8.0);
+        assert_eq!(sink["commit_duration"]["max"], 8.0);
+        assert_eq!(sink["commit_duration"]["avg"], 6.0);
+        let p50 = sink["commit_duration"]["p50"].as_f64().unwrap();
+        assert!(p50 > 2.5 && p50 <= 5.0, "{p50}");
+        assert_eq!(sink["commit_duration"]["p99"], 8.0);
     }
 
     #[test]

@@ -13,6 +13,7 @@ use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
 use crate::checkpoint::stats::DURATION_BUCKETS;
+use crate::dataflow::connector_metrics::{COMMIT_BUCKETS, ConnectorMetrics};
 use crate::job::{Job, JobStatus};
 use crate::runtime::JobMonitor;
 
@@ -172,6 +173,7 @@ pub fn render(job: &Job, monitor: &JobMonitor, wall_now: SystemTime) -> String {
     );
 
     task_families(&mut w, monitor);
+    kafka_families(&mut w, monitor);
     checkpoint_families(&mut w, monitor);
     w.finish()
 }
@@ -237,6 +239,123 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
                 read(metrics),
             );
         }
+    }
+}
+
+/// The Kafka connectors' own figures: a source's partitions, labelled `vertex`, `subtask`,
+/// `topic` and `partition`; an exactly-once sink's transactions, labelled `vertex` and
+/// `subtask`. Only the families of connectors the attempt runs are written.
+fn kafka_families(w: &mut TextWriter, monitor: &JobMonitor) {
+    let tasks = monitor.tasks();
+    let mut partitions = Vec::new();
+    let mut sinks = Vec::new();
+    for (id, _, metrics) in &tasks {
+        let (vertex, subtask) = (id.vertex.to_string(), id.subtask.to_string());
+        match metrics.connector() {
+            Some(ConnectorMetrics::KafkaSource(source)) => {
+                for p in source.partitions() {
+                    partitions.push((vertex.clone(), subtask.clone(), p));
+                }
+            }
+            Some(ConnectorMetrics::KafkaSink(sink)) => sinks.push((vertex, subtask, sink.read())),
+            None => {}
+        }
+    }
+    if tasks
+        .iter()
+        .any(|(_, _, m)| matches!(m.connector(), Some(ConnectorMetrics::KafkaSource(_))))
+    {
+        type Read = fn(&crate::dataflow::connector_metrics::PartitionFigures) -> Option<i64>;
+        let families: [(&str, &str, Read); 3] = [
+            (
+                "weir_kafka_source_offset",
+                "The offset a Kafka source reads next in a partition (absent until it knows).",
+                |p| p.next,
+            ),
+            (
+                "weir_kafka_source_high_watermark",
+                "The offset after the last record a Kafka source can read in a partition (the last stable offset under read_committed), as librdkafka last heard from the broker (absent until it has).",
+                |p| p.high_watermark,
+            ),
+            (
+                "weir_kafka_source_lag_records",
+                "Records a Kafka source has yet to read in a partition: high watermark less offset (absent while either is unknown).",
+                |p| p.lag(),
+            ),
+        ];
+        for (family, help, read) in families {
+            w.family(family, MetricType::Gauge, help);
+            for (vertex, subtask, p) in &partitions {
+                let Some(value) = read(p) else { continue };
+                let number = p.partition.to_string();
+                w.sample(
+                    family,
+                    &[
+                        ("vertex", vertex),
+                        ("subtask", subtask),
+                        ("topic", &p.topic),
+                        ("partition", &number),
+                    ],
+                    value as f64,
+                );
+            }
+        }
+    }
+    if sinks.is_empty() {
+        return;
+    }
+    type Count = fn(&crate::dataflow::connector_metrics::SinkFigures) -> u64;
+    let counters: [(&str, &str, Count); 3] = [
+        (
+            "weir_kafka_sink_transactions_total",
+            "Transactions an exactly-once Kafka sink committed in the current attempt (one per completed checkpoint with output).",
+            |f| f.transactions,
+        ),
+        (
+            "weir_kafka_sink_records_committed_total",
+            "Records an exactly-once Kafka sink committed in those transactions.",
+            |f| f.records,
+        ),
+        (
+            "weir_kafka_sink_transactions_resent_total",
+            "Transactions a restore sent again because they had not committed before a failure.",
+            |f| f.resent,
+        ),
+    ];
+    for (family, help, read) in counters {
+        w.family(family, MetricType::Counter, help);
+        for (vertex, subtask, figures) in &sinks {
+            w.sample(
+                family,
+                &[("vertex", vertex), ("subtask", subtask)],
+                read(figures) as f64,
+            );
+        }
+    }
+    let family = "weir_kafka_sink_commit_seconds";
+    w.family(
+        family,
+        MetricType::Histogram,
+        "Time from the beginning of an exactly-once Kafka sink's transaction to its commit, records sent included.",
+    );
+    let bucket = format!("{family}_bucket");
+    for (vertex, subtask, figures) in &sinks {
+        let labels = [("vertex", vertex.as_str()), ("subtask", subtask.as_str())];
+        for (bound, count) in COMMIT_BUCKETS.iter().zip(figures.buckets) {
+            let le = format_value(*bound);
+            w.sample(&bucket, &[labels[0], labels[1], ("le", &le)], count as f64);
+        }
+        w.sample(
+            &bucket,
+            &[labels[0], labels[1], ("le", "+Inf")],
+            figures.transactions as f64,
+        );
+        w.sample(&format!("{family}_sum"), &labels, figures.sum.as_secs_f64());
+        w.sample(
+            &format!("{family}_count"),
+            &labels,
+            figures.transactions as f64,
+        );
     }
 }
 
@@ -478,5 +597,83 @@ mod tests {
                 "no line {line:?} in:\n{text}"
             );
         }
+        assert!(
+            !text.contains("weir_kafka_"),
+            "no Kafka families without Kafka connectors:\n{text}"
+        );
+    }
+
+    #[test]
+    fn renders_kafka_partitions_and_transactions_with_their_labels() {
+        use crate::dataflow::connector_metrics::{
+            KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
+        };
+        let job = crate::job::Job::from_str(
+            "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n",
+            "/jobs",
+            "j.toml",
+        )
+        .unwrap();
+        let source = Arc::new(KafkaSourceMetrics::default());
+        let partitions: Arc<[PartitionMetrics]> = Arc::from(vec![
+            PartitionMetrics::new("words", 0),
+            PartitionMetrics::new("words", 1),
+        ]);
+        partitions[0].set_next(40);
+        partitions[0].set_high_watermark(42);
+        partitions[1].set_next(7);
+        source.replace(partitions);
+        let sink = Arc::new(KafkaSinkMetrics::default());
+        sink.committed(10, Duration::from_millis(3));
+        sink.committed(5, Duration::from_millis(30));
+        let in_metrics = Arc::new(TaskMetrics::default());
+        in_metrics.set_connector(ConnectorMetrics::KafkaSource(source));
+        let out_metrics = Arc::new(TaskMetrics::default());
+        out_metrics.set_connector(ConnectorMetrics::KafkaSink(sink));
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![
+            (TaskId::new("in", 0), TaskRole::Source, in_metrics),
+            (TaskId::new("out", 0), TaskRole::Sink, out_metrics),
+        ]);
+        let text = render(&job, &monitor, UNIX_EPOCH);
+        let families = assert_well_formed(&text);
+        for family in [
+            "weir_kafka_source_offset",
+            "weir_kafka_source_high_watermark",
+            "weir_kafka_source_lag_records",
+            "weir_kafka_sink_transactions_total",
+            "weir_kafka_sink_records_committed_total",
+            "weir_kafka_sink_transactions_resent_total",
+            "weir_kafka_sink_commit_seconds",
+        ] {
+            assert!(families.contains(family), "{family} missing:\n{text}");
+        }
+        let p0 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"0\"";
+        let p1 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"1\"";
+        for line in [
+            format!("weir_kafka_source_offset{{{p0}}} 40"),
+            format!("weir_kafka_source_offset{{{p1}}} 7"),
+            format!("weir_kafka_source_high_watermark{{{p0}}} 42"),
+            format!("weir_kafka_source_lag_records{{{p0}}} 2"),
+            "weir_kafka_sink_transactions_total{vertex=\"out\",subtask=\"0\"} 2".into(),
+            "weir_kafka_sink_records_committed_total{vertex=\"out\",subtask=\"0\"} 15".into(),
+            "weir_kafka_sink_transactions_resent_total{vertex=\"out\",subtask=\"0\"} 0".into(),
+            "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"0.001\"} 0"
+                .into(),
+            "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"0.005\"} 1"
+                .into(),
+            "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"+Inf\"} 2"
+                .into(),
+            "weir_kafka_sink_commit_seconds_sum{vertex=\"out\",subtask=\"0\"} 0.033".into(),
+            "weir_kafka_sink_commit_seconds_count{vertex=\"out\",subtask=\"0\"} 2".into(),
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in:\n{text}"
+            );
+        }
+        // Partition 1's end is not known yet: no high watermark, no lag.
+        assert!(!text.contains(&format!("weir_kafka_source_lag_records{{{p1}}}")));
     }
 }

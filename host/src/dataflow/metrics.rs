@@ -1,9 +1,13 @@
 //! Counters each task keeps for the status line, the summary and the control
 //! endpoint's `/metrics`. Plain relaxed atomics: written by the task's thread,
-//! read by anyone.
+//! read by anyone. A connector may add figures of its own
+//! ([`connector`](TaskMetrics::connector)), which the task loop never looks at.
 
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use super::connector_metrics::ConnectorMetrics;
 
 /// Live counters of one task.
 #[derive(Debug, Default)]
@@ -26,6 +30,9 @@ pub struct TaskMetrics {
     /// Input a source read but could not turn into a record and dropped (a file source's
     /// malformed lines under `on_error = "skip"`); zero for other tasks.
     pub records_skipped: AtomicU64,
+    /// What the task's connector reports of itself (a Kafka source's partitions, a Kafka
+    /// sink's transactions), set once when it is built; empty for other tasks.
+    connector: OnceLock<ConnectorMetrics>,
 }
 
 impl TaskMetrics {
@@ -79,6 +86,17 @@ impl TaskMetrics {
     /// Nanoseconds blocked on full output channels so far.
     pub fn backpressured_nanos(&self) -> u64 {
         self.backpressured_nanos.load(Ordering::Relaxed)
+    }
+
+    /// Installs the figures the task's connector keeps of itself; a second call is ignored
+    /// (a task has one connector).
+    pub fn set_connector(&self, figures: ConnectorMetrics) {
+        let _ = self.connector.set(figures);
+    }
+
+    /// The figures the task's connector keeps of itself, if it keeps any.
+    pub fn connector(&self) -> Option<&ConnectorMetrics> {
+        self.connector.get()
     }
 
     /// Guest calls so far.

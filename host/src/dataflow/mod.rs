@@ -3,6 +3,7 @@
 
 pub(crate) mod alignment;
 pub(crate) mod channel;
+pub(crate) mod connector_metrics;
 pub(crate) mod message;
 pub(crate) mod metrics;
 pub(crate) mod operator;

@@ -173,8 +173,9 @@ fn start_all(
                 let kind = kind.clone();
                 let subtask = id.subtask;
                 let name = id.vertex.clone();
+                let sink_metrics = Arc::clone(&metrics);
                 Box::new(move |env| {
-                    let processor = build_sink(&name, &kind, subtask, parallelism)?;
+                    let processor = build_sink(&name, &kind, subtask, parallelism, sink_metrics)?;
                     run_processor(env, processor, inputs, mode, restored)
                 })
             }

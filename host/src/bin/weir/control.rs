@@ -338,6 +338,13 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
         line(row);
     }
     line(String::new());
+    let kafka = kafka_lines(job);
+    if !kafka.is_empty() {
+        for text in kafka {
+            line(text);
+        }
+        line(String::new());
+    }
 
     let counts = &checkpoints["counts"];
     line(format!(
@@ -367,6 +374,108 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
         ));
     }
     out
+}
+
+/// At most this many partitions of a Kafka source are listed, those with the most lag first.
+const KAFKA_PARTITION_ROWS: usize = 8;
+
+/// A few lines per Kafka vertex: a source's lag and its partitions' offsets, an exactly-once
+/// sink's transactions and commit durations.
+fn kafka_lines(job: &Value) -> Vec<String> {
+    let mut lines = Vec::new();
+    for v in job["vertices"].as_array().into_iter().flatten() {
+        let tasks = v["tasks"].as_array().map_or(&[][..], Vec::as_slice);
+        let mut partitions: Vec<(&Value, &Value)> = tasks
+            .iter()
+            .flat_map(|t| {
+                t["kafka_source"]["partitions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(move |p| (t, p))
+            })
+            .collect();
+        if tasks.iter().any(|t| t.get("kafka_source").is_some()) {
+            let lag: i64 = partitions
+                .iter()
+                .filter_map(|(_, p)| p["lag"].as_i64())
+                .sum();
+            let unknown = partitions
+                .iter()
+                .filter(|(_, p)| p["lag"].is_null())
+                .count();
+            lines.push(format!(
+                "kafka source {}  lag {lag} record{} over {} partition{}{}",
+                text(&v["name"]),
+                if lag == 1 { "" } else { "s" },
+                partitions.len(),
+                if partitions.len() == 1 { "" } else { "s" },
+                if unknown > 0 {
+                    format!(" ({unknown} not known yet)")
+                } else {
+                    String::new()
+                }
+            ));
+            partitions.sort_by_key(|(_, p)| std::cmp::Reverse(p["lag"].as_i64().unwrap_or(0)));
+            let mut rows = vec![
+                [
+                    "  topic",
+                    "partition",
+                    "subtask",
+                    "offset",
+                    "high watermark",
+                    "lag",
+                ]
+                .map(String::from)
+                .to_vec(),
+            ];
+            let known =
+                |value: &Value| value.as_i64().map_or_else(|| "-".into(), |n| n.to_string());
+            for (task, p) in partitions.iter().take(KAFKA_PARTITION_ROWS) {
+                rows.push(vec![
+                    format!("  {}", text(&p["topic"])),
+                    p["partition"].to_string(),
+                    task["subtask"].to_string(),
+                    known(&p["offset"]),
+                    known(&p["high_watermark"]),
+                    known(&p["lag"]),
+                ]);
+            }
+            lines.extend(human::table(&rows, 1));
+            if partitions.len() > KAFKA_PARTITION_ROWS {
+                lines.push(format!(
+                    "  ... and {} more partitions",
+                    partitions.len() - KAFKA_PARTITION_ROWS
+                ));
+            }
+        }
+        let sinks: Vec<&Value> = tasks.iter().filter_map(|t| t.get("kafka_sink")).collect();
+        if !sinks.is_empty() {
+            let sum = |key: &str| -> u64 { sinks.iter().filter_map(|s| s[key].as_u64()).sum() };
+            let longest = |key: &str| -> f64 {
+                sinks
+                    .iter()
+                    .filter_map(|s| s["commit_duration"][key].as_f64())
+                    .fold(0.0, f64::max)
+            };
+            let transactions = sum("transactions_committed");
+            let resent = sum("transactions_resent");
+            lines.push(format!(
+                "kafka sink {}  {transactions} transaction{} committed, {} records{}, commit p50 {}, max {}",
+                text(&v["name"]),
+                if transactions == 1 { "" } else { "s" },
+                sum("records_committed"),
+                if resent > 0 {
+                    format!(", {resent} sent again after a restore")
+                } else {
+                    String::new()
+                },
+                human::duration_ms_fine(longest("p50")),
+                human::duration_ms_fine(longest("max")),
+            ));
+        }
+    }
+    lines
 }
 
 /// One `latest` entry on a line: id, age, duration, size, and the path or the failure.
@@ -419,6 +528,47 @@ fn percent(value: Option<f64>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_status_shows_kafka_partitions_and_transactions() {
+        let job = serde_json::json!({
+            "name": "k", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
+            "now": 100_000, "checkpoint_directory": "/data/k",
+            "vertices": [
+                {"name": "in", "kind": "source", "parallelism": 2, "records_in": 0,
+                 "records_out": 10, "tasks": [
+                    {"subtask": 0, "kafka_source": {"partitions": [
+                        {"topic": "words", "partition": 0, "offset": 5, "high_watermark": 5,
+                         "lag": 0}]}},
+                    {"subtask": 1, "kafka_source": {"partitions": [
+                        {"topic": "words", "partition": 1, "offset": 3, "high_watermark": 10,
+                         "lag": 7},
+                        {"topic": "words", "partition": 2, "offset": 0, "high_watermark": null,
+                         "lag": null}]}}]},
+                {"name": "count", "kind": "operator", "parallelism": 1, "tasks": [{"subtask": 0}]},
+                {"name": "out", "kind": "sink", "parallelism": 1, "tasks": [
+                    {"subtask": 0, "kafka_sink": {"transactions_committed": 3,
+                     "records_committed": 12, "transactions_resent": 0,
+                     "commit_duration": {"last": 2.0, "max": 14.2, "avg": 6.0, "p50": 4.1,
+                                         "p99": 14.2}}}]}
+            ]
+        });
+        let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
+        for expected in [
+            "kafka source in  lag 7 records over 3 partitions (1 not known yet)",
+            "  topic  partition  subtask  offset  high watermark  lag",
+            "  words          1        1       3              10    7",
+            "  words          0        0       5               5    0",
+            "  words          2        1       0               -    -",
+            "kafka sink out  3 transactions committed, 12 records, commit p50 4.1 ms, max 14 ms",
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "no line {expected:?} in:\n{text}"
+            );
+        }
+        assert!(!text.contains("kafka source count") && !text.contains("kafka sink count"));
+    }
 
     #[test]
     fn the_status_table_shows_the_job_vertices_and_latest_checkpoints() {

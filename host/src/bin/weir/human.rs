@@ -11,6 +11,16 @@ pub(crate) fn duration_ms(ms: u64) -> String {
     }
 }
 
+/// Fractional milliseconds for people: `0.4 ms`, `3.2 ms` below 10 ms, then as
+/// [`duration_ms`].
+pub(crate) fn duration_ms_fine(ms: f64) -> String {
+    if ms < 10.0 {
+        format!("{ms:.1} ms")
+    } else {
+        duration_ms(ms.round() as u64)
+    }
+}
+
 /// Bytes for people, in powers of 1024: `512 B`, `1.5 KiB`, `98.3 MiB`.
 pub(crate) fn bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
@@ -71,6 +81,9 @@ mod tests {
         assert_eq!(duration_ms(125_000), "2 min 5 s");
         assert_eq!(duration_ms(245_000), "4 min 5 s");
         assert_eq!(duration_ms(7_800_000), "2 h 10 min");
+        assert_eq!(duration_ms_fine(0.42), "0.4 ms");
+        assert_eq!(duration_ms_fine(3.24), "3.2 ms");
+        assert_eq!(duration_ms_fine(12.6), "13 ms");
         assert_eq!(bytes(0), "0 B");
         assert_eq!(bytes(512), "512 B");
         assert_eq!(bytes(1023), "1023 B");

@@ -11,15 +11,17 @@
 //! - [`sink`]: exactly-once (the checkpoint's output in the snapshot, sent in a transaction
 //!   with a marker when the checkpoint completes), at-least-once, or none.
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
+//! - [`report`]: a source's offsets and lag per partition, for the displays.
 //! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
 //!   address or a missing topic stops it with exit code 3 instead of failing over forever.
 
 pub(crate) mod marker;
+pub(crate) mod report;
 pub(crate) mod sink;
 pub(crate) mod source;
 
 use std::future::Future;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rdkafka::ClientConfig;
@@ -30,6 +32,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
+use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::processor::TaskError;
 use crate::job::{Job, KafkaSinkSettings, KafkaSourceSettings, SinkKind, SourceKind, VertexKind};
 
@@ -117,14 +120,25 @@ pub(crate) fn client_config(bootstrap: &str, properties: &[(String, String)]) ->
 /// as warnings: librdkafka retries what they report, and a task fails only on what it cannot
 /// ride out), and the
 /// last error it reported (a broker down, a failed authentication) and the first failed
-/// delivery are kept, so a task's failure can name the cause rather than only a timeout.
+/// delivery are kept, so a task's failure can name the cause rather than only a timeout. A
+/// source's consumer also takes librdkafka's statistics into its partitions' figures.
 #[derive(Debug, Default)]
 pub(crate) struct WeirContext {
     last_error: Mutex<Option<String>>,
     failed_delivery: Mutex<Option<KafkaError>>,
+    /// Where a source's statistics go, and whether it reads committed records only.
+    statistics: Option<(Arc<KafkaSourceMetrics>, bool)>,
 }
 
 impl WeirContext {
+    /// The context of a source's consumer: statistics go to `metrics` (see [`report`]).
+    pub(crate) fn reporting(metrics: Arc<KafkaSourceMetrics>, read_committed: bool) -> Self {
+        WeirContext {
+            statistics: Some((metrics, read_committed)),
+            ..WeirContext::default()
+        }
+    }
+
     /// What librdkafka last reported as an error, if anything.
     pub(crate) fn last_error(&self) -> Option<String> {
         self.last_error.lock().ok().and_then(|e| e.clone())
@@ -145,6 +159,12 @@ impl ClientContext for WeirContext {
             | RDKafkaLogLevel::Error
             | RDKafkaLogLevel::Warning => tracing::warn!("librdkafka {fac}: {log_message}"),
             _ => tracing::debug!("librdkafka {fac}: {log_message}"),
+        }
+    }
+
+    fn stats_raw(&self, statistics: &[u8]) {
+        if let Some((metrics, read_committed)) = &self.statistics {
+            report::apply_statistics(statistics, metrics, *read_committed);
         }
     }
 

@@ -17,7 +17,8 @@
 
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
-use std::time::{Duration, SystemTime};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
@@ -26,6 +27,7 @@ use weir_abi::Batch;
 
 use super::marker::{self, Marker};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
@@ -183,6 +185,8 @@ pub(crate) struct KafkaSink {
     current: Vec<Vec<u8>>,
     /// Output of checkpoints not yet committed, oldest first (exactly-once).
     pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
+    /// Transactions committed and how long they took, for the displays (exactly-once).
+    report: Arc<KafkaSinkMetrics>,
 }
 
 impl KafkaSink {
@@ -219,7 +223,14 @@ impl KafkaSink {
             run: new_run_id(subtask),
             current: Vec::new(),
             pending: Vec::new(),
+            report: Arc::default(),
         }
+    }
+
+    /// Counts the transactions it commits, and how long each took, in `metrics` (its task's).
+    pub(crate) fn reporting_to(mut self, metrics: Arc<KafkaSinkMetrics>) -> Self {
+        self.report = metrics;
+        self
     }
 
     /// This subtask's transactional id, and the key of its markers.
@@ -469,6 +480,7 @@ impl KafkaSink {
         batches: &[&Vec<u8>],
     ) -> Result<(), TaskError> {
         let producer = self.producer.as_ref().expect("started before committing");
+        let began = Instant::now();
         producer
             .begin_transaction()
             .map_err(|e| self.error("cannot begin a transaction", e))?;
@@ -500,6 +512,7 @@ impl KafkaSink {
             )
         })?;
         kill_point::reached(KillPoint::SinkCommitted);
+        self.report.committed(records, began.elapsed());
         tracing::debug!(
             "{}: committed {records} records of checkpoint {}",
             self.connector,
@@ -545,6 +558,7 @@ impl KafkaSink {
             self.connector,
             last.0
         );
+        self.report.resent();
         self.commit(state.run, *last, &batches)
     }
 

@@ -23,10 +23,12 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
+use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::processor::{Source, SourcePoll, TaskError};
 use crate::dataflow::router::Router;
-use crate::job::{KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection};
+use crate::job::{Isolation, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection};
 
 /// How long a poll that found nothing asks the task to wait before the next.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
@@ -91,6 +93,8 @@ pub(crate) struct KafkaSource {
     /// Set by a restore: the positions to start from instead of `start`.
     restored: Option<BTreeMap<(String, i32), PartitionPosition>>,
     next_discovery: Option<Instant>,
+    /// The partitions' offsets and lag, for the displays.
+    report: SourceReport,
 }
 
 impl KafkaSource {
@@ -111,7 +115,14 @@ impl KafkaSource {
             partitions: BTreeMap::new(),
             restored: None,
             next_discovery: None,
+            report: SourceReport::default(),
         }
+    }
+
+    /// Reports the partitions' offsets and lag into `metrics` (its task's).
+    pub(crate) fn reporting_to(mut self, metrics: std::sync::Arc<KafkaSourceMetrics>) -> Self {
+        self.report = SourceReport::new(metrics);
+        self
     }
 
     fn error(&self, what: impl Into<String>, error: KafkaError) -> TaskError {
@@ -131,8 +142,15 @@ impl KafkaSource {
             .set("enable.partition.eof", "true")
             // Where a stored offset is out of range (the broker deleted those records).
             .set("auto.offset.reset", "earliest");
+        if config.get("statistics.interval.ms").is_none() {
+            config.set("statistics.interval.ms", STATISTICS_INTERVAL);
+        }
+        let read_committed = self.settings.isolation == Isolation::ReadCommitted;
         let consumer: BaseConsumer<WeirContext> = config
-            .create_with_context(WeirContext::default())
+            .create_with_context(WeirContext::reporting(
+                self.report.metrics(),
+                read_committed,
+            ))
             .map_err(|e| self.error("cannot create the consumer", e))?;
         self.consumer = Some(Detached::new(consumer));
         let owned = self.owned_partitions()?;
@@ -440,6 +458,8 @@ impl Source for KafkaSource {
         for partition in ended {
             self.on_partition_end(partition)?;
         }
+        self.report
+            .update(self.partitions.iter().map(|(key, at)| (key, at.next)));
         Ok(if emitted > 0 {
             SourcePoll::Emitted
         } else {

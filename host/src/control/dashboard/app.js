@@ -687,6 +687,78 @@
     h('td', { class: 'note' }, checkpointNote(cp)));
   }
 
+  // ---------------------------------------------------------------------------
+  // Kafka
+
+  /** An offset, or a dash while it is not known. */
+  function fmtOffset(n) {
+    return n == null ? '–' : String(n);
+  }
+
+  /** Fractional milliseconds: "0.42 ms" below 10 ms, else as fmtDuration. */
+  function fmtFineDuration(ms) {
+    if (ms == null || !Number.isFinite(ms)) return '–';
+    return ms < 10 ? ms.toFixed(2) + NBSP + 'ms' : fmtDuration(ms);
+  }
+
+  /** One Kafka source: a row per partition, the most lag first. */
+  function kafkaSourceTable(v) {
+    const rows = [];
+    for (const t of v.tasks || []) {
+      for (const p of (t.kafka_source && t.kafka_source.partitions) || []) rows.push({ subtask: t.subtask, p });
+    }
+    rows.sort((a, b) => (b.p.lag || 0) - (a.p.lag || 0) ||
+      a.p.topic.localeCompare(b.p.topic) || a.p.partition - b.p.partition);
+    const lag = rows.reduce((sum, r) => sum + (r.p.lag || 0), 0);
+    const head = ['Topic', 'Partition', 'Subtask', 'Offset', 'High watermark', 'Lag'];
+    return h('div', { class: 'kafka-vertex', 'data-kafka-source': v.name },
+      h('h3', {}, 'Source ' + v.name + ' · lag ' + fmtCount(lag) + ' · ' + plural(rows.length, 'partition')),
+      h('table', { class: 'tasks kafka-partitions' },
+        h('thead', {}, h('tr', {}, head.map((title) => h('th', {}, title)))),
+        h('tbody', {}, rows.map((r) => h('tr', { 'data-partition': r.p.topic + '/' + r.p.partition },
+          h('td', {}, r.p.topic),
+          h('td', { class: 'num' }, r.p.partition),
+          h('td', { class: 'num' }, r.subtask),
+          h('td', { class: 'num' }, fmtOffset(r.p.offset)),
+          h('td', { class: 'num' }, fmtOffset(r.p.high_watermark)),
+          h('td', { class: 'num' }, fmtOffset(r.p.lag)))))));
+  }
+
+  /** One exactly-once Kafka sink: a row per subtask. */
+  function kafkaSinkTable(v) {
+    const head = ['Subtask', 'Transactions', 'Records', 'Sent again', 'Commit p50', 'Commit p99', 'Commit max', 'Last'];
+    const tasks = (v.tasks || []).filter((t) => t.kafka_sink);
+    return h('div', { class: 'kafka-vertex', 'data-kafka-sink': v.name },
+      h('h3', {}, 'Sink ' + v.name),
+      h('table', { class: 'tasks kafka-transactions' },
+        h('thead', {}, h('tr', {}, head.map((title) => h('th', {}, title)))),
+        h('tbody', {}, tasks.map((t) => {
+          const s = t.kafka_sink;
+          const d = s.commit_duration || {};
+          return h('tr', { 'data-task': v.name + '#' + t.subtask },
+            h('td', { class: 'num' }, t.subtask),
+            h('td', { class: 'num' }, fmtCount(s.transactions_committed)),
+            h('td', { class: 'num' }, fmtCount(s.records_committed)),
+            h('td', { class: 'num' }, fmtCount(s.transactions_resent)),
+            h('td', { class: 'num' }, fmtFineDuration(d.p50)),
+            h('td', { class: 'num' }, fmtFineDuration(d.p99)),
+            h('td', { class: 'num' }, fmtFineDuration(d.max)),
+            h('td', { class: 'num' }, fmtFineDuration(d.last)));
+        }))));
+  }
+
+  /** The Kafka card: shown only for a job with Kafka sources or exactly-once Kafka sinks. */
+  function renderKafka(job) {
+    const parts = [];
+    for (const v of job.vertices || []) {
+      const tasks = v.tasks || [];
+      if (tasks.some((t) => t.kafka_source)) parts.push(kafkaSourceTable(v));
+      if (tasks.some((t) => t.kafka_sink)) parts.push(kafkaSinkTable(v));
+    }
+    document.getElementById('kafka-card').hidden = parts.length === 0;
+    fill('kafka', parts);
+  }
+
   /** Tasks in the order of the job graph's vertices, then by subtask. */
   function inGraphOrder(tasks) {
     const vertices = ((state.job && state.job.vertices) || []).map((v) => v.name);
@@ -942,6 +1014,7 @@
     if (job) {
       renderHeader(job);
       renderGraph(job);
+      renderKafka(job);
     }
     const cps = state.checkpoints;
     if (cps) {
