@@ -411,11 +411,15 @@ impl Source for KafkaSource {
                 .consumer
                 .as_ref()
                 .expect("the consumer exists once the source started");
+            // The lookup key, its string reused for every record: no allocation per record.
+            let mut key = (String::new(), 0);
             while emitted < max {
                 match consumer.poll(Duration::ZERO) {
                     None => break,
                     Some(Ok(message)) => {
-                        let key = (message.topic().to_owned(), message.partition());
+                        key.0.clear();
+                        key.0.push_str(message.topic());
+                        key.1 = message.partition();
                         let Some(position) = self.partitions.get_mut(&key) else {
                             continue;
                         };
