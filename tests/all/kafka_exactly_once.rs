@@ -682,3 +682,93 @@ fn a_start_at_a_smaller_parallelism_fences_the_ids_of_the_larger_one() {
         "a read_committed consumer sees the new run's output, past the dead transaction"
     );
 }
+
+/// `delivery = "at-least-once"` through crashes: every record of an undisturbed run is there
+/// (some maybe twice), nothing else is, and no marker topic is made.
+#[test]
+fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
+    let Some(broker) = kafka::broker_or_skip("at-least-once") else {
+        return;
+    };
+    let sandbox = Sandbox::new("kafka-at-least-once");
+    let input = End::Kafka(kafka::unique("words"));
+    let output = End::Kafka(kafka::unique("counts"));
+    prepare(broker, &input, &output);
+    let End::Kafka(output_topic) = &output else {
+        unreachable!()
+    };
+    let at_least_once = |text: String| {
+        text.replace(
+            &format!("transactional_id_prefix = \"{output_topic}.tx\"\n"),
+            "delivery = \"at-least-once\"\n",
+        )
+    };
+    let stream = sandbox.join("stream.toml");
+    let bounded = sandbox.join("bounded.toml");
+    fs::write(
+        &stream,
+        at_least_once(job_text(broker, &sandbox, &input, &output, false)),
+    )
+    .unwrap();
+    fs::write(
+        &bounded,
+        at_least_once(job_text(broker, &sandbox, &input, &output, true)),
+    )
+    .unwrap();
+    let mut records = 0;
+    for (round, timer) in [700, 1_100, 400].into_iter().enumerate() {
+        append(broker, &input, &chunk(records, records + CHUNK));
+        records += CHUNK;
+        let log = sandbox.join(&format!("round-{round}.log"));
+        crash_round(
+            &stream,
+            &log,
+            Kill::Timer,
+            Duration::from_millis(timer),
+            &[],
+        );
+    }
+    Weir::run(
+        &bounded,
+        &["--restore", "latest"],
+        &sandbox.join("final.log"),
+    )
+    .wait(CLI_TIMEOUT)
+    .assert_code(0, "the final run");
+    let records_seen = broker.read_all(output_topic, Isolation::ReadCommitted);
+    let mut seen: Vec<String> = records_seen
+        .iter()
+        .map(|r| {
+            format!(
+                "{}\t{}",
+                String::from_utf8_lossy(r.key.as_deref().unwrap_or_default()),
+                String::from_utf8_lossy(&r.value)
+            )
+        })
+        .collect();
+    seen.sort();
+    let expected = expected_counts(records);
+    let mut distinct = seen.clone();
+    distinct.dedup();
+    assert_eq!(
+        distinct,
+        expected,
+        "at-least-once must hold every record of the undisturbed run and nothing else ({} \
+         records seen, {} expected)",
+        seen.len(),
+        expected.len()
+    );
+    let markers = "weir.kafkacount.out.markers".to_owned();
+    let consumer = broker.consumer("weir-tests-markers", Isolation::ReadUncommitted);
+    use rdkafka::consumer::Consumer as _;
+    let metadata = consumer
+        .fetch_metadata(Some(&markers), kafka::CLIENT_TIMEOUT)
+        .unwrap();
+    assert!(
+        metadata
+            .topics()
+            .iter()
+            .all(|t| t.name() != markers || t.error().is_some()),
+        "an at-least-once sink made a marker topic"
+    );
+}
