@@ -4,7 +4,7 @@
 # transactions per second, on a noida-db broker of its own (installed by
 # scripts/install-kafka-broker.sh). Kept out of scripts/bench.sh, whose time it would double.
 #
-#   bash scripts/bench-kafka.sh                          # what BENCHMARKS.md quotes: ~3 min, plus the first build
+#   bash scripts/bench-kafka.sh                          # what BENCHMARKS.md §5 quotes: a few minutes, plus the first release build
 #   bash scripts/bench-kafka.sh --records 200000 --seconds 10      # a quick pass
 #
 # Arguments go to kafka-bench (`target/release/kafka-bench --help`). Results are written to
