@@ -451,7 +451,11 @@ impl Seen {
 }
 
 /// A read_committed consumer of every partition of `topic`, from the beginning.
-fn output_consumer(broker: &Broker, topic: &str, partitions: i32) -> Result<BaseConsumer, BenchError> {
+fn output_consumer(
+    broker: &Broker,
+    topic: &str,
+    partitions: i32,
+) -> Result<BaseConsumer, BenchError> {
     let consumer: BaseConsumer = broker
         .config()
         .set("group.id", "weir-bench-reader")
@@ -503,7 +507,10 @@ fn read_output(broker: &Broker, topic: &str) -> Result<Seen, BenchError> {
             Some(Err(e)) => return Err(wrong(format!("reading {topic}: {e}"))),
             Some(Ok(m)) => {
                 seen.add(m.key(), m.payload(), None);
-                if ends.get(&m.partition()).is_some_and(|&end| m.offset() >= end - 1) {
+                if ends
+                    .get(&m.partition())
+                    .is_some_and(|&end| m.offset() >= end - 1)
+                {
                     ends.remove(&m.partition());
                 }
             }
@@ -928,7 +935,8 @@ fn raw_loop(
     interval: Duration,
     end: RawEnd,
 ) -> Result<u64, BenchError> {
-    let fail = |what: &str, e: KafkaError| wrong(format!("raw loop {transactional_id}: {what}: {e}"));
+    let fail =
+        |what: &str, e: KafkaError| wrong(format!("raw loop {transactional_id}: {what}: {e}"));
     // The settings Weir's source gives its consumer.
     let consumer: BaseConsumer = broker
         .config()
@@ -962,9 +970,7 @@ fn raw_loop(
     let mut commits = 0u64;
     let mut in_txn = 0u64;
     let mut digits = String::new();
-    producer
-        .begin_transaction()
-        .map_err(|e| fail("begin", e))?;
+    producer.begin_transaction().map_err(|e| fail("begin", e))?;
     let mut last_commit = Instant::now();
     loop {
         let finished = match &end {
@@ -990,9 +996,7 @@ fn raw_loop(
                 if finished {
                     return Ok(commits);
                 }
-                producer
-                    .begin_transaction()
-                    .map_err(|e| fail("begin", e))?;
+                producer.begin_transaction().map_err(|e| fail("begin", e))?;
             } else if finished {
                 producer
                     .abort_transaction(CLIENT_TIMEOUT)
@@ -1145,5 +1149,7 @@ pub fn run_raw_latency(
         loops.and(measured)
     })?;
     seen.verify("raw loop, fixed rate", produced.records)?;
-    Ok(latency_result("raw", produced, &seen, warmup_s, start_ms, None))
+    Ok(latency_result(
+        "raw", produced, &seen, warmup_s, start_ms, None,
+    ))
 }

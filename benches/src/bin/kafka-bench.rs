@@ -153,12 +153,18 @@ fn run(args: &Args) -> Result<(), BenchError> {
         prefill_seconds = Some(s);
         if !args.no_weir {
             let r = kafka::run_weir_max(&setup, &broker, input, args.records)?;
-            eprintln!("  weir max: {:.0} records/s in {:.2} s", r.records_per_s, r.seconds);
+            eprintln!(
+                "  weir max: {:.0} records/s in {:.2} s",
+                r.records_per_s, r.seconds
+            );
             max.push(r);
         }
         if !args.no_raw {
             let r = kafka::run_raw_max(&broker, input, args.records, interval)?;
-            eprintln!("  raw max: {:.0} records/s in {:.2} s", r.records_per_s, r.seconds);
+            eprintln!(
+                "  raw max: {:.0} records/s in {:.2} s",
+                r.records_per_s, r.seconds
+            );
             max.push(r);
         }
     }
@@ -199,7 +205,9 @@ fn run(args: &Args) -> Result<(), BenchError> {
     );
     if !max.is_empty() {
         println!("max throughput over {} pre-filled records:\n", args.records);
-        println!("| system | records/s | wall s | commits (raw) / checkpoints (weir) | checkpoint ms (median, max) |");
+        println!(
+            "| system | records/s | wall s | commits (raw) / checkpoints (weir) | checkpoint ms (median, max) |"
+        );
         println!("|---|---:|---:|---:|---:|");
         for r in &max {
             println!(
@@ -218,7 +226,9 @@ fn run(args: &Args) -> Result<(), BenchError> {
             "\nproduce → visible to read_committed, at {} records/s for {} s (first {} s left out):\n",
             args.rate, args.seconds, args.warmup_s
         );
-        println!("| system | achieved records/s | records out | p50 ms | p99 ms | p99.9 ms | max ms | min ms | mean ms | checkpoint ms (median, max) |");
+        println!(
+            "| system | achieved records/s | records out | p50 ms | p99 ms | p99.9 ms | max ms | min ms | mean ms | checkpoint ms (median, max) |"
+        );
         println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for r in &latency {
             println!(
