@@ -10,6 +10,9 @@
 //!   engine ([`pipeline`]), checkpoint/restore time against state size ([`state_size`]), and
 //!   start-up and restore latency ([`startup`]).
 //!
+//! - `kafka-bench` (`scripts/bench-kafka.sh`): Kafka → `count` → Kafka exactly-once through
+//!   the release `weir`, against a plain librdkafka loop on the same broker ([`kafka`]).
+//!
 //! - `guest-profile`: the count guest on bare wasmtime with a perf map ([`raw_guest`]), so
 //!   `perf` can name the functions inside the guest.
 //!
@@ -20,6 +23,7 @@
 
 pub mod error;
 pub mod guests;
+pub mod kafka;
 pub mod pipeline;
 pub mod raw_guest;
 pub mod report;

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Runs the Kafka benchmark (docs/BENCHMARKS.md §5): Kafka → count → Kafka exactly-once through
+# the release `weir`, beside a plain librdkafka consume → produce loop with the same
+# transactions per second, on a noida-db broker of its own (installed by
+# scripts/install-kafka-broker.sh). Kept out of scripts/bench.sh, whose time it would double.
+#
+#   bash scripts/bench-kafka.sh                          # what BENCHMARKS.md §5 quotes: a few minutes, plus the first release build
+#   bash scripts/bench-kafka.sh --records 200000 --seconds 10      # a quick pass
+#
+# Arguments go to kafka-bench (`target/release/kafka-bench --help`). Results are written to
+# target/kafka-bench-results.json unless WEIR_BENCH_OUT says otherwise.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/ensure-wasm-target.sh
+CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
+export CARGO_TARGET_DIR
+out="$(realpath -m "${WEIR_BENCH_OUT:-$CARGO_TARGET_DIR/kafka-bench-results.json}")"
+cargo build --release -p weir --bin weir -p weir-benches --bin kafka-bench
+echo "== load before: $(cat /proc/loadavg)"
+"$CARGO_TARGET_DIR/release/kafka-bench" --json "$out" "$@"
+echo "== load after: $(cat /proc/loadavg)"
