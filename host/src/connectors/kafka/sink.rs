@@ -581,10 +581,14 @@ impl Processor for KafkaSink {
         self.start_fresh()?;
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
-                let decoded = Batch::decode(batch)
-                    .map_err(|problem| TaskError::Malformed { input: 0, problem })?;
-                for record in decoded.iter() {
-                    self.check_size(record.key, record.value)?;
+                // No record can be larger than its batch: only a batch that does not fit the
+                // limit as a whole is walked record by record (it is decoded again when sent).
+                if batch.len() + RECORD_FRAMING > self.record_limit {
+                    let decoded = Batch::decode(batch)
+                        .map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+                    for record in decoded.iter() {
+                        self.check_size(record.key, record.value)?;
+                    }
                 }
                 self.current.push(batch.to_vec());
             }
