@@ -12,6 +12,8 @@ mod kafka_exactly_once;
 #[cfg(unix)]
 mod kafka_faults;
 #[cfg(unix)]
+mod kafka_open_transaction;
+#[cfg(unix)]
 mod kafka_operations;
 #[cfg(unix)]
 mod kafka_source;

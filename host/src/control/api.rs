@@ -169,8 +169,8 @@ pub struct KafkaSinkView {
     /// Transactions a restore sent again because they had not committed before a failure
     /// (counted in `transactions_committed` too).
     pub transactions_resent: u64,
-    /// How long a transaction took from its beginning to its commit, records sent
-    /// included, in ms (fractional); all zero before the first.
+    /// How long a commit took, from the checkpoint's completion reaching the sink to the
+    /// commit's end, in ms (fractional); all zero before the first.
     pub commit_duration: CommitDurationView,
 }
 

@@ -158,8 +158,8 @@ pub struct KafkaSinkMetrics {
 }
 
 impl KafkaSinkMetrics {
-    /// Counts one committed transaction of `records` records (the marker not counted) that
-    /// took `took` from its beginning to its commit.
+    /// Counts one committed transaction of `records` records (the marker not counted) whose
+    /// commit took `took`, from the sink learning it may commit to the commit's end.
     pub fn committed(&self, records: u64, took: Duration) {
         let mut figures = self.lock();
         figures.transactions += 1;

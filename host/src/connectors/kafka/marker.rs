@@ -62,7 +62,7 @@ pub(super) fn create_topic(
         cause,
     };
     let admin: AdminClient<WeirContext> = client_config(&settings.bootstrap, &settings.properties)
-        .create_with_context(WeirContext::default())
+        .create_with_context(WeirContext::helper())
         .map_err(|e| failed(e.to_string()))?;
     // -1: the broker's default.replication.factor.
     let topic = NewTopic::new(&settings.marker_topic, 1, TopicReplication::Fixed(-1))
@@ -102,8 +102,7 @@ pub(crate) fn read_markers(
     let topic = settings.marker_topic.as_str();
     let mut uncommitted = client_config(&settings.bootstrap, &settings.properties);
     uncommitted.set("isolation.level", "read_uncommitted");
-    let probe: BaseConsumer<WeirContext> =
-        uncommitted.create_with_context(WeirContext::default())?;
+    let probe: BaseConsumer<WeirContext> = uncommitted.create_with_context(WeirContext::helper())?;
     let probe = Detached::new(probe);
     let metadata = probe.fetch_metadata(Some(topic), REQUEST_TIMEOUT)?;
     let partitions: Vec<i32> = metadata
@@ -131,7 +130,7 @@ pub(crate) fn read_markers(
         .set("isolation.level", isolation)
         .set("enable.partition.eof", "true");
     let consumer: BaseConsumer<WeirContext> =
-        committed.create_with_context(WeirContext::default())?;
+        committed.create_with_context(WeirContext::helper())?;
     let consumer = Detached::new(consumer);
     let mut assignment = TopicPartitionList::new();
     for &partition in &partitions {

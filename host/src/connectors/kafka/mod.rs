@@ -8,8 +8,8 @@
 //!
 //! - [`source`]: partitions assigned to subtasks by a stable hash, an offset per partition in
 //!   the checkpoint, offsets committed to the consumer group when a checkpoint completes.
-//! - [`sink`]: exactly-once (the checkpoint's output in the snapshot, sent in a transaction
-//!   with a marker when the checkpoint completes), at-least-once, or none.
+//! - [`sink`]: exactly-once (the checkpoint's output in the snapshot and in a transaction that
+//!   commits, with a marker, when the checkpoint completes), at-least-once, or none.
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
 //! - [`report`]: a source's offsets and lag per partition, for the displays.
 //! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
@@ -128,6 +128,9 @@ pub(crate) struct WeirContext {
     failed_delivery: Mutex<Option<KafkaError>>,
     /// Where a source's statistics go, and whether it reads committed records only.
     statistics: Option<(Arc<KafkaSourceMetrics>, bool)>,
+    /// A helper client's (see [`WeirContext::helper`]): librdkafka's warnings about
+    /// properties that do not apply to it are not worth a user's attention.
+    helper: bool,
 }
 
 impl WeirContext {
@@ -135,6 +138,18 @@ impl WeirContext {
     pub(crate) fn reporting(metrics: Arc<KafkaSourceMetrics>, read_committed: bool) -> Self {
         WeirContext {
             statistics: Some((metrics, read_committed)),
+            ..WeirContext::default()
+        }
+    }
+
+    /// The context of a client Weir makes besides a connector's own consumer or producer (to
+    /// check the brokers, read markers, fence, describe a topic), from the connector's
+    /// `properties`. A sink's properties are a producer's, so a helper consumer made from them
+    /// would warn about every producer setting (`linger.ms`, `transaction.timeout.ms`) that
+    /// it ignores; the connector's own client has warned about any that really do not apply.
+    pub(crate) fn helper() -> Self {
+        WeirContext {
+            helper: true,
             ..WeirContext::default()
         }
     }
@@ -152,6 +167,10 @@ impl WeirContext {
 
 impl ClientContext for WeirContext {
     fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if self.helper && fac == "CONFWARN" {
+            tracing::debug!("librdkafka {fac} (a helper client): {log_message}");
+            return;
+        }
         match level {
             RDKafkaLogLevel::Emerg
             | RDKafkaLogLevel::Alert
@@ -213,6 +232,29 @@ impl<T: Send + 'static> Detached<T> {
     pub(crate) fn new(client: T) -> Self {
         Detached(Some(client))
     }
+
+    /// Closes the client in the background like a drop, after `last` ran on it there (an
+    /// exactly-once sink aborts its open transaction so): nothing waits for either.
+    pub(crate) fn close_after(mut self, last: impl FnOnce(&T) + Send + 'static) {
+        if let Some(client) = self.0.take() {
+            close_in_background(client, last);
+        }
+    }
+}
+
+/// Runs `last` on `client` and drops it, on a thread of its own.
+fn close_in_background<T: Send + 'static>(client: T, last: impl FnOnce(&T) + Send + 'static) {
+    let closing = std::thread::Builder::new()
+        .name("weir-kafka-close".into())
+        .spawn(move || {
+            last(&client);
+            drop(client);
+        });
+    if let Err(e) = closing {
+        // No thread to spare: the client went with the closure, closed here without `last`,
+        // late rather than never.
+        tracing::debug!("cannot close a Kafka client in the background: {e}");
+    }
 }
 
 impl<T: Send + 'static> std::ops::Deref for Detached<T> {
@@ -228,13 +270,7 @@ impl<T: Send + 'static> std::ops::Deref for Detached<T> {
 impl<T: Send + 'static> Drop for Detached<T> {
     fn drop(&mut self) {
         if let Some(client) = self.0.take() {
-            let closing = std::thread::Builder::new()
-                .name("weir-kafka-close".into())
-                .spawn(move || drop(client));
-            if let Err(e) = closing {
-                // No thread to spare: close here, late rather than never.
-                tracing::debug!("cannot close a Kafka client in the background: {e}");
-            }
+            close_in_background(client, |_| {});
         }
     }
 }
@@ -292,7 +328,7 @@ fn reachable_metadata(
     properties: &[(String, String)],
 ) -> Result<Metadata, KafkaSetupError> {
     let consumer: BaseConsumer<WeirContext> = client_config(bootstrap, properties)
-        .create_with_context(WeirContext::default())
+        .create_with_context(WeirContext::helper())
         .map_err(|e| KafkaSetupError::Request {
             connector: connector.to_owned(),
             what: "cannot create a client with the connector's settings".into(),

@@ -3,13 +3,16 @@
 //! - **exactly-once**: the records between two barriers are kept, as the batches that brought
 //!   them, and at the barrier they become the checkpoint's *pending output*, part of the
 //!   sink's snapshot. When the checkpoint completes, the pending output of every checkpoint up
-//!   to it is sent in one transaction together with a [`Marker`] (this subtask, this run, that
-//!   checkpoint), and committed. A restore first fences every transactional id the job could
-//!   have left a transaction open under (its own by initialising it; subtask 0 those of larger
-//!   parallelisms, which it records at every start), reads the markers, and sends again exactly the
-//!   restored pending output whose marker is not committed. Why that is exactly-once, and why
-//!   nothing needs a transaction resumed after a crash (which librdkafka cannot do): see
-//!   docs/CHECKPOINTS.md, "The Kafka sink".
+//!   to it is in one transaction together with a [`Marker`] (this subtask, this run, that
+//!   checkpoint), and committed. While nothing is pending, records are also sent into the open
+//!   transaction as they arrive, so that the commit finds them at the broker already; the kept
+//!   copy is what a restore, or a transaction that cannot go on, sends again. A restore first
+//!   fences every transactional id the job could have left a transaction open under (its own
+//!   by initialising it; subtask 0 those of larger parallelisms, which it records at every
+//!   start), reads the markers, and sends again exactly the restored pending output whose
+//!   marker is not committed. Why that is exactly-once, and why nothing needs a transaction
+//!   resumed after a crash (which librdkafka cannot do): see docs/CHECKPOINTS.md, "The Kafka
+//!   sink".
 //! - **at-least-once**: records are sent as they come (idempotent producer, `acks=all`); the
 //!   snapshot waits until the broker has acknowledged every one, so a completed checkpoint
 //!   never covers a record the broker lacks.
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use weir_abi::Batch;
 
 use super::marker::{self, Marker};
@@ -46,6 +49,8 @@ const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// What a record takes in a record batch besides its key and value, at most (batch header,
 /// record header, varints): a record is checked against its limit less this.
 const RECORD_FRAMING: usize = 100;
+/// How long a sink that ends with a transaction open waits for the broker to abort it.
+const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a full local queue is polled before a record is offered again.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(10);
 
@@ -157,6 +162,23 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The transaction an exactly-once sink has begun and not yet committed.
+///
+/// It holds, in order, the batches of the first `pending_sent` entries of the sink's pending
+/// output and, while `holds_current`, every batch of its `current` records too. Records go
+/// into it as they arrive only while nothing is pending: a transaction commits the output of
+/// the checkpoints up to one id, so once a barrier made output pending, what follows the
+/// barrier waits (in `current`) until that output committed.
+#[derive(Debug)]
+struct OpenTransaction {
+    /// How many entries of `pending`, from the oldest, it holds.
+    pending_sent: usize,
+    /// Whether it holds all of `current`, and takes each new batch as it arrives.
+    holds_current: bool,
+    /// The records it holds.
+    records: u64,
+}
+
 /// A number no other run of any job draws: the run's identity in its markers.
 fn new_run_id(subtask: u32) -> u64 {
     let mut hasher = RandomState::new().build_hasher();
@@ -185,6 +207,10 @@ pub(crate) struct KafkaSink {
     current: Vec<Vec<u8>>,
     /// Output of checkpoints not yet committed, oldest first (exactly-once).
     pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
+    /// The transaction begun and not committed, if any (exactly-once).
+    open: Option<OpenTransaction>,
+    /// Whether a call failed: the task is ending with an error.
+    failed: bool,
     /// Transactions committed and how long they took, for the displays (exactly-once).
     report: Arc<KafkaSinkMetrics>,
 }
@@ -223,6 +249,8 @@ impl KafkaSink {
             run: new_run_id(subtask),
             current: Vec::new(),
             pending: Vec::new(),
+            open: None,
+            failed: false,
             report: Arc::default(),
         }
     }
@@ -273,12 +301,22 @@ impl KafkaSink {
         if self.settings.delivery == Delivery::ExactlyOnce {
             producer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
                 let id = self.transactional_id(self.subtask);
-                task_error(
-                    &self.connector,
-                    format!("cannot initialise transactional id \"{id}\""),
-                    e,
-                    producer.context(),
-                )
+                let mut what = format!("cannot initialise transactional id \"{id}\"");
+                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidTransactionTimeout) {
+                    let timeout = self
+                        .settings
+                        .properties
+                        .iter()
+                        .find(|(key, _)| key == "transaction.timeout.ms")
+                        .map_or("librdkafka's default", |(_, value)| value.as_str());
+                    what = format!(
+                        "{what}: the brokers refuse its transaction.timeout.ms ({timeout}) as \
+                         longer than their transaction.max.timeout.ms; raise that setting on \
+                         the brokers, or lower `checkpoint.timeout` and the sink's \
+                         `transaction.timeout.ms` with it"
+                    );
+                }
+                task_error(&self.connector, what, e, producer.context())
             })?;
         }
         self.producer = Some(producer);
@@ -323,7 +361,7 @@ impl KafkaSink {
             let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
             config.set("transactional.id", &id);
             let fencer: BaseProducer<WeirContext> = config
-                .create_with_context(WeirContext::default())
+                .create_with_context(WeirContext::helper())
                 .map_err(|e| self.error("cannot create a producer to fence with", e))?;
             let fencer = Detached::new(fencer);
             fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
@@ -362,7 +400,7 @@ impl KafkaSink {
     fn read_topic_limit(&mut self) {
         use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
         let Ok(admin) = client_config(&self.settings.bootstrap, &self.settings.properties)
-            .create_with_context::<_, AdminClient<WeirContext>>(WeirContext::default())
+            .create_with_context::<_, AdminClient<WeirContext>>(WeirContext::helper())
         else {
             return;
         };
@@ -471,28 +509,47 @@ impl KafkaSink {
         self.check_deliveries()
     }
 
-    /// Sends `batches` (the output of checkpoints up to `checkpoint`, buffered by run `run`)
-    /// and the marker that says so in one transaction, and commits it.
-    fn commit(
-        &self,
-        run: u64,
-        checkpoint: CheckpointId,
-        batches: &[&Vec<u8>],
-    ) -> Result<(), TaskError> {
-        let producer = self.producer.as_ref().expect("started before committing");
-        let began = Instant::now();
+    /// Begins the transaction the next records go into.
+    fn begin(&mut self) -> Result<(), TaskError> {
+        debug_assert!(self.open.is_none(), "one transaction at a time");
+        let producer = self
+            .producer
+            .as_ref()
+            .expect("started before a transaction");
         producer
             .begin_transaction()
             .map_err(|e| self.error("cannot begin a transaction", e))?;
-        let mut records = 0;
-        for batch in batches {
-            records += self.send_batch(batch)?;
-        }
+        self.open = Some(OpenTransaction {
+            pending_sent: 0,
+            holds_current: false,
+            records: 0,
+        });
+        Ok(())
+    }
+
+    /// Sends `batch` into the open transaction.
+    fn send_into_open(&mut self, batch: &[u8]) -> Result<(), TaskError> {
+        let records = self.send_batch(batch)?;
+        let open = self.open.as_mut().expect("a transaction is open");
+        open.records += records;
+        Ok(())
+    }
+
+    /// Adds the marker that says the open transaction completes checkpoint `checkpoint` of
+    /// run `run` (whose output it holds, through that checkpoint), and commits it. The commit
+    /// counts as taking from `since` (when the sink learnt it may commit) to its end.
+    fn commit_open(
+        &mut self,
+        run: u64,
+        checkpoint: CheckpointId,
+        since: Instant,
+    ) -> Result<(), TaskError> {
+        let open = self.open.take().expect("a transaction is open");
         let marker = Marker {
             run,
             checkpoint: checkpoint.0,
             parallelism: self.parallelism,
-            records,
+            records: open.records,
         };
         let id = self.transactional_id(self.subtask);
         self.send(
@@ -502,6 +559,7 @@ impl KafkaSink {
             0,
         )?;
         kill_point::reached(KillPoint::SinkCommit);
+        let producer = self.producer.as_ref().expect("started before committing");
         producer.commit_transaction(REQUEST_TIMEOUT).map_err(|e| {
             self.error(
                 format!(
@@ -512,13 +570,36 @@ impl KafkaSink {
             )
         })?;
         kill_point::reached(KillPoint::SinkCommitted);
-        self.report.committed(records, began.elapsed());
+        self.report.committed(open.records, since.elapsed());
         tracing::debug!(
-            "{}: committed {records} records of checkpoint {}",
+            "{}: committed {} records of checkpoint {}",
             self.connector,
+            open.records,
             checkpoint.0
         );
         Ok(())
+    }
+
+    /// With nothing pending: begins a transaction, sends it the records kept since the last
+    /// barrier, and has it take each new batch as it arrives.
+    fn go_live(&mut self) -> Result<(), TaskError> {
+        debug_assert!(self.pending.is_empty() && self.open.is_none());
+        self.begin()?;
+        for index in 0..self.current.len() {
+            let batch = std::mem::take(&mut self.current[index]);
+            let sent = self.send_into_open(&batch);
+            self.current[index] = batch;
+            sent?;
+        }
+        self.open.as_mut().expect("just begun").holds_current = true;
+        self.poll_deliveries()
+    }
+
+    /// Serves the producer's delivery reports, failing with a record the broker refused.
+    fn poll_deliveries(&self) -> Result<(), TaskError> {
+        let producer = self.producer.as_ref().expect("started");
+        producer.poll(Duration::ZERO);
+        self.check_deliveries()
     }
 
     /// After a restore of `state`: fences, reads the markers, and sends again the pending
@@ -548,10 +629,9 @@ impl KafkaSink {
             .iter()
             .filter(|(id, _)| committed_through.is_none_or(|through| id.0 > through))
             .collect();
-        let Some((last, _)) = unsent.last() else {
+        let Some(last) = unsent.last().map(|(id, _)| *id) else {
             return Ok(());
         };
-        let batches: Vec<&Vec<u8>> = unsent.iter().flat_map(|(_, b)| b.iter()).collect();
         tracing::info!(
             "{}: sending the output of checkpoint {} again: its transaction did not commit \
              before the restore",
@@ -559,7 +639,12 @@ impl KafkaSink {
             last.0
         );
         self.report.resent();
-        self.commit(state.run, *last, &batches)
+        let since = Instant::now();
+        self.begin()?;
+        for batch in unsent.iter().flat_map(|(_, batches)| batches.iter()) {
+            self.send_into_open(batch)?;
+        }
+        self.commit_open(state.run, last, since)
     }
 
     /// A start without a restore: the producer, and (subtask 0) the fencing of larger
@@ -576,8 +661,10 @@ impl KafkaSink {
     }
 }
 
-impl Processor for KafkaSink {
-    fn process(&mut self, batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
+/// The sink's side of each [`Processor`] call; the trait's methods call these and note a
+/// failure (see [`Drop`]).
+impl KafkaSink {
+    fn process_batch(&mut self, batch: &[u8]) -> Result<(), TaskError> {
         self.start_fresh()?;
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
@@ -591,18 +678,25 @@ impl Processor for KafkaSink {
                     }
                 }
                 self.current.push(batch.to_vec());
+                match &self.open {
+                    Some(open) if open.holds_current => {
+                        self.send_into_open(batch)?;
+                        self.poll_deliveries()?;
+                    }
+                    None if self.pending.is_empty() => self.go_live()?,
+                    // Output is pending: this batch follows its barrier and waits.
+                    _ => {}
+                }
             }
             Delivery::AtLeastOnce | Delivery::None => {
                 self.send_batch(batch)?;
-                let producer = self.producer.as_ref().expect("started");
-                producer.poll(Duration::ZERO);
-                self.check_deliveries()?;
+                self.poll_deliveries()?;
             }
         }
         Ok(())
     }
 
-    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
+    fn finish_input(&mut self) -> Result<(), TaskError> {
         // An exactly-once sink's last records wait for the final checkpoint.
         match self.settings.delivery {
             Delivery::ExactlyOnce => Ok(()),
@@ -610,7 +704,7 @@ impl Processor for KafkaSink {
         }
     }
 
-    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
+    fn take_snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
                 // Subtask 0 fences before its first acknowledgement (see
@@ -619,6 +713,14 @@ impl Processor for KafkaSink {
                 let batches = std::mem::take(&mut self.current);
                 if !batches.is_empty() {
                     self.pending.push((barrier.id, batches));
+                    // The open transaction now holds this checkpoint's output: what follows
+                    // the barrier must wait for its commit.
+                    if let Some(open) = &mut self.open
+                        && open.holds_current
+                    {
+                        open.holds_current = false;
+                        open.pending_sent = self.pending.len();
+                    }
                 }
                 Ok(encode_state(self.run, self.parallelism, &self.pending))
             }
@@ -630,7 +732,7 @@ impl Processor for KafkaSink {
         }
     }
 
-    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
+    fn restore_state(&mut self, state: &[u8]) -> Result<(), TaskError> {
         if self.settings.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -647,7 +749,7 @@ impl Processor for KafkaSink {
         self.recover(state)
     }
 
-    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+    fn commit_through(&mut self, id: CheckpointId) -> Result<(), TaskError> {
         if self.settings.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -655,14 +757,106 @@ impl Processor for KafkaSink {
         if ready == 0 {
             return Ok(());
         }
+        let since = Instant::now();
         self.start_fresh()?;
-        let batches: Vec<&Vec<u8>> = self.pending[..ready]
+        if self.open.is_none() {
+            self.begin()?;
+        }
+        let sent = self.open.as_ref().map_or(0, |open| open.pending_sent);
+        debug_assert!(
+            sent <= ready,
+            "a transaction holds no output of a later checkpoint"
+        );
+        let pending = std::mem::take(&mut self.pending);
+        let mut result = Ok(());
+        for batch in pending[sent..ready]
             .iter()
             .flat_map(|(_, batches)| batches.iter())
-            .collect();
-        self.commit(self.run, self.pending[ready - 1].0, &batches)?;
+        {
+            result = self.send_into_open(batch);
+            if result.is_err() {
+                break;
+            }
+        }
+        self.pending = pending;
+        result?;
+        self.commit_open(self.run, self.pending[ready - 1].0, since)?;
         self.pending.drain(..ready);
+        if self.pending.is_empty() && !self.current.is_empty() {
+            self.go_live()?;
+        }
         Ok(())
+    }
+}
+
+impl Processor for KafkaSink {
+    fn process(&mut self, batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
+        let result = self.process_batch(batch);
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
+        let result = self.finish_input();
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
+        let result = self.take_snapshot(barrier);
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
+        let result = self.restore_state(state);
+        self.failed |= result.is_err();
+        result
+    }
+
+    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+        let result = self.commit_through(id);
+        self.failed |= result.is_err();
+        result
+    }
+}
+
+impl Drop for KafkaSink {
+    fn drop(&mut self) {
+        // A transaction left open would hold back every read_committed consumer of the topic
+        // until the broker's timeout ends it, unless a restore fences it: when the job stops
+        // or is cancelled none comes. So it is aborted here, waiting (at most ABORT_TIMEOUT)
+        // so that it is over before the process exits. A sink that failed, likely because the
+        // brokers are gone, aborts in the background instead, so that its task still ends at
+        // once and the job fails over without waiting for brokers that do not answer.
+        if self.open.take().is_none() {
+            return;
+        }
+        let Some(producer) = self.producer.take() else {
+            return;
+        };
+        let connector = self.connector.clone();
+        let abort = move |producer: &BaseProducer<WeirContext>| {
+            // librdkafka aborts only once the delivery reports of every record sent are
+            // served, which a BaseProducer does in its polls: drop the records still queued
+            // or in flight, serve the reports, then abort.
+            producer.purge(PurgeConfig::default().queue().inflight());
+            let aborted = producer
+                .flush(ABORT_TIMEOUT)
+                .and_then(|()| producer.abort_transaction(ABORT_TIMEOUT));
+            match aborted {
+                Ok(()) => tracing::debug!("{connector}: aborted the open transaction"),
+                Err(e) => tracing::warn!(
+                    "{connector}: cannot abort the open transaction ({e}): read_committed \
+                     consumers of the topic wait for the broker to time it out"
+                ),
+            }
+        };
+        if self.failed {
+            producer.close_after(abort);
+        } else {
+            abort(&producer);
+        }
     }
 }
 
