@@ -498,7 +498,7 @@ impl Validator<'_> {
             }
         }
         self.check_paths(spec, &drafts, &checkpoint)?;
-        self.check_exactly_once_sinks(spec, &drafts, &checkpoint)?;
+        self.check_exactly_once_sinks(spec, &mut drafts, &checkpoint)?;
         if spec.sources.is_empty() {
             return Err(self.error(spec.name.span(), Problem::NoSource));
         }
@@ -561,26 +561,35 @@ impl Validator<'_> {
     fn check_exactly_once_sinks(
         &self,
         spec: &JobSpec,
-        drafts: &[Draft<'_>],
+        drafts: &mut [Draft<'_>],
         checkpoint: &CheckpointConfig,
     ) -> Result<(), JobError> {
         let reason = if checkpoint.interval.is_none() {
-            "it commits its output when a checkpoint completes, and checkpoints are off: set \
-             `checkpoint.interval` (e.g. \"1s\")"
+            Some(
+                "it commits its output when a checkpoint completes, and checkpoints are off: set \
+                 `checkpoint.interval` (e.g. \"1s\")",
+            )
         } else if checkpoint.mode == CheckpointMode::AtLeastOnce {
-            "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
-             restore, so its output cannot be exactly-once: set the mode to \"exactly-once\""
+            Some(
+                "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
+                 restore, so its output cannot be exactly-once: set the mode to \"exactly-once\"",
+            )
         } else {
-            return Ok(());
+            None
         };
         for draft in drafts {
-            if let VertexKind::Sink(SinkKind::Kafka(kafka)) = &draft.vertex.kind
-                && kafka.delivery == crate::job::kafka::Delivery::ExactlyOnce
-            {
-                let span = spec
-                    .sinks
-                    .iter()
-                    .find(|s| s.name.get_ref() == &draft.vertex.name)
+            let VertexKind::Sink(SinkKind::Kafka(settings)) = &mut draft.vertex.kind else {
+                continue;
+            };
+            if settings.delivery != crate::job::kafka::Delivery::ExactlyOnce {
+                continue;
+            }
+            let sink_spec = spec
+                .sinks
+                .iter()
+                .find(|s| s.name.get_ref() == &draft.vertex.name);
+            if let Some(reason) = reason {
+                let span = sink_spec
                     .and_then(|s| span_of(&s.delivery))
                     .unwrap_or(draft.name_span.clone());
                 return Err(self.error(
@@ -591,6 +600,11 @@ impl Validator<'_> {
                     },
                 ));
             }
+            let span = sink_spec
+                .and_then(|s| span_of(&s.properties))
+                .unwrap_or(draft.name_span.clone());
+            kafka::transaction_timeout(&draft.vertex.name, settings, checkpoint)
+                .map_err(|problem| self.error(span, *problem))?;
         }
         Ok(())
     }
