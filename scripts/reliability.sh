@@ -12,8 +12,8 @@
 #   WEIR_BACKPRESSURE_SECS  length of the healthy back-pressure run, seconds   default 300
 #   WEIR_FUZZ_SECS          seconds per fuzz target (0: skip fuzzing, noted)   default 300
 #   WEIR_CHAOS_SEED         seed of the kill plans (a number or `random`)      default fixed
-#   WEIR_RELIABILITY_AREAS  only these areas, comma-separated (chaos, isolation, storage,
-#                           back-pressure, misuse, fuzz): their sections of the table are
+#   WEIR_RELIABILITY_AREAS  only these areas, comma-separated (chaos, kafka, isolation,
+#                           storage, back-pressure, misuse, fuzz): their sections of the table are
 #                           replaced, each saying which run made it; the rest is kept    default all
 # CI runs the same tests with the small defaults of the tests themselves (`.ci/run`).
 set -euo pipefail
@@ -38,7 +38,8 @@ areas="${WEIR_RELIABILITY_AREAS:-}"
 wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 # The test modules that record each area's rows.
 modules=()
-wants chaos && modules+=(chaos:: kill_points:: kafka_exactly_once::)
+wants chaos && modules+=(chaos:: kill_points::)
+wants kafka && modules+=(kafka_exactly_once::)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)
@@ -63,7 +64,7 @@ command="bash scripts/reliability.sh"
 [ -n "$areas" ] && command="WEIR_RELIABILITY_AREAS=$areas $command"
 export WEIR_RELIABILITY_COMMAND="$command (took $((elapsed / 60)) min $((elapsed % 60)) s)"
 export WEIR_RELIABILITY_COMMIT="$commit"
-export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
+export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_KAFKA_ROUNDS=$WEIR_KAFKA_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
 export WEIR_RELIABILITY_MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(date -u +%Y-%m-%d)"
 touch "$rows"
 if [ -n "$areas" ]; then

@@ -447,7 +447,7 @@ fn chaos(
         .chain([("a random moment".to_owned(), timers)])
     {
         report::record(&report::Row {
-            area: "chaos",
+            area: "kafka",
             scenario: &format!("SIGKILL at {point} ({shape})"),
             rounds: n,
             faults: &format!("{n} kills out of {rounds} rounds"),

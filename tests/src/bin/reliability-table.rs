@@ -14,11 +14,12 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 /// The areas of the issue, in the order the document presents them, with their headings.
-const AREAS: [(&str, &str); 6] = [
+const AREAS: [(&str, &str); 7] = [
     (
         "chaos",
         "Crash recovery (SIGKILL, restart with `--restore latest`)",
     ),
+    ("kafka", "Exactly-once through Kafka (SIGKILL)"),
     ("isolation", "Guest isolation"),
     ("storage", "Storage faults"),
     ("back-pressure", "Back-pressure"),
@@ -42,12 +43,13 @@ const HOW: &str = "\
   → split → key-hash → count p=2 → file sink p=2) and a two-input job (two generators of
   parallelism 2 → two key-hash inputs of count p=3 → file sink p=3). Repeat one with
   `WEIR_CHAOS_SEED=<seed> WEIR_CHAOS_ROUNDS=<n> cargo test -p weir-tests --test all chaos::`
-  (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed. Through Kafka
-  (`tests/all/kafka_exactly_once.rs`, against a real Kafka-protocol broker): kafka (4 partitions,
-  p=2) → key-hash → count p=2 → exactly-once Kafka sink p=2, and the same with a file on either
-  side; each round appends input and is killed at a named point (`sink-committed` too) or at a
-  random moment; what a read_committed consumer sees must equal an undisturbed run, in order per
-  key within each partition (`WEIR_KAFKA_ROUNDS=<n> … kafka_exactly_once::`).
+  (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed.
+- **Exactly-once through Kafka** (`tests/all/kafka_exactly_once.rs`, against a real
+  Kafka-protocol broker): kafka (4 partitions, p=2) → key-hash → count p=2 → exactly-once Kafka
+  sink p=2, and the same with a file on either side; each round appends input and is killed at a
+  named point (`sink-commit` and `sink-committed` too) or at a random moment; what a
+  read_committed consumer sees must equal an undisturbed run, in order per key within each
+  partition (`WEIR_KAFKA_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> … kafka_exactly_once::`).
 - **Guest isolation** (`tests/all/isolation.rs`): hostile guests in real jobs; each must end in a
   failure that names the operator, subtask and cause, with the restart strategy applied, bounded
   host memory and no hang.
