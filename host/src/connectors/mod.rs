@@ -17,6 +17,7 @@ pub(crate) mod file_sink;
 pub(crate) mod file_source;
 pub(crate) mod generator;
 pub(crate) mod kafka;
+pub(crate) mod skip_log;
 pub(crate) mod stdout_sink;
 
 use blackhole::Blackhole;
