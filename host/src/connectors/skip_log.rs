@@ -1,6 +1,6 @@
 //! The log of the input a source skips under `on_error = "skip"` (a file source's malformed
-//! lines): every skip is counted in the task's `records_skipped` by the source; here they are
-//! told without flooding the log.
+//! lines, a Kafka source's records without a mapped header): every skip is counted in the
+//! task's `records_skipped` by the source; here they are told without flooding the log.
 
 use std::fmt::{Display, Write as _};
 use std::time::{Duration, Instant};
