@@ -171,6 +171,24 @@ fn map_record<'a, M: Message>(
     Ok((key, value, timestamp))
 }
 
+/// The failure of `connector` when `problem` keeps the record at `offset` of `topic` and
+/// `partition` from being mapped, under `on_error = "fail"`.
+fn unmapped_error(
+    connector: &str,
+    (topic, partition): &(String, i32),
+    offset: i64,
+    problem: Unmapped<'_>,
+) -> TaskError {
+    TaskError::KafkaUnmappedRecord {
+        connector: connector.to_owned(),
+        topic: topic.clone(),
+        partition: *partition,
+        offset,
+        header: problem.header().to_owned(),
+        problem: problem.to_string(),
+    }
+}
+
 /// One owned partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 struct PartitionPosition {
@@ -577,14 +595,12 @@ impl Source for KafkaSource {
                                 Err(problem) => match self.settings.on_error {
                                     // The offset stays: the restarted job meets it again.
                                     OnError::Fail => {
-                                        unmapped = Some(TaskError::KafkaUnmappedRecord {
-                                            connector: self.connector.clone(),
-                                            topic: key.0.clone(),
-                                            partition: key.1,
+                                        unmapped = Some(unmapped_error(
+                                            &self.connector,
+                                            &key,
                                             offset,
-                                            header: problem.header().to_owned(),
-                                            problem: problem.to_string(),
-                                        });
+                                            problem,
+                                        ));
                                         break;
                                     }
                                     OnError::Skip => {
@@ -812,6 +828,23 @@ mod tests {
             "header \"at\" = \"\" for its timestamp, not an integer of milliseconds \
              (decimal digits, optionally after a '-')"
         );
+    }
+
+    #[test]
+    fn the_failure_shown_in_job_md_is_the_one_the_source_gives() {
+        let by_customer = settings(header("customer"), KafkaField::Record, KafkaField::Record);
+        let m = message(&[("trace", Some("t-1"))]);
+        let problem = map_record(&m, &by_customer).unwrap_err();
+        let shown = unmapped_error(
+            "kafka source \"orders\"",
+            &("orders".into(), 3),
+            1742,
+            problem,
+        );
+        let shown = shown.to_string();
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/JOB.md"))
+            .unwrap();
+        assert!(doc.contains(&shown), "docs/JOB.md should show:\n{shown}");
     }
 
     #[test]
