@@ -1,6 +1,6 @@
 //! A real Kafka-protocol broker for the tests of the Kafka source and the exactly-once Kafka
-//! sink, and the client calls those tests make around it: topics, plain records in, every
-//! record out (read_committed or not), a group's committed offsets.
+//! sink, and the client calls those tests make around it: topics, plain records (with headers,
+//! if asked) in, every record out (read_committed or not), a group's committed offsets.
 //!
 //! The broker is PyPI's `noida-db` (a single-broker Kafka 3.8 emulator), pinned in
 //! `tests/kafka/requirements.txt` and installed into `tests/kafka/.venv` by
@@ -44,7 +44,7 @@ use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
-use rdkafka::message::{DeliveryResult, Message};
+use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
 use crate::support::workspace_root;
@@ -511,6 +511,10 @@ pub(crate) struct KafkaRecord {
 /// partitioner's choice.
 pub(crate) type Produce<'a> = (Option<i32>, Option<&'a [u8]>, &'a [u8]);
 
+/// The headers of a record for [`Broker::produce_with_headers`]: `(name, value)` in order (a
+/// name may repeat); a `None` value is a null one.
+pub(crate) type ProduceHeaders<'a> = &'a [(&'a str, Option<&'a [u8]>)];
+
 /// A producer context that remembers every failed delivery, so that a flush can fail the test.
 #[derive(Default)]
 pub(crate) struct Deliveries {
@@ -617,18 +621,36 @@ impl Broker {
     /// Produces `records` in order with a plain idempotent producer and flushes it; panics if
     /// any is not delivered.
     pub(crate) fn produce(&self, topic: &str, records: &[Produce<'_>]) {
+        let records: Vec<_> = records.iter().map(|&record| (record, &[][..])).collect();
+        self.produce_with_headers(topic, &records);
+    }
+
+    /// [`Broker::produce`], each record with its headers.
+    pub(crate) fn produce_with_headers(
+        &self,
+        topic: &str,
+        records: &[(Produce<'_>, ProduceHeaders<'_>)],
+    ) {
         let producer: BaseProducer<Deliveries> = self
             .config()
             .set("enable.idempotence", "true")
             .create_with_context(Deliveries::default())
             .unwrap_or_else(|e| panic!("cannot create a Kafka producer: {e}"));
-        for &(partition, key, value) in records {
+        for &((partition, key, value), headers) in records {
             let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
             if let Some(partition) = partition {
                 record = record.partition(partition);
             }
             if let Some(key) = key {
                 record = record.key(key);
+            }
+            if !headers.is_empty() {
+                let owned = headers
+                    .iter()
+                    .fold(OwnedHeaders::new(), |all, &(key, value)| {
+                        all.insert(Header { key, value })
+                    });
+                record = record.headers(owned);
             }
             let deadline = Instant::now() + CLIENT_TIMEOUT;
             while let Err((error, unsent)) = producer.send(record) {

@@ -1,10 +1,12 @@
 //! The Kafka source's promises against a real broker: where a fresh start begins (`start`),
 //! the offsets of completed checkpoints committed to the consumer group, subtasks with no
-//! partition that neither read nor block checkpoints, topics by pattern, and partitions found by
-//! discovery while the job runs, read from their earliest offset.
+//! partition that neither read nor block checkpoints, topics by pattern, partitions found by
+//! discovery while the job runs, read from their earliest offset, and keys and timestamps
+//! taken from headers, a record without the header skipped or failing the job (`on_error`).
 //!
 //! The jobs are a Kafka source straight into the exactly-once file sink, whose committed lines
-//! (`key<TAB>value`) are what the source emitted.
+//! (`key<TAB>value`) are what the source emitted — or, to see timestamps, into an exactly-once
+//! Kafka sink, which writes each record's timestamp as its CreateTime.
 
 use std::fs;
 use std::time::{Duration, Instant, SystemTime};
@@ -12,8 +14,10 @@ use std::time::{Duration, Instant, SystemTime};
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions};
 use rdkafka::client::DefaultClientContext;
 
-use crate::kafka::{self, Broker};
-use crate::support::{CLI_TIMEOUT, Sandbox, Weir, committed_lines};
+use weir::runtime::RunOptions;
+
+use crate::kafka::{self, Broker, Isolation, ProduceHeaders};
+use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines};
 
 /// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.
 fn job(broker: &Broker, sandbox: &Sandbox, parallelism: u32, source_keys: &str) -> String {
@@ -228,4 +232,147 @@ fn a_pattern_reads_every_matching_topic_and_discovery_finds_new_partitions() {
         std::thread::sleep(Duration::from_millis(100));
     }
     drop(weir.kill());
+}
+
+/// The records of the header tests, all to partition 0: the user is header `user`, a record
+/// without it is offset 1 (no headers at all) and offset 3 (another header).
+fn produce_users(broker: &Broker, topic: &str) {
+    let records: [(&str, ProduceHeaders<'_>); 5] = [
+        ("a", &[("user", Some(b"ann"))]),
+        ("b", &[]),
+        ("c", &[("user", Some(b"bob"))]),
+        ("d", &[("trace", Some(b"t-1"))]),
+        ("e", &[("user", Some(b"cy"))]),
+    ];
+    let records: Vec<_> = records
+        .iter()
+        .map(|&(value, headers)| ((Some(0), None, value.as_bytes()), headers))
+        .collect();
+    broker.produce_with_headers(topic, &records);
+}
+
+#[test]
+fn headers_give_records_their_key_and_timestamp() {
+    let Some(broker) = kafka::broker_or_skip("kafka-headers") else {
+        return;
+    };
+    let (input, output) = (kafka::unique("headers-in"), kafka::unique("headers-out"));
+    broker.create_topic(&input, 1);
+    broker.create_topic(&output, 1);
+    // A repeated header counts by its last value, a null one is empty (no key, to the sink).
+    broker.produce_with_headers(
+        &input,
+        &[
+            (
+                (Some(0), Some(b"k0"), b"a"),
+                &[("user", Some(b"ann")), ("sent-at", Some(b"1000"))],
+            ),
+            (
+                (Some(0), None, b"b"),
+                &[
+                    ("user", Some(b"x")),
+                    ("sent-at", Some(b"2000")),
+                    ("user", Some(b"bob")),
+                ],
+            ),
+            (
+                (Some(0), Some(b"k2"), b"c"),
+                &[("sent-at", Some(b"3000")), ("user", None)],
+            ),
+        ],
+    );
+    let sandbox = Sandbox::new("kafka-headers");
+    let text = format!(
+        "name = \"kheaders\"\n[checkpoint]\ninterval = \"100ms\"\ndirectory = {:?}\n\
+         [restart]\nstrategy = \"none\"\n\
+         [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"{bootstrap}\"\n\
+         topics = [\"{input}\"]\nuntil = \"end\"\n\
+         key = {{ header = \"user\" }}\ntimestamp = {{ header = \"sent-at\" }}\n\
+         [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"in\"]\n\
+         bootstrap = \"{bootstrap}\"\ntopic = \"{output}\"\n\
+         transactional_id_prefix = \"{output}.tx\"\n",
+        sandbox.checkpoint_dir().display().to_string(),
+        bootstrap = broker.bootstrap(),
+    );
+    fs::write(sandbox.job_path(), text).unwrap();
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the job");
+    let records: Vec<_> = broker
+        .read_all(&output, Isolation::ReadCommitted)
+        .into_iter()
+        .map(|r| (r.key, r.value, r.timestamp))
+        .collect();
+    assert_eq!(
+        records,
+        [
+            (Some(b"ann".to_vec()), b"a".to_vec(), Some(1000)),
+            (Some(b"bob".to_vec()), b"b".to_vec(), Some(2000)),
+            (None, b"c".to_vec(), Some(3000)),
+        ]
+    );
+}
+
+#[test]
+fn a_record_without_the_mapped_header_is_skipped_or_fails_the_job() {
+    let Some(broker) = kafka::broker_or_skip("kafka-headers-missing") else {
+        return;
+    };
+    let topic = kafka::unique("headers-missing");
+    broker.create_topic(&topic, 1);
+    produce_users(broker, &topic);
+    let keys = |on_error: &str| {
+        format!(
+            "topics = [\"{topic}\"]\nuntil = \"end\"\nkey = {{ header = \"user\" }}\n\
+             on_error = \"{on_error}\""
+        )
+    };
+
+    // Skipped: the job finishes with the other records, and says which it dropped.
+    let skip = Sandbox::new("kafka-headers-skip");
+    fs::write(skip.job_path(), job(broker, &skip, 1, &keys("skip"))).unwrap();
+    let ended = Weir::run(&skip.job_path(), &[], &skip.join("weir.log")).wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the job skipping records");
+    let mut lines = committed_lines(&skip.out_dir());
+    lines.sort();
+    assert_eq!(lines, sorted(&["ann\ta", "bob\tc", "cy\te"]));
+    for offset in [1, 3] {
+        let logged = format!(
+            "kafka source \"in\": skipped record at offset {offset} of {topic}/0: no header \
+             \"user\" for its key"
+        );
+        assert!(
+            ended.stderr.contains(&logged),
+            "no {logged:?} in\n{}",
+            ended.stderr
+        );
+    }
+    // The task counts them in records_skipped.
+    let counted = Sandbox::new("kafka-headers-skip-counted");
+    fs::write(counted.job_path(), job(broker, &counted, 1, &keys("skip"))).unwrap();
+    let running = InProcess::start(&counted.job_path(), RunOptions::default());
+    let monitor = running.monitor().clone();
+    running.join();
+    let skipped: u64 = monitor
+        .tasks()
+        .iter()
+        .map(|(_, _, metrics)| metrics.records_skipped())
+        .sum();
+    assert_eq!(skipped, 2);
+
+    // Failing: the job fails naming the record and the header, and what to do.
+    let fail = Sandbox::new("kafka-headers-fail");
+    fs::write(fail.job_path(), job(broker, &fail, 1, &keys("fail"))).unwrap();
+    let ended = Weir::run(&fail.job_path(), &[], &fail.join("weir.log")).wait(CLI_TIMEOUT);
+    ended.assert_code(1, "the job failing on a record");
+    let failure = format!(
+        "kafka source \"in\": the record at offset 1 of {topic}/0 has no header \"user\" for \
+         its key (fix the producer, or set `on_error = \"skip\"` on the source to drop such \
+         records)"
+    );
+    assert!(
+        ended.stderr.contains(&failure),
+        "no {failure:?} in\n{}",
+        ended.stderr
+    );
 }

@@ -10,9 +10,10 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::decode_u64_position;
+use super::skip_log::SkipLog;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::TaskError;
 use crate::dataflow::processor::{Source, SourcePoll};
@@ -21,10 +22,6 @@ use crate::job::{FileFormat, OnError, RecordFields};
 
 /// How long a followed file is left alone when it has nothing new.
 const FOLLOW_IDLE: Duration = Duration::from_millis(100);
-/// Skipped lines logged one by one, per attempt; after them, summaries.
-const LOGGED_SKIPS: u64 = 10;
-/// At most one summary of skipped lines this often.
-const SKIP_SUMMARY_EVERY: Duration = Duration::from_secs(10);
 
 /// Reads lines of a file. With `lines`, records have an empty key, the line (without its line
 /// ending) as value and the time it was read (ms since the epoch) as timestamp; the other
@@ -56,7 +53,6 @@ impl FileSource {
         metrics: Arc<TaskMetrics>,
     ) -> Self {
         FileSource {
-            path,
             follow,
             on_error,
             decoder: Decoder::new(format),
@@ -64,8 +60,12 @@ impl FileSource {
             reader: None,
             offset: 0,
             lines_before: Some(0),
+            skips: SkipLog::new(
+                "file source",
+                format!("malformed lines of {}", path.display()),
+            ),
+            path,
             line: Vec::new(),
-            skips: SkipLog::default(),
         }
     }
 
@@ -119,7 +119,7 @@ impl Source for FileSource {
                         source: e,
                     })?;
             if n == 0 {
-                self.skips.flush(&self.path);
+                self.skips.flush();
                 return Ok(if self.follow {
                     SourcePoll::Idle(FOLLOW_IDLE)
                 } else {
@@ -154,7 +154,11 @@ impl Source for FileSource {
                     }
                     OnError::Skip => {
                         self.metrics.add_records_skipped(1);
-                        self.skips.skipped(&self.path, number, &problem);
+                        self.skips.skipped(
+                            format_args!("malformed line {number} of {}", self.path.display()),
+                            format_args!("line {number}"),
+                            &problem,
+                        );
                     }
                 },
             }
@@ -185,7 +189,7 @@ impl Source for FileSource {
         self.offset = offset;
         self.lines_before = lines;
         self.reader = None;
-        self.skips = SkipLog::default();
+        self.skips.reset();
         Ok(())
     }
 }
@@ -206,67 +210,6 @@ fn count_lines(file: &mut File, len: u64) -> std::io::Result<u64> {
         rest -= n as u64;
     }
     Ok(lines)
-}
-
-/// Logs skipped lines without flooding the log: the first [`LOGGED_SKIPS`] one by one, then
-/// a summary at most every [`SKIP_SUMMARY_EVERY`] and when the file ends.
-#[derive(Debug, Default)]
-struct SkipLog {
-    /// Skipped lines logged one by one.
-    logged: u64,
-    /// Skipped lines since the last summary, and the last of them with its problem.
-    pending: u64,
-    last: Option<(u64, String)>,
-    last_summary: Option<Instant>,
-}
-
-impl SkipLog {
-    fn skipped(&mut self, path: &std::path::Path, line: u64, problem: &str) {
-        if self.logged < LOGGED_SKIPS {
-            self.logged += 1;
-            tracing::warn!(
-                file = %path.display(),
-                line,
-                "file source: skipped malformed line {line} of {}: {problem}",
-                path.display()
-            );
-            if self.logged == LOGGED_SKIPS {
-                tracing::warn!(
-                    file = %path.display(),
-                    "file source: {LOGGED_SKIPS} malformed lines skipped in {}; further ones are \
-                     summarised at most every {}s (the count is the metric records_skipped)",
-                    path.display(),
-                    SKIP_SUMMARY_EVERY.as_secs()
-                );
-                self.last_summary = Some(Instant::now());
-            }
-            return;
-        }
-        self.pending += 1;
-        self.last = Some((line, problem.to_owned()));
-        if self
-            .last_summary
-            .is_none_or(|at| at.elapsed() >= SKIP_SUMMARY_EVERY)
-        {
-            self.flush(path);
-        }
-    }
-
-    /// Logs the summary of skipped lines not yet logged, if any.
-    fn flush(&mut self, path: &std::path::Path) {
-        if let Some((line, problem)) = self.last.take() {
-            tracing::warn!(
-                file = %path.display(),
-                line,
-                "file source: skipped {} more malformed lines of {}, the last line {line}: \
-                 {problem}",
-                self.pending,
-                path.display()
-            );
-            self.pending = 0;
-            self.last_summary = Some(Instant::now());
-        }
-    }
 }
 
 /// What a line is to its format.
@@ -874,31 +817,6 @@ mod tests {
             OnError::Skip,
         );
         check_every_restore("x\ny\n\nz", FileFormat::Lines, OnError::Fail);
-    }
-
-    #[test]
-    fn many_skipped_lines_are_logged_ten_by_ten_then_summarised() {
-        let path = std::path::Path::new("/in/bad.jsonl");
-        let mut log = SkipLog::default();
-        for line in 1..=1000 {
-            log.skipped(path, line, "not JSON");
-        }
-        // Ten one by one; the other 990 wait for a summary (the last one was just now).
-        assert_eq!(log.logged, LOGGED_SKIPS);
-        assert_eq!(log.pending, 990);
-        assert_eq!(log.last, Some((1000, "not JSON".to_owned())));
-        // At the end of the file, or once the summary interval passed, they are summarised.
-        log.flush(path);
-        assert_eq!((log.pending, log.last.as_ref()), (0, None));
-        log.last_summary = Some(Instant::now() - SKIP_SUMMARY_EVERY);
-        log.skipped(path, 1001, "not JSON");
-        assert_eq!(
-            (log.pending, log.last.as_ref()),
-            (0, None),
-            "summarised at once"
-        );
-        log.skipped(path, 1002, "not JSON");
-        assert_eq!(log.pending, 1, "not again within the interval");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub(crate) mod file_sink;
 pub(crate) mod file_source;
 pub(crate) mod generator;
 pub(crate) mod kafka;
+pub(crate) mod skip_log;
 pub(crate) mod stdout_sink;
 
 use blackhole::Blackhole;
@@ -33,8 +34,8 @@ use crate::dataflow::processor::{Processor, Source, TaskError};
 use crate::job::{SinkKind, SourceKind};
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
-/// `metrics` are its task's (a file source counts the lines it skips there; a Kafka source
-/// reports its partitions' offsets and lag there).
+/// `metrics` are its task's (a file source counts the lines it skips there; a Kafka source the
+/// records it skips, and it reports its partitions' offsets and lag there).
 pub(crate) fn build_source(
     name: &str,
     kind: &SourceKind,
@@ -62,8 +63,14 @@ pub(crate) fn build_source(
             let figures = Arc::new(KafkaSourceMetrics::default());
             metrics.set_connector(ConnectorMetrics::KafkaSource(Arc::clone(&figures)));
             Box::new(
-                kafka::source::KafkaSource::new(name, settings.clone(), subtask, parallelism)
-                    .reporting_to(figures),
+                kafka::source::KafkaSource::new(
+                    name,
+                    settings.clone(),
+                    subtask,
+                    parallelism,
+                    metrics,
+                )
+                .reporting_to(figures),
             )
         }
     }

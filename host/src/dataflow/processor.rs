@@ -109,6 +109,27 @@ pub(crate) enum TaskError {
         /// librdkafka's error.
         source: Box<rdkafka::error::KafkaError>,
     },
+    /// A record read by a Kafka source lacks a header its `key`, `value` or `timestamp` names,
+    /// or its timestamp header is not an integer, and its `on_error` is `fail`.
+    #[error(
+        "{connector}: the record at offset {offset} of {topic}/{partition} has {problem} (fix \
+         the producer, or set `on_error = \"skip\"` on the source to drop such records)"
+    )]
+    KafkaUnmappedRecord {
+        /// `kafka source "in"`.
+        connector: String,
+        /// The record's topic.
+        topic: String,
+        /// Its partition.
+        partition: i32,
+        /// Its offset.
+        offset: i64,
+        /// The header concerned.
+        header: String,
+        /// What is wrong, naming the header and the part it maps (`no header "user" for its
+        /// key`).
+        problem: String,
+    },
     /// A record is larger than a Kafka sink may send.
     #[error(
         "{connector}: a record of {size} bytes (key and value) does not fit in the limit of \

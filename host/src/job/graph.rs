@@ -14,7 +14,7 @@ use toml::Spanned;
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
 use super::kafka::{
-    KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection,
+    KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection,
 };
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
@@ -151,13 +151,16 @@ pub struct RecordFields<F> {
     pub timestamp: Option<F>,
 }
 
-/// What a file source does with a line its format cannot read (`on_error`).
+/// What a source does with input it cannot make a record of (`on_error`): a line a file
+/// source's format cannot read, a Kafka record without a header its mapping names.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum OnError {
-    /// `"fail"`: the task fails, naming the file, the line and the problem.
+    /// `"fail"`: the task fails, naming where the input is (the file and line; the topic,
+    /// partition and offset) and the problem.
     #[default]
     Fail,
-    /// `"skip"`: the line is dropped, counted (`records_skipped`) and logged.
+    /// `"skip"`: the input is dropped, counted (`records_skipped`) and logged; the source's
+    /// position moves past it.
     Skip,
 }
 
@@ -793,6 +796,22 @@ fn kafka_source_spec(source: &mut SourceSpec, kafka: &KafkaSourceSettings) {
             .map_or_else(|| "off".to_owned(), format_duration),
     ));
     source.properties = properties_spec(&kafka.properties);
+    let field = |field: &KafkaField, part: &str| {
+        unspanned(match field {
+            KafkaField::Record => toml::Value::String(part.into()),
+            KafkaField::Header(name) => toml::Value::Table(toml::Table::from_iter([(
+                "header".into(),
+                toml::Value::String(name.clone()),
+            )])),
+        })
+    };
+    source.key = Some(field(&kafka.key, "key"));
+    source.value = Some(field(&kafka.value, "value"));
+    source.timestamp = Some(field(&kafka.timestamp, "timestamp"));
+    // Refused without a header to apply to, so written only with one.
+    if kafka.maps_headers() {
+        source.on_error = Some(unspanned(kafka.on_error.as_str().into()));
+    }
 }
 
 /// The `properties` table of a Kafka connector; absent when empty.

@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use super::graph::OnError;
+
 /// Which topics a Kafka source reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TopicSelection {
@@ -95,6 +97,32 @@ impl Isolation {
     }
 }
 
+/// Where a Kafka source takes one part of a Weir record from (`key`, `value`, `timestamp`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum KafkaField {
+    /// The Kafka record's own part of the same name, the default: `key = "key"` (a null key is
+    /// empty), `value = "value"` (a null value is empty), `timestamp = "timestamp"` (the
+    /// record's timestamp in milliseconds).
+    #[default]
+    Record,
+    /// `{ header = "NAME" }`: the value of the record's header NAME, the last one where the
+    /// header repeats (as Kafka's `Headers.lastHeader`); a null value is empty. A timestamp
+    /// header holds decimal ASCII milliseconds (`1700000000000`, `-5`). A record without the
+    /// header, or with a timestamp header that is not such an integer, is what `on_error`
+    /// applies to.
+    Header(String),
+}
+
+impl KafkaField {
+    /// The header it names, if it names one.
+    pub fn header(&self) -> Option<&str> {
+        match self {
+            KafkaField::Record => None,
+            KafkaField::Header(name) => Some(name),
+        }
+    }
+}
+
 /// A `[[source]]` of `type = "kafka"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaSourceSettings {
@@ -116,6 +144,24 @@ pub struct KafkaSourceSettings {
     pub discovery_interval: Option<Duration>,
     /// `properties`: librdkafka settings passed through (TLS, SASL, tuning), in file order.
     pub properties: Vec<(String, String)>,
+    /// `key`: where each record's key comes from.
+    pub key: KafkaField,
+    /// `value`: where each record's value comes from.
+    pub value: KafkaField,
+    /// `timestamp`: where each record's timestamp comes from.
+    pub timestamp: KafkaField,
+    /// `on_error`: what a record that lacks a mapped header (or whose timestamp header is not
+    /// an integer) does; only set with a header among `key`, `value` and `timestamp`.
+    pub on_error: OnError,
+}
+
+impl KafkaSourceSettings {
+    /// Whether any part of the record comes from a header (and `on_error` can apply).
+    pub fn maps_headers(&self) -> bool {
+        [&self.key, &self.value, &self.timestamp]
+            .iter()
+            .any(|field| field.header().is_some())
+    }
 }
 
 /// What a Kafka sink promises (`delivery`).

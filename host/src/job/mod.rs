@@ -43,8 +43,8 @@ pub use graph::{
     RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 pub use kafka::{
-    Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
-    TopicSelection,
+    Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
+    KafkaUntil, TopicSelection,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;

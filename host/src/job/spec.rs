@@ -159,19 +159,22 @@ pub struct SourceSpec {
     /// `format` (file): `"lines"`, `"jsonl"` or `"csv"`; absent = lines.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<Spanned<String>>,
-    /// `key` (file, jsonl or csv): a JSON pointer string or a column index.
+    /// `key` (file, jsonl or csv): a JSON pointer string or a column index; (kafka) `"key"` or
+    /// `{ header = "NAME" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<Spanned<toml::Value>>,
-    /// `value` (file, jsonl or csv): a JSON pointer string or a column index.
+    /// `value` (file, jsonl or csv): a JSON pointer string or a column index; (kafka)
+    /// `"value"` or `{ header = "NAME" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<Spanned<toml::Value>>,
-    /// `timestamp` (file, jsonl or csv): a JSON pointer string or a column index.
+    /// `timestamp` (file, jsonl or csv): a JSON pointer string or a column index; (kafka)
+    /// `"timestamp"` or `{ header = "NAME" }`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timestamp: Option<Spanned<toml::Value>>,
     /// `header` (file, csv): the first line names the columns and is not a record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub header: Option<Spanned<bool>>,
-    /// `on_error` (file, jsonl or csv): `"fail"` or `"skip"`.
+    /// `on_error` (file, jsonl or csv; kafka with a header mapping): `"fail"` or `"skip"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_error: Option<Spanned<String>>,
     /// `seed` (generator).

@@ -14,21 +14,34 @@
 //!   consumer group (asynchronously), for lag tooling only: a restore reads the checkpoint.
 //! - **Discovery.** Every `discovery_interval`, new partitions (and, with a pattern, new
 //!   topics) are added, read from their earliest offset.
+//! - **Mapping.** A record's key, value and timestamp are the Kafka record's own, or (as
+//!   `key`, `value`, `timestamp` say) the value of one of its headers, the last of that name.
+//!   A record without such a header, or whose timestamp header is not an integer, fails the
+//!   task or is skipped (`on_error`): counted in `records_skipped`, logged, and passed, so
+//!   the partition's offset moves past it and no checkpoint replays it. Neither way copies
+//!   anything per record.
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
+use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use crate::connectors::skip_log::SkipLog;
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
+use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourcePoll, TaskError};
 use crate::dataflow::router::Router;
-use crate::job::{Isolation, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection};
+use crate::job::{
+    Isolation, KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, OnError, TopicSelection,
+};
 
 /// How long a poll that found nothing asks the task to wait before the next.
 const IDLE_WAIT: Duration = Duration::from_millis(5);
@@ -52,6 +65,128 @@ pub(crate) fn owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
 fn is_fatal(error: &KafkaError) -> bool {
     matches!(error, KafkaError::MessageConsumptionFatal(_))
         || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+}
+
+/// The longest part of a header's value a message quotes.
+const QUOTED_VALUE: usize = 64;
+
+/// Why a record cannot be mapped as the source's `key`, `value` and `timestamp` say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unmapped<'a> {
+    /// It has no header `header`, which `part` comes from.
+    Missing { part: &'static str, header: &'a str },
+    /// Its timestamp header `header` holds `value`, not decimal milliseconds.
+    NotAnInteger { header: &'a str, value: &'a [u8] },
+}
+
+impl Unmapped<'_> {
+    fn header(&self) -> &str {
+        match self {
+            Unmapped::Missing { header, .. } | Unmapped::NotAnInteger { header, .. } => header,
+        }
+    }
+}
+
+/// Follows "the record … has": `no header "user" for its key`.
+impl fmt::Display for Unmapped<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unmapped::Missing { part, header } => write!(f, "no header {header:?} for its {part}"),
+            Unmapped::NotAnInteger { header, value } => {
+                let quoted = &value[..value.len().min(QUOTED_VALUE)];
+                write!(f, "header {header:?} = \"{}", quoted.escape_ascii())?;
+                if value.len() > QUOTED_VALUE {
+                    write!(f, "…")?;
+                }
+                write!(
+                    f,
+                    "\" for its timestamp, not an integer of milliseconds (decimal digits, \
+                     optionally after a '-')"
+                )
+            }
+        }
+    }
+}
+
+/// The value of `message`'s last header named `name` (as Kafka's `Headers.lastHeader`); a null
+/// value is empty. `None` when it has no such header.
+fn last_header<'m, M: Message>(message: &'m M, name: &str) -> Option<&'m [u8]> {
+    let headers = message.headers()?;
+    (0..headers.count()).rev().find_map(|index| {
+        headers
+            .try_get(index)
+            .filter(|header| header.key == name)
+            .map(|header| header.value.unwrap_or_default())
+    })
+}
+
+/// Decimal ASCII milliseconds, optionally after a `-`; `None` for anything else, or beyond 64
+/// bits.
+fn parse_millis(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
+        [b'-', rest @ ..] => (true, rest),
+        _ => (false, text),
+    };
+    if digits.is_empty() {
+        return None;
+    }
+    digits.iter().try_fold(0i64, |value, &byte| {
+        let digit = i64::from(byte.checked_sub(b'0').filter(|d| *d <= 9)?);
+        let value = value.checked_mul(10)?;
+        if negative {
+            value.checked_sub(digit)
+        } else {
+            value.checked_add(digit)
+        }
+    })
+}
+
+/// The key, value and timestamp of `message` as `settings` map them, borrowed from the
+/// message.
+fn map_record<'a, M: Message>(
+    message: &'a M,
+    settings: &'a KafkaSourceSettings,
+) -> Result<(&'a [u8], &'a [u8], i64), Unmapped<'a>> {
+    let part = |field: &'a KafkaField, part: &'static str, own: Option<&'a [u8]>| match field {
+        KafkaField::Record => Ok(own.unwrap_or_default()),
+        KafkaField::Header(header) => {
+            last_header(message, header).ok_or(Unmapped::Missing { part, header })
+        }
+    };
+    let key = part(&settings.key, "key", message.key())?;
+    let value = part(&settings.value, "value", message.payload())?;
+    let timestamp = match &settings.timestamp {
+        KafkaField::Record => message.timestamp().to_millis().unwrap_or(0),
+        KafkaField::Header(header) => {
+            let text = last_header(message, header).ok_or(Unmapped::Missing {
+                part: "timestamp",
+                header,
+            })?;
+            parse_millis(text).ok_or(Unmapped::NotAnInteger {
+                header,
+                value: text,
+            })?
+        }
+    };
+    Ok((key, value, timestamp))
+}
+
+/// The failure of `connector` when `problem` keeps the record at `offset` of `topic` and
+/// `partition` from being mapped, under `on_error = "fail"`.
+fn unmapped_error(
+    connector: &str,
+    (topic, partition): &(String, i32),
+    offset: i64,
+    problem: Unmapped<'_>,
+) -> TaskError {
+    TaskError::KafkaUnmappedRecord {
+        connector: connector.to_owned(),
+        topic: topic.clone(),
+        partition: *partition,
+        offset,
+        header: problem.header().to_owned(),
+        problem: problem.to_string(),
+    }
 }
 
 /// One owned partition.
@@ -95,19 +230,31 @@ pub(crate) struct KafkaSource {
     next_discovery: Option<Instant>,
     /// The partitions' offsets and lag, for the displays.
     report: SourceReport,
+    /// Whether a part of a record comes from a header (checked once, not per record).
+    maps_headers: bool,
+    /// Its task's counters: skipped records are counted in `records_skipped`.
+    metrics: Arc<TaskMetrics>,
+    /// The records skipped under `on_error = "skip"`, told without flooding the log.
+    skips: SkipLog,
 }
 
 impl KafkaSource {
-    /// Subtask `subtask` of `parallelism` of source `name`. Nothing connects until the first
-    /// poll (after a restore's [`seek`](Source::seek), if any).
+    /// Subtask `subtask` of `parallelism` of source `name`, counting the records it skips in
+    /// `metrics` (its task's). Nothing connects until the first poll (after a restore's
+    /// [`seek`](Source::seek), if any).
     pub(crate) fn new(
         name: &str,
         settings: KafkaSourceSettings,
         subtask: u32,
         parallelism: u32,
+        metrics: Arc<TaskMetrics>,
     ) -> Self {
+        let connector = format!("kafka source \"{name}\"");
         KafkaSource {
-            connector: format!("kafka source \"{name}\""),
+            skips: SkipLog::new(connector.clone(), "records"),
+            connector,
+            maps_headers: settings.maps_headers(),
+            metrics,
             settings,
             subtask,
             parallelism,
@@ -398,14 +545,17 @@ impl Source for KafkaSource {
             self.next_discovery = self.discovery_interval().map(|d| Instant::now() + d);
         }
         if self.settings.until == KafkaUntil::End && self.partitions.values().all(|p| p.done()) {
+            self.skips.flush();
             return Ok(SourcePoll::Exhausted);
         }
         if self.partitions.is_empty() {
             return Ok(SourcePoll::Idle(NO_PARTITIONS_WAIT));
         }
-        let mut emitted = 0;
+        // Records read, emitted or skipped: `max` bounds both.
+        let mut read = 0;
         let mut ended = Vec::new();
         let mut failure = None;
+        let mut unmapped = None;
         {
             let consumer = self
                 .consumer
@@ -413,7 +563,7 @@ impl Source for KafkaSource {
                 .expect("the consumer exists once the source started");
             // The lookup key, its string reused for every record: no allocation per record.
             let mut key = (String::new(), 0);
-            while emitted < max {
+            while read < max {
                 match consumer.poll(Duration::ZERO) {
                     None => break,
                     Some(Ok(message)) => {
@@ -429,14 +579,48 @@ impl Source for KafkaSource {
                             ended.push(key.1);
                             continue;
                         }
-                        let timestamp = message.timestamp().to_millis().unwrap_or(0);
-                        out.push(
-                            message.key().unwrap_or_default(),
-                            message.payload().unwrap_or_default(),
-                            timestamp,
-                        )?;
+                        read += 1;
+                        if !self.maps_headers {
+                            let timestamp = message.timestamp().to_millis().unwrap_or(0);
+                            out.push(
+                                message.key().unwrap_or_default(),
+                                message.payload().unwrap_or_default(),
+                                timestamp,
+                            )?;
+                        } else {
+                            match map_record(&message, &self.settings) {
+                                Ok((record_key, value, timestamp)) => {
+                                    out.push(record_key, value, timestamp)?
+                                }
+                                Err(problem) => match self.settings.on_error {
+                                    // The offset stays: the restarted job meets it again.
+                                    OnError::Fail => {
+                                        unmapped = Some(unmapped_error(
+                                            &self.connector,
+                                            &key,
+                                            offset,
+                                            problem,
+                                        ));
+                                        break;
+                                    }
+                                    OnError::Skip => {
+                                        self.metrics.add_records_skipped(1);
+                                        self.skips.skipped(
+                                            format_args!(
+                                                "record at offset {offset} of {}/{}",
+                                                key.0, key.1
+                                            ),
+                                            format_args!(
+                                                "at offset {offset} of {}/{}",
+                                                key.0, key.1
+                                            ),
+                                            problem,
+                                        );
+                                    }
+                                },
+                            }
+                        }
                         position.next = offset + 1;
-                        emitted += 1;
                         if position.done() {
                             ended.push(key.1);
                         }
@@ -454,6 +638,9 @@ impl Source for KafkaSource {
                 }
             }
         }
+        if let Some(error) = unmapped {
+            return Err(error);
+        }
         if let Some(error) = failure {
             return Err(self.error("cannot read records", error));
         }
@@ -464,9 +651,11 @@ impl Source for KafkaSource {
         }
         self.report
             .update(self.partitions.iter().map(|(key, at)| (key, at.next)));
-        Ok(if emitted > 0 {
+        Ok(if read > 0 {
             SourcePoll::Emitted
         } else {
+            // Nothing new for now: the skips waiting for a summary are told.
+            self.skips.flush();
             SourcePoll::Idle(IDLE_WAIT)
         })
     }
@@ -506,6 +695,7 @@ impl Source for KafkaSource {
             .map(|(topic, partition, at)| ((topic, partition), at))
             .collect();
         self.restored = Some(restored);
+        self.skips.reset();
         if self.consumer.is_some() {
             // Seeking a running source: start over from the restored offsets.
             self.consumer = None;
@@ -548,6 +738,136 @@ impl Source for KafkaSource {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
+
+    /// A consumed record of key `k`, value `v`, timestamp 7 and these headers (`None` = a null
+    /// value).
+    fn message(headers: &[(&str, Option<&str>)]) -> OwnedMessage {
+        let owned = headers
+            .iter()
+            .fold(OwnedHeaders::new(), |all, (key, value)| {
+                all.insert(Header {
+                    key,
+                    value: value.map(str::as_bytes),
+                })
+            });
+        OwnedMessage::new(
+            Some(b"v".to_vec()),
+            Some(b"k".to_vec()),
+            "t".into(),
+            Timestamp::CreateTime(7),
+            0,
+            3,
+            (!headers.is_empty()).then_some(owned),
+        )
+    }
+
+    fn settings(key: KafkaField, value: KafkaField, timestamp: KafkaField) -> KafkaSourceSettings {
+        KafkaSourceSettings {
+            bootstrap: "k:1".into(),
+            topics: TopicSelection::Names(vec!["t".into()]),
+            start: KafkaStart::Earliest,
+            until: KafkaUntil::End,
+            isolation: Isolation::ReadCommitted,
+            group: "g".into(),
+            discovery_interval: None,
+            properties: Vec::new(),
+            key,
+            value,
+            timestamp,
+            on_error: OnError::Fail,
+        }
+    }
+
+    fn header(name: &str) -> KafkaField {
+        KafkaField::Header(name.into())
+    }
+
+    #[test]
+    fn parts_come_from_the_record_or_from_the_last_header_of_the_name() {
+        use KafkaField::Record;
+        let m = message(&[("u", Some("ann")), ("at", Some("-42")), ("u", Some("bob"))]);
+        let own = settings(Record, Record, Record);
+        assert!(!own.maps_headers());
+        assert_eq!(map_record(&m, &own), Ok((&b"k"[..], &b"v"[..], 7)));
+        let mapped = settings(header("u"), Record, header("at"));
+        assert!(mapped.maps_headers());
+        assert_eq!(map_record(&m, &mapped), Ok((&b"bob"[..], &b"v"[..], -42)));
+        // A null header value is empty; the value can come from a header too.
+        let m = message(&[("u", None), ("big", Some("9223372036854775807"))]);
+        let mapped = settings(Record, header("u"), header("big"));
+        assert_eq!(map_record(&m, &mapped), Ok((&b"k"[..], &b""[..], i64::MAX)));
+    }
+
+    #[test]
+    fn a_missing_header_or_a_timestamp_that_is_no_integer_says_which() {
+        use KafkaField::Record;
+        let problem = |headers: &[(&str, Option<&str>)], settings: &KafkaSourceSettings| {
+            map_record(&message(headers), settings)
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let by_user = settings(header("user"), Record, Record);
+        assert_eq!(problem(&[], &by_user), "no header \"user\" for its key");
+        assert_eq!(
+            problem(&[("User", Some("x"))], &by_user),
+            "no header \"user\" for its key",
+            "names are compared exactly"
+        );
+        let by_at = settings(Record, Record, header("at"));
+        assert_eq!(
+            problem(&[("at", Some("soon"))], &by_at),
+            "header \"at\" = \"soon\" for its timestamp, not an integer of milliseconds \
+             (decimal digits, optionally after a '-')"
+        );
+        let long = "9".repeat(70);
+        assert!(problem(&[("at", Some(&long))], &by_at).contains(&format!("\"{}…\"", &long[..64])));
+        assert_eq!(
+            problem(&[("at", None)], &by_at),
+            "header \"at\" = \"\" for its timestamp, not an integer of milliseconds \
+             (decimal digits, optionally after a '-')"
+        );
+    }
+
+    #[test]
+    fn the_failure_shown_in_job_md_is_the_one_the_source_gives() {
+        let by_customer = settings(header("customer"), KafkaField::Record, KafkaField::Record);
+        let m = message(&[("trace", Some("t-1"))]);
+        let problem = map_record(&m, &by_customer).unwrap_err();
+        let shown = unmapped_error(
+            "kafka source \"orders\"",
+            &("orders".into(), 3),
+            1742,
+            problem,
+        );
+        let shown = shown.to_string();
+        let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/JOB.md"))
+            .unwrap();
+        assert!(doc.contains(&shown), "docs/JOB.md should show:\n{shown}");
+    }
+
+    #[test]
+    fn milliseconds_are_decimal_digits_after_an_optional_minus() {
+        assert_eq!(parse_millis(b"0"), Some(0));
+        assert_eq!(parse_millis(b"1700000000000"), Some(1_700_000_000_000));
+        assert_eq!(parse_millis(b"-5"), Some(-5));
+        assert_eq!(parse_millis(b"-9223372036854775808"), Some(i64::MIN));
+        for bad in [
+            &b""[..],
+            b"-",
+            b"+5",
+            b" 5",
+            b"5 ",
+            b"1.5",
+            b"1e3",
+            b"--5",
+            b"9223372036854775808",
+            b"\xff",
+        ] {
+            assert_eq!(parse_millis(bad), None, "{}", bad.escape_ascii());
+        }
+    }
 
     #[test]
     fn partitions_spread_over_subtasks_and_never_move() {

@@ -14,10 +14,11 @@ use toml::Spanned;
 
 use super::{Validator, span_of, vertex_key};
 use crate::checkpoint::config::CheckpointConfig;
+use crate::job::OnError;
 use crate::job::error::{JobError, Problem};
 use crate::job::kafka::{
-    Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
-    TopicSelection,
+    Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
+    KafkaUntil, TopicSelection,
 };
 use crate::job::spec::{SinkSpec, SourceSpec};
 use crate::job::units::DURATION_FORMS;
@@ -97,6 +98,10 @@ pub(super) const KAFKA_SOURCE_KEYS: &[&str] = &[
     "group",
     "discovery_interval",
     "properties",
+    "key",
+    "value",
+    "timestamp",
+    "on_error",
 ];
 /// Keys of a Kafka sink.
 pub(super) const KAFKA_SINK_KEYS: &[&str] = &[
@@ -298,7 +303,13 @@ impl Validator<'_> {
             }
         };
         let properties = self.kafka_properties(spec.properties.as_ref(), &key("properties"))?;
-        Ok(KafkaSourceSettings {
+        let [record_key, value, timestamp] = [
+            ("key", &spec.key),
+            ("value", &spec.value),
+            ("timestamp", &spec.timestamp),
+        ]
+        .map(|(part, field)| self.kafka_field(field.as_ref(), part, key(part)));
+        let mut settings = KafkaSourceSettings {
             bootstrap,
             topics,
             start,
@@ -307,7 +318,43 @@ impl Validator<'_> {
             group,
             discovery_interval,
             properties,
-        })
+            key: record_key?,
+            value: value?,
+            timestamp: timestamp?,
+            on_error: OnError::Fail,
+        };
+        if let Some(word) = &spec.on_error {
+            if !settings.maps_headers() {
+                return Err(self.error(
+                    word.span(),
+                    Problem::NeedsSetting {
+                        key: key("on_error"),
+                        setting: "`key`, `value` and `timestamp` read from the Kafka record \
+                                  itself"
+                            .into(),
+                        fix: "every Kafka record has a key, a value and a timestamp, so none \
+                              can fail; `on_error` applies to a record that lacks a header \
+                              the source maps (`key = { header = \"NAME\" }`, or `value`, or \
+                              `timestamp`): map one, or remove `on_error`"
+                            .into(),
+                    },
+                ));
+            }
+            settings.on_error = match word.get_ref().as_str() {
+                "fail" => OnError::Fail,
+                "skip" => OnError::Skip,
+                other => {
+                    return Err(self.bad_value(
+                        word.span(),
+                        key("on_error"),
+                        format!("{other:?}"),
+                        "\"fail\" (a record without a mapped header fails the task) or \
+                         \"skip\" (it is dropped, counted and logged)",
+                    ));
+                }
+            };
+        }
+        Ok(settings)
     }
 
     /// A `[[sink]]` of `type = "kafka"` of job `job`.
@@ -456,6 +503,58 @@ impl Validator<'_> {
             ));
         }
         Ok(value.get_ref().clone())
+    }
+
+    /// `key`, `value` or `timestamp` (`part`): the word naming the Kafka record's own part,
+    /// or `{ header = "NAME" }`; absent = the record's own part.
+    fn kafka_field(
+        &self,
+        field: Option<&Spanned<toml::Value>>,
+        part: &'static str,
+        key: String,
+    ) -> Result<KafkaField, JobError> {
+        let Some(field) = field else {
+            return Ok(KafkaField::Record);
+        };
+        let header_holds = if part == "timestamp" {
+            "header NAME's value, decimal milliseconds such as \"1700000000000\""
+        } else {
+            "the value of the record's header NAME"
+        };
+        let expected = format!(
+            "\"{part}\" (the Kafka record's {part}, the default) or {{ header = \"NAME\" }} \
+             ({header_holds})"
+        );
+        match field.get_ref() {
+            toml::Value::String(word) if word == part => Ok(KafkaField::Record),
+            toml::Value::String(word) => {
+                Err(self.bad_value(field.span(), key, format!("{word:?}"), expected))
+            }
+            toml::Value::Table(table) => {
+                let mut entries = table.iter();
+                match (entries.next(), entries.next()) {
+                    (Some((k, toml::Value::String(name))), None) if k == "header" => {
+                        if name.is_empty() {
+                            return Err(self.bad_value(
+                                field.span(),
+                                key,
+                                "{ header = \"\" }".into(),
+                                "a header name of at least one character, such as \
+                                 { header = \"trace-id\" }",
+                            ));
+                        }
+                        Ok(KafkaField::Header(name.clone()))
+                    }
+                    _ => Err(self.bad_value(
+                        field.span(),
+                        key,
+                        field.get_ref().to_string(),
+                        expected,
+                    )),
+                }
+            }
+            other => Err(self.bad_value(field.span(), key, other.to_string(), expected)),
+        }
     }
 
     /// `start`: a word, or `{ timestamp = MS }` / `{ timestamp = 2026-12-01T00:00:00Z }`.
@@ -845,6 +944,121 @@ mod tests {
                 "for\n{text}\nexpected a message with {expected:?}, got {message:?}"
             );
             assert!(message.starts_with("test.toml:"), "no line in {message:?}");
+        }
+    }
+
+    /// The kafka source of `text`.
+    #[track_caller]
+    fn kafka_source(text: &str) -> KafkaSourceSettings {
+        let job = parse(text).unwrap();
+        let VertexKind::Source(SourceKind::Kafka(source)) = &job.vertex("in").unwrap().kind else {
+            panic!("not a kafka source");
+        };
+        // What the graph writes back reads as the same settings.
+        let again = parse(&job.to_toml()).unwrap();
+        assert_eq!(
+            again.vertex("in").unwrap().kind,
+            job.vertex("in").unwrap().kind
+        );
+        source.clone()
+    }
+
+    #[test]
+    fn kafka_parts_default_to_the_records_own_and_may_come_from_headers() {
+        let defaults = kafka_source(&kafka_job(SOURCE, SINK));
+        assert_eq!(
+            (&defaults.key, &defaults.value, &defaults.timestamp),
+            (
+                &KafkaField::Record,
+                &KafkaField::Record,
+                &KafkaField::Record
+            )
+        );
+        assert_eq!(defaults.on_error, OnError::Fail);
+        assert!(!defaults.maps_headers());
+        let spelled_out = kafka_source(&kafka_job(
+            &format!("{SOURCE}\nkey = \"key\"\nvalue = \"value\"\ntimestamp = \"timestamp\""),
+            SINK,
+        ));
+        assert_eq!(spelled_out, defaults);
+        let mapped = kafka_source(&kafka_job(
+            &format!(
+                "{SOURCE}\nkey = {{ header = \"user\" }}\ntimestamp = {{ header = \"sent-at\" }}\n\
+                 on_error = \"skip\""
+            ),
+            SINK,
+        ));
+        assert_eq!(mapped.key, KafkaField::Header("user".into()));
+        assert_eq!(mapped.value, KafkaField::Record);
+        assert_eq!(mapped.timestamp, KafkaField::Header("sent-at".into()));
+        assert_eq!(mapped.on_error, OnError::Skip);
+        let by_value = kafka_source(&kafka_job(
+            &format!("{SOURCE}\nvalue = {{ header = \"body\" }}\non_error = \"fail\""),
+            SINK,
+        ));
+        assert_eq!(
+            (&by_value.value, by_value.on_error),
+            (&KafkaField::Header("body".into()), OnError::Fail)
+        );
+    }
+
+    #[test]
+    fn bad_kafka_parts_are_refused_with_the_line_and_the_accepted_forms() {
+        let cases: &[(&str, &str)] = &[
+            (
+                "key = \"value\"",
+                "test.toml:9:7: `key` of source \"in\": expected \"key\" (the Kafka record's \
+                 key, the default) or { header = \"NAME\" } (the value of the record's header \
+                 NAME), found \"value\"",
+            ),
+            (
+                "value = 3",
+                "test.toml:9:9: `value` of source \"in\": expected \"value\" (the Kafka \
+                 record's value, the default) or { header = \"NAME\" } (the value of the \
+                 record's header NAME), found 3",
+            ),
+            (
+                "timestamp = { column = 2 }",
+                "test.toml:9:13: `timestamp` of source \"in\": expected \"timestamp\" (the \
+                 Kafka record's timestamp, the default) or { header = \"NAME\" } (header \
+                 NAME's value, decimal milliseconds such as \"1700000000000\"), found \
+                 { column = 2 }",
+            ),
+            (
+                "key = { header = \"a\", also = \"b\" }",
+                "test.toml:9:7: `key` of source \"in\": expected \"key\" (the Kafka record's \
+                 key, the default) or { header = \"NAME\" } (the value of the record's header \
+                 NAME), found { also = \"b\", header = \"a\" }",
+            ),
+            (
+                "key = { header = 1 }",
+                "test.toml:9:7: `key` of source \"in\": expected \"key\" (the Kafka record's \
+                 key, the default) or { header = \"NAME\" } (the value of the record's header \
+                 NAME), found { header = 1 }",
+            ),
+            (
+                "key = { header = \"\" }",
+                "test.toml:9:7: `key` of source \"in\": expected a header name of at least one \
+                 character, such as { header = \"trace-id\" }, found { header = \"\" }",
+            ),
+            (
+                "on_error = \"skip\"",
+                "test.toml:9:12: `on_error` of source \"in\" does not apply with `key`, \
+                 `value` and `timestamp` read from the Kafka record itself: every Kafka record \
+                 has a key, a value and a timestamp, so none can fail; `on_error` applies to a \
+                 record that lacks a header the source maps (`key = { header = \"NAME\" }`, \
+                 or `value`, or `timestamp`): map one, or remove `on_error`",
+            ),
+            (
+                "key = { header = \"u\" }\non_error = \"ignore\"",
+                "test.toml:10:12: `on_error` of source \"in\": expected \"fail\" (a record \
+                 without a mapped header fails the task) or \"skip\" (it is dropped, counted \
+                 and logged), found \"ignore\"",
+            ),
+        ];
+        for (lines, expected) in cases {
+            let message = refused(&kafka_job(&format!("{SOURCE}\n{lines}"), SINK));
+            assert_eq!(&message, expected, "for {lines:?}");
         }
     }
 
