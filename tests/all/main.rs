@@ -14,6 +14,8 @@ mod kafka_faults;
 #[cfg(unix)]
 mod kafka_operations;
 #[cfg(unix)]
+mod kafka_sink;
+#[cfg(unix)]
 mod kafka_source;
 mod languages;
 mod readme;

@@ -615,6 +615,7 @@ impl Job {
                         path: None,
                         bootstrap: None,
                         topic: None,
+                        timestamp: None,
                         delivery: None,
                         transactional_id_prefix: None,
                         marker_topic: None,
@@ -628,6 +629,7 @@ impl Job {
                         SinkKind::Kafka(kafka) => {
                             sink.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
                             sink.topic = Some(unspanned(kafka.topic.clone()));
+                            sink.timestamp = Some(unspanned(kafka.timestamp.as_str().into()));
                             sink.delivery = Some(unspanned(kafka.delivery.as_str().into()));
                             sink.transactional_id_prefix =
                                 Some(unspanned(kafka.transactional_id_prefix.clone()));

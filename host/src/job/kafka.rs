@@ -142,6 +142,28 @@ impl Delivery {
     }
 }
 
+/// Which timestamp a Kafka sink gives the records it writes (`timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkTimestamp {
+    /// `"record"`: the record's own timestamp as the Kafka record's CreateTime (when above 0;
+    /// otherwise the producer's time of sending). It must be milliseconds since the epoch.
+    Record,
+    /// `"now"`: no timestamp, so the producer stamps the time of sending — for records whose
+    /// timestamps are not epoch milliseconds (a generator's record numbers, a file source's
+    /// line numbers), which the broker's time-based retention would delete.
+    Now,
+}
+
+impl SinkTimestamp {
+    /// The word a job file writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkTimestamp::Record => "record",
+            SinkTimestamp::Now => "now",
+        }
+    }
+}
+
 /// A `[[sink]]` of `type = "kafka"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaSinkSettings {
@@ -149,6 +171,8 @@ pub struct KafkaSinkSettings {
     pub bootstrap: String,
     /// `topic`: where the records go; it must exist when the job starts.
     pub topic: String,
+    /// `timestamp`: the record's (the default) or the time of sending.
+    pub timestamp: SinkTimestamp,
     /// `delivery`: exactly-once by default.
     pub delivery: Delivery,
     /// `transactional_id_prefix`: subtask `i` uses transactional id `<prefix>-<i>`. Default

@@ -44,7 +44,7 @@ pub use graph::{
 };
 pub use kafka::{
     Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
-    TopicSelection,
+    SinkTimestamp, TopicSelection,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;

@@ -281,6 +281,9 @@ pub struct SinkSpec {
     /// `topic` (kafka): the topic to write.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topic: Option<Spanned<String>>,
+    /// `timestamp` (kafka): `"record"` or `"now"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Spanned<String>>,
     /// `delivery` (kafka): `"exactly-once"`, `"at-least-once"` or `"none"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Spanned<String>>,

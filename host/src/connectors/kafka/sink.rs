@@ -31,7 +31,7 @@ use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
-use crate::job::{Delivery, KafkaSinkSettings};
+use crate::job::{Delivery, KafkaSinkSettings, SinkTimestamp};
 use crate::kill_point::{self, KillPoint};
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes a restore
@@ -436,17 +436,16 @@ impl KafkaSink {
         }
     }
 
-    /// Sends every record of an encoded batch.
+    /// Sends every record of an encoded batch, with its timestamp or none
+    /// (`timestamp = "now"`).
     fn send_batch(&self, bytes: &[u8]) -> Result<u64, TaskError> {
         let batch =
             Batch::decode(bytes).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+        let keep_timestamps = self.settings.timestamp == SinkTimestamp::Record;
         for record in batch.iter() {
-            self.send(
-                &self.settings.topic,
-                record.key,
-                record.value,
-                record.timestamp,
-            )?;
+            // 0 sends no timestamp: the producer stamps the time of sending.
+            let timestamp = if keep_timestamps { record.timestamp } else { 0 };
+            self.send(&self.settings.topic, record.key, record.value, timestamp)?;
         }
         Ok(batch.len() as u64)
     }

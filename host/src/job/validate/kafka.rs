@@ -15,7 +15,7 @@ use super::{Validator, span_of, vertex_key};
 use crate::job::error::{JobError, Problem};
 use crate::job::kafka::{
     Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
-    TopicSelection,
+    SinkTimestamp, TopicSelection,
 };
 use crate::job::spec::{SinkSpec, SourceSpec};
 use crate::job::units::DURATION_FORMS;
@@ -43,6 +43,7 @@ pub(super) const KAFKA_SINK_KEYS: &[&str] = &[
     "inputs",
     "bootstrap",
     "topic",
+    "timestamp",
     "delivery",
     "transactional_id_prefix",
     "marker_topic",
@@ -268,6 +269,19 @@ impl Validator<'_> {
             ));
         };
         let topic = self.topic(topic, key("topic"))?;
+        let timestamp = match spec.timestamp.as_ref().map(|t| (t, t.get_ref().as_str())) {
+            None | Some((_, "record")) => SinkTimestamp::Record,
+            Some((_, "now")) => SinkTimestamp::Now,
+            Some((timestamp, other)) => {
+                return Err(self.bad_value(
+                    timestamp.span(),
+                    key("timestamp"),
+                    format!("{other:?}"),
+                    "\"record\" (the record's timestamp, which must be milliseconds since the \
+                     epoch) or \"now\" (the time the record is sent)",
+                ));
+            }
+        };
         let delivery = match spec.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
             None | Some((_, "exactly-once")) => Delivery::ExactlyOnce,
             Some((_, "at-least-once")) => Delivery::AtLeastOnce,
@@ -337,6 +351,7 @@ impl Validator<'_> {
         Ok(KafkaSinkSettings {
             bootstrap,
             topic,
+            timestamp,
             delivery,
             transactional_id_prefix,
             marker_topic,
@@ -725,6 +740,62 @@ mod tests {
                 "for\n{text}\nexpected a message with {expected:?}, got {message:?}"
             );
             assert!(message.starts_with("test.toml:"), "no line in {message:?}");
+        }
+    }
+
+    /// The settings of the job's kafka sink `out`.
+    fn sink_of(job: &Job) -> &KafkaSinkSettings {
+        let VertexKind::Sink(SinkKind::Kafka(sink)) = &job.vertex("out").unwrap().kind else {
+            panic!("not a kafka sink");
+        };
+        sink
+    }
+
+    /// `job` written back and read again has the same vertices.
+    #[track_caller]
+    fn assert_written_back_the_same(job: &Job) {
+        let written = job.to_toml();
+        let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+        assert_eq!(sink_of(&reread), sink_of(job), "{written}");
+        assert_eq!(reread.to_toml(), written, "writing is deterministic");
+    }
+
+    #[test]
+    fn a_sink_timestamp_is_the_records_by_default_or_now() {
+        let job = parse(&kafka_job(SOURCE, SINK)).unwrap();
+        assert_eq!(sink_of(&job).timestamp, SinkTimestamp::Record);
+        assert!(job.to_toml().contains("timestamp = \"record\""));
+        for (word, timestamp) in [
+            ("record", SinkTimestamp::Record),
+            ("now", SinkTimestamp::Now),
+        ] {
+            let text = kafka_job(SOURCE, &format!("{SINK}\ntimestamp = \"{word}\""));
+            let job = parse(&text).unwrap();
+            assert_eq!(sink_of(&job).timestamp, timestamp);
+            assert_written_back_the_same(&job);
+        }
+    }
+
+    #[test]
+    fn a_bad_sink_timestamp_is_refused_with_its_line_and_the_words() {
+        let cases: &[(String, &str)] = &[
+            (
+                kafka_job(SOURCE, &format!("{SINK}\ntimestamp = \"create\"")),
+                "test.toml:15:13: `timestamp` of sink \"out\": expected \"record\" (the \
+                 record's timestamp, which must be milliseconds since the epoch) or \"now\" \
+                 (the time the record is sent), found \"create\"",
+            ),
+            (
+                "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                 [[sink]]\nname = \"out\"\ntype = \"file\"\npath = \"o\"\n\
+                 inputs = [\"in\"]\ntimestamp = \"now\"\n"
+                    .to_owned(),
+                "test.toml:10:13: `timestamp` does not apply to file sink \"out\": its keys are \
+                 name, type, parallelism, inputs, path",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&refused(text), expected, "for\n{text}");
         }
     }
 
