@@ -14,7 +14,7 @@ use toml::Spanned;
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
 use super::kafka::{
-    KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection,
+    KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, SinkTopic, TopicSelection,
 };
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
@@ -628,7 +628,7 @@ impl Job {
                         }
                         SinkKind::Kafka(kafka) => {
                             sink.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
-                            sink.topic = Some(unspanned(kafka.topic.clone()));
+                            sink.topic = Some(unspanned(sink_topic_spec(&kafka.topic)));
                             sink.timestamp = Some(unspanned(kafka.timestamp.as_str().into()));
                             sink.delivery = Some(unspanned(kafka.delivery.as_str().into()));
                             sink.transactional_id_prefix =
@@ -795,6 +795,23 @@ fn kafka_source_spec(source: &mut SourceSpec, kafka: &KafkaSourceSettings) {
             .map_or_else(|| "off".to_owned(), format_duration),
     ));
     source.properties = properties_spec(&kafka.properties);
+}
+
+/// The `topic` of a Kafka sink: a name, or the `{ from_key, topics }` table.
+fn sink_topic_spec(topic: &SinkTopic) -> toml::Value {
+    match topic {
+        SinkTopic::Fixed(name) => toml::Value::String(name.clone()),
+        SinkTopic::FromKey { separator, topics } => toml::Value::Table(toml::Table::from_iter([
+            (
+                "from_key".to_owned(),
+                toml::Value::String(separator.clone()),
+            ),
+            (
+                "topics".to_owned(),
+                toml::Value::Array(topics.iter().cloned().map(toml::Value::String).collect()),
+            ),
+        ])),
+    }
 }
 
 /// The `properties` table of a Kafka connector; absent when empty.

@@ -44,7 +44,7 @@ pub use graph::{
 };
 pub use kafka::{
     Delivery, Isolation, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil,
-    SinkTimestamp, TopicSelection,
+    SinkTimestamp, SinkTopic, TopicSelection, Unrouted,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;
