@@ -16,6 +16,8 @@ mod kafka_open_transaction;
 #[cfg(unix)]
 mod kafka_operations;
 #[cfg(unix)]
+mod kafka_sink;
+#[cfg(unix)]
 mod kafka_source;
 mod languages;
 mod readme;

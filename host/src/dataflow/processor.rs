@@ -146,6 +146,26 @@ pub(crate) enum TaskError {
         /// Where the limit comes from.
         limit_source: String,
     },
+    /// A record's key names no topic a Kafka sink with `topic = { from_key … }` may write to:
+    /// it lacks the separator, or the text before it is none of the sink's `topics`.
+    #[error(
+        "{connector}: the record key {key} {problem}; the sink takes each record's topic from \
+         its key (`topic = {{ from_key = {separator:?}, topics = [{topics}] }}`), so a key must \
+         be <topic>{separator}<key> with one of those topics: make the operator emit such keys, \
+         or add the topic to `topics` (it must exist when the job starts)"
+    )]
+    KafkaRecordTopic {
+        /// `kafka sink "out"`.
+        connector: String,
+        /// The record's key, quoted (lossy UTF-8, its first 100 characters).
+        key: String,
+        /// What is wrong with it: `has no "/"`, `names topic "x", which is not in `topics``.
+        problem: String,
+        /// The sink's `from_key`.
+        separator: String,
+        /// The sink's `topics`, quoted and separated by commas.
+        topics: String,
+    },
     /// A batch on a channel was malformed.
     #[error("malformed batch on input {input}: {problem}")]
     Malformed {

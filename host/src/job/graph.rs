@@ -14,7 +14,8 @@ use toml::Spanned;
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
 use super::kafka::{
-    KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, TopicSelection,
+    KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart, KafkaUntil, SinkTopic,
+    TopicSelection,
 };
 use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
@@ -618,6 +619,7 @@ impl Job {
                         path: None,
                         bootstrap: None,
                         topic: None,
+                        timestamp: None,
                         delivery: None,
                         transactional_id_prefix: None,
                         marker_topic: None,
@@ -630,7 +632,8 @@ impl Job {
                         }
                         SinkKind::Kafka(kafka) => {
                             sink.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
-                            sink.topic = Some(unspanned(kafka.topic.clone()));
+                            sink.topic = Some(unspanned(sink_topic_spec(&kafka.topic)));
+                            sink.timestamp = Some(unspanned(kafka.timestamp.as_str().into()));
                             sink.delivery = Some(unspanned(kafka.delivery.as_str().into()));
                             sink.transactional_id_prefix =
                                 Some(unspanned(kafka.transactional_id_prefix.clone()));
@@ -811,6 +814,23 @@ fn kafka_source_spec(source: &mut SourceSpec, kafka: &KafkaSourceSettings) {
     // Refused without a header to apply to, so written only with one.
     if kafka.maps_headers() {
         source.on_error = Some(unspanned(kafka.on_error.as_str().into()));
+    }
+}
+
+/// The `topic` of a Kafka sink: a name, or the `{ from_key, topics }` table.
+fn sink_topic_spec(topic: &SinkTopic) -> toml::Value {
+    match topic {
+        SinkTopic::Fixed(name) => toml::Value::String(name.clone()),
+        SinkTopic::FromKey { separator, topics } => toml::Value::Table(toml::Table::from_iter([
+            (
+                "from_key".to_owned(),
+                toml::Value::String(separator.clone()),
+            ),
+            (
+                "topics".to_owned(),
+                toml::Value::Array(topics.iter().cloned().map(toml::Value::String).collect()),
+            ),
+        ])),
     }
 }
 

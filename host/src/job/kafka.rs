@@ -188,13 +188,107 @@ impl Delivery {
     }
 }
 
+/// Where a Kafka sink writes each record (`topic`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SinkTopic {
+    /// `topic = "counts"`: every record to this topic, with its key as the Kafka key.
+    Fixed(String),
+    /// `topic = { from_key = "/", topics = ["orders-eu", "orders-us"] }`: each record's key is
+    /// `<topic><separator><key>`. The text before the first separator names the topic, which
+    /// must be one of `topics`; the rest is the Kafka key (none when empty).
+    FromKey {
+        /// `from_key`: what splits the topic from the key; not empty, and in no topic of
+        /// `topics` (a key is split at its first occurrence, so such a topic could never be
+        /// named).
+        separator: String,
+        /// `topics`: every topic a record may name, without repeats and not empty; each must
+        /// exist when the job starts.
+        topics: Vec<String>,
+    },
+}
+
+/// Why a record's key names no topic of [`SinkTopic::FromKey`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unrouted {
+    /// The key holds no separator.
+    NoSeparator,
+    /// The text before the separator, the key's first this many bytes, is none of the sink's
+    /// topics.
+    UnknownTopic(usize),
+}
+
+impl SinkTopic {
+    /// Every topic the sink may write to.
+    pub fn topics(&self) -> &[String] {
+        match self {
+            SinkTopic::Fixed(topic) => std::slice::from_ref(topic),
+            SinkTopic::FromKey { topics, .. } => topics,
+        }
+    }
+
+    /// The topic and the Kafka key of a record whose key is `key`, or why it has none.
+    /// Allocates nothing: the topic is the sink's own name, the Kafka key a part of `key`.
+    pub fn route<'s, 'k>(&'s self, key: &'k [u8]) -> Result<(&'s str, &'k [u8]), Unrouted> {
+        match self {
+            SinkTopic::Fixed(topic) => Ok((topic, key)),
+            SinkTopic::FromKey { separator, topics } => {
+                let separator = separator.as_bytes();
+                let at = find(key, separator).ok_or(Unrouted::NoSeparator)?;
+                let named = &key[..at];
+                // A handful of topics: a scan beats hashing the name.
+                let topic = topics
+                    .iter()
+                    .find(|topic| topic.as_bytes() == named)
+                    .ok_or(Unrouted::UnknownTopic(at))?;
+                Ok((topic, &key[at + separator.len()..]))
+            }
+        }
+    }
+}
+
+/// Where `needle` first occurs in `haystack`; `None` for an empty needle.
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    match needle {
+        [] => None,
+        [byte] => haystack.iter().position(|b| b == byte),
+        _ => haystack
+            .windows(needle.len())
+            .position(|window| window == needle),
+    }
+}
+
+/// Which timestamp a Kafka sink gives the records it writes (`timestamp`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SinkTimestamp {
+    /// `"record"`: the record's own timestamp as the Kafka record's CreateTime (when above 0;
+    /// otherwise the producer's time of sending). It must be milliseconds since the epoch.
+    Record,
+    /// `"now"`: no timestamp, so the producer stamps the time of sending — for records whose
+    /// timestamps are not epoch milliseconds (a generator's record numbers, a file source's
+    /// line numbers), which the broker's time-based retention would delete.
+    Now,
+}
+
+impl SinkTimestamp {
+    /// The word a job file writes for it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SinkTimestamp::Record => "record",
+            SinkTimestamp::Now => "now",
+        }
+    }
+}
+
 /// A `[[sink]]` of `type = "kafka"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaSinkSettings {
     /// `bootstrap`: `host:port[,host:port…]` of one or more brokers.
     pub bootstrap: String,
-    /// `topic`: where the records go; it must exist when the job starts.
-    pub topic: String,
+    /// `topic`: where the records go, one topic or one named by each record's key; every
+    /// topic must exist when the job starts.
+    pub topic: SinkTopic,
+    /// `timestamp`: the record's (the default) or the time of sending.
+    pub timestamp: SinkTimestamp,
     /// `delivery`: exactly-once by default.
     pub delivery: Delivery,
     /// `transactional_id_prefix`: subtask `i` uses transactional id `<prefix>-<i>`. Default
@@ -228,5 +322,48 @@ mod tests {
         assert!(!p("exact").matches("exactly"));
         let names = TopicSelection::Names(vec!["a".into(), "b".into()]);
         assert!(names.matches("b") && !names.matches("c"));
+    }
+
+    #[test]
+    fn a_fixed_topic_takes_every_key_as_it_is() {
+        let fixed = SinkTopic::Fixed("counts".into());
+        assert_eq!(fixed.route(b"a/b"), Ok(("counts", &b"a/b"[..])));
+        assert_eq!(fixed.route(b""), Ok(("counts", &b""[..])));
+        assert_eq!(fixed.topics(), ["counts".to_owned()]);
+    }
+
+    #[test]
+    fn a_topic_from_the_key_splits_at_the_first_separator() {
+        let from_key = |separator: &str| SinkTopic::FromKey {
+            separator: separator.into(),
+            topics: vec!["orders-eu".into(), "orders-us".into()],
+        };
+        let slash = from_key("/");
+        assert_eq!(slash.route(b"orders-eu/k1"), Ok(("orders-eu", &b"k1"[..])));
+        assert_eq!(
+            slash.route(b"orders-us/a/b"),
+            Ok(("orders-us", &b"a/b"[..]))
+        );
+        assert_eq!(slash.route(b"orders-us/"), Ok(("orders-us", &b""[..])));
+        assert_eq!(slash.route(b"orders-eu"), Err(Unrouted::NoSeparator));
+        assert_eq!(slash.route(b""), Err(Unrouted::NoSeparator));
+        assert_eq!(slash.route(b"orders-xx/k"), Err(Unrouted::UnknownTopic(9)));
+        assert_eq!(slash.route(b"/k"), Err(Unrouted::UnknownTopic(0)));
+        assert_eq!(
+            slash.route(b"k/orders-eu/x"),
+            Err(Unrouted::UnknownTopic(1))
+        );
+        let arrow = from_key("=>");
+        assert_eq!(
+            arrow.route(b"orders-eu=>k=>v"),
+            Ok(("orders-eu", &b"k=>v"[..]))
+        );
+        assert_eq!(arrow.route(b"orders-eu="), Err(Unrouted::NoSeparator));
+        assert_eq!(arrow.route(b"orders-eu=k"), Err(Unrouted::NoSeparator));
+        assert_eq!(
+            from_key("").route(b"orders-eu/k"),
+            Err(Unrouted::NoSeparator)
+        );
+        assert_eq!(slash.topics().len(), 2);
     }
 }

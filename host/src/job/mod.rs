@@ -44,7 +44,7 @@ pub use graph::{
 };
 pub use kafka::{
     Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
-    KafkaUntil, TopicSelection,
+    KafkaUntil, SinkTimestamp, SinkTopic, TopicSelection, Unrouted,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;

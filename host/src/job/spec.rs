@@ -281,9 +281,13 @@ pub struct SinkSpec {
     /// `bootstrap` (kafka): `host:port[,host:port…]` of the brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Spanned<String>>,
-    /// `topic` (kafka): the topic to write.
+    /// `topic` (kafka): the topic to write, a string; or a table
+    /// `{ from_key = "/", topics = [...] }` that takes it from each record's key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub topic: Option<Spanned<String>>,
+    pub topic: Option<Spanned<toml::Value>>,
+    /// `timestamp` (kafka): `"record"` or `"now"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timestamp: Option<Spanned<String>>,
     /// `delivery` (kafka): `"exactly-once"`, `"at-least-once"` or `"none"`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delivery: Option<Spanned<String>>,

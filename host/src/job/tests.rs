@@ -1477,6 +1477,30 @@ fn every_source_shown_in_job_md_is_valid() {
 }
 
 #[test]
+fn every_sink_shown_in_job_md_is_valid() {
+    let doc = job_md();
+    let sinks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|rest| rest.split("```").next().unwrap())
+        .filter(|block| block.starts_with("[[sink]]"))
+        .collect();
+    assert!(!sinks.is_empty(), "the Kafka sink example");
+    for block in sinks {
+        // A generator for every input the block names.
+        let mut text = String::from("name = \"t\"\n[checkpoint]\ninterval = \"1s\"\n");
+        for inputs in block.lines().filter_map(|l| l.strip_prefix("inputs = [")) {
+            let name = inputs.split(']').next().unwrap();
+            text.push_str(&format!(
+                "[[source]]\nname = {name}\ntype = \"generator\"\n"
+            ));
+        }
+        text.push_str(block);
+        parse(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}
+
+#[test]
 fn error_messages_shown_in_job_md_are_the_ones_weir_prints() {
     let doc = job_md();
     let text = std::fs::read_to_string(wordcount_path()).unwrap();

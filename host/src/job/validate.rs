@@ -1435,6 +1435,7 @@ impl Validator<'_> {
             ("path", span_of(&spec.path)),
             ("bootstrap", span_of(&spec.bootstrap)),
             ("topic", span_of(&spec.topic)),
+            ("timestamp", span_of(&spec.timestamp)),
             ("delivery", span_of(&spec.delivery)),
             (
                 "transactional_id_prefix",

@@ -34,7 +34,9 @@ use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::processor::TaskError;
-use crate::job::{Job, KafkaSinkSettings, KafkaSourceSettings, SinkKind, SourceKind, VertexKind};
+use crate::job::{
+    Job, KafkaSinkSettings, KafkaSourceSettings, SinkKind, SinkTopic, SourceKind, VertexKind,
+};
 
 /// How long one request to the brokers (metadata, offsets, a transaction's init or commit)
 /// may take before the task fails and the job fails over.
@@ -304,7 +306,7 @@ pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, std::io::Error
 }
 
 /// Checks every Kafka connector of `job` before it starts: the brokers answer, the topics
-/// the job reads and writes exist, and the exactly-once sinks' marker topics exist (created,
+/// the job reads and writes exist (every topic a sink's records may name), and the exactly-once sinks' marker topics exist (created,
 /// compacted, when missing).
 pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
     for vertex in &job.vertices {
@@ -392,12 +394,22 @@ fn check_source(connector: &str, settings: &KafkaSourceSettings) -> Result<(), K
 
 fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), KafkaSetupError> {
     let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
-    if !topic_exists(&metadata, &settings.topic) {
+    let key = match settings.topic {
+        SinkTopic::Fixed(_) => "`topic`",
+        SinkTopic::FromKey { .. } => "`topic.topics`",
+    };
+    // Every topic a record may name: one missing would fail the task at its first record.
+    if let Some(missing) = settings
+        .topic
+        .topics()
+        .iter()
+        .find(|topic| !topic_exists(&metadata, topic))
+    {
         return Err(KafkaSetupError::MissingTopic {
             connector: connector.to_owned(),
-            topic: settings.topic.clone(),
+            topic: missing.clone(),
             bootstrap: settings.bootstrap.clone(),
-            key: "`topic`",
+            key,
         });
     }
     if settings.delivery == crate::job::Delivery::ExactlyOnce

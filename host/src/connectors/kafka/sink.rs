@@ -34,7 +34,7 @@ use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
-use crate::job::{Delivery, KafkaSinkSettings};
+use crate::job::{Delivery, KafkaSinkSettings, SinkTimestamp, SinkTopic, Unrouted};
 use crate::kill_point::{self, KillPoint};
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes a restore
@@ -395,35 +395,51 @@ impl KafkaSink {
             .map_err(|e| self.error("cannot record the sink's parallelism", e))
     }
 
-    /// Lowers the record limit to the topic's `max.message.bytes` when the broker says it is
-    /// smaller. A broker that does not say leaves the producer's limit.
+    /// Lowers the record limit to the smallest `max.message.bytes` of the topics the sink may
+    /// write to, when the broker says it is smaller: a record does not know its topic before
+    /// it is sent (exactly-once checks sizes as records arrive). A broker that does not say
+    /// leaves the producer's limit.
     fn read_topic_limit(&mut self) {
-        use rdkafka::admin::{AdminClient, AdminOptions, ResourceSpecifier};
+        use rdkafka::admin::{
+            AdminClient, AdminOptions, OwnedResourceSpecifier, ResourceSpecifier,
+        };
         let Ok(admin) = client_config(&self.settings.bootstrap, &self.settings.properties)
             .create_with_context::<_, AdminClient<WeirContext>>(WeirContext::helper())
         else {
             return;
         };
         let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
-        let specifier = ResourceSpecifier::Topic(&self.settings.topic);
-        let Ok(Ok(results)) = block_on(admin.describe_configs([&specifier], &options)) else {
+        let specifiers: Vec<ResourceSpecifier<'_>> = self
+            .settings
+            .topic
+            .topics()
+            .iter()
+            .map(|topic| ResourceSpecifier::Topic(topic))
+            .collect();
+        let Ok(Ok(results)) = block_on(admin.describe_configs(&specifiers, &options)) else {
             return;
         };
-        let limit = results
+        let smallest = results
             .into_iter()
             .flatten()
-            .flat_map(|resource| resource.entries)
-            .find(|entry| entry.name == "max.message.bytes")
-            .and_then(|entry| entry.value)
-            .and_then(|value| value.parse::<usize>().ok());
-        if let Some(limit) = limit
+            .filter_map(|resource| {
+                let OwnedResourceSpecifier::Topic(topic) = resource.specifier else {
+                    return None;
+                };
+                let limit = resource
+                    .entries
+                    .into_iter()
+                    .find(|entry| entry.name == "max.message.bytes")
+                    .and_then(|entry| entry.value)
+                    .and_then(|value| value.parse::<usize>().ok())?;
+                Some((limit, topic))
+            })
+            .min();
+        if let Some((limit, topic)) = smallest
             && limit < self.record_limit
         {
             self.record_limit = limit;
-            self.limit_source = format!(
-                "topic \"{}\"'s max.message.bytes on the broker",
-                self.settings.topic
-            );
+            self.limit_source = format!("topic \"{topic}\"'s max.message.bytes on the broker");
         }
     }
 
@@ -474,19 +490,64 @@ impl KafkaSink {
         }
     }
 
-    /// Sends every record of an encoded batch.
+    /// Sends every record of an encoded batch, each to its topic (the sink's, or the one its
+    /// key names) with its timestamp or none (`timestamp = "now"`).
     fn send_batch(&self, bytes: &[u8]) -> Result<u64, TaskError> {
         let batch =
             Batch::decode(bytes).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+        let keep_timestamps = self.settings.timestamp == SinkTimestamp::Record;
         for record in batch.iter() {
-            self.send(
-                &self.settings.topic,
-                record.key,
-                record.value,
-                record.timestamp,
-            )?;
+            let (topic, key) = self
+                .settings
+                .topic
+                .route(record.key)
+                .map_err(|why| self.unrouted(record.key, why))?;
+            // 0 sends no timestamp: the producer stamps the time of sending.
+            let timestamp = if keep_timestamps { record.timestamp } else { 0 };
+            self.send(topic, key, record.value, timestamp)?;
         }
         Ok(batch.len() as u64)
+    }
+
+    /// The failure of a record whose key names no topic of the sink (`topic = { from_key … }`).
+    fn unrouted(&self, key: &[u8], why: Unrouted) -> TaskError {
+        const SHOWN: usize = 100;
+        // A fixed topic takes every record: only a topic from the key gets here.
+        let (separator, topics) = match &self.settings.topic {
+            SinkTopic::FromKey { separator, topics } => (separator.as_str(), topics.as_slice()),
+            SinkTopic::Fixed(topic) => ("", std::slice::from_ref(topic)),
+        };
+        // Lossy UTF-8 of at most 4 bytes per character shown: enough for SHOWN of them.
+        let text = String::from_utf8_lossy(&key[..key.len().min(4 * SHOWN)]);
+        let shown: String = text.chars().take(SHOWN).collect();
+        let truncated = key.len() > 4 * SHOWN || text.chars().nth(SHOWN).is_some();
+        let key_text = if truncated {
+            format!(
+                "{shown:?} (its first {SHOWN} characters, of {} bytes)",
+                key.len()
+            )
+        } else {
+            format!("{shown:?}")
+        };
+        let problem = match why {
+            Unrouted::NoSeparator => format!("has no {separator:?}"),
+            Unrouted::UnknownTopic(named) => {
+                let named = String::from_utf8_lossy(&key[..named.min(key.len())]);
+                let named: String = named.chars().take(SHOWN).collect();
+                format!("names topic {named:?}, which is not in `topics`")
+            }
+        };
+        TaskError::KafkaRecordTopic {
+            connector: self.connector.clone(),
+            key: key_text,
+            problem,
+            separator: separator.to_owned(),
+            topics: topics
+                .iter()
+                .map(|t| format!("{t:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+        }
     }
 
     /// Fails with the first record the broker refused since the last check.

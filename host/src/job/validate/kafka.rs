@@ -18,7 +18,7 @@ use crate::job::OnError;
 use crate::job::error::{JobError, Problem};
 use crate::job::kafka::{
     Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
-    KafkaUntil, TopicSelection,
+    KafkaUntil, SinkTimestamp, SinkTopic, TopicSelection,
 };
 use crate::job::spec::{SinkSpec, SourceSpec};
 use crate::job::units::DURATION_FORMS;
@@ -111,6 +111,7 @@ pub(super) const KAFKA_SINK_KEYS: &[&str] = &[
     "inputs",
     "bootstrap",
     "topic",
+    "timestamp",
     "delivery",
     "transactional_id_prefix",
     "marker_topic",
@@ -161,6 +162,9 @@ const OWNED_PROPERTIES: &[(&str, &str)] = &[
 
 /// What a topic name may be made of (Kafka's own rule).
 const TOPIC_RULE: &str = "1 to 249 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"";
+
+/// The table form of a sink's `topic`, as the messages show it.
+const FROM_KEY_EXAMPLE: &str = "{ from_key = \"/\", topics = [\"orders-eu\", \"orders-us\"] }";
 
 /// Whether `name` is a legal Kafka topic name.
 fn is_topic_name(name: &str) -> bool {
@@ -373,11 +377,26 @@ impl Validator<'_> {
                 Problem::MissingKey {
                     owner,
                     key: "topic",
-                    meaning: "the topic to write, e.g. topic = \"counts\"",
+                    meaning: "the topic to write, e.g. topic = \"counts\" (or topic = { \
+                              from_key = \"/\", topics = [\"orders-eu\", \"orders-us\"] } to \
+                              take it from each record's key)",
                 },
             ));
         };
-        let topic = self.topic(topic, key("topic"))?;
+        let topic = self.sink_topic(topic, &owner, &key)?;
+        let timestamp = match spec.timestamp.as_ref().map(|t| (t, t.get_ref().as_str())) {
+            None | Some((_, "record")) => SinkTimestamp::Record,
+            Some((_, "now")) => SinkTimestamp::Now,
+            Some((timestamp, other)) => {
+                return Err(self.bad_value(
+                    timestamp.span(),
+                    key("timestamp"),
+                    format!("{other:?}"),
+                    "\"record\" (the record's timestamp, which must be milliseconds since the \
+                     epoch) or \"now\" (the time the record is sent)",
+                ));
+            }
+        };
         let delivery = match spec.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
             None | Some((_, "exactly-once")) => Delivery::ExactlyOnce,
             Some((_, "at-least-once")) => Delivery::AtLeastOnce,
@@ -447,6 +466,7 @@ impl Validator<'_> {
         Ok(KafkaSinkSettings {
             bootstrap,
             topic,
+            timestamp,
             delivery,
             transactional_id_prefix,
             marker_topic,
@@ -494,15 +514,126 @@ impl Validator<'_> {
 
     /// A topic name; `key` says where it was written.
     fn topic(&self, value: &Spanned<String>, key: String) -> Result<String, JobError> {
-        if !is_topic_name(value.get_ref()) {
+        self.topic_at(value.get_ref(), value.span(), key)
+    }
+
+    /// A topic name written at `span`; `key` says where.
+    fn topic_at(&self, name: &str, span: Range<usize>, key: String) -> Result<String, JobError> {
+        if !is_topic_name(name) {
+            return Err(self.bad_value(span, key, format!("{name:?}"), TOPIC_RULE));
+        }
+        Ok(name.to_owned())
+    }
+
+    /// A sink's `topic`: a topic name, or `{ from_key = "/", topics = [...] }`. The table's
+    /// values have no positions of their own: every error names the line of `topic`.
+    fn sink_topic(
+        &self,
+        value: &Spanned<toml::Value>,
+        owner: &str,
+        key: &dyn Fn(&str) -> String,
+    ) -> Result<SinkTopic, JobError> {
+        let span = value.span();
+        let table = match value.get_ref() {
+            toml::Value::String(name) => {
+                return Ok(SinkTopic::Fixed(self.topic_at(name, span, key("topic"))?));
+            }
+            toml::Value::Table(table) => table,
+            other => {
+                return Err(self.bad_value(
+                    span,
+                    key("topic"),
+                    other.to_string(),
+                    format!(
+                        "a topic name ({TOPIC_RULE}), or {FROM_KEY_EXAMPLE} to take it from \
+                             each record's key"
+                    ),
+                ));
+            }
+        };
+        if let Some(other) = table.keys().find(|k| *k != "from_key" && *k != "topics") {
             return Err(self.bad_value(
-                value.span(),
-                key,
-                format!("{:?}", value.get_ref()),
-                TOPIC_RULE,
+                span,
+                key("topic"),
+                format!("the key `{other}`"),
+                format!("a table of `from_key` and `topics` only, e.g. {FROM_KEY_EXAMPLE}"),
             ));
         }
-        Ok(value.get_ref().clone())
+        let owner = format!("`topic` of {owner}");
+        let separator = match table.get("from_key") {
+            None => {
+                return Err(self.error(
+                    span,
+                    Problem::MissingKey {
+                        owner,
+                        key: "from_key",
+                        meaning: "what separates the topic from the key in each record's key, \
+                                  e.g. from_key = \"/\" for keys such as \"orders-eu/k1\"",
+                    },
+                ));
+            }
+            Some(toml::Value::String(separator)) if !separator.is_empty() => separator.clone(),
+            Some(other) => {
+                return Err(self.bad_value(
+                    span,
+                    key("topic.from_key"),
+                    other.to_string(),
+                    "a non-empty string that separates the topic from the key in each \
+                     record's key (e.g. \"/\")",
+                ));
+            }
+        };
+        let listed = match table.get("topics") {
+            None => {
+                return Err(self.error(
+                    span,
+                    Problem::MissingKey {
+                        owner,
+                        key: "topics",
+                        meaning: "every topic a record's key may name, e.g. topics = \
+                                  [\"orders-eu\", \"orders-us\"]; each must exist when the job \
+                                  starts",
+                    },
+                ));
+            }
+            Some(toml::Value::Array(listed)) if !listed.is_empty() => listed,
+            Some(other) => {
+                return Err(self.bad_value(
+                    span,
+                    key("topic.topics"),
+                    other.to_string(),
+                    "a non-empty array of the topic names a record's key may name",
+                ));
+            }
+        };
+        let mut topics = Vec::new();
+        for topic in listed {
+            let toml::Value::String(name) = topic else {
+                return Err(self.bad_value(
+                    span,
+                    key("topic.topics"),
+                    topic.to_string(),
+                    format!("topic names ({TOPIC_RULE})"),
+                ));
+            };
+            let name = self.topic_at(name, span.clone(), key("topic.topics"))?;
+            if name.contains(separator.as_str()) {
+                return Err(self.bad_value(
+                    span,
+                    key("topic.topics"),
+                    format!("{name:?}"),
+                    format!(
+                        "topic names without the separator {separator:?}: a record's key is \
+                         split at its first {separator:?}, so no key could name this topic \
+                         (choose another `from_key`)"
+                    ),
+                ));
+            }
+            if !topics.contains(&name) {
+                topics.push(name);
+            }
+        }
+        Ok(SinkTopic::FromKey { separator, topics })
     }
 
     /// `key`, `value` or `timestamp` (`part`): the word naming the Kafka record's own part,
@@ -1059,6 +1190,166 @@ mod tests {
         for (lines, expected) in cases {
             let message = refused(&kafka_job(&format!("{SOURCE}\n{lines}"), SINK));
             assert_eq!(&message, expected, "for {lines:?}");
+        }
+    }
+
+    /// The settings of the job's kafka sink `out`.
+    fn sink_of(job: &Job) -> &KafkaSinkSettings {
+        let VertexKind::Sink(SinkKind::Kafka(sink)) = &job.vertex("out").unwrap().kind else {
+            panic!("not a kafka sink");
+        };
+        sink
+    }
+
+    /// `job` written back and read again has the same vertices.
+    #[track_caller]
+    fn assert_written_back_the_same(job: &Job) {
+        let written = job.to_toml();
+        let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+        assert_eq!(sink_of(&reread), sink_of(job), "{written}");
+        assert_eq!(reread.to_toml(), written, "writing is deterministic");
+    }
+
+    #[test]
+    fn a_sink_takes_its_topic_by_name_or_from_the_key_and_writes_back_the_same() {
+        let job = parse(&kafka_job(SOURCE, SINK)).unwrap();
+        assert_eq!(sink_of(&job).topic, SinkTopic::Fixed("counts".into()));
+        assert_written_back_the_same(&job);
+        let from_key = "bootstrap = \"k:9092\"\n\
+                        topic = { from_key = \"::\", topics = [\"eu\", \"us\", \"eu\"] }";
+        let job = parse(&kafka_job(SOURCE, from_key)).unwrap();
+        assert_eq!(
+            sink_of(&job).topic,
+            SinkTopic::FromKey {
+                separator: "::".into(),
+                topics: vec!["eu".into(), "us".into()],
+            }
+        );
+        assert!(
+            job.to_toml().contains("from_key = \"::\""),
+            "{}",
+            job.to_toml()
+        );
+        assert_written_back_the_same(&job);
+        // The table as a table of its own, not inline.
+        let sub_table = kafka_job(SOURCE, "bootstrap = \"k:9092\"")
+            + "[sink.topic]\nfrom_key = \"/\"\ntopics = [\"eu\"]\n";
+        let job = parse(&sub_table).unwrap();
+        assert_eq!(
+            sink_of(&job).topic,
+            SinkTopic::FromKey {
+                separator: "/".into(),
+                topics: vec!["eu".into()],
+            }
+        );
+        assert_written_back_the_same(&job);
+    }
+
+    #[test]
+    fn a_sink_timestamp_is_the_records_by_default_or_now() {
+        let job = parse(&kafka_job(SOURCE, SINK)).unwrap();
+        assert_eq!(sink_of(&job).timestamp, SinkTimestamp::Record);
+        assert!(job.to_toml().contains("timestamp = \"record\""));
+        for (word, timestamp) in [
+            ("record", SinkTimestamp::Record),
+            ("now", SinkTimestamp::Now),
+        ] {
+            let text = kafka_job(SOURCE, &format!("{SINK}\ntimestamp = \"{word}\""));
+            let job = parse(&text).unwrap();
+            assert_eq!(sink_of(&job).timestamp, timestamp);
+            assert_written_back_the_same(&job);
+        }
+    }
+
+    #[test]
+    fn a_bad_sink_topic_is_refused_with_its_line_and_the_fix() {
+        let bootstrap = "bootstrap = \"k:9092\"";
+        // Line 14 is the sink's second line, after `bootstrap`; `topic = ` is 8 characters.
+        let topic = |value: &str| kafka_job(SOURCE, &format!("{bootstrap}\ntopic = {value}"));
+        let cases: &[(String, &str)] = &[
+            (
+                topic("3"),
+                "test.toml:14:9: `topic` of sink \"out\": expected a topic name (1 to 249 ASCII \
+                 letters, digits, '.', '_' or '-', and not \".\" or \"..\"), or { from_key = \
+                 \"/\", topics = [\"orders-eu\", \"orders-us\"] } to take it from each \
+                 record's key, found 3",
+            ),
+            (
+                topic("\"a b\""),
+                "test.toml:14:9: `topic` of sink \"out\": expected 1 to 249 ASCII letters, \
+                 digits, '.', '_' or '-', and not \".\" or \"..\", found \"a b\"",
+            ),
+            (
+                topic("{ from = \"/\", topics = [\"eu\"] }"),
+                "test.toml:14:9: `topic` of sink \"out\": expected a table of `from_key` and \
+                 `topics` only, e.g. { from_key = \"/\", topics = [\"orders-eu\", \
+                 \"orders-us\"] }, found the key `from`",
+            ),
+            (
+                topic("{ topics = [\"eu\"] }"),
+                "test.toml:14:9: `topic` of kafka sink \"out\" needs `from_key`: what separates \
+                 the topic from the key in each record's key, e.g. from_key = \"/\" for keys \
+                 such as \"orders-eu/k1\"",
+            ),
+            (
+                topic("{ from_key = \"\", topics = [\"eu\"] }"),
+                "test.toml:14:9: `topic.from_key` of sink \"out\": expected a non-empty string \
+                 that separates the topic from the key in each record's key (e.g. \"/\"), \
+                 found \"\"",
+            ),
+            (
+                topic("{ from_key = \"/\" }"),
+                "test.toml:14:9: `topic` of kafka sink \"out\" needs `topics`: every topic a \
+                 record's key may name, e.g. topics = [\"orders-eu\", \"orders-us\"]; each \
+                 must exist when the job starts",
+            ),
+            (
+                topic("{ from_key = \"/\", topics = [] }"),
+                "test.toml:14:9: `topic.topics` of sink \"out\": expected a non-empty array of \
+                 the topic names a record's key may name, found []",
+            ),
+            (
+                topic("{ from_key = \"/\", topics = [\"eu\", 1] }"),
+                "test.toml:14:9: `topic.topics` of sink \"out\": expected topic names (1 to 249 \
+                 ASCII letters, digits, '.', '_' or '-', and not \".\" or \"..\"), found 1",
+            ),
+            (
+                topic("{ from_key = \"/\", topics = [\"e u\"] }"),
+                "test.toml:14:9: `topic.topics` of sink \"out\": expected 1 to 249 ASCII \
+                 letters, digits, '.', '_' or '-', and not \".\" or \"..\", found \"e u\"",
+            ),
+            (
+                topic("{ from_key = \".\", topics = [\"orders.eu\"] }"),
+                "test.toml:14:9: `topic.topics` of sink \"out\": expected topic names without \
+                 the separator \".\": a record's key is split at its first \".\", so no key \
+                 could name this topic (choose another `from_key`), found \"orders.eu\"",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&refused(text), expected, "for\n{text}");
+        }
+    }
+
+    #[test]
+    fn a_bad_sink_timestamp_is_refused_with_its_line_and_the_words() {
+        let cases: &[(String, &str)] = &[
+            (
+                kafka_job(SOURCE, &format!("{SINK}\ntimestamp = \"create\"")),
+                "test.toml:15:13: `timestamp` of sink \"out\": expected \"record\" (the \
+                 record's timestamp, which must be milliseconds since the epoch) or \"now\" \
+                 (the time the record is sent), found \"create\"",
+            ),
+            (
+                "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                 [[sink]]\nname = \"out\"\ntype = \"file\"\npath = \"o\"\n\
+                 inputs = [\"in\"]\ntimestamp = \"now\"\n"
+                    .to_owned(),
+                "test.toml:10:13: `timestamp` does not apply to file sink \"out\": its keys are \
+                 name, type, parallelism, inputs, path",
+            ),
+        ];
+        for (text, expected) in cases {
+            assert_eq!(&refused(text), expected, "for\n{text}");
         }
     }
 
