@@ -509,6 +509,29 @@ impl KafkaSink {
         Ok(batch.len() as u64)
     }
 
+    /// Fails on a record of `batch` that sending would fail on (its key names no topic of the
+    /// sink, or it is too large), for a batch kept to be sent later: once a checkpoint holds
+    /// it, every restore would meet it again, whatever the operator emits by then.
+    fn check_sendable(&self, batch: &[u8]) -> Result<(), TaskError> {
+        // No record can be larger than its batch: only a batch that does not fit the limit as
+        // a whole, or whose records pick their topics, is walked record by record.
+        let routed = matches!(self.settings.topic, SinkTopic::FromKey { .. });
+        if !routed && batch.len() + RECORD_FRAMING <= self.record_limit {
+            return Ok(());
+        }
+        let decoded =
+            Batch::decode(batch).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
+        for record in decoded.iter() {
+            let (_, key) = self
+                .settings
+                .topic
+                .route(record.key)
+                .map_err(|why| self.unrouted(record.key, why))?;
+            self.check_size(key, record.value)?;
+        }
+        Ok(())
+    }
+
     /// The failure of a record whose key names no topic of the sink (`topic = { from_key … }`).
     fn unrouted(&self, key: &[u8], why: Unrouted) -> TaskError {
         const SHOWN: usize = 100;
@@ -728,27 +751,22 @@ impl KafkaSink {
     fn process_batch(&mut self, batch: &[u8]) -> Result<(), TaskError> {
         self.start_fresh()?;
         match self.settings.delivery {
-            Delivery::ExactlyOnce => {
-                // No record can be larger than its batch: only a batch that does not fit the
-                // limit as a whole is walked record by record (it is decoded again when sent).
-                if batch.len() + RECORD_FRAMING > self.record_limit {
-                    let decoded = Batch::decode(batch)
-                        .map_err(|problem| TaskError::Malformed { input: 0, problem })?;
-                    for record in decoded.iter() {
-                        self.check_size(record.key, record.value)?;
-                    }
+            Delivery::ExactlyOnce => match &self.open {
+                Some(open) if open.holds_current => {
+                    self.current.push(batch.to_vec());
+                    self.send_into_open(batch)?;
+                    self.poll_deliveries()?;
                 }
-                self.current.push(batch.to_vec());
-                match &self.open {
-                    Some(open) if open.holds_current => {
-                        self.send_into_open(batch)?;
-                        self.poll_deliveries()?;
-                    }
-                    None if self.pending.is_empty() => self.go_live()?,
-                    // Output is pending: this batch follows its barrier and waits.
-                    _ => {}
+                None if self.pending.is_empty() => {
+                    self.current.push(batch.to_vec());
+                    self.go_live()?;
                 }
-            }
+                // Output is pending: this batch follows its barrier and waits.
+                _ => {
+                    self.check_sendable(batch)?;
+                    self.current.push(batch.to_vec());
+                }
+            },
             Delivery::AtLeastOnce | Delivery::None => {
                 self.send_batch(batch)?;
                 self.poll_deliveries()?;

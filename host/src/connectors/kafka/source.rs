@@ -77,12 +77,17 @@ enum Unmapped<'a> {
     Missing { part: &'static str, header: &'a str },
     /// Its timestamp header `header` holds `value`, not decimal milliseconds.
     NotAnInteger { header: &'a str, value: &'a [u8] },
+    /// One of its headers has a name that is not UTF-8, so its headers cannot be read to
+    /// find `header`, which `part` comes from.
+    UnreadableHeaders { part: &'static str, header: &'a str },
 }
 
 impl Unmapped<'_> {
     fn header(&self) -> &str {
         match self {
-            Unmapped::Missing { header, .. } | Unmapped::NotAnInteger { header, .. } => header,
+            Unmapped::Missing { header, .. }
+            | Unmapped::NotAnInteger { header, .. }
+            | Unmapped::UnreadableHeaders { header, .. } => header,
         }
     }
 }
@@ -92,6 +97,11 @@ impl fmt::Display for Unmapped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Unmapped::Missing { part, header } => write!(f, "no header {header:?} for its {part}"),
+            Unmapped::UnreadableHeaders { part, header } => write!(
+                f,
+                "a header whose name is not UTF-8, so its headers cannot be searched for \
+                 {header:?} for its {part}"
+            ),
             Unmapped::NotAnInteger { header, value } => {
                 let quoted = &value[..value.len().min(QUOTED_VALUE)];
                 write!(f, "header {header:?} = \"{}", quoted.escape_ascii())?;
@@ -109,15 +119,25 @@ impl fmt::Display for Unmapped<'_> {
 }
 
 /// The value of `message`'s last header named `name` (as Kafka's `Headers.lastHeader`); a null
-/// value is empty. `None` when it has no such header.
-fn last_header<'m, M: Message>(message: &'m M, name: &str) -> Option<&'m [u8]> {
-    let headers = message.headers()?;
-    (0..headers.count()).rev().find_map(|index| {
-        headers
-            .try_get(index)
-            .filter(|header| header.key == name)
-            .map(|header| header.value.unwrap_or_default())
-    })
+/// value is empty. `Ok(None)` when it has no such header, `Err` when a header's name is not
+/// UTF-8.
+fn last_header<'m, M: Message>(message: &'m M, name: &str) -> Result<Option<&'m [u8]>, ()> {
+    let Some(headers) = message.headers() else {
+        return Ok(None);
+    };
+    // rdkafka 0.39 panics on a header name that is not UTF-8 (it unwraps the conversion);
+    // caught here, the record is refused by `on_error` like any other it cannot map, instead
+    // of failing the task with a panic on every restore. Nothing is left half-changed: the
+    // search only reads.
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        (0..headers.count()).rev().find_map(|index| {
+            headers
+                .try_get(index)
+                .filter(|header| header.key == name)
+                .map(|header| header.value.unwrap_or_default())
+        })
+    }))
+    .map_err(|_| ())
 }
 
 /// Decimal ASCII milliseconds, optionally after a `-`; `None` for anything else, or beyond 64
@@ -149,19 +169,19 @@ fn map_record<'a, M: Message>(
 ) -> Result<(&'a [u8], &'a [u8], i64), Unmapped<'a>> {
     let part = |field: &'a KafkaField, part: &'static str, own: Option<&'a [u8]>| match field {
         KafkaField::Record => Ok(own.unwrap_or_default()),
-        KafkaField::Header(header) => {
-            last_header(message, header).ok_or(Unmapped::Missing { part, header })
-        }
+        KafkaField::Header(header) => last_header(message, header)
+            .map_err(|()| Unmapped::UnreadableHeaders { part, header })?
+            .ok_or(Unmapped::Missing { part, header }),
     };
     let key = part(&settings.key, "key", message.key())?;
     let value = part(&settings.value, "value", message.payload())?;
     let timestamp = match &settings.timestamp {
         KafkaField::Record => message.timestamp().to_millis().unwrap_or(0),
         KafkaField::Header(header) => {
-            let text = last_header(message, header).ok_or(Unmapped::Missing {
-                part: "timestamp",
-                header,
-            })?;
+            let part = "timestamp";
+            let text = last_header(message, header)
+                .map_err(|()| Unmapped::UnreadableHeaders { part, header })?
+                .ok_or(Unmapped::Missing { part, header })?;
             parse_millis(text).ok_or(Unmapped::NotAnInteger {
                 header,
                 value: text,
