@@ -12,11 +12,11 @@ mod kafka_exactly_once;
 #[cfg(unix)]
 mod kafka_faults;
 #[cfg(unix)]
-mod kafka_open_transaction;
-#[cfg(unix)]
 mod kafka_operations;
 #[cfg(unix)]
 mod kafka_sink;
+#[cfg(unix)]
+mod kafka_sink_between_checkpoints;
 #[cfg(unix)]
 mod kafka_source;
 mod languages;

@@ -349,25 +349,6 @@ pub enum Problem {
         /// What about the checkpoints is wrong, and the fix.
         reason: &'static str,
     },
-    /// An exactly-once Kafka sink whose transactions the broker could abort while their
-    /// checkpoint is still in time.
-    #[error("{}", transaction_timeout_message(sink, *set, *interval, *min_pause, *timeout, *longest_open, *broker_max))]
-    TransactionTimeout {
-        /// The sink.
-        sink: String,
-        /// The `transaction.timeout.ms` its `properties` set, if any.
-        set: Option<u64>,
-        /// `checkpoint.interval`.
-        interval: std::time::Duration,
-        /// `checkpoint.min_pause`.
-        min_pause: std::time::Duration,
-        /// `checkpoint.timeout`.
-        timeout: std::time::Duration,
-        /// The longest a transaction stays open: `max(interval, min_pause) + timeout`.
-        longest_open: std::time::Duration,
-        /// The largest timeout brokers accept by default (`transaction.max.timeout.ms`).
-        broker_max: std::time::Duration,
-    },
     /// The vertices' parallelisms add up to more subtasks than a job may have.
     #[error(
         "the job has {total} subtasks (the sum of every vertex's parallelism): at most {max}, \
@@ -380,50 +361,6 @@ pub enum Problem {
         /// The bound.
         max: u32,
     },
-}
-
-/// The message of [`Problem::TransactionTimeout`].
-fn transaction_timeout_message(
-    sink: &str,
-    set: Option<u64>,
-    interval: std::time::Duration,
-    min_pause: std::time::Duration,
-    timeout: std::time::Duration,
-    longest_open: std::time::Duration,
-    broker_max: std::time::Duration,
-) -> String {
-    use super::units::format_duration as d;
-    let start = if min_pause > interval {
-        format!("`checkpoint.min_pause` ({})", d(min_pause))
-    } else {
-        format!("`checkpoint.interval` ({})", d(interval))
-    };
-    let open = format!(
-        "kafka sink \"{sink}\" keeps each transaction open from one checkpoint's commit to the \
-         next one's: up to {start} plus `checkpoint.timeout` ({}) = {} ({} ms)",
-        d(timeout),
-        d(longest_open),
-        longest_open.as_millis()
-    );
-    match set {
-        Some(millis) => format!(
-            "{open}, but its `transaction.timeout.ms` is {millis}, so the broker could abort a \
-             transaction whose checkpoint is still in time and the sink would fail over: raise \
-             `transaction.timeout.ms` above {} (at most the brokers' transaction.max.timeout.ms, \
-             {} ms by default), or lower `checkpoint.timeout`. The restart delay does not \
-             count: a restore sends the checkpoint's output again instead of finishing a \
-             transaction",
-            longest_open.as_millis(),
-            broker_max.as_millis()
-        ),
-        None => format!(
-            "{open}, more than the {} ms brokers allow by default (transaction.max.timeout.ms): \
-             lower `checkpoint.timeout`, or set `transaction.timeout.ms` in the sink's \
-             `properties` above {} if your brokers allow that much",
-            broker_max.as_millis(),
-            longest_open.as_millis()
-        ),
-    }
 }
 
 /// The message of [`Problem::PathsOverlap`].

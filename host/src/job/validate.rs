@@ -498,7 +498,7 @@ impl Validator<'_> {
             }
         }
         self.check_paths(spec, &drafts, &checkpoint)?;
-        self.check_exactly_once_sinks(spec, &mut drafts, &checkpoint)?;
+        self.check_exactly_once_sinks(spec, &drafts, &checkpoint)?;
         if spec.sources.is_empty() {
             return Err(self.error(spec.name.span(), Problem::NoSource));
         }
@@ -561,35 +561,26 @@ impl Validator<'_> {
     fn check_exactly_once_sinks(
         &self,
         spec: &JobSpec,
-        drafts: &mut [Draft<'_>],
+        drafts: &[Draft<'_>],
         checkpoint: &CheckpointConfig,
     ) -> Result<(), JobError> {
         let reason = if checkpoint.interval.is_none() {
-            Some(
-                "it commits its output when a checkpoint completes, and checkpoints are off: set \
-                 `checkpoint.interval` (e.g. \"1s\")",
-            )
+            "it commits its output when a checkpoint completes, and checkpoints are off: set \
+             `checkpoint.interval` (e.g. \"1s\")"
         } else if checkpoint.mode == CheckpointMode::AtLeastOnce {
-            Some(
-                "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
-                 restore, so its output cannot be exactly-once: set the mode to \"exactly-once\"",
-            )
+            "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
+             restore, so its output cannot be exactly-once: set the mode to \"exactly-once\""
         } else {
-            None
+            return Ok(());
         };
         for draft in drafts {
-            let VertexKind::Sink(SinkKind::Kafka(settings)) = &mut draft.vertex.kind else {
-                continue;
-            };
-            if settings.delivery != crate::job::kafka::Delivery::ExactlyOnce {
-                continue;
-            }
-            let sink_spec = spec
-                .sinks
-                .iter()
-                .find(|s| s.name.get_ref() == &draft.vertex.name);
-            if let Some(reason) = reason {
-                let span = sink_spec
+            if let VertexKind::Sink(SinkKind::Kafka(kafka)) = &draft.vertex.kind
+                && kafka.delivery == crate::job::kafka::Delivery::ExactlyOnce
+            {
+                let span = spec
+                    .sinks
+                    .iter()
+                    .find(|s| s.name.get_ref() == &draft.vertex.name)
                     .and_then(|s| span_of(&s.delivery))
                     .unwrap_or(draft.name_span.clone());
                 return Err(self.error(
@@ -600,11 +591,6 @@ impl Validator<'_> {
                     },
                 ));
             }
-            let span = sink_spec
-                .and_then(|s| span_of(&s.properties))
-                .unwrap_or(draft.name_span.clone());
-            kafka::transaction_timeout(&draft.vertex.name, settings, checkpoint)
-                .map_err(|problem| self.error(span, *problem))?;
         }
         Ok(())
     }
@@ -1201,21 +1187,31 @@ impl Validator<'_> {
         };
         let on_error = match &spec.on_error {
             None => OnError::Fail,
-            Some(word) => match word.get_ref().as_str() {
-                "fail" => OnError::Fail,
-                "skip" => OnError::Skip,
-                other => {
-                    return Err(self.bad_value(
-                        word.span(),
-                        key("on_error"),
-                        format!("{other:?}"),
-                        "\"fail\" (a malformed line fails the task) or \"skip\" (it is \
-                         dropped, counted and logged)",
-                    ));
-                }
-            },
+            Some(word) => self.on_error(word, key("on_error"), "a malformed line")?,
         };
         Ok((format, on_error))
+    }
+
+    /// A source's `on_error` word; `what` is what it applies to (`a malformed line`).
+    fn on_error(
+        &self,
+        word: &Spanned<String>,
+        key: String,
+        what: &str,
+    ) -> Result<OnError, JobError> {
+        match word.get_ref().as_str() {
+            "fail" => Ok(OnError::Fail),
+            "skip" => Ok(OnError::Skip),
+            other => Err(self.bad_value(
+                word.span(),
+                key,
+                format!("{other:?}"),
+                format!(
+                    "\"fail\" ({what} fails the task) or \"skip\" (it is dropped, counted \
+                     and logged)"
+                ),
+            )),
+        }
     }
 
     /// A jsonl field: a JSON pointer (RFC 6901) to a member of each line's document.

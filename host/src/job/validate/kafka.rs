@@ -7,13 +7,11 @@
 //! checked when the job starts.
 
 use std::ops::Range;
-use std::time::Duration;
 
 use rdkafka::ClientConfig;
 use toml::Spanned;
 
 use super::{Validator, span_of, vertex_key};
-use crate::checkpoint::config::CheckpointConfig;
 use crate::job::OnError;
 use crate::job::error::{JobError, Problem};
 use crate::job::kafka::{
@@ -22,67 +20,6 @@ use crate::job::kafka::{
 };
 use crate::job::spec::{SinkSpec, SourceSpec};
 use crate::job::units::DURATION_FORMS;
-
-/// Kafka's default `transaction.max.timeout.ms`: the longest transaction timeout a broker
-/// accepts unless its operator raised it.
-const BROKER_MAX_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(15 * 60);
-/// What Weir adds to the longest an exactly-once sink's transaction stays open, for the
-/// `transaction.timeout.ms` it sets when the job file sets none.
-const TRANSACTION_TIMEOUT_MARGIN: Duration = Duration::from_secs(60);
-
-/// Checks an exactly-once sink's `transaction.timeout.ms` against how long its transactions
-/// stay open, and sets it (in `properties`) when the job file does not.
-///
-/// A transaction opens when the previous one commits and commits when the next checkpoint
-/// completes: the next checkpoint starts at most `max(interval, min_pause)` later and takes
-/// at most `timeout`. A broker that aborts a transaction sooner makes the sink fail over at
-/// every slow checkpoint, so a shorter timeout is refused. The restart delay does not count,
-/// unlike in Flink: a restore sends the checkpoint's output again (docs/CHECKPOINTS.md §12)
-/// rather than committing a transaction the crash left open, so a transaction the broker
-/// aborts while the job is down loses nothing.
-pub(super) fn transaction_timeout(
-    sink: &str,
-    settings: &mut KafkaSinkSettings,
-    checkpoint: &CheckpointConfig,
-) -> Result<(), Box<Problem>> {
-    let interval = checkpoint.interval.unwrap_or_default();
-    let longest_open = interval.max(checkpoint.min_pause) + checkpoint.timeout;
-    let problem = |set: Option<u64>| {
-        Box::new(Problem::TransactionTimeout {
-            sink: sink.to_owned(),
-            set,
-            interval,
-            min_pause: checkpoint.min_pause,
-            timeout: checkpoint.timeout,
-            longest_open,
-            broker_max: BROKER_MAX_TRANSACTION_TIMEOUT,
-        })
-    };
-    let set = settings
-        .properties
-        .iter()
-        .find(|(key, _)| key == "transaction.timeout.ms");
-    match set {
-        Some((_, value)) => {
-            // librdkafka checked it is an integer when the properties were read.
-            let millis: u64 = value.parse().unwrap_or(0);
-            if u128::from(millis) <= longest_open.as_millis() {
-                return Err(problem(Some(millis)));
-            }
-        }
-        None => {
-            let chosen = longest_open + TRANSACTION_TIMEOUT_MARGIN;
-            if chosen > BROKER_MAX_TRANSACTION_TIMEOUT {
-                return Err(problem(None));
-            }
-            settings.properties.push((
-                "transaction.timeout.ms".to_owned(),
-                chosen.as_millis().to_string(),
-            ));
-        }
-    }
-    Ok(())
-}
 
 /// Keys of a Kafka source.
 pub(super) const KAFKA_SOURCE_KEYS: &[&str] = &[
@@ -344,19 +281,8 @@ impl Validator<'_> {
                     },
                 ));
             }
-            settings.on_error = match word.get_ref().as_str() {
-                "fail" => OnError::Fail,
-                "skip" => OnError::Skip,
-                other => {
-                    return Err(self.bad_value(
-                        word.span(),
-                        key("on_error"),
-                        format!("{other:?}"),
-                        "\"fail\" (a record without a mapped header fails the task) or \
-                         \"skip\" (it is dropped, counted and logged)",
-                    ));
-                }
-            };
+            settings.on_error =
+                self.on_error(word, key("on_error"), "a record without a mapped header")?;
         }
         Ok(settings)
     }
@@ -928,63 +854,6 @@ mod tests {
             panic!("not a kafka sink");
         };
         assert_eq!(k.delivery, Delivery::AtLeastOnce);
-    }
-
-    /// The `transaction.timeout.ms` an exactly-once sink of `text` runs with.
-    fn transaction_timeout_of(text: &str) -> String {
-        let job = parse(text).unwrap();
-        let VertexKind::Sink(SinkKind::Kafka(k)) = &job.vertex("out").unwrap().kind else {
-            panic!("not a kafka sink");
-        };
-        k.properties
-            .iter()
-            .find(|(key, _)| key == "transaction.timeout.ms")
-            .map(|(_, value)| value.clone())
-            .expect("set")
-    }
-
-    #[test]
-    fn an_exactly_once_sinks_transactions_outlive_its_checkpoints() {
-        // Unset: the longest a transaction stays open (interval + timeout, 1s + 10m), plus
-        // a minute.
-        assert_eq!(transaction_timeout_of(&kafka_job(SOURCE, SINK)), "661000");
-        let paused = kafka_job(SOURCE, SINK).replace(
-            "interval = \"1s\"",
-            "interval = \"1s\"\nmin_pause = \"30s\"\ntimeout = \"2m\"",
-        );
-        assert_eq!(transaction_timeout_of(&paused), "210000");
-        let set = |ms: u64| {
-            kafka_job(
-                SOURCE,
-                &format!("{SINK}\nproperties = {{ \"transaction.timeout.ms\" = {ms} }}"),
-            )
-        };
-        assert_eq!(transaction_timeout_of(&set(601_001)), "601001");
-        assert_eq!(
-            refused(&set(60_000)),
-            "test.toml:15:14: kafka sink \"out\" keeps each transaction open from one \
-             checkpoint's commit to the next one's: up to `checkpoint.interval` (1s) plus \
-             `checkpoint.timeout` (10m) = 601s (601000 ms), but its `transaction.timeout.ms` \
-             is 60000, so the broker could abort a transaction whose checkpoint is still in \
-             time and the sink would fail over: raise `transaction.timeout.ms` above 601000 \
-             (at most the brokers' transaction.max.timeout.ms, 900000 ms by default), or lower \
-             `checkpoint.timeout`. The restart delay does not count: a restore sends the \
-             checkpoint's output again instead of finishing a transaction"
-        );
-        assert!(refused(&paused.replace("2m", "14m")).contains(
-            "up to `checkpoint.min_pause` (30s) plus `checkpoint.timeout` (14m) = 870s \
-             (870000 ms), more than the 900000 ms brokers allow by default \
-             (transaction.max.timeout.ms): lower `checkpoint.timeout`, or set \
-             `transaction.timeout.ms` in the sink's `properties` above 870000 if your brokers \
-             allow that much"
-        ));
-        // Only exactly-once sinks have transactions.
-        let at_least_once = kafka_job(SOURCE, &format!("{SINK}\ndelivery = \"at-least-once\""));
-        let job = parse(&at_least_once).unwrap();
-        let VertexKind::Sink(SinkKind::Kafka(k)) = &job.vertex("out").unwrap().kind else {
-            panic!("not a kafka sink");
-        };
-        assert!(k.properties.is_empty());
     }
 
     #[test]
