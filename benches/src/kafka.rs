@@ -23,10 +23,8 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Write as _;
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread;
@@ -44,13 +42,13 @@ use serde::Serialize;
 use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::ids::CheckpointKind;
 
+use weir_test_broker::BrokerProcess;
+
 use crate::error::BenchError;
 use crate::summary::Summary;
 
 /// How long one client call (create a topic, flush, commit) may take.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long the broker may take to answer after it is started.
-const START_TIMEOUT: Duration = Duration::from_secs(30);
 /// Partitions of the input topics.
 pub const INPUT_PARTITIONS: i32 = 4;
 /// Partitions of the output topics.
@@ -61,8 +59,6 @@ pub const OUTPUT_PARTITIONS: i32 = 4;
 pub const RAW_LOOPS: usize = 2;
 /// What `weir run` logs when its modules are loaded and the job starts.
 const STARTING: &str = " starting; checkpoints in ";
-/// The line noida-db 0.2.3 prints on Debian 12 (harmless): left out of anything shown.
-const GLIBC_NOISE: &str = "weak version GLIBC_2.39 not found";
 
 fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
     let path = path.to_path_buf();
@@ -87,145 +83,40 @@ fn now_ms() -> i64 {
 // ---------------------------------------------------------------------------------------------
 // The broker
 
-/// The watchdog: `sh -c WATCHDOG sh PID DIR`. A line on its input, or its end (the benchmark
-/// is gone, however it died): SIGTERM to the broker, SIGKILL after 10 s, then, if the
-/// benchmark is gone, the data directory removed. So no broker outlives the benchmark.
-const WATCHDOG: &str = r#"
-pid=$1
-dir=$2
-if read -r word; then
-  kill -TERM "$pid" 2>/dev/null
-  exit 0
-fi
-kill -TERM "$pid" 2>/dev/null
-i=0
-while kill -0 "$pid" 2>/dev/null; do
-  i=$((i + 1))
-  if [ "$i" -ge 100 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
-  sleep 0.1
-done
-rm -rf "$dir"
-"#;
-
 /// A noida-db broker of the benchmark's own on a free loopback port, its data in a temp
-/// folder; dropping it stops it.
+/// folder; dropping it stops it and removes the folder. The process, and the watchdog that
+/// stops it should the benchmark die, are `weir-test-broker`'s, shared with the tests.
 pub struct Broker {
-    port: u16,
+    /// The broker process (dropped first: it stops before its folder goes).
+    process: BrokerProcess,
     dir: tempfile::TempDir,
-    broker: Child,
-    watchdog: Child,
-    to_watchdog: ChildStdin,
 }
 
 impl Broker {
     /// Installs the broker if needed (`scripts/install-kafka-broker.sh`) and starts it.
     pub fn start(root: &Path) -> Result<Broker, BenchError> {
-        let script = root.join("scripts/install-kafka-broker.sh");
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(io("run", &script))?;
-        if !out.status.success() {
-            return Err(wrong(format!(
-                "{} failed ({}): the benchmark needs the Kafka test broker",
-                script.display(),
-                out.status
-            )));
-        }
-        let exe = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        let exe = weir_test_broker::install(root).map_err(wrong)?;
         let dir = tempfile::Builder::new()
             .prefix("weir-kafka-bench-")
             .tempdir()
             .map_err(io("create a temporary directory", &std::env::temp_dir()))?;
-        let data = dir.path().join("data");
-        fs::create_dir_all(&data).map_err(io("create", &data))?;
-        let log_path = dir.path().join("broker.log");
-        let log = File::create(&log_path).map_err(io("create", &log_path))?;
-        let log_err = log.try_clone().map_err(io("open", &log_path))?;
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .map_err(io("find a free port", Path::new("127.0.0.1")))?
-            .port();
-        let broker = Command::new(&exe)
-            .args(["start", "--only", "kafka", "--host", "127.0.0.1"])
-            .arg("--kafka-port")
-            .arg(port.to_string())
-            .arg("--data-dir")
-            .arg(&data)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .map_err(io("run", &exe))?;
-        let mut watchdog = Command::new("sh")
-            .args(["-c", WATCHDOG, "sh"])
-            .arg(broker.id().to_string())
-            .arg(dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(io("run", Path::new("sh")))?;
-        let to_watchdog = watchdog.stdin.take().expect("piped");
-        let mut broker = Broker {
-            port,
-            dir,
-            broker,
-            watchdog,
-            to_watchdog,
-        };
-        let deadline = Instant::now() + START_TIMEOUT;
-        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-        loop {
-            if let Ok(Some(status)) = broker.broker.try_wait() {
-                let log = fs::read_to_string(&log_path).unwrap_or_default();
-                let log: Vec<&str> = log.lines().filter(|l| !l.contains(GLIBC_NOISE)).collect();
-                return Err(wrong(format!(
-                    "the broker exited at start with {status}: {}",
-                    log.join("\n")
-                )));
-            }
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
-                && broker.answers()
-            {
-                return Ok(broker);
-            }
-            if Instant::now() >= deadline {
-                return Err(wrong(format!(
-                    "the broker did not answer on {} within {START_TIMEOUT:?}",
-                    broker.bootstrap()
-                )));
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn answers(&self) -> bool {
-        let Ok(consumer) = self.config().create::<BaseConsumer>() else {
-            return false;
-        };
-        consumer
-            .fetch_metadata(None, Duration::from_secs(2))
-            .is_ok_and(|m| !m.brokers().is_empty())
+        let process = BrokerProcess::start(&exe, dir.path()).map_err(wrong)?;
+        Ok(Broker { process, dir })
     }
 
     /// The broker process's id.
     pub fn pid(&self) -> u32 {
-        self.broker.id()
+        self.process.pid().unwrap_or(0)
     }
 
     /// `127.0.0.1:PORT`.
     pub fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.process.bootstrap()
     }
 
     /// A client configuration pointing at this broker.
     pub fn config(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", self.bootstrap());
-        config
+        self.process.config()
     }
 
     /// Where the benchmark's own files go (job files, checkpoints, logs): the broker's temp
@@ -252,25 +143,6 @@ impl Broker {
             }
         }
         Ok(())
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        let _ = writeln!(self.to_watchdog, "stop");
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            match self.broker.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = self.broker.kill();
-                    let _ = self.broker.wait();
-                    break;
-                }
-                Ok(None) => thread::sleep(Duration::from_millis(20)),
-            }
-        }
-        let _ = self.watchdog.wait();
     }
 }
 

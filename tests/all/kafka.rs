@@ -12,26 +12,18 @@
 //! when they stop and restart it ([`Broker::start`]). When neither can be had the test is
 //! skipped, loudly — or fails, under `CI=true` ([`broker_or_skip`], [`own_broker_or_skip`]).
 //!
-//! **No broker outlives the test process.** The shared broker lives in a static, which is never
-//! dropped, and a killed test process runs no `Drop` at all; so every broker has a watchdog, a
-//! small `sh` whose standard input is a pipe from the test process. The test process writes to
-//! it only to stop the broker on purpose; when the pipe closes without a word, the test process
-//! is gone (it exited, crashed or was killed — the kernel closes the pipe in every case), and
-//! the watchdog stops the broker and removes its data directory. A `Ctrl-C` reaches the broker
-//! directly, as it is in the test's process group. This needs no `libc` (no `prctl`
-//! death signal, no process groups): a pipe's end is the one thing the kernel reports about a
-//! dead process to a process that is not its parent.
+//! **No broker outlives the test process**: the broker process, its watchdog and its start
+//! and stop are `weir-test-broker`'s (`test-broker/`), shared with the Kafka benchmark. The
+//! shared broker lives in a static, never dropped; its watchdog stops it when the test process
+//! is gone.
 //!
-//! Every wait is bounded: [`START_TIMEOUT`] for a broker to answer, [`CLIENT_TIMEOUT`] for one
+//! Every wait is bounded: `weir_test_broker::START_TIMEOUT` for a broker to answer, [`CLIENT_TIMEOUT`] for one
 //! client call, [`READ_TIMEOUT`] for [`Broker::read_all`]. `WEIR_KAFKA_VERBOSE=1` prints how
 //! long each broker took to answer; a broker's output is in `broker.log` in its temp folder.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File};
-use std::io::{Read as _, Write as _};
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -47,20 +39,14 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
+use weir_test_broker::BrokerProcess;
+
 use crate::support::workspace_root;
 
-/// The longest a broker may take to answer a metadata request after it is started.
-pub(crate) const START_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest one client call (create a topic, flush, fetch offsets) may take.
 pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(20);
 /// The longest [`Broker::read_all`] may take to reach the end of every partition.
 pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// How long a broker asked to stop (SIGTERM: it saves its state first) has before it is killed.
-const STOP_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The line noida-db 0.2.3's executable prints on Debian 12 (built against a newer glibc; it
-/// runs): left out of anything shown.
-const GLIBC_NOISE: &str = "weak version GLIBC_2.39 not found";
 
 // ---------------------------------------------------------------------------------------------
 // Skipping
@@ -99,36 +85,15 @@ pub(crate) fn own_broker_or_skip(test: &str) -> Option<Broker> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Installing
+// The broker
 
 /// The broker's executable, installed by `scripts/install-kafka-broker.sh` once per test process
 /// (a no-op when the pinned version is there), or why it could not be.
 fn executable() -> Result<&'static Path, String> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     EXE.get_or_init(|| {
-        let script = workspace_root().join("scripts/install-kafka-broker.sh");
         let started = Instant::now();
-        // Its messages go to our stderr, not through the harness: an install is seen.
-        let out = Command::new("bash")
-            .arg(&script)
-            .stdin(Stdio::null())
-            .stderr(Stdio::inherit())
-            .output()
-            .map_err(|e| format!("cannot run bash {}: {e}", script.display()))?;
-        if !out.status.success() {
-            return Err(format!(
-                "`bash scripts/install-kafka-broker.sh` failed ({}; what it printed is above): \
-                 it installs PyPI's noida-db into tests/kafka/.venv and needs python3 with venv \
-                 and access to PyPI",
-                out.status
-            ));
-        }
-        let exe = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-        if !exe.is_file() {
-            return Err(format!(
-                "scripts/install-kafka-broker.sh named {exe:?} as the broker, which is no file"
-            ));
-        }
+        let exe = weir_test_broker::install(&workspace_root())?;
         if started.elapsed() > Duration::from_secs(2) {
             let _ = writeln!(
                 std::io::stderr(),
@@ -143,52 +108,14 @@ fn executable() -> Result<&'static Path, String> {
     .map_err(Clone::clone)
 }
 
-// ---------------------------------------------------------------------------------------------
-// The broker
-
 /// A running noida-db broker on a loopback port, with its data in a temp folder. Dropping it
-/// stops the broker (and waits for it); see the module doc for what happens when the test
-/// process dies instead.
+/// stops the broker (and waits for it), then removes the folder.
 pub(crate) struct Broker {
-    /// The broker's executable.
-    exe: &'static Path,
-    /// Its port on 127.0.0.1, the same across [`Broker::restart`].
-    port: u16,
+    /// The broker process (dropped first: it stops before its folder goes).
+    process: BrokerProcess,
     /// Holds `data/` (the broker's `--data-dir`) and `broker.log` (its output).
-    dir: tempfile::TempDir,
-    /// The broker process and its watchdog; `None` while stopped.
-    running: Option<Running>,
+    _dir: tempfile::TempDir,
 }
-
-/// A broker process and the watchdog that stops it when the test process is gone.
-struct Running {
-    broker: Child,
-    watchdog: Child,
-    /// The watchdog's standard input: a line says what to do, its end says that we are gone.
-    to_watchdog: ChildStdin,
-}
-
-/// The watchdog: `sh -c WATCHDOG sh PID DIR`. A line `stop` on its input: SIGTERM to the broker
-/// (the test process waits for it, and reaps it); a line `forget`: nothing (the test process
-/// kills it itself). The end of its input without a line: the test process is gone, so nobody
-/// else will stop the broker or remove its folder; the broker now belongs to init, which reaps
-/// it, so `kill -0` tells when it has exited.
-const WATCHDOG: &str = r#"
-pid=$1
-dir=$2
-if read -r word; then
-  if [ "$word" = stop ]; then kill -TERM "$pid" 2>/dev/null; fi
-  exit 0
-fi
-kill -TERM "$pid" 2>/dev/null
-i=0
-while kill -0 "$pid" 2>/dev/null; do
-  i=$((i + 1))
-  if [ "$i" -ge 100 ]; then kill -KILL "$pid" 2>/dev/null; break; fi
-  sleep 0.1
-done
-rm -rf "$dir"
-"#;
 
 impl Broker {
     /// The broker all tests of this process share, started by the first test that asks; or why
@@ -211,262 +138,51 @@ impl Broker {
             .prefix("weir-kafka-")
             .tempdir()
             .map_err(|e| format!("cannot make a temp dir for the broker: {e}"))?;
-        let mut broker = Broker {
-            exe,
-            port: 0,
-            dir,
-            running: None,
-        };
-        let mut last = String::new();
-        // A free port may be taken between our look and the broker's bind: try another.
-        for _ in 0..3 {
-            broker.port = free_port()?;
-            match broker.launch() {
-                Ok(()) => return Ok(broker),
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
+        let process = BrokerProcess::start(exe, dir.path())?;
+        Ok(Broker { process, _dir: dir })
     }
 
     /// `"127.0.0.1:PORT"`, for `bootstrap.servers`.
     pub(crate) fn bootstrap(&self) -> String {
-        format!("127.0.0.1:{}", self.port)
+        self.process.bootstrap()
     }
 
     /// The broker's port.
     pub(crate) fn port(&self) -> u16 {
-        self.port
+        self.process.port()
     }
 
     /// Whether the broker is running (not [`Broker::stop`]ped or [`Broker::kill`]ed).
     pub(crate) fn is_running(&self) -> bool {
-        self.running.is_some()
+        self.process.is_running()
     }
 
     /// Stops the broker as an operator would (SIGTERM; it saves its state to its data
     /// directory) and waits for it to exit (killing it after 10 s). The port stays this
     /// broker's for [`Broker::restart`]. Does nothing when it is not running.
     pub(crate) fn stop(&mut self) {
-        if let Some(running) = self.running.take() {
-            running.stop();
-        }
+        self.process.stop();
     }
 
     /// Kills the broker (SIGKILL, a crash) and waits for it. It keeps only what it saved of its
     /// own accord before (it saves every few seconds and on [`Broker::stop`]).
     pub(crate) fn kill(&mut self) {
-        if let Some(running) = self.running.take() {
-            running.kill();
-        }
+        self.process.kill();
     }
 
     /// Starts the broker again on the same port and data directory (stopping it first if it
     /// runs), and waits until it answers; panics if it does not. After [`Broker::stop`] it has
     /// the topics, records and committed offsets it had.
     pub(crate) fn restart(&mut self) {
-        self.stop();
-        // The old broker's port may linger for a moment: try a few times.
-        let mut last = String::new();
-        for _ in 0..3 {
-            match self.launch() {
-                Ok(()) => return,
-                Err(e) => last = e,
-            }
-            std::thread::sleep(Duration::from_millis(500));
+        if let Err(e) = self.process.restart() {
+            panic!("{e}");
         }
-        panic!(
-            "the Kafka broker did not restart on port {}: {last}",
-            self.port
-        );
     }
 
     /// Whether the broker answers a metadata request within `timeout`, or what went wrong.
     pub(crate) fn metadata(&self, timeout: Duration) -> Result<(), String> {
-        let consumer: BaseConsumer = self
-            .config()
-            .set("group.id", "weir-tests-metadata")
-            .create()
-            .map_err(|e| format!("cannot create a Kafka client: {e}"))?;
-        let metadata = consumer
-            .fetch_metadata(None, timeout)
-            .map_err(|e| format!("metadata request to {}: {e}", self.bootstrap()))?;
-        if metadata.brokers().is_empty() {
-            return Err(format!("{} answered with no brokers", self.bootstrap()));
-        }
-        Ok(())
+        self.process.metadata(timeout)
     }
-
-    /// Starts the broker process and its watchdog on `self.port`, and waits until it answers.
-    fn launch(&mut self) -> Result<(), String> {
-        let data = self.dir.path().join("data");
-        fs::create_dir_all(&data).map_err(|e| format!("cannot make {}: {e}", data.display()))?;
-        let log_path = self.log_path();
-        let log = File::options()
-            .create(true)
-            .append(true)
-            .open(&log_path)
-            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-        let log_err = log
-            .try_clone()
-            .map_err(|e| format!("cannot open {}: {e}", log_path.display()))?;
-        let log_start = fs::metadata(&log_path).map(|m| m.len()).unwrap_or(0);
-        let mut broker = Command::new(self.exe)
-            .args([
-                "start",
-                "--only",
-                "kafka",
-                "--host",
-                "127.0.0.1",
-                "--kafka-port",
-            ])
-            .arg(self.port.to_string())
-            .arg("--data-dir")
-            .arg(&data)
-            .stdin(Stdio::null())
-            .stdout(log)
-            .stderr(log_err)
-            .spawn()
-            .map_err(|e| format!("cannot run {}: {e}", self.exe.display()))?;
-        let mut watchdog = match Command::new("sh")
-            .args(["-c", WATCHDOG, "sh"])
-            .arg(broker.id().to_string())
-            .arg(self.dir.path())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-        {
-            Ok(watchdog) => watchdog,
-            Err(e) => {
-                let _ = broker.kill();
-                let _ = broker.wait();
-                return Err(format!("cannot run sh (the broker's watchdog): {e}"));
-            }
-        };
-        let to_watchdog = watchdog.stdin.take().expect("piped");
-        let mut running = Running {
-            broker,
-            watchdog,
-            to_watchdog,
-        };
-        let started = Instant::now();
-        let deadline = started + START_TIMEOUT;
-        let address = SocketAddr::from((Ipv4Addr::LOCALHOST, self.port));
-        loop {
-            if let Ok(Some(status)) = running.broker.try_wait() {
-                // It is reaped: the watchdog must not signal its pid again.
-                running.forget_watchdog();
-                return Err(format!(
-                    "the broker ({}) exited at start with {status}; it printed: {}",
-                    self.exe.display(),
-                    self.log_since(log_start)
-                ));
-            }
-            // Ask only once the port is open: a client that finds no broker backs off.
-            if TcpStream::connect_timeout(&address, Duration::from_millis(200)).is_ok()
-                && self.metadata(Duration::from_secs(2)).is_ok()
-            {
-                self.running = Some(running);
-                if std::env::var_os("WEIR_KAFKA_VERBOSE").is_some() {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "weir: Kafka broker on {} answered after {:.0?}",
-                        self.bootstrap(),
-                        started.elapsed()
-                    );
-                }
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                running.kill();
-                return Err(format!(
-                    "the broker did not answer a metadata request on {} within {START_TIMEOUT:?}; \
-                     it printed: {}",
-                    self.bootstrap(),
-                    self.log_since(log_start)
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Where the broker's output goes.
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("broker.log")
-    }
-
-    /// What the broker printed since byte `start` of its log, without the glibc warning.
-    fn log_since(&self, start: u64) -> String {
-        let mut text = String::new();
-        if let Ok(mut file) = File::open(self.log_path()) {
-            let _ = file.read_to_string(&mut text);
-        }
-        let text: Vec<&str> = text
-            .get(usize::try_from(start).unwrap_or(0)..)
-            .unwrap_or("")
-            .lines()
-            .filter(|line| !line.contains(GLIBC_NOISE))
-            .collect();
-        if text.is_empty() {
-            "nothing".to_string()
-        } else {
-            text.join("\n")
-        }
-    }
-}
-
-impl Drop for Broker {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
-
-impl Running {
-    /// SIGTERM through the watchdog, then a bounded wait for the broker; SIGKILL if it lingers.
-    fn stop(mut self) {
-        // The watchdog signals the broker while it is still our unreaped child: its pid cannot
-        // have been reused.
-        let _ = writeln!(self.to_watchdog, "stop");
-        let deadline = Instant::now() + STOP_TIMEOUT;
-        loop {
-            match self.broker.try_wait() {
-                Ok(Some(_)) | Err(_) => break,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "weir: the Kafka broker ignored SIGTERM for {STOP_TIMEOUT:?}: killing it"
-                    );
-                    let _ = self.broker.kill();
-                    let _ = self.broker.wait();
-                    break;
-                }
-                Ok(None) => std::thread::sleep(Duration::from_millis(20)),
-            }
-        }
-        let _ = self.watchdog.wait();
-    }
-
-    /// SIGKILL, after telling the watchdog to let go of the pid.
-    fn kill(mut self) {
-        self.forget_watchdog();
-        let _ = self.broker.kill();
-        let _ = self.broker.wait();
-    }
-
-    /// Tells the watchdog to exit without signalling, and waits for it.
-    fn forget_watchdog(&mut self) {
-        let _ = writeln!(self.to_watchdog, "forget");
-        let _ = self.watchdog.wait();
-    }
-}
-
-/// A port on 127.0.0.1 that was free a moment ago.
-fn free_port() -> Result<u16, String> {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|listener| listener.local_addr())
-        .map(|address| address.port())
-        .map_err(|e| format!("cannot find a free port on 127.0.0.1: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -568,9 +284,7 @@ impl Broker {
     /// A client configuration with `bootstrap.servers` set to this broker, for clients of the
     /// test's own.
     pub(crate) fn config(&self) -> ClientConfig {
-        let mut config = ClientConfig::new();
-        config.set("bootstrap.servers", self.bootstrap());
-        config
+        self.process.config()
     }
 
     /// Creates `name` with `partitions` partitions (replication 1: one broker), waiting for the
