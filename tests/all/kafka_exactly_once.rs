@@ -436,8 +436,18 @@ fn chaos(
     if let Some(d) = difference(&actual, &expected_counts(records)) {
         return Some(format!("{d}\n{history}"));
     }
+    let (sink, result) = match &output {
+        End::Kafka(_) => (
+            "exactly-once Kafka sink",
+            "read_committed output identical to an undisturbed run, in order per key",
+        ),
+        End::File(_) => (
+            "exactly-once file sink",
+            "committed output identical to an undisturbed run",
+        ),
+    };
     let shape = format!(
-        "{label}: count p=2, exactly-once Kafka sink",
+        "{label}: count p=2, {sink}",
         label = label.replace("-to-", " → ")
     );
     let timers = kills.len() as u64 - reached.values().sum::<u64>();
@@ -451,7 +461,7 @@ fn chaos(
             scenario: &format!("SIGKILL at {point} ({shape})"),
             rounds: n,
             faults: &format!("{n} kills out of {rounds} rounds"),
-            result: "read_committed output identical to an undisturbed run, in order per key",
+            result,
         });
     }
     None
