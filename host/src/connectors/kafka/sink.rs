@@ -304,9 +304,9 @@ impl KafkaSink {
                         .map_or("librdkafka's default", |(_, value)| value.as_str());
                     what = format!(
                         "{what}: the brokers refuse its transaction.timeout.ms ({timeout}) as \
-                         longer than their transaction.max.timeout.ms; raise that setting on \
-                         the brokers, or lower `checkpoint.timeout` and the sink's \
-                         `transaction.timeout.ms` with it"
+                         longer than their transaction.max.timeout.ms; lower the sink's \
+                         `transaction.timeout.ms` (a transaction only has to outlast the commit \
+                         of one checkpoint's output), or raise that setting on the brokers"
                     );
                 }
                 task_error(&self.connector, what, e, producer.context())
