@@ -124,8 +124,6 @@ pub(crate) enum TaskError {
         partition: i32,
         /// Its offset.
         offset: i64,
-        /// The header concerned.
-        header: String,
         /// What is wrong, naming the header and the part it maps (`no header "user" for its
         /// key`).
         problem: String,

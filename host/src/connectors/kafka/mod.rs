@@ -306,8 +306,8 @@ pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, std::io::Error
 }
 
 /// Checks every Kafka connector of `job` before it starts: the brokers answer, the topics
-/// the job reads and writes exist (every topic a sink's records may name), and the exactly-once sinks' marker topics exist (created,
-/// compacted, when missing).
+/// the job reads and writes exist (every topic a sink's records may name), and the
+/// exactly-once sinks' marker topics exist (created, compacted, when missing).
 pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
     for vertex in &job.vertices {
         match &vertex.kind {

@@ -20,6 +20,7 @@
 //!   never covers a record the broker lacks.
 //! - **none**: records are sent as they come; only the end of the job waits for them.
 
+use std::cell::Cell;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -51,7 +52,7 @@ const DEFAULT_MESSAGE_MAX_BYTES: usize = 1_000_000;
 /// What a record takes in a record batch besides its key and value, at most (batch header,
 /// record header, varints): a record is checked against its limit less this.
 const RECORD_FRAMING: usize = 100;
-/// How long a sink that ends with a transaction open waits for the broker to abort it.
+/// How long the abort of a transaction a failed commit left open may wait for the broker.
 const ABORT_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a full local queue is polled before a record is offered again.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(10);
@@ -164,14 +165,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// The transaction an exactly-once sink has begun and not yet committed: it is open only
-/// while a completed checkpoint's output is sent and committed.
-#[derive(Debug)]
-struct OpenTransaction {
-    /// The records sent into it.
-    records: u64,
-}
-
 /// A number no other run of any job draws: the run's identity in its markers.
 fn new_run_id(subtask: u32) -> u64 {
     let mut hasher = RandomState::new().build_hasher();
@@ -200,10 +193,9 @@ pub(crate) struct KafkaSink {
     current: Vec<Vec<u8>>,
     /// Output of checkpoints not yet committed, oldest first (exactly-once).
     pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
-    /// The transaction begun and not committed, if any (exactly-once).
-    open: Option<OpenTransaction>,
-    /// Whether a call failed: the task is ending with an error.
-    failed: bool,
+    /// Whether a transaction is begun and not committed (exactly-once): only while a commit
+    /// runs, so after one that failed.
+    in_transaction: Cell<bool>,
     /// Transactions committed and how long they took, for the displays (exactly-once).
     report: Arc<KafkaSinkMetrics>,
 }
@@ -242,8 +234,7 @@ impl KafkaSink {
             run: new_run_id(subtask),
             current: Vec::new(),
             pending: Vec::new(),
-            open: None,
-            failed: false,
+            in_transaction: Cell::new(false),
             report: Arc::default(),
         }
     }
@@ -587,43 +578,30 @@ impl KafkaSink {
         self.check_deliveries()
     }
 
-    /// Begins the transaction the next records go into.
-    fn begin(&mut self) -> Result<(), TaskError> {
-        debug_assert!(self.open.is_none(), "one transaction at a time");
-        let producer = self
-            .producer
-            .as_ref()
-            .expect("started before a transaction");
+    /// Sends `batches` (the output of checkpoints up to `checkpoint`, buffered by run `run`)
+    /// and the marker that says so in one transaction, and commits it. The commit counts as
+    /// taking from `since` (when the sink learnt it may commit) to its end.
+    fn commit(
+        &self,
+        run: u64,
+        checkpoint: CheckpointId,
+        batches: &[&Vec<u8>],
+        since: Instant,
+    ) -> Result<(), TaskError> {
+        let producer = self.producer.as_ref().expect("started before committing");
         producer
             .begin_transaction()
             .map_err(|e| self.error("cannot begin a transaction", e))?;
-        self.open = Some(OpenTransaction { records: 0 });
-        Ok(())
-    }
-
-    /// Sends `batch` into the open transaction.
-    fn send_into_open(&mut self, batch: &[u8]) -> Result<(), TaskError> {
-        let records = self.send_batch(batch)?;
-        let open = self.open.as_mut().expect("a transaction is open");
-        open.records += records;
-        Ok(())
-    }
-
-    /// Adds the marker that says the open transaction completes checkpoint `checkpoint` of
-    /// run `run` (whose output it holds, through that checkpoint), and commits it. The commit
-    /// counts as taking from `since` (when the sink learnt it may commit) to its end.
-    fn commit_open(
-        &mut self,
-        run: u64,
-        checkpoint: CheckpointId,
-        since: Instant,
-    ) -> Result<(), TaskError> {
-        let open = self.open.take().expect("a transaction is open");
+        self.in_transaction.set(true);
+        let mut records = 0;
+        for batch in batches {
+            records += self.send_batch(batch)?;
+        }
         let marker = Marker {
             run,
             checkpoint: checkpoint.0,
             parallelism: self.parallelism,
-            records: open.records,
+            records,
         };
         let id = self.transactional_id(self.subtask);
         self.send(
@@ -633,7 +611,6 @@ impl KafkaSink {
             0,
         )?;
         kill_point::reached(KillPoint::SinkCommit);
-        let producer = self.producer.as_ref().expect("started before committing");
         producer.commit_transaction(REQUEST_TIMEOUT).map_err(|e| {
             self.error(
                 format!(
@@ -643,22 +620,15 @@ impl KafkaSink {
                 e,
             )
         })?;
+        self.in_transaction.set(false);
         kill_point::reached(KillPoint::SinkCommitted);
-        self.report.committed(open.records, since.elapsed());
+        self.report.committed(records, since.elapsed());
         tracing::debug!(
-            "{}: committed {} records of checkpoint {}",
+            "{}: committed {records} records of checkpoint {}",
             self.connector,
-            open.records,
             checkpoint.0
         );
         Ok(())
-    }
-
-    /// Serves the producer's delivery reports, failing with a record the broker refused.
-    fn poll_deliveries(&self) -> Result<(), TaskError> {
-        let producer = self.producer.as_ref().expect("started");
-        producer.poll(Duration::ZERO);
-        self.check_deliveries()
     }
 
     /// After a restore of `state`: fences, reads the markers, and sends again the pending
@@ -698,12 +668,8 @@ impl KafkaSink {
             last.0
         );
         self.report.resent();
-        let since = Instant::now();
-        self.begin()?;
-        for batch in unsent.iter().flat_map(|(_, batches)| batches.iter()) {
-            self.send_into_open(batch)?;
-        }
-        self.commit_open(state.run, last, since)
+        let batches: Vec<&Vec<u8>> = unsent.iter().flat_map(|(_, b)| b.iter()).collect();
+        self.commit(state.run, last, &batches, Instant::now())
     }
 
     /// A start without a restore: the producer, and (subtask 0) the fencing of larger
@@ -720,10 +686,8 @@ impl KafkaSink {
     }
 }
 
-/// The sink's side of each [`Processor`] call; the trait's methods call these and note a
-/// failure (see [`Drop`]).
-impl KafkaSink {
-    fn process_batch(&mut self, batch: &[u8]) -> Result<(), TaskError> {
+impl Processor for KafkaSink {
+    fn process(&mut self, batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
         self.start_fresh()?;
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
@@ -732,13 +696,15 @@ impl KafkaSink {
             }
             Delivery::AtLeastOnce | Delivery::None => {
                 self.send_batch(batch)?;
-                self.poll_deliveries()?;
+                let producer = self.producer.as_ref().expect("started");
+                producer.poll(Duration::ZERO);
+                self.check_deliveries()?;
             }
         }
         Ok(())
     }
 
-    fn finish_input(&mut self) -> Result<(), TaskError> {
+    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
         // An exactly-once sink's last records wait for the final checkpoint.
         match self.settings.delivery {
             Delivery::ExactlyOnce => Ok(()),
@@ -746,7 +712,7 @@ impl KafkaSink {
         }
     }
 
-    fn take_snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
+    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
         match self.settings.delivery {
             Delivery::ExactlyOnce => {
                 // Subtask 0 fences before its first acknowledgement (see
@@ -766,7 +732,7 @@ impl KafkaSink {
         }
     }
 
-    fn restore_state(&mut self, state: &[u8]) -> Result<(), TaskError> {
+    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
         if self.settings.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -783,7 +749,7 @@ impl KafkaSink {
         self.recover(state)
     }
 
-    fn commit_through(&mut self, id: CheckpointId) -> Result<(), TaskError> {
+    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
         if self.settings.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -793,63 +759,24 @@ impl KafkaSink {
         }
         let since = Instant::now();
         self.start_fresh()?;
-        self.begin()?;
-        let pending = std::mem::take(&mut self.pending);
-        let sent = pending[..ready]
+        let batches: Vec<&Vec<u8>> = self.pending[..ready]
             .iter()
             .flat_map(|(_, batches)| batches.iter())
-            .try_for_each(|batch| self.send_into_open(batch));
-        self.pending = pending;
-        sent?;
-        self.commit_open(self.run, self.pending[ready - 1].0, since)?;
+            .collect();
+        self.commit(self.run, self.pending[ready - 1].0, &batches, since)?;
         self.pending.drain(..ready);
         Ok(())
-    }
-}
-
-impl Processor for KafkaSink {
-    fn process(&mut self, batch: &[u8], _out: &mut Router) -> Result<(), TaskError> {
-        let result = self.process_batch(batch);
-        self.failed |= result.is_err();
-        result
-    }
-
-    fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
-        let result = self.finish_input();
-        self.failed |= result.is_err();
-        result
-    }
-
-    fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {
-        let result = self.take_snapshot(barrier);
-        self.failed |= result.is_err();
-        result
-    }
-
-    fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
-        let result = self.restore_state(state);
-        self.failed |= result.is_err();
-        result
-    }
-
-    fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
-        let result = self.commit_through(id);
-        self.failed |= result.is_err();
-        result
     }
 }
 
 impl Drop for KafkaSink {
     fn drop(&mut self) {
         // A transaction is open only while a commit runs, so one is left open here only by a
-        // commit that failed (or a task stopped in the middle of one). Left open it would hold
-        // back every read_committed consumer of the topic until the broker's timeout ends it,
-        // unless a restore fences it: when the job stops for good none comes. So it is aborted
-        // here, waiting (at most ABORT_TIMEOUT) so that it is over before the process exits; a
-        // sink that failed, likely because the brokers are gone, aborts in the background
-        // instead, so that its task still ends at once and the job fails over without waiting
-        // for brokers that do not answer.
-        if self.open.take().is_none() {
+        // commit that failed. Left open it would hold back every read_committed consumer of the
+        // topic until the broker's timeout ends it, unless a restore fences it, and when the
+        // job stops for good none comes: so it is aborted. In the background, like the close
+        // itself: the brokers may be what failed, and the task must still end at once.
+        if !self.in_transaction.get() {
             return;
         }
         let Some(producer) = self.producer.take() else {
@@ -872,11 +799,7 @@ impl Drop for KafkaSink {
                 ),
             }
         };
-        if self.failed {
-            producer.close_after(abort);
-        } else {
-            abort(&producer);
-        }
+        producer.close_after(abort);
     }
 }
 

@@ -82,16 +82,6 @@ enum Unmapped<'a> {
     UnreadableHeaders { part: &'static str, header: &'a str },
 }
 
-impl Unmapped<'_> {
-    fn header(&self) -> &str {
-        match self {
-            Unmapped::Missing { header, .. }
-            | Unmapped::NotAnInteger { header, .. }
-            | Unmapped::UnreadableHeaders { header, .. } => header,
-        }
-    }
-}
-
 /// Follows "the record … has": `no header "user" for its key`.
 impl fmt::Display for Unmapped<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -204,7 +194,6 @@ fn unmapped_error(
         topic: topic.clone(),
         partition: *partition,
         offset,
-        header: problem.header().to_owned(),
         problem: problem.to_string(),
     }
 }
@@ -250,8 +239,6 @@ pub(crate) struct KafkaSource {
     next_discovery: Option<Instant>,
     /// The partitions' offsets and lag, for the displays.
     report: SourceReport,
-    /// Whether a part of a record comes from a header (checked once, not per record).
-    maps_headers: bool,
     /// Its task's counters: skipped records are counted in `records_skipped`.
     metrics: Arc<TaskMetrics>,
     /// The records skipped under `on_error = "skip"`, told without flooding the log.
@@ -273,7 +260,6 @@ impl KafkaSource {
         KafkaSource {
             skips: SkipLog::new(connector.clone(), "records"),
             connector,
-            maps_headers: settings.maps_headers(),
             metrics,
             settings,
             subtask,
@@ -600,45 +586,33 @@ impl Source for KafkaSource {
                             continue;
                         }
                         read += 1;
-                        if !self.maps_headers {
-                            let timestamp = message.timestamp().to_millis().unwrap_or(0);
-                            out.push(
-                                message.key().unwrap_or_default(),
-                                message.payload().unwrap_or_default(),
-                                timestamp,
-                            )?;
-                        } else {
-                            match map_record(&message, &self.settings) {
-                                Ok((record_key, value, timestamp)) => {
-                                    out.push(record_key, value, timestamp)?
-                                }
-                                Err(problem) => match self.settings.on_error {
-                                    // The offset stays: the restarted job meets it again.
-                                    OnError::Fail => {
-                                        unmapped = Some(unmapped_error(
-                                            &self.connector,
-                                            &key,
-                                            offset,
-                                            problem,
-                                        ));
-                                        break;
-                                    }
-                                    OnError::Skip => {
-                                        self.metrics.add_records_skipped(1);
-                                        self.skips.skipped(
-                                            format_args!(
-                                                "record at offset {offset} of {}/{}",
-                                                key.0, key.1
-                                            ),
-                                            format_args!(
-                                                "at offset {offset} of {}/{}",
-                                                key.0, key.1
-                                            ),
-                                            problem,
-                                        );
-                                    }
-                                },
+                        match map_record(&message, &self.settings) {
+                            Ok((record_key, value, timestamp)) => {
+                                out.push(record_key, value, timestamp)?
                             }
+                            Err(problem) => match self.settings.on_error {
+                                // The offset stays: the restarted job meets it again.
+                                OnError::Fail => {
+                                    unmapped = Some(unmapped_error(
+                                        &self.connector,
+                                        &key,
+                                        offset,
+                                        problem,
+                                    ));
+                                    break;
+                                }
+                                OnError::Skip => {
+                                    self.metrics.add_records_skipped(1);
+                                    self.skips.skipped(
+                                        format_args!(
+                                            "record at offset {offset} of {}/{}",
+                                            key.0, key.1
+                                        ),
+                                        format_args!("at offset {offset} of {}/{}", key.0, key.1),
+                                        problem,
+                                    );
+                                }
+                            },
                         }
                         position.next = offset + 1;
                         if position.done() {
