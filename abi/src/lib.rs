@@ -13,11 +13,13 @@
 pub mod batch;
 pub mod init;
 pub mod table;
+pub mod time;
 mod wire;
 
 pub use batch::{Batch, BatchBuilder, DecodeError, Record, Records};
 pub use init::InitMessage;
 pub use table::{EXPORTS, Export, ExportKind, IMPORTS, Import, Signature, ValType};
+pub use time::{TimeDomain, Timers};
 
 /// The ABI version this crate implements. A guest returns it from
 /// [`exports::ABI_VERSION`]; the host refuses a guest that returns another.
@@ -51,6 +53,11 @@ pub mod exports {
     pub const RESTORE: &str = "weir_restore";
     /// `(checkpoint_id: i64) -> i32`: checkpoints up to this id are complete; 0 on success.
     pub const CHECKPOINT_COMPLETE: &str = "weir_checkpoint_complete";
+    /// `(ptr: i32, len: i32) -> i32`: timers that fired, as a batch whose port is their time
+    /// domain ([`time`](crate::time)); 0 on success.
+    pub const ON_TIMERS: &str = "weir_on_timers";
+    /// `(watermark: i64) -> i32`: the task's watermark advanced to this; 0 on success.
+    pub const ON_WATERMARK: &str = "weir_on_watermark";
     /// `()`: the runtime set-up C and AssemblyScript toolchains export; the host calls it once
     /// after instantiation, before anything else.
     pub const INITIALIZE: &str = "_initialize";
@@ -66,6 +73,16 @@ pub mod imports {
     pub const FAIL: &str = "fail";
     /// `(level: i32, ptr: i32, len: i32)`: write a UTF-8 log line.
     pub const LOG: &str = "log";
+    /// `(name_ptr: i32, name_len: i32, ptr: i32, len: i32)`: append one encoded batch to the
+    /// side output named by the UTF-8 text at `name_ptr`.
+    pub const EMIT_TO: &str = "emit_to";
+    /// `(domain: i32, timestamp: i64, key_ptr: i32, key_len: i32)`: set a timer for a key.
+    pub const TIMER_SET: &str = "timer_set";
+    /// `(domain: i32, timestamp: i64, key_ptr: i32, key_len: i32)`: delete a timer of a key.
+    pub const TIMER_DELETE: &str = "timer_delete";
+    /// `(domain: i32) -> i64`: the current time of a domain: the task's watermark, or the
+    /// host's clock.
+    pub const CURRENT_TIME: &str = "current_time";
 }
 
 /// The one import the host provides outside [`IMPORT_MODULE`]: AssemblyScript's `env.abort`.

@@ -21,7 +21,7 @@ use crate::{IMPORT_MODULE, env, exports, imports};
 pub enum ValType {
     /// A 32-bit integer: pointers, lengths, statuses, log levels.
     I32,
-    /// A 64-bit integer: checkpoint ids.
+    /// A 64-bit integer: checkpoint ids, timestamps, watermarks.
     I64,
 }
 
@@ -72,7 +72,7 @@ impl Signature {
         params: &[ValType::I32, ValType::I32],
         results: &[ValType::I32],
     };
-    /// `(checkpoint_id: i64) -> i32`: exports taking a checkpoint id.
+    /// `(checkpoint_id: i64) -> i32`: exports taking a checkpoint id (or a watermark).
     pub const CHECKPOINT: Signature = Signature {
         params: &[ValType::I64],
         results: &[ValType::I32],
@@ -91,6 +91,19 @@ impl Signature {
     pub const ABORT: Signature = Signature {
         params: &[ValType::I32, ValType::I32, ValType::I32, ValType::I32],
         results: &[],
+    };
+    /// `(name_ptr: i32, name_len: i32, ptr: i32, len: i32)`: `emit_to`.
+    pub const EMIT_TO: Signature = Signature::ABORT;
+    /// `(domain: i32, timestamp: i64, key_ptr: i32, key_len: i32)`: `timer_set` and
+    /// `timer_delete`.
+    pub const TIMER: Signature = Signature {
+        params: &[ValType::I32, ValType::I64, ValType::I32, ValType::I32],
+        results: &[],
+    };
+    /// `(domain: i32) -> i64`: `current_time`.
+    pub const CURRENT_TIME: Signature = Signature {
+        params: &[ValType::I32],
+        results: &[ValType::I64],
     };
 }
 
@@ -146,7 +159,7 @@ pub struct Export {
 
 /// Every export of the ABI, in the order of `docs/ABI.md` §3: `memory`, the required functions,
 /// the optional ones, and last `_initialize`, which the C and AssemblyScript toolchains export.
-pub const EXPORTS: [Export; 10] = [
+pub const EXPORTS: [Export; 12] = [
     Export {
         name: exports::MEMORY,
         kind: ExportKind::Memory,
@@ -202,6 +215,18 @@ pub const EXPORTS: [Export; 10] = [
         when_absent: Some("the host skips it"),
     },
     Export {
+        name: exports::ON_TIMERS,
+        kind: ExportKind::Func(Signature::BUFFER),
+        required: false,
+        when_absent: Some("the module may not set timers"),
+    },
+    Export {
+        name: exports::ON_WATERMARK,
+        kind: ExportKind::Func(Signature::CHECKPOINT),
+        required: false,
+        when_absent: Some("the host skips the notice"),
+    },
+    Export {
         name: exports::INITIALIZE,
         kind: ExportKind::Func(Signature::UNIT),
         required: false,
@@ -222,7 +247,7 @@ pub struct Import {
 
 /// Every import the host provides, in the order of `docs/ABI.md` §4. A module importing
 /// anything else is refused.
-pub const IMPORTS: [Import; 5] = [
+pub const IMPORTS: [Import; 9] = [
     Import {
         module: IMPORT_MODULE,
         name: imports::EMIT,
@@ -242,6 +267,26 @@ pub const IMPORTS: [Import; 5] = [
         module: IMPORT_MODULE,
         name: imports::LOG,
         signature: Signature::LOG,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::EMIT_TO,
+        signature: Signature::EMIT_TO,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::TIMER_SET,
+        signature: Signature::TIMER,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::TIMER_DELETE,
+        signature: Signature::TIMER,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::CURRENT_TIME,
+        signature: Signature::CURRENT_TIME,
     },
     Import {
         module: env::MODULE,
