@@ -66,6 +66,8 @@
 //! - [`Operator`], [`Context`], [`Output`], [`State`], [`Error`]: what an operator author uses.
 //! - [`FiredTimers`], [`TimeDomain`]: event time and timers (`docs/ABI.md` §15), reached
 //!   through [`Output`] and [`Operator::on_timers`].
+//! - [`window`]: keyed tumbling, sliding and session windows on event time, with no timer code
+//!   (`docs/WINDOWS.md`).
 //! - `dispatch` (private): decoding the init message and batches, running the operator and
 //!   flushing its output — safe code shared by the wasm exports and the native harness.
 //! - `ffi` (private, wasm only): the host imports, buffer ownership and the panic hook; the only
@@ -92,6 +94,7 @@ mod output;
 mod state;
 pub mod testing;
 mod time;
+pub mod window;
 
 pub use context::Context;
 pub use error::{Error, Result};

@@ -13,7 +13,7 @@ use crate::{Batch, Context, FiredTimers, Output, Result};
 ///
 /// Only `init` and `process` must be written: every other method has a body that does nothing,
 /// so an operator that keeps no timers never mentions them. Event time, timers and side outputs
-/// are in `docs/ABI.md` §15.
+/// are in `docs/ABI.md` §15; the [`window`](crate::window) module builds windows on them.
 pub trait Operator: Sized + 'static {
     /// Creates the instance. A restored instance is created here first, with the same context,
     /// and then given its state.
