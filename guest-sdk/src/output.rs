@@ -46,6 +46,12 @@ struct SideBatch {
     name: String,
     /// Its records since the last flush.
     batch: BatchBuilder,
+    /// How the batch reaches the host in wasm: `ffi::emit_to`, named only where a side batch
+    /// is made, in [`Output::emit_to`]. A module whose operator never emits to a side output
+    /// then has no path to the import, and the linker leaves it out: such a module still loads
+    /// on a host without it.
+    #[cfg(target_arch = "wasm32")]
+    send: fn(&str, &[u8]),
 }
 
 /// The guest exports during which an [`Output`] is handed to the operator.
@@ -132,6 +138,8 @@ impl Output {
                 self.sides.push(SideBatch {
                     name: output.to_owned(),
                     batch: BatchBuilder::new(0),
+                    #[cfg(target_arch = "wasm32")]
+                    send: crate::ffi::emit_to,
                 });
                 self.sides.len() - 1
             }
@@ -263,7 +271,7 @@ impl Output {
         match sink {
             #[cfg(target_arch = "wasm32")]
             Sink::Host => {
-                crate::ffi::emit_to(&side.name, side.batch.as_bytes());
+                (side.send)(&side.name, side.batch.as_bytes());
                 side.batch.clear();
             }
             Sink::Emulated(host) => host.emit_to(&side.name, side.batch.take_bytes()),
