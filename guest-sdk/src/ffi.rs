@@ -7,7 +7,8 @@
 //! never as a bare status — so the host always gets a message.
 //!
 //! Ownership (`docs/ABI.md` §7): the host asks [`alloc`] for exactly the length of each buffer it
-//! passes to `weir_init`, `weir_process` or `weir_restore`, fills it, and gives it up. The call
+//! passes to `weir_init`, `weir_process`, `weir_on_timers` or `weir_restore`, fills it, and gives
+//! it up. The call
 //! that receives it frees it on return (`HostBuffer`). An empty buffer arrives as pointer 0,
 //! length 0, with no allocation. Buffers passed to imports stay ours; the host copies them.
 //!
