@@ -28,6 +28,10 @@ const GUESTS: &[Guest] = &[
         env: "WEIR_GUEST_COUNT",
     },
     Guest {
+        package: "weir-example-window",
+        env: "WEIR_GUEST_WINDOW",
+    },
+    Guest {
         package: "weir-example-dedup",
         env: "WEIR_GUEST_DEDUP",
     },

@@ -13,8 +13,14 @@ use crate::{Operator, State};
 /// level: `weir_sdk::export!(MyOperator);`.
 ///
 /// On `wasm32` it generates `weir_abi_version`, `weir_alloc`, `weir_init`, `weir_process`,
-/// `weir_finish`, `weir_snapshot`, `weir_restore` and `weir_checkpoint_complete`; the
-/// linker exports `memory`. On other targets it generates nothing but a compile-time check.
+/// `weir_finish`, `weir_snapshot`, `weir_restore`, `weir_checkpoint_complete`,
+/// `weir_on_timers` and `weir_on_watermark`; the linker exports `memory`. On other targets it
+/// generates nothing but a compile-time check.
+///
+/// The two time exports are always there, whether the operator uses timers or not: the host
+/// only calls them (and refuses a module that imports `timer_set` without `weir_on_timers`),
+/// and the default [`Operator`] methods behind them do nothing. The time imports, on the
+/// contrary, are only in the module when the operator calls them: the linker drops unused ones.
 #[macro_export]
 macro_rules! export {
     ($operator:ty) => {
@@ -75,6 +81,19 @@ macro_rules! export {
             #[unsafe(no_mangle)]
             pub extern "C" fn weir_checkpoint_complete(checkpoint_id: i64) -> i32 {
                 $crate::ffi::checkpoint_complete(&INSTANCE, checkpoint_id)
+            }
+
+            /// # Safety
+            /// Called by the host only, with a buffer from `weir_alloc` (ABI §7).
+            #[unsafe(no_mangle)]
+            pub unsafe extern "C" fn weir_on_timers(ptr: i32, len: i32) -> i32 {
+                // SAFETY: the host passes a buffer it got from `weir_alloc` and gives it up.
+                unsafe { $crate::ffi::on_timers(&INSTANCE, ptr, len) }
+            }
+
+            #[unsafe(no_mangle)]
+            pub extern "C" fn weir_on_watermark(watermark: i64) -> i32 {
+                $crate::ffi::on_watermark(&INSTANCE, watermark)
             }
         };
     };

@@ -7,7 +7,8 @@
 //! never as a bare status — so the host always gets a message.
 //!
 //! Ownership (`docs/ABI.md` §7): the host asks [`alloc`] for exactly the length of each buffer it
-//! passes to `weir_init`, `weir_process` or `weir_restore`, fills it, and gives it up. The call
+//! passes to `weir_init`, `weir_process`, `weir_on_timers` or `weir_restore`, fills it, and gives
+//! it up. The call
 //! that receives it frees it on return (`HostBuffer`). An empty buffer arrives as pointer 0,
 //! length 0, with no allocation. Buffers passed to imports stay ours; the host copies them.
 //!
@@ -18,6 +19,8 @@ use std::cell::RefCell;
 use std::ptr::NonNull;
 use std::sync::Once;
 use std::thread::LocalKey;
+
+use weir_abi::TimeDomain;
 
 use crate::output::{Output, Sink};
 use crate::{Error, Operator, Result, State, dispatch};
@@ -36,6 +39,19 @@ unsafe extern "C" {
     /// `log(level, ptr, len)`: writes a UTF-8 line to the host's log.
     #[link_name = "log"]
     fn weir_log(level: i32, ptr: *const u8, len: usize);
+    /// `emit_to(name_ptr, name_len, ptr, len)`: appends one output batch to the side output
+    /// named by the UTF-8 text at `name_ptr`; the host copies both.
+    #[link_name = "emit_to"]
+    fn weir_emit_to(name_ptr: *const u8, name_len: usize, ptr: *const u8, len: usize);
+    /// `timer_set(domain, timestamp, key_ptr, key_len)`: sets a timer; the host copies the key.
+    #[link_name = "timer_set"]
+    fn weir_timer_set(domain: i32, timestamp: i64, key_ptr: *const u8, key_len: usize);
+    /// `timer_delete(domain, timestamp, key_ptr, key_len)`: deletes a timer, if set.
+    #[link_name = "timer_delete"]
+    fn weir_timer_delete(domain: i32, timestamp: i64, key_ptr: *const u8, key_len: usize);
+    /// `current_time(domain)`: the watermark (0) or the host's clock (1), in milliseconds.
+    #[link_name = "current_time"]
+    fn weir_current_time(domain: i32) -> i64;
 }
 
 // The `link_name`s above must be literals; keep them equal to the names in `weir-abi`.
@@ -45,6 +61,10 @@ const _: () = {
     assert!(same(weir_abi::imports::SAVE_STATE, "save_state"));
     assert!(same(weir_abi::imports::FAIL, "fail"));
     assert!(same(weir_abi::imports::LOG, "log"));
+    assert!(same(weir_abi::imports::EMIT_TO, "emit_to"));
+    assert!(same(weir_abi::imports::TIMER_SET, "timer_set"));
+    assert!(same(weir_abi::imports::TIMER_DELETE, "timer_delete"));
+    assert!(same(weir_abi::imports::CURRENT_TIME, "current_time"));
 };
 
 const fn same(a: &str, b: &str) -> bool {
@@ -67,7 +87,7 @@ pub type Slot<T> = LocalKey<RefCell<Option<T>>>;
 
 thread_local! {
     /// The output of the current call; its batch buffer is reused from call to call.
-    static OUTPUT: RefCell<Output> = RefCell::new(Output::new(Sink::Host(emit)));
+    static OUTPUT: RefCell<Output> = RefCell::new(Output::new(Sink::Host));
 }
 
 /// `weir_abi_version`.
@@ -122,6 +142,28 @@ pub unsafe fn process<T: Operator>(slot: &'static Slot<T>, ptr: i32, len: i32) -
     }))
 }
 
+/// `weir_on_timers`: hands the operator the timers that fired, in the batch at `ptr..ptr + len`.
+///
+/// # Safety
+/// `ptr` and `len` must be what the host passed to the export, under ABI §7: see
+/// `HostBuffer::adopt`.
+pub unsafe fn on_timers<T: Operator>(slot: &'static Slot<T>, ptr: i32, len: i32) -> i32 {
+    install_panic_hook();
+    // SAFETY: the caller passes on the host's buffer, per this function's contract.
+    let batch = unsafe { HostBuffer::adopt(ptr, len) };
+    status(with_operator(slot, "weir_on_timers", |operator| {
+        OUTPUT.with_borrow_mut(|out| dispatch::on_timers(operator, batch.bytes(), out))
+    }))
+}
+
+/// `weir_on_watermark`: tells the operator the watermark advanced to `watermark`.
+pub fn on_watermark<T: Operator>(slot: &'static Slot<T>, watermark: i64) -> i32 {
+    install_panic_hook();
+    status(with_operator(slot, "weir_on_watermark", |operator| {
+        OUTPUT.with_borrow_mut(|out| dispatch::on_watermark(operator, watermark, out))
+    }))
+}
+
 /// `weir_finish`: lets the operator emit its last records.
 pub fn finish<T: Operator>(slot: &'static Slot<T>) -> i32 {
     install_panic_hook();
@@ -170,9 +212,37 @@ pub fn checkpoint_complete<T: Operator>(slot: &'static Slot<T>, checkpoint_id: i
 }
 
 /// Sends one output batch to the host.
-fn emit(batch: &[u8]) {
+pub(crate) fn emit(batch: &[u8]) {
     // SAFETY: `batch` is a live slice; the host copies it during the call.
     unsafe { weir_emit(batch.as_ptr(), batch.len()) }
+}
+
+/// Sends one output batch to the host for the side output `name` (1 to 255 bytes, which
+/// `Output` checks).
+pub(crate) fn emit_to(name: &str, batch: &[u8]) {
+    // SAFETY: `name` and `batch` are live slices; the host copies them during the call.
+    unsafe { weir_emit_to(name.as_ptr(), name.len(), batch.as_ptr(), batch.len()) }
+}
+
+/// Sets a timer for `key` at `timestamp` in `domain`.
+pub(crate) fn timer_set(domain: TimeDomain, timestamp: i64, key: &[u8]) {
+    // The domain codes are 0 and 1: the cast keeps them.
+    let domain = domain.code() as i32;
+    // SAFETY: `key` is a live slice; the host copies it during the call.
+    unsafe { weir_timer_set(domain, timestamp, key.as_ptr(), key.len()) }
+}
+
+/// Deletes the timer for `key` at `timestamp` in `domain`, if it is set.
+pub(crate) fn timer_delete(domain: TimeDomain, timestamp: i64, key: &[u8]) {
+    let domain = domain.code() as i32;
+    // SAFETY: `key` is a live slice; the host copies it during the call.
+    unsafe { weir_timer_delete(domain, timestamp, key.as_ptr(), key.len()) }
+}
+
+/// The current time of `domain`: the task's watermark, or the host's clock.
+pub(crate) fn current_time(domain: TimeDomain) -> i64 {
+    // SAFETY: the import takes a number and reads no memory.
+    unsafe { weir_current_time(domain.code() as i32) }
 }
 
 /// Writes a line to the host's log.

@@ -64,12 +64,17 @@
 //! # How the crate is laid out
 //!
 //! - [`Operator`], [`Context`], [`Output`], [`State`], [`Error`]: what an operator author uses.
+//! - [`FiredTimers`], [`TimeDomain`]: event time and timers (`docs/ABI.md` §15), reached
+//!   through [`Output`] and [`Operator::on_timers`].
+//! - [`window`]: keyed tumbling, sliding and session windows on event time, with no timer code
+//!   (`docs/WINDOWS.md`).
 //! - `dispatch` (private): decoding the init message and batches, running the operator and
 //!   flushing its output — safe code shared by the wasm exports and the native harness.
 //! - `ffi` (private, wasm only): the host imports, buffer ownership and the panic hook; the only
 //!   `unsafe` code of the SDK.
 //! - [`export!`]: generates the ABI exports, each a one-line call into `ffi`.
-//! - [`testing`]: the native harness and its assertions.
+//! - [`testing`]: the native harness, its emulation of the host's timers and watermark, and its
+//!   assertions.
 //! - [`log`]: log lines, to the host's log in wasm and to stderr natively.
 
 #![deny(missing_docs)]
@@ -88,6 +93,8 @@ mod operator;
 mod output;
 mod state;
 pub mod testing;
+mod time;
+pub mod window;
 
 pub use context::Context;
 pub use error::{Error, Result};
@@ -96,7 +103,9 @@ pub use export::assert_exportable;
 pub use operator::Operator;
 pub use output::Output;
 pub use state::State;
-pub use weir_abi::{Batch, Record};
+pub use time::{FiredTimer, FiredTimers, FiredTimersIter};
+pub use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
+pub use weir_abi::{Batch, Record, TimeDomain};
 
 // The README's Rust example is the crate examples/rust/min-length, copied verbatim; the test
 // `readme` of tests/all checks that the copy is exact, so it cannot rot.
