@@ -181,6 +181,18 @@ pub enum Problem {
         /// The source.
         source_name: String,
     },
+    /// An operator or sink has a `watermark` table.
+    #[error(
+        "{kind} \"{vertex}\" has `watermark`: only sources make watermarks, and operators \
+         and sinks go by those of their inputs; set `watermark` on the source the records \
+         come from, or remove it"
+    )]
+    WatermarkNotOnSource {
+        /// `"operator"` or `"sink"`.
+        kind: &'static str,
+        /// The vertex.
+        vertex: String,
+    },
     /// An operator or sink has no (or empty) `inputs`.
     #[error(
         "{kind} \"{vertex}\" has no `inputs`: list at least one source or operator, e.g. inputs = [\"lines\"]"

@@ -21,10 +21,11 @@ use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
     CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
-    SinkSpec, SourceSpec,
+    SinkSpec, SourceSpec, WatermarkSpec,
 };
 use super::units::{format_duration, format_size};
 use super::validate;
+use super::watermark::WatermarkStrategy;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::ids::TaskId;
 use crate::wasm::GuestLimits;
@@ -78,6 +79,10 @@ pub struct Vertex {
     pub parallelism: u32,
     /// What it is, with the settings of its kind.
     pub kind: VertexKind,
+    /// How it makes watermarks: `Some` only for a source with a `watermark` table. A
+    /// source without one emits no watermark but the final one at the end of its input;
+    /// operators and sinks go by the watermarks of their inputs.
+    pub watermark: Option<WatermarkStrategy>,
     /// The line of its `name` key, for messages about the vertex after loading.
     pub line: usize,
 }
@@ -509,6 +514,7 @@ impl Job {
                         kind: None,
                         parallelism,
                         inputs: None,
+                        watermark: vertex.watermark.as_ref().map(watermark_spec),
                         path: None,
                         follow: None,
                         format: None,
@@ -609,6 +615,7 @@ impl Job {
                     image_full_every: (operator.image_full_every
                         != ImagePolicy::DEFAULT_FULL_EVERY)
                         .then(|| unspanned(operator.image_full_every)),
+                    watermark: None,
                 }),
                 VertexKind::Sink(kind) => {
                     let mut sink = SinkSpec {
@@ -624,6 +631,7 @@ impl Job {
                         transactional_id_prefix: None,
                         marker_topic: None,
                         properties: None,
+                        watermark: None,
                     };
                     let kind = match kind {
                         SinkKind::File { directory } => {
@@ -751,6 +759,20 @@ impl Job {
             .collect();
         Some(unspanned(inputs))
     }
+}
+
+/// A source's `watermark` table, every key explicit.
+fn watermark_spec(strategy: &WatermarkStrategy) -> Spanned<WatermarkSpec> {
+    let duration = |d: Duration| Some(unspanned(toml::Value::String(format_duration(d))));
+    unspanned(WatermarkSpec {
+        out_of_orderness: duration(strategy.out_of_orderness),
+        idle_timeout: Some(unspanned(toml::Value::String(
+            strategy
+                .idle_timeout
+                .map_or_else(|| "off".to_owned(), format_duration),
+        ))),
+        interval: duration(strategy.interval),
+    })
 }
 
 /// Writes the `key`, `value` and `timestamp` of a structured file format.

@@ -150,6 +150,10 @@ pub struct SourceSpec {
     /// `inputs`: never allowed on a source; kept so the error can say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `watermark` (every type): how the source makes watermarks; absent = none but the
+    /// final one at the end of its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<WatermarkSpec>>,
     /// `path` (file): the file to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<Spanned<String>>,
@@ -258,6 +262,10 @@ pub struct OperatorSpec {
     /// (default 10; 1 = no deltas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_full_every: Option<Spanned<u32>>,
+    /// `watermark`: never allowed on an operator (only sources make watermarks); kept so
+    /// the error can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<toml::Value>>,
 }
 
 /// A `[[sink]]` table. Which keys apply depends on `type`.
@@ -300,6 +308,36 @@ pub struct SinkSpec {
     /// `properties` (kafka): librdkafka settings passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub properties: Option<Spanned<toml::Table>>,
+    /// `watermark`: never allowed on a sink (only sources make watermarks); kept so the
+    /// error can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<toml::Value>>,
+}
+
+/// A source's `watermark` table; every key is optional.
+///
+/// ```toml
+/// watermark = { out_of_orderness = "2s", idle_timeout = "10s", interval = "200ms" }
+/// ```
+///
+/// The values are read as any TOML value, so that a number where a duration belongs is
+/// refused at validation with the forms a duration takes, rather than as a type mismatch.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table such as { out_of_orderness = \"2s\", idle_timeout = \"10s\", \
+                 interval = \"200ms\" }"
+)]
+pub struct WatermarkSpec {
+    /// `out_of_orderness`: a duration; default `"0s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_orderness: Option<Spanned<toml::Value>>,
+    /// `idle_timeout`: a duration, or `"off"`; default `"10s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Spanned<toml::Value>>,
+    /// `interval`: a duration above zero; default `"200ms"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Spanned<toml::Value>>,
 }
 
 /// One element of an `inputs` array: a vertex name, or a table naming the

@@ -1029,6 +1029,7 @@ fn keys_of_another_type_are_refused() {
                 "name",
                 "type",
                 "parallelism",
+                "watermark",
                 "seed",
                 "count",
                 "rate",
@@ -2068,4 +2069,210 @@ fn file_source_keys_of_a_generator_are_refused() {
         matches!(problem, Problem::KeyNotAllowed { key: "values", .. }),
         "{problem:?}"
     );
+}
+
+// ---- event time: watermarks, side outputs, generator disorder -------------
+
+/// Generator `in` → operator `windows` → sink `out`, whose `inputs` is `inputs` (TOML) on
+/// line 12.
+fn reading_windows(inputs: &str) -> String {
+    format!(
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+         [[operator]]\nname = \"windows\"\nmodule = \"windows.wasm\"\ninputs = [\"in\"]\n\
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = {inputs}\n"
+    )
+}
+
+/// [`reading_windows`] with `keys` (TOML lines) added to the operator, from line 9.
+fn windows_with(keys: &str) -> String {
+    reading_windows("[\"windows\"]").replace(
+        "inputs = [\"in\"]\n",
+        &format!("inputs = [\"in\"]\n{keys}\n"),
+    )
+}
+
+/// A Kafka source `in` with `keys` (TOML lines) added, from line 7.
+fn kafka_source_with(keys: &str) -> String {
+    MINIMAL.replace(
+        "type = \"generator\"",
+        &format!("type = \"kafka\"\nbootstrap = \"kafka-1:9092\"\ntopics = [\"t\"]\n{keys}"),
+    )
+}
+
+#[test]
+fn every_kind_of_source_takes_a_watermark_table() {
+    let full =
+        "watermark = { out_of_orderness = \"2s\", idle_timeout = \"10s\", interval = \"200ms\" }";
+    let watermark = |text: &str| job(text).vertex("in").unwrap().watermark;
+    let written = Some(WatermarkStrategy {
+        out_of_orderness: Duration::from_secs(2),
+        idle_timeout: Some(Duration::from_secs(10)),
+        interval: Duration::from_millis(200),
+    });
+    assert_eq!(watermark(&generator_with(full)), written);
+    assert_eq!(watermark(&file_source_with(full)), written);
+    assert_eq!(watermark(&kafka_source_with(full)), written);
+    // Without the table: no watermarks (but the last); operators and sinks never have one.
+    assert_eq!(watermark(MINIMAL), None);
+    assert!(
+        job(&reading_windows("[\"windows\"]"))
+            .vertices
+            .iter()
+            .all(|v| v.watermark.is_none())
+    );
+    // The empty table: every key at its default.
+    assert_eq!(
+        WatermarkStrategy::default(),
+        WatermarkStrategy {
+            out_of_orderness: Duration::ZERO,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            interval: DEFAULT_WATERMARK_INTERVAL,
+        }
+    );
+    assert_eq!(DEFAULT_IDLE_TIMEOUT, Duration::from_secs(10));
+    assert_eq!(DEFAULT_WATERMARK_INTERVAL, Duration::from_millis(200));
+    assert_eq!(
+        watermark(&generator_with("watermark = {}")),
+        Some(WatermarkStrategy::default())
+    );
+    assert_eq!(
+        watermark(&generator_with("watermark = { idle_timeout = \"off\" }")),
+        Some(WatermarkStrategy {
+            idle_timeout: None,
+            ..WatermarkStrategy::default()
+        })
+    );
+    // The table may also be written as a table of its own.
+    let own_table = "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                     [source.watermark]\ninterval = \"1s\"\nout_of_orderness = \"1500ms\"\n\
+                     [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n";
+    assert_eq!(
+        watermark(own_table),
+        Some(WatermarkStrategy {
+            out_of_orderness: Duration::from_millis(1500),
+            interval: Duration::from_secs(1),
+            ..WatermarkStrategy::default()
+        })
+    );
+}
+
+#[test]
+fn a_watermark_duration_of_the_wrong_form_is_refused_with_the_forms() {
+    assert_eq!(
+        message(&generator_with("watermark = { out_of_orderness = 2 }")),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\": expected an integer \
+         and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found 2"
+    );
+    assert_eq!(
+        message(&generator_with(
+            "watermark = { out_of_orderness = \"2 s\" }"
+        )),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\": expected an integer \
+         and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found \"2 s\""
+    );
+    assert_eq!(
+        message(&generator_with("watermark = { idle_timeout = \"never\" }")),
+        "test.toml:5:30: `watermark.idle_timeout` of source \"in\": expected \"off\" or an \
+         integer and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found \
+         \"never\""
+    );
+    let (line, key, found) = bad_value(&generator_with("watermark = { interval = true }"));
+    assert_eq!(
+        (line, key.as_str(), found.as_str()),
+        (5, "`watermark.interval` of source \"in\"", "true")
+    );
+}
+
+#[test]
+fn a_zero_watermark_interval_or_idle_timeout_is_refused_with_the_fix() {
+    assert_eq!(
+        message(&generator_with("watermark = { interval = \"0s\" }")),
+        "test.toml:5:26: `watermark.interval` of source \"in\": expected a duration above \
+         zero, e.g. \"200ms\" (how often the source emits a watermark), found \"0s\""
+    );
+    assert_eq!(
+        message(&generator_with("watermark = { idle_timeout = \"0ms\" }")),
+        "test.toml:5:30: `watermark.idle_timeout` of source \"in\": expected a duration above \
+         zero, e.g. \"10s\", or \"off\" (then an idle split holds the watermark back), found \
+         \"0ms\""
+    );
+    // No out-of-orderness is the default, and may be written.
+    job(&generator_with("watermark = { out_of_orderness = \"0s\" }"));
+}
+
+#[test]
+fn watermark_durations_are_bounded_like_every_duration() {
+    assert_eq!(
+        message(&generator_with(
+            "watermark = { out_of_orderness = \"8761h\" }"
+        )),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\" = \"8761h\" is too \
+         large: at most 8760h (365 days: a running job never reaches a longer one)"
+    );
+    for key in ["idle_timeout", "interval"] {
+        let m = message(&generator_with(&format!(
+            "watermark = {{ {key} = \"9999999h\" }}"
+        )));
+        assert!(
+            m.contains(&format!("`watermark.{key}`")) && m.contains("at most 8760h"),
+            "{m}"
+        );
+        let m = message(&generator_with(&format!(
+            "watermark = {{ {key} = \"99999999999999999999h\" }}"
+        )));
+        assert!(m.contains("overflows"), "{m}");
+    }
+    job(&generator_with(
+        "watermark = { out_of_orderness = \"8760h\" }",
+    ));
+}
+
+#[test]
+fn an_unknown_key_in_the_watermark_table_lists_its_keys() {
+    let (line, message) = syntax(&generator_with("watermark = { lateness = \"2s\" }"));
+    assert_eq!(line, 5);
+    assert!(
+        message.contains("unknown field `lateness`")
+            && message.contains("`out_of_orderness`, `idle_timeout`, `interval`"),
+        "{message}"
+    );
+    let (line, message) = syntax(&generator_with("watermark = \"2s\""));
+    assert_eq!(line, 5);
+    assert!(
+        message.starts_with("`watermark`: invalid type: string \"2s\", expected a table")
+            && message.contains("out_of_orderness"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_watermark_on_an_operator_or_a_sink_is_refused_with_the_fix() {
+    assert_eq!(
+        message(&windows_with("watermark = { out_of_orderness = \"2s\" }")),
+        "test.toml:9:13: operator \"windows\" has `watermark`: only sources make watermarks, \
+         and operators and sinks go by those of their inputs; set `watermark` on the source \
+         the records come from, or remove it"
+    );
+    let sink = format!("{MINIMAL}watermark = {{}}\n");
+    assert_eq!(
+        message(&sink),
+        "test.toml:9:13: sink \"out\" has `watermark`: only sources make watermarks, and \
+         operators and sinks go by those of their inputs; set `watermark` on the source the \
+         records come from, or remove it"
+    );
+}
+
+#[test]
+fn watermarks_are_written_back_and_are_settings_not_shape() {
+    let text = generator_with("watermark = { out_of_orderness = \"2s\", idle_timeout = \"off\" }");
+    let written = job(&text).to_toml();
+    assert!(written.contains("out_of_orderness = \"2s\""), "{written}");
+    assert!(written.contains("idle_timeout = \"off\""), "{written}");
+    assert!(
+        written.contains("interval = \"200ms\""),
+        "every setting explicit: {written}"
+    );
+    assert_eq!(without_lines(job(&written)), without_lines(job(&text)));
+    assert!(!job(MINIMAL).to_toml().contains("watermark"));
+    assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
 }

@@ -32,12 +32,14 @@ use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
 mod kafka;
+mod watermark;
 
 /// Keys of a file source.
 const FILE_SOURCE_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",
+    "watermark",
     "path",
     "follow",
     "format",
@@ -52,6 +54,7 @@ const GENERATOR_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",
+    "watermark",
     "seed",
     "count",
     "rate",
@@ -1064,11 +1067,16 @@ impl Validator<'_> {
                 ));
             }
         };
+        let watermark = match &spec.watermark {
+            Some(table) => Some(self.watermark(table.get_ref(), name)?),
+            None => None,
+        };
         Ok(Draft {
             vertex: Vertex {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Source(kind),
+                watermark,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1350,6 +1358,7 @@ impl Validator<'_> {
     ) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "operator")?;
         let name = spec.name.get_ref();
+        self.no_watermark(spec.watermark.as_ref(), "operator", name)?;
         let Some(module) = &spec.module else {
             let meaning = "the operator's .wasm file, relative to the job file's folder";
             let problem = Problem::MissingKey {
@@ -1408,6 +1417,7 @@ impl Validator<'_> {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Operator(operator),
+                watermark: None,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1418,6 +1428,7 @@ impl Validator<'_> {
     fn sink<'s>(&self, spec: &'s SinkSpec, job: &str) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "sink")?;
         let name = spec.name.get_ref();
+        self.no_watermark(spec.watermark.as_ref(), "sink", name)?;
         let Some(kind) = &spec.kind else {
             let problem = Problem::MissingKey {
                 owner: format!("sink \"{name}\""),
@@ -1483,6 +1494,7 @@ impl Validator<'_> {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Sink(kind),
+                watermark: None,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
