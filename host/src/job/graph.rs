@@ -296,6 +296,9 @@ pub struct Edge {
     pub port: u32,
     /// How records are spread over `to`'s subtasks.
     pub partitioner: Partitioner,
+    /// The side output of `from` this edge reads (the name its guest gives `emit_to`,
+    /// docs/ABI.md §15); `None` = its main output. Always `None` from a source.
+    pub output: Option<String>,
 }
 
 impl Vertex {
@@ -747,12 +750,15 @@ impl Job {
                 } else {
                     Partitioner::Rebalance
                 };
-                unspanned(if edge.partitioner == implied {
+                let partition = (edge.partitioner != implied)
+                    .then(|| unspanned(edge.partitioner.name().to_owned()));
+                unspanned(if partition.is_none() && edge.output.is_none() {
                     InputSpec::Name(edge.from.clone())
                 } else {
                     InputSpec::Edge {
                         from: unspanned(edge.from.clone()),
-                        partition: Some(unspanned(edge.partitioner.name().to_owned())),
+                        partition,
+                        output: edge.output.clone().map(unspanned),
                     }
                 })
             })

@@ -341,26 +341,28 @@ pub struct WatermarkSpec {
 }
 
 /// One element of an `inputs` array: a vertex name, or a table naming the
-/// vertex and the partitioner.
+/// vertex, the partitioner and the side output read.
 ///
 /// ```toml
-/// inputs = ["lines", { from = "split", partition = "key-hash" }]
+/// inputs = ["lines", { from = "split", partition = "key-hash" }, { from = "windows", output = "late" }]
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputSpec {
-    /// `"split"`: the partitioner is chosen by parallelism.
+    /// `"split"`: the main output, the partitioner chosen by parallelism.
     Name(String),
-    /// `{ from = "split", partition = "key-hash" }`.
+    /// `{ from = "split", partition = "key-hash", output = "late" }`.
     Edge {
         /// `from`: the upstream vertex (required).
         from: Spanned<String>,
         /// `partition`: `forward`, `rebalance`, `key-hash` or `broadcast`.
         partition: Option<Spanned<String>>,
+        /// `output`: a side output of `from` (an operator); absent = its main output.
+        output: Option<Spanned<String>>,
     },
 }
 
 /// The keys of an input table.
-const INPUT_KEYS: &[&str] = &["from", "partition"];
+const INPUT_KEYS: &[&str] = &["from", "partition", "output"];
 
 impl<'de> Deserialize<'de> for InputSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -368,7 +370,7 @@ impl<'de> Deserialize<'de> for InputSpec {
     }
 }
 
-/// Accepts a string or a `{ from, partition }` table, refusing other keys.
+/// Accepts a string or a `{ from, partition, output }` table, refusing other keys.
 struct InputVisitor;
 
 impl<'de> Visitor<'de> for InputVisitor {
@@ -376,7 +378,8 @@ impl<'de> Visitor<'de> for InputVisitor {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
-            "a vertex name or a table { from = \"<vertex>\", partition = \"<partitioner>\" }",
+            "a vertex name or a table { from = \"<vertex>\", partition = \"<partitioner>\", \
+             output = \"<side output>\" }",
         )
     }
 
@@ -387,6 +390,7 @@ impl<'de> Visitor<'de> for InputVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputSpec, A::Error> {
         let mut from = None;
         let mut partition = None;
+        let mut output = None;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "from" if from.is_some() => return Err(de::Error::duplicate_field("from")),
@@ -395,11 +399,17 @@ impl<'de> Visitor<'de> for InputVisitor {
                     return Err(de::Error::duplicate_field("partition"));
                 }
                 "partition" => partition = Some(map.next_value()?),
+                "output" if output.is_some() => return Err(de::Error::duplicate_field("output")),
+                "output" => output = Some(map.next_value()?),
                 other => return Err(de::Error::unknown_field(other, INPUT_KEYS)),
             }
         }
         let from = from.ok_or_else(|| de::Error::missing_field("from"))?;
-        Ok(InputSpec::Edge { from, partition })
+        Ok(InputSpec::Edge {
+            from,
+            partition,
+            output,
+        })
     }
 }
 
@@ -407,10 +417,17 @@ impl Serialize for InputSpec {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             InputSpec::Name(name) => serializer.serialize_str(name),
-            InputSpec::Edge { from, partition } => {
-                let mut map =
-                    serializer.serialize_map(Some(1 + usize::from(partition.is_some())))?;
+            InputSpec::Edge {
+                from,
+                partition,
+                output,
+            } => {
+                let len = 1 + usize::from(output.is_some()) + usize::from(partition.is_some());
+                let mut map = serializer.serialize_map(Some(len))?;
                 map.serialize_entry("from", from.get_ref())?;
+                if let Some(output) = output {
+                    map.serialize_entry("output", output.get_ref())?;
+                }
                 if let Some(partition) = partition {
                     map.serialize_entry("partition", partition.get_ref())?;
                 }

@@ -149,6 +149,7 @@ fn edge(from: &str, to: &str, port: u32, partitioner: Partitioner) -> Edge {
         to: to.into(),
         port,
         partitioner,
+        output: None,
     }
 }
 
@@ -734,7 +735,7 @@ fn input_table_with_unknown_key_is_refused() {
     assert_eq!(line, 8);
     assert_eq!(
         message,
-        "unknown field `form`, expected `from` or `partition`"
+        "unknown field `form`, expected one of `from`, `partition`, `output`"
     );
 }
 
@@ -1258,7 +1259,8 @@ fn same_input_twice_is_refused() {
             Problem::DuplicateInput {
                 kind: "sink",
                 vertex: "out".into(),
-                input: "in".into()
+                input: "in".into(),
+                output: None,
             }
         )
     );
@@ -2275,4 +2277,115 @@ fn watermarks_are_written_back_and_are_settings_not_shape() {
     assert_eq!(without_lines(job(&written)), without_lines(job(&text)));
     assert!(!job(MINIMAL).to_toml().contains("watermark"));
     assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
+}
+
+#[test]
+fn an_input_may_read_a_side_output_of_an_operator() {
+    let text = reading_windows(
+        "[\"windows\", { from = \"windows\", output = \"late\" }, { from = \"windows\", output = \
+         \"errors\", partition = \"broadcast\" }]",
+    );
+    let side = |from: &str, port: u32, partitioner: Partitioner, output: &str| Edge {
+        output: Some(output.into()),
+        ..edge(from, "out", port, partitioner)
+    };
+    assert_eq!(
+        job(&text).edges,
+        [
+            edge("in", "windows", 0, Partitioner::Forward),
+            edge("windows", "out", 0, Partitioner::Forward),
+            side("windows", 1, Partitioner::Forward, "late"),
+            side("windows", 2, Partitioner::Broadcast, "errors"),
+        ]
+    );
+    // Only a side output read: the operator still feeds something.
+    job(&reading_windows(
+        "[{ from = \"windows\", output = \"late\" }]",
+    ));
+    // Names are bytes of UTF-8: 127 two-byte letters are 254 bytes.
+    job(&reading_windows(&format!(
+        "[{{ from = \"windows\", output = \"{}\" }}]",
+        "é".repeat(127)
+    )));
+}
+
+#[test]
+fn a_side_output_of_a_source_is_refused() {
+    assert_eq!(
+        message(&reading_windows(
+            "[\"windows\", { from = \"in\", output = \"late\" }]"
+        )),
+        "test.toml:12:46: sink \"out\" reads side output \"late\" of source \"in\": sources have \
+         only their main output; remove `output`, or read the side output of an operator"
+    );
+}
+
+#[test]
+fn a_side_output_name_is_1_to_255_bytes() {
+    assert_eq!(
+        message(&reading_windows("[{ from = \"windows\", output = \"\" }]")),
+        "test.toml:12:40: `output` of input \"windows\" of sink \"out\": expected the name of a \
+         side output of \"windows\", 1 to 255 bytes of UTF-8, as its guest passes it to \
+         `emit_to` (docs/ABI.md §15), found \"\""
+    );
+    let long = "é".repeat(128);
+    let (line, key, found) = bad_value(&reading_windows(&format!(
+        "[{{ from = \"windows\", output = \"{long}\" }}]"
+    )));
+    assert_eq!(
+        (line, key.as_str(), found),
+        (
+            12,
+            "`output` of input \"windows\" of sink \"out\"",
+            format!("\"{long}\" (256 bytes)")
+        )
+    );
+}
+
+#[test]
+fn the_same_output_of_the_same_vertex_twice_is_a_duplicate_input() {
+    assert_eq!(
+        message(&reading_windows(
+            "[{ from = \"windows\", output = \"late\" }, { from = \"windows\", output = \"late\", \
+             partition = \"broadcast\" }]"
+        )),
+        "test.toml:12:59: sink \"out\" lists input \"windows\" (side output \"late\") twice: list \
+         each input once"
+    );
+    // The main output and a side output are two inputs.
+    job(&reading_windows(
+        "[\"windows\", { from = \"windows\", output = \"late\" }]",
+    ));
+}
+
+#[test]
+fn side_outputs_are_written_back_and_are_part_of_the_shape() {
+    let text = reading_windows(
+        "[{ from = \"windows\", output = \"late\" }, { from = \"windows\", output = \"errors\", \
+         partition = \"broadcast\" }]",
+    );
+    let original = job(&text);
+    let written = original.to_toml();
+    assert!(written.contains("output = \"late\""), "{written}");
+    assert!(written.contains("output = \"errors\""), "{written}");
+    let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(
+        without_lines(reread.clone()),
+        without_lines(original.clone()),
+        "{written}"
+    );
+    assert_eq!(reread.to_toml(), written, "writing is deterministic");
+    assert_eq!(reread.fingerprint(), original.fingerprint());
+
+    let main = job(&reading_windows("[\"windows\"]")).fingerprint();
+    let late = job(&reading_windows(
+        "[{ from = \"windows\", output = \"late\" }]",
+    ))
+    .fingerprint();
+    let errors = job(&reading_windows(
+        "[{ from = \"windows\", output = \"errors\" }]",
+    ))
+    .fingerprint();
+    assert_ne!(late, main, "which output an edge reads is shape");
+    assert_ne!(late, errors);
 }

@@ -88,6 +88,9 @@ const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
 const DEFAULT_GENERATOR_MIN: i64 = 0;
 /// Generator default `max` of `values = "integers"` (docs/JOB.md).
 const DEFAULT_GENERATOR_MAX: i64 = 99;
+/// The longest side output name, in bytes of UTF-8: what a guest may pass to `emit_to`
+/// (docs/ABI.md §15).
+const MAX_SIDE_OUTPUT_NAME: usize = 255;
 /// The largest csv column index a file source may name: a line with more columns than this
 /// is not a table anyone writes by hand, and the index must fit a TOML integer.
 pub const MAX_CSV_COLUMN: u64 = 65_535;
@@ -225,6 +228,8 @@ struct DraftEdge {
     to: usize,
     port: u32,
     partitioner: Partitioner,
+    /// The side output read; `None` = the main output.
+    output: Option<String>,
     /// Where the input is written.
     span: Range<usize>,
 }
@@ -535,6 +540,7 @@ impl Validator<'_> {
                 to: drafts[e.to].vertex.name.clone(),
                 port: e.port,
                 partitioner: e.partitioner,
+                output: e.output.clone(),
             })
             .collect();
         let mut drafts: Vec<Option<Draft>> = drafts.into_iter().map(Some).collect();
@@ -1546,11 +1552,18 @@ impl Validator<'_> {
             };
             let first_edge = edges.len();
             for (port, input) in inputs.iter().enumerate() {
-                let (from_name, span, partition) = match input.get_ref() {
-                    InputSpec::Name(from) => (from.as_str(), input.span(), None),
-                    InputSpec::Edge { from, partition } => {
-                        (from.get_ref().as_str(), from.span(), partition.as_ref())
-                    }
+                let (from_name, span, partition, output) = match input.get_ref() {
+                    InputSpec::Name(from) => (from.as_str(), input.span(), None, None),
+                    InputSpec::Edge {
+                        from,
+                        partition,
+                        output,
+                    } => (
+                        from.get_ref().as_str(),
+                        from.span(),
+                        partition.as_ref(),
+                        output.as_ref(),
+                    ),
                 };
                 let Some(&from) = index.get(from_name) else {
                     let problem = Problem::UnknownInput {
@@ -1570,14 +1583,19 @@ impl Validator<'_> {
                     };
                     return Err(self.error(span, problem));
                 }
+                let output = match output {
+                    Some(output) => Some(self.side_output(output, upstream, kind, vertex)?),
+                    None => None,
+                };
                 if edges[first_edge..]
                     .iter()
-                    .any(|e: &DraftEdge| e.from == from)
+                    .any(|e: &DraftEdge| e.from == from && e.output == output)
                 {
                     let problem = Problem::DuplicateInput {
                         kind,
                         vertex: vertex.name.clone(),
                         input: from_name.to_owned(),
+                        output,
                     };
                     return Err(self.error(span, problem));
                 }
@@ -1616,11 +1634,55 @@ impl Validator<'_> {
                     to,
                     port,
                     partitioner,
+                    output,
                     span,
                 });
             }
         }
         Ok(edges)
+    }
+
+    /// The `output` of an input of `vertex` (a `kind`) from `upstream`: a side output of an
+    /// operator, named as its guest names it (docs/ABI.md §15).
+    fn side_output(
+        &self,
+        output: &Spanned<String>,
+        upstream: &Vertex,
+        kind: &'static str,
+        vertex: &Vertex,
+    ) -> Result<String, JobError> {
+        let name = output.get_ref();
+        if matches!(upstream.kind, VertexKind::Source(_)) {
+            let problem = Problem::SideOutputOfSource {
+                kind,
+                vertex: vertex.name.clone(),
+                source_name: upstream.name.clone(),
+                output: name.clone(),
+            };
+            return Err(self.error(output.span(), problem));
+        }
+        if !(1..=MAX_SIDE_OUTPUT_NAME).contains(&name.len()) {
+            let found = if name.is_empty() {
+                "\"\"".to_owned()
+            } else {
+                format!("{name:?} ({} bytes)", name.len())
+            };
+            let key = format!(
+                "`output` of input \"{}\" of {kind} \"{}\"",
+                upstream.name, vertex.name
+            );
+            return Err(self.bad_value(
+                output.span(),
+                key,
+                found,
+                format!(
+                    "the name of a side output of \"{}\", 1 to {MAX_SIDE_OUTPUT_NAME} bytes of \
+                     UTF-8, as its guest passes it to `emit_to` (docs/ABI.md §15)",
+                    upstream.name
+                ),
+            ));
+        }
+        Ok(name.clone())
     }
 
     /// The vertices in topological order (Kahn's algorithm, ties in file
