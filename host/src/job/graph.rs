@@ -195,6 +195,11 @@ pub struct GeneratorSettings {
     pub value_size: usize,
     /// What the values are (`values`, with `min` and `max`).
     pub values: GeneratorValues,
+    /// How far out of order the timestamps are, in milliseconds (`disorder`): record `i`
+    /// has timestamp `i − d`, `d` from 0 to `disorder` derived from the seed and `i`, and
+    /// never below 0. 0 = timestamp `i`, in order. At most
+    /// [`MAX_GENERATOR_DISORDER`](super::MAX_GENERATOR_DISORDER).
+    pub disorder: u64,
 }
 
 /// What a generator's values are made of (`values`; docs/JOB.md).
@@ -534,6 +539,7 @@ impl Job {
                         values: None,
                         min: None,
                         max: None,
+                        disorder: None,
                         bootstrap: None,
                         topics: None,
                         topic_pattern: None,
@@ -583,8 +589,12 @@ impl Job {
                             keys,
                             value_size,
                             values,
+                            disorder,
                         }) => {
                             source.kind = Some(unspanned("generator".into()));
+                            // Written only when set, so job files written back before
+                            // disorder existed keep their text.
+                            source.disorder = (*disorder != 0).then(|| unspanned(*disorder));
                             source.seed = Some(unspanned(*seed));
                             source.count = count.map(unspanned);
                             source.rate = rate.map(unspanned);

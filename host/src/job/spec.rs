@@ -205,6 +205,9 @@ pub struct SourceSpec {
     /// `max` (generator, integers): the largest value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Spanned<i64>>,
+    /// `disorder` (generator): how many milliseconds a record's timestamp may be moved back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disorder: Option<Spanned<u64>>,
     /// `bootstrap` (kafka): `host:port[,host:port…]` of the brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Spanned<String>>,

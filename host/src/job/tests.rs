@@ -261,6 +261,7 @@ fn absent_tables_and_keys_take_their_defaults() {
             keys: 1_000,
             value_size: 16,
             values: GeneratorValues::Letters,
+            disorder: 0,
         }))
     );
     assert_eq!(job.edges, [edge("in", "out", 0, Partitioner::Forward)]);
@@ -380,6 +381,7 @@ fn complete_job_reads_every_key() {
             keys: 17,
             value_size: 64,
             values: GeneratorValues::Letters,
+            disorder: 0,
         }))
     );
     let split = job.vertex("split").unwrap();
@@ -1038,7 +1040,8 @@ fn keys_of_another_type_are_refused() {
                 "value_size",
                 "values",
                 "min",
-                "max"
+                "max",
+                "disorder"
             ],
         }
     );
@@ -2388,4 +2391,58 @@ fn side_outputs_are_written_back_and_are_part_of_the_shape() {
     .fingerprint();
     assert_ne!(late, main, "which output an edge reads is shape");
     assert_ne!(late, errors);
+}
+
+#[test]
+fn a_generator_takes_a_bounded_disorder() {
+    let disorder = |text: &str| {
+        let VertexKind::Source(SourceKind::Generator(settings)) = &job(text).vertices[0].kind
+        else {
+            panic!("in is a generator");
+        };
+        settings.disorder
+    };
+    assert_eq!(disorder(MINIMAL), 0, "in order by default");
+    assert_eq!(disorder(&generator_with("disorder = 250")), 250);
+    assert_eq!(
+        disorder(&generator_with("disorder = 3600000")),
+        MAX_GENERATOR_DISORDER
+    );
+    assert_eq!(
+        message(&generator_with("disorder = 3600001")),
+        "test.toml:5:12: `disorder` of source \"in\" = 3600001 is too large: at most 3600000 \
+         (one hour, in milliseconds of timestamp; a test of late and out-of-order records needs \
+         no more)"
+    );
+    let (line, message) = syntax(&generator_with("disorder = -1"));
+    assert_eq!(line, 5);
+    assert!(
+        message.starts_with("`disorder`: invalid value"),
+        "{message}"
+    );
+    let (line, problem) = invalid(&file_source_with("disorder = 10"));
+    assert_eq!(line, 6);
+    assert!(
+        matches!(
+            problem,
+            Problem::KeyNotAllowed {
+                key: "disorder",
+                ..
+            }
+        ),
+        "{problem:?}"
+    );
+}
+
+#[test]
+fn disorder_is_written_back_when_set_and_is_a_setting_not_shape() {
+    let text = generator_with("disorder = 250");
+    let written = job(&text).to_toml();
+    assert!(written.contains("disorder = 250"), "{written}");
+    assert_eq!(without_lines(job(&written)), without_lines(job(&text)));
+    assert!(
+        !job(MINIMAL).to_toml().contains("disorder"),
+        "the default is not written"
+    );
+    assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
 }

@@ -63,6 +63,7 @@ const GENERATOR_KEYS: &[&str] = &[
     "values",
     "min",
     "max",
+    "disorder",
 ];
 /// Keys of a file sink.
 const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path"];
@@ -108,6 +109,10 @@ pub const MAX_SUBTASKS: u32 = 1024;
 pub const MAX_VALUE_SIZE: usize = 1 << 20;
 /// The largest generator `count`: record `i` has timestamp `i`, an `i64`.
 pub const MAX_GENERATOR_COUNT: u64 = i64::MAX as u64;
+/// The largest generator `disorder`, in milliseconds (one hour): how far back a record's
+/// timestamp may be moved. Disorder is for testing late and out-of-order records; windows
+/// and watermark lags beyond an hour are not what such a test needs.
+pub const MAX_GENERATOR_DISORDER: u64 = 3_600_000;
 /// The largest generator `rate`, in records per second: far beyond what a source produces
 /// (leave `rate` out for no limit); the pacing arithmetic stays exact below it.
 pub const MAX_GENERATOR_RATE: f64 = 1e9;
@@ -946,6 +951,7 @@ impl Validator<'_> {
             ("values", span_of(&spec.values)),
             ("min", span_of(&spec.min)),
             ("max", span_of(&spec.max)),
+            ("disorder", span_of(&spec.disorder)),
             ("bootstrap", span_of(&spec.bootstrap)),
             ("topics", span_of(&spec.topics)),
             ("topic_pattern", span_of(&spec.topic_pattern)),
@@ -1050,6 +1056,22 @@ impl Validator<'_> {
                         },
                     ));
                 }
+                let disorder = match &spec.disorder {
+                    Some(disorder) if *disorder.get_ref() > MAX_GENERATOR_DISORDER => {
+                        return Err(self.error(
+                            disorder.span(),
+                            Problem::TooLarge {
+                                key: vertex_key("disorder", "source", name),
+                                found: disorder.get_ref().to_string(),
+                                max: MAX_GENERATOR_DISORDER.to_string(),
+                                reason: "one hour, in milliseconds of timestamp; a test of late \
+                                         and out-of-order records needs no more",
+                            },
+                        ));
+                    }
+                    Some(disorder) => *disorder.get_ref(),
+                    None => 0,
+                };
                 let values = self.generator_values(spec, name)?;
                 SourceKind::Generator(GeneratorSettings {
                     seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
@@ -1058,6 +1080,7 @@ impl Validator<'_> {
                     keys,
                     value_size,
                     values,
+                    disorder,
                 })
             }
             "kafka" => {
