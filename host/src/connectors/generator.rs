@@ -145,6 +145,15 @@ const DISORDER_STREAM: u64 = u64::from_be_bytes(*b"disorder");
 ///
 /// Crate-visible only, as the connectors are: integration tests (under `tests/`) reach a
 /// generator through job files and `weir run`, never its internals.
+#[cfg_attr(
+    not(test),
+    expect(
+        dead_code,
+        reason = "for the event-time runtime of issue 18, which is not merged yet (the \
+                  generator itself draws from the record's hash it already has): remove this \
+                  once it calls the function"
+    )
+)]
 pub(crate) fn generator_timestamp(seed: u64, index: u64, disorder: u64) -> i64 {
     if disorder == 0 {
         return index as i64;
