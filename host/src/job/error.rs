@@ -163,8 +163,11 @@ pub enum Problem {
         /// The sink.
         sink: String,
     },
-    /// The same vertex is listed twice in one `inputs`.
-    #[error("{kind} \"{vertex}\" lists input \"{input}\" twice: list each input once")]
+    /// The same output of the same vertex is listed twice in one `inputs`.
+    #[error(
+        "{kind} \"{vertex}\" lists input \"{input}\"{} twice: list each input once",
+        output.as_ref().map_or_else(String::new, |o| format!(" (side output \"{o}\")"))
+    )]
     DuplicateInput {
         /// The reading vertex's kind.
         kind: &'static str,
@@ -172,6 +175,24 @@ pub enum Problem {
         vertex: String,
         /// The input listed twice.
         input: String,
+        /// The side output of `input` listed twice; `None` = its main output.
+        output: Option<String>,
+    },
+    /// An input reads a side output of a source.
+    #[error(
+        "{kind} \"{vertex}\" reads side output \"{output}\" of source \"{source_name}\": \
+         sources have only their main output; remove `output`, or read the side output of an \
+         operator"
+    )]
+    SideOutputOfSource {
+        /// The reading vertex's kind.
+        kind: &'static str,
+        /// The reading vertex.
+        vertex: String,
+        /// The source.
+        source_name: String,
+        /// The side output named.
+        output: String,
     },
     /// A source has `inputs`.
     #[error(
@@ -180,6 +201,18 @@ pub enum Problem {
     SourceWithInputs {
         /// The source.
         source_name: String,
+    },
+    /// An operator or sink has a `watermark` table.
+    #[error(
+        "{kind} \"{vertex}\" has `watermark`: only sources make watermarks, and operators \
+         and sinks go by those of their inputs; set `watermark` on the source the records \
+         come from, or remove it"
+    )]
+    WatermarkNotOnSource {
+        /// `"operator"` or `"sink"`.
+        kind: &'static str,
+        /// The vertex.
+        vertex: String,
     },
     /// An operator or sink has no (or empty) `inputs`.
     #[error(

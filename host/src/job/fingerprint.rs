@@ -7,12 +7,21 @@
 //! what goes in, or how, changes every fingerprint, so existing checkpoints no
 //! longer match their jobs: do it on purpose, bump [`FORMAT`], and update the
 //! pinned value in the tests and docs/JOB.md.
+//!
+//! An edge's side output was added without a new format: it is hashed only when the edge
+//! reads one, after a tag no edge's first field can begin with, so every graph without
+//! side outputs (every graph before them) keeps its fingerprint and its checkpoints.
 
 use super::graph::{Job, SinkKind, SourceKind, VertexKind};
 use crate::checkpoint::metadata::JobIdentity;
 
 /// Names the encoding; part of the hashed bytes.
 const FORMAT: &[u8] = b"weir job graph fingerprint v1";
+
+/// Comes before the name of the side output an edge reads. An edge reading the main output
+/// is followed by the next edge's `from`, whose length prefix is a vertex name's (at most
+/// 64), or by nothing: never this, so the encoding stays unambiguous.
+const SIDE_OUTPUT_TAG: u64 = u64::MAX;
 
 /// 64-bit FNV-1a.
 struct Fnv1a(u64);
@@ -59,10 +68,11 @@ impl Job {
     }
 
     /// A stable hash of the graph's shape: every vertex's name, kind (with the
-    /// source or sink type) and parallelism, and every edge's ends, port and
-    /// partitioner — nothing else (not module paths, configs, limits or
-    /// checkpoint settings, which may change between a checkpoint and its
-    /// restore). Independent of the order of tables in the job file.
+    /// source or sink type) and parallelism, and every edge's ends, port,
+    /// partitioner and side output — nothing else (not module paths, configs,
+    /// limits, watermark strategies or checkpoint settings, which may change
+    /// between a checkpoint and its restore). Independent of the order of tables
+    /// in the job file.
     pub fn fingerprint(&self) -> u64 {
         let mut hash = Fnv1a::new();
         hash.bytes(FORMAT);
@@ -91,6 +101,10 @@ impl Job {
             hash.str(&edge.to);
             hash.u64(u64::from(edge.port));
             hash.str(edge.partitioner.name());
+            if let Some(output) = &edge.output {
+                hash.u64(SIDE_OUTPUT_TAG);
+                hash.str(output);
+            }
         }
         hash.0
     }

@@ -21,10 +21,11 @@ use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
 use super::spec::{
     CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
-    SinkSpec, SourceSpec,
+    SinkSpec, SourceSpec, WatermarkSpec,
 };
 use super::units::{format_duration, format_size};
 use super::validate;
+use super::watermark::WatermarkStrategy;
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::ids::TaskId;
 use crate::wasm::GuestLimits;
@@ -78,6 +79,10 @@ pub struct Vertex {
     pub parallelism: u32,
     /// What it is, with the settings of its kind.
     pub kind: VertexKind,
+    /// How it makes watermarks: `Some` only for a source with a `watermark` table. A
+    /// source without one emits no watermark but the final one at the end of its input;
+    /// operators and sinks go by the watermarks of their inputs.
+    pub watermark: Option<WatermarkStrategy>,
     /// The line of its `name` key, for messages about the vertex after loading.
     pub line: usize,
 }
@@ -190,6 +195,11 @@ pub struct GeneratorSettings {
     pub value_size: usize,
     /// What the values are (`values`, with `min` and `max`).
     pub values: GeneratorValues,
+    /// How far out of order the timestamps are, in milliseconds (`disorder`): record `i`
+    /// has timestamp `i − d`, `d` from 0 to `disorder` derived from the seed and `i`, and
+    /// never below 0. 0 = timestamp `i`, in order. At most
+    /// [`MAX_GENERATOR_DISORDER`](super::MAX_GENERATOR_DISORDER).
+    pub disorder: u64,
 }
 
 /// What a generator's values are made of (`values`; docs/JOB.md).
@@ -291,6 +301,9 @@ pub struct Edge {
     pub port: u32,
     /// How records are spread over `to`'s subtasks.
     pub partitioner: Partitioner,
+    /// The side output of `from` this edge reads (the name its guest gives `emit_to`,
+    /// docs/ABI.md §15); `None` = its main output. Always `None` from a source.
+    pub output: Option<String>,
 }
 
 impl Vertex {
@@ -509,6 +522,7 @@ impl Job {
                         kind: None,
                         parallelism,
                         inputs: None,
+                        watermark: vertex.watermark.as_ref().map(watermark_spec),
                         path: None,
                         follow: None,
                         format: None,
@@ -525,6 +539,7 @@ impl Job {
                         values: None,
                         min: None,
                         max: None,
+                        disorder: None,
                         bootstrap: None,
                         topics: None,
                         topic_pattern: None,
@@ -574,8 +589,12 @@ impl Job {
                             keys,
                             value_size,
                             values,
+                            disorder,
                         }) => {
                             source.kind = Some(unspanned("generator".into()));
+                            // Written only when set, so job files written back before
+                            // disorder existed keep their text.
+                            source.disorder = (*disorder != 0).then(|| unspanned(*disorder));
                             source.seed = Some(unspanned(*seed));
                             source.count = count.map(unspanned);
                             source.rate = rate.map(unspanned);
@@ -609,6 +628,7 @@ impl Job {
                     image_full_every: (operator.image_full_every
                         != ImagePolicy::DEFAULT_FULL_EVERY)
                         .then(|| unspanned(operator.image_full_every)),
+                    watermark: None,
                 }),
                 VertexKind::Sink(kind) => {
                     let mut sink = SinkSpec {
@@ -624,6 +644,7 @@ impl Job {
                         transactional_id_prefix: None,
                         marker_topic: None,
                         properties: None,
+                        watermark: None,
                     };
                     let kind = match kind {
                         SinkKind::File { directory } => {
@@ -739,18 +760,35 @@ impl Job {
                 } else {
                     Partitioner::Rebalance
                 };
-                unspanned(if edge.partitioner == implied {
+                let partition = (edge.partitioner != implied)
+                    .then(|| unspanned(edge.partitioner.name().to_owned()));
+                unspanned(if partition.is_none() && edge.output.is_none() {
                     InputSpec::Name(edge.from.clone())
                 } else {
                     InputSpec::Edge {
                         from: unspanned(edge.from.clone()),
-                        partition: Some(unspanned(edge.partitioner.name().to_owned())),
+                        partition,
+                        output: edge.output.clone().map(unspanned),
                     }
                 })
             })
             .collect();
         Some(unspanned(inputs))
     }
+}
+
+/// A source's `watermark` table, every key explicit.
+fn watermark_spec(strategy: &WatermarkStrategy) -> Spanned<WatermarkSpec> {
+    let duration = |d: Duration| Some(unspanned(toml::Value::String(format_duration(d))));
+    unspanned(WatermarkSpec {
+        out_of_orderness: duration(strategy.out_of_orderness),
+        idle_timeout: Some(unspanned(toml::Value::String(
+            strategy
+                .idle_timeout
+                .map_or_else(|| "off".to_owned(), format_duration),
+        ))),
+        interval: duration(strategy.interval),
+    })
 }
 
 /// Writes the `key`, `value` and `timestamp` of a structured file format.

@@ -6,8 +6,8 @@
 //! 1. [`spec`]: serde reads the text into [`JobSpec`] — the file's shape, with
 //!    unknown keys and wrong types refused and positions kept.
 //! 2. validation turns the spec into a [`Job`], the job graph: vertices with
-//!    kind-specific settings, [`Edge`]s with a [`Partitioner`] and an input port,
-//!    a [`CheckpointConfig`](crate::checkpoint::config::CheckpointConfig), a
+//!    kind-specific settings (and a source's [`WatermarkStrategy`]), [`Edge`]s with a
+//!    [`Partitioner`] and an input port, a [`CheckpointConfig`](crate::checkpoint::config::CheckpointConfig), a
 //!    [`RestartStrategy`] and [`GuestLimits`](crate::wasm::GuestLimits); paths resolved against the job
 //!    file's folder. Every error is a [`JobError`] that displays as
 //!    `file:line:column: message`.
@@ -32,6 +32,7 @@ pub mod spec;
 mod status;
 mod units;
 mod validate;
+mod watermark;
 
 #[cfg(test)]
 mod tests;
@@ -54,6 +55,7 @@ pub use units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 pub use validate::{
-    MAX_CSV_COLUMN, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES,
-    MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE,
+    MAX_CSV_COLUMN, MAX_DURATION, MAX_GENERATOR_COUNT, MAX_GENERATOR_DISORDER, MAX_GENERATOR_RATE,
+    MAX_GUEST_BYTES, MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE,
 };
+pub use watermark::{DEFAULT_IDLE_TIMEOUT, DEFAULT_WATERMARK_INTERVAL, WatermarkStrategy};

@@ -150,6 +150,10 @@ pub struct SourceSpec {
     /// `inputs`: never allowed on a source; kept so the error can say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `watermark` (every type): how the source makes watermarks; absent = none but the
+    /// final one at the end of its input.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<WatermarkSpec>>,
     /// `path` (file): the file to read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<Spanned<String>>,
@@ -201,6 +205,9 @@ pub struct SourceSpec {
     /// `max` (generator, integers): the largest value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<Spanned<i64>>,
+    /// `disorder` (generator): how many milliseconds a record's timestamp may be moved back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disorder: Option<Spanned<u64>>,
     /// `bootstrap` (kafka): `host:port[,host:port…]` of the brokers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bootstrap: Option<Spanned<String>>,
@@ -258,6 +265,10 @@ pub struct OperatorSpec {
     /// (default 10; 1 = no deltas).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image_full_every: Option<Spanned<u32>>,
+    /// `watermark`: never allowed on an operator (only sources make watermarks); kept so
+    /// the error can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<toml::Value>>,
 }
 
 /// A `[[sink]]` table. Which keys apply depends on `type`.
@@ -300,29 +311,61 @@ pub struct SinkSpec {
     /// `properties` (kafka): librdkafka settings passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub properties: Option<Spanned<toml::Table>>,
+    /// `watermark`: never allowed on a sink (only sources make watermarks); kept so the
+    /// error can say so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<Spanned<toml::Value>>,
+}
+
+/// A source's `watermark` table; every key is optional.
+///
+/// ```toml
+/// watermark = { out_of_orderness = "2s", idle_timeout = "10s", interval = "200ms" }
+/// ```
+///
+/// The values are read as any TOML value, so that a number where a duration belongs is
+/// refused at validation with the forms a duration takes, rather than as a type mismatch.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(
+    deny_unknown_fields,
+    expecting = "a table such as { out_of_orderness = \"2s\", idle_timeout = \"10s\", \
+                 interval = \"200ms\" }"
+)]
+pub struct WatermarkSpec {
+    /// `out_of_orderness`: a duration; default `"0s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub out_of_orderness: Option<Spanned<toml::Value>>,
+    /// `idle_timeout`: a duration, or `"off"`; default `"10s"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<Spanned<toml::Value>>,
+    /// `interval`: a duration above zero; default `"200ms"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<Spanned<toml::Value>>,
 }
 
 /// One element of an `inputs` array: a vertex name, or a table naming the
-/// vertex and the partitioner.
+/// vertex, the partitioner and the side output read.
 ///
 /// ```toml
-/// inputs = ["lines", { from = "split", partition = "key-hash" }]
+/// inputs = ["lines", { from = "split", partition = "key-hash" }, { from = "windows", output = "late" }]
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputSpec {
-    /// `"split"`: the partitioner is chosen by parallelism.
+    /// `"split"`: the main output, the partitioner chosen by parallelism.
     Name(String),
-    /// `{ from = "split", partition = "key-hash" }`.
+    /// `{ from = "split", partition = "key-hash", output = "late" }`.
     Edge {
         /// `from`: the upstream vertex (required).
         from: Spanned<String>,
         /// `partition`: `forward`, `rebalance`, `key-hash` or `broadcast`.
         partition: Option<Spanned<String>>,
+        /// `output`: a side output of `from` (an operator); absent = its main output.
+        output: Option<Spanned<String>>,
     },
 }
 
 /// The keys of an input table.
-const INPUT_KEYS: &[&str] = &["from", "partition"];
+const INPUT_KEYS: &[&str] = &["from", "partition", "output"];
 
 impl<'de> Deserialize<'de> for InputSpec {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -330,7 +373,7 @@ impl<'de> Deserialize<'de> for InputSpec {
     }
 }
 
-/// Accepts a string or a `{ from, partition }` table, refusing other keys.
+/// Accepts a string or a `{ from, partition, output }` table, refusing other keys.
 struct InputVisitor;
 
 impl<'de> Visitor<'de> for InputVisitor {
@@ -338,7 +381,8 @@ impl<'de> Visitor<'de> for InputVisitor {
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(
-            "a vertex name or a table { from = \"<vertex>\", partition = \"<partitioner>\" }",
+            "a vertex name or a table { from = \"<vertex>\", partition = \"<partitioner>\", \
+             output = \"<side output>\" }",
         )
     }
 
@@ -349,6 +393,7 @@ impl<'de> Visitor<'de> for InputVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<InputSpec, A::Error> {
         let mut from = None;
         let mut partition = None;
+        let mut output = None;
         while let Some(key) = map.next_key::<String>()? {
             match key.as_str() {
                 "from" if from.is_some() => return Err(de::Error::duplicate_field("from")),
@@ -357,11 +402,17 @@ impl<'de> Visitor<'de> for InputVisitor {
                     return Err(de::Error::duplicate_field("partition"));
                 }
                 "partition" => partition = Some(map.next_value()?),
+                "output" if output.is_some() => return Err(de::Error::duplicate_field("output")),
+                "output" => output = Some(map.next_value()?),
                 other => return Err(de::Error::unknown_field(other, INPUT_KEYS)),
             }
         }
         let from = from.ok_or_else(|| de::Error::missing_field("from"))?;
-        Ok(InputSpec::Edge { from, partition })
+        Ok(InputSpec::Edge {
+            from,
+            partition,
+            output,
+        })
     }
 }
 
@@ -369,10 +420,17 @@ impl Serialize for InputSpec {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         match self {
             InputSpec::Name(name) => serializer.serialize_str(name),
-            InputSpec::Edge { from, partition } => {
-                let mut map =
-                    serializer.serialize_map(Some(1 + usize::from(partition.is_some())))?;
+            InputSpec::Edge {
+                from,
+                partition,
+                output,
+            } => {
+                let len = 1 + usize::from(output.is_some()) + usize::from(partition.is_some());
+                let mut map = serializer.serialize_map(Some(len))?;
                 map.serialize_entry("from", from.get_ref())?;
+                if let Some(output) = output {
+                    map.serialize_entry("output", output.get_ref())?;
+                }
                 if let Some(partition) = partition {
                     map.serialize_entry("partition", partition.get_ref())?;
                 }

@@ -149,6 +149,7 @@ fn edge(from: &str, to: &str, port: u32, partitioner: Partitioner) -> Edge {
         to: to.into(),
         port,
         partitioner,
+        output: None,
     }
 }
 
@@ -260,6 +261,7 @@ fn absent_tables_and_keys_take_their_defaults() {
             keys: 1_000,
             value_size: 16,
             values: GeneratorValues::Letters,
+            disorder: 0,
         }))
     );
     assert_eq!(job.edges, [edge("in", "out", 0, Partitioner::Forward)]);
@@ -379,6 +381,7 @@ fn complete_job_reads_every_key() {
             keys: 17,
             value_size: 64,
             values: GeneratorValues::Letters,
+            disorder: 0,
         }))
     );
     let split = job.vertex("split").unwrap();
@@ -734,7 +737,7 @@ fn input_table_with_unknown_key_is_refused() {
     assert_eq!(line, 8);
     assert_eq!(
         message,
-        "unknown field `form`, expected `from` or `partition`"
+        "unknown field `form`, expected one of `from`, `partition`, `output`"
     );
 }
 
@@ -1029,6 +1032,7 @@ fn keys_of_another_type_are_refused() {
                 "name",
                 "type",
                 "parallelism",
+                "watermark",
                 "seed",
                 "count",
                 "rate",
@@ -1036,7 +1040,8 @@ fn keys_of_another_type_are_refused() {
                 "value_size",
                 "values",
                 "min",
-                "max"
+                "max",
+                "disorder"
             ],
         }
     );
@@ -1257,7 +1262,8 @@ fn same_input_twice_is_refused() {
             Problem::DuplicateInput {
                 kind: "sink",
                 vertex: "out".into(),
-                input: "in".into()
+                input: "in".into(),
+                output: None,
             }
         )
     );
@@ -2068,4 +2074,375 @@ fn file_source_keys_of_a_generator_are_refused() {
         matches!(problem, Problem::KeyNotAllowed { key: "values", .. }),
         "{problem:?}"
     );
+}
+
+// ---- event time: watermarks, side outputs, generator disorder -------------
+
+/// Generator `in` → operator `windows` → sink `out`, whose `inputs` is `inputs` (TOML) on
+/// line 12.
+fn reading_windows(inputs: &str) -> String {
+    format!(
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+         [[operator]]\nname = \"windows\"\nmodule = \"windows.wasm\"\ninputs = [\"in\"]\n\
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = {inputs}\n"
+    )
+}
+
+/// [`reading_windows`] with `keys` (TOML lines) added to the operator, from line 9.
+fn windows_with(keys: &str) -> String {
+    reading_windows("[\"windows\"]").replace(
+        "inputs = [\"in\"]\n",
+        &format!("inputs = [\"in\"]\n{keys}\n"),
+    )
+}
+
+/// A Kafka source `in` with `keys` (TOML lines) added, from line 7.
+fn kafka_source_with(keys: &str) -> String {
+    MINIMAL.replace(
+        "type = \"generator\"",
+        &format!("type = \"kafka\"\nbootstrap = \"kafka-1:9092\"\ntopics = [\"t\"]\n{keys}"),
+    )
+}
+
+#[test]
+fn every_kind_of_source_takes_a_watermark_table() {
+    let full =
+        "watermark = { out_of_orderness = \"2s\", idle_timeout = \"10s\", interval = \"200ms\" }";
+    let watermark = |text: &str| job(text).vertex("in").unwrap().watermark;
+    let written = Some(WatermarkStrategy {
+        out_of_orderness: Duration::from_secs(2),
+        idle_timeout: Some(Duration::from_secs(10)),
+        interval: Duration::from_millis(200),
+    });
+    assert_eq!(watermark(&generator_with(full)), written);
+    assert_eq!(watermark(&file_source_with(full)), written);
+    assert_eq!(watermark(&kafka_source_with(full)), written);
+    // Without the table: no watermarks (but the last); operators and sinks never have one.
+    assert_eq!(watermark(MINIMAL), None);
+    assert!(
+        job(&reading_windows("[\"windows\"]"))
+            .vertices
+            .iter()
+            .all(|v| v.watermark.is_none())
+    );
+    // The empty table: every key at its default.
+    assert_eq!(
+        WatermarkStrategy::default(),
+        WatermarkStrategy {
+            out_of_orderness: Duration::ZERO,
+            idle_timeout: Some(DEFAULT_IDLE_TIMEOUT),
+            interval: DEFAULT_WATERMARK_INTERVAL,
+        }
+    );
+    assert_eq!(DEFAULT_IDLE_TIMEOUT, Duration::from_secs(10));
+    assert_eq!(DEFAULT_WATERMARK_INTERVAL, Duration::from_millis(200));
+    assert_eq!(
+        watermark(&generator_with("watermark = {}")),
+        Some(WatermarkStrategy::default())
+    );
+    assert_eq!(
+        watermark(&generator_with("watermark = { idle_timeout = \"off\" }")),
+        Some(WatermarkStrategy {
+            idle_timeout: None,
+            ..WatermarkStrategy::default()
+        })
+    );
+    // The table may also be written as a table of its own.
+    let own_table = "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                     [source.watermark]\ninterval = \"1s\"\nout_of_orderness = \"1500ms\"\n\
+                     [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n";
+    assert_eq!(
+        watermark(own_table),
+        Some(WatermarkStrategy {
+            out_of_orderness: Duration::from_millis(1500),
+            interval: Duration::from_secs(1),
+            ..WatermarkStrategy::default()
+        })
+    );
+}
+
+#[test]
+fn a_watermark_duration_of_the_wrong_form_is_refused_with_the_forms() {
+    assert_eq!(
+        message(&generator_with("watermark = { out_of_orderness = 2 }")),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\": expected an integer \
+         and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found 2"
+    );
+    assert_eq!(
+        message(&generator_with(
+            "watermark = { out_of_orderness = \"2 s\" }"
+        )),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\": expected an integer \
+         and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found \"2 s\""
+    );
+    assert_eq!(
+        message(&generator_with("watermark = { idle_timeout = \"never\" }")),
+        "test.toml:5:30: `watermark.idle_timeout` of source \"in\": expected \"off\" or an \
+         integer and a unit: ms, s, m or h (e.g. \"500ms\", \"5s\", \"2m\", \"1h\"), found \
+         \"never\""
+    );
+    let (line, key, found) = bad_value(&generator_with("watermark = { interval = true }"));
+    assert_eq!(
+        (line, key.as_str(), found.as_str()),
+        (5, "`watermark.interval` of source \"in\"", "true")
+    );
+}
+
+#[test]
+fn a_zero_watermark_interval_or_idle_timeout_is_refused_with_the_fix() {
+    assert_eq!(
+        message(&generator_with("watermark = { interval = \"0s\" }")),
+        "test.toml:5:26: `watermark.interval` of source \"in\": expected a duration above \
+         zero, e.g. \"200ms\" (how often the source emits a watermark), found \"0s\""
+    );
+    assert_eq!(
+        message(&generator_with("watermark = { idle_timeout = \"0ms\" }")),
+        "test.toml:5:30: `watermark.idle_timeout` of source \"in\": expected a duration above \
+         zero, e.g. \"10s\", or \"off\" (then an idle split holds the watermark back), found \
+         \"0ms\""
+    );
+    // No out-of-orderness is the default, and may be written.
+    job(&generator_with("watermark = { out_of_orderness = \"0s\" }"));
+}
+
+#[test]
+fn watermark_durations_are_bounded_like_every_duration() {
+    assert_eq!(
+        message(&generator_with(
+            "watermark = { out_of_orderness = \"8761h\" }"
+        )),
+        "test.toml:5:34: `watermark.out_of_orderness` of source \"in\" = \"8761h\" is too \
+         large: at most 8760h (365 days: a running job never reaches a longer one)"
+    );
+    for key in ["idle_timeout", "interval"] {
+        let m = message(&generator_with(&format!(
+            "watermark = {{ {key} = \"9999999h\" }}"
+        )));
+        assert!(
+            m.contains(&format!("`watermark.{key}`")) && m.contains("at most 8760h"),
+            "{m}"
+        );
+        let m = message(&generator_with(&format!(
+            "watermark = {{ {key} = \"99999999999999999999h\" }}"
+        )));
+        assert!(m.contains("overflows"), "{m}");
+    }
+    job(&generator_with(
+        "watermark = { out_of_orderness = \"8760h\" }",
+    ));
+}
+
+#[test]
+fn an_unknown_key_in_the_watermark_table_lists_its_keys() {
+    let (line, message) = syntax(&generator_with("watermark = { lateness = \"2s\" }"));
+    assert_eq!(line, 5);
+    assert!(
+        message.contains("unknown field `lateness`")
+            && message.contains("`out_of_orderness`, `idle_timeout`, `interval`"),
+        "{message}"
+    );
+    let (line, message) = syntax(&generator_with("watermark = \"2s\""));
+    assert_eq!(line, 5);
+    assert!(
+        message.starts_with("`watermark`: invalid type: string \"2s\", expected a table")
+            && message.contains("out_of_orderness"),
+        "{message}"
+    );
+}
+
+#[test]
+fn a_watermark_on_an_operator_or_a_sink_is_refused_with_the_fix() {
+    assert_eq!(
+        message(&windows_with("watermark = { out_of_orderness = \"2s\" }")),
+        "test.toml:9:13: operator \"windows\" has `watermark`: only sources make watermarks, \
+         and operators and sinks go by those of their inputs; set `watermark` on the source \
+         the records come from, or remove it"
+    );
+    let sink = format!("{MINIMAL}watermark = {{}}\n");
+    assert_eq!(
+        message(&sink),
+        "test.toml:9:13: sink \"out\" has `watermark`: only sources make watermarks, and \
+         operators and sinks go by those of their inputs; set `watermark` on the source the \
+         records come from, or remove it"
+    );
+}
+
+#[test]
+fn watermarks_are_written_back_and_are_settings_not_shape() {
+    let text = generator_with("watermark = { out_of_orderness = \"2s\", idle_timeout = \"off\" }");
+    let written = job(&text).to_toml();
+    assert!(written.contains("out_of_orderness = \"2s\""), "{written}");
+    assert!(written.contains("idle_timeout = \"off\""), "{written}");
+    assert!(
+        written.contains("interval = \"200ms\""),
+        "every setting explicit: {written}"
+    );
+    assert_eq!(without_lines(job(&written)), without_lines(job(&text)));
+    assert!(!job(MINIMAL).to_toml().contains("watermark"));
+    assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
+}
+
+#[test]
+fn an_input_may_read_a_side_output_of_an_operator() {
+    let text = reading_windows(
+        "[\"windows\", { from = \"windows\", output = \"late\" }, { from = \"windows\", output = \
+         \"errors\", partition = \"broadcast\" }]",
+    );
+    let side = |from: &str, port: u32, partitioner: Partitioner, output: &str| Edge {
+        output: Some(output.into()),
+        ..edge(from, "out", port, partitioner)
+    };
+    assert_eq!(
+        job(&text).edges,
+        [
+            edge("in", "windows", 0, Partitioner::Forward),
+            edge("windows", "out", 0, Partitioner::Forward),
+            side("windows", 1, Partitioner::Forward, "late"),
+            side("windows", 2, Partitioner::Broadcast, "errors"),
+        ]
+    );
+    // Only a side output read: the operator still feeds something.
+    job(&reading_windows(
+        "[{ from = \"windows\", output = \"late\" }]",
+    ));
+    // Names are bytes of UTF-8: 127 two-byte letters are 254 bytes.
+    job(&reading_windows(&format!(
+        "[{{ from = \"windows\", output = \"{}\" }}]",
+        "é".repeat(127)
+    )));
+}
+
+#[test]
+fn a_side_output_of_a_source_is_refused() {
+    assert_eq!(
+        message(&reading_windows(
+            "[\"windows\", { from = \"in\", output = \"late\" }]"
+        )),
+        "test.toml:12:46: sink \"out\" reads side output \"late\" of source \"in\": sources have \
+         only their main output; remove `output`, or read the side output of an operator"
+    );
+}
+
+#[test]
+fn a_side_output_name_is_1_to_255_bytes() {
+    assert_eq!(
+        message(&reading_windows("[{ from = \"windows\", output = \"\" }]")),
+        "test.toml:12:40: `output` of input \"windows\" of sink \"out\": expected the name of a \
+         side output of \"windows\", 1 to 255 bytes of UTF-8, as its guest passes it to \
+         `emit_to` (docs/ABI.md §15), found \"\""
+    );
+    let long = "é".repeat(128);
+    let (line, key, found) = bad_value(&reading_windows(&format!(
+        "[{{ from = \"windows\", output = \"{long}\" }}]"
+    )));
+    assert_eq!(
+        (line, key.as_str(), found),
+        (
+            12,
+            "`output` of input \"windows\" of sink \"out\"",
+            format!("\"{long}\" (256 bytes)")
+        )
+    );
+}
+
+#[test]
+fn the_same_output_of_the_same_vertex_twice_is_a_duplicate_input() {
+    assert_eq!(
+        message(&reading_windows(
+            "[{ from = \"windows\", output = \"late\" }, { from = \"windows\", output = \"late\", \
+             partition = \"broadcast\" }]"
+        )),
+        "test.toml:12:59: sink \"out\" lists input \"windows\" (side output \"late\") twice: list \
+         each input once"
+    );
+    // The main output and a side output are two inputs.
+    job(&reading_windows(
+        "[\"windows\", { from = \"windows\", output = \"late\" }]",
+    ));
+}
+
+#[test]
+fn side_outputs_are_written_back_and_are_part_of_the_shape() {
+    let text = reading_windows(
+        "[{ from = \"windows\", output = \"late\" }, { from = \"windows\", output = \"errors\", \
+         partition = \"broadcast\" }]",
+    );
+    let original = job(&text);
+    let written = original.to_toml();
+    assert!(written.contains("output = \"late\""), "{written}");
+    assert!(written.contains("output = \"errors\""), "{written}");
+    let reread = parse(&written).unwrap_or_else(|e| panic!("{e}\n{written}"));
+    assert_eq!(
+        without_lines(reread.clone()),
+        without_lines(original.clone()),
+        "{written}"
+    );
+    assert_eq!(reread.to_toml(), written, "writing is deterministic");
+    assert_eq!(reread.fingerprint(), original.fingerprint());
+
+    let main = job(&reading_windows("[\"windows\"]")).fingerprint();
+    let late = job(&reading_windows(
+        "[{ from = \"windows\", output = \"late\" }]",
+    ))
+    .fingerprint();
+    let errors = job(&reading_windows(
+        "[{ from = \"windows\", output = \"errors\" }]",
+    ))
+    .fingerprint();
+    assert_ne!(late, main, "which output an edge reads is shape");
+    assert_ne!(late, errors);
+}
+
+#[test]
+fn a_generator_takes_a_bounded_disorder() {
+    let disorder = |text: &str| {
+        let VertexKind::Source(SourceKind::Generator(settings)) = &job(text).vertices[0].kind
+        else {
+            panic!("in is a generator");
+        };
+        settings.disorder
+    };
+    assert_eq!(disorder(MINIMAL), 0, "in order by default");
+    assert_eq!(disorder(&generator_with("disorder = 250")), 250);
+    assert_eq!(
+        disorder(&generator_with("disorder = 3600000")),
+        MAX_GENERATOR_DISORDER
+    );
+    assert_eq!(
+        message(&generator_with("disorder = 3600001")),
+        "test.toml:5:12: `disorder` of source \"in\" = 3600001 is too large: at most 3600000 \
+         (one hour, in milliseconds of timestamp; a test of late and out-of-order records needs \
+         no more)"
+    );
+    let (line, message) = syntax(&generator_with("disorder = -1"));
+    assert_eq!(line, 5);
+    assert!(
+        message.starts_with("`disorder`: invalid value"),
+        "{message}"
+    );
+    let (line, problem) = invalid(&file_source_with("disorder = 10"));
+    assert_eq!(line, 6);
+    assert!(
+        matches!(
+            problem,
+            Problem::KeyNotAllowed {
+                key: "disorder",
+                ..
+            }
+        ),
+        "{problem:?}"
+    );
+}
+
+#[test]
+fn disorder_is_written_back_when_set_and_is_a_setting_not_shape() {
+    let text = generator_with("disorder = 250");
+    let written = job(&text).to_toml();
+    assert!(written.contains("disorder = 250"), "{written}");
+    assert_eq!(without_lines(job(&written)), without_lines(job(&text)));
+    assert!(
+        !job(MINIMAL).to_toml().contains("disorder"),
+        "the default is not written"
+    );
+    assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
 }

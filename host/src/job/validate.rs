@@ -32,12 +32,14 @@ use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
 mod kafka;
+mod watermark;
 
 /// Keys of a file source.
 const FILE_SOURCE_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",
+    "watermark",
     "path",
     "follow",
     "format",
@@ -52,6 +54,7 @@ const GENERATOR_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",
+    "watermark",
     "seed",
     "count",
     "rate",
@@ -60,6 +63,7 @@ const GENERATOR_KEYS: &[&str] = &[
     "values",
     "min",
     "max",
+    "disorder",
 ];
 /// Keys of a file sink.
 const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path"];
@@ -85,6 +89,9 @@ const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
 const DEFAULT_GENERATOR_MIN: i64 = 0;
 /// Generator default `max` of `values = "integers"` (docs/JOB.md).
 const DEFAULT_GENERATOR_MAX: i64 = 99;
+/// The longest side output name, in bytes of UTF-8: what a guest may pass to `emit_to`
+/// (docs/ABI.md §15).
+const MAX_SIDE_OUTPUT_NAME: usize = 255;
 /// The largest csv column index a file source may name: a line with more columns than this
 /// is not a table anyone writes by hand, and the index must fit a TOML integer.
 pub const MAX_CSV_COLUMN: u64 = 65_535;
@@ -102,6 +109,10 @@ pub const MAX_SUBTASKS: u32 = 1024;
 pub const MAX_VALUE_SIZE: usize = 1 << 20;
 /// The largest generator `count`: record `i` has timestamp `i`, an `i64`.
 pub const MAX_GENERATOR_COUNT: u64 = i64::MAX as u64;
+/// The largest generator `disorder`, in milliseconds (one hour): how far back a record's
+/// timestamp may be moved. Disorder is for testing late and out-of-order records; windows
+/// and watermark lags beyond an hour are not what such a test needs.
+pub const MAX_GENERATOR_DISORDER: u64 = 3_600_000;
 /// The largest generator `rate`, in records per second: far beyond what a source produces
 /// (leave `rate` out for no limit); the pacing arithmetic stays exact below it.
 pub const MAX_GENERATOR_RATE: f64 = 1e9;
@@ -222,6 +233,8 @@ struct DraftEdge {
     to: usize,
     port: u32,
     partitioner: Partitioner,
+    /// The side output read; `None` = the main output.
+    output: Option<String>,
     /// Where the input is written.
     span: Range<usize>,
 }
@@ -532,6 +545,7 @@ impl Validator<'_> {
                 to: drafts[e.to].vertex.name.clone(),
                 port: e.port,
                 partitioner: e.partitioner,
+                output: e.output.clone(),
             })
             .collect();
         let mut drafts: Vec<Option<Draft>> = drafts.into_iter().map(Some).collect();
@@ -937,6 +951,7 @@ impl Validator<'_> {
             ("values", span_of(&spec.values)),
             ("min", span_of(&spec.min)),
             ("max", span_of(&spec.max)),
+            ("disorder", span_of(&spec.disorder)),
             ("bootstrap", span_of(&spec.bootstrap)),
             ("topics", span_of(&spec.topics)),
             ("topic_pattern", span_of(&spec.topic_pattern)),
@@ -1041,6 +1056,22 @@ impl Validator<'_> {
                         },
                     ));
                 }
+                let disorder = match &spec.disorder {
+                    Some(disorder) if *disorder.get_ref() > MAX_GENERATOR_DISORDER => {
+                        return Err(self.error(
+                            disorder.span(),
+                            Problem::TooLarge {
+                                key: vertex_key("disorder", "source", name),
+                                found: disorder.get_ref().to_string(),
+                                max: MAX_GENERATOR_DISORDER.to_string(),
+                                reason: "one hour, in milliseconds of timestamp; a test of late \
+                                         and out-of-order records needs no more",
+                            },
+                        ));
+                    }
+                    Some(disorder) => *disorder.get_ref(),
+                    None => 0,
+                };
                 let values = self.generator_values(spec, name)?;
                 SourceKind::Generator(GeneratorSettings {
                     seed: spec.seed.as_ref().map_or(0, |s| *s.get_ref()),
@@ -1049,6 +1080,7 @@ impl Validator<'_> {
                     keys,
                     value_size,
                     values,
+                    disorder,
                 })
             }
             "kafka" => {
@@ -1064,11 +1096,16 @@ impl Validator<'_> {
                 ));
             }
         };
+        let watermark = match &spec.watermark {
+            Some(table) => Some(self.watermark(table.get_ref(), name)?),
+            None => None,
+        };
         Ok(Draft {
             vertex: Vertex {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Source(kind),
+                watermark,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1350,6 +1387,7 @@ impl Validator<'_> {
     ) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "operator")?;
         let name = spec.name.get_ref();
+        self.no_watermark(spec.watermark.as_ref(), "operator", name)?;
         let Some(module) = &spec.module else {
             let meaning = "the operator's .wasm file, relative to the job file's folder";
             let problem = Problem::MissingKey {
@@ -1408,6 +1446,7 @@ impl Validator<'_> {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Operator(operator),
+                watermark: None,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1418,6 +1457,7 @@ impl Validator<'_> {
     fn sink<'s>(&self, spec: &'s SinkSpec, job: &str) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "sink")?;
         let name = spec.name.get_ref();
+        self.no_watermark(spec.watermark.as_ref(), "sink", name)?;
         let Some(kind) = &spec.kind else {
             let problem = Problem::MissingKey {
                 owner: format!("sink \"{name}\""),
@@ -1483,6 +1523,7 @@ impl Validator<'_> {
                 name: name.clone(),
                 parallelism,
                 kind: VertexKind::Sink(kind),
+                watermark: None,
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1534,11 +1575,18 @@ impl Validator<'_> {
             };
             let first_edge = edges.len();
             for (port, input) in inputs.iter().enumerate() {
-                let (from_name, span, partition) = match input.get_ref() {
-                    InputSpec::Name(from) => (from.as_str(), input.span(), None),
-                    InputSpec::Edge { from, partition } => {
-                        (from.get_ref().as_str(), from.span(), partition.as_ref())
-                    }
+                let (from_name, span, partition, output) = match input.get_ref() {
+                    InputSpec::Name(from) => (from.as_str(), input.span(), None, None),
+                    InputSpec::Edge {
+                        from,
+                        partition,
+                        output,
+                    } => (
+                        from.get_ref().as_str(),
+                        from.span(),
+                        partition.as_ref(),
+                        output.as_ref(),
+                    ),
                 };
                 let Some(&from) = index.get(from_name) else {
                     let problem = Problem::UnknownInput {
@@ -1558,14 +1606,19 @@ impl Validator<'_> {
                     };
                     return Err(self.error(span, problem));
                 }
+                let output = match output {
+                    Some(output) => Some(self.side_output(output, upstream, kind, vertex)?),
+                    None => None,
+                };
                 if edges[first_edge..]
                     .iter()
-                    .any(|e: &DraftEdge| e.from == from)
+                    .any(|e: &DraftEdge| e.from == from && e.output == output)
                 {
                     let problem = Problem::DuplicateInput {
                         kind,
                         vertex: vertex.name.clone(),
                         input: from_name.to_owned(),
+                        output,
                     };
                     return Err(self.error(span, problem));
                 }
@@ -1604,11 +1657,55 @@ impl Validator<'_> {
                     to,
                     port,
                     partitioner,
+                    output,
                     span,
                 });
             }
         }
         Ok(edges)
+    }
+
+    /// The `output` of an input of `vertex` (a `kind`) from `upstream`: a side output of an
+    /// operator, named as its guest names it (docs/ABI.md §15).
+    fn side_output(
+        &self,
+        output: &Spanned<String>,
+        upstream: &Vertex,
+        kind: &'static str,
+        vertex: &Vertex,
+    ) -> Result<String, JobError> {
+        let name = output.get_ref();
+        if matches!(upstream.kind, VertexKind::Source(_)) {
+            let problem = Problem::SideOutputOfSource {
+                kind,
+                vertex: vertex.name.clone(),
+                source_name: upstream.name.clone(),
+                output: name.clone(),
+            };
+            return Err(self.error(output.span(), problem));
+        }
+        if !(1..=MAX_SIDE_OUTPUT_NAME).contains(&name.len()) {
+            let found = if name.is_empty() {
+                "\"\"".to_owned()
+            } else {
+                format!("{name:?} ({} bytes)", name.len())
+            };
+            let key = format!(
+                "`output` of input \"{}\" of {kind} \"{}\"",
+                upstream.name, vertex.name
+            );
+            return Err(self.bad_value(
+                output.span(),
+                key,
+                found,
+                format!(
+                    "the name of a side output of \"{}\", 1 to {MAX_SIDE_OUTPUT_NAME} bytes of \
+                     UTF-8, as its guest passes it to `emit_to` (docs/ABI.md §15)",
+                    upstream.name
+                ),
+            ));
+        }
+        Ok(name.clone())
     }
 
     /// The vertices in topological order (Kahn's algorithm, ties in file

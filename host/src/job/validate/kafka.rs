@@ -26,6 +26,7 @@ pub(super) const KAFKA_SOURCE_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",
+    "watermark",
     "bootstrap",
     "topics",
     "topic_pattern",
