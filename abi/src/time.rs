@@ -104,6 +104,21 @@ impl Timers {
         removed
     }
 
+    /// Whether the timer `(timestamp, key)` is set.
+    pub fn contains(&self, timestamp: i64, key: &[u8]) -> bool {
+        self.set.contains(&(timestamp, key.to_vec()))
+    }
+
+    /// How many timers are due at `time`: those whose timestamp is at most `time`.
+    pub fn count_due(&self, time: i64) -> usize {
+        self.set.range(..(time, Vec::new())).count()
+            + self
+                .set
+                .range((time, Vec::new())..)
+                .take_while(|(t, _)| *t == time)
+                .count()
+    }
+
     /// The earliest timestamp of a set timer.
     pub fn next_due(&self) -> Option<i64> {
         self.set.first().map(|(timestamp, _)| *timestamp)
@@ -143,7 +158,9 @@ impl Timers {
 
     /// Every timer, in firing order.
     pub fn iter(&self) -> impl Iterator<Item = (i64, &[u8])> {
-        self.set.iter().map(|(timestamp, key)| (*timestamp, key.as_slice()))
+        self.set
+            .iter()
+            .map(|(timestamp, key)| (*timestamp, key.as_slice()))
     }
 
     /// Removes every timer.

@@ -28,23 +28,25 @@
 //! outside the instance. Everything else goes through imports, so the import surface is the
 //! whole of a guest's authority, and the argument is about it:
 //!
-//! - **Imports.** The host provides exactly `weir.emit`, `weir.save_state`, `weir.fail`,
-//!   `weir.log` and `env.abort` (`docs/ABI.md` §4): [`the_host_provides_exactly_the_imports_abi_md_lists`]
+//! - **Imports.** The host provides exactly the `weir` imports of `docs/ABI.md` §4 (`emit`,
+//!   `save_state`, `fail`, `log`, `emit_to`, `timer_set`, `timer_delete`, `current_time`) and
+//!   `env.abort`: [`the_host_provides_exactly_the_imports_abi_md_lists`]
 //!   checks the host's list against the document, and a unit test in `host/src/wasm/tests.rs`
 //!   checks the linker against the list. A module importing anything else — WASI, another
 //!   `env` function, an imported memory or table — is refused at load time, naming the
 //!   import, before any of its code runs
 //!   ([`modules_importing_anything_outside_the_abi_are_refused_naming_the_import`]).
-//! - **Files and the network.** None of the five imports opens, reads or writes a file or a
-//!   socket: they copy bytes out of the guest's memory into host buffers (`emit`,
-//!   `save_state`) or into a message (`fail`, `log`, `abort`). The only way to files or the
+//! - **Files and the network.** None of the imports opens, reads or writes a file or a
+//!   socket: they copy bytes out of the guest's memory into host buffers (`emit`, `emit_to`,
+//!   `save_state`) or into a message (`fail`, `log`, `abort`), or change the instance's own
+//!   timers (`timer_set`, `timer_delete`). The only way to files or the
 //!   network would be an import, and every such import is refused: WASI's `fd_*`,
 //!   `path_open`, `sock_*` are in the refused list.
-//! - **The clock and randomness.** No import returns the time or random bytes, and WASI's
-//!   `clock_time_get`, `random_get` and AssemblyScript's `env.seed` are refused. The only time
-//!   a guest ever sees is the `timestamp` of the records the host gives it — data, not a
-//!   clock; a guest cannot measure how long it runs, except by counting its own steps, which
-//!   the call timeout bounds.
+//! - **The clock and randomness.** One import reads a clock: `current_time(1)`, the host's
+//!   wall clock in milliseconds, for processing-time timers (`docs/ABI.md` §15); the
+//!   watermark (`current_time(0)`) and the records' timestamps are data. No import returns
+//!   random bytes, and WASI's `clock_time_get`, `random_get` and AssemblyScript's `env.seed`
+//!   are refused.
 //! - **Memory.** Each subtask's instance has its own store and its own linear memory; a
 //!   module that imports a memory is refused, and shared memories are refused by
 //!   validation. [`guests_cannot_read_each_others_memory_nor_an_earlier_instances`] runs two
@@ -1009,7 +1011,20 @@ fn the_host_provides_exactly_the_imports_abi_md_lists() {
     // None of them is a clock, randomness, a file or a socket: the names say what they do, and
     // docs/ABI.md §4 says the rest; this pins the set those words are about.
     let names: Vec<&str> = provided.iter().map(|(_, n)| n.as_str()).collect();
-    assert_eq!(names, ["abort", "emit", "fail", "log", "save_state"]);
+    assert_eq!(
+        names,
+        [
+            "abort",
+            "current_time",
+            "emit",
+            "emit_to",
+            "fail",
+            "log",
+            "save_state",
+            "timer_delete",
+            "timer_set"
+        ]
+    );
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -6,8 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::decode_u64_position;
 use crate::dataflow::processor::TaskError;
-use crate::dataflow::processor::{Source, SourcePoll};
-use crate::dataflow::router::Router;
+use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{GeneratorSettings, GeneratorValues};
 
 /// Subtask `s` of `p` emits the records whose global index `i` has `i % p == s`.
@@ -241,7 +240,7 @@ fn splitmix64(x: u64) -> u64 {
 }
 
 impl Source for Generator {
-    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError> {
+    fn poll(&mut self, out: &mut SourceOutput<'_>, max: usize) -> Result<SourcePoll, TaskError> {
         let mut budget = max as u64;
         if let Some(rate) = self.config.rate {
             let per_subtask = rate / self.parallelism as f64;

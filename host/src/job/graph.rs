@@ -903,5 +903,7 @@ fn limits_spec(limits: &GuestLimits, base: Option<&GuestLimits>) -> LimitsSpec {
             .then(|| size(limits.max_output_bytes)),
         max_state: show(base.max_state_bytes != limits.max_state_bytes)
             .then(|| size(limits.max_state_bytes)),
+        max_timer_state: show(base.max_timer_bytes != limits.max_timer_bytes)
+            .then(|| size(limits.max_timer_bytes)),
     }
 }

@@ -133,6 +133,9 @@ pub struct LimitsSpec {
     /// `max_state`: a size.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_state: Option<Spanned<String>>,
+    /// `max_timer_state`: a size.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_timer_state: Option<Spanned<String>>,
 }
 
 /// A `[[source]]` table. Which keys apply depends on `type`.

@@ -355,6 +355,7 @@ fn complete_job_reads_every_key() {
         call_timeout: Duration::from_secs(5),
         max_output_bytes: 8_000_000,
         max_state_bytes: 2 << 30,
+        max_timer_bytes: 256 << 20,
     };
     assert_eq!(job.limits, job_limits);
 
@@ -1706,8 +1707,23 @@ fn a_duration_too_large_for_its_knob_says_it_overflows_or_is_too_long() {
 }
 
 #[test]
+fn the_timer_limit_is_a_size_the_guests_get() {
+    let text = MINIMAL.replace(
+        "[[source]]",
+        "[limits]\nmax_timer_state = \"1MiB\"\n[[source]]",
+    );
+    let job = job(&text);
+    assert_eq!(job.limits.max_timer_bytes, 1 << 20);
+    assert!(
+        job.to_toml().contains("max_timer_state = \"1MiB\""),
+        "{}",
+        job.to_toml()
+    );
+}
+
+#[test]
 fn memory_and_output_limits_are_bounded_by_what_a_guest_can_address() {
-    for key in ["max_memory", "max_output", "max_state"] {
+    for key in ["max_memory", "max_output", "max_state", "max_timer_state"] {
         let text = MINIMAL.replace(
             "[[source]]",
             &format!("[limits]\n{key} = \"5GiB\"\n[[source]]"),

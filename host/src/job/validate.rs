@@ -120,8 +120,9 @@ pub const MAX_GENERATOR_RATE: f64 = 1e9;
 /// timeout or restart delay longer than a year is never reached by a running job, and
 /// points at a typo (use `interval = "off"` to turn checkpoints off).
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
-/// The largest `max_memory`, `max_output` and `max_state` (4 GiB): a guest's 32-bit memory
-/// holds at most 4 GiB, so it can neither use more nor emit or save more in one call.
+/// The largest `max_memory`, `max_output`, `max_state` and `max_timer_state` (4 GiB): a
+/// guest's 32-bit memory holds at most 4 GiB, so it can neither use more nor emit or save more
+/// in one call; its timers, host memory, get the same bound.
 pub const MAX_GUEST_BYTES: u64 = 4 << 30;
 /// Parses and validates job file text (see [`Job::from_str`]).
 pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobError> {
@@ -873,6 +874,9 @@ impl Validator<'_> {
         }
         if let Some(value) = &spec.max_state {
             limits.max_state_bytes = self.size(value, &key("max_state"), 1)?;
+        }
+        if let Some(value) = &spec.max_timer_state {
+            limits.max_timer_bytes = self.size(value, &key("max_timer_state"), 1)?;
         }
         Ok(limits)
     }

@@ -10,7 +10,9 @@ use std::fmt;
 use std::time::Duration;
 
 use weir_abi::DecodeError;
+use weir_abi::time::{MAX_OUTPUT_NAME_BYTES, TIMER_OVERHEAD_BYTES};
 
+use super::state::Call;
 use super::toolchain::{Toolchain, ToolchainEvidence};
 
 /// A guest call failed. The instance that returned it is poisoned: every later call on it
@@ -140,6 +142,33 @@ pub enum GuestFailure {
         /// The export that was running.
         call: &'static str,
     },
+    /// The guest named a side output with an empty, too long or non-UTF-8 name (`emit_to`).
+    OutputName {
+        /// The name, as text (invalid UTF-8 replaced).
+        name: String,
+        /// Its length, in bytes.
+        len: usize,
+    },
+    /// The guest's timers outgrew [`GuestLimits::max_timer_bytes`](super::GuestLimits::max_timer_bytes).
+    TimersTooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// The guest passed a time domain other than 0 and 1 to a timer or clock import.
+    TimeDomain {
+        /// The import it called.
+        import: &'static str,
+        /// The number it passed.
+        code: i32,
+    },
+    /// An advance of the watermark kept finding due timers, round after round of
+    /// `weir_on_timers` (`docs/ABI.md` §15).
+    TimerRounds {
+        /// The watermark it was advancing to.
+        watermark: i64,
+        /// How many rounds ran.
+        rounds: usize,
+    },
     /// Taking or writing back an image of the instance failed: the image is corrupt, comes
     /// from another module, or does not fit the instance's limits.
     Image {
@@ -183,7 +212,7 @@ pub enum GuestFailure {
 
 impl fmt::Display for GuestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        use weir_abi::{exports, imports};
+        use weir_abi::exports;
         match self {
             GuestFailure::Failed { message } => write!(f, "guest failed: {message}"),
             GuestFailure::Aborted {
@@ -267,17 +296,34 @@ impl fmt::Display for GuestFailure {
                 "guest saved a snapshot larger than {limit} bytes (keep less state, or raise \
                  `limits.max_state`)"
             ),
-            GuestFailure::ImportMisuse { import, call } => {
-                let allowed = if *import == imports::SAVE_STATE {
-                    exports::SNAPSHOT.to_string()
-                } else {
-                    format!("{} and {}", exports::PROCESS, exports::FINISH)
-                };
-                write!(
-                    f,
-                    "guest called `{import}` during {call}; it is allowed only during {allowed}"
-                )
-            }
+            GuestFailure::ImportMisuse { import, call } => write!(
+                f,
+                "guest called `{import}` during {call}; it is allowed only during {}",
+                Call::allowing(import)
+            ),
+            GuestFailure::OutputName { name, len } => write!(
+                f,
+                "guest emitted on a side output named {name:?} ({len} bytes); a side output \
+                 name is UTF-8 text of 1 to {MAX_OUTPUT_NAME_BYTES} bytes"
+            ),
+            GuestFailure::TimersTooLarge { limit } => write!(
+                f,
+                "guest set more timers than fit in {limit} bytes (each counts its key plus \
+                 {TIMER_OVERHEAD_BYTES} bytes): delete timers it no longer needs, or raise \
+                 `limits.max_timer_state`"
+            ),
+            GuestFailure::TimeDomain { import, code } => write!(
+                f,
+                "guest called `{import}` with time domain {code}; the domains are 0 (event \
+                 time) and 1 (processing time)"
+            ),
+            GuestFailure::TimerRounds { watermark, rounds } => write!(
+                f,
+                "the watermark could not advance to {watermark}: after {rounds} rounds of \
+                 {} the guest still had due timers, setting new ones at or before the \
+                 watermark as fast as they fire (set a timer after the time it fires at)",
+                exports::ON_TIMERS
+            ),
             GuestFailure::Image { message } => write!(f, "image checkpoint: {message}"),
             GuestFailure::NoRestoreExport { state_len } => write!(
                 f,
@@ -393,8 +439,8 @@ pub enum ModuleProblem {
     /// The module imports something the host does not provide.
     #[error(
         "imports `{module}`.`{name}`, which the host does not provide; the host provides only \
-         `weir`.`emit`, `weir`.`save_state`, `weir`.`fail` and `weir`.`log`, plus `env`.`abort` \
-         for AssemblyScript (no WASI): build the module without other imports"
+         {} (no WASI): build the module without other imports",
+        provided_list()
     )]
     UnknownImport {
         /// The import's module name.
@@ -421,6 +467,13 @@ pub enum ModuleProblem {
         /// How the toolchain was told.
         evidence: ToolchainEvidence,
     },
+    /// The module imports `timer_set` but exports no `weir_on_timers`: its timers could never
+    /// reach it.
+    #[error(
+        "imports `weir`.`timer_set` but exports no `weir_on_timers`, so the timers it sets could \
+         never reach it: export weir_on_timers (docs/ABI.md §15), or drop the import"
+    )]
+    TimersWithoutHandler,
     /// An import the host provides has the wrong type.
     #[error("imports `{module}`.`{name}` as {found}, but the host provides it as {expected}")]
     BadImportSignature {
@@ -598,4 +651,21 @@ fn evidence_note(evidence: ToolchainEvidence) -> &'static str {
         ToolchainEvidence::Imports => " (its `env.abort` import says so)",
         ToolchainEvidence::None => " (neither its producers section nor its imports say which)",
     }
+}
+
+/// The imports the host provides, for [`ModuleProblem::UnknownImport`]: the `weir` ones, then
+/// `env.abort` for AssemblyScript, from [`weir_abi::IMPORTS`].
+fn provided_list() -> String {
+    let weir: Vec<String> = weir_abi::IMPORTS
+        .iter()
+        .filter(|i| i.module == weir_abi::IMPORT_MODULE)
+        .map(|i| format!("`{}`.`{}`", i.module, i.name))
+        .collect();
+    let (last, rest) = weir.split_last().expect("the ABI has `weir` imports");
+    format!(
+        "{} and {last}, plus `{}`.`{}` for AssemblyScript",
+        rest.join(", "),
+        weir_abi::env::MODULE,
+        weir_abi::env::ABORT
+    )
 }

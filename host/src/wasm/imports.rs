@@ -8,18 +8,21 @@
 
 use wasmtime::{Caller, Extern, Linker, Memory};
 use weir_abi::batch::{HEADER_LEN, append_records};
-use weir_abi::{Batch, IMPORT_MODULE, IMPORTS, env, exports, imports, log_level};
+use weir_abi::time::MAX_OUTPUT_NAME_BYTES;
+use weir_abi::{
+    Batch, IMPORT_MODULE, IMPORTS, TimeDomain, Timers, env, exports, imports, log_level,
+};
 
 use super::error::{Abort, GuestFailure};
 use super::limits::{MAX_MESSAGE_BYTES, OUTPUT_BATCH_OVERHEAD};
-use super::state::{Call, GuestState};
+use super::state::{Call, GuestState, SideBatch};
 
-/// Every import the host provides to guests, as `(module, name)`: `weir.emit`,
-/// `weir.save_state`, `weir.fail`, `weir.log` and `env.abort` (`docs/ABI.md` §4).
+/// Every import the host provides to guests, as `(module, name)`: the `weir` imports and
+/// `env.abort` (`docs/ABI.md` §4).
 ///
 /// This is the whole of what a guest can reach outside its own memory: a module importing
-/// anything else is refused at load time, and none of these reads a file, the network, a clock
-/// or randomness. It is [`weir_abi::IMPORTS`], the table module validation reads; the isolation
+/// anything else is refused at load time, and none of these reads a file, the network or
+/// randomness; `current_time` reads the wall clock, at millisecond resolution. It is [`weir_abi::IMPORTS`], the table module validation reads; the isolation
 /// tests check it against the linker and against `docs/ABI.md`.
 pub fn provided_imports() -> impl Iterator<Item = (&'static str, &'static str)> {
     IMPORTS.iter().map(|import| (import.module, import.name))
@@ -34,25 +37,84 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     linker.func_wrap(IMPORT_MODULE, imports::SAVE_STATE, save_state)?;
     linker.func_wrap(IMPORT_MODULE, imports::FAIL, fail)?;
     linker.func_wrap(IMPORT_MODULE, imports::LOG, log)?;
+    linker.func_wrap(IMPORT_MODULE, imports::EMIT_TO, emit_to)?;
+    linker.func_wrap(IMPORT_MODULE, imports::TIMER_SET, timer_set)?;
+    linker.func_wrap(IMPORT_MODULE, imports::TIMER_DELETE, timer_delete)?;
+    linker.func_wrap(IMPORT_MODULE, imports::CURRENT_TIME, current_time)?;
     linker.func_wrap(env::MODULE, env::ABORT, abort)?;
     Ok(())
 }
 
-/// `emit(ptr, len)`: appends one output batch; allowed during `weir_process` and `weir_finish`.
+/// `emit(ptr, len)`: appends one batch to the main output; allowed during the calls that may emit
+/// ([`Call::may_emit`]).
 fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
-    let state = caller.data();
-    if !matches!(state.call, Call::Process | Call::Finish) {
-        return Err(misuse(imports::EMIT, state.call));
+    let call = caller.data().call;
+    if !call.may_emit() {
+        return Err(misuse(imports::EMIT, call));
     }
-    let limit = state.limits.max_output_bytes;
-    let used = state.output_bytes;
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
-    let bytes = guest_range(data, "`emit` batch", ptr, len)?;
+    let bytes = charge_batch(data, state, "`emit` batch", ptr, len)?;
+    append_output(&mut state.output, bytes);
+    Ok(())
+}
+
+/// `emit_to(name_ptr, name_len, ptr, len)`: appends one batch to the side output named by the
+/// guest (`docs/ABI.md` §15); allowed where `emit` is, and counted against the same limit.
+fn emit_to(
+    mut caller: Caller<'_, GuestState>,
+    name_ptr: i32,
+    name_len: i32,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<()> {
+    let call = caller.data().call;
+    if !call.may_emit() {
+        return Err(misuse(imports::EMIT_TO, call));
+    }
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let name = guest_range(data, "`emit_to` output name", name_ptr, name_len)?;
+    let name = match std::str::from_utf8(name) {
+        Ok(name) if !name.is_empty() && name.len() <= MAX_OUTPUT_NAME_BYTES => name,
+        _ => {
+            return Err(Abort::error(GuestFailure::OutputName {
+                name: message(name),
+                len: name.len(),
+            }));
+        }
+    };
+    let bytes = charge_batch(data, state, "`emit_to` batch", ptr, len)?;
+    // Consecutive batches to one output are joined, as the main output's are.
+    if let Some(last) = state.side_output.last_mut()
+        && &*last.output == name
+        && last.batch.len() + (bytes.len() - HEADER_LEN) <= OUTPUT_CHUNK_BYTES
+        && append_records(&mut last.batch, bytes)
+    {
+        return Ok(());
+    }
+    state.side_output.push(SideBatch {
+        output: name.into(),
+        batch: bytes.to_vec(),
+    });
+    Ok(())
+}
+
+/// Checks an emitted batch at `ptr..ptr+len` (in bounds, within the output limit with the
+/// call's output so far, well-formed, port 0), counts it against the limit and returns it.
+fn charge_batch<'a>(
+    data: &'a [u8],
+    state: &mut GuestState,
+    what: &'static str,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<&'a [u8]> {
+    let limit = state.limits.max_output_bytes;
+    let bytes = guest_range(data, what, ptr, len)?;
     let Some(total) = bytes
         .len()
         .checked_add(OUTPUT_BATCH_OVERHEAD)
-        .and_then(|charge| used.checked_add(charge))
+        .and_then(|charge| state.output_bytes.checked_add(charge))
         .filter(|total| *total <= limit)
     else {
         return Err(Abort::error(GuestFailure::OutputTooLarge { limit }));
@@ -65,8 +127,101 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
         }));
     }
     state.output_bytes = total;
-    append_output(&mut state.output, bytes);
+    Ok(bytes)
+}
+
+/// `timer_set(domain, timestamp, key_ptr, key_len)`: sets a timer (`docs/ABI.md` §15), within
+/// the instance's timer limit; allowed during the calls that may set timers
+/// ([`Call::may_set_timers`]).
+fn timer_set(
+    caller: Caller<'_, GuestState>,
+    domain: i32,
+    timestamp: i64,
+    key_ptr: i32,
+    key_len: i32,
+) -> wasmtime::Result<()> {
+    change_timer(
+        caller,
+        imports::TIMER_SET,
+        domain,
+        timestamp,
+        key_ptr,
+        key_len,
+    )
+}
+
+/// `timer_delete(domain, timestamp, key_ptr, key_len)`: deletes a timer if it is set; allowed
+/// where `timer_set` is.
+fn timer_delete(
+    caller: Caller<'_, GuestState>,
+    domain: i32,
+    timestamp: i64,
+    key_ptr: i32,
+    key_len: i32,
+) -> wasmtime::Result<()> {
+    change_timer(
+        caller,
+        imports::TIMER_DELETE,
+        domain,
+        timestamp,
+        key_ptr,
+        key_len,
+    )
+}
+
+/// What `timer_set` (`import` = [`imports::TIMER_SET`]) and `timer_delete` do.
+fn change_timer(
+    mut caller: Caller<'_, GuestState>,
+    import: &'static str,
+    domain: i32,
+    timestamp: i64,
+    key_ptr: i32,
+    key_len: i32,
+) -> wasmtime::Result<()> {
+    let call = caller.data().call;
+    if !call.may_set_timers() {
+        return Err(misuse(import, call));
+    }
+    let domain = time_domain(import, domain)?;
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let key = guest_range(data, "timer key", key_ptr, key_len)?;
+    if import == imports::TIMER_DELETE {
+        state.time.timers_mut(domain).delete(timestamp, key);
+        return Ok(());
+    }
+    let limit = state.limits.max_timer_bytes;
+    if state.time.timer_bytes().saturating_add(Timers::cost(key)) > limit
+        && !state.time.timers(domain).contains(timestamp, key)
+    {
+        return Err(Abort::error(GuestFailure::TimersTooLarge { limit }));
+    }
+    state.time.timers_mut(domain).set(timestamp, key);
     Ok(())
+}
+
+/// `current_time(domain) -> i64`: the task's watermark (domain 0) or the host's clock in
+/// milliseconds since the Unix epoch (domain 1); allowed in every call.
+fn current_time(caller: Caller<'_, GuestState>, domain: i32) -> wasmtime::Result<i64> {
+    Ok(match time_domain(imports::CURRENT_TIME, domain)? {
+        TimeDomain::Event => caller.data().time.watermark,
+        TimeDomain::Processing => wall_clock_millis(),
+    })
+}
+
+/// The host's clock, in milliseconds since the Unix epoch: what processing time is.
+pub(crate) fn wall_clock_millis() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| {
+            i64::try_from(since.as_millis()).unwrap_or(i64::MAX)
+        })
+}
+
+/// The time domain numbered `code`, or the failure of `import` given another number.
+fn time_domain(import: &'static str, code: i32) -> wasmtime::Result<TimeDomain> {
+    TimeDomain::from_code(code as u32)
+        .ok_or_else(|| Abort::error(GuestFailure::TimeDomain { import, code }))
 }
 
 /// Output is kept in buffers of about this many bytes: batches emitted one after another are

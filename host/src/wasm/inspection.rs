@@ -12,7 +12,7 @@
 
 use serde::Serialize;
 use wasmtime::{ExternType, ImportType, Module};
-use weir_abi::{EXPORTS, Export, ExportKind, exports};
+use weir_abi::{EXPORTS, Export, ExportKind, IMPORT_MODULE, exports, imports};
 
 use super::error::ModuleProblem;
 use super::module::Capabilities;
@@ -150,6 +150,17 @@ impl Inspection {
                 ExportKind::Func(_) => found.function(module, export),
             }
         }
+        let sets_timers = found
+            .imports
+            .iter()
+            .any(|i| i.module == IMPORT_MODULE && i.name == imports::TIMER_SET);
+        let on_timers = found
+            .exports
+            .iter()
+            .any(|e| e.name == exports::ON_TIMERS && e.status == ExportStatus::Ok);
+        if sets_timers && !on_timers {
+            found.problems.push(ModuleProblem::TimersWithoutHandler);
+        }
         found
     }
 
@@ -167,6 +178,8 @@ impl Inspection {
             restore: has(exports::RESTORE),
             checkpoint_complete: has(exports::CHECKPOINT_COMPLETE),
             finish: has(exports::FINISH),
+            on_timers: has(exports::ON_TIMERS),
+            on_watermark: has(exports::ON_WATERMARK),
         }
     }
 

@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
-use weir_abi::{ABI_VERSION, InitMessage, exports};
+use weir_abi::{ABI_VERSION, BatchBuilder, InitMessage, TimeDomain, exports};
 
 use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
@@ -14,8 +14,25 @@ use super::image::format::IMAGE_MAGIC;
 use super::image::state::ImageState;
 use super::limits::GuestLimits;
 use super::module::{Capabilities, OperatorModule};
-use super::state::{Call, GuestState};
+use super::state::{Call, GuestState, GuestTime, SideBatch};
 use crate::ids::CheckpointId;
+
+/// Most timers one `weir_on_timers` call receives (`docs/ABI.md` §15).
+pub const MAX_TIMERS_PER_CALL: usize = 1024;
+
+/// Most rounds of firing one advance of time runs before it fails the guest: a round fires the
+/// timers due when it starts, and the next round those the guest set meanwhile at or before the
+/// time (`docs/ABI.md` §15).
+pub const MAX_TIMER_ROUNDS: usize = 64;
+
+/// What one guest call emitted: its main output and its side outputs, each in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GuestOutput {
+    /// Batches on the main output (`emit`), as [`GuestInstance::process`] returns them.
+    pub main: Vec<Vec<u8>>,
+    /// Batches on side outputs (`emit_to`), in the order they were emitted.
+    pub side: Vec<SideBatch>,
+}
 
 /// Who an instance is: what the init message tells the guest, and what errors name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,6 +56,8 @@ struct Funcs {
     restore: Option<TypedFunc<(i32, i32), i32>>,
     checkpoint_complete: Option<TypedFunc<i64, i32>>,
     finish: Option<TypedFunc<(), i32>>,
+    on_timers: Option<TypedFunc<(i32, i32), i32>>,
+    on_watermark: Option<TypedFunc<i64, i32>>,
 }
 
 /// One instance of an operator's module, with its own store and memory.
@@ -249,6 +268,136 @@ impl GuestInstance {
         let status = self.run(Call::Finish, &finish, ())?;
         self.check_status(Call::Finish, status)?;
         Ok(std::mem::take(&mut self.store.data_mut().output))
+    }
+
+    /// The side-output batches the last call that may emit (`weir_process`, `weir_finish`)
+    /// emitted, in order; empty once taken.
+    pub fn take_side_output(&mut self) -> Vec<SideBatch> {
+        std::mem::take(&mut self.store.data_mut().side_output)
+    }
+
+    /// The instance's watermark and timers: host state, which a checkpoint of the task keeps
+    /// besides the guest's own (`docs/ABI.md` §15).
+    pub fn time(&self) -> &GuestTime {
+        &self.store.data().time
+    }
+
+    /// Replaces the instance's watermark and timers with those of a checkpoint. Call it after
+    /// the guest's own state is restored: an image restore starts a fresh instance.
+    pub fn restore_time(&mut self, time: GuestTime) {
+        self.store.data_mut().time = time;
+    }
+
+    /// Advances the watermark to `watermark` (nothing when it is not later than the current
+    /// one): fires every event-time timer at or before it through `weir_on_timers`, in rounds,
+    /// then tells the guest through `weir_on_watermark` (`docs/ABI.md` §15). Each call's
+    /// output goes to `route` as soon as the call returns, so a large firing is never held at
+    /// once.
+    pub fn advance_watermark<E: From<GuestError>>(
+        &mut self,
+        watermark: i64,
+        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
+    ) -> Result<(), E> {
+        if watermark <= self.time().watermark {
+            return Ok(());
+        }
+        self.check_ready(Call::OnWatermark)?;
+        self.store.data_mut().time.watermark = watermark;
+        self.fire_due(TimeDomain::Event, watermark, &mut route)?;
+        let Some(on_watermark) = self.funcs.on_watermark.clone() else {
+            return Ok(());
+        };
+        let status = self.run(Call::OnWatermark, &on_watermark, watermark)?;
+        self.check_status(Call::OnWatermark, status)?;
+        route(self.take_output())
+    }
+
+    /// Fires every processing-time timer at or before `now` (milliseconds since the Unix
+    /// epoch), as [`advance_watermark`](Self::advance_watermark) fires event-time timers.
+    pub fn fire_processing_timers<E: From<GuestError>>(
+        &mut self,
+        now: i64,
+        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.fire_due(TimeDomain::Processing, now, &mut route)
+    }
+
+    /// The time the next processing-time timer fires at, if one is set.
+    pub fn next_processing_timer(&self) -> Option<i64> {
+        self.time().timers(TimeDomain::Processing).next_due()
+    }
+
+    /// Fires the timers of `domain` due at `time` in rounds of batches of at most
+    /// [`MAX_TIMERS_PER_CALL`], routing each call's output; fails after [`MAX_TIMER_ROUNDS`]
+    /// rounds that each left new due timers behind.
+    fn fire_due<E: From<GuestError>>(
+        &mut self,
+        domain: TimeDomain,
+        time: i64,
+        route: &mut impl FnMut(GuestOutput) -> Result<(), E>,
+    ) -> Result<(), E> {
+        for round in 0..=MAX_TIMER_ROUNDS {
+            let mut left = self.time().timers(domain).count_due(time);
+            if left == 0 {
+                return Ok(());
+            }
+            if round == MAX_TIMER_ROUNDS {
+                let failure = GuestFailure::TimerRounds {
+                    watermark: time,
+                    rounds: round,
+                };
+                return Err(self.poison(Call::OnTimers, failure, None).into());
+            }
+            while left > 0 {
+                let due = self
+                    .store
+                    .data_mut()
+                    .time
+                    .timers_mut(domain)
+                    .pop_due(time, left.min(MAX_TIMERS_PER_CALL));
+                if due.is_empty() {
+                    break;
+                }
+                left -= due.len();
+                let mut batch = BatchBuilder::new(domain.code());
+                for (timestamp, key) in &due {
+                    batch.push(key, b"", *timestamp);
+                }
+                let output = self.on_timers(&batch.into_bytes())?;
+                route(output)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs `weir_on_timers` on a batch of fired timers and returns what it emitted.
+    fn on_timers(&mut self, batch: &[u8]) -> Result<GuestOutput, GuestError> {
+        self.check_ready(Call::OnTimers)?;
+        let Some(on_timers) = self.funcs.on_timers.clone() else {
+            // Load time refuses a module that sets timers without this export; timers restored
+            // into one that lost it since have nowhere to go.
+            let failure = GuestFailure::Runtime {
+                message: format!(
+                    "timers fired but the module exports no {}: was it changed since the \
+                     checkpoint was taken?",
+                    exports::ON_TIMERS
+                ),
+            };
+            return Err(self.poison(Call::OnTimers, failure, None));
+        };
+        let (ptr, len) = self.write_buffer(batch)?;
+        let status = self.run(Call::OnTimers, &on_timers, (ptr, len))?;
+        self.check_status(Call::OnTimers, status)?;
+        Ok(self.take_output())
+    }
+
+    /// What the last call emitted, taken.
+    fn take_output(&mut self) -> GuestOutput {
+        let state = self.store.data_mut();
+        GuestOutput {
+            main: std::mem::take(&mut state.output),
+            side: std::mem::take(&mut state.side_output),
+        }
     }
 
     /// Runs `weir_snapshot` for `checkpoint_id` and returns the state it saved; an empty state
@@ -676,6 +825,8 @@ fn lookup(instance: &Instance, store: &mut Store<GuestState>) -> wasmtime::Resul
         restore: optional(instance, store, exports::RESTORE)?,
         checkpoint_complete: optional(instance, store, exports::CHECKPOINT_COMPLETE)?,
         finish: optional(instance, store, exports::FINISH)?,
+        on_timers: optional(instance, store, exports::ON_TIMERS)?,
+        on_watermark: optional(instance, store, exports::ON_WATERMARK)?,
     };
     Ok((memory, funcs))
 }

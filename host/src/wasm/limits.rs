@@ -51,6 +51,9 @@ pub struct GuestLimits {
     pub max_output_bytes: usize,
     /// Largest snapshot one `weir_snapshot` call may save, in bytes (`limits.max_state`).
     pub max_state_bytes: usize,
+    /// Most timer memory one instance may hold, in bytes, each timer counting
+    /// [`Timers::cost`](weir_abi::Timers::cost) (`limits.max_timer_state`; `docs/ABI.md` §15).
+    pub max_timer_bytes: usize,
 }
 
 impl GuestLimits {
@@ -60,13 +63,14 @@ impl GuestLimits {
 
 impl Default for GuestLimits {
     /// The defaults of `docs/ABI.md` §9: 256 MiB memory, 10 s per call, 64 MiB of output per
-    /// call, 1 GiB of state.
+    /// call, 1 GiB of state, 256 MiB of timers.
     fn default() -> Self {
         Self {
             max_memory_bytes: 256 << 20,
             call_timeout: Duration::from_secs(10),
             max_output_bytes: 64 << 20,
             max_state_bytes: 1 << 30,
+            max_timer_bytes: 256 << 20,
         }
     }
 }

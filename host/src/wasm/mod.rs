@@ -53,6 +53,8 @@ mod toolchain;
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod time_tests;
 
 pub(crate) use engine::deadline_ticks;
 pub use engine::{EPOCH_TICK, EngineOptions, ImagePool, WasmEngine, file_kind};
@@ -60,9 +62,14 @@ pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProble
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;
 pub use imports::provided_imports;
+pub(crate) use imports::wall_clock_millis;
 pub(crate) use inspection::Inspection;
 pub use inspection::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
-pub use instance::{GuestInstance, GuestSnapshot, InstanceContext};
+pub use instance::{
+    GuestInstance, GuestOutput, GuestSnapshot, InstanceContext, MAX_TIMER_ROUNDS,
+    MAX_TIMERS_PER_CALL,
+};
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
 pub use module::{Capabilities, OperatorModule};
+pub use state::{GuestTime, SideBatch};
 pub use toolchain::{Toolchain, ToolchainEvidence};

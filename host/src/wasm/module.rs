@@ -32,6 +32,10 @@ pub struct Capabilities {
     pub checkpoint_complete: bool,
     /// `weir_finish`: may emit final records when every input has ended.
     pub finish: bool,
+    /// `weir_on_timers`: receives fired timers, and so may set them.
+    pub on_timers: bool,
+    /// `weir_on_watermark`: hears of watermark advances.
+    pub on_watermark: bool,
 }
 
 /// An operator's module: compiled, checked against the ABI, and pre-linked with the host's

@@ -2,7 +2,8 @@
 //! the host imports through `Caller`.
 
 use wasmtime::ResourceLimiter;
-use weir_abi::exports;
+use weir_abi::time::NO_WATERMARK;
+use weir_abi::{TimeDomain, Timers, exports, imports};
 
 use super::error::{Abort, GuestFailure};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
@@ -30,6 +31,10 @@ pub(crate) enum Call {
     Restore,
     /// `weir_checkpoint_complete`.
     CheckpointComplete,
+    /// `weir_on_timers`: `emit`, `emit_to` and the timer imports allowed.
+    OnTimers,
+    /// `weir_on_watermark`: `emit`, `emit_to` and the timer imports allowed.
+    OnWatermark,
 }
 
 impl Call {
@@ -46,7 +51,97 @@ impl Call {
             Call::Snapshot => exports::SNAPSHOT,
             Call::Restore => exports::RESTORE,
             Call::CheckpointComplete => exports::CHECKPOINT_COMPLETE,
+            Call::OnTimers => exports::ON_TIMERS,
+            Call::OnWatermark => exports::ON_WATERMARK,
         }
+    }
+
+    /// The calls during which `emit` and `emit_to` are allowed (`docs/ABI.md` §4).
+    pub(crate) const EMITTING: [Call; 4] = [
+        Call::Process,
+        Call::OnTimers,
+        Call::OnWatermark,
+        Call::Finish,
+    ];
+
+    /// The calls during which `timer_set` and `timer_delete` are allowed (`docs/ABI.md` §4).
+    pub(crate) const SETTING_TIMERS: [Call; 3] = [Call::Process, Call::OnTimers, Call::OnWatermark];
+
+    /// Whether `emit` and `emit_to` may be called during this call.
+    pub(crate) fn may_emit(self) -> bool {
+        Self::EMITTING.contains(&self)
+    }
+
+    /// Whether `timer_set` and `timer_delete` may be called during this call.
+    pub(crate) fn may_set_timers(self) -> bool {
+        Self::SETTING_TIMERS.contains(&self)
+    }
+
+    /// The calls during which `import` is allowed, for messages: `weir_process, weir_on_timers
+    /// and weir_finish`.
+    pub(crate) fn allowing(import: &str) -> String {
+        let calls: &[Call] = match import {
+            imports::SAVE_STATE => &[Call::Snapshot],
+            imports::TIMER_SET | imports::TIMER_DELETE => &Self::SETTING_TIMERS,
+            _ => &Self::EMITTING,
+        };
+        let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
+        match names.split_last() {
+            Some((last, [])) => last.to_string(),
+            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+}
+
+/// One batch emitted on a side output (`emit_to`, `docs/ABI.md` §15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SideBatch {
+    /// The side output's name, as the guest gave it.
+    pub output: Box<str>,
+    /// A well-formed batch with port 0; consecutive batches to one output may be joined.
+    pub batch: Vec<u8>,
+}
+
+/// The time of one instance: its task's watermark, as the guest reads it, and the timers the
+/// host keeps for it (`docs/ABI.md` §15). Host state, not the guest's: checkpointed with the
+/// task in either capture mode.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestTime {
+    /// What `current_time(0)` returns: [`NO_WATERMARK`] until the first watermark.
+    pub watermark: i64,
+    /// The timers, indexed by [`TimeDomain::code`].
+    pub timers: [Timers; 2],
+}
+
+impl Default for GuestTime {
+    fn default() -> Self {
+        GuestTime {
+            watermark: NO_WATERMARK,
+            timers: [Timers::new(), Timers::new()],
+        }
+    }
+}
+
+impl GuestTime {
+    /// The timers of `domain`.
+    pub fn timers(&self, domain: TimeDomain) -> &Timers {
+        &self.timers[domain.code() as usize]
+    }
+
+    /// The timers of `domain`, to change.
+    pub(crate) fn timers_mut(&mut self, domain: TimeDomain) -> &mut Timers {
+        &mut self.timers[domain.code() as usize]
+    }
+
+    /// What every timer counts against the timer limit, over both domains.
+    pub(crate) fn timer_bytes(&self) -> usize {
+        self.timers.iter().map(Timers::bytes).sum()
+    }
+
+    /// How many timers are set, over both domains.
+    pub fn pending(&self) -> usize {
+        self.timers.iter().map(Timers::len).sum()
     }
 }
 
@@ -66,8 +161,13 @@ pub(crate) struct GuestState {
     /// What `output` counts against `limits.max_output_bytes`: its bytes, plus
     /// [`OUTPUT_BATCH_OVERHEAD`](super::limits::OUTPUT_BATCH_OVERHEAD) per batch.
     pub(crate) output_bytes: usize,
+    /// Side-output batches of the running call, in order; they count against
+    /// `limits.max_output_bytes` with `output`.
+    pub(crate) side_output: Vec<SideBatch>,
     /// Bytes saved by the running `weir_snapshot`.
     pub(crate) snapshot: Vec<u8>,
+    /// The watermark and the timers: kept across calls, unlike everything above.
+    pub(crate) time: GuestTime,
     /// The last message logged at level error during the running call, reported with a
     /// non-zero status.
     pub(crate) last_error_log: Option<String>,
@@ -89,7 +189,9 @@ impl GuestState {
             call: Call::Instantiate,
             output: Vec::new(),
             output_bytes: 0,
+            side_output: Vec::new(),
             snapshot: Vec::new(),
+            time: GuestTime::default(),
             last_error_log: None,
             limits,
             limiter: GuestLimiter {
@@ -105,6 +207,7 @@ impl GuestState {
         self.call = call;
         self.output.clear();
         self.output_bytes = 0;
+        self.side_output.clear();
         self.snapshot.clear();
         self.last_error_log = None;
     }

@@ -643,8 +643,8 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
     assert_eq!(defined, listed);
     assert_eq!(
         listed.len(),
-        5,
-        "weir.emit/save_state/fail/log and env.abort"
+        9,
+        "weir.emit/save_state/fail/log, the four of event time, and env.abort"
     );
 }
 
@@ -1341,8 +1341,10 @@ fn emit_and_save_state_outside_their_calls_are_refused() {
         }
     ));
     assert!(
-        err.to_string()
-            .contains("allowed only during weir_process and weir_finish"),
+        err.to_string().contains(
+            "allowed only during weir_process, weir_on_timers, weir_on_watermark and \
+                 weir_finish"
+        ),
         "{err}"
     );
 
