@@ -56,11 +56,14 @@ pub enum KillPoint {
     SinkCommitted,
     /// A task has restored its state and not yet processed anything.
     Restore,
+    /// An operator is part way through firing timers: one batch of fired timers (a window
+    /// firing, say) has been handled and its output routed, and more may follow.
+    TimerFiring,
 }
 
 impl KillPoint {
     /// Every point, in the order of a checkpoint's life.
-    pub const ALL: [KillPoint; 9] = [
+    pub const ALL: [KillPoint; 10] = [
         KillPoint::ProcessBatch,
         KillPoint::Alignment,
         KillPoint::AfterSnapshot,
@@ -70,6 +73,7 @@ impl KillPoint {
         KillPoint::SinkCommit,
         KillPoint::SinkCommitted,
         KillPoint::Restore,
+        KillPoint::TimerFiring,
     ];
 
     /// The point's name, as `WEIR_TEST_KILL_AT` takes it.
@@ -84,6 +88,7 @@ impl KillPoint {
             KillPoint::SinkCommit => "sink-commit",
             KillPoint::SinkCommitted => "sink-committed",
             KillPoint::Restore => "restore",
+            KillPoint::TimerFiring => "timer-firing",
         }
     }
 }

@@ -270,10 +270,11 @@ enum Kill {
 }
 
 /// The points a job with `output` reaches (`alignment`: `count` has two upstream channels,
-/// from a Kafka source's two subtasks only).
+/// from a Kafka source's two subtasks only; `count` sets no timers).
 fn points(input: &End, output: &End) -> Vec<KillPoint> {
     KillPoint::ALL
         .into_iter()
+        .filter(|&p| p != KillPoint::TimerFiring)
         .filter(|&p| p != KillPoint::SinkCommitted || matches!(output, End::Kafka(_)))
         .filter(|&p| p != KillPoint::Alignment || matches!(input, End::Kafka(_)))
         .collect()
@@ -289,6 +290,7 @@ fn nth_range(point: KillPoint) -> (u64, u64) {
         KillPoint::SinkCommit | KillPoint::SinkCommitted => (1, 2),
         // Five or six tasks restore.
         KillPoint::Restore => (1, 5),
+        KillPoint::TimerFiring => (1, 1),
     }
 }
 

@@ -82,16 +82,17 @@ fn nth_range(point: KillPoint) -> (u64, u64) {
         KillPoint::SinkCommit => (1, 9),
         // Ten tasks restore; the first round has nothing to restore.
         KillPoint::Restore => (1, 11),
-        // Only a Kafka sink has it (`kafka_exactly_once` kills there).
-        KillPoint::SinkCommitted => (1, 1),
+        // Only a Kafka sink has it (`kafka_exactly_once` kills there), and only an operator
+        // with timers the other (`event_time` kills there).
+        KillPoint::SinkCommitted | KillPoint::TimerFiring => (1, 1),
     }
 }
 
-/// The points the job of this file reaches: all but the Kafka sink's.
+/// The points the job of this file reaches: all but the Kafka sink's and the timers'.
 fn file_job_points() -> impl Iterator<Item = KillPoint> {
     KillPoint::ALL
         .into_iter()
-        .filter(|&p| p != KillPoint::SinkCommitted)
+        .filter(|&p| p != KillPoint::SinkCommitted && p != KillPoint::TimerFiring)
 }
 
 /// The rounds' plan: every point `per_point` times, in a seeded random order, never starting

@@ -5,16 +5,28 @@
 //! ```text
 //! offset  size  field
 //! 0       1     envelope version (1)
-//! 1       1     flags: bit 0 = the task had already seen the end of all its inputs
-//! 2       ...   the state of the source, operator or sink
+//! 1       1     flags: bit 0 = the task had already seen the end of all its inputs,
+//!                      bit 1 = a time section follows
+//! 2       4     (with bit 1) the time section's length T, u32 little-endian
+//! 6       T     (with bit 1) the time section: see [`TimeState`]
+//! ...     ...   the state of the source, operator or sink
 //! ```
+//!
+//! The time section is the host's part of event time (`docs/ABI.md` §15): the task's
+//! watermark, its inputs' (or, for a source, its splits'), and its guest's timers. It is the
+//! host's and not the guest's, so it is the same whether the guest's state is its own snapshot
+//! or an image. States written before it existed have no such section and restore with no
+//! watermark and no timers.
 //! The file around it (magic, length, checksum) is [`super::format`]'s. The
 //! envelope lives beside it, in the checkpoint layer, because reading a
 //! checkpoint back decodes it and the tasks that write it sit
 //! above that layer.
 
+use weir_abi::Timers;
+
 const VERSION: u8 = 1;
 const FINISHED: u8 = 1;
+const HAS_TIME: u8 = 2;
 
 /// One task's state at a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -22,6 +34,8 @@ pub struct TaskState {
     /// The task had processed the end of all its inputs (its guest's
     /// `weir_finish` ran): after a restore it must not run again.
     pub finished: bool,
+    /// The encoded time section ([`TimeState::encode`]), if the task keeps one.
+    pub time: Option<Vec<u8>>,
     /// The state of the source, operator or sink, opaque to the task loop.
     pub inner: Vec<u8>,
 }
@@ -29,9 +43,19 @@ pub struct TaskState {
 impl TaskState {
     /// Encodes the envelope.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(2 + self.inner.len());
+        let time_len = self.time.as_ref().map_or(0, |t| 4 + t.len());
+        let mut out = Vec::with_capacity(2 + time_len + self.inner.len());
         out.push(VERSION);
-        out.push(if self.finished { FINISHED } else { 0 });
+        let mut flags = if self.finished { FINISHED } else { 0 };
+        if self.time.is_some() {
+            flags |= HAS_TIME;
+        }
+        out.push(flags);
+        if let Some(time) = &self.time {
+            let len = u32::try_from(time.len()).expect("a time section is below 4 GiB");
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(time);
+        }
         out.extend_from_slice(&self.inner);
         out
     }
@@ -41,10 +65,23 @@ impl TaskState {
     /// instead of being copied into a new one.
     pub fn decode(mut bytes: Vec<u8>) -> Result<Self, TaskStateError> {
         match *bytes.as_slice() {
-            [VERSION, flags, ..] if flags & !FINISHED == 0 => {
-                bytes.drain(..2);
+            [VERSION, flags, ..] if flags & !(FINISHED | HAS_TIME) == 0 => {
+                let mut header = 2;
+                let time = if flags & HAS_TIME != 0 {
+                    let len = bytes
+                        .get(2..6)
+                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+                        .ok_or(TaskStateError::TimeSection)?;
+                    let section = bytes.get(6..6 + len).ok_or(TaskStateError::TimeSection)?;
+                    header = 6 + len;
+                    Some(section.to_vec())
+                } else {
+                    None
+                };
+                bytes.drain(..header);
                 Ok(TaskState {
                     finished: flags & FINISHED != 0,
+                    time,
                     inner: bytes,
                 })
             }
@@ -76,6 +113,144 @@ pub enum TaskStateError {
     /// The state holds no bytes at all, not even the envelope's.
     #[error("task state is empty")]
     Empty,
+    /// The flags say a time section follows, and the bytes end within it.
+    #[error("task state is cut short within its time section")]
+    TimeSection,
+}
+
+/// One input's watermark in a [`TimeState`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InputTime {
+    /// The highest watermark the input sent (`i64::MIN` before the first).
+    pub watermark: i64,
+    /// The input is idle.
+    pub idle: bool,
+    /// The input ended.
+    pub ended: bool,
+}
+
+/// A task's part of event time at a checkpoint: what the time section of [`TaskState`] holds.
+///
+/// ```text
+/// i64      the task's watermark (for a source: the highest it sent)
+/// u32 n    then n inputs:   i64 watermark, u8 flags (bit 0 idle, bit 1 ended)
+/// u32 m    then m splits:   u32 length + the split's name, i64 its largest timestamp
+/// twice, event time then processing time:
+///   u32 k  then k timers:   i64 timestamp, u32 length + the key
+/// ```
+/// Every number little-endian.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TimeState {
+    /// The task's watermark; for a source, the highest it sent.
+    pub watermark: i64,
+    /// A processing task's inputs, in input order.
+    pub inputs: Vec<InputTime>,
+    /// A source's splits: their names and largest timestamps.
+    pub splits: Vec<(String, i64)>,
+    /// The guest's timers, event time then processing time.
+    pub timers: [Timers; 2],
+}
+
+impl TimeState {
+    /// Encodes a time section from its parts, the timers borrowed (they may be many).
+    pub fn encode(
+        watermark: i64,
+        inputs: &[InputTime],
+        splits: &[(String, i64)],
+        timers: &[Timers; 2],
+    ) -> Vec<u8> {
+        let mut out = Vec::new();
+        out.extend_from_slice(&watermark.to_le_bytes());
+        push_len(&mut out, inputs.len());
+        for input in inputs {
+            out.extend_from_slice(&input.watermark.to_le_bytes());
+            out.push(u8::from(input.idle) | (u8::from(input.ended) << 1));
+        }
+        push_len(&mut out, splits.len());
+        for (name, max) in splits {
+            push_len(&mut out, name.len());
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&max.to_le_bytes());
+        }
+        for domain in timers {
+            push_len(&mut out, domain.len());
+            for (timestamp, key) in domain.iter() {
+                out.extend_from_slice(&timestamp.to_le_bytes());
+                push_len(&mut out, key.len());
+                out.extend_from_slice(key);
+            }
+        }
+        out
+    }
+
+    /// Decodes a time section, or says where it is cut short or malformed.
+    pub fn decode(bytes: &[u8]) -> Result<TimeState, TaskStateError> {
+        let mut r = Reader(bytes);
+        let watermark = r.i64()?;
+        let mut inputs = Vec::new();
+        for _ in 0..r.len()? {
+            let watermark = r.i64()?;
+            let flags = r.take(1)?[0];
+            inputs.push(InputTime {
+                watermark,
+                idle: flags & 1 != 0,
+                ended: flags & 2 != 0,
+            });
+        }
+        let mut splits = Vec::new();
+        for _ in 0..r.len()? {
+            let len = r.len()?;
+            let name = String::from_utf8(r.take(len)?.to_vec())
+                .map_err(|_| TaskStateError::TimeSection)?;
+            splits.push((name, r.i64()?));
+        }
+        let mut timers = [Timers::new(), Timers::new()];
+        for domain in &mut timers {
+            for _ in 0..r.len()? {
+                let timestamp = r.i64()?;
+                let len = r.len()?;
+                domain.set(timestamp, r.take(len)?);
+            }
+        }
+        if !r.0.is_empty() {
+            return Err(TaskStateError::TimeSection);
+        }
+        Ok(TimeState {
+            watermark,
+            inputs,
+            splits,
+            timers,
+        })
+    }
+}
+
+fn push_len(out: &mut Vec<u8>, len: usize) {
+    let len = u32::try_from(len).expect("a time section's counts are below 2^32");
+    out.extend_from_slice(&len.to_le_bytes());
+}
+
+/// Reads a time section front to back.
+struct Reader<'a>(&'a [u8]);
+
+impl<'a> Reader<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], TaskStateError> {
+        if self.0.len() < n {
+            return Err(TaskStateError::TimeSection);
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+
+    fn len(&mut self) -> Result<usize, TaskStateError> {
+        let b = self.take(4)?;
+        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+    }
+
+    fn i64(&mut self) -> Result<i64, TaskStateError> {
+        let b = self.take(8)?;
+        Ok(i64::from_le_bytes(b.try_into().expect("8 bytes")))
+    }
 }
 
 /// What a restore hands a task: the state of the restored checkpoint and, when that state
@@ -109,9 +284,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_time_section_round_trips_beside_the_inner_state() {
+        let mut timers = [Timers::new(), Timers::new()];
+        timers[0].set(999, b"k1");
+        timers[0].set(1999, b"");
+        timers[1].set(1_700_000_000_000, b"session");
+        let inputs = [
+            InputTime {
+                watermark: 500,
+                idle: true,
+                ended: false,
+            },
+            InputTime {
+                watermark: i64::MIN,
+                idle: false,
+                ended: true,
+            },
+        ];
+        let splits = [("events/0".to_string(), 1_234)];
+        let time = TimeState::encode(499, &inputs, &splits, &timers);
+        let state = TaskState {
+            finished: false,
+            time: Some(time),
+            inner: vec![7, 8, 9],
+        };
+        let back = TaskState::decode(state.encode()).unwrap();
+        assert_eq!(back, state);
+        let decoded = TimeState::decode(back.time.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            decoded,
+            TimeState {
+                watermark: 499,
+                inputs: inputs.to_vec(),
+                splits: splits.to_vec(),
+                timers,
+            }
+        );
+        // Cut anywhere, or with a byte too many, the section is refused rather than misread.
+        let section = back.time.unwrap();
+        for cut in 0..section.len() {
+            assert!(TimeState::decode(&section[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = section.clone();
+        longer.push(0);
+        assert!(TimeState::decode(&longer).is_err());
+    }
+
+    #[test]
     fn round_trips_and_rejects_unknown_versions() {
         let s = TaskState {
             finished: true,
+            time: None,
             inner: vec![1, 2, 3],
         };
         assert_eq!(TaskState::decode(s.encode()).unwrap(), s);
@@ -122,10 +345,13 @@ mod tests {
                 .contains("version 9")
         );
         assert!(TaskState::decode(vec![]).is_err());
-        assert!(TaskState::decode(vec![1, 2]).is_err());
         assert_eq!(
-            TaskState::decode(vec![1, 2]).unwrap_err().to_string(),
-            "unknown task state flags 0x02"
+            TaskState::decode(vec![1, 4]).unwrap_err().to_string(),
+            "unknown task state flags 0x04"
+        );
+        assert_eq!(
+            TaskState::decode(vec![1, 2, 9]).unwrap_err(),
+            TaskStateError::TimeSection
         );
     }
 }

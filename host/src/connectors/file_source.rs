@@ -16,8 +16,7 @@ use super::decode_u64_position;
 use super::skip_log::SkipLog;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::TaskError;
-use crate::dataflow::processor::{Source, SourcePoll};
-use crate::dataflow::router::Router;
+use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{FileFormat, OnError, RecordFields};
 
 /// How long a followed file is left alone when it has nothing new.
@@ -99,7 +98,7 @@ impl FileSource {
 }
 
 impl Source for FileSource {
-    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError> {
+    fn poll(&mut self, out: &mut SourceOutput<'_>, max: usize) -> Result<SourcePoll, TaskError> {
         if self.reader.is_none() && !self.open()? {
             return Ok(SourcePoll::Idle(FOLLOW_IDLE));
         }
@@ -443,7 +442,7 @@ mod tests {
     use super::*;
     use crate::dataflow::channel::StopSignal;
     use crate::dataflow::message::Message;
-    use crate::dataflow::router::OutputEdge;
+    use crate::dataflow::router::{OutputEdge, Router};
     use crate::job::Partitioner;
 
     type Record = (String, String, i64);
@@ -481,7 +480,7 @@ mod tests {
         let mut outcome = Ok(());
         while left > 0 {
             left -= 1;
-            match source.poll(&mut router, max) {
+            match source.poll(&mut SourceOutput::new(&mut router, None), max) {
                 Ok(SourcePoll::Exhausted) => break,
                 Ok(_) => {}
                 Err(e) => {

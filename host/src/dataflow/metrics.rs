@@ -4,7 +4,7 @@
 //! ([`connector`](TaskMetrics::connector)), which the task loop never looks at.
 
 use std::sync::OnceLock;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::time::Duration;
 
 use super::connector_metrics::ConnectorMetrics;
@@ -30,6 +30,14 @@ pub struct TaskMetrics {
     /// Input a source read but could not turn into a record and dropped (a file source's
     /// malformed lines under `on_error = "skip"`); zero for other tasks.
     pub records_skipped: AtomicU64,
+    /// The task's watermark (`docs/ABI.md` §15): `i64::MIN` until the first.
+    pub watermark: WatermarkGauge,
+    /// Records that arrived at or before the task's watermark: late (`docs/ABI.md` §15).
+    pub records_late: AtomicU64,
+    /// Records the task's guest emitted on a side output nothing reads, dropped.
+    pub records_unwired: AtomicU64,
+    /// Timers the task's guest has set and that have not fired, over both domains.
+    pub pending_timers: AtomicU64,
     /// What the task's connector reports of itself (a Kafka source's partitions, a Kafka
     /// sink's transactions), set once when it is built; empty for other tasks.
     connector: OnceLock<ConnectorMetrics>,
@@ -99,6 +107,36 @@ impl TaskMetrics {
         self.connector.get()
     }
 
+    /// Counts records that arrived late.
+    pub fn add_records_late(&self, n: u64) {
+        self.records_late.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Late records so far.
+    pub fn records_late(&self) -> u64 {
+        self.records_late.load(Ordering::Relaxed)
+    }
+
+    /// Counts records dropped for want of an edge reading their side output.
+    pub fn add_records_unwired(&self, n: u64) {
+        self.records_unwired.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Records dropped from unwired side outputs so far.
+    pub fn records_unwired(&self) -> u64 {
+        self.records_unwired.load(Ordering::Relaxed)
+    }
+
+    /// Sets how many timers are pending.
+    pub fn set_pending_timers(&self, n: usize) {
+        self.pending_timers.store(n as u64, Ordering::Relaxed);
+    }
+
+    /// Timers pending, as last set.
+    pub fn pending_timers(&self) -> u64 {
+        self.pending_timers.load(Ordering::Relaxed)
+    }
+
     /// Guest calls so far.
     pub fn guest_calls(&self) -> u64 {
         self.guest_calls.load(Ordering::Relaxed)
@@ -107,6 +145,28 @@ impl TaskMetrics {
     /// Nanoseconds inside guest calls so far.
     pub fn guest_nanos(&self) -> u64 {
         self.guest_nanos.load(Ordering::Relaxed)
+    }
+}
+
+/// A watermark that can be read from any thread: `i64::MIN` (none yet) by default.
+#[derive(Debug)]
+pub struct WatermarkGauge(AtomicI64);
+
+impl Default for WatermarkGauge {
+    fn default() -> Self {
+        WatermarkGauge(AtomicI64::new(i64::MIN))
+    }
+}
+
+impl WatermarkGauge {
+    /// The watermark: `None` before the first.
+    pub fn get(&self) -> Option<i64> {
+        Some(self.0.load(Ordering::Relaxed)).filter(|&w| w != i64::MIN)
+    }
+
+    /// Sets the watermark.
+    pub fn set(&self, watermark: i64) {
+        self.0.store(watermark, Ordering::Relaxed);
     }
 }
 

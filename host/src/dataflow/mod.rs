@@ -11,3 +11,4 @@ pub(crate) mod persist;
 pub(crate) mod processor;
 pub(crate) mod router;
 pub(crate) mod task;
+pub(crate) mod watermark;

@@ -11,7 +11,8 @@ use crate::dataflow::processor::{ChainedState, Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
-use crate::wasm::{GuestInstance, GuestSnapshot};
+use crate::kill_point::{self, KillPoint};
+use crate::wasm::{GuestInstance, GuestOutput, GuestSnapshot, GuestTime};
 
 /// Runs batches through one guest instance and routes what it emits.
 #[derive(Debug)]
@@ -34,23 +35,95 @@ impl WasmOperator {
         result
     }
 
-    fn route(outputs: Vec<Vec<u8>>, out: &mut Router) -> Result<(), TaskError> {
-        for batch in outputs {
+    /// Routes one call's main output and then its side outputs. (Records keep their order
+    /// within each output; the outputs are independent streams.)
+    fn route(output: GuestOutput, out: &mut Router) -> Result<(), TaskError> {
+        for batch in output.main {
             out.push_batch(batch)?;
         }
+        for side in output.side {
+            out.push_side_batch(&side.output, &side.batch)?;
+        }
+        Ok(())
+    }
+
+    /// What the last `process` or `finish` call emitted.
+    fn output(&mut self, main: Vec<Vec<u8>>) -> GuestOutput {
+        GuestOutput {
+            main,
+            side: self.instance.take_side_output(),
+        }
+    }
+
+    /// Publishes the count of pending timers.
+    fn report_timers(&self) {
+        self.metrics
+            .set_pending_timers(self.instance.time().pending());
+    }
+
+    /// Routes the output of one timer or watermark call, counting the call's time.
+    fn route_fired(
+        metrics: &TaskMetrics,
+        started: &mut Instant,
+        output: GuestOutput,
+        out: &mut Router,
+    ) -> Result<(), TaskError> {
+        metrics.add_guest_call(started.elapsed());
+        Self::route(output, out)?;
+        kill_point::reached(KillPoint::TimerFiring);
+        *started = Instant::now();
         Ok(())
     }
 }
 
 impl Processor for WasmOperator {
     fn process(&mut self, batch: &[u8], out: &mut Router) -> Result<(), TaskError> {
-        let outputs = self.call(|i| i.process(batch))?;
-        Self::route(outputs, out)
+        let main = self.call(|i| i.process(batch))?;
+        let output = self.output(main);
+        if self.instance.capabilities().on_timers {
+            self.report_timers();
+        }
+        Self::route(output, out)
     }
 
     fn finish(&mut self, out: &mut Router) -> Result<(), TaskError> {
-        let outputs = self.call(GuestInstance::finish)?;
-        Self::route(outputs, out)
+        let main = self.call(GuestInstance::finish)?;
+        let output = self.output(main);
+        Self::route(output, out)
+    }
+
+    fn advance_watermark(&mut self, watermark: i64, out: &mut Router) -> Result<(), TaskError> {
+        let metrics = &self.metrics;
+        let mut started = Instant::now();
+        self.instance.advance_watermark(watermark, |output| {
+            Self::route_fired(metrics, &mut started, output, out)
+        })?;
+        self.report_timers();
+        Ok(())
+    }
+
+    fn fire_processing_timers(&mut self, now: i64, out: &mut Router) -> Result<(), TaskError> {
+        let metrics = &self.metrics;
+        let mut started = Instant::now();
+        self.instance.fire_processing_timers(now, |output| {
+            Self::route_fired(metrics, &mut started, output, out)
+        })?;
+        self.report_timers();
+        Ok(())
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        self.instance.next_processing_timer()
+    }
+
+    fn time(&self) -> Option<&GuestTime> {
+        Some(self.instance.time())
+    }
+
+    fn restore_time(&mut self, time: GuestTime) -> Result<(), TaskError> {
+        self.instance.restore_time(time);
+        self.report_timers();
+        Ok(())
     }
 
     fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {

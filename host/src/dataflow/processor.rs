@@ -7,12 +7,13 @@
 
 use std::io;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::channel::Stopped;
 use super::router::{RouteError, Router};
+use super::watermark::SourceClock;
 use crate::ids::{Barrier, CheckpointId};
-use crate::wasm::GuestError;
+use crate::wasm::{GuestError, GuestTime};
 
 /// What one [`Source::poll`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,10 +26,49 @@ pub(crate) enum SourcePoll {
     Exhausted,
 }
 
+/// What a source emits into: the task's router, and the clock that derives the source's
+/// watermarks from the timestamps it reads, when the source has a watermark strategy.
+pub(crate) struct SourceOutput<'a> {
+    router: &'a mut Router,
+    clock: Option<&'a mut SourceClock>,
+}
+
+impl<'a> SourceOutput<'a> {
+    /// Output into `router`, timestamps observed by `clock`.
+    pub(crate) fn new(router: &'a mut Router, clock: Option<&'a mut SourceClock>) -> Self {
+        SourceOutput { router, clock }
+    }
+
+    /// Emits one record.
+    #[inline]
+    pub(crate) fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+        if let Some(clock) = self.clock.as_deref_mut() {
+            clock.observe(timestamp);
+        }
+        self.router.push(key, value, timestamp)
+    }
+
+    /// The records emitted from now on come from the split `id` (a Kafka partition), which
+    /// has a watermark of its own until its source combines them. A source with one split
+    /// never calls it. Naming a split also makes it known before it has records, so that it
+    /// holds the watermark back until it reads some or goes idle.
+    pub(crate) fn enter_split(&mut self, id: &str) {
+        if let Some(clock) = self.clock.as_deref_mut() {
+            clock.enter_split(id, Instant::now());
+        }
+    }
+
+    /// Whether the source's watermarks are tracked: whether [`enter_split`](Self::enter_split)
+    /// does anything (a source may skip naming splits otherwise).
+    pub(crate) fn tracks_splits(&self) -> bool {
+        self.clock.is_some()
+    }
+}
+
 /// A source of records with a checkpointable position.
 pub(crate) trait Source: Send {
     /// Emits up to `max` records into `out`.
-    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError>;
+    fn poll(&mut self, out: &mut SourceOutput<'_>, max: usize) -> Result<SourcePoll, TaskError>;
     /// The current position: everything before it has been emitted.
     fn position(&self) -> Vec<u8>;
     /// Moves to a position returned by [`position`](Self::position).
@@ -243,6 +283,44 @@ pub(crate) trait Processor: Send {
     /// default nothing.
     fn checkpoint_aborted(&mut self, id: CheckpointId) -> Result<(), TaskError> {
         let _ = id;
+        Ok(())
+    }
+
+    /// The task's watermark advanced to `watermark`: fire the event-time timers it makes due
+    /// and tell the guest, routing what it emits (`docs/ABI.md` §15). By default nothing: a
+    /// sink has no timers.
+    fn advance_watermark(&mut self, watermark: i64, out: &mut Router) -> Result<(), TaskError> {
+        let _ = (watermark, out);
+        Ok(())
+    }
+
+    /// Fires the processing-time timers due at `now` (milliseconds since the Unix epoch). By
+    /// default nothing.
+    fn fire_processing_timers(&mut self, now: i64, out: &mut Router) -> Result<(), TaskError> {
+        let _ = (now, out);
+        Ok(())
+    }
+
+    /// When the next processing-time timer fires, if one is set.
+    fn next_processing_timer(&self) -> Option<i64> {
+        None
+    }
+
+    /// The guest's watermark and timers, which a snapshot keeps beside its state; `None` for a
+    /// task without a guest.
+    fn time(&self) -> Option<&GuestTime> {
+        None
+    }
+
+    /// Takes back what [`time`](Self::time) returned, after the state is restored. By default
+    /// refuses timers (a task without a guest never has any).
+    fn restore_time(&mut self, time: GuestTime) -> Result<(), TaskError> {
+        if time.pending() > 0 {
+            return Err(TaskError::Restore(format!(
+                "the state holds {} timers, but this task has no guest to fire them",
+                time.pending()
+            )));
+        }
         Ok(())
     }
 }

@@ -3,8 +3,11 @@
 //!
 //! Records are appended to one [`BatchBuilder`] per downstream channel (with
 //! that channel's input port already in its header) and sent when the batch
-//! reaches [`BATCH_BYTES`] or the task flushes. Barriers and end-of-input
+//! reaches [`BATCH_BYTES`] or the task flushes. Barriers, watermarks and end-of-input
 //! markers go to every channel, after everything buffered before them.
+//!
+//! An operator has a main output and may have named side outputs (`docs/ABI.md` §15); each
+//! edge reads one of them. Records on a side output no edge reads are dropped and counted.
 
 use std::sync::Arc;
 
@@ -28,6 +31,9 @@ const PASS_THROUGH_MAX_BYTES: usize = 2 * BATCH_BYTES;
 /// One outgoing edge of a task: its partitioner and a channel per downstream subtask.
 #[derive(Debug)]
 pub(crate) struct OutputEdge {
+    /// Which of the task's outputs the edge reads: 0 the main one, `k` the side output
+    /// `Router::side_outputs[k - 1]`.
+    output: u32,
     partitioner: Partitioner,
     /// Indexed by downstream subtask.
     channels: Vec<Sender<Message>>,
@@ -48,6 +54,7 @@ impl OutputEdge {
             .map(|_| BatchBuilder::with_capacity(port, BATCH_BYTES))
             .collect();
         OutputEdge {
+            output: MAIN_OUTPUT,
             partitioner,
             channels,
             builders,
@@ -55,6 +62,9 @@ impl OutputEdge {
         }
     }
 }
+
+/// The main output's number.
+const MAIN_OUTPUT: u32 = 0;
 
 /// Why a task could not route its output.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +82,8 @@ pub(crate) enum RouteError {
 #[derive(Debug)]
 pub(crate) struct Router {
     edges: Vec<OutputEdge>,
+    /// The names of the side outputs some edge reads: side output `k` is `side_outputs[k - 1]`.
+    side_outputs: Vec<Box<str>>,
     stop: StopSignal,
     metrics: Arc<TaskMetrics>,
     /// Records routed since the metrics were last told: counted per batch sent, not per record,
@@ -84,17 +96,55 @@ impl Router {
     pub(crate) fn new(edges: Vec<OutputEdge>, stop: StopSignal, metrics: Arc<TaskMetrics>) -> Self {
         Router {
             edges,
+            side_outputs: Vec::new(),
             stop,
             metrics,
             unreported_out: 0,
         }
     }
 
-    /// Routes one record.
+    /// A router over `edges` (as [`new`](Self::new)) and `side` edges, each reading the side
+    /// output of its name.
+    pub(crate) fn with_side_outputs(
+        edges: Vec<OutputEdge>,
+        side: Vec<(String, OutputEdge)>,
+        stop: StopSignal,
+        metrics: Arc<TaskMetrics>,
+    ) -> Self {
+        let mut router = Router::new(edges, stop, metrics);
+        for (name, mut edge) in side {
+            let index = match router.side_outputs.iter().position(|n| **n == *name) {
+                Some(i) => i,
+                None => {
+                    router.side_outputs.push(name.into());
+                    router.side_outputs.len() - 1
+                }
+            };
+            edge.output = index as u32 + 1;
+            router.edges.push(edge);
+        }
+        router
+    }
+
+    /// Routes one record on the main output.
     pub(crate) fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+        self.push_to(MAIN_OUTPUT, key, value, timestamp)
+    }
+
+    /// Routes one record on output `output`.
+    fn push_to(
+        &mut self,
+        output: u32,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+    ) -> Result<(), Stopped> {
         self.unreported_out += 1;
         for e in 0..self.edges.len() {
             let edge = &mut self.edges[e];
+            if edge.output != output {
+                continue;
+            }
             let n = edge.builders.len();
             let target = match edge.partitioner {
                 Partitioner::Forward => Some(0),
@@ -134,6 +184,7 @@ impl Router {
     /// instead of being decoded and encoded again record by record.
     pub(crate) fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
         if let [edge] = self.edges.as_slice()
+            && edge.output == MAIN_OUTPUT
             && edge.partitioner == Partitioner::Forward
             && edge.channels.len() == 1
             && bytes.len() <= PASS_THROUGH_MAX_BYTES
@@ -161,6 +212,20 @@ impl Router {
         Ok(())
     }
 
+    /// Routes every record of a validated batch the guest emitted on its side output `name`;
+    /// records of an output no edge reads are dropped and counted as unwired.
+    pub(crate) fn push_side_batch(&mut self, name: &str, bytes: &[u8]) -> Result<(), RouteError> {
+        let batch = Batch::decode(bytes)?;
+        let Some(index) = self.side_outputs.iter().position(|n| **n == *name) else {
+            self.metrics.add_records_unwired(batch.len() as u64);
+            return Ok(());
+        };
+        for r in batch.iter() {
+            self.push_to(index as u32 + 1, r.key, r.value, r.timestamp)?;
+        }
+        Ok(())
+    }
+
     /// Sends every non-empty pending batch. Afterwards the task's `records_out` counts every
     /// record routed so far.
     pub(crate) fn flush(&mut self) -> Result<(), Stopped> {
@@ -183,7 +248,7 @@ impl Router {
         }
     }
 
-    /// Flushes, then sends `msg` (a barrier or end-of-input) on every channel.
+    /// Flushes, then sends `msg` (a barrier, a watermark or end-of-input) on every channel.
     pub(crate) fn broadcast(&mut self, msg: Message) -> Result<(), Stopped> {
         self.flush()?;
         for edge in &self.edges {

@@ -8,6 +8,12 @@
 //! asynchronous part (writing the state file) to the [`Persister`], which
 //! acknowledges once the bytes are durable — processing never waits for disk.
 //!
+//! Watermarks flow in band like barriers (`docs/ABI.md` §15): a source's clock
+//! ([`SourceClock`]) sends them between polls; every other task combines its inputs'
+//! ([`InputWatermarks`]), lets its processor fire the timers an advance makes due, and only
+//! then forwards the watermark, after what the firing emitted. Its watermark and timers go into
+//! its snapshot's time section beside the processor's state.
+//!
 //! Guest code is synchronous and CPU-bound, so tasks are OS threads rather
 //! than tokio tasks: see docs/ARCHITECTURE.md for why.
 
@@ -15,21 +21,26 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Select};
+use weir_abi::Timers;
 use weir_abi::batch::header_record_count;
+use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 
 use super::alignment::{AlignmentEvent, BarrierAligner};
 use super::channel::{POLL, StopSignal};
 use super::message::Message;
 use super::metrics::TaskMetrics;
 use super::persist::{DeclineReason, Persister};
-use super::processor::{ChainedState, Processor, Source, SourcePoll, TaskError};
+use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll, TaskError};
 use super::router::Router;
+use super::watermark::{InputClock, InputWatermarks, SourceClock, Watermark, WatermarkChange};
 use crate::checkpoint::config::CheckpointMode;
-use crate::checkpoint::task_state::{RestoredState, TaskState};
+use crate::checkpoint::task_state::{InputTime, RestoredState, TaskState, TimeState};
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
+use crate::job::WatermarkStrategy;
 use crate::kill_point::{self, KillPoint};
+use crate::wasm::{GuestTime, wall_clock_millis};
 
 /// What the job's driver tells a running task.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,13 +80,35 @@ pub(crate) fn run_processor(
     restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
     let mut finished = false;
+    let mut clocks = InputWatermarks::new(inputs.len());
     if let Some(restored) = restored {
         finished = restored.state.finished;
+        let time = restored
+            .state
+            .time
+            .as_deref()
+            .map(TimeState::decode)
+            .transpose()
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
         processor.restore_chain(restored.chain, restored.state.inner, restored.resumable)?;
+        if let Some(time) = time {
+            let restored_inputs: Vec<InputClock> = time.inputs.iter().map(input_clock).collect();
+            clocks = InputWatermarks::restored(inputs.len(), time.watermark, &restored_inputs);
+            processor.restore_time(GuestTime {
+                watermark: time.watermark,
+                timers: time.timers,
+            })?;
+        }
+        env.metrics.watermark.set(clocks.current());
         kill_point::reached(KillPoint::Restore);
     }
     let mut aligner = BarrierAligner::new(inputs.len(), mode);
-    let mut ended = vec![finished; inputs.len()];
+    // An input that ended before the checkpoint sends nothing more after the restore.
+    let mut ended: Vec<bool> = clocks
+        .inputs()
+        .iter()
+        .map(|c| finished || c.ended)
+        .collect();
     let mut closed = vec![false; inputs.len()];
     // (select operation index, input) of the inputs offered to the current select; kept
     // across messages so the per-message loop does not allocate.
@@ -83,6 +116,13 @@ pub(crate) fn run_processor(
     loop {
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
+        }
+        if !finished
+            && let Some(next) = processor.next_processing_timer()
+            && next <= wall_clock_millis()
+        {
+            processor.fire_processing_timers(wall_clock_millis(), &mut env.router)?;
+            env.router.flush()?;
         }
         // Pick the next message among the inputs not blocked by alignment, and the control channel.
         let mut select = Select::new();
@@ -131,6 +171,9 @@ pub(crate) fn run_processor(
                 let records = header_record_count(&bytes)
                     .map_err(|problem| TaskError::Malformed { input, problem })?;
                 env.metrics.add_records_in(u64::from(records));
+                if clocks.current() != NO_WATERMARK {
+                    count_late(&bytes, clocks.current(), input, &env)?;
+                }
                 processor.process(&bytes, &mut env.router)?;
                 env.router.flush()?;
                 kill_point::reached(KillPoint::ProcessBatch);
@@ -139,7 +182,15 @@ pub(crate) fn run_processor(
             Message::Barrier(barrier) => {
                 match aligner.on_barrier(input, barrier.id, Instant::now()) {
                     AlignmentEvent::Aligned { alignment, .. } => {
-                        snapshot(&mut env, processor.as_mut(), barrier, finished, alignment)?
+                        let time = time_section(&clocks, processor.as_ref());
+                        snapshot(
+                            &mut env,
+                            processor.as_mut(),
+                            barrier,
+                            finished,
+                            time,
+                            alignment,
+                        )?
                     }
                     AlignmentEvent::Started { waiting_for, .. } if waiting_for > 0 => {
                         kill_point::reached(KillPoint::Alignment);
@@ -151,15 +202,94 @@ pub(crate) fn run_processor(
                     _ => {}
                 }
             }
+            Message::Watermark(watermark) => {
+                if let Some(change) = clocks.on_watermark(input, watermark) {
+                    let started = Instant::now();
+                    on_watermark_change(&mut env, processor.as_mut(), change)?;
+                    env.metrics.add_busy(started.elapsed());
+                }
+            }
             Message::EndOfInput => {
                 ended[input] = true;
+                let change = clocks.on_end(input);
                 if !finished && ended.iter().all(|&e| e) {
+                    // The end of time: every event-time timer fires, then the guest finishes.
+                    clocks.advance_to(END_OF_TIME);
+                    on_watermark_change(
+                        &mut env,
+                        processor.as_mut(),
+                        WatermarkChange::Advance(END_OF_TIME),
+                    )?;
                     processor.finish(&mut env.router)?;
                     env.router.broadcast(Message::EndOfInput)?;
                     finished = true;
+                } else if let Some(change) = change {
+                    on_watermark_change(&mut env, processor.as_mut(), change)?;
                 }
             }
         }
+    }
+}
+
+/// Acts on a change of the task's watermark: on an advance, the processor fires what it makes
+/// due (its output routed first), then the watermark goes downstream; idleness and its end are
+/// forwarded as they are. The end of time is not forwarded: end-of-input, which follows, means
+/// it.
+fn on_watermark_change(
+    env: &mut TaskEnv,
+    processor: &mut dyn Processor,
+    change: WatermarkChange,
+) -> Result<(), TaskError> {
+    let forward = match change {
+        WatermarkChange::Advance(watermark) => {
+            processor.advance_watermark(watermark, &mut env.router)?;
+            env.metrics.watermark.set(watermark);
+            (watermark != END_OF_TIME).then_some(Watermark::At(watermark))
+        }
+        WatermarkChange::Idle => Some(Watermark::Idle),
+        WatermarkChange::Active(watermark) => Some(Watermark::At(watermark)),
+    };
+    match forward {
+        Some(watermark) => env.router.broadcast(Message::Watermark(watermark))?,
+        None => env.router.flush()?,
+    }
+    Ok(())
+}
+
+/// Counts the records of `bytes` at or before `watermark`: late.
+fn count_late(bytes: &[u8], watermark: i64, input: usize, env: &TaskEnv) -> Result<(), TaskError> {
+    let batch = weir_abi::Batch::decode(bytes)
+        .map_err(|problem| TaskError::Malformed { input, problem })?;
+    let late = batch.iter().filter(|r| r.timestamp <= watermark).count();
+    if late > 0 {
+        env.metrics.add_records_late(late as u64);
+    }
+    Ok(())
+}
+
+/// The time section of a processing task's snapshot: its watermark, its inputs' and its
+/// guest's timers.
+fn time_section(clocks: &InputWatermarks, processor: &dyn Processor) -> Vec<u8> {
+    let inputs: Vec<InputTime> = clocks
+        .inputs()
+        .iter()
+        .map(|c| InputTime {
+            watermark: c.watermark,
+            idle: c.idle,
+            ended: c.ended,
+        })
+        .collect();
+    let none = [Timers::new(), Timers::new()];
+    let timers = processor.time().map_or(&none, |t| &t.timers);
+    TimeState::encode(clocks.current(), &inputs, &[], timers)
+}
+
+/// An input's clock as a checkpoint kept it.
+fn input_clock(input: &InputTime) -> InputClock {
+    InputClock {
+        watermark: input.watermark,
+        idle: input.idle,
+        ended: input.ended,
     }
 }
 
@@ -169,6 +299,7 @@ fn snapshot(
     processor: &mut dyn Processor,
     barrier: Barrier,
     finished: bool,
+    time: Vec<u8>,
     alignment: Duration,
 ) -> Result<(), TaskError> {
     let started = Instant::now();
@@ -183,7 +314,11 @@ fn snapshot(
             chain: Vec::new(),
         },
     };
-    let state = TaskState { finished, inner };
+    let state = TaskState {
+        finished,
+        time: Some(time),
+        inner,
+    };
     env.router.broadcast(Message::Barrier(barrier))?;
     kill_point::reached(KillPoint::AfterSnapshot);
     env.persister.persist(
@@ -204,17 +339,26 @@ const SOURCE_POLL_RECORDS: usize = 1024;
 ///
 /// Between polls it checks its control channel: a trigger makes it record its
 /// position, emit the barrier after everything it emitted so far, and hand
-/// the state to the persister. Once exhausted it sends end-of-input, tells the
-/// driver, and keeps answering triggers (the final checkpoint) until shutdown.
+/// the state to the persister. With a watermark strategy, its clock sends a watermark after a
+/// poll once its interval has passed. Once exhausted it sends end-of-input (which means the end
+/// of time downstream), tells the driver, and keeps answering triggers (the final checkpoint)
+/// until shutdown.
 pub(crate) fn run_source(
     mut env: TaskEnv,
     mut source: Box<dyn Source>,
+    watermark: Option<WatermarkStrategy>,
     restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
     let mut finished = false;
+    let mut clock = watermark.map(|strategy| SourceClock::new(strategy, Instant::now()));
     if let Some(RestoredState { state, .. }) = restored {
         source.seek(&state.inner)?;
         finished = state.finished;
+        if let (Some(clock), Some(time)) = (clock.as_mut(), state.time.as_deref()) {
+            let time = TimeState::decode(time).map_err(|e| TaskError::Restore(e.to_string()))?;
+            clock.restore(time.watermark, &time.splits, Instant::now());
+            env.metrics.watermark.set(time.watermark);
+        }
         kill_point::reached(KillPoint::Restore);
         if finished {
             // Downstream tasks restored from the same checkpoint have seen the end already.
@@ -228,7 +372,11 @@ pub(crate) fn run_source(
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
         }
-        let wait = if finished { POLL } else { idle };
+        let wait = match (&clock, finished) {
+            (_, true) => POLL,
+            (Some(clock), false) => idle.min(clock.until_tick(Instant::now())),
+            (None, false) => idle,
+        };
         let control = if wait.is_zero() {
             env.control.try_recv().ok()
         } else {
@@ -244,8 +392,13 @@ pub(crate) fn run_source(
                 let started = Instant::now();
                 let position = source.position();
                 positions.insert(barrier.id, position.clone());
+                let time = clock.as_ref().map(|clock| {
+                    let (sent, splits) = clock.state();
+                    TimeState::encode(sent, &[], &splits, &[Timers::new(), Timers::new()])
+                });
                 let state = TaskState {
                     finished,
+                    time,
                     inner: position,
                 };
                 env.router.broadcast(Message::Barrier(barrier))?;
@@ -280,11 +433,22 @@ pub(crate) fn run_source(
         }
         let started = Instant::now();
         let before = env.metrics.records_out();
-        let poll = source.poll(&mut env.router, SOURCE_POLL_RECORDS)?;
+        let poll = {
+            let mut out = SourceOutput::new(&mut env.router, clock.as_mut());
+            source.poll(&mut out, SOURCE_POLL_RECORDS)?
+        };
         // After the flush, `records_out` counts everything the poll routed.
         env.router.flush()?;
         env.metrics
             .add_records_in(env.metrics.records_out() - before);
+        if poll != SourcePoll::Exhausted
+            && let Some(watermark) = clock.as_mut().and_then(|c| c.tick(Instant::now()))
+        {
+            env.router.broadcast(Message::Watermark(watermark))?;
+            if let Watermark::At(w) = watermark {
+                env.metrics.watermark.set(w);
+            }
+        }
         env.metrics.add_busy(started.elapsed());
         idle = match poll {
             SourcePoll::Emitted => Duration::ZERO,
@@ -292,6 +456,7 @@ pub(crate) fn run_source(
             SourcePoll::Exhausted => {
                 env.router.broadcast(Message::EndOfInput)?;
                 env.persister.source_finished(&env.id);
+                env.metrics.watermark.set(END_OF_TIME);
                 finished = true;
                 Duration::ZERO
             }

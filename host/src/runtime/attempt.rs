@@ -102,10 +102,14 @@ fn start_all(
             .vertex(&id.vertex)
             .expect("planned tasks come from the job");
         let metrics = Arc::new(TaskMetrics::default());
-        let edges = outputs
-            .into_iter()
-            .map(|o| OutputEdge::new(o.partitioner, o.port, o.channels))
-            .collect();
+        let (mut main, mut side) = (Vec::new(), Vec::new());
+        for o in outputs {
+            let edge = OutputEdge::new(o.partitioner, o.port, o.channels);
+            match o.output {
+                None => main.push(edge),
+                Some(name) => side.push((name, edge)),
+            }
+        }
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
         let env = TaskEnv {
             id: id.clone(),
@@ -113,7 +117,7 @@ fn start_all(
             control: control_rx,
             persister: persister.clone(),
             metrics: Arc::clone(&metrics),
-            router: Router::new(edges, stop.clone(), Arc::clone(&metrics)),
+            router: Router::with_side_outputs(main, side, stop.clone(), Arc::clone(&metrics)),
         };
         let restored = states.remove(&id);
         let mode = res.job.checkpoint.mode;
@@ -129,7 +133,8 @@ fn start_all(
                     parallelism,
                     Arc::clone(&metrics),
                 );
-                Box::new(move |env| run_source(env, source, restored))
+                let watermark = vertex.watermark;
+                Box::new(move |env| run_source(env, source, watermark, restored))
             }
             VertexKind::Operator(op) => {
                 role = TaskRole::Operator;

@@ -16,6 +16,8 @@ pub(crate) struct PlannedOutput {
     pub partitioner: Partitioner,
     /// The receiver's input port for this edge.
     pub port: u32,
+    /// The side output of the sending task this edge reads; `None` for its main output.
+    pub output: Option<String>,
     /// One channel per downstream subtask reached (just one for `forward`).
     pub channels: Vec<Sender<Message>>,
 }
@@ -73,6 +75,7 @@ pub(crate) fn plan(job: &Job) -> Vec<PlannedTask> {
                 .push(PlannedOutput {
                     partitioner: edge.partitioner,
                     port: edge.port,
+                    output: edge.output.clone(),
                     channels: senders,
                 });
         }

@@ -164,6 +164,7 @@ mod tests {
     fn checkpoint(job: &Job, inner: &[u8]) -> CheckpointMetadata {
         let state_bytes = TaskState {
             finished: false,
+            time: None,
             inner: inner.to_vec(),
         }
         .encode()

@@ -37,14 +37,15 @@ use std::num::NonZeroUsize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use weir_abi::time::END_OF_TIME;
 use weir_abi::{Batch, BatchBuilder};
 
 use super::json_record::{JsonLinesError, JsonRecord, read_json_lines};
 use super::mismatch::{Mismatch, records};
 use crate::ids::CheckpointId;
 use crate::wasm::{
-    EngineError, GuestError, GuestInstance, InstanceContext, ModuleError, ModuleProblem,
-    OperatorModule, StateCapture, WasmEngine,
+    EngineError, GuestError, GuestInstance, GuestOutput, InstanceContext, ModuleError,
+    ModuleProblem, OperatorModule, StateCapture, WasmEngine,
 };
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes every
@@ -469,10 +470,17 @@ impl OperatorTest {
                     .module
                     .instantiate_for_restore(self.context(), &self.options.config)?;
                 fresh.restore(&state)?;
+                // The watermark and timers are the host's, carried as a job's checkpoint does.
+                fresh.restore_time(instance.time().clone());
                 instance = fresh;
             }
         }
         if self.options.finish {
+            // As at a job's end of input: the end of time fires every event-time timer first.
+            instance.advance_watermark(END_OF_TIME, |fired: GuestOutput| {
+                collect(&mut output, fired.main);
+                Ok::<(), Box<GuestError>>(())
+            })?;
             collect(&mut output, instance.finish()?);
         }
         Ok(output)

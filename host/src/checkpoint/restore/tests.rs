@@ -174,6 +174,7 @@ fn the_states_taken_are_decoded_with_their_chain_and_the_rest_dropped() {
     let envelope = |inner: &str| {
         TaskState {
             finished: false,
+            time: None,
             inner: inner.as_bytes().to_vec(),
         }
         .encode()

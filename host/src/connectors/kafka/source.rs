@@ -37,8 +37,7 @@ use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
 use crate::connectors::skip_log::SkipLog;
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::metrics::TaskMetrics;
-use crate::dataflow::processor::{Source, SourcePoll, TaskError};
-use crate::dataflow::router::Router;
+use crate::dataflow::processor::{Source, SourceOutput, SourcePoll, TaskError};
 use crate::job::{
     Isolation, KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, OnError, TopicSelection,
 };
@@ -539,15 +538,34 @@ impl KafkaSource {
     }
 }
 
+/// A partition's name as a split of the source's watermark clock: `topic/partition`.
+fn split_name((topic, partition): &(String, i32)) -> String {
+    format!("{topic}/{partition}")
+}
+
+impl KafkaSource {
+    /// Tells the watermark clock of every owned partition, so that one with no records yet
+    /// holds the watermark back until it reads some or goes idle.
+    fn name_splits(&self, out: &mut SourceOutput<'_>) {
+        if out.tracks_splits() {
+            for key in self.partitions.keys() {
+                out.enter_split(&split_name(key));
+            }
+        }
+    }
+}
+
 impl Source for KafkaSource {
-    fn poll(&mut self, out: &mut Router, max: usize) -> Result<SourcePoll, TaskError> {
+    fn poll(&mut self, out: &mut SourceOutput<'_>, max: usize) -> Result<SourcePoll, TaskError> {
         if self.consumer.is_none() {
             self.start()?;
+            self.name_splits(out);
         }
         if let Some(at) = self.next_discovery
             && Instant::now() >= at
         {
             self.discover()?;
+            self.name_splits(out);
             self.next_discovery = self.discovery_interval().map(|d| Instant::now() + d);
         }
         if self.settings.until == KafkaUntil::End && self.partitions.values().all(|p| p.done()) {
@@ -569,6 +587,9 @@ impl Source for KafkaSource {
                 .expect("the consumer exists once the source started");
             // The lookup key, its string reused for every record: no allocation per record.
             let mut key = (String::new(), 0);
+            // The partition the watermark clock was last told of: it is told only on a change,
+            // which librdkafka's runs of records from one partition make rare.
+            let mut split = (String::new(), -1);
             while read < max {
                 match consumer.poll(Duration::ZERO) {
                     None => break,
@@ -586,6 +607,10 @@ impl Source for KafkaSource {
                             continue;
                         }
                         read += 1;
+                        if out.tracks_splits() && split != key {
+                            split.clone_from(&key);
+                            out.enter_split(&split_name(&key));
+                        }
                         match map_record(&message, &self.settings) {
                             Ok((record_key, value, timestamp)) => {
                                 out.push(record_key, value, timestamp)?
