@@ -38,6 +38,8 @@ mod control;
 mod corrupt;
 #[cfg(unix)]
 mod dashboard;
+#[cfg(unix)]
+mod event_time;
 mod failover;
 #[cfg(unix)]
 mod image_guests;

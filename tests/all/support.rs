@@ -403,6 +403,13 @@ impl JobFile {
         self
     }
 
+    /// A vertex written out in full: its TOML table, for what the other builders do not say
+    /// (an input reading a side output, a source's watermark).
+    pub(crate) fn vertex(mut self, toml: &str) -> JobFile {
+        self.vertices.push(toml.to_string());
+        self
+    }
+
     /// The job file's text.
     pub(crate) fn to_toml(&self) -> String {
         let mut text = format!("name = {}\n\n[checkpoint]\n", self.name.as_str().toml());

@@ -1,0 +1,513 @@
+//! Event time end to end (`docs/ABI.md` §15, docs/WINDOWS.md): watermarks from a source's
+//! strategy through key-hash edges into the `window` example, timers fired and checkpointed by
+//! the host, late records on a side output wired in the job file.
+//!
+//! - The windows a job commits over seeded out-of-order input are those computed directly from
+//!   the input, here, in a few lines — tumbling, sliding and session — undisturbed and with the
+//!   `weir` process killed at the named kill points (timers being fired, a snapshot taken while
+//!   windows fire) and at random moments, then restored.
+//! - A job with a silent input emits its windows when the input goes idle, and emits nothing
+//!   when `idle_timeout = "off"`.
+//! - A record too late for its window reaches the late output and is counted; one within the
+//!   allowed lateness updates its window's result.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::os::unix::process::ExitStatusExt as _;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use weir::kill_point::{self, KillPoint};
+use weir::runtime::RunOptions;
+use weir_tests::guests;
+
+use crate::support::{
+    CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
+    committed_lines,
+};
+
+/// Records of the windowed input.
+const RECORDS: u64 = 20_000;
+/// Distinct keys.
+const KEYS: u64 = 40;
+/// How far, at most, a record's timestamp is below the in-order one: the input's disorder.
+const DISORDER_MS: i64 = 500;
+
+/// The seeded out-of-order input: `(key, timestamp)` in file order. Timestamps step by 4 ms
+/// and fall back by up to [`DISORDER_MS`]; all are even, and the session gap below is odd, so
+/// no record lands exactly on the end of a session that fired just before it (where a stream
+/// and a direct computation may rightly differ: the record is on time, and its session is
+/// already closed).
+fn input(seed: u64) -> Vec<(String, i64)> {
+    let mut rng = Rng::new(seed);
+    (0..RECORDS)
+        .map(|i| {
+            let key = format!("k{:02}", rng.below(KEYS));
+            let ts = 4 * i as i64 + 1_000 - 2 * rng.below(DISORDER_MS as u64 / 2 + 1) as i64;
+            (key, ts)
+        })
+        .collect()
+}
+
+/// Writes `records` as CSV lines `key,ts`.
+fn write_csv(path: &Path, records: &[(String, i64)]) {
+    let mut text = String::new();
+    for (key, ts) in records {
+        text.push_str(&format!("{key},{ts}\n"));
+    }
+    fs::write(path, text).unwrap();
+}
+
+/// The windows of one key's timestamps, as `(start, end, count)`: what docs/WINDOWS.md says,
+/// computed from the whole input at once.
+fn direct_windows(spec: &str, timestamps: &[i64]) -> Vec<(i64, i64, u64)> {
+    let words: Vec<i64> = spec
+        .split_whitespace()
+        .skip(1)
+        .map(|w| w.parse().unwrap())
+        .collect();
+    let mut counts: BTreeMap<(i64, i64), u64> = BTreeMap::new();
+    match spec.split_whitespace().next().unwrap() {
+        "tumbling" | "sliding" => {
+            let size = words[0];
+            let slide = *words.get(1).unwrap_or(&size);
+            for &ts in timestamps {
+                let mut start = ts.div_euclid(slide) * slide;
+                while start + size > ts {
+                    *counts.entry((start, start + size)).or_default() += 1;
+                    start -= slide;
+                }
+            }
+        }
+        "session" => {
+            let gap = words[0];
+            let mut sorted = timestamps.to_vec();
+            sorted.sort_unstable();
+            let mut session: Option<(i64, i64, u64)> = None;
+            for ts in sorted {
+                session = match session {
+                    Some((start, end, n)) if ts <= end => Some((start, end.max(ts + gap), n + 1)),
+                    Some((start, end, n)) => {
+                        counts.insert((start, end), n);
+                        Some((ts, ts + gap, 1))
+                    }
+                    None => Some((ts, ts + gap, 1)),
+                };
+            }
+            if let Some((start, end, n)) = session {
+                counts.insert((start, end), n);
+            }
+        }
+        other => panic!("no such window kind {other}"),
+    }
+    counts.into_iter().map(|((s, e), n)| (s, e, n)).collect()
+}
+
+/// The lines the file sink must commit for `records` under `spec`: `key\tstart,end,count`
+/// per window, sorted.
+fn expected_lines(spec: &str, records: &[(String, i64)]) -> Vec<String> {
+    let mut by_key: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
+    for (key, ts) in records {
+        by_key.entry(key).or_default().push(*ts);
+    }
+    let mut lines: Vec<String> = by_key
+        .iter()
+        .flat_map(|(key, ts)| {
+            direct_windows(spec, ts)
+                .into_iter()
+                .map(move |(s, e, n)| format!("{key}\t{s},{e},{n}"))
+        })
+        .collect();
+    lines.sort_unstable();
+    lines
+}
+
+/// CSV source keys: key in column 0, timestamp in column 1.
+fn csv_keys(watermark: &str) -> String {
+    format!("format = \"csv\"\nkey = 0\nvalue = 0\ntimestamp = 1\nwatermark = {watermark}\n")
+}
+
+/// File source `events` (with `watermark`) → key-hash → `window` (p=2, config `spec`) →
+/// forward → file sink `out` (p=2); checkpoints every 100 ms.
+fn window_job(sandbox: &Sandbox, input: &Path, spec: &str, watermark: &str) -> JobFile {
+    let job = JobFile::new("windows")
+        .file_source_with("events", input, false, &csv_keys(watermark))
+        .operator(
+            "window",
+            guests::WINDOW,
+            2,
+            Some(spec),
+            ("events", "key-hash"),
+        )
+        .file_sink("out", &sandbox.out_dir(), 2, ("window", "forward"));
+    checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
+}
+
+/// The watermark strategy of the windowed input: out-of-orderness above its disorder, so no
+/// record is late and the windows do not depend on when watermarks are sent.
+const BOUNDED: &str = "{ out_of_orderness = \"600ms\", interval = \"5ms\" }";
+
+/// The three kinds of window, as the example's config gives them.
+const SPECS: [&str; 3] = ["tumbling 1000", "sliding 1000 500", "session 301"];
+
+#[test]
+fn windows_over_out_of_order_input_are_the_windows_computed_directly() {
+    let records = input(0x5eed_0018);
+    for spec in SPECS {
+        let sandbox = Sandbox::new("windows-direct");
+        let csv = sandbox.join("events.csv");
+        write_csv(&csv, &records);
+        window_job(&sandbox, &csv, spec, BOUNDED).write(&sandbox.job_path());
+        Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+            .wait(CLI_TIMEOUT)
+            .assert_code(0, spec);
+        let expected = expected_lines(spec, &records);
+        assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
+        assert_same_output(&committed_lines(&sandbox.out_dir()), &expected, spec);
+    }
+}
+
+/// One killed round: a named point's `N`-th hit, or a kill after some milliseconds.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    At(KillPoint, u64),
+    After(u64),
+}
+
+/// Generator `events` (40 000 records at 20 000 a second, 40 keys, timestamps out of order by
+/// up to 500 ms, watermarks bounded above that) → key-hash → `window` (p=2, config `spec`) →
+/// forward → file sink `out` (p=2); checkpoints every 100 ms. Slow enough that kills land while
+/// windows are open and timers pending.
+fn generated_window_job(sandbox: &Sandbox, spec: &str) -> JobFile {
+    let job = JobFile::new("windows")
+        .vertex(
+            "[[source]]\nname = \"events\"\ntype = \"generator\"\nseed = 18\ncount = 40000\n\
+             rate = 20000.0\nkeys = 40\ndisorder = 500\n\
+             watermark = { out_of_orderness = \"600ms\", interval = \"5ms\" }\n",
+        )
+        .operator(
+            "window",
+            guests::WINDOW,
+            2,
+            Some(spec),
+            ("events", "key-hash"),
+        )
+        .file_sink("out", &sandbox.out_dir(), 2, ("window", "forward"));
+    checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
+}
+
+#[test]
+fn windows_killed_at_timers_in_flight_and_during_checkpoints_commit_the_same_windows() {
+    // The generator's keys come every 40 ms on average: a gap of 61 ms makes many sessions.
+    kill_rounds(
+        "exports",
+        &["tumbling 1000", "sliding 1000 500", "session 61"],
+        &["timer-firing", "after-snapshot", "restore"],
+    );
+}
+
+/// The same with the operator checkpointed as an image of its memory: the timers are the
+/// host's either way, so they come back the same.
+#[test]
+fn windows_checkpointed_as_images_and_killed_commit_the_same_windows() {
+    kill_rounds("image", &["sliding 1000 500"], &["timer-firing"]);
+}
+
+/// Runs each of `specs` undisturbed, then killed in eight rounds — at each named point, then at
+/// random moments — and restored with the operator checkpointed as `capture`, and compares the
+/// committed windows; each of the `required` points must have been hit.
+fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
+    let mut rng = Rng::new(0x5eed_001a);
+    let points = [
+        KillPoint::TimerFiring,
+        KillPoint::AfterSnapshot,
+        KillPoint::StateWrite,
+        KillPoint::ProcessBatch,
+        KillPoint::Restore,
+    ];
+    let mut landed: BTreeMap<String, u64> = BTreeMap::new();
+    for (round_set, spec) in specs.iter().enumerate() {
+        // The reference: the same records undisturbed. (No record is late — the bound is above
+        // the disorder — so its windows are those of the records, whatever the timing; the test
+        // above checks that against a direct computation.)
+        let reference = Sandbox::new("windows-reference");
+        generated_window_job(&reference, spec).write(&reference.job_path());
+        Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
+            .wait(CLI_TIMEOUT)
+            .assert_code(0, spec);
+        let expected = committed_lines(&reference.out_dir());
+        assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
+
+        let sandbox = Sandbox::new("windows-killed");
+        generated_window_job(&sandbox, spec)
+            .state_capture(capture)
+            .write(&sandbox.job_path());
+        let mut history = Vec::new();
+        for round in 0..8 {
+            // Every point once per window kind (restore last, once there is something to
+            // restore), then random moments.
+            let kill = match points.get(round) {
+                Some(&KillPoint::Restore) => Kill::At(KillPoint::Restore, 1 + rng.below(4)),
+                Some(&point) => Kill::At(point, 1 + rng.below(12)),
+                None => Kill::After(100 + rng.below(500)),
+            };
+            let log = sandbox.join(&format!("round-{round_set}-{round}.log"));
+            let args = ["--restore", "latest"];
+            let ended = match kill {
+                Kill::At(point, nth) => Weir::run_with_env(
+                    &sandbox.job_path(),
+                    &args,
+                    &[(kill_point::ENV_VAR, &format!("{point}:{nth}"))],
+                    &log,
+                )
+                .wait(CLI_TIMEOUT),
+                Kill::After(ms) => {
+                    let mut weir = Weir::run(&sandbox.job_path(), &args, &log);
+                    let deadline = Instant::now() + Duration::from_millis(ms);
+                    while Instant::now() < deadline && weir.try_exit().is_none() {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
+                    weir.kill()
+                }
+            };
+            let killed = matches!(ended.status.signal(), Some(9 | 6));
+            if !killed && ended.code() != Some(0) {
+                panic!(
+                    "{spec}, round {round} ({kill:?}): weir ended with {}\n{}",
+                    ended.status, ended.stderr
+                );
+            }
+            if let Kill::At(point, _) = kill
+                && killed
+                && ended
+                    .stderr
+                    .contains(&format!("kill point `{point}` reached"))
+            {
+                *landed.entry(point.to_string()).or_default() += 1;
+            }
+            history.push(format!("{kill:?}: {}", ended.status));
+        }
+        Weir::run(
+            &sandbox.job_path(),
+            &["--restore", "latest"],
+            &sandbox.join("final.log"),
+        )
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, &format!("{spec}: the final run after {history:?}"));
+        assert_same_output(
+            &committed_lines(&sandbox.out_dir()),
+            &expected,
+            &format!("{spec}, checkpoint = {capture:?}, after {history:?}"),
+        );
+    }
+    for &point in required {
+        assert!(
+            landed.get(point).copied().unwrap_or(0) > 0,
+            "no kill landed at `{point}`: {landed:?}"
+        );
+    }
+    eprintln!("event time kills landed ({capture}): {landed:?}");
+}
+
+/// Two followed file sources into one `window` operator: `active` holds records, `silent`
+/// none; `idle_timeout` as given on both.
+fn idle_job(sandbox: &Sandbox, idle_timeout: &str) -> JobFile {
+    let active = sandbox.join("active.csv");
+    let silent = sandbox.join("silent.csv");
+    let records: Vec<(String, i64)> = (0..5_000).map(|i| (format!("k{}", i % 7), i * 2)).collect();
+    write_csv(&active, &records);
+    fs::write(&silent, "").unwrap();
+    let watermark = format!(
+        "{{ out_of_orderness = \"0ms\", idle_timeout = {idle_timeout:?}, interval = \"20ms\" }}"
+    );
+    let job = JobFile::new("idle")
+        .file_source_with("active", &active, true, &csv_keys(&watermark))
+        .file_source_with("silent", &silent, true, &csv_keys(&watermark))
+        .operator_with_inputs(
+            "window",
+            guests::WINDOW,
+            1,
+            Some("tumbling 1000"),
+            &[("active", "key-hash"), ("silent", "key-hash")],
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+    checkpointed(job, sandbox, "100ms", 2)
+}
+
+#[test]
+fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
+    // With a timeout: `silent` goes idle, the watermark follows `active` alone, and its
+    // windows before its last second commit.
+    let sandbox = Sandbox::new("idle-on");
+    idle_job(&sandbox, "300ms").write(&sandbox.job_path());
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    // Timestamps 0..10 000: windows [0,1000) … [8000,9000) fire at watermark 9998.
+    while committed_lines(&sandbox.out_dir()).len() < 7 * 9 {
+        assert!(
+            Instant::now() < deadline,
+            "no windows after 30 s with an idle timeout:\n{}",
+            weir.stderr()
+        );
+        assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    weir.kill();
+    let lines = committed_lines(&sandbox.out_dir());
+    assert!(lines.contains(&"k0\t0,1000,72".to_string()), "{lines:?}");
+
+    // Without: `silent` holds the job's watermark at its start, and nothing fires however
+    // long the job runs and checkpoints.
+    let sandbox = Sandbox::new("idle-off");
+    idle_job(&sandbox, "off").write(&sandbox.job_path());
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !weir.stderr().contains("checkpoint 10 complete") {
+        assert!(
+            Instant::now() < deadline,
+            "too few checkpoints:\n{}",
+            weir.stderr()
+        );
+        assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1_000));
+    weir.kill();
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()),
+        Vec::<String>::new(),
+        "with idle_timeout = \"off\" a silent input holds every window back"
+    );
+}
+
+#[test]
+fn late_records_reach_the_late_output_counted_and_allowed_lateness_updates_results() {
+    let sandbox = Sandbox::new("late");
+    let csv = sandbox.join("events.csv");
+    // Filler of key `z` at one timestamp: long enough (many polls of the source, each
+    // followed by a watermark once 1 ms passed) that the watermark it makes reaches the window
+    // before the next record is read.
+    let filler = |ts: i64| std::iter::repeat_n(("z".to_string(), ts), 100_000);
+    let mut records: Vec<(String, i64)> = Vec::new();
+    records.extend((0..1_000).map(|ts| ("a".to_string(), ts)));
+    records.extend((1_000..2_000).map(|ts| ("b".to_string(), ts)));
+    records.extend(filler(2_100)); // watermark 2099: a's and b's windows fire
+    records.push(("b".to_string(), 1_500)); // within lateness 200 of b's window: an update
+    records.push(("a".to_string(), 500)); // past a's lateness: late
+    records.extend(filler(5_000));
+    write_csv(&csv, &records);
+    let late_dir = sandbox.join("late");
+    let watermark = "{ out_of_orderness = \"0ms\", interval = \"1ms\" }";
+    let job = JobFile::new("late")
+        .file_source_with("events", &csv, false, &csv_keys(watermark))
+        .operator(
+            "window",
+            guests::WINDOW,
+            2,
+            Some("tumbling 1000 lateness 200 late-output late"),
+            ("events", "key-hash"),
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("window", "rebalance"))
+        .vertex(&format!(
+            "[[sink]]\nname = \"late\"\ntype = \"file\"\npath = {:?}\ninputs = [{{ from = \"window\", output = \"late\" }}]\n",
+            late_dir.to_str().unwrap()
+        ));
+    checkpointed(job, &sandbox, "1s", 2).write(&sandbox.job_path());
+    let job = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let monitor = job.monitor().clone();
+    let outcome = job.join();
+    assert!(outcome.failure.is_none(), "{outcome:?}");
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()),
+        [
+            "a\t0,1000,1000",
+            "b\t1000,2000,1000",
+            "b\t1000,2000,1001",
+            "z\t2000,3000,100000",
+            "z\t5000,6000,100000",
+        ]
+    );
+    assert_eq!(
+        committed_lines(&late_dir),
+        ["a\ta"],
+        "the late record, unchanged"
+    );
+    let late: u64 = monitor
+        .tasks()
+        .iter()
+        .filter(|(id, _, _)| id.vertex == "window")
+        .map(|(_, _, m)| m.records_late())
+        .sum();
+    assert_eq!(
+        late, 2,
+        "b@1500 and a@500 arrived at or before the watermark"
+    );
+}
+
+/// A short file and a rate-limited generator into one `window` operator: the file ends at
+/// once, the generator after about two seconds; checkpoints every 100 ms.
+fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
+    let short = sandbox.join("short.csv");
+    let records: Vec<(String, i64)> = (0..10).map(|i| ("short".to_string(), i)).collect();
+    write_csv(&short, &records);
+    let job = JobFile::new("lengths")
+        .file_source_with("short", &short, false, &csv_keys(BOUNDED))
+        .vertex(
+            "[[source]]\nname = \"long\"\ntype = \"generator\"\nseed = 5\ncount = 40000\n\
+             rate = 20000.0\nkeys = 50\ndisorder = 300\n\
+             watermark = { out_of_orderness = \"300ms\", interval = \"5ms\" }\n",
+        )
+        .operator_with_inputs(
+            "window",
+            guests::WINDOW,
+            1,
+            Some("tumbling 1000"),
+            &[("short", "key-hash"), ("long", "key-hash")],
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+    checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
+}
+
+#[test]
+fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
+    let reference = Sandbox::new("lengths-reference");
+    two_lengths_job(&reference).write(&reference.job_path());
+    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+    assert!(
+        expected.iter().any(|l| l.starts_with("short\t0,1000,10")),
+        "{expected:?}"
+    );
+
+    // Killed once checkpoints taken after `short` ended exist (four tasks snapshot per
+    // checkpoint), then restored: `short` sends nothing more, and the window operator must
+    // still know it ended, or it never reaches the end of time and its last windows never fire.
+    let killed = Sandbox::new("lengths-killed");
+    two_lengths_job(&killed).write(&killed.job_path());
+    let ended = Weir::run_with_env(
+        &killed.job_path(),
+        &[],
+        &[(kill_point::ENV_VAR, "after-snapshot:12")],
+        &killed.join("killed.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    assert!(
+        ended.stderr.contains("kill point `after-snapshot` reached"),
+        "{}",
+        ended.stderr
+    );
+    Weir::run(
+        &killed.job_path(),
+        &["--restore", "latest"],
+        &killed.join("final.log"),
+    )
+    .wait(CLI_TIMEOUT)
+    .assert_code(0, "the restored run");
+    assert_same_output(
+        &committed_lines(&killed.out_dir()),
+        &expected,
+        "after the restore",
+    );
+}
