@@ -5,4 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-wasm-target.sh
 cargo build --release --target wasm32-unknown-unknown \
-  -p weir-example-split -p weir-example-count -p weir-example-dedup -p weir-example-uppercase
+  -p weir-example-split -p weir-example-count -p weir-example-dedup -p weir-example-uppercase \
+  -p weir-example-window

@@ -511,3 +511,60 @@ fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
         "after the restore",
     );
 }
+
+/// The shipped `examples/jobs/windows.toml` runs: windows on time, updated and late records
+/// both present in its input, and each reaches its output.
+#[test]
+fn the_shipped_windows_example_runs() {
+    let sandbox = Sandbox::new("windows-example");
+    let example = crate::support::workspace_root().join("examples/jobs/windows.toml");
+    let late_dir = sandbox.join("late");
+    let text = fs::read_to_string(&example)
+        .unwrap()
+        .replace(
+            "\"checkpoints/windows\"",
+            &format!("{:?}", sandbox.checkpoint_dir().display().to_string()),
+        )
+        .replace(
+            "\"out/windows\"",
+            &format!("{:?}", sandbox.out_dir().display().to_string()),
+        )
+        .replace(
+            "\"out/windows-late\"",
+            &format!("{:?}", late_dir.display().to_string()),
+        )
+        .replace(
+            "\"../../target/wasm32-unknown-unknown/release/weir_example_window.wasm\"",
+            &format!("{:?}", guests::WINDOW),
+        );
+    fs::write(sandbox.job_path(), text).unwrap();
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the example");
+    let windows = committed_lines(&sandbox.out_dir());
+    // 20 seconds of event time, 20 keys: about 400 windows, and updates on top.
+    assert!(windows.len() >= 390, "{} windows", windows.len());
+    let mut last: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for line in &windows {
+        let (key, value) = line.split_once('\t').unwrap();
+        let (bounds, count) = value.rsplit_once(',').unwrap();
+        let count: u64 = count.parse().unwrap();
+        let seen = last.entry((key, bounds)).or_default();
+        *seen = (*seen).max(count);
+    }
+    assert!(
+        last.len() < windows.len(),
+        "some windows were updated by late records"
+    );
+    let late = committed_lines(&late_dir);
+    assert!(
+        !late.is_empty(),
+        "some records were too late even for the lateness"
+    );
+    let counted: u64 = last.values().sum();
+    assert_eq!(
+        counted + late.len() as u64,
+        20_000,
+        "every record is in its window's last count or on the late output"
+    );
+}
