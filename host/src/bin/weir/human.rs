@@ -66,6 +66,26 @@ fn civil_from_days(days: u64) -> (u64, u64, u64) {
     (year, month, day)
 }
 
+/// Milliseconds since the Unix epoch from 2000 up to 2100: a timestamp in this range reads as
+/// a wall-clock time, one outside it (a record's index, a count of ms since the job began)
+/// would read as a date that means nothing.
+const WALL_CLOCK_MS: std::ops::Range<i64> = 946_684_800_000..4_102_444_800_000;
+
+/// Whether a timestamp in ms is plausibly a wall-clock time (see [`WALL_CLOCK_MS`]).
+pub(crate) fn looks_like_wall_clock(ms: i64) -> bool {
+    WALL_CLOCK_MS.contains(&ms)
+}
+
+/// A timestamp in ms for people: the number, and after it the UTC time it names when it
+/// [looks like a wall-clock time](looks_like_wall_clock):
+/// `1764469922091 (2025-11-30T02:32:02.091Z)`, `48211`.
+pub(crate) fn timestamp_ms(ms: i64) -> String {
+    match u64::try_from(ms) {
+        Ok(unix_ms) if looks_like_wall_clock(ms) => format!("{ms} ({})", format_utc(unix_ms)),
+        _ => ms.to_string(),
+    }
+}
+
 /// Rows as lines of columns padded to their widest cell, two spaces apart,
 /// without trailing spaces. The first `left` columns are aligned left (text),
 /// the others right (numbers); pass `usize::MAX` to align every column left.
@@ -128,6 +148,19 @@ mod tests {
         assert_eq!(format_utc(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
         assert_eq!(format_utc(1_767_225_600_012), "2026-01-01T00:00:00.012Z");
         assert_eq!(format_utc(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn timestamps_show_their_utc_time_when_they_look_like_wall_clock_ones() {
+        assert_eq!(
+            timestamp_ms(1_764_469_922_091),
+            "1764469922091 (2025-11-30T02:32:02.091Z)"
+        );
+        assert_eq!(timestamp_ms(48_211), "48211");
+        assert_eq!(timestamp_ms(-5), "-5");
+        assert!(looks_like_wall_clock(946_684_800_000));
+        assert!(!looks_like_wall_clock(946_684_799_999));
+        assert!(!looks_like_wall_clock(4_102_444_800_000));
     }
 
     #[test]
