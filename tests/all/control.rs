@@ -358,6 +358,105 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
 }
 
 #[test]
+fn a_running_jobs_watermarks_show_in_the_api_the_metrics_and_weir_status() {
+    let sandbox = Sandbox::new("control-event-time");
+    // With a watermark table the generator's subtasks emit watermarks while they run; its
+    // timestamps are its record indices, so no wall-clock time.
+    let text = job(&sandbox, None, 4_000.0, "200ms").to_toml().replacen(
+        "type = \"generator\"\n",
+        "type = \"generator\"\nwatermark = { interval = \"50ms\" }\n",
+        1,
+    );
+    assert!(text.contains("watermark = "), "{text}");
+    fs::write(sandbox.job_path(), text).unwrap();
+    let (mut weir, file) = start(&sandbox, &[], &[]);
+    let client = client(&file);
+    let mut job = Value::Null;
+    let reached = weir.wait_until("a watermark at every vertex", CLI_TIMEOUT, |_| {
+        job = client.get_json("/api/job").unwrap_or(Value::Null);
+        job["vertices"].as_array().is_some_and(|vertices| {
+            vertices.iter().all(|v| {
+                v["tasks"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .all(|t| t["watermark"].as_i64() > Some(0))
+            })
+        })
+    });
+    assert!(reached, "no watermark everywhere: {job}\n{}", weir.stderr());
+
+    let now = job["now"].as_i64().unwrap();
+    for v in job["vertices"].as_array().unwrap() {
+        let slowest = v["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["watermark"].as_i64().unwrap())
+            .min();
+        assert_eq!(
+            v["watermark"].as_i64(),
+            slowest,
+            "its slowest subtask's: {v}"
+        );
+        assert_eq!(v["watermark_lag"].as_i64(), slowest.map(|w| now - w), "{v}");
+        for field in ["records_late", "records_unwired", "pending_timers"] {
+            assert!(v[field].is_u64(), "{field} of {v}");
+            assert!(v["tasks"][0][field].is_u64(), "{field} of {v}");
+        }
+    }
+
+    let metrics = client
+        .request(Method::GET, "/metrics", Some(Duration::from_secs(10)))
+        .unwrap()
+        .body;
+    for subtask in ["0", "1"] {
+        for vertex in ["gen", "count", "out"] {
+            let labels = format!("{{vertex=\"{vertex}\",subtask=\"{subtask}\"}}");
+            let watermark = metric(
+                &metrics,
+                &format!("weir_task_watermark_milliseconds{labels}"),
+            );
+            assert!(watermark > 0.0 && watermark.is_finite(), "{metrics}");
+            metric(
+                &metrics,
+                &format!("weir_task_watermark_lag_milliseconds{labels}"),
+            );
+            metric(&metrics, &format!("weir_task_records_late_total{labels}"));
+            metric(
+                &metrics,
+                &format!("weir_task_records_unwired_total{labels}"),
+            );
+            metric(&metrics, &format!("weir_task_pending_timers{labels}"));
+        }
+    }
+
+    let status = verb(
+        &sandbox,
+        &["status", sandbox.checkpoint_dir().to_str().unwrap()],
+        &[],
+    );
+    status.assert_code(0, "weir status of a job with watermarks");
+    let lines: Vec<&str> = status.stdout.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| l.starts_with("vertex  watermark"))
+        .unwrap_or_else(|| panic!("no watermark table in:\n{}", status.stdout));
+    for (row, vertex) in lines[header + 1..].iter().zip(["gen ", "count ", "out "]) {
+        // The generator's watermarks are no wall-clock times: a number, no lag.
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert!(
+            row.starts_with(vertex) && cells[1].parse::<i64>().is_ok() && cells[2] == "-",
+            "{row:?} in:\n{}",
+            status.stdout
+        );
+    }
+
+    weir.terminate();
+    weir.wait(CLI_TIMEOUT);
+}
+
+#[test]
 fn cancel_with_on_cancel_delete_removes_completed_checkpoints() {
     let sandbox = Sandbox::new("control-cancel-delete");
     job(&sandbox, None, 4_000.0, "100ms")

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use weir_abi::time::END_OF_TIME;
 
 use super::sampler::{Rates, Sampler};
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
@@ -93,6 +94,20 @@ pub struct VertexView {
     /// Input its sources dropped as malformed in the current attempt (a file source's lines
     /// under `on_error = "skip"`; 0 otherwise).
     pub records_skipped: u64,
+    /// The vertex's watermark, ms (docs/ABI.md §15): its slowest subtask's, over the subtasks
+    /// that have one ([`vertex_watermark`]); `null` while none has; [`END_OF_TIME`] once they
+    /// reached the end of their input.
+    pub watermark: Option<i64>,
+    /// How far the watermark is behind the answer's `now`, ms ([`watermark_lag`]); `null`
+    /// without a watermark or at the end of time.
+    pub watermark_lag: Option<i64>,
+    /// Records that arrived at or before their task's watermark (late) in the current attempt.
+    pub records_late: u64,
+    /// Records its guests emitted on a side output no edge reads, dropped, in the current
+    /// attempt.
+    pub records_unwired: u64,
+    /// Timers its guests have set that have not fired.
+    pub pending_timers: u64,
     /// One entry per subtask.
     pub tasks: Vec<TaskView>,
 }
@@ -114,6 +129,17 @@ pub struct TaskView {
     pub busy_ratio: f64,
     /// Share of the time back-pressured, 0 to 1.
     pub backpressured_ratio: f64,
+    /// Its watermark, ms; `null` before the first; [`END_OF_TIME`] at the end of its input.
+    pub watermark: Option<i64>,
+    /// How far its watermark is behind the answer's `now`, ms; `null` without a watermark or
+    /// at the end of time.
+    pub watermark_lag: Option<i64>,
+    /// Records that arrived late.
+    pub records_late: u64,
+    /// Records emitted on a side output no edge reads, dropped.
+    pub records_unwired: u64,
+    /// Timers set that have not fired.
+    pub pending_timers: u64,
     /// A Kafka source subtask's partitions; absent for other tasks.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub kafka_source: Option<KafkaSourceView>,
@@ -231,6 +257,25 @@ fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
+/// A vertex's watermark from its subtasks' (`None` for a subtask without one yet): the
+/// smallest of those that have one, since a vertex is only as far on as its slowest
+/// subtask; `None` when none has one. A subtask without a watermark is left out rather than
+/// holding the vertex's at nothing: a source subtask whose splits are all idle may never
+/// have one.
+pub fn vertex_watermark(subtasks: impl IntoIterator<Item = Option<i64>>) -> Option<i64> {
+    subtasks.into_iter().flatten().min()
+}
+
+/// How far `watermark` is behind the wall clock at `wall_now`, in ms (negative when it is
+/// ahead); `None` without a watermark or at the [end of time](END_OF_TIME), where no lag
+/// is left. Only meaningful when the job's timestamps are milliseconds since the Unix
+/// epoch.
+pub fn watermark_lag(watermark: Option<i64>, wall_now: SystemTime) -> Option<i64> {
+    let watermark = watermark.filter(|&w| w != END_OF_TIME)?;
+    let now = i64::try_from(epoch_ms(wall_now)).unwrap_or(i64::MAX);
+    Some(now.saturating_sub(watermark))
+}
+
 /// Builds `GET /api/job`.
 pub fn job_view(
     job: &Job,
@@ -252,11 +297,14 @@ pub fn job_view(
                         .iter()
                         .find(|(task, _, _)| *task == id)
                         .map(|(_, _, m)| Arc::clone(m));
-                    task_view(subtask, metrics.as_ref(), sampler, now, &id)
+                    task_view(subtask, metrics.as_ref(), sampler, now, wall_now, &id)
                 })
                 .collect();
             let rates: Vec<Rates> = subtasks.iter().map(|(_, r, _)| *r).collect();
             let combined = Rates::combine(&rates);
+            let watermark = vertex_watermark(subtasks.iter().map(|(t, _, _)| t.watermark));
+            let sum =
+                |figure: fn(&TaskView) -> u64| subtasks.iter().map(|(t, _, _)| figure(t)).sum();
             VertexView {
                 name: vertex.name.clone(),
                 kind: vertex.kind_name(),
@@ -275,6 +323,11 @@ pub fn job_view(
                     })
                     .map(|(_, _, m)| m.records_skipped())
                     .sum(),
+                watermark,
+                watermark_lag: watermark_lag(watermark, wall_now),
+                records_late: sum(|t| t.records_late),
+                records_unwired: sum(|t| t.records_unwired),
+                pending_timers: sum(|t| t.pending_timers),
                 tasks: subtasks.into_iter().map(|(t, _, _)| t).collect(),
             }
         })
@@ -302,16 +355,18 @@ pub fn job_view(
     }
 }
 
-/// One subtask's view, its rates and its guest calls; zeros for a task not
-/// running (before the first attempt, or between attempts).
+/// One subtask's view, its rates and its guest calls, at (`now`, `wall_now`); zeros (and no
+/// watermark) for a task not running (before the first attempt, or between attempts).
 fn task_view(
     subtask: u32,
     metrics: Option<&Arc<TaskMetrics>>,
     sampler: &Sampler,
     now: Instant,
+    wall_now: SystemTime,
     id: &TaskId,
 ) -> (TaskView, Rates, u64) {
     let rates = metrics.map_or_else(Rates::default, |m| sampler.rates(now, id, m));
+    let watermark = metrics.and_then(|m| m.watermark.get());
     let view = TaskView {
         subtask,
         records_in: metrics.map_or(0, |m| m.records_in()),
@@ -320,6 +375,11 @@ fn task_view(
         rate_out: rates.rate_out,
         busy_ratio: rates.busy_ratio,
         backpressured_ratio: rates.backpressured_ratio,
+        watermark,
+        watermark_lag: watermark_lag(watermark, wall_now),
+        records_late: metrics.map_or(0, |m| m.records_late()),
+        records_unwired: metrics.map_or(0, |m| m.records_unwired()),
+        pending_timers: metrics.map_or(0, |m| m.pending_timers()),
         kafka_source: None,
         kafka_sink: None,
     };
@@ -904,6 +964,76 @@ mod tests {
         let p50 = sink["commit_duration"]["p50"].as_f64().unwrap();
         assert!(p50 > 2.5 && p50 <= 5.0, "{p50}");
         assert_eq!(sink["commit_duration"]["p99"], 8.0);
+    }
+
+    #[test]
+    fn job_view_shows_each_vertexs_watermark_as_its_slowest_subtasks_and_event_time_counts() {
+        let job = job();
+        let gen0 = Arc::new(TaskMetrics::default());
+        let gen1 = Arc::new(TaskMetrics::default());
+        let out = Arc::new(TaskMetrics::default());
+        gen0.watermark.set(1_001_500);
+        gen1.watermark.set(1_000_250);
+        gen1.add_records_late(4);
+        gen0.add_records_unwired(2);
+        gen1.add_records_unwired(5);
+        gen0.set_pending_timers(7);
+        gen1.set_pending_timers(3);
+        out.watermark.set(i64::MAX);
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![
+            (TaskId::new("gen", 0), TaskRole::Source, Arc::clone(&gen0)),
+            (TaskId::new("gen", 1), TaskRole::Source, Arc::clone(&gen1)),
+            (TaskId::new("out", 0), TaskRole::Sink, Arc::clone(&out)),
+        ]);
+        let wall = UNIX_EPOCH + Duration::from_millis(1_003_000);
+        let view = job_view(&job, &monitor, &Sampler::default(), Instant::now(), wall);
+        let json = serde_json::to_value(&view).unwrap();
+        let source = &json["vertices"][0];
+        assert_eq!(
+            source["watermark"], 1_000_250,
+            "the slowest subtask's: {source}"
+        );
+        assert_eq!(source["watermark_lag"], 2_750);
+        assert_eq!(source["records_late"], 4);
+        assert_eq!(source["records_unwired"], 7);
+        assert_eq!(source["pending_timers"], 10);
+        assert_eq!(source["tasks"][0]["watermark"], 1_001_500);
+        assert_eq!(source["tasks"][0]["watermark_lag"], 1_500);
+        assert_eq!(source["tasks"][0]["records_late"], 0);
+        assert_eq!(source["tasks"][0]["records_unwired"], 2);
+        assert_eq!(source["tasks"][0]["pending_timers"], 7);
+        assert_eq!(source["tasks"][1]["records_late"], 4);
+        // The end of input is the end of time: a watermark, but no lag.
+        let out_view = &json["vertices"][1];
+        assert_eq!(out_view["watermark"], i64::MAX);
+        assert!(out_view["watermark_lag"].is_null(), "{out_view}");
+        assert_eq!(out_view["tasks"][0]["watermark"], i64::MAX);
+
+        // A subtask without a watermark yet is left out of its vertex's; without any, null.
+        gen0.watermark.set(1_002_000);
+        let fresh = Arc::new(TaskMetrics::default());
+        monitor.set_tasks(vec![
+            (TaskId::new("gen", 0), TaskRole::Source, gen0),
+            (TaskId::new("gen", 1), TaskRole::Source, Arc::clone(&fresh)),
+            (
+                TaskId::new("out", 0),
+                TaskRole::Sink,
+                Arc::new(TaskMetrics::default()),
+            ),
+        ]);
+        let view = job_view(&job, &monitor, &Sampler::default(), Instant::now(), wall);
+        let json = serde_json::to_value(&view).unwrap();
+        assert_eq!(json["vertices"][0]["watermark"], 1_002_000);
+        assert_eq!(json["vertices"][0]["watermark_lag"], 1_000);
+        let waiting = &json["vertices"][0]["tasks"][1];
+        assert!(waiting["watermark"].is_null() && waiting["watermark_lag"].is_null());
+        let none = &json["vertices"][1];
+        assert!(
+            none["watermark"].is_null() && none["watermark_lag"].is_null(),
+            "{none}"
+        );
+        assert_eq!(none["records_late"], 0);
     }
 
     #[test]

@@ -12,6 +12,9 @@
 use std::fmt::Write as _;
 use std::time::{Duration, SystemTime};
 
+use weir_abi::time::END_OF_TIME;
+
+use super::api::watermark_lag;
 use crate::checkpoint::stats::DURATION_BUCKETS;
 use crate::dataflow::connector_metrics::{COMMIT_BUCKETS, ConnectorMetrics};
 use crate::job::{Job, JobStatus};
@@ -173,6 +176,7 @@ pub fn render(job: &Job, monitor: &JobMonitor, wall_now: SystemTime) -> String {
     );
 
     task_families(&mut w, monitor);
+    watermark_families(&mut w, monitor, wall_now);
     kafka_families(&mut w, monitor);
     checkpoint_families(&mut w, monitor);
     w.finish()
@@ -186,7 +190,7 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
         .map(|(id, _, _)| (id.vertex.to_string(), id.subtask.to_string()))
         .collect();
     type Read = fn(&crate::dataflow::metrics::TaskMetrics) -> f64;
-    let families: [(&str, MetricType, &str, Read); 7] = [
+    let families: [(&str, MetricType, &str, Read); 10] = [
         (
             "weir_task_records_in_total",
             MetricType::Counter,
@@ -229,6 +233,24 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
             "Calls into a task's wasm guest: process, finish, snapshot, restore, checkpoint complete (operators only).",
             |m| m.guest_calls() as f64,
         ),
+        (
+            "weir_task_records_late_total",
+            MetricType::Counter,
+            "Records that arrived at or before their task's watermark (late) in the current attempt.",
+            |m| m.records_late() as f64,
+        ),
+        (
+            "weir_task_records_unwired_total",
+            MetricType::Counter,
+            "Records a task's guest emitted on a side output no edge reads, dropped, in the current attempt.",
+            |m| m.records_unwired() as f64,
+        ),
+        (
+            "weir_task_pending_timers",
+            MetricType::Gauge,
+            "Timers a task's guest has set that have not fired (event and processing time).",
+            |m| m.pending_timers() as f64,
+        ),
     ];
     for (family, kind, help, read) in families {
         w.family(family, kind, help);
@@ -239,6 +261,57 @@ fn task_families(w: &mut TextWriter, monitor: &JobMonitor) {
                 read(metrics),
             );
         }
+    }
+}
+
+/// Each task's watermark and how far it is behind `wall_now`, labelled `vertex` and
+/// `subtask`. A task without a watermark yet has no sample in either family. At the end of
+/// its input a task's watermark is the end of time, written `+Inf` (later than any
+/// timestamp, so a `min` over tasks still finds the slowest), and it has no lag.
+fn watermark_families(w: &mut TextWriter, monitor: &JobMonitor, wall_now: SystemTime) {
+    let tasks = monitor.tasks();
+    let watermarks: Vec<(String, String, Option<i64>)> = tasks
+        .iter()
+        .map(|(id, _, m)| {
+            (
+                id.vertex.to_string(),
+                id.subtask.to_string(),
+                m.watermark.get(),
+            )
+        })
+        .collect();
+    let family = "weir_task_watermark_milliseconds";
+    w.family(
+        family,
+        MetricType::Gauge,
+        "A task's watermark, in the job's timestamps (ms); +Inf once it reached the end of its input; absent before its first.",
+    );
+    for (vertex, subtask, watermark) in &watermarks {
+        let Some(watermark) = *watermark else {
+            continue;
+        };
+        let value = if watermark == END_OF_TIME {
+            f64::INFINITY
+        } else {
+            watermark as f64
+        };
+        w.sample(family, &[("vertex", vertex), ("subtask", subtask)], value);
+    }
+    let family = "weir_task_watermark_lag_milliseconds";
+    w.family(
+        family,
+        MetricType::Gauge,
+        "Wall-clock time now less a task's watermark, in ms (meaningful for timestamps in ms since the Unix epoch); absent without a watermark or at the end of input.",
+    );
+    for (vertex, subtask, watermark) in &watermarks {
+        let Some(lag) = watermark_lag(*watermark, wall_now) else {
+            continue;
+        };
+        w.sample(
+            family,
+            &[("vertex", vertex), ("subtask", subtask)],
+            lag as f64,
+        );
     }
 }
 
@@ -537,13 +610,15 @@ mod tests {
         gen_metrics.add_records_out(12);
         gen_metrics.add_records_skipped(2);
         gen_metrics.add_busy(Duration::from_millis(1500));
+        gen_metrics.watermark.set(12_000);
+        gen_metrics.add_records_late(6);
+        gen_metrics.set_pending_timers(4);
+        let out_metrics = Arc::new(TaskMetrics::default());
+        out_metrics.watermark.set(i64::MAX);
+        out_metrics.add_records_unwired(9);
         monitor.set_tasks(vec![
             (TaskId::new("gen", 0), TaskRole::Source, gen_metrics),
-            (
-                TaskId::new("out", 0),
-                TaskRole::Sink,
-                Arc::new(TaskMetrics::default()),
-            ),
+            (TaskId::new("out", 0), TaskRole::Sink, out_metrics),
         ]);
         monitor.set_status(JobStatus::Running);
         monitor.set_started(UNIX_EPOCH + Duration::from_secs(10));
@@ -567,6 +642,11 @@ mod tests {
             "weir_task_backpressured_seconds_total",
             "weir_task_guest_call_seconds_total",
             "weir_task_guest_calls_total",
+            "weir_task_watermark_milliseconds",
+            "weir_task_watermark_lag_milliseconds",
+            "weir_task_records_late_total",
+            "weir_task_records_unwired_total",
+            "weir_task_pending_timers",
             "weir_checkpoints_triggered_total",
             "weir_checkpoints_completed_total",
             "weir_checkpoints_failed_total",
@@ -586,6 +666,14 @@ mod tests {
             "weir_task_records_skipped_total{vertex=\"gen\",subtask=\"0\"} 2",
             "weir_task_records_skipped_total{vertex=\"out\",subtask=\"0\"} 0",
             "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
+            "weir_task_watermark_milliseconds{vertex=\"gen\",subtask=\"0\"} 12000",
+            "weir_task_watermark_lag_milliseconds{vertex=\"gen\",subtask=\"0\"} 3000",
+            // The end of input is the end of time: later than any timestamp, and no lag.
+            "weir_task_watermark_milliseconds{vertex=\"out\",subtask=\"0\"} +Inf",
+            "weir_task_records_late_total{vertex=\"gen\",subtask=\"0\"} 6",
+            "weir_task_records_late_total{vertex=\"out\",subtask=\"0\"} 0",
+            "weir_task_records_unwired_total{vertex=\"out\",subtask=\"0\"} 9",
+            "weir_task_pending_timers{vertex=\"gen\",subtask=\"0\"} 4",
             "weir_checkpoints_completed_total 1",
             "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",
             "weir_checkpoint_duration_seconds_bucket{le=\"0.05\"} 1",
@@ -600,6 +688,10 @@ mod tests {
         assert!(
             !text.contains("weir_kafka_"),
             "no Kafka families without Kafka connectors:\n{text}"
+        );
+        assert!(
+            !text.contains("weir_task_watermark_lag_milliseconds{vertex=\"out\""),
+            "no lag at the end of time:\n{text}"
         );
     }
 
@@ -675,5 +767,15 @@ mod tests {
         }
         // Partition 1's end is not known yet: no high watermark, no lag.
         assert!(!text.contains(&format!("weir_kafka_source_lag_records{{{p1}}}")));
+        // Neither task has a watermark yet: the families are declared, without samples.
+        assert!(families.contains("weir_task_watermark_milliseconds"));
+        assert!(
+            !text.contains("weir_task_watermark_milliseconds{"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("weir_task_watermark_lag_milliseconds{"),
+            "{text}"
+        );
     }
 }

@@ -146,7 +146,7 @@ fn render_catalog(catalog: &Catalog) -> String {
             entry.id.to_string(),
             entry.kind.to_string(),
             entry.status.to_string(),
-            entry.trigger_time_ms.map_or("-".into(), format_utc),
+            entry.trigger_time_ms.map_or("-".into(), human::format_utc),
             entry.duration_ms.map_or("-".into(), human::duration_ms),
             entry.state_bytes.map_or("-".into(), human::bytes),
             format_operators(&entry.operators),
@@ -254,8 +254,11 @@ fn render_inspection(inspection: &Inspection) -> String {
         out.push_str(&field("id", meta.checkpoint_id.to_string()));
         out.push_str(&field("job", meta.job_name.clone()));
         out.push_str(&field("fingerprint", meta.job_fingerprint.clone()));
-        out.push_str(&field("triggered", format_utc(meta.trigger_time_ms)));
-        out.push_str(&field("completed", format_utc(meta.completion_time_ms)));
+        out.push_str(&field("triggered", human::format_utc(meta.trigger_time_ms)));
+        out.push_str(&field(
+            "completed",
+            human::format_utc(meta.completion_time_ms),
+        ));
         out.push_str(&field("duration", human::duration_ms(meta.duration_ms)));
         let size = format!(
             "{} of state ({} on disk)",
@@ -418,47 +421,9 @@ fn render_table(rows: &[Vec<String>]) -> String {
     out
 }
 
-/// Unix milliseconds as an ISO-8601 UTC time with milliseconds: `2026-01-01T00:00:00.000Z`.
-fn format_utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let (year, month, day) = civil_from_days(days);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60,
-        unix_ms % 1000
-    )
-}
-
-/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
-/// `civil_from_days`, for days on or after the epoch).
-fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468;
-    let era = z / 146_097;
-    let doe = z % 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + u64::from(month <= 2);
-    (year, month, day)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn formats_utc_times_across_leap_years_and_month_ends() {
-        assert_eq!(format_utc(0), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
-        assert_eq!(format_utc(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
-        assert_eq!(format_utc(1_767_225_600_012), "2026-01-01T00:00:00.012Z");
-        assert_eq!(format_utc(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
-    }
 
     #[test]
     fn tables_align_columns_and_leave_the_last_unpadded() {

@@ -16,6 +16,7 @@ use weir::control::auth::TOKEN_ENV;
 use weir::control::endpoint_file::EndpointFileError;
 use weir::control::{ClientError, ControlClient, EndpointFile};
 use weir::job::Job;
+use weir_abi::time::END_OF_TIME;
 
 use crate::{EXIT_BAD_INPUT, human};
 
@@ -338,6 +339,13 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
         line(row);
     }
     line(String::new());
+    let event_time = event_time_lines(job);
+    if !event_time.is_empty() {
+        for text in event_time {
+            line(text);
+        }
+        line(String::new());
+    }
     let kafka = kafka_lines(job);
     if !kafka.is_empty() {
         for text in kafka {
@@ -374,6 +382,58 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
         ));
     }
     out
+}
+
+/// The event-time table: per vertex its watermark (`-` before its first, `end of input` at the
+/// end of time) and its lag, with a column for each of late records, unwired records and
+/// pending timers that is not 0 everywhere. The lag is shown only beside a watermark that
+/// [looks like a wall-clock time](human::looks_like_wall_clock): behind any other it is only
+/// the size of the clock. No lines when no vertex has a watermark or any of those counts.
+fn event_time_lines(job: &Value) -> Vec<String> {
+    let vertices: Vec<&Value> = job["vertices"].as_array().into_iter().flatten().collect();
+    let count = |v: &Value, key: &str| v[key].as_u64().unwrap_or(0);
+    let columns: Vec<(&str, &str)> = [
+        ("late", "records_late"),
+        ("unwired", "records_unwired"),
+        ("timers", "pending_timers"),
+    ]
+    .into_iter()
+    .filter(|(_, key)| vertices.iter().any(|v| count(v, key) > 0))
+    .collect();
+    if columns.is_empty() && vertices.iter().all(|v| v["watermark"].is_null()) {
+        return Vec::new();
+    }
+    let mut header = vec!["vertex".to_string(), "watermark".into(), "lag".into()];
+    header.extend(columns.iter().map(|(label, _)| label.to_string()));
+    let mut rows = vec![header];
+    for v in vertices {
+        let watermark = v["watermark"].as_i64();
+        let mut row = vec![
+            text(&v["name"]),
+            match watermark {
+                None => "-".into(),
+                Some(END_OF_TIME) => "end of input".into(),
+                Some(w) => human::timestamp_ms(w),
+            },
+            match (watermark, v["watermark_lag"].as_i64()) {
+                (Some(w), Some(lag)) if human::looks_like_wall_clock(w) => signed_duration(lag),
+                _ => "-".into(),
+            },
+        ];
+        row.extend(columns.iter().map(|(_, key)| count(v, key).to_string()));
+        rows.push(row);
+    }
+    human::table(&rows, 2)
+}
+
+/// A duration in ms that may be negative (a watermark ahead of the clock): `-1.2 s`.
+fn signed_duration(ms: i64) -> String {
+    let magnitude = human::duration_ms(ms.unsigned_abs());
+    if ms < 0 {
+        format!("-{magnitude}")
+    } else {
+        magnitude
+    }
 }
 
 /// At most this many partitions of a Kafka source are listed, those with the most lag first.
@@ -568,6 +628,59 @@ mod tests {
             );
         }
         assert!(!text.contains("kafka source count") && !text.contains("kafka sink count"));
+    }
+
+    #[test]
+    fn the_status_shows_each_vertexs_watermark_lag_and_event_time_counts() {
+        let job = serde_json::json!({
+            "name": "win", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
+            "now": 1_764_469_923_291u64, "checkpoint_directory": "/data/win",
+            "vertices": [
+                {"name": "clicks", "kind": "source", "parallelism": 2,
+                 "watermark": 1_764_469_922_091u64, "watermark_lag": 1_200,
+                 "records_late": 0, "records_unwired": 0, "pending_timers": 0},
+                {"name": "windows", "kind": "operator", "parallelism": 2,
+                 "watermark": 1_764_469_921_000u64, "watermark_lag": 2_291,
+                 "records_late": 12, "records_unwired": 0, "pending_timers": 340},
+                {"name": "counter", "kind": "operator", "parallelism": 1,
+                 "watermark": 48_211, "watermark_lag": 1_764_469_875_080u64,
+                 "records_late": 0, "records_unwired": 0, "pending_timers": 0},
+                {"name": "done", "kind": "operator", "parallelism": 1,
+                 "watermark": i64::MAX, "watermark_lag": null,
+                 "records_late": 0, "records_unwired": 0, "pending_timers": 0},
+                {"name": "out", "kind": "sink", "parallelism": 1, "watermark": null,
+                 "watermark_lag": null, "records_late": 0, "records_unwired": 0,
+                 "pending_timers": 0}
+            ]
+        });
+        let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
+        // Columns of counts only when one is not zero (here late and timers, not unwired);
+        // the time only when the watermark reads as one, the lag likewise.
+        for expected in [
+            "vertex   watermark                                   lag  late  timers",
+            "clicks   1764469922091 (2025-11-30T02:32:02.091Z)  1.2 s     0       0",
+            "windows  1764469921000 (2025-11-30T02:32:01.000Z)  2.3 s    12     340",
+            "counter  48211                                         -     0       0",
+            "done     end of input                                  -     0       0",
+            "out      -                                             -     0       0",
+        ] {
+            assert!(
+                text.lines().any(|l| l == expected),
+                "no line {expected:?} in:\n{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_status_has_no_event_time_table_without_watermarks() {
+        let job = serde_json::json!({
+            "name": "wc", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
+            "vertices": [{"name": "lines", "kind": "source", "parallelism": 1,
+                          "watermark": null, "watermark_lag": null, "records_late": 0,
+                          "records_unwired": 0, "pending_timers": 0}]
+        });
+        let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
+        assert!(!text.contains("watermark"), "{text}");
     }
 
     #[test]

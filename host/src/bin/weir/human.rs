@@ -1,5 +1,5 @@
-//! How the CLI writes numbers and tables for people: one duration, one size
-//! and one table formatter, so `weir status` and `weir checkpoints` read alike.
+//! How the CLI writes numbers and tables for people: one duration, one size, one
+//! time and one table formatter, so `weir status` and `weir checkpoints` read alike.
 
 /// Milliseconds for people: `850 ms`, `12.3 s`, `4 min 5 s`, `2 h 10 min`.
 pub(crate) fn duration_ms(ms: u64) -> String {
@@ -34,6 +34,55 @@ pub(crate) fn bytes(bytes: u64) -> String {
         format!("{bytes} B")
     } else {
         format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// Unix milliseconds as an ISO-8601 UTC time with milliseconds: `2026-01-01T00:00:00.000Z`.
+pub(crate) fn format_utc(unix_ms: u64) -> String {
+    let secs = unix_ms / 1000;
+    let (days, rest) = (secs / 86_400, secs % 86_400);
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        unix_ms % 1000
+    )
+}
+
+/// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
+/// `civil_from_days`, for days on or after the epoch).
+fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + u64::from(month <= 2);
+    (year, month, day)
+}
+
+/// Milliseconds since the Unix epoch from 2000 up to 2100: a timestamp in this range reads as
+/// a wall-clock time, one outside it (a record's index, a count of ms since the job began)
+/// would read as a date that means nothing.
+const WALL_CLOCK_MS: std::ops::Range<i64> = 946_684_800_000..4_102_444_800_000;
+
+/// Whether a timestamp in ms is plausibly a wall-clock time (see [`WALL_CLOCK_MS`]).
+pub(crate) fn looks_like_wall_clock(ms: i64) -> bool {
+    WALL_CLOCK_MS.contains(&ms)
+}
+
+/// A timestamp in ms for people: the number, and after it the UTC time it names when it
+/// [looks like a wall-clock time](looks_like_wall_clock):
+/// `1764469922091 (2025-11-30T02:32:02.091Z)`, `48211`.
+pub(crate) fn timestamp_ms(ms: i64) -> String {
+    match u64::try_from(ms) {
+        Ok(unix_ms) if looks_like_wall_clock(ms) => format!("{ms} ({})", format_utc(unix_ms)),
+        _ => ms.to_string(),
     }
 }
 
@@ -90,6 +139,28 @@ mod tests {
         assert_eq!(bytes(1536), "1.5 KiB");
         assert_eq!(bytes(3 * 1024 * 1024), "3.0 MiB");
         assert_eq!(bytes(103_079_215), "98.3 MiB");
+    }
+
+    #[test]
+    fn formats_utc_times_across_leap_years_and_month_ends() {
+        assert_eq!(format_utc(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_utc(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(format_utc(1_767_225_599_999), "2025-12-31T23:59:59.999Z");
+        assert_eq!(format_utc(1_767_225_600_012), "2026-01-01T00:00:00.012Z");
+        assert_eq!(format_utc(4_107_542_400_000), "2100-03-01T00:00:00.000Z");
+    }
+
+    #[test]
+    fn timestamps_show_their_utc_time_when_they_look_like_wall_clock_ones() {
+        assert_eq!(
+            timestamp_ms(1_764_469_922_091),
+            "1764469922091 (2025-11-30T02:32:02.091Z)"
+        );
+        assert_eq!(timestamp_ms(48_211), "48211");
+        assert_eq!(timestamp_ms(-5), "-5");
+        assert!(looks_like_wall_clock(946_684_800_000));
+        assert!(!looks_like_wall_clock(946_684_799_999));
+        assert!(!looks_like_wall_clock(4_102_444_800_000));
     }
 
     #[test]

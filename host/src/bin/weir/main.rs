@@ -54,8 +54,9 @@ enum Command {
     ///
     /// `weir checkpoints DIR`, `weir checkpoints inspect PATH`, `weir checkpoints verify DIR`.
     Checkpoints(checkpoints::CheckpointsArgs),
-    /// Show a running job's status: vertices with records, rates and back-pressure, checkpoint
-    /// counts, the latest completed, savepoint and failed checkpoint (see docs/CONTROL.md).
+    /// Show a running job's status: vertices with records, rates and back-pressure, their
+    /// watermarks when they have any, checkpoint counts, the latest completed, savepoint and
+    /// failed checkpoint (see docs/CONTROL.md).
     ///
     /// The job is found by its checkpoint directory (`_control.json`), its job file, or
     /// --address. Exit code 0: done; 1: the job refused or the action failed (not running,

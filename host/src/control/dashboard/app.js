@@ -206,6 +206,54 @@
     return n + ' ' + word + (n === 1 ? '' : 's');
   }
 
+  /**
+   * The watermark of a task at the end of its input, the end of time: i64::MAX in the JSON,
+   * which JavaScript reads as 2^63 (the nearest double), so compare with >=.
+   */
+  const END_OF_TIME = 9223372036854775807;
+  /**
+   * Timestamps (ms since the epoch) from 2000 up to 2100 read as wall-clock times; others (a
+   * record's index, as the generator's) are only numbers. The same range as `weir status`.
+   */
+  const WALL_CLOCK_MS = [946684800000, 4102444800000];
+
+  /** Whether the watermark `w` is a wall-clock time, not the end of time nor a mere number. */
+  function isWallClock(w) {
+    return w != null && w >= WALL_CLOCK_MS[0] && w < WALL_CLOCK_MS[1];
+  }
+
+  /** A watermark: "14:03:27" (local time of day), "end of input", the number, or "–" when none. */
+  function fmtWatermark(w) {
+    if (w == null) return '–';
+    if (w >= END_OF_TIME) return 'end of input';
+    return isWallClock(w) ? fmtClock(w) : String(w);
+  }
+
+  /** A watermark for a tooltip: the UTC time too when it is one. */
+  function fmtWatermarkLong(w) {
+    return isWallClock(w) ? w + ' (' + new Date(w).toISOString() + ')' : fmtWatermark(w);
+  }
+
+  /** The lag of a vertex or task behind the clock, only beside a wall-clock watermark. */
+  function fmtLag(figures) {
+    if (!isWallClock(figures.watermark) || figures.watermark_lag == null) return '–';
+    const lag = figures.watermark_lag;
+    return lag < 0 ? '−' + fmtDuration(-lag) : fmtDuration(lag);
+  }
+
+  /** The late, unwired and timer counts that are not 0: "12 late · 340 timers", or ''. */
+  function fmtEventCounts(figures) {
+    return [[figures.records_late, 'late'], [figures.records_unwired, 'unwired'], [figures.pending_timers, 'timers']]
+      .filter(([n]) => n > 0)
+      .map(([n, label]) => fmtCount(n) + NBSP + label)
+      .join(' · ');
+  }
+
+  /** Whether a vertex has anything of event time to show: a watermark or a count not 0. */
+  function hasEventTime(v) {
+    return v.watermark != null || v.records_late > 0 || v.records_unwired > 0 || v.pending_timers > 0;
+  }
+
   // ---------------------------------------------------------------------------
   // DOM helpers
 
@@ -295,8 +343,11 @@
   // ---------------------------------------------------------------------------
   // Job graph
 
-  /** Box size and spacing of the graph, in SVG units (= CSS pixels). */
-  const BOX = { w: 224, h: 126, colGap: 84, rowGap: 20, pad: 14 };
+  /**
+   * Box size and spacing of the graph, in SVG units (= CSS pixels). `eventTime` is the height
+   * the two event-time lines add to every box of a job where a vertex has a watermark.
+   */
+  const BOX = { w: 224, h: 126, eventTime: 32, colGap: 84, rowGap: 20, pad: 14 };
 
   /**
    * Each vertex's depth: 0 for vertices without inputs, else one more than
@@ -320,8 +371,8 @@
     return depth;
   }
 
-  /** Each vertex's box position: columns by depth, stacked in job-file order. */
-  function layoutGraph(vertices, edges) {
+  /** Each vertex's box position, boxes `boxH` high: columns by depth, stacked in job-file order. */
+  function layoutGraph(vertices, edges, boxH) {
     const depth = vertexDepths(vertices, edges);
     const columns = [];
     for (const v of vertices) {
@@ -329,16 +380,16 @@
       (columns[d] = columns[d] || []).push(v);
     }
     const tallest = Math.max(...columns.map((c) => (c ? c.length : 0)));
-    const height = BOX.pad * 2 + tallest * BOX.h + (tallest - 1) * BOX.rowGap;
+    const height = BOX.pad * 2 + tallest * boxH + (tallest - 1) * BOX.rowGap;
     const positions = new Map();
     columns.forEach((column, d) => {
       if (!column) return;
-      const columnHeight = column.length * BOX.h + (column.length - 1) * BOX.rowGap;
+      const columnHeight = column.length * boxH + (column.length - 1) * BOX.rowGap;
       const top = (height - columnHeight) / 2;
       column.forEach((v, i) => {
         positions.set(v.name, {
           x: BOX.pad + d * (BOX.w + BOX.colGap),
-          y: top + i * (BOX.h + BOX.rowGap),
+          y: top + i * (boxH + BOX.rowGap),
         });
       });
     });
@@ -365,18 +416,29 @@
       svg('text', { class: 'bar-value', x: BOX.w - 12, y: y + 8, 'text-anchor': 'end' }, fmtPercent(value)));
   }
 
-  /** The tooltip of a vertex: its figures per subtask. */
-  function vertexTooltip(v) {
+  /** The tooltip of a vertex: its figures per subtask (event time's in a job that has it). */
+  function vertexTooltip(v, eventTime) {
     const lines = [v.name + ' (' + v.kind + ', parallelism ' + v.parallelism + ')'];
+    if (eventTime) {
+      lines.push('watermark ' + fmtWatermarkLong(v.watermark) + (v.parallelism > 1 ? ' (its slowest subtask\'s)' : ''));
+    }
     for (const t of v.tasks || []) {
-      lines.push('#' + t.subtask + ': in ' + fmtRate(t.rate_in) + ', out ' + fmtRate(t.rate_out) +
-        ', busy ' + fmtPercent(t.busy_ratio) + ', back-pressured ' + fmtPercent(t.backpressured_ratio));
+      let line = '#' + t.subtask + ': in ' + fmtRate(t.rate_in) + ', out ' + fmtRate(t.rate_out) +
+        ', busy ' + fmtPercent(t.busy_ratio) + ', back-pressured ' + fmtPercent(t.backpressured_ratio);
+      if (eventTime) {
+        const counts = fmtEventCounts(t);
+        line += ', watermark ' + fmtWatermark(t.watermark) + ', lag ' + fmtLag(t) + (counts ? ', ' + counts : '');
+      }
+      lines.push(line);
     }
     return lines.join('\n');
   }
 
-  /** One vertex: a box with its name, kind, parallelism, rates and two bars. */
-  function vertexBox(v, pos) {
+  /**
+   * One vertex: a box `boxH` high with its name, kind, parallelism, rates, in a job with event
+   * time its watermark, lag and the late, unwired and timer counts that are not 0, and two bars.
+   */
+  function vertexBox(v, pos, boxH, eventTime) {
     const rateText = v.kind === 'source' ? 'out ' + fmtRate(v.rate_out)
       : v.kind === 'sink' ? 'in ' + fmtRate(v.rate_in)
         : 'in ' + fmtRate(v.rate_in) + ' · out ' + fmtRate(v.rate_out);
@@ -386,6 +448,7 @@
     const parallelism = '×' + v.parallelism;
     const badgeWidth = 14 + parallelism.length * 7;
     const pressure = pressureLevel(v.backpressured_ratio);
+    const bars = 92 + (eventTime ? BOX.eventTime : 0);
     return svg('g', {
       class: 'vertex',
       'data-vertex': v.name,
@@ -393,25 +456,28 @@
       'data-pressure': pressure,
       transform: 'translate(' + pos.x + ',' + pos.y + ')',
     },
-    svg('title', {}, vertexTooltip(v)),
-    svg('rect', { class: 'box', width: BOX.w, height: BOX.h, rx: 7 }),
-    svg('rect', { class: 'stripe ' + v.kind, x: 0.6, y: 6, width: 3.5, height: BOX.h - 12, rx: 1.5 }),
+    svg('title', {}, vertexTooltip(v, eventTime)),
+    svg('rect', { class: 'box', width: BOX.w, height: boxH, rx: 7 }),
+    svg('rect', { class: 'stripe ' + v.kind, x: 0.6, y: 6, width: 3.5, height: boxH - 12, rx: 1.5 }),
     svg('text', { class: 'name', x: 14, y: 23 }, v.name),
     svg('rect', { class: 'parallelism-bg', x: BOX.w - 12 - badgeWidth, y: 10, width: badgeWidth, height: 18, rx: 9 }),
     svg('text', { class: 'parallelism', x: BOX.w - 12 - badgeWidth / 2, y: 23, 'text-anchor': 'middle' }, parallelism),
     svg('text', { class: 'kind', x: 14, y: 40 }, v.kind),
     svg('text', { class: 'rates', x: 14, y: 62 }, rateText),
     svg('text', { class: 'totals', x: 14, y: 78 }, totalText),
-    ratioBar('busy', v.busy_ratio, 92, 'busy'),
-    ratioBar('back-pressure', v.backpressured_ratio, 108, 'pressure' + (pressure === 'high' ? ' high' : '')));
+    eventTime && svg('text', { class: 'watermark', x: 14, y: 96, 'data-watermark': v.watermark == null ? null : String(v.watermark) },
+      'watermark ' + fmtWatermark(v.watermark) + (isWallClock(v.watermark) ? ' · lag ' + fmtLag(v) : '')),
+    eventTime && svg('text', { class: 'event-counts', x: 14, y: 112 }, fmtEventCounts(v)),
+    ratioBar('busy', v.busy_ratio, bars, 'busy'),
+    ratioBar('back-pressure', v.backpressured_ratio, bars + 16, 'pressure' + (pressure === 'high' ? ' high' : '')));
   }
 
-  /** One edge: a curve from the right of `from` to the left of `to`, labelled. */
-  function edgeCurve(e, from, to) {
+  /** One edge: a curve from the right of `from` to the left of `to` (boxes `boxH` high), labelled. */
+  function edgeCurve(e, from, to, boxH) {
     const x1 = from.x + BOX.w;
-    const y1 = from.y + BOX.h / 2;
+    const y1 = from.y + boxH / 2;
     const x2 = to.x - 3;
-    const y2 = to.y + BOX.h / 2;
+    const y2 = to.y + boxH / 2;
     const mid = (x1 + x2) / 2;
     const label = e.partitioning || '';
     const labelWidth = 12 + label.length * 6.2;
@@ -433,7 +499,9 @@
       return;
     }
     const edges = job.edges || [];
-    const layout = layoutGraph(vertices, edges);
+    const eventTime = vertices.some(hasEventTime);
+    const boxH = BOX.h + (eventTime ? BOX.eventTime : 0);
+    const layout = layoutGraph(vertices, edges, boxH);
     const drawing = svg('svg', {
       width: layout.width,
       height: layout.height,
@@ -445,8 +513,8 @@
       svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: 9, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto' },
         svg('path', { class: 'arrowhead', d: 'M0,0 L10,5 L0,10 z' }))),
     edges.filter((e) => layout.positions.has(e.from) && layout.positions.has(e.to))
-      .map((e) => edgeCurve(e, layout.positions.get(e.from), layout.positions.get(e.to))),
-    vertices.map((v) => vertexBox(v, layout.positions.get(v.name))));
+      .map((e) => edgeCurve(e, layout.positions.get(e.from), layout.positions.get(e.to), boxH)),
+    vertices.map((v) => vertexBox(v, layout.positions.get(v.name), boxH, eventTime)));
     fill('graph', drawing);
   }
 
