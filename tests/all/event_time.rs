@@ -568,3 +568,82 @@ fn the_shipped_windows_example_runs() {
         "every record is in its window's last count or on the late output"
     );
 }
+
+/// One idle Kafka partition, Flink's classic trap: a topic of two partitions, every record in
+/// partition 0, timestamps from a header, read by one source subtask that owns both. With an
+/// idle timeout the silent partition goes idle and the windows fire; with `"off"` it holds the
+/// watermark at its start and nothing fires.
+#[test]
+fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
+    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition") else {
+        return;
+    };
+    let topic = crate::kafka::unique("events");
+    broker.create_topic(&topic, 2);
+    let stamps: Vec<String> = (0..3_000).map(|i| (i * 2).to_string()).collect();
+    let keys: Vec<String> = (0..3_000).map(|i| format!("k{}", i % 5)).collect();
+    let headers: Vec<[(&str, Option<&[u8]>); 1]> = stamps
+        .iter()
+        .map(|ts| [("ts", Some(ts.as_bytes()))])
+        .collect();
+    let rows: Vec<(crate::kafka::Produce<'_>, crate::kafka::ProduceHeaders<'_>)> = keys
+        .iter()
+        .zip(&headers)
+        .map(|(key, header)| {
+            (
+                (Some(0), Some(key.as_bytes()), b"v".as_slice()),
+                header.as_slice(),
+            )
+        })
+        .collect();
+    broker.produce_with_headers(&topic, &rows);
+    for (idle_timeout, fires) in [("300ms", true), ("off", false)] {
+        let sandbox = Sandbox::new("idle-partition");
+        let text = format!(
+            "name = \"kidle\"\n[checkpoint]\ninterval = \"100ms\"\ndirectory = {:?}\n\
+             [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"{}\"\n\
+             topics = [\"{topic}\"]\ngroup = \"{}\"\ntimestamp = {{ header = \"ts\" }}\n\
+             watermark = {{ out_of_orderness = \"0ms\", idle_timeout = \"{idle_timeout}\", interval = \"20ms\" }}\n\
+             [[operator]]\nname = \"window\"\nmodule = {:?}\nconfig = \"tumbling 1000\"\n\
+             inputs = [{{ from = \"in\", partition = \"key-hash\" }}]\n\
+             [[sink]]\nname = \"out\"\ntype = \"file\"\npath = {:?}\n\
+             inputs = [{{ from = \"window\", partition = \"forward\" }}]\n",
+            sandbox.checkpoint_dir().display().to_string(),
+            broker.bootstrap(),
+            crate::kafka::unique("group"),
+            guests::WINDOW,
+            sandbox.out_dir().display().to_string(),
+        );
+        fs::write(sandbox.job_path(), text).unwrap();
+        let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+        let deadline = Instant::now() + Duration::from_secs(60);
+        // Timestamps 0..6000, five keys: windows up to [4000,5000) fire at watermark 5997.
+        let done = |weir: &mut Weir| {
+            if fires {
+                committed_lines(&sandbox.out_dir()).len() >= 5 * 5
+            } else {
+                weir.stderr().contains("checkpoint 15 complete")
+            }
+        };
+        while !done(&mut weir) {
+            assert!(
+                Instant::now() < deadline,
+                "idle_timeout = {idle_timeout}: waited 60 s\n{}",
+                weir.stderr()
+            );
+            assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        weir.kill();
+        let lines = committed_lines(&sandbox.out_dir());
+        if fires {
+            assert!(lines.contains(&"k0\t0,1000,100".to_string()), "{lines:?}");
+        } else {
+            assert_eq!(
+                lines,
+                Vec::<String>::new(),
+                "the idle partition held every window"
+            );
+        }
+    }
+}

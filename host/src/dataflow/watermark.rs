@@ -285,6 +285,19 @@ impl SourceClock {
             }
         }
         let Some(w) = min else {
+            // Every split is idle. What the splits that read something promise goes out first
+            // (a split that never read anything no longer holds it back), idleness at the next
+            // tick.
+            let promised = self
+                .splits
+                .iter()
+                .filter(|s| s.max_timestamp != NO_WATERMARK)
+                .map(|s| s.max_timestamp.saturating_sub(self.bound))
+                .min();
+            if let Some(w) = promised.filter(|&w| w > self.sent) {
+                self.sent = w;
+                return Some(Watermark::At(w));
+            }
             if self.idle {
                 return None;
             }
@@ -460,6 +473,22 @@ mod tests {
         assert_eq!(c.tick(t0 + ms(2_500)), None, "idle is said once");
         c.observe(700);
         assert_eq!(c.tick(t0 + ms(2_600)), Some(Watermark::At(699)));
+    }
+
+    #[test]
+    fn when_every_split_goes_idle_at_once_the_ones_that_read_something_are_sent_first() {
+        let t0 = Instant::now();
+        let mut c = SourceClock::new(strategy(0, Some(300), 100), t0);
+        c.enter_split("t/0", t0);
+        c.enter_split("t/1", t0);
+        c.enter_split("t/0", t0);
+        c.observe(5_000);
+        assert_eq!(c.tick(t0 + ms(100)), None, "t/1, silent, holds the watermark back");
+        // The next tick finds both idle (ticks come only between polls, which a slow source
+        // may space out).
+        assert_eq!(c.tick(t0 + ms(1_000)), Some(Watermark::At(4_999)));
+        assert_eq!(c.tick(t0 + ms(1_100)), Some(Watermark::Idle));
+        assert_eq!(c.tick(t0 + ms(1_200)), None);
     }
 
     #[test]
