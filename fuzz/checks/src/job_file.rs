@@ -8,7 +8,9 @@
 //! - a job that parses asks for nothing the engine cannot give (docs/JOB.md, "Bounds"): at
 //!   most `MAX_PARALLELISM` subtasks per vertex and `MAX_SUBTASKS` in all, generator values of
 //!   at most `MAX_VALUE_SIZE`, durations of at most `MAX_DURATION`, guest sizes of at most
-//!   `MAX_GUEST_BYTES` — the values `weir run` once aborted on (exit 134) are refused; integer
+//!   `MAX_GUEST_BYTES`, generator disorder of at most `MAX_GENERATOR_DISORDER`, watermark
+//!   strategies on sources only with a non-zero interval — the values `weir run` once aborted
+//!   on (exit 134) are refused; integer
 //!   generators have `min <= max`, csv columns are at most `MAX_CSV_COLUMN` and JSON pointers
 //!   start with `/`;
 //! - an error names the file, and points at a line of the text;
@@ -18,8 +20,8 @@
 
 use weir::job::{
     FileFormat, GeneratorSettings, GeneratorValues, Job, JobError, MAX_CSV_COLUMN, MAX_DURATION,
-    MAX_GENERATOR_COUNT, MAX_GENERATOR_RATE, MAX_GUEST_BYTES, MAX_PARALLELISM, MAX_SUBTASKS,
-    MAX_VALUE_SIZE, SourceKind, VertexKind,
+    MAX_GENERATOR_COUNT, MAX_GENERATOR_DISORDER, MAX_GENERATOR_RATE, MAX_GUEST_BYTES,
+    MAX_PARALLELISM, MAX_SUBTASKS, MAX_VALUE_SIZE, SourceKind, VertexKind,
 };
 
 /// The folder relative paths in the job are resolved against; nothing is read from it.
@@ -52,10 +54,12 @@ fn check_bounds(text: &str, job: &Job) {
             value_size,
             count,
             rate,
+            disorder,
             ..
         })) = &vertex.kind
         {
             assert!(*value_size <= MAX_VALUE_SIZE, "{}", context());
+            assert!(*disorder <= MAX_GENERATOR_DISORDER, "{}", context());
             assert!(
                 count.is_none_or(|c| c <= MAX_GENERATOR_COUNT),
                 "{}",
@@ -98,6 +102,20 @@ fn check_bounds(text: &str, job: &Job) {
         if let VertexKind::Operator(operator) = &vertex.kind {
             check_limits(&operator.limits, &context);
         }
+        if let Some(watermark) = &vertex.watermark {
+            assert!(
+                matches!(vertex.kind, VertexKind::Source(_)),
+                "{}",
+                context()
+            );
+            for duration in [watermark.out_of_orderness, watermark.interval]
+                .into_iter()
+                .chain(watermark.idle_timeout)
+            {
+                assert!(duration <= MAX_DURATION, "{}", context());
+            }
+            assert!(!watermark.interval.is_zero(), "{}", context());
+        }
     }
     assert!(subtasks <= u64::from(MAX_SUBTASKS), "{}", context());
     check_limits(&job.limits, &context);
@@ -116,6 +134,7 @@ fn check_limits(limits: &weir::wasm::GuestLimits, context: &dyn Fn() -> String) 
         limits.max_memory_bytes,
         limits.max_output_bytes,
         limits.max_state_bytes,
+        limits.max_timer_bytes,
     ] {
         assert!(bytes as u64 <= MAX_GUEST_BYTES, "{}", context());
     }
