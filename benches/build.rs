@@ -1,4 +1,4 @@
-//! Builds the benchmarks' guests (`count`, `uppercase`) for `wasm32-unknown-unknown` in
+//! Builds the benchmarks' guests (`count`, `uppercase`, `window`) for `wasm32-unknown-unknown` in
 //! release, so the benchmarks measure the operators built from this tree's sources; their paths
 //! reach them as `WEIR_GUEST_COUNT` and `WEIR_GUEST_UPPERCASE`.
 
@@ -13,5 +13,9 @@ fn main() {
         package: "weir-example-uppercase",
         env: "WEIR_GUEST_UPPERCASE",
     };
-    weir_guest_build::build(&[count, uppercase], &[]);
+    let window = Guest {
+        package: "weir-example-window",
+        env: "WEIR_GUEST_WINDOW",
+    };
+    weir_guest_build::build(&[count, uppercase, window], &[]);
 }

@@ -8,6 +8,9 @@ pub const COUNT_WASM: &str = env!("WEIR_GUEST_COUNT");
 /// The `uppercase` example (a stateless filter and map), built like [`COUNT_WASM`].
 pub const UPPERCASE_WASM: &str = env!("WEIR_GUEST_UPPERCASE");
 
+/// The `window` example (a keyed count per event-time window), built like [`COUNT_WASM`].
+pub const WINDOW_WASM: &str = env!("WEIR_GUEST_WINDOW");
+
 /// The smallest operator of `docs/ABI.md` §11: a stateless identity that re-emits its input
 /// batch with the port cleared. It does no work of its own, so a batch through it costs what
 /// the ABI round trip costs: `weir_alloc`, the copy in, `weir_process`, `emit` (which checks

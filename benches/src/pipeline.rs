@@ -1,5 +1,5 @@
-//! Whole jobs through the real engine: generator → `count` (key-hash) or `uppercase`
-//! (forward) → blackhole.
+//! Whole jobs through the real engine: generator → `count` (key-hash), `uppercase` (forward)
+//! or `window` (key-hash, event time) → blackhole.
 //!
 //! Each run writes a job file into a fresh temporary directory (the module path absolute, the
 //! checkpoint directory inside the temporary one), loads it with [`Job::load`], compiles it with
@@ -27,6 +27,14 @@ pub enum BenchOperator {
     Count,
     /// The stateless filter and map (`examples/rust/uppercase`) behind a `forward` edge.
     Uppercase,
+    /// A tumbling count per key and second of event time (`examples/rust/window`, `tumbling
+    /// 1000`) behind a `key-hash` edge. The generator's record `i` has the timestamp `i`
+    /// (milliseconds) less up to 500 ms of disorder, so a window holds 1000 records: with many
+    /// keys nearly every record opens a window and sets a timer — the costliest case for timers.
+    Window,
+    /// The same with windows of 1 000 000 records (`tumbling 1000000`): with 100 000 keys, about
+    /// ten records per key and window, as 1 s windows over a million records a second.
+    WindowWide,
 }
 
 impl BenchOperator {
@@ -35,13 +43,29 @@ impl BenchOperator {
         match self {
             BenchOperator::Count => "count",
             BenchOperator::Uppercase => "uppercase",
+            BenchOperator::Window => "window",
+            BenchOperator::WindowWide => "window-wide",
         }
+    }
+
+    /// The operator's config in the job file, if it takes one.
+    fn config(self) -> Option<&'static str> {
+        match self {
+            BenchOperator::Window => Some("tumbling 1000"),
+            BenchOperator::WindowWide => Some("tumbling 1000000"),
+            BenchOperator::Count | BenchOperator::Uppercase => None,
+        }
+    }
+
+    /// Whether its source makes event time: out-of-order timestamps and watermarks.
+    fn event_time(self) -> bool {
+        matches!(self, BenchOperator::Window | BenchOperator::WindowWide)
     }
 
     /// The partitioner of the edge from the generator.
     fn partition(self) -> &'static str {
         match self {
-            BenchOperator::Count => "key-hash",
+            BenchOperator::Count | BenchOperator::Window | BenchOperator::WindowWide => "key-hash",
             BenchOperator::Uppercase => "forward",
         }
     }
@@ -51,6 +75,7 @@ impl BenchOperator {
         Path::new(match self {
             BenchOperator::Count => crate::guests::COUNT_WASM,
             BenchOperator::Uppercase => crate::guests::UPPERCASE_WASM,
+            BenchOperator::Window | BenchOperator::WindowWide => crate::guests::WINDOW_WASM,
         })
     }
 }
@@ -62,8 +87,10 @@ impl std::str::FromStr for BenchOperator {
         match s {
             "count" => Ok(BenchOperator::Count),
             "uppercase" => Ok(BenchOperator::Uppercase),
+            "window" => Ok(BenchOperator::Window),
+            "window-wide" => Ok(BenchOperator::WindowWide),
             other => Err(format!(
-                "unknown operator {other:?}: expected count or uppercase"
+                "unknown operator {other:?}: expected count, uppercase, window or window-wide"
             )),
         }
     }
@@ -118,11 +145,13 @@ impl PipelineCase {
              count = {records}\n\
              keys = {keys}\n\
              value_size = {value_size}\n\
-             parallelism = {p}\n\n\
+             parallelism = {p}\n\
+             {event_time}\n\
              [[operator]]\n\
              name = \"{operator}\"\n\
              module = {module}\n\
              parallelism = {p}\n\
+             {config}\
              inputs = [{{ from = \"gen\", partition = \"{partition}\" }}]\n\n\
              [[sink]]\n\
              name = \"sink\"\n\
@@ -137,6 +166,16 @@ impl PipelineCase {
             module = toml_string(self.operator.module()),
             operator = self.operator.name(),
             partition = self.operator.partition(),
+            event_time = if self.operator.event_time() {
+                "disorder = 500\nwatermark = { out_of_orderness = \"500ms\", interval = \"10ms\" }\n"
+            } else {
+                ""
+            },
+            config = self
+                .operator
+                .config()
+                .map(|c| format!("config = \"{c}\"\n"))
+                .unwrap_or_default(),
         ));
         toml
     }
@@ -264,11 +303,27 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
             failure: outcome.failure.unwrap_or_default(),
         });
     }
-    let delivered = monitor.records_out();
+    // A window operator emits one record per window, not per record: what must add up is what
+    // it took in.
+    let delivered = if case.operator.event_time() {
+        monitor
+            .tasks()
+            .iter()
+            .filter(|(id, _, _)| id.vertex == case.operator.name())
+            .map(|(_, _, m)| m.records_in())
+            .sum()
+    } else {
+        monitor.records_out()
+    };
     if delivered != case.records {
         return Err(BenchError::Wrong(format!(
-            "{} records generated but {delivered} reached the sink",
-            case.records
+            "{} records generated but {delivered} reached the {}",
+            case.records,
+            if case.operator.event_time() {
+                "window operator"
+            } else {
+                "sink"
+            }
         )));
     }
 

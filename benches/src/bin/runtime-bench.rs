@@ -38,7 +38,8 @@ struct Args {
     #[arg(long, default_value_t = 5)]
     runs: usize,
     /// The operators to run between generator and blackhole, comma-separated: `count` (keyed
-    /// running count) and `uppercase` (stateless filter and map).
+    /// running count), `uppercase` (stateless filter and map), `window` and `window-wide`
+    /// (a tumbling count per event-time window of 1000 or 1 000 000 records).
     #[arg(long, value_delimiter = ',', default_value = "count,uppercase")]
     operators: Vec<BenchOperator>,
     /// Parallelisms to run, comma-separated.
