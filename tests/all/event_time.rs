@@ -582,7 +582,9 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
     broker.create_topic(&topic, 2);
     let stamps: Vec<String> = (0..3_000).map(|i| (i * 2).to_string()).collect();
     let keys: Vec<String> = (0..3_000).map(|i| format!("k{}", i % 5)).collect();
-    let headers: Vec<[(&str, Option<&[u8]>); 1]> = stamps
+    /// One record's headers: its timestamp.
+    type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
+    let headers: Vec<Stamp<'_>> = stamps
         .iter()
         .map(|ts| [("ts", Some(ts.as_bytes()))])
         .collect();

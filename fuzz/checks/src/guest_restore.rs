@@ -40,6 +40,7 @@ const LIMITS: GuestLimits = GuestLimits {
     call_timeout: Duration::from_secs(5),
     max_output_bytes: 1 << 20,
     max_state_bytes: 64 << 20,
+    max_timer_bytes: 1 << 20,
 };
 
 /// The guests to restore into, compiled once.

@@ -483,7 +483,11 @@ mod tests {
         c.enter_split("t/1", t0);
         c.enter_split("t/0", t0);
         c.observe(5_000);
-        assert_eq!(c.tick(t0 + ms(100)), None, "t/1, silent, holds the watermark back");
+        assert_eq!(
+            c.tick(t0 + ms(100)),
+            None,
+            "t/1, silent, holds the watermark back"
+        );
         // The next tick finds both idle (ticks come only between polls, which a slow source
         // may space out).
         assert_eq!(c.tick(t0 + ms(1_000)), Some(Watermark::At(4_999)));
