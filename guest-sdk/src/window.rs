@@ -92,7 +92,10 @@
 //! # }
 //! ```
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::hash::BuildHasherDefault;
+
+use rustc_hash::FxHasher;
 use std::collections::btree_map::Entry;
 use std::fmt;
 use std::str::{FromStr, SplitWhitespace};
@@ -463,10 +466,15 @@ struct WindowState<Acc> {
     lateness: i64,
     /// For each key, its windows by end. A key's windows have distinct ends: aligned windows of
     /// one size with the same end are the same window, and a key's sessions never overlap.
-    keys: BTreeMap<Vec<u8>, BTreeMap<i64, Slot<Acc>>>,
+    /// Hashed, not ordered: nothing depends on the order of keys (the host orders the firings),
+    /// and comparing byte keys down a B-tree was most of a windowed job's time in wasm.
+    keys: HashMap<Vec<u8>, BTreeMap<i64, Slot<Acc>>, KeyHasher>,
     /// Records too late for every window they belong to.
     late_records: u64,
 }
+
+/// How the windows' map hashes keys: Fx, deterministic and cheap in wasm.
+type KeyHasher = BuildHasherDefault<FxHasher>;
 
 /// One window of one key.
 #[derive(Serialize, Deserialize)]
@@ -487,7 +495,7 @@ impl<A: Aggregate> Windows<A> {
         let state = WindowState {
             assigner: spec.assigner,
             lateness: spec.lateness,
-            keys: BTreeMap::new(),
+            keys: HashMap::default(),
             late_records: 0,
         };
         Ok(Windows {
@@ -585,7 +593,15 @@ impl<A: Aggregate> Windows<A> {
             return Ok(false);
         }
         let lateness = self.spec.lateness;
-        let slots = self.state.keys.entry(record.key.to_vec()).or_default();
+        // Look the key up borrowed first: a copy of it only for a key not seen yet.
+        if !self.state.keys.contains_key(record.key) {
+            self.state.keys.insert(record.key.to_vec(), BTreeMap::new());
+        }
+        let slots = self
+            .state
+            .keys
+            .get_mut(record.key)
+            .expect("inserted above if missing");
         for window in windows {
             let (slot, new) = match slots.entry(window.end) {
                 Entry::Occupied(slot) => (slot.into_mut(), false),
@@ -746,7 +762,7 @@ impl<A: Aggregate> State for Windows<A> {
         let mut restored = WindowState {
             assigner: self.spec.assigner,
             lateness: self.spec.lateness,
-            keys: BTreeMap::new(),
+            keys: HashMap::default(),
             late_records: 0,
         };
         restored.restore(bytes)?;
