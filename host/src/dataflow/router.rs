@@ -407,6 +407,45 @@ mod tests {
     }
 
     #[test]
+    fn side_outputs_reach_only_the_edges_reading_them_and_unwired_ones_are_counted() {
+        let (main_tx, main_rx) = crossbeam_channel::unbounded();
+        let (late_tx, late_rx) = crossbeam_channel::unbounded();
+        let metrics = Arc::new(TaskMetrics::default());
+        let mut router = Router::with_side_outputs(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![main_tx])],
+            vec![(
+                "late".to_string(),
+                OutputEdge::new(Partitioner::Forward, 1, vec![late_tx]),
+            )],
+            StopSignal::new(),
+            Arc::clone(&metrics),
+        );
+        // One edge reads the main output: the whole batch passes on, to it alone.
+        router.push_batch(encoded(&["m"])).unwrap();
+        router
+            .push_side_batch("late", &encoded(&["l1", "l2"]))
+            .unwrap();
+        router
+            .push_side_batch("nobody", &encoded(&["x", "y", "z"]))
+            .unwrap();
+        router.flush().unwrap();
+        assert_eq!(batches(&main_rx), [(0, vec![b"m".to_vec()])]);
+        assert_eq!(
+            batches(&late_rx),
+            [(1, vec![b"l1".to_vec(), b"l2".to_vec()])]
+        );
+        assert_eq!(metrics.records_unwired(), 3);
+        // Watermarks and barriers go to every edge, side ones included.
+        router
+            .broadcast(Message::Watermark(super::super::watermark::Watermark::At(
+                5,
+            )))
+            .unwrap();
+        assert!(matches!(late_rx.try_recv(), Ok(Message::Watermark(_))));
+        assert!(matches!(main_rx.try_recv(), Ok(Message::Watermark(_))));
+    }
+
+    #[test]
     fn barrier_follows_buffered_records() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut router = Router::new(
