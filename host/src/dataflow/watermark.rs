@@ -71,13 +71,51 @@ impl Default for InputClock {
     }
 }
 
+/// What a task or a source last told downstream: its watermark and whether it said it is
+/// idle. Both follow one rule from the minimum over what is not idle (see
+/// [`update`](Self::update)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Announced {
+    /// The highest watermark announced; [`NO_WATERMARK`] before the first.
+    watermark: i64,
+    /// Whether the last announcement was idleness.
+    idle: bool,
+}
+
+impl Announced {
+    /// Nothing announced yet.
+    const NONE: Announced = Announced {
+        watermark: NO_WATERMARK,
+        idle: false,
+    };
+
+    /// The minimum over the inputs (or splits) that are not idle is now `min`, `None` when all
+    /// are: what to announce. An advance when it is later than the watermark; idleness once;
+    /// after idleness, the unchanged watermark again (when there is one).
+    fn update(&mut self, min: Option<i64>) -> Option<WatermarkChange> {
+        let Some(min) = min else {
+            if self.idle {
+                return None;
+            }
+            self.idle = true;
+            return Some(WatermarkChange::Idle);
+        };
+        let was_idle = std::mem::replace(&mut self.idle, false);
+        if min > self.watermark {
+            self.watermark = min;
+            return Some(WatermarkChange::Advance(min));
+        }
+        (was_idle && self.watermark != NO_WATERMARK)
+            .then_some(WatermarkChange::Active(self.watermark))
+    }
+}
+
 /// The watermarks of a task's inputs and the task's own watermark (see the module docs).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct InputWatermarks {
     inputs: Vec<InputClock>,
-    current: i64,
-    /// Whether the task last told downstream it is idle.
-    idle: bool,
+    /// The task's watermark, and whether it last told downstream it is idle.
+    announced: Announced,
 }
 
 impl InputWatermarks {
@@ -85,8 +123,7 @@ impl InputWatermarks {
     pub(crate) fn new(inputs: usize) -> Self {
         InputWatermarks {
             inputs: vec![InputClock::default(); inputs],
-            current: NO_WATERMARK,
-            idle: false,
+            announced: Announced::NONE,
         }
     }
 
@@ -97,13 +134,13 @@ impl InputWatermarks {
         if clocks.len() == inputs {
             restored.inputs = clocks.to_vec();
         }
-        restored.current = current;
+        restored.announced.watermark = current;
         restored
     }
 
     /// The task's watermark: [`NO_WATERMARK`] before the first.
     pub(crate) fn current(&self) -> i64 {
-        self.current
+        self.announced.watermark
     }
 
     /// Every input's clock, in input order.
@@ -137,26 +174,14 @@ impl InputWatermarks {
 
     /// Marks the task's watermark as `watermark` (the end of time, at end of input).
     pub(crate) fn advance_to(&mut self, watermark: i64) {
-        self.current = self.current.max(watermark);
+        self.announced.watermark = self.announced.watermark.max(watermark);
     }
 
     fn recompute(&mut self) -> Option<WatermarkChange> {
         let mut running = self.inputs.iter().filter(|c| !c.ended).peekable();
         running.peek()?;
         let min = running.filter(|c| !c.idle).map(|c| c.watermark).min();
-        let Some(min) = min else {
-            if self.idle {
-                return None;
-            }
-            self.idle = true;
-            return Some(WatermarkChange::Idle);
-        };
-        let was_idle = std::mem::replace(&mut self.idle, false);
-        if min > self.current {
-            self.current = min;
-            return Some(WatermarkChange::Advance(min));
-        }
-        was_idle.then_some(WatermarkChange::Active(self.current))
+        self.announced.update(min)
     }
 }
 
@@ -173,6 +198,14 @@ struct Split {
     last_active: Instant,
 }
 
+impl Split {
+    /// What the split promises, `bound` below its largest timestamp: [`NO_WATERMARK`] before
+    /// its first record (the subtraction saturates there).
+    fn watermark(&self, bound: i64) -> i64 {
+        self.max_timestamp.saturating_sub(bound)
+    }
+}
+
 /// A source task's watermark generator: tracks its splits and says, every `interval`, what
 /// watermark to send (see the module docs).
 #[derive(Debug, Clone)]
@@ -183,10 +216,8 @@ pub(crate) struct SourceClock {
     splits: Vec<Split>,
     /// The split records are read from now.
     current: usize,
-    /// The highest watermark sent.
-    sent: i64,
-    /// Whether the last thing sent was `Idle`.
-    idle: bool,
+    /// The highest watermark sent, and whether the last thing sent was `Idle`.
+    announced: Announced,
     /// When the next tick may send something.
     next_tick: Instant,
 }
@@ -208,8 +239,7 @@ impl SourceClock {
                 last_active: now,
             }],
             current: 0,
-            sent: NO_WATERMARK,
-            idle: false,
+            announced: Announced::NONE,
             next_tick: now + interval,
         }
     }
@@ -276,40 +306,24 @@ impl SourceClock {
                 .idle_timeout
                 .is_some_and(|timeout| now.saturating_duration_since(split.last_active) >= timeout);
             if !idle {
-                let w = if split.max_timestamp == NO_WATERMARK {
-                    NO_WATERMARK
-                } else {
-                    split.max_timestamp.saturating_sub(self.bound)
-                };
+                let w = split.watermark(self.bound);
                 min = Some(min.map_or(w, |m| m.min(w)));
             }
         }
-        let Some(w) = min else {
-            // Every split is idle. What the splits that read something promise goes out first
-            // (a split that never read anything no longer holds it back), idleness at the next
-            // tick.
-            let promised = self
-                .splits
+        // Every split idle: what the splits that read something promise goes out first (a split
+        // that never read anything no longer holds it back), idleness at the next tick.
+        let min = min.or_else(|| {
+            self.splits
                 .iter()
                 .filter(|s| s.max_timestamp != NO_WATERMARK)
-                .map(|s| s.max_timestamp.saturating_sub(self.bound))
-                .min();
-            if let Some(w) = promised.filter(|&w| w > self.sent) {
-                self.sent = w;
-                return Some(Watermark::At(w));
-            }
-            if self.idle {
-                return None;
-            }
-            self.idle = true;
-            return Some(Watermark::Idle);
-        };
-        let was_idle = std::mem::replace(&mut self.idle, false);
-        if w > self.sent {
-            self.sent = w;
-            return Some(Watermark::At(w));
-        }
-        (was_idle && self.sent != NO_WATERMARK).then_some(Watermark::At(self.sent))
+                .map(|s| s.watermark(self.bound))
+                .min()
+                .filter(|&w| w > self.announced.watermark)
+        });
+        self.announced.update(min).map(|change| match change {
+            WatermarkChange::Advance(w) | WatermarkChange::Active(w) => Watermark::At(w),
+            WatermarkChange::Idle => Watermark::Idle,
+        })
     }
 
     /// What a checkpoint keeps: the highest watermark sent, and each split's largest timestamp.
@@ -319,12 +333,12 @@ impl SourceClock {
             .iter()
             .map(|s| (s.id.to_string(), s.max_timestamp))
             .collect();
-        (self.sent, splits)
+        (self.announced.watermark, splits)
     }
 
     /// Takes back what [`state`](Self::state) returned; the splits are active from `now`.
     pub(crate) fn restore(&mut self, sent: i64, splits: &[(String, i64)], now: Instant) {
-        self.sent = sent;
+        self.announced.watermark = sent;
         if !splits.is_empty() {
             self.splits = splits
                 .iter()

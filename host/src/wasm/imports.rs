@@ -88,8 +88,7 @@ fn emit_to(
     // Consecutive batches to one output are joined, as the main output's are.
     if let Some(last) = state.side_output.last_mut()
         && &*last.output == name
-        && last.batch.len() + (bytes.len() - HEADER_LEN) <= OUTPUT_CHUNK_BYTES
-        && append_records(&mut last.batch, bytes)
+        && join(&mut last.batch, bytes)
     {
         return Ok(());
     }
@@ -240,12 +239,17 @@ pub(crate) const OUTPUT_CHUNK_BYTES: usize = 1 << 20;
 /// for one attempt, 158 MiB for three).
 fn append_output(output: &mut Vec<Vec<u8>>, bytes: &[u8]) {
     if let Some(last) = output.last_mut()
-        && last.len() + (bytes.len() - HEADER_LEN) <= OUTPUT_CHUNK_BYTES
-        && append_records(last, bytes)
+        && join(last, bytes)
     {
         return;
     }
     output.push(bytes.to_vec());
+}
+
+/// Joins the checked batch `bytes` to the buffer `last` when that stays within
+/// [`OUTPUT_CHUNK_BYTES`]; returns whether it did.
+fn join(last: &mut Vec<u8>, bytes: &[u8]) -> bool {
+    last.len() + (bytes.len() - HEADER_LEN) <= OUTPUT_CHUNK_BYTES && append_records(last, bytes)
 }
 
 /// `save_state(ptr, len)`: appends bytes to the snapshot; allowed during `weir_snapshot`.
