@@ -978,29 +978,6 @@ mod tests {
 
     #[test]
     fn finish_fires_every_timer_then_tells_the_last_watermark_then_finishes() -> Result<()> {
-        /// Like `Timed` but with a `finish` that obeys the rules.
-        #[derive(Serialize, Deserialize)]
-        struct Polite(Timed);
-
-        impl Operator for Polite {
-            fn init(ctx: &Context) -> Result<Self> {
-                Ok(Polite(Timed::init(ctx)?))
-            }
-            fn process(&mut self, input: &Batch<'_>, out: &mut Output) -> Result<()> {
-                self.0.process(input, out)
-            }
-            fn on_timers(&mut self, timers: &FiredTimers<'_>, out: &mut Output) -> Result<()> {
-                self.0.on_timers(timers, out)
-            }
-            fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
-                self.0.on_watermark(watermark, out)
-            }
-            fn finish(&mut self, out: &mut Output) -> Result<()> {
-                out.emit(b"finish", b"", 0);
-                Ok(())
-            }
-        }
-
         let mut h = Harness::<Polite>::new(Context::new("polite"))?;
         h.push("late", "set E 9000000", 0)?;
         h.push("soon", "set E -4", 0)?;
@@ -1116,17 +1093,17 @@ mod tests {
             .chain([Step::ProcessingTime(4), Step::Watermark(6)])
             .collect();
         for every in 1..=2 {
-            assert_restore_preserves_steps::<Timed2>(&Context::new("t"), &steps, every);
+            assert_restore_preserves_steps::<Polite>(&Context::new("t"), &steps, every);
         }
     }
 
-    /// `Timed` with a `finish` that obeys the rules, for whole runs.
+    /// `Timed` with a `finish` that obeys the rules (it emits one record, `finish`).
     #[derive(Serialize, Deserialize)]
-    struct Timed2(Timed);
+    struct Polite(Timed);
 
-    impl Operator for Timed2 {
+    impl Operator for Polite {
         fn init(ctx: &Context) -> Result<Self> {
-            Ok(Timed2(Timed::init(ctx)?))
+            Ok(Polite(Timed::init(ctx)?))
         }
         fn process(&mut self, input: &Batch<'_>, out: &mut Output) -> Result<()> {
             self.0.process(input, out)
@@ -1136,6 +1113,10 @@ mod tests {
         }
         fn on_watermark(&mut self, watermark: i64, out: &mut Output) -> Result<()> {
             self.0.on_watermark(watermark, out)
+        }
+        fn finish(&mut self, out: &mut Output) -> Result<()> {
+            out.emit(b"finish", b"", 0);
+            Ok(())
         }
     }
 

@@ -341,17 +341,13 @@ fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
     let sandbox = Sandbox::new("idle-on");
     idle_job(&sandbox, "300ms").write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    let deadline = Instant::now() + Duration::from_secs(30);
     // Timestamps 0..10 000: windows [0,1000) … [8000,9000) fire at watermark 9998.
-    while committed_lines(&sandbox.out_dir()).len() < 7 * 9 {
-        assert!(
-            Instant::now() < deadline,
-            "no windows after 30 s with an idle timeout:\n{}",
-            weir.stderr()
-        );
-        assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let fired = weir.wait_until(
+        "windows with an idle timeout",
+        Duration::from_secs(30),
+        |_| committed_lines(&sandbox.out_dir()).len() >= 7 * 9,
+    );
+    assert!(fired, "weir ended:\n{}", weir.stderr());
     weir.kill();
     let lines = committed_lines(&sandbox.out_dir());
     assert!(lines.contains(&"k0\t0,1000,72".to_string()), "{lines:?}");
@@ -361,16 +357,10 @@ fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
     let sandbox = Sandbox::new("idle-off");
     idle_job(&sandbox, "off").write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !weir.stderr().contains("checkpoint 10 complete") {
-        assert!(
-            Instant::now() < deadline,
-            "too few checkpoints:\n{}",
-            weir.stderr()
-        );
-        assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let ran = weir.wait_until("ten checkpoints", Duration::from_secs(30), |weir| {
+        weir.stderr().contains("checkpoint 10 complete")
+    });
+    assert!(ran, "weir ended:\n{}", weir.stderr());
     std::thread::sleep(Duration::from_millis(1_000));
     weir.kill();
     assert_eq!(
@@ -618,24 +608,16 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
         );
         fs::write(sandbox.job_path(), text).unwrap();
         let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-        let deadline = Instant::now() + Duration::from_secs(60);
         // Timestamps 0..6000, five keys: windows up to [4000,5000) fire at watermark 5997.
-        let done = |weir: &mut Weir| {
+        let what = format!("idle_timeout = {idle_timeout}: windows, or 15 checkpoints");
+        let ran = weir.wait_until(&what, Duration::from_secs(60), |weir| {
             if fires {
                 committed_lines(&sandbox.out_dir()).len() >= 5 * 5
             } else {
                 weir.stderr().contains("checkpoint 15 complete")
             }
-        };
-        while !done(&mut weir) {
-            assert!(
-                Instant::now() < deadline,
-                "idle_timeout = {idle_timeout}: waited 60 s\n{}",
-                weir.stderr()
-            );
-            assert!(weir.try_exit().is_none(), "weir ended:\n{}", weir.stderr());
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        });
+        assert!(ran, "{what}: weir ended:\n{}", weir.stderr());
         weir.kill();
         let lines = committed_lines(&sandbox.out_dir());
         if fires {
