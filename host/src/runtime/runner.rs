@@ -759,7 +759,7 @@ mod tests {
         assert_ne!(module("b").limits(), module("c").limits());
         // Modules under different limits compiled by one wasmtime engine (on demand) or by
         // one pool's: a job has one `WasmEngine`, so one epoch thread.
-        let engine = |name: &str| module(name).pre().module().engine().clone();
+        let engine = |name: &str| module(name).core_module().unwrap().engine().clone();
         assert!(wasmtime::Engine::same(&engine("b"), &engine("c")));
         assert!(wasmtime::Engine::same(&engine("a"), &engine("d")));
         assert!(!wasmtime::Engine::same(&engine("a"), &engine("b")));

@@ -44,8 +44,8 @@ use super::json_record::{JsonLinesError, JsonRecord, read_json_lines};
 use super::mismatch::{Mismatch, records};
 use crate::ids::CheckpointId;
 use crate::wasm::{
-    EngineError, GuestError, GuestInstance, GuestOutput, InstanceContext, ModuleError,
-    ModuleProblem, OperatorModule, StateCapture, WasmEngine,
+    EngineError, EngineOptions, GuestError, GuestInstance, GuestOutput, InstanceContext,
+    ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
 };
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes every
@@ -356,7 +356,11 @@ impl OperatorTest {
         capture: StateCapture,
         options: TestOptions,
     ) -> Result<Self, TestError> {
-        let engine = WasmEngine::new()?;
+        // The CLI's module cache, as `weir run` uses it: a component compiles for seconds.
+        let engine = WasmEngine::for_job(&EngineOptions {
+            module_cache: crate::runtime::default_module_cache_dir(),
+            ..EngineOptions::default()
+        })?;
         let module = engine.load_file_capturing(path, capture)?;
         Self::new(module, options)
     }

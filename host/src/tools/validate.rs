@@ -20,10 +20,11 @@ use serde::{Serialize, Serializer};
 use wasmtime::{Linker, Module, Store, StoreLimits, StoreLimitsBuilder};
 use weir_abi::{ABI_VERSION, exports};
 
+use crate::wasm::component;
 use crate::wasm::image::rewrite;
 use crate::wasm::{
-    Capabilities, EngineError, GuestLimits, Inspection, MAX_TABLE_ELEMENTS, ModuleError,
-    ModuleProblem, StateCapture, WasmEngine, deadline_ticks, file_kind,
+    Capabilities, EngineError, EngineOptions, GuestLimits, Inspection, MAX_TABLE_ELEMENTS,
+    ModuleError, ModuleProblem, StateCapture, WasmEngine, deadline_ticks, file_kind,
 };
 pub use crate::wasm::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
 
@@ -55,6 +56,11 @@ pub struct ValidationReport {
     pub capabilities: Option<Capabilities>,
     /// How a job checkpoints the operator, when the module is valid.
     pub checkpoints: Option<CheckpointsReport>,
+    /// For a component, the world this host implements for components
+    /// (`weir:operator@1.0.0`, `docs/COMPONENTS.md`); `None` for a core module. A component's
+    /// report has no export, import or memory table: its problems name the refused import or
+    /// the world version it was built against.
+    pub component_world: Option<String>,
 }
 
 /// How a job checkpoints an operator (its `checkpoint` key, docs/JOB.md), as far as the module
@@ -116,18 +122,25 @@ pub fn validate_file(path: impl AsRef<Path>) -> Result<ValidationReport, Validat
         });
     }
     let bytes = std::fs::read(path).map_err(read_error)?;
-    let engine = WasmEngine::new()?;
+    // The CLI's module cache, as `weir run` uses it: a component compiles for seconds.
+    let engine = WasmEngine::for_job(&EngineOptions {
+        module_cache: crate::runtime::default_module_cache_dir(),
+        ..EngineOptions::default()
+    })?;
     Ok(validate_bytes(&engine, &name, &bytes))
 }
 
 /// Validates the module in `bytes` (binary or WAT text) with `engine`: loads it the way the
 /// host does, then inspects it. `name` identifies it in the report.
 pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> ValidationReport {
+    if component::is_component(bytes) {
+        return validate_component(engine, name, bytes);
+    }
     let loaded = engine.load_bytes(name, bytes);
     // The compiled module to inspect: the loaded one, or compiled again when loading refused it
     // after compiling.
     let module = match &loaded {
-        Ok(operator) => Some(operator.pre().module().clone()),
+        Ok(operator) => operator.core_module().cloned(),
         Err(ModuleError {
             problem:
                 ModuleProblem::Compile { .. }
@@ -186,6 +199,43 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         imports: inspection.imports,
         capabilities,
         checkpoints,
+        component_world: None,
+    }
+}
+
+/// [`validate_bytes`] for a component: loaded the way the host loads it, once (a Python
+/// component takes seconds to compile); checkpointed through its exports, never as an image.
+fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> ValidationReport {
+    let loaded = engine.load_bytes(name, bytes);
+    let valid = loaded.is_ok();
+    ValidationReport {
+        module: name.to_string(),
+        valid,
+        abi_version: None,
+        host_abi_version: ABI_VERSION,
+        problems: loaded
+            .err()
+            .map(|error| error.problem)
+            .into_iter()
+            .collect(),
+        memory: None,
+        exports: Vec::new(),
+        imports: Vec::new(),
+        capabilities: valid.then_some(Capabilities::COMPONENT),
+        checkpoints: valid.then(|| CheckpointsReport {
+            auto: "exports",
+            image_possible: false,
+            image_refused: Some(
+                "it is a component: components are checkpointed through their own snapshot and \
+                 restore"
+                    .to_string(),
+            ),
+        }),
+        component_world: Some(format!(
+            "{}@{}",
+            component::WORLD_PACKAGE,
+            component::WORLD_VERSION
+        )),
     }
 }
 
@@ -242,7 +292,13 @@ fn checkpoints_report(
 
 impl fmt::Display for ValidationReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.valid {
+        if let (true, Some(world)) = (self.valid, &self.component_world) {
+            writeln!(
+                f,
+                "module {} is a valid Weir operator (a component of the world {world})",
+                self.module
+            )?;
+        } else if self.valid {
             writeln!(
                 f,
                 "module {} is a valid Weir operator (ABI {})",

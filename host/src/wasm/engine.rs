@@ -24,6 +24,7 @@ use wasmtime::{
     PoolingAllocationConfig, Strategy,
 };
 
+use super::component;
 use super::error::{EngineError, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::imports;
@@ -97,6 +98,8 @@ impl Runtime {
 struct Inner {
     /// Where every module is compiled, unless it goes to the pool.
     runtime: Runtime,
+    /// The linker of components, on the same engine: WASI and the world's `host` interface.
+    component_linker: wasmtime::component::Linker<GuestState>,
     /// The engine of the pool of image-checkpointed instances, made when the first such module
     /// is loaded: `None` inside when there is no pool (or it could not be made).
     pool: Arc<OnceLock<Option<Runtime>>>,
@@ -163,6 +166,8 @@ impl WasmEngine {
         };
         config.cache(cache.clone());
         let runtime = Runtime::new(&config).map_err(wasmtime_error)?;
+        let mut component_linker = wasmtime::component::Linker::new(&runtime.engine);
+        component::add_to_linker(&mut component_linker).map_err(wasmtime_error)?;
         let pool_config = options
             .image_pool
             .filter(|pool| pool.instances > 0)
@@ -178,6 +183,7 @@ impl WasmEngine {
         Ok(Self {
             inner: Arc::new(Inner {
                 runtime,
+                component_linker,
                 pool,
                 pool_config,
                 cache,
@@ -306,6 +312,11 @@ impl WasmEngine {
     /// The linker holding the `weir` imports.
     pub(crate) fn linker(&self) -> &Linker<GuestState> {
         &self.inner.runtime.linker
+    }
+
+    /// The linker of components: the denied WASI and the world's `host` interface.
+    pub(crate) fn component_linker(&self) -> &wasmtime::component::Linker<GuestState> {
+        &self.inner.component_linker
     }
 
     /// The engine and linker of the pool of image-checkpointed instances, made on first use,

@@ -198,6 +198,11 @@ pub enum GuestFailure {
         /// The call in which it failed.
         failed_call: &'static str,
     },
+    /// A component called WASI's `exit` (Python's `sys.exit`, for one).
+    Exited {
+        /// The exit code it gave.
+        code: i32,
+    },
     /// Instantiation failed for a reason that is none of the above.
     Instantiation {
         /// wasmtime's message.
@@ -346,6 +351,11 @@ impl fmt::Display for GuestFailure {
             GuestFailure::Poisoned { failed_call } => write!(
                 f,
                 "the instance already failed in {failed_call} and is never called again"
+            ),
+            GuestFailure::Exited { code } => write!(
+                f,
+                "guest called exit({code}) (in Python, sys.exit or an uncaught SystemExit): an \
+                 operator fails a call by returning an error, and never exits"
             ),
             GuestFailure::Instantiation { message } => {
                 write!(f, "cannot instantiate the module: {message}")
@@ -506,6 +516,42 @@ pub enum ModuleProblem {
         /// How it failed.
         failure: GuestFailure,
     },
+    /// A component that exports no `weir:operator/guest` interface: not an operator.
+    #[error(
+        "is a WebAssembly component but not a Weir operator: it exports no \
+         `weir:operator/guest@{}` interface (it exports {}); build it against the world in \
+         abi/wit/operator.wit (docs/COMPONENTS.md)",
+        super::component::WORLD_VERSION,
+        component_exports(exports)
+    )]
+    NotAnOperatorComponent {
+        /// What the component exports instead.
+        exports: Vec<String>,
+    },
+    /// A component imports an interface outside the world and the WASI the host allows.
+    #[error(
+        "imports `{import}`, which the host refuses: a component may import only the world's \
+         `weir:operator/host` and the WASI 0.2 interfaces docs/COMPONENTS.md lists (no files, \
+         network or environment); build it without that import (for componentize-js, pass \
+         disableFeatures: ['http', 'fetch-event'])"
+    )]
+    RefusedComponentImport {
+        /// The import's full name, with its version.
+        import: String,
+    },
+    /// A component built against another version of the world.
+    #[error(
+        "was built against version {guest} of the Weir world (`{interface}`), but this host \
+         implements version {host}: rebuild it against abi/wit/operator.wit of this version"
+    )]
+    WorldVersion {
+        /// The interface as the component names it.
+        interface: String,
+        /// The version the component was built against (empty when it names none).
+        guest: String,
+        /// The version this host implements.
+        host: String,
+    },
     /// The job asks for image checkpoints of the module (`checkpoint = "image"`, or `"auto"`
     /// without snapshot exports), and an image cannot capture its state.
     #[error("cannot be checkpointed: {message}")]
@@ -600,6 +646,8 @@ pub(crate) fn classify(
             },
             other => GuestFailure::Trap { trap: *other },
         }
+    } else if let Some(exit) = error.downcast_ref::<wasmtime_wasi::I32Exit>() {
+        GuestFailure::Exited { code: exit.0 }
     } else if instantiating && error.is::<wasmtime::PoolConcurrencyLimitError>() {
         GuestFailure::Instantiation {
             message: format!(
@@ -618,6 +666,15 @@ pub(crate) fn classify(
         }
     };
     (failure, backtrace)
+}
+
+/// A component's exports, for [`ModuleProblem::NotAnOperatorComponent`]: "nothing" or a list.
+fn component_exports(exports: &[String]) -> String {
+    if exports.is_empty() {
+        return "nothing".to_string();
+    }
+    let names: Vec<String> = exports.iter().map(|name| format!("`{name}`")).collect();
+    names.join(", ")
 }
 
 /// The WASI imports of a [`ModuleProblem::WasiImports`], grouped by module:

@@ -50,11 +50,26 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
 fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
     let call = caller.data().call;
     if !call.may_emit() {
-        return Err(misuse(imports::EMIT, call));
+        return Err(misuse(imports::EMIT, call.name()));
     }
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
-    let bytes = charge_batch(data, state, "`emit` batch", ptr, len)?;
+    let bytes = guest_range(data, "`emit` batch", ptr, len)?;
+    append_checked(state, bytes)
+}
+
+/// What `emit` does with the guest's batch, for both front doors: refused outside the calls
+/// that may emit, checked, counted and appended to the main output.
+pub(crate) fn emit_checked(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Result<()> {
+    if !state.call.may_emit() {
+        return Err(misuse(imports::EMIT, state.call_name()));
+    }
+    append_checked(state, bytes)
+}
+
+/// Checks and counts a main-output batch, then appends it.
+fn append_checked(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Result<()> {
+    charge_batch(state, bytes)?;
     append_output(&mut state.output, bytes);
     Ok(())
 }
@@ -70,11 +85,26 @@ fn emit_to(
 ) -> wasmtime::Result<()> {
     let call = caller.data().call;
     if !call.may_emit() {
-        return Err(misuse(imports::EMIT_TO, call));
+        return Err(misuse(imports::EMIT_TO, call.name()));
     }
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
     let name = guest_range(data, "`emit_to` output name", name_ptr, name_len)?;
+    let bytes = guest_range(data, "`emit_to` batch", ptr, len)?;
+    emit_to_checked(state, name, bytes)
+}
+
+/// What `emit_to` does with the guest's name and batch, for both front doors: refused outside
+/// the calls that may emit, the name checked, the batch checked, counted and appended to the
+/// side output.
+pub(crate) fn emit_to_checked(
+    state: &mut GuestState,
+    name: &[u8],
+    bytes: &[u8],
+) -> wasmtime::Result<()> {
+    if !state.call.may_emit() {
+        return Err(misuse(imports::EMIT_TO, state.call_name()));
+    }
     let name = match std::str::from_utf8(name) {
         Ok(name) if !name.is_empty() && name.len() <= MAX_OUTPUT_NAME_BYTES => name,
         _ => {
@@ -84,7 +114,7 @@ fn emit_to(
             }));
         }
     };
-    let bytes = charge_batch(data, state, "`emit_to` batch", ptr, len)?;
+    charge_batch(state, bytes)?;
     // Consecutive batches to one output are joined, as the main output's are.
     if let Some(last) = state.side_output.last_mut()
         && &*last.output == name
@@ -99,17 +129,10 @@ fn emit_to(
     Ok(())
 }
 
-/// Checks an emitted batch at `ptr..ptr+len` (in bounds, within the output limit with the
-/// call's output so far, well-formed, port 0), counts it against the limit and returns it.
-fn charge_batch<'a>(
-    data: &'a [u8],
-    state: &mut GuestState,
-    what: &'static str,
-    ptr: i32,
-    len: i32,
-) -> wasmtime::Result<&'a [u8]> {
+/// Checks an emitted batch (within the output limit with the call's output so far,
+/// well-formed, port 0) and counts it against the limit.
+fn charge_batch(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Result<()> {
     let limit = state.limits.max_output_bytes;
-    let bytes = guest_range(data, what, ptr, len)?;
     let Some(total) = bytes
         .len()
         .checked_add(OUTPUT_BATCH_OVERHEAD)
@@ -126,7 +149,7 @@ fn charge_batch<'a>(
         }));
     }
     state.output_bytes = total;
-    Ok(bytes)
+    Ok(())
 }
 
 /// `timer_set(domain, timestamp, key_ptr, key_len)`: sets a timer (`docs/ABI.md` §15), within
@@ -179,12 +202,27 @@ fn change_timer(
 ) -> wasmtime::Result<()> {
     let call = caller.data().call;
     if !call.may_set_timers() {
-        return Err(misuse(import, call));
+        return Err(misuse(import, call.name()));
     }
     let domain = time_domain(import, domain)?;
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
     let key = guest_range(data, "timer key", key_ptr, key_len)?;
+    change_timer_checked(state, import, domain, timestamp, key)
+}
+
+/// What `timer_set` and `timer_delete` do with the guest's timer, for both front doors: refused
+/// outside the calls that may set timers, and a new timer past the instance's timer limit.
+pub(crate) fn change_timer_checked(
+    state: &mut GuestState,
+    import: &'static str,
+    domain: TimeDomain,
+    timestamp: i64,
+    key: &[u8],
+) -> wasmtime::Result<()> {
+    if !state.call.may_set_timers() {
+        return Err(misuse(import, state.call_name()));
+    }
     if import == imports::TIMER_DELETE {
         state.time.timers_mut(domain).delete(timestamp, key);
         return Ok(());
@@ -202,10 +240,17 @@ fn change_timer(
 /// `current_time(domain) -> i64`: the task's watermark (domain 0) or the host's clock in
 /// milliseconds since the Unix epoch (domain 1); allowed in every call.
 fn current_time(caller: Caller<'_, GuestState>, domain: i32) -> wasmtime::Result<i64> {
-    Ok(match time_domain(imports::CURRENT_TIME, domain)? {
-        TimeDomain::Event => caller.data().time.watermark,
+    let domain = time_domain(imports::CURRENT_TIME, domain)?;
+    Ok(current_time_of(caller.data(), domain))
+}
+
+/// The current time of `domain` for the instance of `state`: its task's watermark, or the
+/// host's clock.
+pub(crate) fn current_time_of(state: &GuestState, domain: TimeDomain) -> i64 {
+    match domain {
+        TimeDomain::Event => state.time.watermark,
         TimeDomain::Processing => wall_clock_millis(),
-    })
+    }
 }
 
 /// The host's clock, in milliseconds since the Unix epoch: what processing time is.
@@ -256,7 +301,7 @@ fn join(last: &mut Vec<u8>, bytes: &[u8]) -> bool {
 fn save_state(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
     let state = caller.data();
     if state.call != Call::Snapshot {
-        return Err(misuse(imports::SAVE_STATE, state.call));
+        return Err(misuse(imports::SAVE_STATE, state.call.name()));
     }
     let limit = state.limits.max_state_bytes;
     let memory = guest_memory(&mut caller)?;
@@ -292,7 +337,14 @@ fn log(mut caller: Caller<'_, GuestState>, level: i32, ptr: i32, len: i32) -> wa
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
     let text = message(guest_range(data, "`log` message", ptr, len)?);
-    let (operator, subtask, call) = (state.operator.as_str(), state.subtask, state.call.name());
+    log_line(state, level, text);
+    Ok(())
+}
+
+/// Writes a guest's log line at `level` (one of [`log_level`]; others are info), tagged with the
+/// operator, subtask and call; an error line is kept to report with a failed status.
+pub(crate) fn log_line(state: &mut GuestState, level: i32, text: String) {
+    let (operator, subtask, call) = (state.operator.as_str(), state.subtask, state.call_name());
     match level {
         log_level::ERROR => {
             tracing::error!(target: LOG_TARGET, operator, subtask, call, "{text}");
@@ -303,7 +355,6 @@ fn log(mut caller: Caller<'_, GuestState>, level: i32, ptr: i32, len: i32) -> wa
         log_level::TRACE => tracing::trace!(target: LOG_TARGET, operator, subtask, call, "{text}"),
         _ => tracing::info!(target: LOG_TARGET, operator, subtask, call, "{text}"),
     }
-    Ok(())
 }
 
 /// `env.abort(message, file, line, column)`: AssemblyScript's failure (a `throw` or a failed
@@ -361,11 +412,8 @@ pub(crate) fn assemblyscript_string(memory: &[u8], ptr: i32) -> Option<Box<str>>
 }
 
 /// The failure of calling `import` during `call`.
-fn misuse(import: &'static str, call: Call) -> wasmtime::Error {
-    Abort::error(GuestFailure::ImportMisuse {
-        import,
-        call: call.name(),
-    })
+fn misuse(import: &'static str, call: &'static str) -> wasmtime::Error {
+    Abort::error(GuestFailure::ImportMisuse { import, call })
 }
 
 /// The guest's exported memory (checked at load time, so always there in practice).

@@ -7,13 +7,14 @@ use std::fmt;
 use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
 use weir_abi::{ABI_VERSION, BatchBuilder, InitMessage, TimeDomain, exports};
 
+use super::component::ComponentExports;
 use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::delta::ImagePolicy;
 use super::image::format::IMAGE_MAGIC;
 use super::image::state::ImageState;
 use super::limits::GuestLimits;
-use super::module::{Capabilities, OperatorModule};
+use super::module::{Capabilities, OperatorModule, Template};
 use super::state::{Call, GuestState, GuestTime, SideBatch};
 use crate::ids::CheckpointId;
 
@@ -60,7 +61,29 @@ struct Funcs {
     on_watermark: Option<TypedFunc<i64, i32>>,
 }
 
+/// What an instance calls: a core module's memory and exports, or a component's exports.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one per instance, never moved on the hot path; boxing the core exports would add \
+              a load to every call"
+)]
+enum Body {
+    /// A core module speaking the ABI of `docs/ABI.md`.
+    Core {
+        /// The guest's exported memory.
+        memory: Memory,
+        /// The guest's exports.
+        funcs: Funcs,
+    },
+    /// A component implementing the world of `abi/wit/operator.wit`: its arguments and
+    /// results are copied by the canonical ABI, so the host never touches its memories.
+    Component(ComponentExports),
+}
+
 /// One instance of an operator's module, with its own store and memory.
+///
+/// The module is a core module or a component: every method is the same call of the guest's
+/// life for either, so callers never learn which it is.
 ///
 /// Every method is one call of the ABI (`docs/ABI.md` §2–§7), bounded by its module's
 /// [`GuestLimits`](super::GuestLimits). A failed call poisons the instance: later calls return
@@ -71,10 +94,8 @@ pub struct GuestInstance {
     context: InstanceContext,
     /// The store owning the instance and its [`GuestState`].
     store: Store<GuestState>,
-    /// The guest's exported memory.
-    memory: Memory,
-    /// The guest's exports.
-    funcs: Funcs,
+    /// What it calls.
+    body: Body,
     /// Which optional exports the module has.
     capabilities: Capabilities,
     /// The call that failed, once one has.
@@ -137,10 +158,15 @@ impl GuestInstance {
     ) -> Result<Self, GuestError> {
         let limits = *module.limits();
         let deadline_ticks = deadline_ticks(limits.call_timeout);
+        let component = module.is_component();
         let failed = |call: Call, failure, backtrace| GuestError {
             operator: context.operator.clone(),
             subtask: context.subtask,
-            call: call.name(),
+            call: if component {
+                call.component_name()
+            } else {
+                call.name()
+            },
             failure,
             backtrace,
         };
@@ -156,14 +182,35 @@ impl GuestInstance {
             ));
         }
 
-        let state = GuestState::new(context.operator.clone(), context.subtask, limits);
-        let mut store = Store::new(module.pre().module().engine(), state);
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks);
-        let instance = module.pre().instantiate(&mut store).map_err(|e| {
+        let state = GuestState::new(context.operator.clone(), context.subtask, limits, component);
+        let instance_failed = |e: wasmtime::Error| {
             let (failure, backtrace) = classify(&e, limits.call_timeout, true);
             failed(Call::Instantiate, failure, backtrace)
-        })?;
+        };
+        let pre = match module.template() {
+            Template::Core(pre) => pre,
+            Template::Component(pre) => {
+                let mut store = Store::new(module.engine().engine(), state);
+                store.limiter(|state| &mut state.limiter);
+                store.set_epoch_deadline(deadline_ticks);
+                let exports = pre.instantiate(&mut store).map_err(instance_failed)?;
+                return Ok(GuestInstance {
+                    context,
+                    store,
+                    body: Body::Component(exports),
+                    capabilities: module.capabilities(),
+                    failed: None,
+                    limits,
+                    deadline_ticks,
+                    module: module.clone(),
+                    capture: Capture::Exports,
+                });
+            }
+        };
+        let mut store = Store::new(pre.module().engine(), state);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(deadline_ticks);
+        let instance = pre.instantiate(&mut store).map_err(instance_failed)?;
         let (memory, funcs) = lookup(&instance, &mut store).map_err(|e| {
             let failure = GuestFailure::Instantiation {
                 message: format!("{e:#}"),
@@ -185,11 +232,11 @@ impl GuestInstance {
             None => Capture::Exports,
         };
 
+        let initialize_export = funcs.initialize.clone();
         let mut guest = GuestInstance {
             context,
             store,
-            memory,
-            funcs,
+            body: Body::Core { memory, funcs },
             capabilities: module.capabilities(),
             failed: None,
             limits,
@@ -200,7 +247,7 @@ impl GuestInstance {
         if !initialize {
             // Restoring an image: the image holds what `_initialize` did, and running it again
             // over the restored memory would redo it (C constructors, allocator set-up).
-        } else if let Some(initialize) = guest.funcs.initialize.clone() {
+        } else if let Some(initialize) = initialize_export {
             guest.run(Call::Initialize, &initialize, ())?;
         }
         let version = guest.run_export(Call::AbiVersion, |f| &f.abi_version, ())?;
@@ -218,7 +265,17 @@ impl GuestInstance {
     /// when the module has no `weir_init` (`docs/ABI.md` §3).
     pub(crate) fn init(&mut self, config: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Init)?;
-        let Some(init) = self.funcs.init.clone() else {
+        if self.is_component() {
+            let message = InitMessageRecord {
+                operator: self.context.operator.clone(),
+                subtask: self.context.subtask,
+                parallelism: self.context.parallelism,
+                config: config.to_vec(),
+            };
+            return self
+                .call_component(Call::Init, |guest, store| guest.call_init(store, &message));
+        }
+        let Some(init) = self.core_funcs().and_then(|f| f.init.clone()) else {
             if config.is_empty() {
                 return Ok(());
             }
@@ -252,9 +309,15 @@ impl GuestInstance {
     /// `batch` must be a well-formed batch; its port is the input it arrived on.
     pub fn process(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Process)?;
-        let (ptr, len) = self.write_buffer(batch)?;
-        let status = self.run_export(Call::Process, |f| &f.process, (ptr, len))?;
-        self.check_status(Call::Process, status)?;
+        if self.is_component() {
+            self.call_component(Call::Process, |guest, store| {
+                guest.call_process(store, batch)
+            })?;
+        } else {
+            let (ptr, len) = self.write_buffer(batch)?;
+            let status = self.run_export(Call::Process, |f| &f.process, (ptr, len))?;
+            self.check_status(Call::Process, status)?;
+        }
         Ok(std::mem::take(&mut self.store.data_mut().output))
     }
 
@@ -262,7 +325,11 @@ impl GuestInstance {
     /// [`process`](Self::process) does; no batches when the module has no `weir_finish`.
     pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Finish)?;
-        let Some(finish) = self.funcs.finish.clone() else {
+        if self.is_component() {
+            self.call_component(Call::Finish, |guest, store| guest.call_finish(store))?;
+            return Ok(std::mem::take(&mut self.store.data_mut().output));
+        }
+        let Some(finish) = self.core_funcs().and_then(|f| f.finish.clone()) else {
             return Ok(Vec::new());
         };
         let status = self.run(Call::Finish, &finish, ())?;
@@ -304,7 +371,13 @@ impl GuestInstance {
         self.check_ready(Call::OnWatermark)?;
         self.store.data_mut().time.watermark = watermark;
         self.fire_due(TimeDomain::Event, watermark, &mut route)?;
-        let Some(on_watermark) = self.funcs.on_watermark.clone() else {
+        if self.is_component() {
+            self.call_component(Call::OnWatermark, |guest, store| {
+                guest.call_on_watermark(store, watermark)
+            })?;
+            return route(self.take_output());
+        }
+        let Some(on_watermark) = self.core_funcs().and_then(|f| f.on_watermark.clone()) else {
             return Ok(());
         };
         let status = self.run(Call::OnWatermark, &on_watermark, watermark)?;
@@ -373,7 +446,13 @@ impl GuestInstance {
     /// Runs `weir_on_timers` on a batch of fired timers and returns what it emitted.
     fn on_timers(&mut self, batch: &[u8]) -> Result<GuestOutput, GuestError> {
         self.check_ready(Call::OnTimers)?;
-        let Some(on_timers) = self.funcs.on_timers.clone() else {
+        if self.is_component() {
+            self.call_component(Call::OnTimers, |guest, store| {
+                guest.call_on_timers(store, batch)
+            })?;
+            return Ok(self.take_output());
+        }
+        let Some(on_timers) = self.core_funcs().and_then(|f| f.on_timers.clone()) else {
             // Load time refuses a module that sets timers without this export; timers restored
             // into one that lost it since have nowhere to go.
             let failure = GuestFailure::Runtime {
@@ -413,7 +492,18 @@ impl GuestInstance {
                 .snapshot(&mut self.store, checkpoint_id, limit)
                 .map_err(|failure| self.poison(Call::Snapshot, failure, None));
         }
-        let Some(snapshot) = self.funcs.snapshot.clone() else {
+        if self.is_component() {
+            let state = self.call_component(Call::Snapshot, |guest, store| {
+                guest.call_snapshot(store, checkpoint_id.0)
+            })?;
+            let limit = self.limits.max_state_bytes;
+            if state.len() > limit {
+                let failure = GuestFailure::StateTooLarge { limit };
+                return Err(self.poison(Call::Snapshot, failure, None));
+            }
+            return Ok(state);
+        }
+        let Some(snapshot) = self.core_funcs().and_then(|f| f.snapshot.clone()) else {
             return Ok(Vec::new());
         };
         let status = self.run(
@@ -494,7 +584,12 @@ impl GuestInstance {
                 .to_string();
             return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
         }
-        let Some(restore) = self.funcs.restore.clone() else {
+        if self.is_component() {
+            return self.call_component(Call::Restore, |guest, store| {
+                guest.call_restore(store, state)
+            });
+        }
+        let Some(restore) = self.core_funcs().and_then(|f| f.restore.clone()) else {
             if state.is_empty() {
                 return Ok(());
             }
@@ -622,7 +717,15 @@ impl GuestInstance {
     /// `weir_checkpoint_complete`; nothing when the module does not export it.
     pub fn checkpoint_complete(&mut self, checkpoint_id: CheckpointId) -> Result<(), GuestError> {
         self.check_ready(Call::CheckpointComplete)?;
-        let Some(complete) = self.funcs.checkpoint_complete.clone() else {
+        if self.is_component() {
+            return self.call_component(Call::CheckpointComplete, |guest, store| {
+                guest.call_checkpoint_complete(store, checkpoint_id.0)
+            });
+        }
+        let Some(complete) = self
+            .core_funcs()
+            .and_then(|f| f.checkpoint_complete.clone())
+        else {
             return Ok(());
         };
         let status = self.run(
@@ -674,7 +777,7 @@ impl GuestInstance {
     /// Runs `_initialize` (if exported) and `weir_init` with `config`: what
     /// [`OperatorModule::instantiate`] does after starting an instance.
     fn initialize_now(&mut self, config: &[u8]) -> Result<(), GuestError> {
-        if let Some(initialize) = self.funcs.initialize.clone() {
+        if let Some(initialize) = self.core_funcs().and_then(|f| f.initialize.clone()) {
             self.run(Call::Initialize, &initialize, ())?;
         }
         self.init(config)
@@ -703,10 +806,52 @@ impl GuestInstance {
         pick: fn(&Funcs) -> &TypedFunc<P, R>,
         params: P,
     ) -> Result<R, GuestError> {
+        let Body::Core { funcs, .. } = &self.body else {
+            return Err(self.poison(call, not_core(), None));
+        };
         self.store.data_mut().begin(call);
         self.store.set_epoch_deadline(self.deadline_ticks);
-        let result = pick(&self.funcs).call(&mut self.store, params);
+        let result = pick(funcs).call(&mut self.store, params);
         self.finish_call(call, result)
+    }
+
+    /// Whether the instance is a component's.
+    fn is_component(&self) -> bool {
+        matches!(self.body, Body::Component(_))
+    }
+
+    /// A core module's exports; `None` for a component.
+    fn core_funcs(&self) -> Option<&Funcs> {
+        match &self.body {
+            Body::Core { funcs, .. } => Some(funcs),
+            Body::Component(_) => None,
+        }
+    }
+
+    /// Calls a component's export as `call`, under the call deadline: `export` makes the call
+    /// on the guest's `guest` interface. The guest's `err(message)` fails the call like the
+    /// core ABI's `fail`; any failure poisons the instance.
+    fn call_component<R>(
+        &mut self,
+        call: Call,
+        export: impl FnOnce(
+            &ComponentGuest,
+            &mut Store<GuestState>,
+        ) -> wasmtime::Result<Result<R, String>>,
+    ) -> Result<R, GuestError> {
+        let Body::Component(exports) = &self.body else {
+            return Err(self.poison(call, not_core(), None));
+        };
+        self.store.data_mut().begin(call);
+        self.store.set_epoch_deadline(self.deadline_ticks);
+        let result = export(exports.weir_operator_guest(), &mut self.store);
+        match self.finish_call(call, result)? {
+            Ok(value) => Ok(value),
+            Err(message) => {
+                let message = super::imports::message(message.as_bytes());
+                Err(self.poison(call, GuestFailure::Failed { message }, None))
+            }
+        }
     }
 
     /// Classifies a failed guest call and poisons the instance.
@@ -752,7 +897,11 @@ impl GuestInstance {
                 None,
             ));
         }
-        let memory_len = self.memory.data_size(&self.store);
+        let Body::Core { memory, .. } = &self.body else {
+            return Err(self.poison(Call::Alloc, not_core(), None));
+        };
+        let memory = *memory;
+        let memory_len = memory.data_size(&self.store);
         let out_of_bounds = GuestFailure::OutOfBounds {
             what: "`weir_alloc` result",
             ptr,
@@ -762,12 +911,7 @@ impl GuestInstance {
         let fits = (ptr as usize)
             .checked_add(bytes.len())
             .is_some_and(|end| end <= memory_len);
-        if !fits
-            || self
-                .memory
-                .write(&mut self.store, ptr as usize, bytes)
-                .is_err()
-        {
+        if !fits || memory.write(&mut self.store, ptr as usize, bytes).is_err() {
             return Err(self.poison(Call::Alloc, out_of_bounds, None));
         }
         Ok((ptr as i32, len as i32))
@@ -780,7 +924,8 @@ impl GuestInstance {
         failure: GuestFailure,
         backtrace: Option<String>,
     ) -> GuestError {
-        self.failed.get_or_insert(call.name());
+        let name = self.call_name(call);
+        self.failed.get_or_insert(name);
         self.error(call, failure, backtrace)
     }
 
@@ -789,12 +934,37 @@ impl GuestInstance {
         GuestError {
             operator: self.context.operator.clone(),
             subtask: self.context.subtask,
-            call: call.name(),
+            call: self.call_name(call),
             failure,
             backtrace,
         }
     }
+
+    /// `call`'s name as the guest knows it: the core export's or the world function's.
+    fn call_name(&self, call: Call) -> &'static str {
+        if self.is_component() {
+            call.component_name()
+        } else {
+            call.name()
+        }
+    }
 }
+
+/// The failure of a core-module call on a component or the reverse: a bug of the host, since
+/// every caller checks the kind first.
+fn not_core() -> GuestFailure {
+    GuestFailure::Runtime {
+        message: "the host made a core-module call on a component, or the reverse (a bug: \
+                  please report it)"
+            .to_string(),
+    }
+}
+
+/// The world's `guest` interface of a component instance.
+type ComponentGuest = super::component::bindings::exports::weir::operator::guest::Guest;
+
+/// The world's init message.
+type InitMessageRecord = super::component::bindings::weir::operator::types::InitMessage;
 
 /// The failure of an image restore into an instance checkpointed through its exports (the
 /// callers check the mode first, so it names a bug rather than a user's mistake).

@@ -39,6 +39,7 @@
 //! Calls are synchronous and CPU-bound: run them on a thread that may block (a dedicated
 //! thread or `spawn_blocking`), never on the async reactor.
 
+pub mod component;
 mod engine;
 mod error;
 pub mod image;

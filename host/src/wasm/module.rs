@@ -3,9 +3,12 @@
 
 use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
+use wasmtime::component::Component;
 use wasmtime::{InstancePre, Module};
 
+use super::component::{self, ComponentPre};
 use super::engine::WasmEngine;
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
 use super::image::StateCapture;
@@ -38,8 +41,24 @@ pub struct Capabilities {
     pub on_watermark: bool,
 }
 
-/// An operator's module: compiled, checked against the ABI, and pre-linked with the host's
-/// imports, ready to be instantiated once per subtask.
+impl Capabilities {
+    /// A component's: the world's exports are all required, so it has every one but
+    /// `_initialize`, a core toolchain's.
+    pub const COMPONENT: Capabilities = Capabilities {
+        initialize: false,
+        init: true,
+        snapshot: true,
+        restore: true,
+        checkpoint_complete: true,
+        finish: true,
+        on_timers: true,
+        on_watermark: true,
+    };
+}
+
+/// An operator's module — a core module or a component — compiled, checked against the ABI
+/// (or the world), and pre-linked with the host's imports, ready to be instantiated once per
+/// subtask.
 ///
 /// Cloning is cheap (the compiled code is shared); a clone keeps the engine's epoch ticker
 /// running, as does every instance.
@@ -48,7 +67,7 @@ pub struct OperatorModule {
     /// The file path or name it was loaded from, for messages.
     name: Arc<str>,
     /// The pre-linked template every instance is made from.
-    pre: InstancePre<GuestState>,
+    template: Template,
     /// Which optional exports it has.
     capabilities: Capabilities,
     /// How its instances are checkpointed as images, when they are; `None` when checkpoints
@@ -56,8 +75,8 @@ pub struct OperatorModule {
     image: Option<Arc<ImageLayout>>,
     /// The bounds every instance runs under: in its store, and for each call.
     limits: GuestLimits,
-    /// The engine it was compiled for; never read, held to keep the epoch ticker alive.
-    _engine: WasmEngine,
+    /// The engine it was compiled for, whose clone keeps the epoch ticker alive.
+    engine: WasmEngine,
 }
 
 impl fmt::Debug for OperatorModule {
@@ -69,6 +88,19 @@ impl fmt::Debug for OperatorModule {
             .finish_non_exhaustive()
     }
 }
+
+/// What an operator's instances are made from: a core module or a component, pre-linked.
+#[derive(Clone)]
+pub(crate) enum Template {
+    /// A core module speaking the ABI of `docs/ABI.md`.
+    Core(InstancePre<GuestState>),
+    /// A component implementing the world of `abi/wit/operator.wit`.
+    Component(ComponentPre),
+}
+
+/// A module that took longer than this to compile is reported, with the time, so that a slow
+/// start (a Python or JavaScript component compiles for seconds) is explained.
+const SLOW_COMPILE: Duration = Duration::from_millis(500);
 
 /// The first bytes of every binary module.
 const WASM_MAGIC: &[u8] = b"\0asm";
@@ -143,11 +175,49 @@ impl OperatorModule {
             problem,
         };
         check_is_module(name, bytes).map_err(refuse)?;
-        let prepared = prepare(bytes, capture).map_err(|e| {
-            refuse(match e {
-                PrepareError::Parse(message) => ModuleProblem::Compile { message },
-                PrepareError::Refused(message) => ModuleProblem::ImageRefused { message },
-            })
+        let started = Instant::now();
+        let hits_before = engine.module_cache_counts().map(|(hits, _)| hits);
+        let operator = if component::is_component(bytes) {
+            Self::compile_component(engine, name, bytes, capture, limits).map_err(refuse)?
+        } else {
+            Self::compile_core(engine, name, bytes, capture, limits).map_err(refuse)?
+        };
+        let took = started.elapsed();
+        if took >= SLOW_COMPILE {
+            let size = bytes.len() as f64 / 1e6;
+            let seconds = took.as_secs_f64();
+            let hits_after = engine.module_cache_counts().map(|(hits, _)| hits);
+            match (hits_before, hits_after) {
+                (Some(before), Some(after)) if after > before => {
+                    tracing::info!(
+                        "loaded {name} ({size:.1} MB) from the module cache in {seconds:.1} s"
+                    )
+                }
+                (Some(_), _) => tracing::info!(
+                    "compiled {name} ({size:.1} MB) in {seconds:.1} s; later runs load it from \
+                     the module cache"
+                ),
+                (None, _) => tracing::info!(
+                    "compiled {name} ({size:.1} MB) in {seconds:.1} s (no module cache: every \
+                     run compiles it)"
+                ),
+            }
+        }
+        operator.check_abi_version().map_err(refuse)?;
+        Ok(operator)
+    }
+
+    /// Compiles and checks a core module (see [`compile`](Self::compile)).
+    fn compile_core(
+        engine: &WasmEngine,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+        limits: GuestLimits,
+    ) -> Result<Self, ModuleProblem> {
+        let prepared = prepare(bytes, capture).map_err(|e| match e {
+            PrepareError::Parse(message) => ModuleProblem::Compile { message },
+            PrepareError::Refused(message) => ModuleProblem::ImageRefused { message },
         })?;
         // An imaged module goes to the engine's pool when it has one and the module fits it.
         let pooled = prepared
@@ -170,29 +240,68 @@ impl OperatorModule {
             Some(compiled) => compiled,
             None => {
                 let module = Module::new(engine.engine(), &prepared.bytes).map_err(|e| {
-                    refuse(ModuleProblem::Compile {
+                    ModuleProblem::Compile {
                         message: format!("{e:#}"),
-                    })
+                    }
                 })?;
                 (module, engine.linker())
             }
         };
-        let capabilities = validate(&module, &prepared.bytes).map_err(refuse)?;
-        let pre = linker.instantiate_pre(&module).map_err(|e| {
-            refuse(ModuleProblem::Link {
+        let capabilities = validate(&module, &prepared.bytes)?;
+        let pre = linker
+            .instantiate_pre(&module)
+            .map_err(|e| ModuleProblem::Link {
                 message: format!("{e:#}"),
-            })
-        })?;
-        let operator = Self {
+            })?;
+        Ok(Self {
             name: name.into(),
-            pre,
+            template: Template::Core(pre),
             capabilities,
             image: prepared.image,
             limits,
-            _engine: engine.clone(),
+            engine: engine.clone(),
+        })
+    }
+
+    /// Compiles and checks a component against the world (see [`component::check`]). A
+    /// component is always checkpointed through the world's `snapshot` and `restore`: an image
+    /// of its memories is refused, and `auto` means its exports.
+    fn compile_component(
+        engine: &WasmEngine,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+        limits: GuestLimits,
+    ) -> Result<Self, ModuleProblem> {
+        if capture == StateCapture::Image {
+            return Err(ModuleProblem::ImageRefused {
+                message: "it is a component, which is checkpointed through its own `snapshot` \
+                          and `restore` (docs/COMPONENTS.md): image checkpoints capture core \
+                          modules only; set checkpoint = \"exports\" (or \"auto\")"
+                    .to_string(),
+            });
+        }
+        let compiled =
+            Component::new(engine.engine(), bytes).map_err(|e| ModuleProblem::Compile {
+                message: format!("{e:#}"),
+            })?;
+        component::check(&compiled, engine.engine())?;
+        let link = |e: wasmtime::Error| ModuleProblem::Link {
+            message: format!("{e:#}"),
         };
-        operator.check_abi_version().map_err(refuse)?;
-        Ok(operator)
+        let pre = engine
+            .component_linker()
+            .instantiate_pre(&compiled)
+            .map_err(link)?;
+        let pre = ComponentPre::new(pre).map_err(link)?;
+        Ok(Self {
+            name: name.into(),
+            template: Template::Component(pre),
+            capabilities: Capabilities::COMPONENT,
+            image: None,
+            limits,
+            engine: engine.clone(),
+        })
     }
 
     /// Instantiates the module in a fresh store, runs `_initialize` if exported, checks
@@ -259,8 +368,26 @@ impl OperatorModule {
     }
 
     /// The pre-linked instance template.
-    pub(crate) fn pre(&self) -> &InstancePre<GuestState> {
-        &self.pre
+    pub(crate) fn template(&self) -> &Template {
+        &self.template
+    }
+
+    /// The engine it was compiled for.
+    pub(crate) fn engine(&self) -> &WasmEngine {
+        &self.engine
+    }
+
+    /// The compiled core module; `None` for a component.
+    pub fn core_module(&self) -> Option<&Module> {
+        match &self.template {
+            Template::Core(pre) => Some(pre.module()),
+            Template::Component(_) => None,
+        }
+    }
+
+    /// Whether the module is a component (`abi/wit/operator.wit`) rather than a core module.
+    pub fn is_component(&self) -> bool {
+        matches!(self.template, Template::Component(_))
     }
 
     /// Reads the ABI version from a throwaway instance (`docs/ABI.md` §10), so an

@@ -5,6 +5,7 @@ use wasmtime::ResourceLimiter;
 use weir_abi::time::NO_WATERMARK;
 use weir_abi::{TimeDomain, Timers, exports, imports};
 
+use super::component::wasi::ComponentWasi;
 use super::error::{Abort, GuestFailure};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 
@@ -53,6 +54,25 @@ impl Call {
             Call::CheckpointComplete => exports::CHECKPOINT_COMPLETE,
             Call::OnTimers => exports::ON_TIMERS,
             Call::OnWatermark => exports::ON_WATERMARK,
+        }
+    }
+
+    /// The function's name in the component world (`abi/wit/operator.wit`), as reported for a
+    /// component's call.
+    pub(crate) fn component_name(self) -> &'static str {
+        match self {
+            Call::Instantiate => "instantiate",
+            Call::Initialize => "initialize",
+            Call::AbiVersion => "version check",
+            Call::Alloc => "alloc",
+            Call::Init => "init",
+            Call::Process => "process",
+            Call::Finish => "finish",
+            Call::Snapshot => "snapshot",
+            Call::Restore => "restore",
+            Call::CheckpointComplete => "checkpoint-complete",
+            Call::OnTimers => "on-timers",
+            Call::OnWatermark => "on-watermark",
         }
     }
 
@@ -176,13 +196,25 @@ pub(crate) struct GuestState {
     /// Refuses memory and table growth past the limits; registered with `Store::limiter`.
     pub(crate) limiter: GuestLimiter,
     /// The guest's exported memory, kept once the instance exists so that imports need not
-    /// look it up by name on every call (`None` while `start` runs during instantiation).
+    /// look it up by name on every call (`None` while `start` runs during instantiation, and
+    /// for a component, whose imports receive their arguments copied).
     pub(crate) memory: Option<wasmtime::Memory>,
+    /// For a component, its WASI context, which gives it nothing to reach
+    /// ([`ComponentWasi::denied`]); `None` for a core module, which has no WASI.
+    pub(crate) wasi: Option<Box<ComponentWasi>>,
 }
 
 impl GuestState {
-    /// State for a new instance of `operator`, about to be instantiated.
-    pub(crate) fn new(operator: String, subtask: u32, limits: GuestLimits) -> Self {
+    /// State for a new instance of `operator`, about to be instantiated: a core module's, or
+    /// with `component` a component's, which has WASI and may hold several core instances and
+    /// memories (their sizes summed against the memory limit).
+    pub(crate) fn new(
+        operator: String,
+        subtask: u32,
+        limits: GuestLimits,
+        component: bool,
+    ) -> Self {
+        let wasi = component.then(|| Box::new(ComponentWasi::denied(&operator, subtask)));
         Self {
             operator,
             subtask,
@@ -196,9 +228,22 @@ impl GuestState {
             limits,
             limiter: GuestLimiter {
                 max_memory_bytes: limits.max_memory_bytes,
+                memory_bytes: 0,
                 table_elements: 0,
+                component,
             },
             memory: None,
+            wasi,
+        }
+    }
+
+    /// The running call's name as the guest knows it: the core export's, or the world
+    /// function's for a component.
+    pub(crate) fn call_name(&self) -> &'static str {
+        if self.wasi.is_some() {
+            self.call.component_name()
+        } else {
+            self.call.name()
         }
     }
 
@@ -213,6 +258,10 @@ impl GuestState {
     }
 }
 
+/// Most core instances, and most memories, one component may hold: componentize-py's hold
+/// about ten of each (CPython, its C library, the WASI adapter, their shims).
+pub(crate) const COMPONENT_INSTANCES: usize = 64;
+
 /// The memory and table limiter of one instance.
 ///
 /// Growth past a limit is refused with an [`Abort`] error rather than `Ok(false)`: the guest
@@ -220,8 +269,15 @@ impl GuestState {
 /// `memory.grow` return -1 and failing later in a less obvious way.
 #[derive(Debug)]
 pub(crate) struct GuestLimiter {
-    /// Largest linear memory, in bytes.
+    /// Largest linear memory, in bytes: of the one memory of a core module, of all the
+    /// memories of a component together.
     max_memory_bytes: usize,
+    /// The memories' bytes together, as far as growth was allowed (counted like
+    /// `table_elements`).
+    memory_bytes: usize,
+    /// Whether the instance is a component's: up to [`COMPONENT_INSTANCES`] core instances
+    /// and as many memories, rather than one of each.
+    component: bool,
     /// Elements of all the instance's tables together, as far as growth was allowed; checked
     /// against [`MAX_TABLE_ELEMENTS`]. May count a growth that wasmtime then failed for want of
     /// host memory, which only makes the bound stricter.
@@ -231,16 +287,22 @@ pub(crate) struct GuestLimiter {
 impl ResourceLimiter for GuestLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.max_memory_bytes {
+        // The sum over every memory of the instance, with this one at its new size.
+        let total = self
+            .memory_bytes
+            .saturating_sub(current)
+            .saturating_add(desired);
+        if total > self.max_memory_bytes {
             return Err(Abort::error(GuestFailure::MemoryLimit {
                 limit: self.max_memory_bytes,
-                requested: desired,
+                requested: total,
             }));
         }
+        self.memory_bytes = total;
         Ok(true)
     }
 
@@ -271,10 +333,18 @@ impl ResourceLimiter for GuestLimiter {
     }
 
     fn instances(&self) -> usize {
-        1
+        if self.component {
+            COMPONENT_INSTANCES
+        } else {
+            1
+        }
     }
 
     fn memories(&self) -> usize {
-        1
+        if self.component {
+            COMPONENT_INSTANCES
+        } else {
+            1
+        }
     }
 }
