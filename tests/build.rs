@@ -172,6 +172,21 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
                 examples/assemblyscript",
     },
+    // The count as a component of the world (docs/COMPONENTS.md), from Rust for WASI 0.2.
+    ForeignGuest {
+        name: "Rust count component (examples/rust-component)",
+        script: "examples/rust-component/build.sh",
+        args: &[],
+        sources: &[
+            "examples/rust-component/src",
+            "examples/rust-component/Cargo.toml",
+            "examples/rust-component/Cargo.lock",
+            "examples/rust-component/build.sh",
+            "abi/wit/operator.wit",
+        ],
+        env: "WEIR_GUEST_RUST_COMPONENT_COUNT",
+        needs: "the Rust target wasm32-wasip2: `rustup target add wasm32-wasip2`",
+    },
 ];
 
 /// Builds the [`FOREIGN_GUESTS`] with their scripts. A guest that does not build fails the
@@ -190,13 +205,15 @@ fn build_foreign_guests(root: &Path) {
         }
         let wasm = out_dir.join(format!("{}.wasm", guest.env.to_lowercase()));
         // The scripts' output goes to stderr: stdout is cargo's channel.
-        let status = Command::new("bash")
+        let mut command = Command::new("bash");
+        command
             .arg(root.join(guest.script))
             .arg(&wasm)
             .args(guest.args)
             .current_dir(root)
-            .stdout(std::io::stderr())
-            .status();
+            .stdout(std::io::stderr());
+        weir_guest_build::clear_outer_build_env(&mut command);
+        let status = command.status();
         let built = status.as_ref().is_ok_and(|s| s.success()) && wasm.exists();
         if built {
             println!("cargo:rustc-env={}={}", guest.env, wasm.display());

@@ -70,18 +70,7 @@ pub fn build(guests: &[Guest], also_watch: &[&str]) -> Vec<PathBuf> {
     for guest in guests {
         cmd.args(["-p", guest.package]);
     }
-    // What the outer build set for the host must not leak into the guests'.
-    for var in [
-        "CARGO_ENCODED_RUSTFLAGS",
-        "RUSTFLAGS",
-        "CARGO_BUILD_RUSTFLAGS",
-        "RUSTC_WORKSPACE_WRAPPER",
-        "CARGO_TARGET_DIR",
-        "CARGO_BUILD_TARGET",
-        "CARGO_PRIMARY_PACKAGE",
-    ] {
-        cmd.env_remove(var);
-    }
+    clear_outer_build_env(&mut cmd);
     let status = cmd
         .status()
         .expect("failed to run cargo to build the wasm guests");
@@ -124,5 +113,21 @@ fn check_target() {
             "the Rust target {TARGET} is not installed, and this crate needs it to build its \
              wasm guests: run `rustup target add {TARGET}` (scripts/test.sh does this for you)"
         );
+    }
+}
+
+/// Removes from `cmd` what the outer build set for the host, which must not leak into a nested
+/// build of guests (flags for the host's target, the outer target directory).
+pub fn clear_outer_build_env(cmd: &mut Command) {
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
     }
 }

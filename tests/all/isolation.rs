@@ -1027,6 +1027,50 @@ fn the_host_provides_exactly_the_imports_abi_md_lists() {
     );
 }
 
+/// The WASI interfaces `docs/COMPONENTS.md` says a component may import, with what each gives:
+/// the rows of its table after the comment naming `ALLOWED`.
+fn documented_wasi() -> Vec<(String, String)> {
+    let doc =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/COMPONENTS.md"))
+            .expect("docs/COMPONENTS.md");
+    let table = doc
+        .split("`weir::wasm::component::ALLOWED`")
+        .nth(1)
+        .expect("docs/COMPONENTS.md names the host's ALLOWED table");
+    table
+        .lines()
+        .skip_while(|line| !line.starts_with('|'))
+        .take_while(|line| line.starts_with('|'))
+        .filter_map(|line| line.strip_prefix("| `"))
+        .filter_map(|row| row.split_once("` | "))
+        .map(|(name, gives)| (name.to_string(), gives.trim_end_matches(" |").to_string()))
+        .collect()
+}
+
+/// A component's authority is the world's `host` interface and the WASI the host links with
+/// nothing to reach; the list the host checks imports against and the one the document gives
+/// users are the same, word for word, and neither grants a file, a socket or the environment.
+#[test]
+fn the_wasi_a_component_may_import_is_exactly_what_components_md_lists() {
+    let allowed: Vec<(String, String)> = weir::wasm::component::ALLOWED
+        .iter()
+        .map(|interface| (interface.name.to_string(), interface.gives.to_string()))
+        .collect();
+    assert_eq!(
+        allowed,
+        documented_wasi(),
+        "the host's ALLOWED (left) and docs/COMPONENTS.md (right) differ"
+    );
+    for (name, gives) in &allowed {
+        if name.starts_with("wasi:filesystem") || name.starts_with("wasi:sockets") {
+            assert!(
+                gives.contains("nothing") || gives.contains("refused"),
+                "{name} must give nothing: {gives}"
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Memory
 

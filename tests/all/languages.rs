@@ -1,8 +1,9 @@
 //! The ABI is language-neutral: the keyed running `count` written in Rust (SDK), WAT, C,
-//! AssemblyScript and Zig — each from `docs/ABI.md` alone — emits byte-identical batches for
-//! the same input, whatever the batch sizes, and across snapshot → restore into a fresh
-//! instance at random points, through the guest's snapshot exports and as an image. The C,
-//! AssemblyScript and Zig guests are built from source by `build.rs`; when their toolchains
+//! AssemblyScript and Zig — each from `docs/ABI.md` alone — and, as components of the world in
+//! `abi/wit/operator.wit`, in Python, JavaScript and Rust for WASI 0.2, emits byte-identical
+//! batches for the same input, whatever the batch sizes, and across snapshot → restore into a
+//! fresh instance at random points, through the guest's snapshot exports and (core modules)
+//! as an image. The foreign guests are built from source by `build.rs`; when their toolchains
 //! were missing and `WEIR_SKIP_FOREIGN_GUESTS=1` let the build go on, the tests say loudly what
 //! they skip (never in CI).
 //!
@@ -11,6 +12,7 @@
 use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use weir::ids::CheckpointId;
 use weir::wasm::{
@@ -56,10 +58,20 @@ struct Guest {
     module: OperatorModule,
 }
 
+/// The engine every guest here is loaded with: one, with a module cache under the target
+/// directory, so that the Python and JavaScript components (seconds to compile each) are
+/// compiled once, not once per test.
+fn engine() -> &'static WasmEngine {
+    static ENGINE: OnceLock<WasmEngine> = OnceLock::new();
+    ENGINE.get_or_init(|| {
+        let cache = Path::new(env!("CARGO_TARGET_TMPDIR")).join("module-cache");
+        WasmEngine::with_module_cache(&cache).unwrap()
+    })
+}
+
 impl Guest {
     fn load(name: &'static str, path: &str, capture: StateCapture) -> Guest {
-        let engine = WasmEngine::new().unwrap();
-        let module = engine
+        let module = engine()
             .load_file_capturing(path, capture)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         Guest { name, module }
@@ -99,6 +111,29 @@ fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
 /// skipped.
 fn count_guests() -> Vec<Guest> {
     count_guests_capturing(StateCapture::Exports)
+}
+
+/// The count components that were built: Python, JavaScript and Rust for WASI 0.2, unless
+/// skipped. Checkpointed through their exports, as every component is.
+fn component_count_guests() -> Vec<Guest> {
+    let built = [(
+        "Rust component",
+        "rust-component-count",
+        guests::RUST_COMPONENT_COUNT,
+    )];
+    built
+        .into_iter()
+        .filter_map(|(language, name, path)| {
+            foreign(language, path).map(|path| Guest::load(name, path, StateCapture::Exports))
+        })
+        .collect()
+}
+
+/// Every count guest, core modules and components.
+fn every_count_guest() -> Vec<Guest> {
+    let mut all = count_guests();
+    all.extend(component_count_guests());
+    all
 }
 
 /// [`count_guests`], checkpointed as `capture` says.
@@ -263,7 +298,7 @@ fn assert_same_output(got: &[Emitted], want: &[Emitted], what: &str) {
 
 #[test]
 fn count_in_every_language_emits_byte_identical_batches() {
-    let guests = count_guests();
+    let guests = every_count_guest();
     for seed in SEEDS {
         let mut rng = Rng(seed);
         let input = random_input(&mut rng, 1500);
@@ -281,7 +316,11 @@ fn count_in_every_language_emits_byte_identical_batches() {
 
 #[test]
 fn count_in_every_language_is_unchanged_by_restores_at_random_points() {
-    assert_unchanged_by_restores(&count_guests(), &[(1, 7), (5, 2), (40, 1), (300, 2)], "");
+    assert_unchanged_by_restores(
+        &every_count_guest(),
+        &[(1, 7), (5, 2), (40, 1), (300, 2)],
+        "",
+    );
 }
 
 /// The same, with every guest checkpointed as an image of its memory and globals instead of

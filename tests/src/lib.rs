@@ -39,6 +39,9 @@ pub mod guests {
     /// The same source on AssemblyScript's `incremental` runtime (TLSF and an incremental
     /// collector); `None` when skipped.
     pub const AS_COUNT_INCREMENTAL: Option<&str> = built(env!("WEIR_GUEST_AS_COUNT_INCREMENTAL"));
+    /// `examples/rust-component`: the count as a component of the world in
+    /// `abi/wit/operator.wit`, built for `wasm32-wasip2`; `None` when skipped.
+    pub const RUST_COMPONENT_COUNT: Option<&str> = built(env!("WEIR_GUEST_RUST_COMPONENT_COUNT"));
 
     /// A guest path as `build.rs` set it: empty when the guest was skipped.
     const fn built(path: &'static str) -> Option<&'static str> {

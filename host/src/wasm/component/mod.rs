@@ -69,6 +69,22 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
 /// ([`wasi::ALLOWED`]).
 pub(crate) fn check(component: &Component, engine: &Engine) -> Result<(), ModuleProblem> {
     let ty = component.component_type();
+    // Imports first: a component that reaches for the network is refused for that, whatever
+    // else is wrong with it.
+    for (name, item) in ty.imports(engine) {
+        let (interface, version) = split_version(name);
+        if interface.starts_with(WORLD_PACKAGE) && interface.contains('/') {
+            check_world_version(name, version)?;
+            continue;
+        }
+        if !matches!(item.ty, ComponentItem::ComponentInstance(_))
+            || !wasi::allowed(interface, version)
+        {
+            return Err(ModuleProblem::RefusedComponentImport {
+                import: name.to_string(),
+            });
+        }
+    }
     let mut exports_guest = false;
     for (name, _) in ty.exports(engine) {
         let (interface, version) = split_version(name);
@@ -84,20 +100,6 @@ pub(crate) fn check(component: &Component, engine: &Engine) -> Result<(), Module
                 .map(|(name, _)| name.to_string())
                 .collect(),
         });
-    }
-    for (name, item) in ty.imports(engine) {
-        let (interface, version) = split_version(name);
-        if interface.starts_with(WORLD_PACKAGE) && interface.contains('/') {
-            check_world_version(name, version)?;
-            continue;
-        }
-        if !matches!(item.ty, ComponentItem::ComponentInstance(_))
-            || !wasi::allowed(interface, version)
-        {
-            return Err(ModuleProblem::RefusedComponentImport {
-                import: name.to_string(),
-            });
-        }
     }
     Ok(())
 }
@@ -177,7 +179,10 @@ fn domain_of(domain: WitTimeDomain) -> weir_abi::TimeDomain {
 }
 
 #[cfg(test)]
-mod tests {
+mod tests;
+
+#[cfg(test)]
+mod unit_tests {
     use super::*;
 
     #[test]

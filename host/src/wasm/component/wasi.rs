@@ -107,7 +107,7 @@ pub const ALLOWED: &[WasiInterface] = &[
     },
     WasiInterface {
         name: "wasi:filesystem/preopens",
-        gives: "an empty list of directories",
+        gives: "nothing: an empty list of directories",
     },
     WasiInterface {
         name: "wasi:random/random",
