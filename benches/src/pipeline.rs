@@ -8,7 +8,7 @@
 //! and every checkpoint taken on the way. Checkpoint statistics are read back afterwards from
 //! the `_metadata` file of each checkpoint, which the job is told to retain.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use serde::Serialize;
@@ -35,6 +35,15 @@ pub enum BenchOperator {
     /// The same with windows of 1 000 000 records (`tumbling 1000000`): with 100 000 keys, about
     /// ten records per key and window, as 1 s windows over a million records a second.
     WindowWide,
+    /// The same keyed count as a Python component (`examples/python/count`), from the file
+    /// `$WEIR_BENCH_PY_COUNT` (`scripts/bench-components.sh` builds it).
+    PyCount,
+    /// The keyed count as a JavaScript component (`examples/js/count`),
+    /// `$WEIR_BENCH_JS_COUNT`.
+    JsCount,
+    /// The keyed count as a Rust component for WASI 0.2 (`examples/rust-component`),
+    /// `$WEIR_BENCH_RUST_COMPONENT_COUNT`.
+    RustComponentCount,
 }
 
 impl BenchOperator {
@@ -45,6 +54,9 @@ impl BenchOperator {
             BenchOperator::Uppercase => "uppercase",
             BenchOperator::Window => "window",
             BenchOperator::WindowWide => "window-wide",
+            BenchOperator::PyCount => "py-count",
+            BenchOperator::JsCount => "js-count",
+            BenchOperator::RustComponentCount => "rust-component-count",
         }
     }
 
@@ -53,7 +65,7 @@ impl BenchOperator {
         match self {
             BenchOperator::Window => Some("tumbling 1000"),
             BenchOperator::WindowWide => Some("tumbling 1000000"),
-            BenchOperator::Count | BenchOperator::Uppercase => None,
+            _ => None,
         }
     }
 
@@ -65,18 +77,24 @@ impl BenchOperator {
     /// The partitioner of the edge from the generator.
     fn partition(self) -> &'static str {
         match self {
-            BenchOperator::Count | BenchOperator::Window | BenchOperator::WindowWide => "key-hash",
             BenchOperator::Uppercase => "forward",
+            _ => "key-hash",
         }
     }
 
-    /// The operator's module, built for wasm32 in release by this crate's build script.
-    pub fn module(self) -> &'static Path {
-        Path::new(match self {
-            BenchOperator::Count => crate::guests::COUNT_WASM,
-            BenchOperator::Uppercase => crate::guests::UPPERCASE_WASM,
-            BenchOperator::Window | BenchOperator::WindowWide => crate::guests::WINDOW_WASM,
-        })
+    /// The operator's module: built for wasm32 in release by this crate's build script, or for
+    /// a component, the file its environment variable names (empty when it is not set, which
+    /// the job then refuses, naming the path).
+    pub fn module(self) -> PathBuf {
+        let from_env = |var: &str| PathBuf::from(std::env::var_os(var).unwrap_or_default());
+        match self {
+            BenchOperator::Count => crate::guests::COUNT_WASM.into(),
+            BenchOperator::Uppercase => crate::guests::UPPERCASE_WASM.into(),
+            BenchOperator::Window | BenchOperator::WindowWide => crate::guests::WINDOW_WASM.into(),
+            BenchOperator::PyCount => from_env("WEIR_BENCH_PY_COUNT"),
+            BenchOperator::JsCount => from_env("WEIR_BENCH_JS_COUNT"),
+            BenchOperator::RustComponentCount => from_env("WEIR_BENCH_RUST_COMPONENT_COUNT"),
+        }
     }
 }
 
@@ -89,8 +107,12 @@ impl std::str::FromStr for BenchOperator {
             "uppercase" => Ok(BenchOperator::Uppercase),
             "window" => Ok(BenchOperator::Window),
             "window-wide" => Ok(BenchOperator::WindowWide),
+            "py-count" => Ok(BenchOperator::PyCount),
+            "js-count" => Ok(BenchOperator::JsCount),
+            "rust-component-count" => Ok(BenchOperator::RustComponentCount),
             other => Err(format!(
-                "unknown operator {other:?}: expected count, uppercase, window or window-wide"
+                "unknown operator {other:?}: expected count, uppercase, window, window-wide, \
+                 py-count, js-count or rust-component-count"
             )),
         }
     }
@@ -163,7 +185,7 @@ impl PipelineCase {
             keys = self.keys,
             value_size = self.value_size,
             p = self.parallelism,
-            module = toml_string(self.operator.module()),
+            module = toml_string(&self.operator.module()),
             operator = self.operator.name(),
             partition = self.operator.partition(),
             event_time = if self.operator.event_time() {

@@ -23,6 +23,7 @@ use crate::support::{
     CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
     number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
+    wordcount_counting_with,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -271,6 +272,49 @@ fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
         |sandbox| checkpointed(wordcount(sandbox, input, false), sandbox, "100ms", 1),
         // The reference itself must hold the counts computed here.
         |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+    );
+}
+
+/// The word count with its keyed count (parallelism 2) a component — Python, JavaScript, Rust
+/// for WASI 0.2 — whose state is the SDK's default checkpoint (a pickle of the operator's
+/// attributes, their JSON) or the component's own format. `lines_per_round` lines of 30 words
+/// on average make the job a few seconds long for the debug build, so that most kills land in
+/// a running job; a slower language gets fewer.
+fn kill_and_restore_wordcount_counting_with(
+    label: &str,
+    language: &str,
+    count: Option<&'static str>,
+    lines_per_round: usize,
+) {
+    let Some(count) = crate::support::foreign(language, count) else {
+        return;
+    };
+    let input_dir = Sandbox::new(&format!("{label}-input"));
+    let input = input_dir.join("words.txt");
+    let rounds = chaos_rounds();
+    let text = word_text(20_261_203, lines_per_round * rounds as usize, 30);
+    std::fs::write(&input, &text).unwrap();
+    let input: &Path = &input;
+    kill_and_restore(
+        label,
+        rounds,
+        3,
+        (20, 800),
+        |sandbox| {
+            let job = wordcount_counting_with(sandbox, input, false, count);
+            checkpointed(job, sandbox, "100ms", 1)
+        },
+        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+    );
+}
+
+#[test]
+fn kill_and_restore_wordcount_with_the_rust_component_count_commits_the_undisturbed_output() {
+    kill_and_restore_wordcount_counting_with(
+        "wordcount-rust-component",
+        "Rust component",
+        weir_tests::guests::RUST_COMPONENT_COUNT,
+        8_000,
     );
 }
 

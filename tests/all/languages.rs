@@ -10,7 +10,6 @@
 //! Inputs are random but seeded: a failure names its seed, and rerunning reproduces it.
 
 use std::collections::HashMap;
-use std::io::Write as _;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -20,6 +19,8 @@ use weir::wasm::{
 };
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
+
+use crate::support::foreign;
 
 /// One input record: key, value, timestamp.
 type Rec = (Vec<u8>, Vec<u8>, i64);
@@ -87,24 +88,6 @@ impl Guest {
             .instantiate(context, b"")
             .unwrap_or_else(|e| panic!("{e}"))
     }
-}
-
-/// The path of a guest built from another language, or `None` — said loudly — when the build
-/// skipped it (`WEIR_SKIP_FOREIGN_GUESTS=1` and no toolchain). In CI a skipped guest fails.
-fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
-    if path.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "the {name} guest was not built, and CI never skips it: install its toolchain"
-        );
-        // Straight to the stream, not `eprintln!`: the test harness hides what that prints.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n!!!!! SKIPPED: the {name} count guest was not built (WEIR_SKIP_FOREIGN_GUESTS=1 \
-             and its toolchain is missing); the cross-language tests ran without it !!!!!\n"
-        );
-    }
-    path
 }
 
 /// Every count guest that was built: Rust and WAT always, C, AssemblyScript and Zig unless

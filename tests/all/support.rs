@@ -449,11 +449,20 @@ pub(crate) fn checkpointed(
 /// Word count: file source `lines` → `split` (p=1) → key-hash → `count` (p=2) → forward →
 /// exactly-once file sink `out` (p=2) in the sandbox's output directory.
 pub(crate) fn wordcount(sandbox: &Sandbox, input: &Path, follow: bool) -> JobFile {
-    use weir_tests::guests;
+    wordcount_counting_with(sandbox, input, follow, weir_tests::guests::COUNT)
+}
+
+/// [`wordcount`] with its `count` operator's module at `count` (a count in another language).
+pub(crate) fn wordcount_counting_with(
+    sandbox: &Sandbox,
+    input: &Path,
+    follow: bool,
+    count: &str,
+) -> JobFile {
     JobFile::new("wordcount")
         .file_source("lines", input, follow)
-        .operator("split", guests::SPLIT, 1, None, ("lines", "forward"))
-        .operator("count", guests::COUNT, 2, None, ("split", "key-hash"))
+        .operator("split", weir_tests::guests::SPLIT, 1, None, ("lines", "forward"))
+        .operator("count", count, 2, None, ("split", "key-hash"))
         .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
 }
 
@@ -1075,4 +1084,22 @@ pub(crate) fn number_from_env(var: &str, default: u64) -> u64 {
             .unwrap_or_else(|_| panic!("{var} must be a number, found {v:?}")),
         Err(_) => default,
     }
+}
+
+/// The path of a guest built from another language, or `None` — said loudly — when the build
+/// skipped it (`WEIR_SKIP_FOREIGN_GUESTS=1` and no toolchain). In CI a skipped guest fails.
+pub(crate) fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
+    if path.is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the {name} guest was not built, and CI never skips it: install its toolchain"
+        );
+        // Straight to the stream, not `eprintln!`: the test harness hides what that prints.
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n!!!!! SKIPPED: the {name} guest was not built (WEIR_SKIP_FOREIGN_GUESTS=1 \
+             and its toolchain is missing); the tests of it are skipped !!!!!\n"
+        );
+    }
+    path
 }

@@ -39,7 +39,9 @@ struct Args {
     runs: usize,
     /// The operators to run between generator and blackhole, comma-separated: `count` (keyed
     /// running count), `uppercase` (stateless filter and map), `window` and `window-wide`
-    /// (a tumbling count per event-time window of 1000 or 1 000 000 records).
+    /// (a tumbling count per event-time window of 1000 or 1 000 000 records), and the count as
+    /// a component: `py-count`, `js-count`, `rust-component-count` (their modules from
+    /// `$WEIR_BENCH_PY_COUNT` and the like; `scripts/bench-components.sh` sets them).
     #[arg(long, value_delimiter = ',', default_value = "count,uppercase")]
     operators: Vec<BenchOperator>,
     /// Parallelisms to run, comma-separated.
