@@ -18,5 +18,15 @@ cargo clippy --workspace --all-targets -- -D warnings
 # The host alone, as the release `weir` is built: without the test crates' `test-hooks` feature.
 cargo clippy -p weir --all-targets -- -D warnings
 cargo clippy -p weir-sdk --target wasm32-unknown-unknown -- -D warnings
+# The SDKs of the component languages, in their own runtimes (docs/COMPONENTS.md): seconds.
+if ! command -v python3 >/dev/null 2>&1; then
+  bash scripts/apt-install.sh "the Python SDK's tests" python3
+fi
+echo "== Python SDK (python3 -m unittest)"
+python3 -m unittest discover -q -s guest-sdk/python/tests -t guest-sdk/python
+python3 -m unittest discover -q -s examples/python/count
+bash scripts/install-componentize-js.sh
+echo "== JavaScript SDK (node --test)"
+node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/
 echo "== cargo test"
 cargo test --workspace

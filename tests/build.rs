@@ -187,7 +187,91 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         env: "WEIR_GUEST_RUST_COMPONENT_COUNT",
         needs: "the Rust target wasm32-wasip2: `rustup target add wasm32-wasip2`",
     },
+    // The count in Python: a component built with componentize-py and the SDK.
+    ForeignGuest {
+        name: "Python count (examples/python/count)",
+        script: "guest-sdk/python/build.sh",
+        args: &["examples/python/count/count.py"],
+        sources: &[
+            "examples/python/count/count.py",
+            "guest-sdk/python/weir",
+            "guest-sdk/python/build.sh",
+            "guest-sdk/python/requirements-build.txt",
+            "scripts/install-componentize-py.sh",
+            "scripts/apt-install.sh",
+            "abi/wit/operator.wit",
+        ],
+        env: "WEIR_GUEST_PY_COUNT",
+        needs: PYTHON_NEEDS,
+    },
+    // The hostile Python operator of the isolation tests (tests/guests/python/hostile.py).
+    ForeignGuest {
+        name: "hostile Python operator (tests/guests/python)",
+        script: "guest-sdk/python/build.sh",
+        args: &["tests/guests/python/hostile.py"],
+        sources: &[
+            "tests/guests/python/hostile.py",
+            "guest-sdk/python/weir",
+            "guest-sdk/python/build.sh",
+            "guest-sdk/python/requirements-build.txt",
+            "scripts/install-componentize-py.sh",
+            "scripts/apt-install.sh",
+            "abi/wit/operator.wit",
+        ],
+        env: "WEIR_GUEST_PY_HOSTILE",
+        needs: PYTHON_NEEDS,
+    },
+    // The count in JavaScript: a component built with componentize-js and the SDK.
+    ForeignGuest {
+        name: "JavaScript count (examples/js/count)",
+        script: "guest-sdk/js/build.sh",
+        args: &["examples/js/count/count.js"],
+        sources: &[
+            "examples/js/count/count.js",
+            "guest-sdk/js/src",
+            "guest-sdk/js/index.js",
+            "guest-sdk/js/build.mjs",
+            "guest-sdk/js/build.sh",
+            "guest-sdk/js/package.json",
+            "guest-sdk/js/package-lock.json",
+            "scripts/install-componentize-js.sh",
+            "scripts/apt-install.sh",
+            "abi/wit/operator.wit",
+        ],
+        env: "WEIR_GUEST_JS_COUNT",
+        needs: JS_NEEDS,
+    },
+    // The hostile JavaScript operator of the isolation tests (tests/guests/js/hostile.js).
+    ForeignGuest {
+        name: "hostile JavaScript operator (tests/guests/js)",
+        script: "guest-sdk/js/build.sh",
+        args: &["tests/guests/js/hostile.js"],
+        sources: &[
+            "tests/guests/js/hostile.js",
+            "guest-sdk/js/src",
+            "guest-sdk/js/index.js",
+            "guest-sdk/js/build.mjs",
+            "guest-sdk/js/build.sh",
+            "guest-sdk/js/package.json",
+            "guest-sdk/js/package-lock.json",
+            "scripts/install-componentize-js.sh",
+            "scripts/apt-install.sh",
+            "abi/wit/operator.wit",
+        ],
+        env: "WEIR_GUEST_JS_HOSTILE",
+        needs: JS_NEEDS,
+    },
 ];
+
+/// What the JavaScript guests need when their script cannot install it.
+const JS_NEEDS: &str = "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `bash \
+                        scripts/install-componentize-js.sh` (componentize-js, pinned in \
+                        guest-sdk/js/package-lock.json)";
+
+/// What the Python guests need when their script cannot install it.
+const PYTHON_NEEDS: &str = "Python 3 with venv (`apt-get install -y python3-venv`), then `bash \
+                            scripts/install-componentize-py.sh` (PyPI's componentize-py, pinned \
+                            in guest-sdk/python/requirements-build.txt)";
 
 /// Builds the [`FOREIGN_GUESTS`] with their scripts. A guest that does not build fails the
 /// build, naming what to install — unless `WEIR_SKIP_FOREIGN_GUESTS=1` is set outside CI

@@ -319,6 +319,26 @@ fn kill_and_restore_wordcount_with_the_rust_component_count_commits_the_undistur
 }
 
 #[test]
+fn kill_and_restore_wordcount_with_the_python_count_commits_the_undisturbed_output() {
+    kill_and_restore_wordcount_counting_with(
+        "wordcount-python",
+        "Python",
+        weir_tests::guests::PY_COUNT,
+        6_000,
+    );
+}
+
+#[test]
+fn kill_and_restore_wordcount_with_the_javascript_count_commits_the_undisturbed_output() {
+    kill_and_restore_wordcount_counting_with(
+        "wordcount-javascript",
+        "JavaScript",
+        weir_tests::guests::JS_COUNT,
+        3_000,
+    );
+}
+
+#[test]
 fn kill_and_restore_two_input_count_commits_exactly_the_undisturbed_output() {
     let rounds = chaos_rounds();
     // 6 s of records for 10 rounds, from each of the two sources.

@@ -559,6 +559,104 @@ fn corpus() -> Vec<Case> {
     ]
 }
 
+/// The bound on the host's peak RSS for the component cases: an interpreter's instance holds
+/// tens of MiB (CPython's heap, SpiderMonkey's), each attempt's own, on top of the host.
+const COMPONENT_RSS_MIB: u64 = 512;
+
+/// The hostile components of [`hostile_components_fail_by_name_under_the_restart_strategy_with_bounded_host_memory`],
+/// for each language whose guest was built.
+fn component_corpus() -> Vec<Case> {
+    let mut cases = Vec::new();
+    if let Some(path) = crate::support::foreign("hostile Python", guests::PY_HOSTILE) {
+        let python = |config| Guest::Built { path, config };
+        cases.extend([
+            Case {
+                name: "Python: endless loop in process",
+                faults: "`while True: pass`, call_timeout 500ms",
+                guest: python("loop"),
+                checkpoints: false,
+                limits: "call_timeout = \"500ms\"",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["guest ran longer than the call time limit of 500ms".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+            Case {
+                name: "Python: unbounded allocation in process",
+                faults: "appends 1 MiB to a list forever, max_memory 160MiB",
+                guest: python("allocate"),
+                checkpoints: false,
+                limits: "max_memory = \"160MiB\"",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["past the limit of 167772160 bytes".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+            Case {
+                name: "Python: open(\"/etc/passwd\") in process",
+                faults: "reads a file of the host",
+                guest: python("open-file"),
+                checkpoints: false,
+                limits: "",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["FileNotFoundError".into(), "/etc/passwd".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+            Case {
+                name: "Python: a TCP socket to 127.0.0.1:9 in process",
+                faults: "opens a socket and connects it",
+                guest: python("socket"),
+                checkpoints: false,
+                limits: "",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["Error".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+        ]);
+    }
+    if let Some(path) = crate::support::foreign("hostile JavaScript", guests::JS_HOSTILE) {
+        let javascript = |config| Guest::Built { path, config };
+        cases.extend([
+            Case {
+                name: "JavaScript: endless loop in process",
+                faults: "`for (;;) spins++`, call_timeout 500ms",
+                guest: javascript("loop"),
+                checkpoints: false,
+                limits: "call_timeout = \"500ms\"",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["guest ran longer than the call time limit of 500ms".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+            Case {
+                name: "JavaScript: unbounded allocation in process",
+                faults: "keeps every object it makes, max_memory 48MiB",
+                guest: javascript("allocate"),
+                checkpoints: false,
+                limits: "max_memory = \"48MiB\"",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["past the limit of 50331648 bytes".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+            Case {
+                name: "JavaScript: fetch(\"http://127.0.0.1:9/\") in process",
+                faults: "reaches for the network",
+                guest: javascript("fetch"),
+                checkpoints: false,
+                limits: "",
+                call: "process",
+                failures_in_call: ATTEMPTS,
+                failure: vec!["guest trap".into()],
+                max_rss_mib: COMPONENT_RSS_MIB,
+            },
+        ]);
+    }
+    cases
+}
+
 /// A guest with `tables` empty tables whose `weir_process` grows each by a million elements,
 /// filled with a function reference (so that every element is written).
 fn table_bomb(tables: usize) -> String {
@@ -737,10 +835,33 @@ fn check(case: &Case, run: &Run) -> Result<String, String> {
 
 #[test]
 fn hostile_guests_fail_by_name_under_the_restart_strategy_with_bounded_host_memory() {
-    let cases = corpus();
+    run_corpus(&corpus());
+}
+
+/// The hostile operators written in Python and JavaScript — a component each, its behaviour
+/// chosen by its config — loop forever, allocate without bound, and reach for a file or the
+/// network: each fails by name within its limits under the restart strategy, the host's memory
+/// bounded, as the WAT corpus does.
+#[test]
+fn hostile_components_fail_by_name_under_the_restart_strategy_with_bounded_host_memory() {
+    let cases = component_corpus();
+    // Compiled once into the module cache the jobs load from, so that no job spends its time,
+    // or the host's memory bound, compiling an interpreter.
+    for case in &cases {
+        if let Guest::Built { path, .. } = case.guest {
+            let sandbox = Sandbox::new("isolation-warm");
+            let out = weir(&sandbox, &["validate", path]);
+            assert_eq!(out.code, Some(0), "{path}: {}{}", out.stdout, out.stderr);
+        }
+    }
+    run_corpus(&cases);
+}
+
+/// Runs every case of a corpus in its own job and checks how each ended, reporting them all.
+fn run_corpus(cases: &[Case]) {
     let mut problems = Vec::new();
     let mut table = String::new();
-    for case in &cases {
+    for case in cases {
         let sandbox = Sandbox::new("isolation");
         let job = corpus_job(&sandbox, case);
         let started = Instant::now();

@@ -426,6 +426,31 @@ fn every_count_refuses_a_garbage_snapshot_with_a_message() {
     }
 }
 
+/// A component refuses a snapshot that is not one with its own message: `err` from the world's
+/// `restore` (a Python exception's type and text, a JavaScript error's), never a trap.
+#[test]
+fn every_component_count_refuses_a_garbage_snapshot_with_a_message() {
+    for guest in component_count_guests() {
+        let mut instance = guest.instance();
+        let err = instance
+            .restore(b"this is no snapshot of any count")
+            .unwrap_err();
+        assert_eq!(err.call, "restore", "{}", guest.name);
+        let GuestFailure::Failed { message } = &err.failure else {
+            panic!(
+                "{}: expected the guest's message, got {:?}",
+                guest.name, err.failure
+            );
+        };
+        assert!(
+            !message.trim().is_empty(),
+            "{}: an empty message",
+            guest.name
+        );
+        assert!(instance.is_poisoned());
+    }
+}
+
 /// An AssemblyScript `throw` reaches the host through `env.abort` and fails the call with the
 /// message, the source file and the line.
 #[test]

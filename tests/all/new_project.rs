@@ -2,7 +2,8 @@
 //! its own script, run its unit test, `weir validate`, `weir test --checkpoint-every 1
 //! --expect`, and `weir run` of its job, the output checked.
 //!
-//! The toolchains are the suite's: the C, Zig and AssemblyScript projects are skipped (loudly)
+//! The toolchains are the suite's: the C, Zig, AssemblyScript, Python and JavaScript projects
+//! are skipped (loudly)
 //! when the build skipped those examples for a missing toolchain, which it never does in CI. The
 //! Zig project is built with the suite's pinned Zig (`ZIG`), not a second download.
 
@@ -41,6 +42,8 @@ fn languages() -> Vec<&'static str> {
         ("c", guests::C_COUNT.is_some()),
         ("zig", guests::ZIG_COUNT.is_some()),
         ("assemblyscript", guests::AS_COUNT.is_some()),
+        ("python", guests::PY_COUNT.is_some()),
+        ("js", guests::JS_COUNT.is_some()),
     ] {
         if built {
             languages.push(language);
@@ -80,9 +83,28 @@ fn every_language_of_weir_new_builds_tests_and_runs_its_project() {
         if dir.join("build.sh").exists() {
             sh(&dir, "bash", &["build.sh"], cargo_target);
         }
-        if language == "rust" {
-            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-            sh(&dir, &cargo, &["test", "--quiet"], cargo_target);
+        let file = name.replace('-', "_");
+        match language {
+            "rust" => {
+                let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+                sh(&dir, &cargo, &["test", "--quiet"], cargo_target);
+            }
+            "python" => {
+                let test = format!("test_{file}");
+                sh(
+                    &dir,
+                    "python3",
+                    &["-m", "unittest", "-q", &test],
+                    cargo_target,
+                );
+            }
+            "js" => sh(
+                &dir,
+                "node",
+                &["--test", &format!("{file}.test.js")],
+                cargo_target,
+            ),
+            _ => {}
         }
         let module = if language == "wat" {
             format!("{name}.wat")

@@ -461,7 +461,13 @@ pub(crate) fn wordcount_counting_with(
 ) -> JobFile {
     JobFile::new("wordcount")
         .file_source("lines", input, follow)
-        .operator("split", weir_tests::guests::SPLIT, 1, None, ("lines", "forward"))
+        .operator(
+            "split",
+            weir_tests::guests::SPLIT,
+            1,
+            None,
+            ("lines", "forward"),
+        )
         .operator("count", count, 2, None, ("split", "key-hash"))
         .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
 }

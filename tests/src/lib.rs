@@ -42,6 +42,18 @@ pub mod guests {
     /// `examples/rust-component`: the count as a component of the world in
     /// `abi/wit/operator.wit`, built for `wasm32-wasip2`; `None` when skipped.
     pub const RUST_COMPONENT_COUNT: Option<&str> = built(env!("WEIR_GUEST_RUST_COMPONENT_COUNT"));
+    /// `examples/python/count`: the count in Python, a component built with componentize-py
+    /// and the SDK of `guest-sdk/python`; `None` when skipped.
+    pub const PY_COUNT: Option<&str> = built(env!("WEIR_GUEST_PY_COUNT"));
+    /// `tests/guests/python/hostile.py`: misbehaves on its first batch as its config says
+    /// (`loop`, `allocate`, `open-file`, `socket`); `None` when skipped.
+    pub const PY_HOSTILE: Option<&str> = built(env!("WEIR_GUEST_PY_HOSTILE"));
+    /// `examples/js/count`: the count in JavaScript, a component built with componentize-js
+    /// and the SDK of `guest-sdk/js`; `None` when skipped.
+    pub const JS_COUNT: Option<&str> = built(env!("WEIR_GUEST_JS_COUNT"));
+    /// `tests/guests/js/hostile.js`: misbehaves on its first batch as its config says
+    /// (`loop`, `allocate`, `fetch`); `None` when skipped.
+    pub const JS_HOSTILE: Option<&str> = built(env!("WEIR_GUEST_JS_HOSTILE"));
 
     /// A guest path as `build.rs` set it: empty when the guest was skipped.
     const fn built(path: &'static str) -> Option<&'static str> {

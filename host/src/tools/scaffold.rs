@@ -32,12 +32,19 @@ pub enum Language {
     AssemblyScript,
     /// The WebAssembly text format, by hand: nothing to build.
     Wat,
+    /// Python, a component built with componentize-py and the SDK of `guest-sdk/python`.
+    Python,
+    /// JavaScript (or TypeScript), a component built with componentize-js and the SDK of
+    /// `guest-sdk/js`.
+    JavaScript,
 }
 
 impl Language {
     /// Every language, in the order `weir new --list` shows them.
-    pub const ALL: [Language; 5] = [
+    pub const ALL: [Language; 7] = [
         Language::Rust,
+        Language::Python,
+        Language::JavaScript,
         Language::C,
         Language::Zig,
         Language::AssemblyScript,
@@ -52,6 +59,8 @@ impl Language {
             Language::Zig => "zig",
             Language::AssemblyScript => "assemblyscript",
             Language::Wat => "wat",
+            Language::Python => "python",
+            Language::JavaScript => "js",
         }
     }
 
@@ -63,6 +72,8 @@ impl Language {
             .find(|l| l.name() == name)
             .or(match name.as_str() {
                 "as" => Some(Language::AssemblyScript),
+                "py" => Some(Language::Python),
+                "javascript" | "typescript" | "ts" => Some(Language::JavaScript),
                 _ => None,
             })
     }
@@ -83,7 +94,21 @@ impl Language {
                  pinned compiler"
             }
             Language::Wat => "none: weir loads `.wat` text as it is",
+            Language::Python => {
+                "python3 with venv; `build.sh` installs the pinned componentize-py from PyPI \
+                 (the Weir checkout's scripts/install-componentize-py.sh)"
+            }
+            Language::JavaScript => {
+                "Node.js 20+ with npm; `build.sh` installs the pinned componentize-js (the Weir \
+                 checkout's scripts/install-componentize-js.sh)"
+            }
         }
+    }
+
+    /// Whether its SDK lives only in the Weir repository, so that a project needs the checkout
+    /// this `weir` was built from.
+    fn needs_checkout(self) -> bool {
+        matches!(self, Language::Python | Language::JavaScript)
     }
 
     /// The module file the project's build makes, relative to the project.
@@ -114,6 +139,14 @@ pub enum ScaffoldError {
     /// The directory exists and is not empty.
     #[error("{} already exists and is not empty: choose another name or remove it", .0.display())]
     Exists(PathBuf),
+    /// The language's SDK is in the Weir repository, and this `weir` was not built from a
+    /// checkout that is still there.
+    #[error(
+        "`weir new {0}` needs the Weir repository this weir was built from (its SDK is \
+         guest-sdk/ there), and it is gone: run weir from a checkout (`cargo run -p weir -- new \
+         {0} NAME`)"
+    )]
+    NeedsCheckout(Language),
     /// Writing a file failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -150,6 +183,11 @@ pub fn scaffold(
     check_name(name)?;
     if fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(ScaffoldError::Exists(dir.to_path_buf()));
+    }
+    // The repository a checkout's SDK is in.
+    let repository = sdk.and_then(Path::parent);
+    if language.needs_checkout() && repository.is_none() {
+        return Err(ScaffoldError::NeedsCheckout(language));
     }
     let module = language.module(name);
     let mut files: Vec<(String, String)> = match language {
@@ -200,6 +238,12 @@ pub fn scaffold(
             ),
         ],
         Language::Wat => vec![(module.clone(), WAT_COUNT.into())],
+        Language::Python | Language::JavaScript => component_files(
+            language,
+            name,
+            &module,
+            repository.unwrap_or(Path::new(".")),
+        ),
     };
     files.push(("job.toml".into(), job_file(name, &module)));
     files.push(("input.jsonl".into(), INPUT.into()));
@@ -268,6 +312,62 @@ fn script(commands: &str) -> String {
     )
 }
 
+/// The files of a Python or JavaScript project: the count example, a harness test, and a build
+/// script calling the SDK's, all naming the SDK in `repository` by its path.
+fn component_files(
+    language: Language,
+    name: &str,
+    module: &str,
+    repository: &Path,
+) -> Vec<(String, String)> {
+    let repository = repository.display().to_string();
+    let file = name.replace('-', "_");
+    let fill = |text: &str| {
+        text.replace("{{name}}", name)
+            .replace("{{file}}", &file)
+            .replace("{{repository}}", &repository)
+    };
+    match language {
+        Language::Python => vec![
+            (
+                format!("{file}.py"),
+                PY_COUNT.replace(
+                    "bash guest-sdk/python/build.sh count.wasm examples/python/count/count.py",
+                    "bash build.sh",
+                ),
+            ),
+            (format!("test_{file}.py"), fill(PY_TEST)),
+            (
+                "build.sh".into(),
+                script(&format!(
+                    "bash {repository:?}/guest-sdk/python/build.sh {module} {file}.py"
+                )),
+            ),
+        ],
+        _ => vec![
+            (
+                format!("{file}.js"),
+                JS_COUNT
+                    .replace(
+                        "'../../../guest-sdk/js/index.js'",
+                        &format!("{:?}", format!("{repository}/guest-sdk/js/index.js")),
+                    )
+                    .replace(
+                        "bash guest-sdk/js/build.sh count.wasm examples/js/count/count.js",
+                        "bash build.sh",
+                    ),
+            ),
+            (format!("{file}.test.js"), fill(JS_TEST)),
+            (
+                "build.sh".into(),
+                script(&format!(
+                    "bash {repository:?}/guest-sdk/js/build.sh {module} {file}.js"
+                )),
+            ),
+        ],
+    }
+}
+
 fn rust_files(name: &str, sdk: Option<&Path>) -> Vec<(String, String)> {
     let sdk_dependency = match sdk {
         Some(path) => format!("weir-sdk = {{ path = {:?} }}", path.display().to_string()),
@@ -306,9 +406,14 @@ fn job_file(name: &str, module: &str) -> String {
 }
 
 fn readme(language: Language, name: &str, module: &str) -> String {
+    let file = name.replace('-', "_");
+    let python_unit = format!("python3 -m unittest test_{file}");
+    let js_unit = format!("node --test {file}.test.js");
     let (build, unit) = match language {
         Language::Rust => ("bash build.sh", "cargo test"),
         Language::Wat => ("nothing to build", "the weir test line below"),
+        Language::Python => ("bash build.sh", python_unit.as_str()),
+        Language::JavaScript => ("bash build.sh", js_unit.as_str()),
         _ => ("bash build.sh", "the weir test line below"),
     };
     format!(
@@ -320,7 +425,12 @@ fn readme(language: Language, name: &str, module: &str) -> String {
          - Check it: `weir validate {module}`.\n\
          - Test it: `weir test {module} --input input.jsonl --expect expected.jsonl --checkpoint-every 1`.\n\
          - Run it: `weir run job.toml` (output in `out/`, checkpoints in `checkpoints/`).\n\
-         - The contract it follows is docs/ABI.md of the Weir repository; the job file is docs/JOB.md.\n",
+         - The contract it follows is {contract} of the Weir repository; the job file is docs/JOB.md.\n",
+        contract = if language.needs_checkout() {
+            "docs/COMPONENTS.md"
+        } else {
+            "docs/ABI.md"
+        },
         toolchain = language.toolchain(),
     )
 }
@@ -335,6 +445,10 @@ const ZIG_REQUIREMENTS: &str = include_str!("../../../examples/zig/requirements.
 const AS_COUNT: &str = include_str!("../../../examples/assemblyscript/assembly/index.ts");
 const AS_PACKAGE: &str = include_str!("../../../examples/assemblyscript/package.json");
 const WAT_COUNT: &str = include_str!("../../../examples/wat/count.wat");
+const PY_COUNT: &str = include_str!("../../../examples/python/count/count.py");
+const JS_COUNT: &str = include_str!("../../../examples/js/count/count.js");
+const PY_TEST: &str = include_str!("../../templates/python/test_count.py.in");
+const JS_TEST: &str = include_str!("../../templates/js/count.test.js.in");
 
 /// The `weir test` fixture: records of three keys, in the order they arrive.
 const INPUT: &str = "{\"key\":\"a\",\"value\":\"x\",\"timestamp\":1}\n\

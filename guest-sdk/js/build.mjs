@@ -1,0 +1,157 @@
+// Why this module exists: it builds a Weir operator written in JavaScript (or TypeScript) into
+// a WebAssembly component of the world `operator` (abi/wit/operator.wit), in three steps:
+//
+// 1. it writes an entry module that imports the user's module and the SDK's component glue
+//    (src/component.js) and exports `guest`, the WIT export;
+// 2. it bundles the entry, the user's modules, the SDK and any npm packages they import into
+//    one ES module with rolldown, keeping only `weir:operator/host@1.0.0` as an import (the
+//    engine inside a component loads modules only from one directory, so the bundle is what
+//    lets an operator live anywhere and import anything);
+// 3. it runs componentize-js through its Node API (its `jco componentize` CLI fails here),
+//    without the `http` and `fetch-event` features, which would make the component import
+//    wasi:http, which the host refuses.
+//
+//   node guest-sdk/js/build.mjs OUT.wasm OPERATOR.js
+//
+// Relative paths resolve against the current directory. Silent on success; on failure it
+// prints what failed and exits 1 (2 for a usage error).
+
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { builtinModules } from 'node:module';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { rolldown } from 'rolldown';
+import { componentize } from '@bytecodealliance/componentize-js';
+import { componentWit } from '@bytecodealliance/jco';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const WIT = resolve(here, '../../abi/wit/operator.wit');
+const GLUE = resolve(here, 'src/component.js');
+const HOST_IMPORT = 'weir:operator/host@1.0.0';
+const NODE_BUILTINS = new Set(builtinModules);
+
+/** A failure found by this script rather than by the tools it runs. */
+class BuildError extends Error {}
+
+/**
+ * Builds the component for the operator module `operatorPath` into `outPath`.
+ *
+ * @param {string} outPath where to write the component
+ * @param {string} operatorPath the operator's module: its default export is the Operator
+ *   subclass, or else its one exported Operator subclass
+ */
+export async function build(outPath, operatorPath) {
+  const source = resolve(operatorPath);
+  const out = resolve(outPath);
+  if (!(await stat(source).catch(() => null))?.isFile()) {
+    throw new BuildError(`the operator module ${operatorPath} does not exist`);
+  }
+  const work = await mkdtemp(join(tmpdir(), 'weir-js-build-'));
+  try {
+    const entry = join(work, 'entry.js');
+    await writeFile(
+      entry,
+      `import * as operatorModule from ${JSON.stringify(source)};\n` +
+        `import { exportGuest } from ${JSON.stringify(GLUE)};\n` +
+        `export const guest = exportGuest(operatorModule, ${JSON.stringify(basename(source))});\n`,
+    );
+    const bundled = join(work, 'operator.js');
+    await bundle(entry, bundled);
+    const component = await componentizeIn(work, bundled);
+    await checkImports(component);
+    await mkdir(dirname(out), { recursive: true });
+    await writeFile(out, component);
+  } finally {
+    await rm(work, { recursive: true, force: true });
+  }
+}
+
+/**
+ * Throws a BuildError if the component imports a network interface (wasi:http, wasi:sockets),
+ * which the host refuses: it would mean componentize-js was run with other features.
+ */
+async function checkImports(component) {
+  const wit = await componentWit(component);
+  const imports = [...wit.matchAll(/^\s*import ([^;]+);/gm)].map((m) => m[1]);
+  const network = imports.filter((name) => /^wasi:(http|sockets)\//.test(name));
+  if (network.length > 0) {
+    throw new BuildError(`the component imports ${network.join(', ')}, which the host refuses`);
+  }
+}
+
+/** Bundles `entry` and everything it imports into the ES module `file`. */
+async function bundle(entry, file) {
+  const problems = [];
+  const bundler = await rolldown({
+    input: entry,
+    platform: 'neutral',
+    external: [HOST_IMPORT],
+    plugins: [
+      {
+        name: 'weir-no-node-builtins',
+        resolveId(id, importer) {
+          if (id.startsWith('node:') || NODE_BUILTINS.has(id)) {
+            problems.push(
+              `${importer ?? 'the operator'} imports \`${id}\`, a Node.js module, but a component ` +
+                'runs no Node.js (no files, no network, no process): keep tests, which import ' +
+                'testing.js, apart from the operator module',
+            );
+            return { id, external: true };
+          }
+          return null;
+        },
+      },
+    ],
+    onLog(level, log) {
+      // An import that does not resolve would fail only inside the engine, and cryptically.
+      if (level === 'warn' && log.code === 'UNRESOLVED_IMPORT') problems.push(log.message);
+      else if (level === 'warn') console.error(`weir: warning: ${log.message}`);
+    },
+  });
+  try {
+    await bundler.write({ file, format: 'esm', codeSplitting: false });
+  } finally {
+    await bundler.close();
+  }
+  if (problems.length > 0) throw new BuildError(problems.join('\n'));
+}
+
+/**
+ * Runs componentize-js on `file` from inside `work`, so that the engine's module directory is
+ * `work` wherever the caller stands; returns the component's bytes.
+ */
+async function componentizeIn(work, file) {
+  const cwd = process.cwd();
+  process.chdir(work);
+  try {
+    const { component } = await componentize({
+      sourcePath: file,
+      witPath: WIT,
+      worldName: 'operator',
+      disableFeatures: ['http', 'fetch-event'],
+    });
+    return component;
+  } finally {
+    process.chdir(cwd);
+  }
+}
+
+async function main(args) {
+  if (args.length !== 2) {
+    console.error('usage: node guest-sdk/js/build.mjs OUT.wasm OPERATOR.js');
+    return 2;
+  }
+  try {
+    await build(args[0], args[1]);
+    return 0;
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(`weir: building ${args[1]} into a component failed:\n${message}`);
+    return 1;
+  }
+}
+
+if (process.argv[1] && resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  process.exitCode = await main(process.argv.slice(2));
+}
