@@ -5,6 +5,7 @@
 //!
 //! ```text
 //! component-bench NAME MODULE.wasm [--records N] [--keys 10000,1000000]
+//! component-bench rust-count -          (the core-module Rust count this crate builds)
 //! ```
 //!
 //! It prints one JSON object: the module's size; compile time into an empty module cache and
@@ -26,7 +27,7 @@ use weir_benches::workload::{Workload, distinct_keys};
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (Some(name), Some(module)) = (args.first(), args.get(1)) else {
-        eprintln!("usage: component-bench NAME MODULE.wasm [--records N] [--keys K1,K2]");
+        eprintln!("usage: component-bench NAME MODULE.wasm|- [--records N] [--keys K1,K2]");
         return ExitCode::from(2);
     };
     let mut records = 1_000_000u64;
@@ -45,6 +46,11 @@ fn main() -> ExitCode {
             }
         }
     }
+    let module = if module == "-" {
+        weir_benches::guests::COUNT_WASM
+    } else {
+        module.as_str()
+    };
     match measure(name, Path::new(module), records, &key_counts) {
         Ok(json) => {
             println!("{json}");
@@ -89,10 +95,15 @@ fn measure(
         Ok(started.elapsed())
     })?;
     let throughput = records_per_second(&module, name, records)?;
-    let mut states = Vec::new();
-    for &keys in key_counts {
-        states.push(state_costs(&module, name, keys)?);
-    }
+    // A state too large for the guest (a JavaScript engine has a heap limit of its own) is a
+    // result too: the failure is recorded with the key count.
+    let states: Vec<serde_json::Value> = key_counts
+        .iter()
+        .map(|&keys| {
+            state_costs(&module, name, keys)
+                .unwrap_or_else(|error| serde_json::json!({ "keys": keys, "error": error }))
+        })
+        .collect();
     Ok(serde_json::json!({
         "name": name,
         "module_bytes": size,

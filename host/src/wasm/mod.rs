@@ -11,8 +11,10 @@
 //!
 //! The rest of the host — dataflow tasks, checkpoints — must talk only to these types
 //! ([`WasmEngine`], [`OperatorModule`], [`GuestInstance`]), never to raw exports. A second
-//! front door for WebAssembly components (a WIT world with the same operations) will sit
-//! behind the same types.
+//! front door, for WebAssembly components of the WIT world `abi/wit/operator.wit` (Python,
+//! JavaScript, Rust for WASI 0.2), sits behind the same types: [`component`] holds what differs
+//! (the world's version, the deny-by-default WASI, the host side of the world's imports), and
+//! the limits, failures and checkpoints are the same.
 //!
 //! # Object lifetimes
 //!
