@@ -87,7 +87,7 @@ test('the snapshot is the default JSON of the counts', () => {
   harness.push('a', '', 1);
   harness.push(new Uint8Array([0, 0xff]), '', 1);
   const json = new TextDecoder().decode(harness.snapshot());
-  assert.equal(json, '{"counts":{"$weir":"map","entries":[["a",1],["\\u0000\u00ff",1]]}}');
+  assert.equal(json, '{"counts":{"$weir":"map","keys":["a","\\u0000\u00ff"],"values":[1,1]}}');
 });
 
 test('a garbage snapshot fails restore with a message', () => {

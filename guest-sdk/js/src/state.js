@@ -4,7 +4,7 @@
 // refuse a BigInt; this codec writes those as tagged JSON objects and reads them back, and
 // refuses loudly what JSON cannot carry rather than losing it.
 //
-// Tagged values are objects with a `$weir` member: {"$weir":"map","entries":[[k,v],...]},
+// Tagged values are objects with a `$weir` member: {"$weir":"map","keys":[...],"values":[...]},
 // {"$weir":"set","values":[...]}, {"$weir":"bytes","base64":"..."}, {"$weir":"bigint",
 // "value":"-12"}; a plain object of the state that has its own `$weir` member is written as
 // {"$weir":"object","entries":[[name,value],...]} so that it is never mistaken for a tag.
@@ -102,7 +102,9 @@ export function stringify(value) {
     }
     if (item === null || Array.isArray(item)) return item;
     if (item instanceof Map) {
-      return tagged(made, { [TAG]: 'map', entries: Array.from(item) });
+      // Keys and values as two arrays, not an array of pairs: a pair is an object each, and a
+      // state of many keys would make as many objects for the engine's bounded heap to hold.
+      return tagged(made, { [TAG]: 'map', keys: Array.from(item.keys()), values: Array.from(item.values()) });
     }
     if (item instanceof Set) {
       return tagged(made, { [TAG]: 'set', values: Array.from(item) });
@@ -158,8 +160,14 @@ function revive(_name, value) {
     return value;
   }
   switch (value[TAG]) {
-    case 'map':
-      return new Map(value.entries);
+    case 'map': {
+      if (!Array.isArray(value.keys) || !Array.isArray(value.values) || value.keys.length !== value.values.length) {
+        throw new WeirError('the snapshot does not decode: a map needs `keys` and `values` of one length');
+      }
+      const map = new Map();
+      for (let i = 0; i < value.keys.length; i++) map.set(value.keys[i], value.values[i]);
+      return map;
+    }
     case 'set':
       return new Set(value.values);
     case 'bytes':

@@ -83,7 +83,8 @@ test('a snapshot that does not decode is refused with a message', () => {
     [new Uint8Array([0xff]), /not UTF-8 JSON/],
     [new TextEncoder().encode('[1]'), /not a JSON object of properties/],
     [new TextEncoder().encode('{"x":{"$weir":"unknown"}}'), /unknown tag "unknown"/],
-    [new TextEncoder().encode('{"x":{"$weir":"map","entries":5}}'), /the snapshot does not decode/],
+    [new TextEncoder().encode('{"x":{"$weir":"map","keys":5}}'), /the snapshot does not decode/],
+    [new TextEncoder().encode('{"x":{"$weir":"map","keys":[1],"values":[]}}'), /keys` and `values` of one length/],
     [new TextEncoder().encode('{"__proto__":{}}'), /names the property `__proto__`/],
   ]) {
     assert.throws(() => restoreState(operator, bytes), { name: 'WeirError', message });
