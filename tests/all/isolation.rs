@@ -1148,6 +1148,55 @@ fn the_host_provides_exactly_the_imports_abi_md_lists() {
     );
 }
 
+/// A component's standard output reaches the job's log line by line, tagged with the operator
+/// and subtask, and a flood is cut at the rate docs/COMPONENTS.md gives, saying so: the Python
+/// guest prints 150 lines in one call.
+#[test]
+fn a_components_prints_reach_the_log_under_its_name_cut_at_the_rate() {
+    let Some(path) = crate::support::foreign("hostile Python", guests::PY_HOSTILE) else {
+        return;
+    };
+    let sandbox = Sandbox::new("isolation-print");
+    let input = sandbox.join("input.jsonl");
+    fs::write(&input, "{\"key\":\"k\",\"value\":\"v\",\"timestamp\":1}\n").unwrap();
+    let out = weir_command(
+        &sandbox,
+        &[
+            "test",
+            path,
+            "--config",
+            "print",
+            "--operator",
+            "noisy",
+            "--input",
+            input.to_str().unwrap(),
+        ],
+        "",
+        &[("RUST_LOG", "info")],
+    );
+    assert_eq!(out.code, Some(0), "{}", out.stderr);
+    let logged: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|line| line.contains("of the flood"))
+        .collect();
+    let limit = weir::wasm::component::MAX_LOG_LINES_PER_SECOND as usize;
+    assert_eq!(logged.len(), limit, "{}", out.stderr);
+    assert!(
+        logged[0].contains("line 0 of the flood")
+            && logged[0].contains("operator=\"noisy\"")
+            && logged[0].contains("subtask=0"),
+        "{}",
+        logged[0]
+    );
+    assert!(
+        out.stderr
+            .contains(&format!("more than {limit} lines a second")),
+        "{}",
+        out.stderr
+    );
+}
+
 /// The WASI interfaces `docs/COMPONENTS.md` says a component may import, with what each gives:
 /// the rows of its table after the comment naming `ALLOWED`.
 fn documented_wasi() -> Vec<(String, String)> {

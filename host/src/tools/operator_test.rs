@@ -68,12 +68,17 @@ pub enum CaptureUsed {
     EmptyExports,
     /// An image of the instance's memories and mutable globals, taken by the host.
     Image,
+    /// A component's own `snapshot` and `restore` (docs/COMPONENTS.md): with the Python and
+    /// JavaScript SDKs, their default state (the operator's attributes, or its properties).
+    Component,
 }
 
 impl CaptureUsed {
     /// The capture a job uses for `module` as it was loaded.
     pub fn of(module: &OperatorModule) -> Self {
-        if module.image_layout().is_some() {
+        if module.is_component() {
+            CaptureUsed::Component
+        } else if module.image_layout().is_some() {
             CaptureUsed::Image
         } else if module.capabilities().snapshot {
             CaptureUsed::Exports
@@ -88,6 +93,7 @@ impl CaptureUsed {
             CaptureUsed::Exports => "snapshots (weir_snapshot)",
             CaptureUsed::EmptyExports => "empty snapshots (no weir_snapshot)",
             CaptureUsed::Image => "images",
+            CaptureUsed::Component => "snapshots (the component's snapshot)",
         }
     }
 
@@ -97,13 +103,16 @@ impl CaptureUsed {
             CaptureUsed::Exports => "snapshot (weir_snapshot)",
             CaptureUsed::EmptyExports => "empty snapshot (no weir_snapshot)",
             CaptureUsed::Image => "image",
+            CaptureUsed::Component => "snapshot (the component's snapshot)",
         }
     }
 
     /// The checkpoints of a run, in a failure message: "a snapshot and restore", "an image".
     fn checkpoint_phrase(self) -> &'static str {
         match self {
-            CaptureUsed::Exports | CaptureUsed::EmptyExports => "a snapshot and restore",
+            CaptureUsed::Exports | CaptureUsed::EmptyExports | CaptureUsed::Component => {
+                "a snapshot and restore"
+            }
             CaptureUsed::Image => "an image of memory and globals restored",
         }
     }
@@ -133,6 +142,13 @@ impl CaptureUsed {
                  not in the operator: please report it with the module; until then checkpoint \
                  it through weir_snapshot and weir_restore (docs/ABI.md §3, --checkpoint exports)"
             }
+            CaptureUsed::Component => {
+                "the component is checkpointed through its snapshot and restore, and they lose or \
+                 change state: the Python SDK pickles the operator's attributes and the \
+                 JavaScript SDK writes its own enumerable properties as JSON, leaving out names \
+                 that start with `_` — keep the state there, or override snapshot() and \
+                 restore() (docs/COMPONENTS.md)"
+            }
         }
     }
 }
@@ -143,6 +159,7 @@ impl fmt::Display for CaptureUsed {
             CaptureUsed::Exports => "through its weir_snapshot and weir_restore",
             CaptureUsed::EmptyExports => "through its exports, which have no weir_snapshot",
             CaptureUsed::Image => "as an image of its memory and globals",
+            CaptureUsed::Component => "through the component's snapshot and restore",
         })
     }
 }

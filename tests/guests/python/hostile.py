@@ -9,6 +9,8 @@ case.
 - ``open-file``: reads ``/etc/passwd``. The sandbox gives a component no files, so ``open``
   raises an ``OSError`` and the call fails with it. Only if the file could be read would the
   guest emit ``read`` with its first bytes: the breach a test looks for.
+- ``print``: prints 150 lines to standard output and returns: not a failure, a flood of the
+  job's log, which the host cuts at 100 lines a second.
 - ``socket``: makes a TCP socket and connects it to ``127.0.0.1:9``. The sandbox gives no
   network, so creating the socket raises an ``OSError``. Only if it connected would the guest
   emit ``connected``.
@@ -27,7 +29,7 @@ class Hostile(weir.Operator):
 
     def __init__(self, ctx):
         self.behaviour = ctx.config_str()
-        if self.behaviour not in ("loop", "allocate", "open-file", "socket"):
+        if self.behaviour not in ("loop", "allocate", "open-file", "print", "socket"):
             raise weir.WeirError(f"unknown behaviour {self.behaviour!r}")
 
     def process(self, batch, out):
@@ -38,6 +40,9 @@ class Hostile(weir.Operator):
             hoard = []
             while True:
                 hoard.append(bytearray(b"\xa5") * (1 << 20))
+        elif self.behaviour == "print":
+            for line in range(150):
+                print(f"line {line} of the flood")
         elif self.behaviour == "open-file":
             with open("/etc/passwd", "rb") as f:
                 out.emit(b"read", f.read(64), 0)

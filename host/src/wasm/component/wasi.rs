@@ -298,6 +298,14 @@ impl LineLog {
             self.lines_in_window = 0;
         }
         if self.lines_in_window >= MAX_LOG_LINES_PER_SECOND {
+            if self.dropped == 0 {
+                // Said at once, so that a flood that ends within the second is not silent.
+                tracing::warn!(
+                    target: "weir::guest", operator = &*self.operator, subtask = self.subtask,
+                    "the guest writes more than {MAX_LOG_LINES_PER_SECOND} lines a second: \
+                     the rest of this second's are not logged"
+                );
+            }
             self.dropped += 1;
             return;
         }
