@@ -69,6 +69,9 @@ struct ForeignGuest {
     args: &'static [&'static str],
     /// What it builds from, for `rerun-if-changed`.
     sources: &'static [&'static str],
+    /// The SDK and toolchain files it is built with besides, shared by the guests of its
+    /// language; also for `rerun-if-changed`.
+    toolchain: &'static [&'static str],
     /// The environment variable that carries the module's path (empty when skipped).
     env: &'static str,
     /// What to install by hand when the script cannot.
@@ -88,6 +91,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "scripts/install-c-toolchain.sh",
             "scripts/apt-install.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_C_COUNT",
         needs: "clang and wasm-ld: `apt-get install -y clang lld` (Debian/Ubuntu)",
     },
@@ -105,6 +109,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "scripts/apt-install.sh",
             "scripts/install-wasi-libc.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_C_LIBC_COUNT",
         needs: "clang, wasm-ld, wasi-libc and clang's wasm32 builtins: `apt-get install -y clang \
                 lld wasi-libc libclang-rt-14-dev-wasm32` (Debian)",
@@ -121,6 +126,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "scripts/install-zig.sh",
             "scripts/apt-install.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_ZIG_COUNT",
         needs: "Python 3 with venv (`apt-get install -y python3-venv`), then `bash \
                 scripts/install-zig.sh` (PyPI's ziglang, pinned in examples/zig/requirements.txt)",
@@ -136,6 +142,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "examples/assemblyscript/build.sh",
             "scripts/install-assemblyscript.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT",
         needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
                 examples/assemblyscript",
@@ -153,6 +160,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "examples/assemblyscript/build.sh",
             "scripts/install-assemblyscript.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT_MINIMAL",
         needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
                 examples/assemblyscript",
@@ -168,6 +176,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "examples/assemblyscript/build.sh",
             "scripts/install-assemblyscript.sh",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT_INCREMENTAL",
         needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
                 examples/assemblyscript",
@@ -184,6 +193,7 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
             "examples/rust-component/build.sh",
             "abi/wit/operator.wit",
         ],
+        toolchain: &[],
         env: "WEIR_GUEST_RUST_COMPONENT_COUNT",
         needs: "the Rust target wasm32-wasip2: `rustup target add wasm32-wasip2`",
     },
@@ -192,15 +202,8 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "Python count (examples/python/count)",
         script: "guest-sdk/python/build.sh",
         args: &["examples/python/count/count.py"],
-        sources: &[
-            "examples/python/count/count.py",
-            "guest-sdk/python/weir",
-            "guest-sdk/python/build.sh",
-            "guest-sdk/python/requirements-build.txt",
-            "scripts/install-componentize-py.sh",
-            "scripts/apt-install.sh",
-            "abi/wit/operator.wit",
-        ],
+        sources: &["examples/python/count/count.py"],
+        toolchain: PYTHON_SDK,
         env: "WEIR_GUEST_PY_COUNT",
         needs: PYTHON_NEEDS,
     },
@@ -209,15 +212,8 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "hostile Python operator (tests/guests/python)",
         script: "guest-sdk/python/build.sh",
         args: &["tests/guests/python/hostile.py"],
-        sources: &[
-            "tests/guests/python/hostile.py",
-            "guest-sdk/python/weir",
-            "guest-sdk/python/build.sh",
-            "guest-sdk/python/requirements-build.txt",
-            "scripts/install-componentize-py.sh",
-            "scripts/apt-install.sh",
-            "abi/wit/operator.wit",
-        ],
+        sources: &["tests/guests/python/hostile.py"],
+        toolchain: PYTHON_SDK,
         env: "WEIR_GUEST_PY_HOSTILE",
         needs: PYTHON_NEEDS,
     },
@@ -226,18 +222,8 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "JavaScript count (examples/js/count)",
         script: "guest-sdk/js/build.sh",
         args: &["examples/js/count/count.js"],
-        sources: &[
-            "examples/js/count/count.js",
-            "guest-sdk/js/src",
-            "guest-sdk/js/index.js",
-            "guest-sdk/js/build.mjs",
-            "guest-sdk/js/build.sh",
-            "guest-sdk/js/package.json",
-            "guest-sdk/js/package-lock.json",
-            "scripts/install-componentize-js.sh",
-            "scripts/apt-install.sh",
-            "abi/wit/operator.wit",
-        ],
+        sources: &["examples/js/count/count.js"],
+        toolchain: JS_SDK,
         env: "WEIR_GUEST_JS_COUNT",
         needs: JS_NEEDS,
     },
@@ -246,18 +232,8 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "hostile JavaScript operator (tests/guests/js)",
         script: "guest-sdk/js/build.sh",
         args: &["tests/guests/js/hostile.js"],
-        sources: &[
-            "tests/guests/js/hostile.js",
-            "guest-sdk/js/src",
-            "guest-sdk/js/index.js",
-            "guest-sdk/js/build.mjs",
-            "guest-sdk/js/build.sh",
-            "guest-sdk/js/package.json",
-            "guest-sdk/js/package-lock.json",
-            "scripts/install-componentize-js.sh",
-            "scripts/apt-install.sh",
-            "abi/wit/operator.wit",
-        ],
+        sources: &["tests/guests/js/hostile.js"],
+        toolchain: JS_SDK,
         env: "WEIR_GUEST_JS_HOSTILE",
         needs: JS_NEEDS,
     },
@@ -267,6 +243,31 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
 const JS_NEEDS: &str = "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `bash \
                         scripts/install-componentize-js.sh` (componentize-js, pinned in \
                         guest-sdk/js/package-lock.json)";
+
+/// What every Python guest is built with: the SDK, its build script and the pinned
+/// componentize-py, and the world.
+const PYTHON_SDK: &[&str] = &[
+    "guest-sdk/python/weir",
+    "guest-sdk/python/build.sh",
+    "guest-sdk/python/requirements-build.txt",
+    "scripts/install-componentize-py.sh",
+    "scripts/apt-install.sh",
+    "abi/wit/operator.wit",
+];
+
+/// What every JavaScript guest is built with: the SDK, its build script and its pinned npm
+/// packages, and the world.
+const JS_SDK: &[&str] = &[
+    "guest-sdk/js/src",
+    "guest-sdk/js/index.js",
+    "guest-sdk/js/build.mjs",
+    "guest-sdk/js/build.sh",
+    "guest-sdk/js/package.json",
+    "guest-sdk/js/package-lock.json",
+    "scripts/install-componentize-js.sh",
+    "scripts/apt-install.sh",
+    "abi/wit/operator.wit",
+];
 
 /// What the Python guests need when their script cannot install it.
 const PYTHON_NEEDS: &str = "Python 3 with venv (`apt-get install -y python3-venv`), then `bash \
@@ -284,7 +285,7 @@ fn build_foreign_guests(root: &Path) {
     let may_skip = !in_ci && env::var("WEIR_SKIP_FOREIGN_GUESTS").is_ok_and(|v| v == "1");
     let out_dir = PathBuf::from(env::var_os("OUT_DIR").unwrap()).join("foreign-guests");
     for guest in FOREIGN_GUESTS {
-        for source in guest.sources {
+        for source in guest.sources.iter().chain(guest.toolchain) {
             println!("cargo:rerun-if-changed={}", root.join(source).display());
         }
         let wasm = out_dir.join(format!("{}.wasm", guest.env.to_lowercase()));
