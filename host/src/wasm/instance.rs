@@ -162,11 +162,7 @@ impl GuestInstance {
         let failed = |call: Call, failure, backtrace| GuestError {
             operator: context.operator.clone(),
             subtask: context.subtask,
-            call: if component {
-                call.component_name()
-            } else {
-                call.name()
-            },
+            call: call.name_for(component),
             failure,
             backtrace,
         };
@@ -942,11 +938,7 @@ impl GuestInstance {
 
     /// `call`'s name as the guest knows it: the core export's or the world function's.
     fn call_name(&self, call: Call) -> &'static str {
-        if self.is_component() {
-            call.component_name()
-        } else {
-            call.name()
-        }
+        call.name_for(self.is_component())
     }
 }
 

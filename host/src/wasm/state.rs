@@ -76,6 +76,16 @@ impl Call {
         }
     }
 
+    /// The name the guest knows the call by: the world function's for a component, the core
+    /// export's otherwise.
+    pub(crate) fn name_for(self, component: bool) -> &'static str {
+        if component {
+            self.component_name()
+        } else {
+            self.name()
+        }
+    }
+
     /// The calls during which `emit` and `emit_to` are allowed (`docs/ABI.md` §4).
     pub(crate) const EMITTING: [Call; 4] = [
         Call::Process,
@@ -240,11 +250,7 @@ impl GuestState {
     /// The running call's name as the guest knows it: the core export's, or the world
     /// function's for a component.
     pub(crate) fn call_name(&self) -> &'static str {
-        if self.wasi.is_some() {
-            self.call.component_name()
-        } else {
-            self.call.name()
-        }
+        self.call.name_for(self.wasi.is_some())
     }
 
     /// Marks `call` as running and forgets what the previous call left behind.
