@@ -12,6 +12,8 @@
 
 pub mod batch;
 pub mod init;
+pub mod key_group;
+pub mod rescalable;
 pub mod table;
 pub mod time;
 mod wire;
