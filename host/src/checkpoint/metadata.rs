@@ -130,6 +130,11 @@ pub struct CheckpointMetadata {
     /// Parallelism of every vertex of the job graph, by vertex name: a
     /// restore refuses a changed parallelism of a stateful vertex.
     pub parallelism: BTreeMap<String, u32>,
+    /// The number of key groups of every vertex, by vertex name (docs/ABI.md §16): a restore
+    /// keeps an operator's with its state. Absent from checkpoints of builds before key
+    /// groups, which routed keys as if each vertex had as many key groups as subtasks.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub max_parallelism: BTreeMap<String, u32>,
     /// Every task's state, one entry per task of the execution graph.
     pub tasks: Vec<TaskStateMeta>,
 }
@@ -182,6 +187,8 @@ pub struct JobIdentity {
     pub fingerprint: u64,
     /// Parallelism of every vertex, by vertex name.
     pub parallelism: BTreeMap<String, u32>,
+    /// Key groups of every vertex, by vertex name.
+    pub max_parallelism: BTreeMap<String, u32>,
 }
 
 impl CheckpointMetadata {
@@ -219,6 +226,7 @@ impl CheckpointMetadata {
             completion_time_ms,
             duration_ms,
             parallelism: job.parallelism.clone(),
+            max_parallelism: job.max_parallelism.clone(),
             tasks,
         }
     }
@@ -457,6 +465,7 @@ pub(crate) mod tests {
             completion_time_ms: 1_700_000_000_050 + id * 1000,
             duration_ms: 50,
             parallelism: [("source".to_string(), 1), ("count".to_string(), 2)].into(),
+            max_parallelism: [("source".to_string(), 128), ("count".to_string(), 128)].into(),
             tasks: vec![task("source", 0), task("count", 0), task("count", 1)],
         }
     }

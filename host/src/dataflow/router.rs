@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use crossbeam_channel::Sender;
 use weir_abi::batch::{header_record_count, set_port};
+use weir_abi::key_group::{KeyGroups, key_hash};
 use weir_abi::{Batch, BatchBuilder, DecodeError};
 
 use super::channel::{StopSignal, Stopped, send};
@@ -41,6 +42,9 @@ pub(crate) struct OutputEdge {
     builders: Vec<BatchBuilder>,
     /// Next channel for `rebalance`.
     next: usize,
+    /// For `key-hash`: the downstream subtask of every key group (docs/ABI.md §16), indexed
+    /// by key group: one modulo and one load per record.
+    owners: Box<[u16]>,
 }
 
 impl OutputEdge {
@@ -53,14 +57,40 @@ impl OutputEdge {
             .iter()
             .map(|_| BatchBuilder::with_capacity(port, BATCH_BYTES))
             .collect();
+        let owners = match partitioner {
+            Partitioner::KeyHash => owners(identity_key_groups(channels.len())),
+            _ => Box::default(),
+        };
         OutputEdge {
             output: MAIN_OUTPUT,
             partitioner,
             channels,
             builders,
             next: 0,
+            owners,
         }
     }
+
+    /// A `key-hash` edge routes by `groups`, the receiving vertex's key groups (as many
+    /// subtasks as the edge has channels). Until told, it has one key group per channel.
+    pub(crate) fn keyed_by(mut self, groups: KeyGroups) -> Self {
+        debug_assert_eq!(groups.parallelism() as usize, self.channels.len());
+        self.owners = owners(groups);
+        self
+    }
+}
+
+/// One key group per subtask: a key goes to subtask `key_hash % n`.
+fn identity_key_groups(n: usize) -> KeyGroups {
+    let n = u32::try_from(n.max(1)).expect("a vertex has at most 256 subtasks");
+    KeyGroups::new(n, n).expect("n key groups over n subtasks")
+}
+
+/// The routing table of `groups`: the owner of every key group.
+fn owners(groups: KeyGroups) -> Box<[u16]> {
+    (0..groups.max_parallelism())
+        .map(|group| u16::try_from(groups.owner(group)).expect("a vertex has at most 256 subtasks"))
+        .collect()
 }
 
 /// The main output's number.
@@ -153,7 +183,10 @@ impl Router {
                     edge.next = (i + 1) % n;
                     Some(i)
                 }
-                Partitioner::KeyHash => Some(key_group(key, n)),
+                Partitioner::KeyHash => {
+                    let group = key_hash(key) % edge.owners.len() as u64;
+                    Some(usize::from(edge.owners[group as usize]))
+                }
                 Partitioner::Broadcast => None,
             };
             match target {
@@ -281,19 +314,6 @@ impl Router {
     }
 }
 
-/// The downstream subtask, out of `n`, that owns `key` under `key-hash`.
-///
-/// FNV-1a: stable across runs and machines, which matters because keyed
-/// state is restored into the subtask this function picks.
-pub(crate) fn key_group(key: &[u8], n: usize) -> usize {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in key {
-        hash ^= u64::from(b);
-        hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    (hash % n as u64) as usize
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,17 +333,21 @@ mod tests {
     fn key_hash_sends_each_key_to_one_subtask_with_the_receivers_port() {
         let (tx0, rx0) = crossbeam_channel::unbounded();
         let (tx1, rx1) = crossbeam_channel::unbounded();
-        let edge = OutputEdge::new(Partitioner::KeyHash, 3, vec![tx0, tx1]);
+        let groups = KeyGroups::new(128, 2).unwrap();
+        let edge = OutputEdge::new(Partitioner::KeyHash, 3, vec![tx0, tx1]).keyed_by(groups);
         let mut router = Router::new(vec![edge], StopSignal::new(), Arc::default());
-        for k in [b"a", b"b", b"c", b"a", b"b", b"c"] {
+        let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key-{i}").into_bytes()).collect();
+        for k in keys.iter().chain(&keys) {
             router.push(k, b"", 0).unwrap();
         }
         router.flush().unwrap();
         let (got0, got1) = (drain(&rx0), drain(&rx1));
-        assert_eq!(got0.len() + got1.len(), 6);
+        assert_eq!(got0.len() + got1.len(), 400);
+        // Both subtasks get keys, each the keys of its half of the key groups.
+        assert!(!got0.is_empty() && !got1.is_empty());
         for (port, key) in got0.iter().chain(&got1) {
             assert_eq!(*port, 3);
-            let owner = key_group(key, 2);
+            let owner = groups.subtask(key);
             assert!(if owner == 0 {
                 got0.contains(&(3, key.clone()))
             } else {

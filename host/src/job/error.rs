@@ -394,6 +394,23 @@ pub enum Problem {
         /// The bound.
         max: u32,
     },
+    /// A vertex has more subtasks than the job has key groups.
+    #[error(
+        "{kind} `{vertex}` has parallelism {parallelism}, more than the job's max_parallelism \
+         of {max_parallelism}: set `max_parallelism` at the top of the job file to at least \
+         {parallelism} (it is the number of key groups, and cannot change once a checkpoint \
+         holds keyed state)"
+    )]
+    AboveMaxParallelism {
+        /// `source`, `operator` or `sink`.
+        kind: &'static str,
+        /// The vertex.
+        vertex: String,
+        /// Its parallelism.
+        parallelism: u32,
+        /// The job's max_parallelism.
+        max_parallelism: u32,
+    },
 }
 
 /// The message of [`Problem::PathsOverlap`].

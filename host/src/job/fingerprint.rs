@@ -54,7 +54,7 @@ impl Fnv1a {
 
 impl Job {
     /// What a checkpoint of this job records of it: name, fingerprint and every
-    /// vertex's parallelism.
+    /// vertex's parallelism and key groups.
     pub fn identity(&self) -> JobIdentity {
         JobIdentity {
             name: self.name.clone(),
@@ -63,6 +63,11 @@ impl Job {
                 .vertices
                 .iter()
                 .map(|v| (v.name.clone(), v.parallelism))
+                .collect(),
+            max_parallelism: self
+                .vertices
+                .iter()
+                .map(|v| (v.name.clone(), v.max_parallelism))
                 .collect(),
         }
     }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use toml::Spanned;
+use weir_abi::key_group::KeyGroups;
 
 use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
@@ -54,6 +55,9 @@ pub struct Job {
     pub file: String,
     /// The job file's folder: relative paths in the file are relative to it.
     pub base_dir: PathBuf,
+    /// `max_parallelism` as the job file sets it; `None` when it does not (then each vertex
+    /// has the default, or the count its restored state was taken with).
+    pub max_parallelism: Option<u32>,
     /// Every source, operator and sink, in topological order: a vertex comes
     /// after all its inputs (ties keep file order, sources first).
     pub vertices: Vec<Vertex>,
@@ -77,6 +81,10 @@ pub struct Vertex {
     pub name: String,
     /// How many parallel tasks (subtasks) run it; at least 1.
     pub parallelism: u32,
+    /// How many key groups its keys fall into (docs/JOB.md, `max_parallelism`): a `key-hash`
+    /// edge into it routes by them, and its keyed state is split by them when its parallelism
+    /// changes. At least `parallelism`.
+    pub max_parallelism: u32,
     /// What it is, with the settings of its kind.
     pub kind: VertexKind,
     /// How it makes watermarks: `Some` only for a source with a `watermark` table. A
@@ -328,9 +336,30 @@ impl Vertex {
     pub fn tasks(&self) -> impl Iterator<Item = TaskId> + '_ {
         (0..self.parallelism).map(|subtask| TaskId::new(self.name.clone(), subtask))
     }
+
+    /// Its key groups and how they are dealt to its subtasks.
+    pub fn key_groups(&self) -> KeyGroups {
+        KeyGroups::new(self.max_parallelism, self.parallelism)
+            .expect("a validated vertex's parallelism is at most its max_parallelism")
+    }
 }
 
 impl Job {
+    /// This job with the vertices named in `key_groups` given those key groups: what a restore
+    /// keeps of the operators whose state was split into them (`runtime::restore`).
+    pub(crate) fn with_key_groups(
+        &self,
+        key_groups: &std::collections::BTreeMap<String, u32>,
+    ) -> Job {
+        let mut job = self.clone();
+        for vertex in &mut job.vertices {
+            if let Some(&groups) = key_groups.get(&vertex.name) {
+                vertex.max_parallelism = groups;
+            }
+        }
+        job
+    }
+
     /// Reads and validates the job file at `path`; relative paths in it are
     /// resolved against its folder. Module files are not checked: see
     /// [`Job::load`] and [`Job::check_modules_exist`].
@@ -498,6 +527,7 @@ impl Job {
     pub fn to_spec(&self) -> JobSpec {
         let mut spec = JobSpec {
             name: unspanned(self.name.clone()),
+            max_parallelism: self.max_parallelism.map(unspanned),
             checkpoint: Some(self.checkpoint_spec()),
             restart: Some(self.restart_spec()),
             limits: Some(limits_spec(&self.limits, None)),

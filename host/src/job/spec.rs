@@ -25,6 +25,10 @@ use toml::Spanned;
 pub struct JobSpec {
     /// `name`: the job's name (required).
     pub name: Spanned<String>,
+    /// `max_parallelism`: the number of key groups, and so the largest parallelism any vertex
+    /// can be rescaled to; absent = 128, or what the restored checkpoint was taken with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_parallelism: Option<Spanned<u32>>,
     /// `[checkpoint]`: checkpoint settings; absent = checkpoints off, defaults for the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointSpec>,

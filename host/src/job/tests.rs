@@ -56,6 +56,7 @@ inputs = ["in"]
 
 /// A job with every key set, none at its default.
 const COMPLETE: &str = r#"name = "complete"
+max_parallelism = 64
 
 [checkpoint]
 interval = "250ms"
@@ -327,6 +328,8 @@ fn shorthand_input_is_rebalance_between_different_parallelisms() {
 #[test]
 fn complete_job_reads_every_key() {
     let job = job(COMPLETE);
+    assert_eq!(job.max_parallelism, Some(64));
+    assert!(job.vertices.iter().all(|v| v.max_parallelism == 64));
     assert_eq!(
         job.checkpoint,
         CheckpointConfig {
@@ -386,12 +389,12 @@ fn complete_job_reads_every_key() {
         }))
     );
     let split = job.vertex("split").unwrap();
-    assert_eq!(split.line, 44);
+    assert_eq!(split.line, 45);
     assert_eq!(
         split.operator().unwrap(),
         &Operator {
             module: "/jobs/split.wasm".into(),
-            module_line: 45,
+            module_line: 46,
             config: b"lowercase=true".to_vec(),
             limits: job_limits,
             state_capture: StateCapture::Auto,
@@ -2461,4 +2464,42 @@ fn disorder_is_written_back_when_set_and_is_a_setting_not_shape() {
         "the default is not written"
     );
     assert_eq!(job(&text).fingerprint(), job(MINIMAL).fingerprint());
+}
+
+#[test]
+fn max_parallelism_defaults_to_128_and_grows_with_a_wider_job() {
+    let minimal = job(MINIMAL);
+    assert_eq!(minimal.max_parallelism, None);
+    assert!(minimal.vertices.iter().all(|v| v.max_parallelism == 128));
+    let wide = job(&MINIMAL.replace(
+        "type = \"generator\"",
+        "type = \"generator\"\nparallelism = 200",
+    ));
+    // One and a half times the widest vertex, to a power of two.
+    assert!(wide.vertices.iter().all(|v| v.max_parallelism == 512));
+    let set = job(&format!("max_parallelism = 16\n{MINIMAL}"));
+    assert_eq!(set.max_parallelism, Some(16));
+    assert!(set.vertices.iter().all(|v| v.max_parallelism == 16));
+    assert_eq!(set.vertex("in").unwrap().key_groups().range(0), 0..16);
+}
+
+#[test]
+fn max_parallelism_is_at_least_every_parallelism_and_bounded() {
+    let narrow = format!(
+        "max_parallelism = 2\n{}",
+        MINIMAL.replace(
+            "type = \"generator\"",
+            "type = \"generator\"\nparallelism = 3"
+        )
+    );
+    let message = refused(&narrow);
+    assert!(
+        message.contains("has parallelism 3, more than the job's max_parallelism of 2"),
+        "{message}"
+    );
+    assert!(message.contains("set `max_parallelism`"), "{message}");
+    let message = refused(&format!("max_parallelism = 0\n{MINIMAL}"));
+    assert!(message.contains("at least 1"), "{message}");
+    let message = refused(&format!("max_parallelism = 40000\n{MINIMAL}"));
+    assert!(message.contains("at most 32768"), "{message}");
 }

@@ -11,6 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use toml::Spanned;
+use weir_abi::key_group::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
 
 use super::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use super::error::{JobError, Location, Problem};
@@ -124,6 +125,18 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 24 * 3600);
 /// guest's 32-bit memory holds at most 4 GiB, so it can neither use more nor emit or save more
 /// in one call; its timers, host memory, get the same bound.
 pub const MAX_GUEST_BYTES: u64 = 4 << 30;
+/// The key groups of a job whose file does not set `max_parallelism` and whose widest vertex
+/// has `widest` subtasks: [`DEFAULT_MAX_PARALLELISM`], or for a wider job the power of two at
+/// or above one and a half times its width (Flink's rule), so that it can grow by half.
+pub(super) fn default_max_parallelism(widest: u32) -> u32 {
+    if widest <= DEFAULT_MAX_PARALLELISM {
+        return DEFAULT_MAX_PARALLELISM;
+    }
+    (widest + widest / 2)
+        .next_power_of_two()
+        .min(MAX_MAX_PARALLELISM)
+}
+
 /// Parses and validates job file text (see [`Job::from_str`]).
 pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobError> {
     let positions = Positions::new(text, file);
@@ -500,6 +513,7 @@ impl Validator<'_> {
         for sink in &spec.sinks {
             drafts.push(self.sink(sink, name)?);
         }
+        let max_parallelism = self.max_parallelism(spec, &mut drafts)?;
         let mut total = 0u64;
         for draft in &drafts {
             total += u64::from(draft.vertex.parallelism);
@@ -558,6 +572,7 @@ impl Validator<'_> {
 
         Ok(Job {
             name: name.clone(),
+            max_parallelism,
             file: self.positions.file.to_owned(),
             base_dir: self.base_dir.to_owned(),
             vertices,
@@ -881,6 +896,52 @@ impl Validator<'_> {
         Ok(limits)
     }
 
+    /// The job's `max_parallelism`, as written, after giving every vertex its value (when
+    /// absent, [`default_max_parallelism`]) and checking that none has a larger parallelism.
+    fn max_parallelism(
+        &self,
+        spec: &JobSpec,
+        drafts: &mut [Draft<'_>],
+    ) -> Result<Option<u32>, JobError> {
+        let written = match &spec.max_parallelism {
+            Some(value) => {
+                if *value.get_ref() > MAX_MAX_PARALLELISM {
+                    return Err(self.error(
+                        value.span(),
+                        Problem::TooLarge {
+                            key: "`max_parallelism`".into(),
+                            found: value.get_ref().to_string(),
+                            max: MAX_MAX_PARALLELISM.to_string(),
+                            reason: "every key-hash edge keeps a routing table of one entry per \
+                                     key group",
+                        },
+                    ));
+                }
+                Some(self.at_least_one(value, "`max_parallelism`".into())?)
+            }
+            None => None,
+        };
+        let widest = drafts
+            .iter()
+            .map(|d| d.vertex.parallelism)
+            .max()
+            .unwrap_or(1);
+        let max = written.unwrap_or_else(|| default_max_parallelism(widest));
+        for draft in drafts {
+            if draft.vertex.parallelism > max {
+                let problem = Problem::AboveMaxParallelism {
+                    kind: draft.vertex.kind_name(),
+                    vertex: draft.vertex.name.clone(),
+                    parallelism: draft.vertex.parallelism,
+                    max_parallelism: max,
+                };
+                return Err(self.error(draft.name_span.clone(), problem));
+            }
+            draft.vertex.max_parallelism = max;
+        }
+        Ok(written)
+    }
+
     fn parallelism(
         &self,
         value: &Option<Spanned<u32>>,
@@ -1108,6 +1169,8 @@ impl Validator<'_> {
             vertex: Vertex {
                 name: name.clone(),
                 parallelism,
+                // Set for the whole job once every vertex is read.
+                max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Source(kind),
                 watermark,
                 line: self.line(&spec.name.span()),
@@ -1449,6 +1512,8 @@ impl Validator<'_> {
             vertex: Vertex {
                 name: name.clone(),
                 parallelism,
+                // Set for the whole job once every vertex is read.
+                max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Operator(operator),
                 watermark: None,
                 line: self.line(&spec.name.span()),
@@ -1526,6 +1591,8 @@ impl Validator<'_> {
             vertex: Vertex {
                 name: name.clone(),
                 parallelism,
+                // Set for the whole job once every vertex is read.
+                max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Sink(kind),
                 watermark: None,
                 line: self.line(&spec.name.span()),

@@ -104,7 +104,10 @@ fn start_all(
         let metrics = Arc::new(TaskMetrics::default());
         let (mut main, mut side) = (Vec::new(), Vec::new());
         for o in outputs {
-            let edge = OutputEdge::new(o.partitioner, o.port, o.channels);
+            let mut edge = OutputEdge::new(o.partitioner, o.port, o.channels);
+            if let Some(groups) = o.key_groups {
+                edge = edge.keyed_by(groups);
+            }
             match o.output {
                 None => main.push(edge),
                 Some(name) => side.push((name, edge)),

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crossbeam_channel::{Receiver, Sender};
+use weir_abi::key_group::KeyGroups;
 
 use crate::dataflow::channel::channel;
 use crate::dataflow::message::Message;
@@ -20,6 +21,8 @@ pub(crate) struct PlannedOutput {
     pub output: Option<String>,
     /// One channel per downstream subtask reached (just one for `forward`).
     pub channels: Vec<Sender<Message>>,
+    /// For `key-hash`: the receiving vertex's key groups, which the edge routes by.
+    pub key_groups: Option<KeyGroups>,
 }
 
 /// The wiring of one task.
@@ -52,7 +55,9 @@ pub(crate) fn plan(job: &Job) -> Vec<PlannedTask> {
     edges.sort_by_key(|e| (e.to.clone(), e.port));
     for edge in edges {
         let up = job.vertex(&edge.from).expect("validated edge").parallelism;
-        let down = job.vertex(&edge.to).expect("validated edge").parallelism;
+        let receiver = job.vertex(&edge.to).expect("validated edge");
+        let down = receiver.parallelism;
+        let key_groups = (edge.partitioner == Partitioner::KeyHash).then(|| receiver.key_groups());
         for i in 0..up {
             let targets: Vec<u32> = match edge.partitioner {
                 Partitioner::Forward => vec![i],
@@ -77,6 +82,7 @@ pub(crate) fn plan(job: &Job) -> Vec<PlannedTask> {
                     port: edge.port,
                     output: edge.output.clone(),
                     channels: senders,
+                    key_groups,
                 });
         }
     }
