@@ -10,6 +10,7 @@ pub mod layout;
 pub mod metadata;
 pub mod pending;
 pub mod recovery;
+pub mod rescale;
 pub mod restore;
 pub mod stats;
 pub mod storage;

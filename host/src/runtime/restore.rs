@@ -1,28 +1,35 @@
 //! Matching a checkpoint to the job about to run from it: which of the
-//! checkpoint's task states the job takes.
+//! checkpoint's task states each task takes, and how many key groups each vertex keeps.
 //!
 //! Why a module of its own: this is the policy for a job that changed since
 //! its checkpoint, and it decides whether a restart loses state, so it is a
-//! pure function over the checkpoint's metadata and the job, tested without a
-//! disk. Reading the checkpoint (and verifying it as it is read) is
-//! [`crate::checkpoint::restore`]'s; the runner hands the states this module
+//! pure function over the checkpoint's metadata, its decoded states and the job,
+//! tested without a disk. Reading the checkpoint (and verifying it as it is read)
+//! is [`crate::checkpoint::restore`]'s; splitting one operator's states is
+//! [`crate::checkpoint::rescale`]'s; the runner hands the states this module
 //! chooses to the tasks.
 //!
-//! State is matched by vertex name. State for a vertex the job no longer has
-//! is an error unless the user allows dropping it; a vertex whose
-//! parallelism changed may only be restored if it kept no state (rescaling
-//! keyed state comes later); a vertex the checkpoint does not know starts
-//! empty.
+//! State is matched by vertex name. State for a vertex the job no longer has is an
+//! error unless the user allows dropping it; a vertex the checkpoint does not know
+//! starts empty. An operator that holds state keeps the key groups it was
+//! checkpointed with (docs/ABI.md §16): a job file that sets another
+//! `max_parallelism` is refused, and its parallelism may change only up to them, its
+//! states split and merged by key group. A source or a sink whose parallelism
+//! changed may only be restored if it kept no state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
+use weir_abi::key_group::KeyGroups;
+
 use crate::checkpoint::metadata::CheckpointMetadata;
+use crate::checkpoint::rescale::{RescaleError, rescale_states};
 use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
+use crate::checkpoint::task_state::{RestoredState, TaskState, TimeState};
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
-use crate::job::Job;
+use crate::job::{Job, VertexKind};
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
 /// (its directory name) and what to do.
@@ -39,18 +46,83 @@ pub enum RestoreError {
         /// The vertex.
         vertex: String,
     },
-    /// A stateful vertex's parallelism changed.
+    /// The parallelism of a source or sink with state changed.
     #[error(
-        "the parallelism of `{vertex}` changed from {old} to {new} since {checkpoint}, and it has \
-         state: rescaling state is not supported yet; set its parallelism back to {old}"
+        "the parallelism of {kind} `{vertex}` changed from {old} to {new} since {checkpoint}, and \
+         it has state: rescaling a {kind}'s state is not supported yet (operators rescale); set \
+         its parallelism back to {old}"
     )]
     ParallelismChanged {
+        /// `source` or `sink`.
+        kind: &'static str,
         /// The vertex.
         vertex: String,
         /// Its parallelism in the checkpoint.
         old: u32,
         /// Its parallelism in the job.
         new: u32,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+    },
+    /// The job file sets a `max_parallelism` other than the one an operator's state has.
+    #[error(
+        "the job sets max_parallelism = {new}, but the state of `{vertex}` in {checkpoint} is \
+         split into {old} key groups, and a key's group would change: set max_parallelism = {old} \
+         (or remove it, to keep what the state has)"
+    )]
+    MaxParallelismChanged {
+        /// The operator.
+        vertex: String,
+        /// The key groups of its state.
+        old: u32,
+        /// The job's max_parallelism.
+        new: u32,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+    },
+    /// An operator's new parallelism exceeds the key groups its state is split into.
+    #[error(
+        "`{vertex}` cannot run at parallelism {new} from {checkpoint}: its state is split into \
+         {max} key groups{}, so it can run at parallelism 1 to {max}",
+        if *legacy { " (the checkpoint was taken before key groups, with one per subtask)" } else { "" }
+    )]
+    AboveKeyGroups {
+        /// The operator.
+        vertex: String,
+        /// Its parallelism in the job.
+        new: u32,
+        /// The key groups of its state.
+        max: u32,
+        /// The checkpoint predates key groups.
+        legacy: bool,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+    },
+    /// An operator's states cannot be split for its new parallelism.
+    #[error("cannot rescale `{vertex}` from {old} to {new} subtasks with {checkpoint}: {source}")]
+    Rescale {
+        /// The operator.
+        vertex: String,
+        /// Its parallelism in the checkpoint.
+        old: u32,
+        /// Its parallelism in the job.
+        new: u32,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+        /// Why.
+        source: RescaleError,
+    },
+    /// A task downstream of a rescaled operator had an input that ended.
+    #[error(
+        "cannot rescale `{upstream}` with {checkpoint}: an input of {task}, which it feeds, had \
+         ended when the checkpoint was taken, and an ended input sends nothing after a restore; \
+         restore this checkpoint at the same parallelism"
+    )]
+    EndedDownstream {
+        /// The rescaled operator.
+        upstream: String,
+        /// The task whose input ended.
+        task: TaskId,
         /// The checkpoint's directory name.
         checkpoint: String,
     },
@@ -74,29 +146,42 @@ pub enum RestoreError {
     },
 }
 
-/// Which of a checkpoint's task states a job takes, as [`match_states`] decided.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// What a job restores from a checkpoint, as [`match_states`] decided.
+#[derive(Debug, Clone, Default)]
 pub(crate) struct StateMatch {
-    /// The tasks whose state is restored, in the checkpoint's order by vertex name.
-    pub(crate) tasks: Vec<TaskId>,
+    /// The state of every task that takes one.
+    pub(crate) states: HashMap<TaskId, RestoredState>,
     /// The vertices whose state is dropped because the job no longer has them (allowed with
     /// `--allow-non-restored-state`), for the log.
     pub(crate) dropped: Vec<String>,
+    /// The operators whose state was split or merged: name, old and new parallelism, for the
+    /// log.
+    pub(crate) rescaled: Vec<(String, u32, u32)>,
+    /// The key groups of the operators whose state keeps them, by name: the job runs with these.
+    pub(crate) key_groups: BTreeMap<String, u32>,
 }
 
 /// The envelope of a state that holds nothing: version and flags only.
 const EMPTY_STATE_BYTES: u64 = 2;
 
-/// Decides which task states of the checkpoint `metadata` (in the directory named
-/// `checkpoint`) `job` takes: every task of a vertex the job still has at the same
-/// parallelism; none of a stateless vertex whose parallelism changed; a stateful one is
-/// [`RestoreError::ParallelismChanged`]. A vertex the job lost is
-/// [`RestoreError::UnknownVertex`] unless `allow_non_restored_state`, then it is dropped.
+/// Decides what `job` restores from the checkpoint `metadata` (in the directory named
+/// `checkpoint`) whose tasks' decoded states are `states`:
+///
+/// - a vertex the job lost is [`RestoreError::UnknownVertex`] unless
+///   `allow_non_restored_state`, then it is dropped;
+/// - an operator that holds state (a guest state or timers) keeps its key groups
+///   ([`RestoreError::MaxParallelismChanged`], [`RestoreError::AboveKeyGroups`]); at a new
+///   parallelism its states are split and merged ([`rescale_states`]), at the same one each
+///   task takes its own;
+/// - a source or sink at the same parallelism takes its states; at another, it must have
+///   kept none ([`RestoreError::ParallelismChanged`]);
+/// - a vertex that holds nothing and changed parallelism starts empty.
 pub(crate) fn match_states(
     metadata: &CheckpointMetadata,
     checkpoint: &str,
     job: &Job,
     allow_non_restored_state: bool,
+    mut states: HashMap<TaskId, RestoredState>,
 ) -> Result<StateMatch, RestoreError> {
     let mut by_vertex: BTreeMap<&str, Vec<_>> = BTreeMap::new();
     for entry in &metadata.tasks {
@@ -117,15 +202,24 @@ pub(crate) fn match_states(
                 vertex: vertex.to_string(),
             });
         };
-        let stateful = entries.iter().any(|e| e.state_bytes > EMPTY_STATE_BYTES);
         let old = metadata
             .parallelism
             .get(vertex)
             .copied()
             .unwrap_or(entries.len() as u32);
-        if old != v.parallelism {
-            if stateful {
+        let take = |states: &mut HashMap<TaskId, RestoredState>| -> Vec<(TaskId, RestoredState)> {
+            entries
+                .iter()
+                .filter_map(|e| states.remove(&e.task).map(|s| (e.task.clone(), s)))
+                .collect()
+        };
+        let VertexKind::Operator(_) = v.kind else {
+            let stateful = entries.iter().any(|e| e.state_bytes > EMPTY_STATE_BYTES);
+            if old == v.parallelism {
+                matched.states.extend(take(&mut states));
+            } else if stateful {
                 return Err(RestoreError::ParallelismChanged {
+                    kind: v.kind_name(),
                     vertex: vertex.to_string(),
                     old,
                     new: v.parallelism,
@@ -133,59 +227,174 @@ pub(crate) fn match_states(
                 });
             }
             continue;
+        };
+        let own = take(&mut states);
+        if !own.iter().any(|(_, s)| holds_state(&s.state)) {
+            if old == v.parallelism {
+                matched.states.extend(own);
+            }
+            continue;
+        }
+        let recorded = metadata.max_parallelism.get(vertex).copied();
+        let key_groups = recorded.unwrap_or(old);
+        if let Some(set) = job.max_parallelism.filter(|&set| set != key_groups) {
+            return Err(RestoreError::MaxParallelismChanged {
+                vertex: vertex.to_string(),
+                old: key_groups,
+                new: set,
+                checkpoint: checkpoint.to_string(),
+            });
+        }
+        matched.key_groups.insert(vertex.to_string(), key_groups);
+        if old == v.parallelism {
+            matched.states.extend(own);
+            continue;
+        }
+        let new_groups = KeyGroups::new(key_groups, v.parallelism).ok_or_else(|| {
+            RestoreError::AboveKeyGroups {
+                vertex: vertex.to_string(),
+                new: v.parallelism,
+                max: key_groups,
+                legacy: recorded.is_none(),
+                checkpoint: checkpoint.to_string(),
+            }
+        })?;
+        let rescale_error = |source| RestoreError::Rescale {
+            vertex: vertex.to_string(),
+            old,
+            new: v.parallelism,
+            checkpoint: checkpoint.to_string(),
+            source,
+        };
+        // A checkpoint's own metadata keeps each vertex within its key groups (validated when
+        // read); one from before key groups has as many as subtasks.
+        let old_groups = KeyGroups::new(key_groups, old).ok_or_else(|| {
+            rescale_error(RescaleError::Guest(
+                weir_abi::rescalable::RescaleError::MaxParallelism {
+                    old: key_groups,
+                    new: old,
+                },
+            ))
+        })?;
+        let mut old_states = vec![TaskState::default(); old as usize];
+        for (task, state) in own {
+            if let Some(slot) = old_states.get_mut(task.subtask as usize) {
+                *slot = state.state;
+            }
+        }
+        let new_states =
+            rescale_states(&old_states, old_groups, new_groups).map_err(rescale_error)?;
+        for (subtask, state) in (0..).zip(new_states) {
+            matched
+                .states
+                .insert(TaskId::new(vertex, subtask), RestoredState::alone(state));
         }
         matched
-            .tasks
-            .extend(entries.into_iter().map(|entry| entry.task.clone()));
+            .rescaled
+            .push((vertex.to_string(), old, v.parallelism));
     }
+    check_downstream(&matched, job, checkpoint)?;
     Ok(matched)
+}
+
+/// Whether an operator's task state holds anything a restore must carry: a guest state or a
+/// timer (a watermark alone is not worth keeping key groups for).
+fn holds_state(state: &TaskState) -> bool {
+    if !state.inner.is_empty() {
+        return true;
+    }
+    state
+        .time
+        .as_deref()
+        .and_then(|time| TimeState::decode(time).ok())
+        .is_some_and(|time| time.timers.iter().any(|t| !t.is_empty()))
+}
+
+/// Refuses a rescale whose operator feeds a task that had an ended input: that task's inputs
+/// change in number, so it restores without their clocks, and the ended one would never end
+/// again.
+fn check_downstream(matched: &StateMatch, job: &Job, checkpoint: &str) -> Result<(), RestoreError> {
+    for (upstream, _, _) in &matched.rescaled {
+        for edge in job.edges.iter().filter(|e| e.from == *upstream) {
+            for (task, restored) in matched.states.iter().filter(|(t, _)| t.vertex == edge.to) {
+                let ended = !restored.state.finished
+                    && restored
+                        .state
+                        .time
+                        .as_deref()
+                        .and_then(|t| TimeState::decode(t).ok())
+                        .is_some_and(|t| t.inputs.iter().any(|i| i.ended));
+                if ended {
+                    return Err(RestoreError::EndedDownstream {
+                        upstream: upstream.clone(),
+                        task: task.clone(),
+                        checkpoint: checkpoint.to_string(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
+    use weir_abi::rescalable::{ItemKind, RescalableState, Writer};
+
     use super::*;
     use crate::checkpoint::metadata::{METADATA_VERSION, StateHandle, TaskStateMeta};
-    use crate::checkpoint::task_state::TaskState;
     use crate::ids::CheckpointId;
 
-    /// A job with a generator, an operator `op` of the given parallelism and a sink.
-    fn job(op_name: &str, parallelism: u32) -> Job {
+    /// A job with a generator of parallelism `source`, an operator `op_name` of parallelism
+    /// `parallelism` reading it by key, and a sink; `extra` goes at the top of the file.
+    fn job_with(op_name: &str, parallelism: u32, source: u32, extra: &str) -> Job {
         let text = format!(
-            "name = \"j\"\n\
-             [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\n\
+            "name = \"j\"\n{extra}\n\
+             [[source]]\nname = \"gen\"\ntype = \"generator\"\ncount = 10\nparallelism = {source}\n\
              [[operator]]\nname = \"{op_name}\"\nmodule = \"op.wasm\"\nparallelism = {parallelism}\n\
-             inputs = [{{ from = \"gen\", partition = \"rebalance\" }}]\n\
+             inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\
              [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [{{ from = \"{op_name}\", partition = \"rebalance\" }}]\n"
         );
         Job::from_str(&text, "/jobs", "j.toml").unwrap()
     }
 
-    /// The metadata of checkpoint 1 of `job`, every task holding `inner` as its state.
-    fn checkpoint(job: &Job, inner: &[u8]) -> CheckpointMetadata {
-        let state_bytes = TaskState {
-            finished: false,
-            time: None,
-            inner: inner.to_vec(),
-        }
-        .encode()
-        .len() as u64;
-        let tasks = job
+    fn job(op_name: &str, parallelism: u32) -> Job {
+        job_with(op_name, parallelism, 1, "")
+    }
+
+    /// Checkpoint 1 of `job`: its metadata, and every task's state as `state` makes it.
+    fn checkpoint(
+        job: &Job,
+        state: impl Fn(&TaskId) -> TaskState,
+    ) -> (CheckpointMetadata, HashMap<TaskId, RestoredState>) {
+        let states: HashMap<TaskId, RestoredState> = job
             .tasks()
-            .map(|task| TaskStateMeta {
-                handle: StateHandle {
-                    file: format!("{}-{}.state", task.vertex, task.subtask),
-                    length: state_bytes + 24,
-                    crc32: 0,
-                },
-                task,
-                state_bytes,
-                sync_duration_ms: 0,
-                async_duration_ms: 0,
-                alignment_duration_ms: 0,
-                chain: Vec::new(),
+            .map(|task| {
+                let s = state(&task);
+                (task, RestoredState::alone(s))
             })
             .collect();
-        CheckpointMetadata {
+        let tasks = job
+            .tasks()
+            .map(|task| {
+                let state_bytes = states[&task].state.encode().len() as u64;
+                TaskStateMeta {
+                    handle: StateHandle {
+                        file: format!("{}-{}.state", task.vertex, task.subtask),
+                        length: state_bytes + 24,
+                        crc32: 0,
+                    },
+                    task,
+                    state_bytes,
+                    sync_duration_ms: 0,
+                    async_duration_ms: 0,
+                    alignment_duration_ms: 0,
+                    chain: Vec::new(),
+                }
+            })
+            .collect();
+        let identity = job.identity();
+        let meta = CheckpointMetadata {
             format_version: METADATA_VERSION,
             job_name: job.name.clone(),
             job_fingerprint: job.fingerprint(),
@@ -194,12 +403,45 @@ mod tests {
             trigger_time_ms: 0,
             completion_time_ms: 0,
             duration_ms: 0,
-            parallelism: job
-                .vertices
-                .iter()
-                .map(|v| (v.name.clone(), v.parallelism))
-                .collect(),
+            parallelism: identity.parallelism,
+            max_parallelism: identity.max_parallelism,
             tasks,
+        };
+        (meta, states)
+    }
+
+    /// Every task holds `inner` as its state.
+    fn with_inner(inner: &[u8]) -> impl Fn(&TaskId) -> TaskState {
+        move |_| TaskState {
+            finished: false,
+            time: None,
+            inner: inner.to_vec(),
+        }
+    }
+
+    /// Each subtask of `op` holds the keys of `keys` that `job` routes to it, in the
+    /// rescalable layout; the other tasks hold `position`.
+    fn keyed<'a>(job: &'a Job, keys: &'a [&'a str]) -> impl Fn(&TaskId) -> TaskState + 'a {
+        move |task| {
+            let inner = if task.vertex == "op" {
+                let groups = job.vertex("op").unwrap().key_groups();
+                let mut w = Writer::with_capacity(0, 0);
+                w.union(0, b"");
+                for key in keys
+                    .iter()
+                    .filter(|k| groups.subtask(k.as_bytes()) == task.subtask)
+                {
+                    w.keyed(1, key.as_bytes(), b"1");
+                }
+                w.finish()
+            } else {
+                b"position".to_vec()
+            };
+            TaskState {
+                finished: false,
+                time: None,
+                inner,
+            }
         }
     }
 
@@ -208,40 +450,137 @@ mod tests {
     #[test]
     fn restores_every_task_of_an_unchanged_job() {
         let job = job("op", 2);
-        let meta = checkpoint(&job, b"state");
-        let matched = match_states(&meta, CHK1, &job, false).unwrap();
-        assert_eq!(matched.tasks.len(), job.tasks().count());
-        assert!(matched.tasks.contains(&TaskId::new("op", 1)));
-        assert!(matched.dropped.is_empty());
+        let (meta, states) = checkpoint(&job, with_inner(b"state"));
+        let matched = match_states(&meta, CHK1, &job, false, states).unwrap();
+        assert_eq!(matched.states.len(), job.tasks().count());
+        assert!(matched.states.contains_key(&TaskId::new("op", 1)));
+        assert!(matched.dropped.is_empty() && matched.rescaled.is_empty());
+        assert_eq!(matched.key_groups, [("op".to_string(), 128)].into());
     }
 
     #[test]
-    fn refuses_a_changed_parallelism_of_a_stateful_operator() {
-        let meta = checkpoint(&job("op", 2), b"state");
-        let err = match_states(&meta, CHK1, &job("op", 3), false).unwrap_err();
+    fn splits_and_merges_a_rescalable_operator_state_by_key_group() {
+        let keys: Vec<String> = (0..50).map(|i| format!("key-{i}")).collect();
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let before = job("op", 2);
+        let (meta, states) = checkpoint(&before, keyed(&before, &keys));
+        for p in [1, 3, 4] {
+            let after = job("op", p);
+            let matched = match_states(&meta, CHK1, &after, false, states.clone()).unwrap();
+            assert_eq!(matched.rescaled, [("op".to_string(), 2, p)]);
+            let groups = after.vertex("op").unwrap().key_groups();
+            let mut seen = 0;
+            for subtask in 0..p {
+                let state = &matched.states[&TaskId::new("op", subtask)].state;
+                let inner = RescalableState::decode(&state.inner).unwrap().unwrap();
+                for item in inner.items().filter(|i| i.kind == ItemKind::Keyed) {
+                    assert_eq!(groups.subtask(item.key), subtask);
+                    seen += 1;
+                }
+            }
+            assert_eq!(seen, keys.len(), "p = {p}");
+            // The source and the sink kept their parallelism and take their states.
+            assert_eq!(
+                matched.states[&TaskId::new("gen", 0)].state.inner,
+                b"position"
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_a_new_parallelism_of_an_operator_whose_state_cannot_be_split() {
+        let (meta, states) = checkpoint(&job("op", 2), with_inner(b"bincode"));
+        let err = match_states(&meta, CHK1, &job("op", 3), false, states).unwrap_err();
         assert!(
-            matches!(&err, RestoreError::ParallelismChanged { vertex, old: 2, new: 3, .. } if vertex == "op"),
+            matches!(&err, RestoreError::Rescale { vertex, old: 2, new: 3, .. } if vertex == "op"),
             "{err:?}"
         );
         let err = err.to_string();
         assert!(
-            err.contains("parallelism of `op` changed from 2 to 3"),
+            err.contains("cannot rescale `op` from 2 to 3 subtasks"),
             "{err}"
         );
-        assert!(err.contains("set its parallelism back to 2"), "{err}");
+        assert!(err.contains("keep its parallelism"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_changed_parallelism_of_a_stateful_source() {
+        let before = job_with("op", 2, 1, "");
+        let (meta, states) = checkpoint(&before, with_inner(b"state"));
+        let err = match_states(&meta, CHK1, &job_with("op", 2, 2, ""), false, states)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("the parallelism of source `gen` changed from 1 to 2"),
+            "{err}"
+        );
+        assert!(err.contains("set its parallelism back to 1"), "{err}");
     }
 
     #[test]
     fn allows_a_changed_parallelism_of_a_stateless_operator() {
-        let meta = checkpoint(&job("op", 2), b"");
-        let matched = match_states(&meta, CHK1, &job("op", 3), false).unwrap();
-        assert!(!matched.tasks.iter().any(|t| t.vertex == "op"));
+        let (meta, states) = checkpoint(&job("op", 2), with_inner(b""));
+        let matched = match_states(&meta, CHK1, &job("op", 3), false, states).unwrap();
+        assert!(!matched.states.keys().any(|t| t.vertex == "op"));
+        assert!(matched.key_groups.is_empty());
+    }
+
+    #[test]
+    fn an_operator_keeps_the_key_groups_of_its_state() {
+        let keys = ["a", "b", "c"];
+        let before = job_with("op", 2, 1, "max_parallelism = 8");
+        let (meta, states) = checkpoint(&before, keyed(&before, &keys));
+        // Not set in the job file: the state's key groups are kept.
+        let matched = match_states(&meta, CHK1, &job("op", 3), false, states.clone()).unwrap();
+        assert_eq!(matched.key_groups["op"], 8);
+        assert_eq!(
+            job("op", 3)
+                .with_key_groups(&matched.key_groups)
+                .vertex("op")
+                .unwrap()
+                .max_parallelism,
+            8
+        );
+        // Set to another number: refused, naming both.
+        let other = job_with("op", 2, 1, "max_parallelism = 16");
+        let err = match_states(&meta, CHK1, &other, false, states.clone()).unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                RestoreError::MaxParallelismChanged {
+                    old: 8,
+                    new: 16,
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("set max_parallelism = 8"), "{err}");
+        // Beyond the key groups: refused, saying how far it can go.
+        let err = match_states(&meta, CHK1, &job("op", 9), false, states)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("can run at parallelism 1 to 8"), "{err}");
+    }
+
+    #[test]
+    fn a_checkpoint_from_before_key_groups_has_one_per_subtask() {
+        let keys = ["a", "b", "c", "d"];
+        let before = job_with("op", 2, 1, "max_parallelism = 2");
+        let (mut meta, states) = checkpoint(&before, keyed(&before, &keys));
+        meta.max_parallelism.clear();
+        let matched = match_states(&meta, CHK1, &job("op", 1), false, states.clone()).unwrap();
+        assert_eq!(matched.key_groups["op"], 2);
+        let err = match_states(&meta, CHK1, &job("op", 3), false, states)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("taken before key groups"), "{err}");
     }
 
     #[test]
     fn state_of_a_vertex_the_job_lost_needs_allow_non_restored_state() {
-        let meta = checkpoint(&job("old", 1), b"state");
-        let err = match_states(&meta, CHK1, &job("new", 1), false).unwrap_err();
+        let (meta, states) = checkpoint(&job("old", 1), with_inner(b"state"));
+        let err = match_states(&meta, CHK1, &job("new", 1), false, states.clone()).unwrap_err();
         assert!(
             matches!(&err, RestoreError::UnknownVertex { vertex, .. } if vertex == "old"),
             "{err:?}"
@@ -249,8 +588,8 @@ mod tests {
         let err = err.to_string();
         assert!(err.contains("holds state for `old`"), "{err}");
         assert!(err.contains("--allow-non-restored-state"), "{err}");
-        let matched = match_states(&meta, CHK1, &job("new", 1), true).unwrap();
-        assert!(matched.tasks.iter().all(|t| t.vertex != "old"));
+        let matched = match_states(&meta, CHK1, &job("new", 1), true, states).unwrap();
+        assert!(matched.states.keys().all(|t| t.vertex != "old"));
         assert_eq!(matched.dropped, ["old"]);
     }
 }

@@ -230,7 +230,6 @@ impl JobRunner {
         initial: Option<VerifiedCheckpoint>,
     ) -> Result<JobOutcome, RunError> {
         let job = &self.job;
-        let identity = job.identity();
         // This run's checkpoints are numbered from here on: after every id ever reserved.
         let run_first_id = history.history().next_id();
         // A failover with no checkpoint of its own reads the one the run started from again.
@@ -241,7 +240,7 @@ impl JobRunner {
         let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
         loop {
             let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
-            let states = match point.take() {
+            let (attempt_job, states) = match point.take() {
                 Some(p) => {
                     tracing::info!("restoring from {}", p.location.dir().display());
                     self.monitor.set_restored(RestoredCheckpoint {
@@ -251,23 +250,37 @@ impl JobRunner {
                         restored_at: std::time::SystemTime::now(),
                     });
                     let name = p.location.name();
+                    let label = name.clone();
                     let allow = self.options.allow_non_restored_state;
-                    let matched = match_states(&p.metadata, &name, job, allow)?;
+                    let for_match = job.clone();
+                    // Decoding envelopes moves the states' bytes, and a rescale splits them:
+                    // off the async threads.
+                    let matched = blocking(move || {
+                        let tasks: Vec<TaskId> =
+                            p.metadata.tasks.iter().map(|e| e.task.clone()).collect();
+                        let metadata = p.metadata.clone();
+                        let states = p.into_task_states(&tasks)?;
+                        match_states(&metadata, &name, &for_match, allow, states)
+                    })
+                    .await?;
                     for vertex in &matched.dropped {
                         tracing::warn!(
-                            "dropping the state of `{vertex}` from {name}: the job has no such \
+                            "dropping the state of `{vertex}` from {label}: the job has no such \
                              vertex"
                         );
                     }
-                    // Decoding an envelope moves the state's bytes: off the async threads.
-                    blocking(move || {
-                        p.into_task_states(&matched.tasks)
-                            .map_err(RestoreError::from)
-                    })
-                    .await?
+                    for (vertex, old, new) in &matched.rescaled {
+                        tracing::info!(
+                            "rescaled the state of `{vertex}` from {old} to {new} subtasks, by \
+                             key group, from {label}"
+                        );
+                    }
+                    (job.with_key_groups(&matched.key_groups), matched.states)
                 }
-                None => HashMap::new(),
+                None => (job.clone(), HashMap::new()),
             };
+            let job = &attempt_job;
+            let identity = job.identity();
             let listings = {
                 let storage = Arc::clone(&self.storage);
                 blocking(move || storage.list()).await?

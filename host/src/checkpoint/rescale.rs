@@ -1,0 +1,325 @@
+//! Splitting and merging one operator's task states when its parallelism changes.
+//!
+//! Why a module of its own: a rescale rebuilds every part of a task's state for a new set of
+//! subtasks, and each part moves by its own rule — the guest's state by the rescalable layout
+//! (`weir_abi::rescalable`: keyed items by key group, lists split, unions to all), its timers by
+//! the key group of their key, its watermark and its inputs' clocks conservatively (the
+//! smallest). It is pure: old states in, new states out, tested without a disk or a guest. What
+//! cannot be split — an image of a guest's memory, a state in the guest's own layout, a
+//! checkpoint taken while the operator was finishing — is refused, saying why and what to do.
+
+use weir_abi::Timers;
+use weir_abi::key_group::{KeyGroups, key_group};
+use weir_abi::rescalable::{self, Rescaled};
+
+use super::task_state::{InputTime, TaskState, TaskStateError, TimeState};
+use crate::wasm::image::format::IMAGE_MAGIC;
+
+/// Why an operator's states cannot be rescaled. Each message ends with what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RescaleError {
+    /// The operator is checkpointed as an image of its memory.
+    #[error(
+        "it is checkpointed as an image of its memory (checkpoint = \"image\"), which cannot be \
+         split by key: give the operator snapshot exports that write the rescalable layout \
+         (docs/ABI.md §16; the Rust SDK's Keyed state does), or keep its parallelism"
+    )]
+    Image,
+    /// The guest's state cannot be split (opaque, malformed, or inconsistent).
+    #[error(
+        "{0}; an operator rescales when its snapshots are in that layout (the Rust SDK writes \
+         it for Keyed, ListState and UnionState fields): otherwise keep its parallelism"
+    )]
+    Guest(rescalable::RescaleError),
+    /// Some subtasks had finished their input at the checkpoint and others had not.
+    #[error(
+        "it was finishing when the checkpoint was taken ({finished} of {subtasks} subtasks \
+         had seen the end of their input): restore this checkpoint at the same parallelism"
+    )]
+    Finishing {
+        /// How many old subtasks had finished.
+        finished: usize,
+        /// How many there were.
+        subtasks: usize,
+    },
+    /// An input of some subtask had ended at the checkpoint.
+    #[error(
+        "an input of subtask {subtask} had ended when the checkpoint was taken, and an ended \
+         input sends nothing after a restore: restore this checkpoint at the same parallelism"
+    )]
+    EndedInput {
+        /// The old subtask.
+        subtask: u32,
+    },
+    /// A timer's key is shorter than the prefix the guest declared.
+    #[error(
+        "subtask {subtask} has a timer whose key is {len} bytes long, shorter than the \
+         timer-key prefix of {prefix} bytes its state declares: the guest's timers do not \
+         follow its own layout; keep its parallelism"
+    )]
+    TimerKey {
+        /// The old subtask.
+        subtask: u32,
+        /// The timer key's length.
+        len: usize,
+        /// The declared prefix.
+        prefix: u8,
+    },
+    /// The time section of a state does not decode.
+    #[error("the time section of subtask {subtask}: {problem}")]
+    Time {
+        /// The old subtask.
+        subtask: u32,
+        /// What is wrong.
+        problem: TaskStateError,
+    },
+}
+
+/// The states of an operator's subtasks under `old` (one per old subtask, in order; a task the
+/// checkpoint holds nothing of is the default, empty state), split and merged for `new`.
+pub fn rescale_states(
+    old: &[TaskState],
+    old_groups: KeyGroups,
+    new_groups: KeyGroups,
+) -> Result<Vec<TaskState>, RescaleError> {
+    let finished = old.iter().filter(|s| s.finished).count();
+    if finished != 0 && finished != old.len() {
+        return Err(RescaleError::Finishing {
+            finished,
+            subtasks: old.len(),
+        });
+    }
+    if old.iter().any(|s| s.inner.starts_with(&IMAGE_MAGIC)) {
+        return Err(RescaleError::Image);
+    }
+    let inners: Vec<&[u8]> = old.iter().map(|s| s.inner.as_slice()).collect();
+    let Rescaled {
+        states,
+        timer_key_prefix,
+    } = rescalable::rescale(&inners, old_groups, new_groups).map_err(RescaleError::Guest)?;
+    let times = old_times(old)?;
+    let new_times = match &times {
+        Some(times) => Some(split_time(times, timer_key_prefix, new_groups)?),
+        None => None,
+    };
+    Ok(states
+        .into_iter()
+        .enumerate()
+        .map(|(subtask, inner)| TaskState {
+            finished: finished != 0,
+            time: new_times.as_ref().map(|t| {
+                let t: &TimeState = &t[subtask];
+                TimeState::encode(t.watermark, &t.inputs, &t.splits, &t.timers)
+            }),
+            inner,
+        })
+        .collect())
+}
+
+/// The decoded time sections of `old`, if any has one (a missing one reads as no watermark and
+/// no timers); an ended input is refused.
+fn old_times(old: &[TaskState]) -> Result<Option<Vec<TimeState>>, RescaleError> {
+    if old.iter().all(|s| s.time.is_none()) {
+        return Ok(None);
+    }
+    let mut times = Vec::with_capacity(old.len());
+    for (subtask, state) in (0..).zip(old) {
+        let time = match &state.time {
+            Some(bytes) => TimeState::decode(bytes)
+                .map_err(|problem| RescaleError::Time { subtask, problem })?,
+            None => TimeState {
+                watermark: i64::MIN,
+                ..TimeState::default()
+            },
+        };
+        if time.inputs.iter().any(|i| i.ended) && !state.finished {
+            return Err(RescaleError::EndedInput { subtask });
+        }
+        times.push(time);
+    }
+    Ok(Some(times))
+}
+
+/// The time sections of the new subtasks: each takes the timers of its key groups, and the
+/// smallest watermark of the old subtasks (a watermark never moves back, so the smallest is
+/// the one every new subtask has surely reached; timers already fired are gone, so none fires
+/// twice). Inputs keep their clocks when every old subtask had the same inputs, each input
+/// taking its smallest watermark; otherwise the new subtasks start with none.
+fn split_time(
+    old: &[TimeState],
+    prefix: u8,
+    groups: KeyGroups,
+) -> Result<Vec<TimeState>, RescaleError> {
+    let watermark = old.iter().map(|t| t.watermark).min().unwrap_or(i64::MIN);
+    let count = old.first().map_or(0, |t| t.inputs.len());
+    let inputs: Vec<InputTime> = if old.iter().all(|t| t.inputs.len() == count) {
+        (0..count)
+            .map(|i| InputTime {
+                watermark: old
+                    .iter()
+                    .map(|t| t.inputs[i].watermark)
+                    .min()
+                    .unwrap_or(i64::MIN),
+                idle: old.iter().all(|t| t.inputs[i].idle),
+                ended: old.iter().all(|t| t.inputs[i].ended),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let mut new: Vec<TimeState> = (0..groups.parallelism())
+        .map(|_| TimeState {
+            watermark,
+            inputs: inputs.clone(),
+            splits: Vec::new(),
+            timers: [Timers::new(), Timers::new()],
+        })
+        .collect();
+    let prefix_len = usize::from(prefix);
+    for (subtask, time) in (0..).zip(old) {
+        for (domain, timers) in time.timers.iter().enumerate() {
+            for (timestamp, key) in timers.iter() {
+                let placed = key.get(prefix_len..).ok_or(RescaleError::TimerKey {
+                    subtask,
+                    len: key.len(),
+                    prefix,
+                })?;
+                let owner = groups.owner(key_group(placed, groups.max_parallelism()));
+                new[owner as usize].timers[domain].set(timestamp, key);
+            }
+        }
+    }
+    Ok(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use weir_abi::rescalable::Writer;
+
+    use super::*;
+
+    fn groups(p: u32) -> KeyGroups {
+        KeyGroups::new(16, p).unwrap()
+    }
+
+    /// The state of one old subtask of `groups`: every key it owns of `keys` keyed, a union
+    /// item, and an event-time timer per key, its key behind a one-byte prefix.
+    fn state(keys: &[&str], groups: KeyGroups, subtask: u32, watermark: i64) -> TaskState {
+        let mut writer = Writer::with_capacity(1, 0);
+        writer.union(0, b"config");
+        let mut timers = [Timers::new(), Timers::new()];
+        for key in keys
+            .iter()
+            .filter(|k| groups.subtask(k.as_bytes()) == subtask)
+        {
+            writer.keyed(1, key.as_bytes(), b"v");
+            timers[0].set(100, &[&[7u8][..], key.as_bytes()].concat());
+        }
+        let input = InputTime {
+            watermark,
+            idle: false,
+            ended: false,
+        };
+        TaskState {
+            finished: false,
+            time: Some(TimeState::encode(watermark, &[input], &[], &timers)),
+            inner: writer.finish(),
+        }
+    }
+
+    const KEYS: [&str; 8] = ["a", "b", "c", "d", "e", "f", "g", "h"];
+
+    #[test]
+    fn keys_and_their_timers_move_together_and_the_smallest_watermark_is_kept() {
+        let old: Vec<TaskState> = (0..2)
+            .map(|s| state(&KEYS, groups(2), s, 50 + i64::from(s)))
+            .collect();
+        let new = rescale_states(&old, groups(2), groups(3)).unwrap();
+        assert_eq!(new.len(), 3);
+        let mut seen = Vec::new();
+        for (subtask, state) in (0..).zip(&new) {
+            let inner = rescalable::RescalableState::decode(&state.inner)
+                .unwrap()
+                .unwrap();
+            let keys: Vec<&[u8]> = inner
+                .items()
+                .filter(|i| i.kind == rescalable::ItemKind::Keyed)
+                .map(|i| i.key)
+                .collect();
+            let time = TimeState::decode(state.time.as_deref().unwrap()).unwrap();
+            assert_eq!(time.watermark, 50);
+            assert_eq!(time.inputs[0].watermark, 50);
+            let timer_keys: Vec<&[u8]> = time.timers[0].iter().map(|(_, k)| &k[1..]).collect();
+            let mut sorted = keys.clone();
+            sorted.sort();
+            assert_eq!(timer_keys, sorted, "subtask {subtask}");
+            for key in keys {
+                assert_eq!(groups(3).subtask(key), subtask);
+                seen.push(key.to_vec());
+            }
+        }
+        seen.sort();
+        assert_eq!(seen, KEYS.map(|k| k.as_bytes().to_vec()));
+    }
+
+    #[test]
+    fn an_image_or_an_opaque_state_is_refused_saying_what_to_do() {
+        let image = TaskState {
+            inner: [&IMAGE_MAGIC[..], b"..."].concat(),
+            ..TaskState::default()
+        };
+        let err = rescale_states(&[image.clone(), image], groups(2), groups(1)).unwrap_err();
+        assert_eq!(err, RescaleError::Image);
+        assert!(err.to_string().contains("keep its parallelism"), "{err}");
+        let opaque = TaskState {
+            inner: b"bincode".to_vec(),
+            ..TaskState::default()
+        };
+        let err = rescale_states(&[TaskState::default(), opaque], groups(2), groups(3))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("subtask 1 is not in the rescalable layout"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_checkpoint_taken_while_finishing_is_refused() {
+        let done = TaskState {
+            finished: true,
+            ..TaskState::default()
+        };
+        let err = rescale_states(&[done, TaskState::default()], groups(2), groups(3)).unwrap_err();
+        assert_eq!(
+            err,
+            RescaleError::Finishing {
+                finished: 1,
+                subtasks: 2
+            }
+        );
+    }
+
+    #[test]
+    fn empty_states_rescale_to_empty_states() {
+        let new = rescale_states(&[TaskState::default()], groups(1), groups(4)).unwrap();
+        assert_eq!(new, vec![TaskState::default(); 4]);
+    }
+
+    #[test]
+    fn a_timer_key_shorter_than_the_prefix_is_refused() {
+        let mut old = state(&[], groups(1), 0, 0);
+        let mut timers = [Timers::new(), Timers::new()];
+        timers[1].set(5, b"");
+        old.time = Some(TimeState::encode(0, &[], &[], &timers));
+        let err = rescale_states(&[old], groups(1), groups(2)).unwrap_err();
+        assert_eq!(
+            err,
+            RescaleError::TimerKey {
+                subtask: 0,
+                len: 0,
+                prefix: 1
+            }
+        );
+    }
+}
