@@ -2,15 +2,18 @@
 //!
 //! The host treats state as opaque bytes. By default they are the operator struct itself,
 //! encoded with serde and bincode (standard configuration): deriving `Serialize` and
-//! `Deserialize` is all it takes to checkpoint. An operator that wants another encoding, or is
-//! not serde at all, implements [`State`] by hand.
+//! `Deserialize` is all it takes to checkpoint. Per-key state kept in [`Keyed`](crate::Keyed)
+//! fields (and operator lists in [`ListState`](crate::ListState) and
+//! [`UnionState`](crate::UnionState)) is written so that the host can split and merge it when
+//! the operator's parallelism changes (`crate::rescalable`). An operator that wants another
+//! encoding, or is not serde at all, implements [`State`] by hand.
 
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::{Error, Result};
+use crate::{Result, rescalable};
 
 /// Saving and restoring an operator's state.
 ///
@@ -43,40 +46,18 @@ pub trait State {
 /// one instance, single-threaded; natively, tests share the hint, which is only a hint.)
 static LAST_SNAPSHOT_LEN: AtomicUsize = AtomicUsize::new(0);
 
-/// A bincode writer into a `Vec` made with a capacity.
-struct Buffer(Vec<u8>);
-
-impl bincode::enc::write::Writer for Buffer {
-    #[inline(always)]
-    fn write(&mut self, bytes: &[u8]) -> core::result::Result<(), bincode::error::EncodeError> {
-        self.0.extend_from_slice(bytes);
-        Ok(())
-    }
-}
-
+/// The operator's bincode — in the rescalable layout when it holds [`Keyed`](crate::Keyed),
+/// [`ListState`](crate::ListState) or [`UnionState`](crate::UnionState) fields
+/// (`crate::rescalable`).
 impl<T: Serialize + DeserializeOwned> State for T {
     fn snapshot(&self) -> Result<Vec<u8>> {
-        let mut buffer = Buffer(Vec::with_capacity(
-            LAST_SNAPSHOT_LEN.load(Ordering::Relaxed),
-        ));
-        bincode::serde::encode_into_writer(self, &mut buffer, bincode::config::standard())
-            .map_err(|e| Error::msg(format!("cannot encode the operator's state: {e}")))?;
-        LAST_SNAPSHOT_LEN.store(buffer.0.len(), Ordering::Relaxed);
-        Ok(buffer.0)
+        let bytes = rescalable::snapshot(self, LAST_SNAPSHOT_LEN.load(Ordering::Relaxed), 0)?;
+        LAST_SNAPSHOT_LEN.store(bytes.len(), Ordering::Relaxed);
+        Ok(bytes)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        const HINT: &str = "was the snapshot taken by another version of the operator?";
-        let (state, read) =
-            bincode::serde::decode_from_slice(bytes, bincode::config::standard())
-                .map_err(|e| Error::msg(format!("snapshot does not decode ({HINT}): {e}")))?;
-        if read != bytes.len() {
-            let extra = bytes.len() - read;
-            return Err(Error::msg(format!(
-                "{extra} bytes follow the operator's state in the snapshot ({HINT})"
-            )));
-        }
-        *self = state;
+        *self = rescalable::restore(bytes)?;
         Ok(())
     }
 }

@@ -21,7 +21,9 @@ use core::fmt;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
-use weir_abi::time::END_OF_TIME;
+use weir_abi::key_group::{DEFAULT_MAX_PARALLELISM, KeyGroups, key_group};
+use weir_abi::rescalable;
+use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 use weir_abi::{Batch, BatchBuilder, Record, TimeDomain, Timers};
 
 pub(crate) use self::host::EmulatedHost;
@@ -350,6 +352,72 @@ impl<T: Operator + State> Harness<T> {
         Ok(())
     }
 
+    /// Splits and merges the checkpoints of an operator's subtasks (one per subtask, in order,
+    /// taken at parallelism `checkpoints.len()`) for `parallelism` subtasks, the way the host
+    /// does when a job is restored at another parallelism (docs/ABI.md §16): keyed state by
+    /// the key group of its key among `max_parallelism`, list state in shares, union state to
+    /// every subtask, timers with their key, and the smallest watermark. Returns one fresh
+    /// instance per new subtask, restored, its context `context` with its subtask index.
+    ///
+    /// Fails, as the host refuses the restore, when a state is not in the rescalable layout
+    /// (an operator without [`Keyed`](crate::Keyed), [`ListState`](crate::ListState) or
+    /// [`UnionState`](crate::UnionState) fields that keeps state).
+    pub fn rescale(
+        context: &Context,
+        checkpoints: &[Checkpoint],
+        parallelism: u32,
+        max_parallelism: u32,
+    ) -> Result<Vec<Harness<T>>> {
+        let old_p = u32::try_from(checkpoints.len()).unwrap_or(u32::MAX);
+        let groups = |p| {
+            KeyGroups::new(max_parallelism, p).ok_or_else(|| {
+                Error::msg(format!(
+                    "parallelism {p} is not between 1 and the max_parallelism {max_parallelism}"
+                ))
+            })
+        };
+        let (old, new) = (groups(old_p)?, groups(parallelism)?);
+        let states: Vec<&[u8]> = checkpoints.iter().map(|c| c.state.as_slice()).collect();
+        let rescaled = rescalable::rescale(&states, old, new)
+            .map_err(|e| Error::msg(format!("the host would refuse this rescale: {e}")))?;
+        let prefix = usize::from(rescaled.timer_key_prefix);
+        let watermark = checkpoints
+            .iter()
+            .map(|c| c.watermark)
+            .min()
+            .unwrap_or(NO_WATERMARK);
+        let mut timers: Vec<[Timers; 2]> = (0..parallelism).map(|_| Default::default()).collect();
+        for checkpoint in checkpoints {
+            for (domain, set) in checkpoint.timers.iter().enumerate() {
+                for (timestamp, key) in set.iter() {
+                    let placed = key.get(prefix..).ok_or_else(|| {
+                        Error::msg(format!(
+                            "a timer key of {} bytes is shorter than the timer-key prefix of \
+                             {prefix} bytes the state declares",
+                            key.len()
+                        ))
+                    })?;
+                    let owner = new.owner(key_group(placed, max_parallelism)) as usize;
+                    timers[owner][domain].set(timestamp, key);
+                }
+            }
+        }
+        (0..parallelism)
+            .zip(rescaled.states)
+            .zip(timers)
+            .map(|((subtask, state), timers)| {
+                let context = context.clone().with_subtask(subtask, parallelism);
+                let mut harness = Harness::<T>::new(context)?;
+                harness.restore_checkpoint(&Checkpoint {
+                    state,
+                    timers,
+                    watermark,
+                })?;
+                Ok(harness)
+            })
+            .collect()
+    }
+
     /// Fires the timers of `domain` due at `time`, in rounds (see
     /// [`advance_watermark`](Self::advance_watermark)); returns what the operator emitted.
     fn fire(&mut self, domain: TimeDomain, time: i64) -> Result<Vec<OwnedRecord>> {
@@ -488,6 +556,147 @@ pub fn assert_restore_preserves_steps<T: Operator + State>(
     every: usize,
 ) {
     assert_restore_preserves(context, steps, every, "step(s)", run::<T>);
+}
+
+/// Asserts that rescaling an operator does not change its output for any key.
+///
+/// Runs `input` through one instance, one record per batch, then calls `finish`. Runs it again
+/// through `from` instances, each record sent to the one its key routes to (key groups among
+/// [`DEFAULT_MAX_PARALLELISM`]), checkpoints them all halfway, [rescales](Harness::rescale)
+/// the checkpoints to `to` instances and runs the rest there. Panics with a diff if a key's
+/// records differ between the two runs (main or side outputs; records of different keys may
+/// interleave differently), or if the operator fails or its state cannot be rescaled.
+#[track_caller]
+pub fn assert_rescale_preserves_output<T: Operator + State>(
+    context: &Context,
+    input: &[OwnedRecord],
+    from: u32,
+    to: u32,
+) {
+    let steps: Vec<Step> = input.iter().cloned().map(Step::Record).collect();
+    assert_rescale_preserves_steps::<T>(context, &steps, from, to);
+}
+
+/// Like [`assert_rescale_preserves_output`], for a run of [`Step`]s: each record goes to the
+/// instance its key routes to, and watermarks and clock moves to every instance, as every
+/// subtask of an operator sees them. The rescale happens after half the steps.
+#[track_caller]
+pub fn assert_rescale_preserves_steps<T: Operator + State>(
+    context: &Context,
+    steps: &[Step],
+    from: u32,
+    to: u32,
+) {
+    let straight = run::<T>(context, steps, None)
+        .unwrap_or_else(|e| panic!("the run without a rescale failed: {e}"));
+    let rescaled = run_rescaled::<T>(context, steps, from, to)
+        .unwrap_or_else(|e| panic!("the run rescaled from {from} to {to} instances failed: {e}"));
+    let names: BTreeSet<&String> = straight.1.keys().chain(rescaled.1.keys()).collect();
+    let side = |sides: &BTreeMap<String, Vec<OwnedRecord>>, name: &String| {
+        sides.get(name).cloned().unwrap_or_default()
+    };
+    let outputs = [(
+        "main output".to_string(),
+        straight.0.clone(),
+        rescaled.0.clone(),
+    )]
+    .into_iter()
+    .chain(names.into_iter().map(|name| {
+        let what = format!("side output `{name}`");
+        (what, side(&straight.1, name), side(&rescaled.1, name))
+    }));
+    for (what, straight, rescaled) in outputs {
+        let (straight, rescaled) = (by_key(&straight), by_key(&rescaled));
+        let none = Vec::new();
+        for key in straight
+            .keys()
+            .chain(rescaled.keys())
+            .collect::<BTreeSet<_>>()
+        {
+            let s = straight.get(key).unwrap_or(&none);
+            let r = rescaled.get(key).unwrap_or(&none);
+            if let Some(diff) = diff(("rescaled", r), ("not rescaled", s)) {
+                panic!(
+                    "the {what} of key {:?} changes when the operator is rescaled from {from} \
+                     to {to} instances halfway\n{diff}",
+                    String::from_utf8_lossy(key)
+                );
+            }
+        }
+    }
+}
+
+/// Runs `steps` through `from` instances, rescales them to `to` halfway, finishes them all;
+/// returns everything emitted, in no particular order across instances.
+fn run_rescaled<T: Operator + State>(
+    context: &Context,
+    steps: &[Step],
+    from: u32,
+    to: u32,
+) -> Result<RunOutput> {
+    let groups = |p| {
+        KeyGroups::new(DEFAULT_MAX_PARALLELISM, p).ok_or_else(|| {
+            Error::msg(format!(
+                "parallelism {p} is not between 1 and {DEFAULT_MAX_PARALLELISM}"
+            ))
+        })
+    };
+    let (before, after) = steps.split_at(steps.len() / 2);
+    let mut output = Vec::new();
+    let mut sides = BTreeMap::<String, Vec<OwnedRecord>>::new();
+    let mut harnesses = (0..from)
+        .map(|i| Harness::<T>::new(context.clone().with_subtask(i, from)))
+        .collect::<Result<Vec<_>>>()?;
+    for (part, parallelism) in [(before, from), (after, to)] {
+        if parallelism != harnesses.len() as u32 {
+            let checkpoints = harnesses
+                .iter()
+                .map(Harness::checkpoint)
+                .collect::<Result<Vec<_>>>()?;
+            for harness in &mut harnesses {
+                take_sides(harness, &mut sides);
+            }
+            harnesses =
+                Harness::rescale(context, &checkpoints, parallelism, DEFAULT_MAX_PARALLELISM)?;
+        }
+        let groups = groups(parallelism)?;
+        for step in part {
+            match step {
+                Step::Record(record) => {
+                    let harness = &mut harnesses[groups.subtask(&record.key) as usize];
+                    output.extend(harness.step(step)?);
+                }
+                _ => {
+                    for harness in &mut harnesses {
+                        output.extend(harness.step(step)?);
+                    }
+                }
+            }
+        }
+    }
+    for harness in &mut harnesses {
+        output.extend(harness.finish()?);
+        take_sides(harness, &mut sides);
+    }
+    Ok((output, sides))
+}
+
+/// Moves what `harness` emitted on side outputs into `sides`.
+fn take_sides<T>(harness: &mut Harness<T>, sides: &mut BTreeMap<String, Vec<OwnedRecord>>) {
+    for (name, records) in std::mem::take(&mut harness.side_outputs) {
+        sides.entry(name).or_default().extend(records);
+    }
+}
+
+/// `records` by key, each key's in order.
+fn by_key(records: &[OwnedRecord]) -> BTreeMap<Vec<u8>, Vec<OwnedRecord>> {
+    let mut keys: BTreeMap<Vec<u8>, Vec<OwnedRecord>> = BTreeMap::new();
+    for record in records {
+        keys.entry(record.key.clone())
+            .or_default()
+            .push(record.clone());
+    }
+    keys
 }
 
 /// What a run emitted: on the main output, and on each side output.

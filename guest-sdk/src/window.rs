@@ -92,19 +92,18 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
-use std::hash::BuildHasherDefault;
-
-use rustc_hash::FxHasher;
+use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 use std::fmt;
 use std::str::{FromStr, SplitWhitespace};
 
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use weir_abi::rescalable::ItemKind;
 use weir_abi::time::MAX_OUTPUT_NAME_BYTES;
 
-use crate::{Batch, Error, FiredTimers, Output, Record, Result, State, TimeDomain, bail};
+use crate::rescalable::{self, deserialize_items, serialize_items};
+use crate::{Batch, Error, FiredTimers, Keyed, Output, Record, Result, State, TimeDomain, bail};
 
 /// A window of event time: the timestamps from `start` (included) to `end` (excluded), in
 /// milliseconds.
@@ -461,20 +460,48 @@ pub struct Windows<A: Aggregate> {
 /// What [`Windows`] checkpoints: its windows, its count of late records, and the assigner and
 /// lateness they were made with, which a restore checks.
 #[derive(Serialize, Deserialize)]
+#[serde(bound(serialize = "Acc: Serialize", deserialize = "Acc: DeserializeOwned"))]
 struct WindowState<Acc> {
     assigner: Assigner,
     lateness: i64,
     /// For each key, its windows by end. A key's windows have distinct ends: aligned windows of
     /// one size with the same end are the same window, and a key's sessions never overlap.
     /// Hashed, not ordered: nothing depends on the order of keys (the host orders the firings),
-    /// and comparing byte keys down a B-tree was most of a windowed job's time in wasm.
-    keys: HashMap<Vec<u8>, BTreeMap<i64, Slot<Acc>>, KeyHasher>,
+    /// and comparing byte keys down a B-tree was most of a windowed job's time in wasm. Keyed:
+    /// a rescale moves each key's windows with the key.
+    keys: Keyed<BTreeMap<i64, Slot<Acc>>>,
     /// Records too late for every window they belong to.
-    late_records: u64,
+    late_records: LateCount,
 }
 
-/// How the windows' map hashes keys: Fx, deterministic and cheap in wasm.
-type KeyHasher = BuildHasherDefault<FxHasher>;
+/// How many bytes a window timer's key has before the record key: its kind.
+const TIMER_KEY_PREFIX: u8 = 1;
+
+/// The count of late records: a number in a plain snapshot; in a rescalable one an item of a
+/// list, so that the counts of subtasks a rescale merges add up and none is counted twice.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct LateCount(u64);
+
+impl Serialize for LateCount {
+    fn serialize<S: Serializer>(&self, serializer: S) -> core::result::Result<S::Ok, S::Error> {
+        if rescalable::snapshotting() {
+            serialize_items(serializer, ItemKind::List, &[self.0])
+        } else {
+            serializer.serialize_u64(self.0)
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for LateCount {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> core::result::Result<Self, D::Error> {
+        if rescalable::restoring() {
+            let counts: Vec<u64> = deserialize_items(deserializer, ItemKind::List)?;
+            Ok(LateCount(counts.iter().sum()))
+        } else {
+            u64::deserialize(deserializer).map(LateCount)
+        }
+    }
+}
 
 /// One window of one key.
 #[derive(Serialize, Deserialize)]
@@ -495,8 +522,8 @@ impl<A: Aggregate> Windows<A> {
         let state = WindowState {
             assigner: spec.assigner,
             lateness: spec.lateness,
-            keys: HashMap::default(),
-            late_records: 0,
+            keys: Keyed::default(),
+            late_records: LateCount::default(),
         };
         Ok(Windows {
             spec,
@@ -513,7 +540,7 @@ impl<A: Aggregate> Windows<A> {
     /// How many records came too late for every window they belong to: sent to the late
     /// output when there is one, dropped otherwise. Checkpointed.
     pub fn late_records(&self) -> u64 {
-        self.state.late_records
+        self.state.late_records.0
     }
 
     /// How many windows are kept, over all keys: open ones, and fired ones still within their
@@ -564,7 +591,7 @@ impl<A: Aggregate> Windows<A> {
             Assigner::Session { gap } => self.add_to_session(record, gap, watermark, out)?,
         };
         if !kept {
-            self.state.late_records += 1;
+            self.state.late_records.0 += 1;
             if let Some(name) = &self.spec.late_output {
                 out.emit_to(name, record.key, record.value, record.timestamp);
             }
@@ -755,17 +782,11 @@ impl<A: Aggregate> Windows<A> {
 /// them would not fit the new ones. The late output may change.
 impl<A: Aggregate> State for Windows<A> {
     fn snapshot(&self) -> Result<Vec<u8>> {
-        self.state.snapshot()
+        rescalable::snapshot(&self.state, 0, TIMER_KEY_PREFIX)
     }
 
     fn restore(&mut self, bytes: &[u8]) -> Result<()> {
-        let mut restored = WindowState {
-            assigner: self.spec.assigner,
-            lateness: self.spec.lateness,
-            keys: HashMap::default(),
-            late_records: 0,
-        };
-        restored.restore(bytes)?;
+        let restored: WindowState<A::Acc> = rescalable::restore(bytes)?;
         if (restored.assigner, restored.lateness) != (self.spec.assigner, self.spec.lateness) {
             return Err(Error::msg(format!(
                 "the snapshot holds windows `{} lateness {}`, but these are `{} lateness {}`: \

@@ -7,15 +7,16 @@
 //! words, so a lookup compares three words and follows no pointer; longer keys live on the
 //! heap and are compared eight bytes at a time.
 //!
-//! Serialised as a map from key bytes to count, in table order: bincode encodes it exactly as
-//! it encodes a `BTreeMap<Vec<u8>, u64>` with the same entries (the order may differ).
+//! Serialised as the SDK's keyed state (`weir_sdk::serialize_keyed`): in a snapshot one keyed
+//! item per key, so that a rescale moves each count with its key (docs/ABI.md §16); elsewhere a
+//! map from key bytes to count, in table order, which bincode encodes exactly as it encodes a
+//! `BTreeMap<Vec<u8>, u64>` with the same entries (the order may differ).
 
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault};
 
 use hashbrown::HashTable;
 use rustc_hash::FxHasher;
-use serde::de::{MapAccess, Visitor};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Keys up to this many bytes are stored inline.
@@ -157,54 +158,55 @@ impl Counts {
     }
 }
 
+/// Keyed state of the SDK (`weir_sdk::serialize_keyed`): in a snapshot, one keyed item per
+/// key, which a rescale moves with the key; elsewhere a map from key bytes to count.
 impl Serialize for Counts {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.collect_map(self.table.iter().map(|(k, c)| (SerializedKey(k), c)))
+        let entries = self
+            .table
+            .iter()
+            .map(|(key, count)| (KeyView::of(key), count));
+        weir_sdk::serialize_keyed(serializer, self.table.len(), entries)
     }
 }
 
-/// A key serialised as a `Vec<u8>` is (a sequence of bytes), without allocating one.
-struct SerializedKey<'a>(&'a Key);
+/// A key's bytes, without allocating: copied out of its words when inline.
+enum KeyView<'a> {
+    Inline([u8; INLINE_BYTES], u8),
+    Heap(&'a [u8]),
+}
 
-impl Serialize for SerializedKey<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self.0 {
+impl<'a> KeyView<'a> {
+    fn of(key: &'a Key) -> Self {
+        match key {
             Key::Inline { len, words } => {
                 let mut bytes = [0u8; INLINE_BYTES];
                 for (chunk, word) in bytes.chunks_exact_mut(8).zip(words) {
                     chunk.copy_from_slice(&word.to_le_bytes());
                 }
-                serializer.collect_seq(&bytes[..usize::from(*len)])
+                KeyView::Inline(bytes, *len)
             }
-            Key::Heap(bytes) => serializer.collect_seq(bytes.iter()),
+            Key::Heap(bytes) => KeyView::Heap(bytes),
+        }
+    }
+}
+
+impl AsRef<[u8]> for KeyView<'_> {
+    fn as_ref(&self) -> &[u8] {
+        match self {
+            KeyView::Inline(bytes, len) => &bytes[..usize::from(*len)],
+            KeyView::Heap(bytes) => bytes,
         }
     }
 }
 
 impl<'de> Deserialize<'de> for Counts {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        struct CountsVisitor;
-
-        impl<'de> Visitor<'de> for CountsVisitor {
-            type Value = Counts;
-
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a map from key bytes to count")
-            }
-
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Counts, A::Error> {
-                let mut counts = Counts::default();
-                counts
-                    .table
-                    .reserve(map.size_hint().unwrap_or(0), |(k, _)| hash_of(&k.bytes()));
-                while let Some((key, count)) = map.next_entry::<Vec<u8>, u64>()? {
-                    counts.add(&key, count);
-                }
-                Ok(counts)
-            }
-        }
-
-        deserializer.deserialize_map(CountsVisitor)
+        let mut counts = Counts::default();
+        weir_sdk::deserialize_keyed(deserializer, |key: &[u8], count: u64| {
+            counts.add(key, count);
+        })?;
+        Ok(counts)
     }
 }
 

@@ -67,7 +67,8 @@ weir_sdk::export!(Count);
 #[cfg(test)]
 mod tests {
     use weir_sdk::testing::{
-        Harness, OwnedRecord, assert_records_eq, assert_restore_preserves_output, record,
+        Harness, OwnedRecord, assert_records_eq, assert_rescale_preserves_output,
+        assert_restore_preserves_output, record,
     };
 
     use super::*;
@@ -152,6 +153,24 @@ mod tests {
             .collect();
         for every in 1..=3 {
             assert_restore_preserves_output::<Count>(&Context::new("count"), &input, every);
+        }
+    }
+
+    #[test]
+    fn rescaling_halfway_carries_every_count_on() {
+        // Short keys (inline in the table) and long ones (on the heap).
+        let input: Vec<OwnedRecord> = (0..600)
+            .map(|i: i64| {
+                let key = if i % 5 == 0 {
+                    format!("a-long-key-of-more-than-24-bytes-{}", i % 7)
+                } else {
+                    format!("k{}", (i * 7) % 53)
+                };
+                record(key, "", i)
+            })
+            .collect();
+        for (from, to) in [(2, 1), (2, 3), (2, 4), (4, 3), (1, 2)] {
+            assert_rescale_preserves_output::<Count>(&Context::new("count"), &input, from, to);
         }
     }
 }

@@ -3,19 +3,18 @@
 //! A record whose key the operator has seen before is dropped; the first record of each key is
 //! emitted unchanged (key, value and timestamp). Records with an empty key count as one key.
 //!
-//! State: the set of keys seen so far, checkpointed through serde. It grows with the number of
-//! distinct keys and is never pruned.
-
-use std::collections::BTreeSet;
+//! State: the set of keys seen so far, checkpointed through serde as the SDK's keyed state, so
+//! that a rescale moves each key with it. It grows with the number of distinct keys and is
+//! never pruned.
 
 use serde::{Deserialize, Serialize};
-use weir_sdk::{Batch, Context, Operator, Output, Result};
+use weir_sdk::{Batch, Context, Keyed, Operator, Output, Result};
 
 /// The `dedup` operator.
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Dedup {
     /// Every key emitted so far.
-    seen: BTreeSet<Vec<u8>>,
+    seen: Keyed<()>,
 }
 
 impl Operator for Dedup {
@@ -25,8 +24,8 @@ impl Operator for Dedup {
 
     fn process(&mut self, input: &Batch<'_>, out: &mut Output) -> Result<()> {
         for record in input {
-            if !self.seen.contains(record.key) {
-                self.seen.insert(record.key.to_vec());
+            if !self.seen.contains_key(record.key) {
+                self.seen.insert(record.key.to_vec(), ());
                 out.emit_record(&record);
             }
         }
@@ -39,7 +38,8 @@ weir_sdk::export!(Dedup);
 #[cfg(test)]
 mod tests {
     use weir_sdk::testing::{
-        Harness, OwnedRecord, assert_records_eq, assert_restore_preserves_output, record,
+        Harness, OwnedRecord, assert_records_eq, assert_rescale_preserves_output,
+        assert_restore_preserves_output, record,
     };
 
     use super::*;
@@ -89,6 +89,16 @@ mod tests {
             .collect();
         for every in 1..=3 {
             assert_restore_preserves_output::<Dedup>(&Context::new("dedup"), &input, every);
+        }
+    }
+
+    #[test]
+    fn rescaling_halfway_lets_through_the_first_record_of_each_key_once() {
+        let input: Vec<OwnedRecord> = (0..300)
+            .map(|i: i64| record(format!("k{}", (i * 13) % 41), format!("v{i}"), i))
+            .collect();
+        for (from, to) in [(2, 1), (2, 3), (2, 4), (3, 2)] {
+            assert_rescale_preserves_output::<Dedup>(&Context::new("dedup"), &input, from, to);
         }
     }
 }

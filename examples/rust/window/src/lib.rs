@@ -90,7 +90,8 @@ weir_sdk::export!(WindowCount);
 mod tests {
     use weir_sdk::TimeDomain;
     use weir_sdk::testing::{
-        Harness, OwnedRecord, Step, assert_records_eq, assert_restore_preserves_steps, record,
+        Harness, OwnedRecord, Step, assert_records_eq, assert_rescale_preserves_steps,
+        assert_restore_preserves_steps, record,
     };
 
     use super::*;
@@ -232,6 +233,29 @@ mod tests {
             }
         }
         steps
+    }
+
+    #[test]
+    fn rescaling_in_the_middle_keeps_every_keys_windows_and_timers() {
+        // Many keys, so that each subtask holds some, and windows open across the rescale.
+        let mut steps = Vec::new();
+        for i in 0..240i64 {
+            let ts = (i * 37) % 3000 + i * 5;
+            steps.push(Step::Record(record(format!("k{}", i % 17), "", ts)));
+            if i % 10 == 9 {
+                steps.push(Step::Watermark(i * 5 + 2000));
+            }
+        }
+        for config in [
+            "tumbling 1000 lateness 200 late-output late",
+            "sliding 1000 500 late-output late",
+            "session 300 lateness 300 late-output late",
+        ] {
+            let context = Context::new("windows").with_config(config);
+            for (from, to) in [(2, 1), (2, 3), (3, 4), (1, 2)] {
+                assert_rescale_preserves_steps::<WindowCount>(&context, &steps, from, to);
+            }
+        }
     }
 
     #[test]
