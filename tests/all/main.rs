@@ -54,6 +54,8 @@ mod kill_points;
 mod misuse;
 #[cfg(unix)]
 mod new_project;
+#[cfg(unix)]
+mod rescale;
 mod retention;
 #[cfg(unix)]
 mod savepoint;

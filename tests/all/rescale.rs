@@ -1,0 +1,245 @@
+//! Rescaling a stateful job: a savepoint of a keyed job taken at parallelism 2 restores at 1, 3
+//! and 4, its keyed state split and merged by key group (docs/ABI.md §16), and the committed
+//! output is the output of a run that never changed; an operator whose state cannot be split
+//! is refused by name, with the way out.
+
+use std::path::PathBuf;
+
+use crate::support::{
+    CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
+    run_cli,
+};
+
+/// A keyed operator of the examples, with what it needs from the job.
+struct Keyed {
+    /// The operator's name in the job.
+    name: &'static str,
+    /// Its module.
+    module: &'static str,
+    /// Its config, if any.
+    config: Option<&'static str>,
+    /// Whether its source makes watermarks (event-time operators need them).
+    watermarks: bool,
+    /// More lines of its table.
+    settings: &'static str,
+}
+
+const COUNT: Keyed = Keyed {
+    name: "count",
+    module: weir_tests::guests::COUNT,
+    config: None,
+    watermarks: false,
+    settings: "",
+};
+
+const DEDUP: Keyed = Keyed {
+    name: "dedup",
+    module: weir_tests::guests::DEDUP,
+    config: None,
+    watermarks: false,
+    settings: "",
+};
+
+/// Tumbling windows over in-order timestamps (record `i` at `i` ms): no record is ever late,
+/// so every run fires the same windows with the same counts.
+const WINDOW: Keyed = Keyed {
+    name: "windows",
+    module: weir_tests::guests::WINDOW,
+    config: Some("tumbling 500"),
+    watermarks: true,
+    settings: "",
+};
+
+/// The job: one generator (so each key's records reach the operator in one order) → key-hash
+/// → the operator at `parallelism` → rebalance → an exactly-once file sink of 2 subtasks, with
+/// a checkpoint every 100 ms. Two seconds of records over 400 keys.
+fn job(sandbox: &Sandbox, op: &Keyed, parallelism: u32, extra: &str) -> String {
+    let watermark = if op.watermarks {
+        "watermark = { out_of_orderness = \"0ms\", interval = \"20ms\" }\n"
+    } else {
+        ""
+    };
+    let config = op
+        .config
+        .map(|c| format!("config = \"{c}\"\n"))
+        .unwrap_or_default();
+    format!(
+        "name = \"rescale\"\n{extra}\n\
+         [checkpoint]\ninterval = \"100ms\"\nmode = \"exactly-once\"\ndirectory = {:?}\nretained = 2\n\
+         [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\ncount = 20000\nrate = 10000.0\nkeys = 400\n{watermark}\
+         [[operator]]\nname = \"{}\"\nmodule = {:?}\nparallelism = {parallelism}\n{config}{}\
+         inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\
+         [[sink]]\nname = \"out\"\ntype = \"file\"\npath = {:?}\nparallelism = 2\n\
+         inputs = [{{ from = \"{}\", partition = \"rebalance\" }}]\n",
+        sandbox.checkpoint_dir(),
+        op.name,
+        op.module,
+        op.settings,
+        sandbox.out_dir(),
+        op.name,
+    )
+}
+
+/// Runs the job of `sandbox` with `--savepoint-on-stop`, stops it after two checkpoints and
+/// returns the savepoint it names.
+fn savepoint_mid_run(sandbox: &Sandbox, label: &str) -> PathBuf {
+    let mut weir = Weir::run(
+        &sandbox.job_path(),
+        &["--savepoint-on-stop"],
+        &sandbox.join(&format!("{label}.log")),
+    );
+    let checkpoints = sandbox.checkpoint_dir();
+    let running = weir.wait_until("two checkpoints", CLI_TIMEOUT, |_| {
+        complete_checkpoint_ids(&checkpoints).len() >= 2
+    });
+    assert!(
+        running,
+        "the job ended before two checkpoints:\n{}",
+        weir.stderr()
+    );
+    weir.terminate();
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a stop with a savepoint");
+    let line = ended
+        .stderr
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
+        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{}", ended.stderr));
+    PathBuf::from(line.split_whitespace().next().expect("a path"))
+}
+
+/// The committed output of an undisturbed run of `op` at parallelism 2.
+fn reference(op: &Keyed) -> Vec<String> {
+    let sandbox = Sandbox::new(&format!("rescale-{}-reference", op.name));
+    std::fs::write(sandbox.job_path(), job(&sandbox, op, 2, "")).unwrap();
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
+}
+
+/// Savepoints `op` at parallelism 2 mid-run and finishes the job from the savepoint at each of
+/// `targets`: the output must be the reference's.
+fn assert_rescales(op: &Keyed, targets: &[u32]) {
+    let expected = reference(op);
+    assert!(!expected.is_empty(), "the reference run wrote nothing");
+    for &p in targets {
+        let sandbox = Sandbox::new(&format!("rescale-{}-{p}", op.name));
+        std::fs::write(sandbox.job_path(), job(&sandbox, op, 2, "")).unwrap();
+        let savepoint = savepoint_mid_run(&sandbox, "before");
+        let committed = committed_lines(&sandbox.out_dir()).len();
+        assert!(
+            committed < expected.len(),
+            "the stop should come before the end: {committed} of {} lines",
+            expected.len()
+        );
+        std::fs::write(sandbox.job_path(), job(&sandbox, op, p, "")).unwrap();
+        let restore = savepoint.to_str().unwrap();
+        let ended = run_cli(
+            &sandbox.job_path(),
+            &["--restore", restore],
+            &sandbox.join("after.log"),
+        );
+        ended.assert_code(0, &format!("the run restored at parallelism {p}"));
+        let said = format!("rescaled the state of `{}` from 2 to {p} subtasks", op.name);
+        assert!(
+            ended.stderr.contains(&said),
+            "no `{said}`:\n{}",
+            ended.stderr
+        );
+        assert_same_output(
+            &committed_lines(&sandbox.out_dir()),
+            &expected,
+            &format!(
+                "{} savepointed at parallelism 2 and restored at {p}",
+                op.name
+            ),
+        );
+    }
+}
+
+#[test]
+fn a_count_savepointed_at_two_restores_at_one_three_and_four_with_the_same_output() {
+    assert_rescales(&COUNT, &[1, 3, 4]);
+}
+
+#[test]
+fn a_dedup_savepointed_at_two_restores_at_one_three_and_four_with_the_same_output() {
+    assert_rescales(&DEDUP, &[1, 3, 4]);
+}
+
+#[test]
+fn windows_savepointed_at_two_restore_at_one_three_and_four_with_the_same_output() {
+    assert_rescales(&WINDOW, &[1, 3, 4]);
+}
+
+/// Savepoints the job of `op` at parallelism 2 and restores it at 3, expecting a refusal;
+/// returns what it said.
+fn refused_at_three(sandbox: &Sandbox, op: &Keyed) -> String {
+    std::fs::write(sandbox.job_path(), job(sandbox, op, 2, "")).unwrap();
+    let savepoint = savepoint_mid_run(sandbox, "before");
+    std::fs::write(sandbox.job_path(), job(sandbox, op, 3, "")).unwrap();
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", savepoint.to_str().unwrap()],
+        &sandbox.join("after.log"),
+    );
+    ended.assert_code(3, "a rescale that cannot be done");
+    ended.stderr
+}
+
+#[test]
+fn an_operator_checkpointed_as_an_image_is_refused_a_rescale_by_name() {
+    let sandbox = Sandbox::new("rescale-image");
+    let image = Keyed {
+        settings: "checkpoint = \"image\"\n",
+        ..COUNT
+    };
+    let said = refused_at_three(&sandbox, &image);
+    assert!(
+        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
+        "{said}"
+    );
+    assert!(
+        said.contains("checkpointed as an image of its memory"),
+        "{said}"
+    );
+    assert!(said.contains("keep its parallelism"), "{said}");
+}
+
+#[test]
+fn an_operator_whose_state_is_its_own_is_refused_a_rescale_with_the_way_out() {
+    let sandbox = Sandbox::new("rescale-opaque");
+    let wat = Keyed {
+        name: "count",
+        module: weir_tests::guests::WAT_COUNT,
+        ..COUNT
+    };
+    let said = refused_at_three(&sandbox, &wat);
+    assert!(
+        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
+        "{said}"
+    );
+    assert!(said.contains("not in the rescalable layout"), "{said}");
+    assert!(said.contains("keep its parallelism"), "{said}");
+}
+
+#[test]
+fn a_restore_with_another_max_parallelism_is_refused_naming_the_operator() {
+    let sandbox = Sandbox::new("rescale-max-parallelism");
+    std::fs::write(sandbox.job_path(), job(&sandbox, &COUNT, 2, "")).unwrap();
+    let savepoint = savepoint_mid_run(&sandbox, "before");
+    let changed = job(&sandbox, &COUNT, 2, "max_parallelism = 64");
+    std::fs::write(sandbox.job_path(), changed).unwrap();
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", savepoint.to_str().unwrap()],
+        &sandbox.join("after.log"),
+    );
+    ended.assert_code(3, "a restore with other key groups");
+    assert!(
+        ended.stderr.contains("the state of `count`")
+            && ended.stderr.contains("set max_parallelism = 128"),
+        "{}",
+        ended.stderr
+    );
+}
