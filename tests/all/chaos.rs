@@ -9,6 +9,9 @@
 //! while the next one is being written); a last round runs to the end. Rounds that come after the
 //! job finished restore its final checkpoint, which must change nothing.
 //!
+//! A rescaling variant changes the parallelism of the keyed count at random before every round,
+//! so that restores split and merge its state by key group (docs/ABI.md §16) between kills.
+//!
 //! `WEIR_CHAOS_ROUNDS` sets the number of killed rounds per job (default 10),
 //! `WEIR_CHAOS_SEED` the seed (a number, or `random`); both are printed with every failure.
 
@@ -60,6 +63,8 @@ impl fmt::Display for KillAt {
 struct Round {
     index: u64,
     kill_at: KillAt,
+    /// The parallelism the round ran the job at, when the test varies it.
+    parallelism: Option<u32>,
     /// When the kill was sent, after the process started (`None`: it exited first).
     killed_after: Option<Duration>,
     /// Checkpoints completed during the round.
@@ -68,7 +73,11 @@ struct Round {
 
 impl fmt::Display for Round {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "round {}: {}: ", self.index, self.kill_at)?;
+        write!(f, "round {}: ", self.index)?;
+        if let Some(p) = self.parallelism {
+            write!(f, "at parallelism {p}, ")?;
+        }
+        write!(f, "{}: ", self.kill_at)?;
         match self.killed_after {
             Some(t) => write!(f, "killed {} ms after spawn", t.as_millis())?,
             None => write!(f, "exited 0 before the kill")?,
@@ -104,20 +113,22 @@ fn history(seed: u64, rounds: &[Round]) -> String {
 
 /// Runs the job `make_job` builds, undisturbed for the reference (which `check_reference` may
 /// inspect) and then under repeated SIGKILL, and compares. `start_delays` bounds, in ms, the
-/// kills timed from the job's start.
+/// kills timed from the job's start. `parallelisms` are the parallelisms `make_job` is given:
+/// the first for the reference; with more than one, each round draws one at random.
 fn kill_and_restore(
     label: &str,
     rounds: u64,
     salt: u64,
     start_delays: (u64, u64),
-    make_job: impl Fn(&Sandbox) -> JobFile,
+    parallelisms: &[u32],
+    make_job: impl Fn(&Sandbox, u32) -> JobFile,
     check_reference: impl FnOnce(&[String]),
 ) {
     let seed = seed_from_env("WEIR_CHAOS_SEED", DEFAULT_SEED);
     let mut rng = Rng::new(seed ^ salt);
 
     let reference = Sandbox::new(&format!("{label}-reference"));
-    make_job(&reference).write(&reference.job_path());
+    make_job(&reference, parallelisms[0]).write(&reference.job_path());
     // The jobs grow with the rounds: so does the time their whole runs may take.
     let whole_run = CLI_TIMEOUT * rounds.div_ceil(DEFAULT_ROUNDS).max(1) as u32;
     Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
@@ -132,10 +143,15 @@ fn kill_and_restore(
 
     let chaos = Sandbox::new(&format!("{label}-chaos"));
     let job = chaos.job_path();
-    make_job(&chaos).write(&job);
+    make_job(&chaos, parallelisms[0]).write(&job);
     let checkpoints = chaos.checkpoint_dir();
     let mut done: Vec<Round> = Vec::new();
     for index in 0..rounds {
+        let parallelism = (parallelisms.len() > 1).then(|| {
+            let p = parallelisms[rng.below(parallelisms.len() as u64) as usize];
+            make_job(&chaos, p).write(&job);
+            p
+        });
         let kill_at = if rng.below(2) == 0 {
             KillAt::AfterStart(Duration::from_millis(
                 rng.between(start_delays.0, start_delays.1),
@@ -202,6 +218,7 @@ fn kill_and_restore(
         let round = Round {
             index,
             kill_at,
+            parallelism,
             killed_after: killed.then_some(killed_at),
             checkpoints: count_new(&mut seen),
         };
@@ -210,6 +227,11 @@ fn kill_and_restore(
         assert_complete_checkpoints_verify(&checkpoints, &history(seed, &done));
     }
 
+    if parallelisms.len() > 1 {
+        let p = parallelisms[rng.below(parallelisms.len() as u64) as usize];
+        eprintln!("{label}: the final run at parallelism {p}");
+        make_job(&chaos, p).write(&job);
+    }
     let ended = Weir::run(&job, &["--restore", "latest"], &chaos.join("final.log")).wait(whole_run);
     if ended.code() != Some(0) {
         panic!(
@@ -227,6 +249,25 @@ fn kill_and_restore(
         leftovers.is_empty(),
         "{context}\nin-progress files remain after the final run: {leftovers:?}"
     );
+
+    if parallelisms.len() > 1 {
+        // And, varying the parallelism, only if restores did split and merge state.
+        let logs = std::fs::read_dir(chaos.path())
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"));
+        let rescales: usize = logs
+            .map(|log| {
+                let text = std::fs::read_to_string(log).unwrap_or_default();
+                text.matches("rescaled the state of").count()
+            })
+            .sum();
+        eprintln!("{label}: {rescales} restore(s) rescaled state");
+        assert!(
+            rescales >= 2,
+            "{context}\nonly {rescales} restore(s) rescaled state"
+        );
+    }
 
     // The test means something only if kills landed while the job ran, many after checkpoints.
     let killed = done.iter().filter(|r| r.killed_after.is_some()).count();
@@ -269,7 +310,8 @@ fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
         rounds,
         1,
         (20, 800),
-        |sandbox| checkpointed(wordcount(sandbox, input, false), sandbox, "100ms", 1),
+        &[2],
+        |sandbox, _| checkpointed(wordcount(sandbox, input, false), sandbox, "100ms", 1),
         // The reference itself must hold the counts computed here.
         |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
     );
@@ -300,7 +342,8 @@ fn kill_and_restore_wordcount_counting_with(
         rounds,
         3,
         (20, 800),
-        |sandbox| {
+        &[2],
+        |sandbox, _| {
             let job = wordcount_counting_with(sandbox, input, false, count);
             checkpointed(job, sandbox, "100ms", 1)
         },
@@ -348,7 +391,8 @@ fn kill_and_restore_two_input_count_commits_exactly_the_undisturbed_output() {
         rounds,
         2,
         (50, 1500),
-        |sandbox| two_input_count(sandbox, records, Some(10_000.0)),
+        &[3],
+        |sandbox, _| two_input_count(sandbox, records, Some(10_000.0)),
         |reference| {
             assert_eq!(
                 reference.len() as u64,
@@ -356,5 +400,48 @@ fn kill_and_restore_two_input_count_commits_exactly_the_undisturbed_output() {
                 "the reference commits one line per record"
             )
         },
+    );
+}
+
+/// The word count of [`kill_and_restore_wordcount_commits_exactly_the_undisturbed_output`] with
+/// its keyed count at a parallelism drawn from 1 to 4 before every round (its output goes to the
+/// sink by `rebalance`, so the sink keeps 2 subtasks): each restore at another parallelism
+/// splits or merges the counts by key group, and the committed output is still the undisturbed
+/// run's.
+#[test]
+fn kill_and_restore_wordcount_at_changing_parallelisms_commits_exactly_the_undisturbed_output() {
+    let input_dir = Sandbox::new("rescale-chaos-input");
+    let input = input_dir.join("words.txt");
+    let rounds = chaos_rounds();
+    let text = word_text(20_261_204, 8_000 * rounds as usize, 30);
+    std::fs::write(&input, &text).unwrap();
+    let input: &Path = &input;
+    kill_and_restore(
+        "wordcount-rescaled",
+        rounds,
+        4,
+        (20, 800),
+        &[2, 1, 3, 4],
+        |sandbox, parallelism| {
+            let job = JobFile::new("wordcount")
+                .file_source("lines", input, false)
+                .operator(
+                    "split",
+                    weir_tests::guests::SPLIT,
+                    1,
+                    None,
+                    ("lines", "forward"),
+                )
+                .operator(
+                    "count",
+                    weir_tests::guests::COUNT,
+                    parallelism,
+                    None,
+                    ("split", "key-hash"),
+                )
+                .file_sink("out", &sandbox.out_dir(), 2, ("count", "rebalance"));
+            checkpointed(job, sandbox, "100ms", 1)
+        },
+        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
     );
 }
