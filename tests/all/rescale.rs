@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::support::{
     CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
-    run_cli,
+    run_cli, weir_command,
 };
 
 /// A keyed operator of the examples, with what it needs from the job.
@@ -241,5 +241,166 @@ fn a_restore_with_another_max_parallelism_is_refused_naming_the_operator() {
             && ended.stderr.contains("set max_parallelism = 128"),
         "{}",
         ended.stderr
+    );
+}
+
+/// [`job`] with four seconds of records: time for rescales while it runs.
+fn long_job(sandbox: &Sandbox, op: &Keyed, parallelism: u32) -> String {
+    job(sandbox, op, parallelism, "").replace("count = 20000\n", "count = 40000\n")
+}
+
+/// `weir status DIR --json` of the job running in `sandbox`.
+fn status(sandbox: &Sandbox) -> serde_json::Value {
+    let dir = sandbox.checkpoint_dir();
+    let out = weir_command(
+        sandbox,
+        &["status", dir.to_str().unwrap(), "--json"],
+        "",
+        &[],
+    );
+    assert_eq!(out.code, Some(0), "weir status: {}", out.stderr);
+    serde_json::from_str(&out.stdout).unwrap()
+}
+
+/// The parallelism `weir status` shows for `vertex`.
+fn parallelism_shown(status: &serde_json::Value, vertex: &str) -> u64 {
+    status["job"]["vertices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == vertex)
+        .and_then(|v| v["parallelism"].as_u64())
+        .unwrap()
+}
+
+/// Waits until the job of `sandbox` has completed `n` checkpoints in all.
+fn wait_for_checkpoints(weir: &mut Weir, sandbox: &Sandbox, n: usize) {
+    let dir = sandbox.checkpoint_dir();
+    let reached = weir.wait_until("checkpoints", CLI_TIMEOUT, |_| {
+        complete_checkpoint_ids(&dir).len() >= n
+    });
+    assert!(
+        reached,
+        "the job ended before {n} checkpoints:\n{}",
+        weir.stderr()
+    );
+}
+
+#[test]
+fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
+    let reference = Sandbox::new("rescale-live-reference");
+    std::fs::write(reference.job_path(), long_job(&reference, &COUNT, 2)).unwrap();
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+
+    let sandbox = Sandbox::new("rescale-live");
+    std::fs::write(sandbox.job_path(), long_job(&sandbox, &COUNT, 2)).unwrap();
+    let dir = sandbox.checkpoint_dir();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    wait_for_checkpoints(&mut weir, &sandbox, 1);
+    for (to, from) in [(3, 2), (1, 3)] {
+        let change = format!("count={to}");
+        let out = weir_command(
+            &sandbox,
+            &["rescale", dir.to_str().unwrap(), &change],
+            "",
+            &[],
+        );
+        assert_eq!(out.code, Some(0), "weir rescale {change}: {}", out.stderr);
+        assert!(
+            out.stderr
+                .contains(&format!("rescaled count {from} → {to} from savepoint")),
+            "{}",
+            out.stderr
+        );
+        let savepoint = PathBuf::from(out.stdout.trim());
+        assert!(
+            savepoint.join("_metadata").is_file(),
+            "{}",
+            savepoint.display()
+        );
+        // The status shows the new parallelism and what the restore did.
+        let shown = status(&sandbox);
+        assert_eq!(parallelism_shown(&shown, "count"), to, "{shown}");
+        let rescaled = &shown["checkpoints"]["latest"]["restored"]["rescaled"][0];
+        assert_eq!(rescaled["vertex"], "count", "{shown}");
+        assert_eq!(
+            (rescaled["from"].as_u64(), rescaled["to"].as_u64()),
+            (Some(from), Some(to))
+        );
+        wait_for_checkpoints(&mut weir, &sandbox, complete_checkpoint_ids(&dir).len() + 1);
+    }
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the job rescaled twice while it ran");
+    for (from, to) in [(2, 3), (3, 1)] {
+        let said = format!("rescaled the state of `count` from {from} to {to} subtasks");
+        assert!(
+            ended.stderr.contains(&said),
+            "no `{said}`:\n{}",
+            ended.stderr
+        );
+    }
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "a count rescaled from 2 to 3 to 1 subtasks while it ran",
+    );
+}
+
+#[test]
+fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
+    let wat = Keyed {
+        module: weir_tests::guests::WAT_COUNT,
+        ..COUNT
+    };
+    let reference = Sandbox::new("rescale-live-refused-reference");
+    std::fs::write(reference.job_path(), long_job(&reference, &wat, 2)).unwrap();
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
+        .assert_code(0, "the reference run");
+    let expected = committed_lines(&reference.out_dir());
+
+    let sandbox = Sandbox::new("rescale-live-refused");
+    std::fs::write(sandbox.job_path(), long_job(&sandbox, &wat, 2)).unwrap();
+    let dir = sandbox.checkpoint_dir();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    wait_for_checkpoints(&mut weir, &sandbox, 1);
+    for (change, says) in [
+        // Refused before anything happens.
+        (
+            "nope=2",
+            "the job has no vertex `nope`; its vertices are gen, count, out",
+        ),
+        ("count=2", "nothing to rescale"),
+        ("count=300", "at most 256"),
+        // Refused at the restore: the job goes on from the savepoint at its old parallelism.
+        ("count=200", "can run at parallelism 1 to 128"),
+        ("count=3", "not in the rescalable layout"),
+        ("gen=2", "rescaling a source's state is not supported yet"),
+    ] {
+        let out = weir_command(
+            &sandbox,
+            &["rescale", dir.to_str().unwrap(), change],
+            "",
+            &[],
+        );
+        assert_eq!(out.code, Some(1), "weir rescale {change}: {}", out.stderr);
+        assert!(out.stderr.contains(says), "{change}: {}", out.stderr);
+        assert_eq!(parallelism_shown(&status(&sandbox), "count"), 2);
+    }
+    let bad = weir_command(
+        &sandbox,
+        &["rescale", dir.to_str().unwrap(), "count=x"],
+        "",
+        &[],
+    );
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    assert!(bad.stderr.contains("not a parallelism"), "{}", bad.stderr);
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the job after refused rescales");
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "a job whose rescales were refused",
     );
 }

@@ -290,7 +290,16 @@ pub fn job_view(
         .vertices
         .iter()
         .map(|vertex| {
-            let subtasks: Vec<(TaskView, Rates, u64)> = (0..vertex.parallelism)
+            // The current attempt's: a live rescale changes it from the job file's.
+            let parallelism = match tasks
+                .iter()
+                .filter(|(t, _, _)| t.vertex == vertex.name)
+                .count()
+            {
+                0 => vertex.parallelism,
+                n => n as u32,
+            };
+            let subtasks: Vec<(TaskView, Rates, u64)> = (0..parallelism)
                 .map(|subtask| {
                     let id = TaskId::new(vertex.name.as_str(), subtask);
                     let metrics = tasks
@@ -308,7 +317,7 @@ pub fn job_view(
             VertexView {
                 name: vertex.name.clone(),
                 kind: vertex.kind_name(),
-                parallelism: vertex.parallelism,
+                parallelism,
                 records_in: subtasks.iter().map(|(t, _, _)| t.records_in).sum(),
                 records_out: subtasks.iter().map(|(t, _, _)| t.records_out).sum(),
                 rate_in: combined.rate_in,
@@ -316,7 +325,7 @@ pub fn job_view(
                 busy_ratio: combined.busy_ratio,
                 backpressured_ratio: combined.backpressured_ratio,
                 guest_calls: subtasks.iter().map(|(_, _, calls)| calls).sum(),
-                records_skipped: (0..vertex.parallelism)
+                records_skipped: (0..parallelism)
                     .filter_map(|subtask| {
                         let id = TaskId::new(vertex.name.as_str(), subtask);
                         tasks.iter().find(|(task, _, _)| *task == id)
@@ -562,6 +571,10 @@ pub struct RestoredView {
     pub path: String,
     /// When the restore began, ms since the Unix epoch.
     pub restore_timestamp: u64,
+    /// The vertices it restored at another parallelism than the checkpoint's (docs/ABI.md
+    /// §16); left out when none.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rescaled: Vec<ParallelismChange>,
 }
 
 /// A reading of the monotonic and the wall clock taken together, to turn
@@ -649,6 +662,11 @@ pub fn checkpoints_view(
         is_savepoint: r.kind == CheckpointKind::Savepoint,
         path: r.path.display().to_string(),
         restore_timestamp: epoch_ms(r.restored_at),
+        rescaled: r
+            .rescaled
+            .into_iter()
+            .map(|(vertex, from, to)| ParallelismChange { vertex, from, to })
+            .collect(),
     });
     monitor.with_checkpoint_stats(|stats| overview_of(stats, layout, restored, now, wall_now))
 }
@@ -810,6 +828,26 @@ impl SavepointView {
             path: path.display().to_string(),
         }
     }
+}
+
+/// `POST /api/rescale`: the job runs again at new parallelisms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RescaleView {
+    /// The savepoint it runs from.
+    pub savepoint: SavepointView,
+    /// Each vertex whose parallelism changed.
+    pub changes: Vec<ParallelismChange>,
+}
+
+/// One vertex's change of parallelism.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ParallelismChange {
+    /// The vertex.
+    pub vertex: String,
+    /// Its parallelism before.
+    pub from: u32,
+    /// Its parallelism now.
+    pub to: u32,
 }
 
 /// `POST /api/dashboard-login`: a new one-time link that logs a browser
@@ -1121,6 +1159,7 @@ mod tests {
             kind: CheckpointKind::Savepoint,
             path: "/data/j/savepoints/sp-0000000007".into(),
             restored_at: UNIX_EPOCH + Duration::from_millis(42),
+            rescaled: Vec::new(),
         });
         let layout = CheckpointLayout::new("/data/j");
         let view = checkpoints_view(

@@ -15,6 +15,7 @@
 //! it) stops the server, waits for its thread and removes the
 //! `_control.json` it wrote.
 
+use std::collections::BTreeMap;
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener as StdListener};
 use std::path::{Path, PathBuf};
@@ -32,7 +33,9 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde::Serialize;
 use tokio::sync::{mpsc::UnboundedSender, oneshot};
 
-use super::api::{self, CancelView, ErrorView, LoginLinkView, SavepointView};
+use super::api::{
+    self, CancelView, ErrorView, LoginLinkView, ParallelismChange, RescaleView, SavepointView,
+};
 use super::auth::{self, Token, TokenError};
 use super::endpoint_file::{EndpointFile, EndpointFileError};
 use super::guard::{self, Refusal};
@@ -43,7 +46,11 @@ use super::savepoint_limit::{LimitRefusal, SavepointLimit};
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::ids::CheckpointId;
 use crate::job::{Job, JobStatus};
-use crate::runtime::{JobMonitor, JobRequest, SavepointError};
+use crate::runtime::{JobMonitor, JobRequest, RescaleError, SavepointError};
+
+/// How long a rescale waits, past its savepoint, for the job to run again: the restore reads
+/// the savepoint and splits its state.
+const RESTORE_MARGIN: Duration = Duration::from_secs(120);
 
 /// How much longer than the checkpoint timeout a savepoint request waits
 /// for its answer: the time to write the metadata and hear back.
@@ -473,6 +480,7 @@ async fn handle(state: &State, local: SocketAddr, request: Request<Incoming>) ->
         }
         ("/api/savepoints", Method::POST) => savepoint(state, false).await,
         ("/api/stop", Method::POST) => savepoint(state, true).await,
+        ("/api/rescale", Method::POST) => rescale(state, request.uri().query()).await,
         ("/api/dashboard-login", Method::POST) => {
             match issue_login_url(&state.login, &format!("http://{host}")) {
                 Ok(url) => json(
@@ -495,15 +503,20 @@ async fn handle(state: &State, local: SocketAddr, request: Request<Incoming>) ->
             wrong_method(&path, "GET")
         }
         (p, _) if p.starts_with("/api/checkpoints/") => wrong_method(&path, "GET"),
-        ("/api/savepoints" | "/api/stop" | "/api/cancel" | "/api/dashboard-login", _) => {
-            wrong_method(&path, "POST")
-        }
+        (
+            "/api/savepoints"
+            | "/api/stop"
+            | "/api/rescale"
+            | "/api/cancel"
+            | "/api/dashboard-login",
+            _,
+        ) => wrong_method(&path, "POST"),
         _ => error(
             StatusCode::NOT_FOUND,
             format!(
                 "no such endpoint: {path}; there are /api/job, /api/checkpoints, \
                  /api/checkpoints/config, /api/checkpoints/ID, /api/savepoints, /api/stop, \
-                 /api/cancel, /api/dashboard-login, /metrics and the dashboard at / \
+                 /api/rescale, /api/cancel, /api/dashboard-login, /metrics and the dashboard at / \
                  (docs/CONTROL.md)"
             ),
         ),
@@ -590,6 +603,85 @@ async fn savepoint(state: &State, stop: bool) -> Answer {
             ),
         ),
     }
+}
+
+/// `POST /api/rescale?VERTEX=N&…`: a savepoint, then the job goes on at the new parallelisms
+/// from it; answered once it runs again, or with why it does not.
+async fn rescale(state: &State, query: Option<&str>) -> Answer {
+    let target = &state.target;
+    let parallelism = match rescale_query(query) {
+        Ok(parallelism) => parallelism,
+        Err(problem) => return error(StatusCode::BAD_REQUEST, problem),
+    };
+    let status = target.monitor.status();
+    if status != JobStatus::Running {
+        return error(
+            StatusCode::CONFLICT,
+            format!("the job is {status}, not RUNNING: only a running job is rescaled"),
+        );
+    }
+    let (request, answer) = JobRequest::rescale(parallelism);
+    if target.requests.send(request).is_err() {
+        return error(
+            StatusCode::CONFLICT,
+            "the job has ended: there is nothing to rescale".into(),
+        );
+    }
+    let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN + RESTORE_MARGIN;
+    match tokio::time::timeout(bound, answer).await {
+        Ok(Ok(Ok(rescaled))) => json(
+            StatusCode::OK,
+            &RescaleView {
+                savepoint: SavepointView::new(
+                    rescaled.savepoint.id,
+                    &absolute(&rescaled.savepoint.path),
+                ),
+                changes: rescaled
+                    .changes
+                    .into_iter()
+                    .map(|(vertex, from, to)| ParallelismChange { vertex, from, to })
+                    .collect(),
+            },
+        ),
+        Ok(Ok(Err(failed @ RescaleError::Savepoint(SavepointError::Failed { .. })))) => {
+            error(StatusCode::INTERNAL_SERVER_ERROR, failed.to_string())
+        }
+        Ok(Ok(Err(refused))) => error(StatusCode::CONFLICT, refused.to_string()),
+        Ok(Err(_)) => error(
+            StatusCode::CONFLICT,
+            "the job ended before it was rescaled".into(),
+        ),
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "no answer within {} s: the rescale may still complete; see /api/job",
+                bound.as_secs()
+            ),
+        ),
+    }
+}
+
+/// The parallelisms of `VERTEX=N&…`, or what is wrong with them.
+fn rescale_query(query: Option<&str>) -> Result<BTreeMap<String, u32>, String> {
+    const FORM: &str = "name each vertex and its new parallelism: /api/rescale?count=3";
+    let mut parallelism = BTreeMap::new();
+    for pair in query.unwrap_or("").split('&').filter(|p| !p.is_empty()) {
+        let Some((vertex, number)) = pair.split_once('=') else {
+            return Err(format!("`{pair}` is not VERTEX=N: {FORM}"));
+        };
+        let Ok(number) = number.parse::<u32>() else {
+            return Err(format!(
+                "`{number}` is not a parallelism (a whole number from 1): {FORM}"
+            ));
+        };
+        if parallelism.insert(vertex.to_string(), number).is_some() {
+            return Err(format!("`{vertex}` is named twice: {FORM}"));
+        }
+    }
+    if parallelism.is_empty() {
+        return Err(format!("no vertex named: {FORM}"));
+    }
+    Ok(parallelism)
 }
 
 /// `POST /api/cancel`.
@@ -905,6 +997,71 @@ mod tests {
             outcome.savepoint.unwrap().display().to_string(),
             taken["path"].as_str().unwrap()
         );
+    }
+
+    #[test]
+    fn rescale_goes_on_at_the_new_parallelism_and_refuses_what_it_cannot_do() {
+        let running = start("127.0.0.1:0");
+        let client = client(&running);
+        wait_for("a completed checkpoint", || {
+            running.monitor.checkpoint_counts().0 >= 1
+        });
+        // The blackhole holds no state: it takes any parallelism.
+        let done = client.post_json("/api/rescale?out=3").unwrap();
+        assert_eq!(
+            done["changes"],
+            serde_json::json!([{"vertex": "out", "from": 1, "to": 3}])
+        );
+        let id = done["savepoint"]["id"].as_u64().unwrap();
+        assert_eq!(
+            done["savepoint"]["path"],
+            format!("/memory/job/savepoints/sp-{id:010}")
+        );
+        let job = client.get_json("/api/job").unwrap();
+        assert_eq!(job["status"], "RUNNING");
+        assert_eq!(job["vertices"][1]["parallelism"], 3);
+        assert_eq!(job["vertices"][1]["tasks"].as_array().unwrap().len(), 3);
+        let restored = &client.get_json("/api/checkpoints").unwrap()["latest"]["restored"];
+        assert_eq!(restored["id"], id);
+        assert_eq!(restored["rescaled"][0]["to"], 3, "{restored}");
+        // Refused, each with why; the job runs on at the parallelism it has.
+        let refused = |query: &str| match client.post_json(&format!("/api/rescale{query}")) {
+            Err(ClientError::Status { status, message }) => (status, message),
+            other => panic!("{query}: {other:?}"),
+        };
+        let (status, message) = refused("");
+        assert_eq!(status, 400);
+        assert!(message.contains("no vertex named"), "{message}");
+        let (status, message) = refused("?out=x");
+        assert_eq!(status, 400);
+        assert!(message.contains("`x` is not a parallelism"), "{message}");
+        let (status, message) = refused("?nope=2");
+        assert_eq!(status, 409);
+        assert!(
+            message.contains("the job has no vertex `nope`"),
+            "{message}"
+        );
+        // The generator keeps its position: after the savepoint, the restore refuses.
+        let (status, message) = refused("?gen=3");
+        assert_eq!(status, 409);
+        assert!(
+            message.contains("rescaling a source's state is not supported yet")
+                && message.contains("at its old parallelism"),
+            "{message}"
+        );
+        wait_for("the job running again", || {
+            running.monitor.status() == JobStatus::Running
+        });
+        let job = client.get_json("/api/job").unwrap();
+        assert_eq!(job["vertices"][0]["parallelism"], 2);
+        assert_eq!(job["vertices"][1]["parallelism"], 3);
+        client.post_json("/api/cancel").unwrap();
+        let outcome = running
+            .outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Canceled);
     }
 
     #[test]

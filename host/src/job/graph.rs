@@ -314,6 +314,28 @@ pub struct Edge {
     pub output: Option<String>,
 }
 
+/// Why a job cannot run with the parallelisms asked for ([`Job::with_parallelism`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParallelismError {
+    /// No vertex was named.
+    #[error("no parallelism given: name a vertex and its new parallelism, as in count=3")]
+    Nothing,
+    /// A name is not a vertex of the job.
+    #[error("the job has no vertex `{vertex}`; its vertices are {}", vertices.join(", "))]
+    UnknownVertex {
+        /// The name given.
+        vertex: String,
+        /// The job's vertices.
+        vertices: Vec<String>,
+    },
+    /// Every vertex named already runs at the parallelism given.
+    #[error("every vertex named already runs at that parallelism: nothing to rescale")]
+    Unchanged,
+    /// The job with those parallelisms would not be a valid job file.
+    #[error("the job would be invalid with that parallelism: {0}")]
+    Invalid(String),
+}
+
 impl Vertex {
     /// `"source"`, `"operator"` or `"sink"`.
     pub fn kind_name(&self) -> &'static str {
@@ -358,6 +380,79 @@ impl Job {
             }
         }
         job
+    }
+
+    /// This job with the parallelism of each vertex named in `changes` set to its number,
+    /// validated as its job file would be (forward edges, `max_parallelism`, the bounds): what a
+    /// live rescale runs next.
+    pub fn with_parallelism(
+        &self,
+        changes: &std::collections::BTreeMap<String, u32>,
+    ) -> Result<Job, ParallelismError> {
+        if changes.is_empty() {
+            return Err(ParallelismError::Nothing);
+        }
+        let mut spec = self.to_spec();
+        // Every partitioner written out: the shorthand of the job file would now imply another
+        // (a forward edge whose ends no longer match silently becoming a rebalance).
+        let inputs = spec
+            .operators
+            .iter_mut()
+            .map(|o| (o.name.get_ref().clone(), &mut o.inputs))
+            .chain(
+                spec.sinks
+                    .iter_mut()
+                    .map(|s| (s.name.get_ref().clone(), &mut s.inputs)),
+            );
+        for (vertex, inputs) in inputs {
+            let explicit = self.inputs_of(&vertex).map(|edge| {
+                unspanned(InputSpec::Edge {
+                    from: unspanned(edge.from.clone()),
+                    partition: Some(unspanned(edge.partitioner.name().to_owned())),
+                    output: edge.output.clone().map(unspanned),
+                })
+            });
+            *inputs = Some(unspanned(explicit.collect()));
+        }
+        for (vertex, &parallelism) in changes {
+            let slot = spec
+                .sources
+                .iter_mut()
+                .filter(|s| s.name.get_ref() == vertex)
+                .map(|s| &mut s.parallelism)
+                .chain(
+                    spec.operators
+                        .iter_mut()
+                        .filter(|o| o.name.get_ref() == vertex)
+                        .map(|o| &mut o.parallelism),
+                )
+                .chain(
+                    spec.sinks
+                        .iter_mut()
+                        .filter(|s| s.name.get_ref() == vertex)
+                        .map(|s| &mut s.parallelism),
+                )
+                .next()
+                .ok_or_else(|| ParallelismError::UnknownVertex {
+                    vertex: vertex.clone(),
+                    vertices: self.vertices.iter().map(|v| v.name.clone()).collect(),
+                })?;
+            *slot = Some(unspanned(parallelism));
+        }
+        if changes
+            .iter()
+            .all(|(vertex, &p)| self.vertex(vertex).is_some_and(|v| v.parallelism == p))
+        {
+            return Err(ParallelismError::Unchanged);
+        }
+        let text = toml::to_string(&spec).expect("a job spec is always representable in TOML");
+        Job::from_str(&text, &self.base_dir, &self.file).map_err(|e| {
+            ParallelismError::Invalid(match e {
+                JobError::Invalid { problem, .. } => problem.to_string(),
+                JobError::Syntax { message, .. } => message,
+                JobError::Read { source, .. } => source.to_string(),
+            })
+        })
     }
 
     /// Reads and validates the job file at `path`; relative paths in it are

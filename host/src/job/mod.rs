@@ -40,8 +40,8 @@ mod tests;
 pub use control::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
 pub use error::{JobError, Location, Problem};
 pub use graph::{
-    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, Partitioner,
-    RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, ParallelismError,
+    Partitioner, RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 pub use kafka::{
     Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,

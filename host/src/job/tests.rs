@@ -2503,3 +2503,41 @@ fn max_parallelism_is_at_least_every_parallelism_and_bounded() {
     let message = refused(&format!("max_parallelism = 40000\n{MINIMAL}"));
     assert!(message.contains("at most 32768"), "{message}");
 }
+
+#[test]
+fn with_parallelism_changes_the_vertices_named_and_validates_the_job_again() {
+    let text = "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                [[operator]]\nname = \"count\"\nmodule = \"count.wasm\"\nparallelism = 2\n\
+                inputs = [{ from = \"in\", partition = \"key-hash\" }]\n\
+                [[sink]]\nname = \"out\"\ntype = \"blackhole\"\nparallelism = 2\n\
+                inputs = [{ from = \"count\", partition = \"forward\" }]\n";
+    let before = job(text);
+    let both: std::collections::BTreeMap<String, u32> =
+        [("count".to_string(), 3), ("out".to_string(), 3)].into();
+    let after = before.with_parallelism(&both).unwrap();
+    assert_eq!(after.vertex("count").unwrap().parallelism, 3);
+    assert_eq!(after.vertex("out").unwrap().parallelism, 3);
+    assert_eq!(after.vertex("in").unwrap().parallelism, 1);
+    assert_eq!(after.checkpoint, before.checkpoint);
+    // The forward edge needs both ends alike: changing one alone makes an invalid job.
+    let one = [("count".to_string(), 3)].into();
+    let err = before.with_parallelism(&one).unwrap_err();
+    assert!(
+        matches!(&err, ParallelismError::Invalid(m) if m.contains("needs equal parallelism")),
+        "{err}"
+    );
+    let unknown = [("nope".to_string(), 2)].into();
+    assert_eq!(
+        before.with_parallelism(&unknown).unwrap_err().to_string(),
+        "the job has no vertex `nope`; its vertices are in, count, out"
+    );
+    let same = [("count".to_string(), 2)].into();
+    assert_eq!(
+        before.with_parallelism(&same).unwrap_err(),
+        ParallelismError::Unchanged
+    );
+    assert_eq!(
+        before.with_parallelism(&Default::default()).unwrap_err(),
+        ParallelismError::Nothing
+    );
+}

@@ -33,7 +33,9 @@ use tokio::sync::mpsc::UnboundedReceiver;
 use super::attempt::Attempt;
 use super::history::HistoryRecorder;
 use super::monitor::JobMonitor;
-use super::request::{JobRequest, SavepointError, SavepointReply, SavepointTaken};
+use super::request::{
+    JobRequest, RescaleError, RescaleReply, SavepointError, SavepointReply, SavepointTaken,
+};
 use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{CheckpointMetadata, JobIdentity, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
@@ -45,7 +47,7 @@ use crate::dataflow::task::Control;
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
-use crate::job::JobStatus;
+use crate::job::{Job, JobStatus};
 use crate::kill_point::{self, KillPoint};
 
 /// How an attempt ended.
@@ -57,14 +59,25 @@ pub(crate) enum AttemptEnd {
     Canceled,
     /// Stopped after the savepoint at this path completed.
     StoppedWithSavepoint(PathBuf),
+    /// Stopped after the savepoint of a rescale completed: the job goes on from it as `next`.
+    Rescaled {
+        /// The savepoint.
+        savepoint: SavepointTaken,
+        /// The job at its new parallelisms.
+        next: Box<Job>,
+        /// Who waits to hear how the rescale went.
+        reply: RescaleReply,
+    },
     /// A task failed, or too many checkpoints did: fail over.
     Failed(String),
 }
 
 /// What the driver works with.
 pub(crate) struct Driver<'a> {
-    /// What each checkpoint's metadata records of the job (made once per run).
+    /// What each checkpoint's metadata records of the job (made once per attempt).
     pub identity: &'a JobIdentity,
+    /// The job the attempt runs.
+    pub job: &'a Job,
     pub storage: Arc<dyn CheckpointStorage>,
     pub coordinator: Coordinator<StateHandle>,
     pub attempt: Attempt,
@@ -86,6 +99,19 @@ pub(crate) struct Driver<'a> {
     /// The job's checkpoint history: every id is reserved in it before its
     /// barrier leaves, and every completion recorded.
     pub history: &'a mut HistoryRecorder,
+    /// The rescale whose savepoint is under way, if any. Start with `None`.
+    pub rescale: Option<PendingRescale>,
+}
+
+/// A rescale whose savepoint is under way.
+#[derive(Debug)]
+pub(crate) struct PendingRescale {
+    /// The savepoint's id.
+    id: CheckpointId,
+    /// The job at its new parallelisms.
+    next: Job,
+    /// Who waits to hear how it went.
+    reply: RescaleReply,
 }
 
 /// The driver's verdict after one step.
@@ -145,12 +171,16 @@ impl Driver<'_> {
         let ended = match &end {
             AttemptEnd::Finished => "finished".to_string(),
             AttemptEnd::Canceled => "was cancelled".to_string(),
-            AttemptEnd::StoppedWithSavepoint(_) => "stopped".to_string(),
+            AttemptEnd::StoppedWithSavepoint(_) | AttemptEnd::Rescaled { .. } => {
+                "stopped".to_string()
+            }
             AttemptEnd::Failed(reason) => format!("failed ({reason})"),
         };
         let graceful = matches!(
             end,
-            AttemptEnd::Finished | AttemptEnd::StoppedWithSavepoint(_)
+            AttemptEnd::Finished
+                | AttemptEnd::StoppedWithSavepoint(_)
+                | AttemptEnd::Rescaled { .. }
         );
         let stopped_at = Instant::now();
         let aborted = self.coordinator.set_running(false, stopped_at);
@@ -163,6 +193,12 @@ impl Driver<'_> {
                 id,
                 reason: format!("the job {ended} before the savepoint completed"),
             }));
+        }
+        if let Some(PendingRescale { id, reply, .. }) = self.rescale.take() {
+            reply.send(Err(RescaleError::Savepoint(SavepointError::Failed {
+                id,
+                reason: format!("the job {ended} before the savepoint completed"),
+            })));
         }
         let end = match (end, shutdown_failure) {
             (AttemptEnd::Finished, Some(failure)) => AttemptEnd::Failed(failure),
@@ -242,6 +278,9 @@ impl Driver<'_> {
             }
             JobRequest::StopWithSavepoint => (true, None),
             JobRequest::Savepoint { stop, reply } => (stop, Some(reply)),
+            JobRequest::Rescale { parallelism, reply } => {
+                return self.on_rescale(&parallelism, reply, now).await;
+            }
         };
         let result = if stop {
             self.coordinator.stop_with_savepoint(now)
@@ -268,6 +307,42 @@ impl Driver<'_> {
                     None if stop => Step::End(AttemptEnd::Canceled),
                     None => Step::Continue,
                 }
+            }
+        }
+    }
+
+    /// A rescale request: refused at once when the job cannot run at those parallelisms or a
+    /// savepoint cannot be taken now; otherwise the savepoint that stops the attempt.
+    async fn on_rescale(
+        &mut self,
+        parallelism: &BTreeMap<String, u32>,
+        reply: RescaleReply,
+        now: Instant,
+    ) -> Step {
+        let next = match self.job.with_parallelism(parallelism) {
+            Ok(next) => next,
+            Err(refused) => {
+                tracing::warn!("rescale refused: {refused}");
+                reply.send(Err(RescaleError::Refused(refused.to_string())));
+                return Step::Continue;
+            }
+        };
+        if self.rescale.is_some() {
+            reply.send(Err(RescaleError::Refused(
+                "another rescale is under way".into(),
+            )));
+            return Step::Continue;
+        }
+        match self.coordinator.stop_with_savepoint(now) {
+            Ok((id, actions)) => {
+                tracing::info!("savepoint {id} triggered, to rescale the job");
+                self.rescale = Some(PendingRescale { id, next, reply });
+                self.carry_out(actions, now).await
+            }
+            Err(refused) => {
+                tracing::warn!("rescale refused: {refused}");
+                reply.send(Err(RescaleError::Refused(refused.to_string())));
+                Step::Continue
             }
         }
     }
@@ -360,13 +435,23 @@ impl Driver<'_> {
                     self.attempt.broadcast(&Control::Complete(id));
                     if is_final {
                         // Carry out what follows (pruning) before ending.
-                        end = Some(match kind {
-                            CheckpointKind::Savepoint => AttemptEnd::StoppedWithSavepoint(
-                                self.storage
-                                    .layout()
-                                    .checkpoint_dir(CheckpointKind::Savepoint, id),
-                            ),
-                            CheckpointKind::Checkpoint => AttemptEnd::Finished,
+                        let path = self.storage.layout().checkpoint_dir(kind, id);
+                        end = Some(match (kind, self.rescale.take()) {
+                            (CheckpointKind::Savepoint, Some(rescale)) if rescale.id == id => {
+                                AttemptEnd::Rescaled {
+                                    savepoint: SavepointTaken { id, path },
+                                    next: Box::new(rescale.next),
+                                    reply: rescale.reply,
+                                }
+                            }
+                            (CheckpointKind::Savepoint, rescale) => {
+                                self.rescale = rescale;
+                                AttemptEnd::StoppedWithSavepoint(path)
+                            }
+                            (CheckpointKind::Checkpoint, rescale) => {
+                                self.rescale = rescale;
+                                AttemptEnd::Finished
+                            }
                         });
                     }
                 }
@@ -385,6 +470,16 @@ impl Driver<'_> {
                             id,
                             reason: reason.to_string(),
                         }));
+                    }
+                    if self.rescale.as_ref().is_some_and(|r| r.id == id)
+                        && let Some(rescale) = self.rescale.take()
+                    {
+                        rescale
+                            .reply
+                            .send(Err(RescaleError::Savepoint(SavepointError::Failed {
+                                id,
+                                reason: reason.to_string(),
+                            })));
                     }
                     self.attempt.broadcast(&Control::Abort(id));
                     // Tasks may still be writing its files: see the module docs.

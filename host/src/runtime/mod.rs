@@ -25,7 +25,10 @@ use std::path::PathBuf;
 pub use crate::connectors::kafka::KafkaSetupError;
 pub use error::RunError;
 pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
-pub use request::{JobRequest, SavepointError, SavepointReply, SavepointResult, SavepointTaken};
+pub use request::{
+    JobRequest, RescaleError, RescaleReply, RescaleResult, Rescaled, SavepointError,
+    SavepointReply, SavepointResult, SavepointTaken,
+};
 pub use restore::RestoreError;
 pub use runner::JobRunner;
 

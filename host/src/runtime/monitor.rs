@@ -58,6 +58,9 @@ pub struct RestoredCheckpoint {
     pub path: PathBuf,
     /// When the restore began.
     pub restored_at: SystemTime,
+    /// The vertices it restored at another parallelism than the checkpoint's (an operator's
+    /// state split and merged by key group, docs/ABI.md §16): name, old and new parallelism.
+    pub rescaled: Vec<(String, u32, u32)>,
 }
 
 /// The checkpoint statistics of the whole run, across attempts.

@@ -8,6 +8,7 @@
 //! control endpoint must tell its client the savepoint's id and path, or why
 //! there is none, and sends [`JobRequest::Savepoint`] with a [`SavepointReply`].
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use tokio::sync::oneshot;
@@ -33,6 +34,18 @@ pub enum JobRequest {
         /// Where the outcome goes.
         reply: SavepointReply,
     },
+    /// Change the parallelism of the vertices named in `parallelism`, in the same process: take
+    /// a savepoint and stop as [`StopWithSavepoint`](Self::StopWithSavepoint) does, then run
+    /// the job at the new parallelisms from it, its keyed state split and merged by key group
+    /// (docs/ABI.md §16). The outcome goes on `reply` once the job runs again, or why it does
+    /// not: a request the job refuses leaves it running as it was, and a savepoint that cannot
+    /// be restored at the new parallelisms is restored at the old ones.
+    Rescale {
+        /// The new parallelism of each vertex named.
+        parallelism: BTreeMap<String, u32>,
+        /// Where the outcome goes.
+        reply: RescaleReply,
+    },
 }
 
 impl JobRequest {
@@ -44,6 +57,22 @@ impl JobRequest {
             JobRequest::Savepoint {
                 stop,
                 reply: SavepointReply(tx),
+            },
+            rx,
+        )
+    }
+}
+
+impl JobRequest {
+    /// A rescale request and the receiver of its outcome.
+    pub fn rescale(
+        parallelism: BTreeMap<String, u32>,
+    ) -> (JobRequest, oneshot::Receiver<RescaleResult>) {
+        let (tx, rx) = oneshot::channel();
+        (
+            JobRequest::Rescale {
+                parallelism,
+                reply: RescaleReply(tx),
             },
             rx,
         )
@@ -88,6 +117,49 @@ pub struct SavepointReply(oneshot::Sender<SavepointResult>);
 impl SavepointReply {
     /// Answers; a receiver that stopped waiting is no error.
     pub(crate) fn send(self, result: SavepointResult) {
+        let _ = self.0.send(result);
+    }
+}
+
+/// A job that runs again at new parallelisms.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rescaled {
+    /// The savepoint it runs from.
+    pub savepoint: SavepointTaken,
+    /// Each vertex whose parallelism changed: name, old and new parallelism.
+    pub changes: Vec<(String, u32, u32)>,
+}
+
+/// Why a job does not run at the parallelisms asked for.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RescaleError {
+    /// The request was refused before anything happened: the job runs on as it was.
+    #[error("rescale refused: {0}; the job goes on as it was")]
+    Refused(String),
+    /// The savepoint failed: the job runs on as it was.
+    #[error("{0}; the job goes on as it was")]
+    Savepoint(SavepointError),
+    /// The savepoint was taken and the job stopped, but its state cannot be restored at the new
+    /// parallelisms: the job runs on from the savepoint at its old ones.
+    #[error("{reason}; the job goes on from {} at its old parallelism", savepoint.display())]
+    Restore {
+        /// The savepoint.
+        savepoint: PathBuf,
+        /// Why it cannot be restored at the new parallelisms.
+        reason: String,
+    },
+}
+
+/// The outcome of a [`JobRequest::Rescale`].
+pub type RescaleResult = Result<Rescaled, RescaleError>;
+
+/// Where the outcome of a [`JobRequest::Rescale`] goes.
+#[derive(Debug)]
+pub struct RescaleReply(oneshot::Sender<RescaleResult>);
+
+impl RescaleReply {
+    /// Answers; a receiver that stopped waiting is no error.
+    pub(crate) fn send(self, result: RescaleResult) {
         let _ = self.0.send(result);
     }
 }

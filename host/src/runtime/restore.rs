@@ -157,12 +157,12 @@ pub(crate) struct StateMatch {
     /// The operators whose state was split or merged: name, old and new parallelism, for the
     /// log.
     pub(crate) rescaled: Vec<(String, u32, u32)>,
+    /// Every vertex whose parallelism is not the checkpoint's, with or without state: name, old
+    /// and new parallelism.
+    pub(crate) changed: Vec<(String, u32, u32)>,
     /// The key groups of the operators whose state keeps them, by name: the job runs with these.
     pub(crate) key_groups: BTreeMap<String, u32>,
 }
-
-/// The envelope of a state that holds nothing: version and flags only.
-const EMPTY_STATE_BYTES: u64 = 2;
 
 /// Decides what `job` restores from the checkpoint `metadata` (in the directory named
 /// `checkpoint`) whose tasks' decoded states are `states`:
@@ -173,8 +173,8 @@ const EMPTY_STATE_BYTES: u64 = 2;
 ///   ([`RestoreError::MaxParallelismChanged`], [`RestoreError::AboveKeyGroups`]); at a new
 ///   parallelism its states are split and merged ([`rescale_states`]), at the same one each
 ///   task takes its own;
-/// - a source or sink at the same parallelism takes its states; at another, it must have
-///   kept none ([`RestoreError::ParallelismChanged`]);
+/// - a source or sink at the same parallelism takes its states; at another, it must hold none
+///   ([`RestoreError::ParallelismChanged`]);
 /// - a vertex that holds nothing and changed parallelism starts empty.
 pub(crate) fn match_states(
     metadata: &CheckpointMetadata,
@@ -207,17 +207,20 @@ pub(crate) fn match_states(
             .get(vertex)
             .copied()
             .unwrap_or(entries.len() as u32);
-        let take = |states: &mut HashMap<TaskId, RestoredState>| -> Vec<(TaskId, RestoredState)> {
-            entries
-                .iter()
-                .filter_map(|e| states.remove(&e.task).map(|s| (e.task.clone(), s)))
-                .collect()
-        };
+        if old != v.parallelism {
+            matched
+                .changed
+                .push((vertex.to_string(), old, v.parallelism));
+        }
+        let own: Vec<(TaskId, RestoredState)> = entries
+            .iter()
+            .filter_map(|e| states.remove(&e.task).map(|s| (e.task.clone(), s)))
+            .collect();
+        let holds = own.iter().any(|(_, s)| holds_state(&s.state));
         let VertexKind::Operator(_) = v.kind else {
-            let stateful = entries.iter().any(|e| e.state_bytes > EMPTY_STATE_BYTES);
             if old == v.parallelism {
-                matched.states.extend(take(&mut states));
-            } else if stateful {
+                matched.states.extend(own);
+            } else if holds {
                 return Err(RestoreError::ParallelismChanged {
                     kind: v.kind_name(),
                     vertex: vertex.to_string(),
@@ -228,8 +231,7 @@ pub(crate) fn match_states(
             }
             continue;
         };
-        let own = take(&mut states);
-        if !own.iter().any(|(_, s)| holds_state(&s.state)) {
+        if !holds {
             if old == v.parallelism {
                 matched.states.extend(own);
             }
@@ -297,8 +299,9 @@ pub(crate) fn match_states(
     Ok(matched)
 }
 
-/// Whether an operator's task state holds anything a restore must carry: a guest state or a
-/// timer (a watermark alone is not worth keeping key groups for).
+/// Whether a task state holds anything a restore must carry: a guest's state, a source's
+/// position, a sink's pre-committed output, or a timer (a watermark alone is not worth refusing
+/// a new parallelism for, nor keeping key groups).
 fn holds_state(state: &TaskState) -> bool {
     if !state.inner.is_empty() {
         return true;
@@ -468,6 +471,7 @@ mod tests {
             let after = job("op", p);
             let matched = match_states(&meta, CHK1, &after, false, states.clone()).unwrap();
             assert_eq!(matched.rescaled, [("op".to_string(), 2, p)]);
+            assert_eq!(matched.changed, matched.rescaled);
             let groups = after.vertex("op").unwrap().key_groups();
             let mut seen = 0;
             for subtask in 0..p {

@@ -14,7 +14,7 @@ use super::error::RunError;
 use super::history::HistoryRecorder;
 use super::lock::JobLocks;
 use super::monitor::{JobMonitor, RestoredCheckpoint};
-use super::request::SavepointError;
+use super::request::{RescaleError, RescaleReply, Rescaled, SavepointError, SavepointTaken};
 use super::restore::{RestoreError, match_states};
 use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
@@ -26,6 +26,7 @@ use crate::checkpoint::restore::{
     VerifiedCheckpoint, restore_from_path, restore_latest, restore_latest_since,
 };
 use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
+use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -221,7 +222,8 @@ impl JobRunner {
         result
     }
 
-    /// Runs attempts from `initial` until the job ends; fails over by the restart strategy.
+    /// Runs attempts from `initial` until the job ends; fails over by the restart strategy, and
+    /// goes on at new parallelisms after a rescale.
     async fn run_attempts(
         &self,
         handle: tokio::runtime::Handle,
@@ -229,7 +231,8 @@ impl JobRunner {
         history: &mut HistoryRecorder,
         initial: Option<VerifiedCheckpoint>,
     ) -> Result<JobOutcome, RunError> {
-        let job = &self.job;
+        // The job at its current parallelisms: a rescale changes it.
+        let mut current = self.job.clone();
         // This run's checkpoints are numbered from here on: after every id ever reserved.
         let run_first_id = history.history().next_id();
         // A failover with no checkpoint of its own reads the one the run started from again.
@@ -237,47 +240,31 @@ impl JobRunner {
         let mut point = initial;
         let mut restarts = 0u32;
         let mut next_id = run_first_id;
+        // A rescale under way: the job before it, and who waits to hear how it went.
+        let mut rescaling: Option<(Job, SavepointTaken, RescaleReply)> = None;
         let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
         loop {
             let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
             let (attempt_job, states) = match point.take() {
-                Some(p) => {
-                    tracing::info!("restoring from {}", p.location.dir().display());
-                    self.monitor.set_restored(RestoredCheckpoint {
-                        id: p.metadata.checkpoint_id,
-                        kind: p.metadata.kind,
-                        path: p.location.dir().to_path_buf(),
-                        restored_at: std::time::SystemTime::now(),
-                    });
-                    let name = p.location.name();
-                    let label = name.clone();
-                    let allow = self.options.allow_non_restored_state;
-                    let for_match = job.clone();
-                    // Decoding envelopes moves the states' bytes, and a rescale splits them:
-                    // off the async threads.
-                    let matched = blocking(move || {
-                        let tasks: Vec<TaskId> =
-                            p.metadata.tasks.iter().map(|e| e.task.clone()).collect();
-                        let metadata = p.metadata.clone();
-                        let states = p.into_task_states(&tasks)?;
-                        match_states(&metadata, &name, &for_match, allow, states)
-                    })
-                    .await?;
-                    for vertex in &matched.dropped {
+                Some(p) => match self.restore(p, &current).await {
+                    Ok(restored) => restored,
+                    Err(RunError::Restore(refused)) if rescaling.is_some() => {
+                        // The new parallelisms cannot take the savepoint: the old ones can.
+                        let (previous, savepoint, reply) = rescaling.take().expect("checked above");
                         tracing::warn!(
-                            "dropping the state of `{vertex}` from {label}: the job has no such \
-                             vertex"
+                            "cannot rescale: {refused}; going on at the old parallelism"
                         );
+                        reply.send(Err(RescaleError::Restore {
+                            savepoint: savepoint.path.clone(),
+                            reason: refused.to_string(),
+                        }));
+                        current = previous;
+                        point = Some(self.read_checkpoint(&savepoint.path).await?);
+                        continue;
                     }
-                    for (vertex, old, new) in &matched.rescaled {
-                        tracing::info!(
-                            "rescaled the state of `{vertex}` from {old} to {new} subtasks, by \
-                             key group, from {label}"
-                        );
-                    }
-                    (job.with_key_groups(&matched.key_groups), matched.states)
-                }
-                None => (job.clone(), HashMap::new()),
+                    Err(e) => return Err(e),
+                },
+                None => (current.clone(), HashMap::new()),
             };
             let job = &attempt_job;
             let identity = job.identity();
@@ -306,8 +293,20 @@ impl JobRunner {
             let attempt = start(&resources, states)?;
             self.monitor.set_tasks(attempt.metrics.clone());
             self.monitor.set_status(JobStatus::Running);
+            if let Some((previous, savepoint, reply)) = rescaling.take() {
+                let changes = previous
+                    .vertices
+                    .iter()
+                    .filter_map(|v| {
+                        let now = job.vertex(&v.name)?.parallelism;
+                        (now != v.parallelism).then(|| (v.name.clone(), v.parallelism, now))
+                    })
+                    .collect();
+                reply.send(Ok(Rescaled { savepoint, changes }));
+            }
             let driver = Driver {
                 identity: &identity,
+                job,
                 storage: Arc::clone(&self.storage),
                 coordinator,
                 attempt,
@@ -318,6 +317,7 @@ impl JobRunner {
                 unpruned: BTreeSet::new(),
                 replies: BTreeMap::new(),
                 history,
+                rescale: None,
             };
             let (end, after) = driver.run().await;
             next_id = after;
@@ -329,6 +329,20 @@ impl JobRunner {
                 AttemptEnd::StoppedWithSavepoint(path) => {
                     self.monitor.set_status(JobStatus::Finished);
                     return Ok(outcome(JobStatus::Finished, Some(path), None, restarts));
+                }
+                AttemptEnd::Rescaled {
+                    savepoint,
+                    next,
+                    reply,
+                } => {
+                    // Not a failure, and not a restart: the job goes on from the savepoint.
+                    self.monitor.set_status(JobStatus::Restarting);
+                    tracing::info!(
+                        "savepoint {} taken: going on at the new parallelism from it",
+                        savepoint.id
+                    );
+                    point = Some(self.read_checkpoint(&savepoint.path).await?);
+                    rescaling = Some((std::mem::replace(&mut current, *next), savepoint, reply));
                 }
                 AttemptEnd::Canceled => {
                     self.monitor.set_status(JobStatus::Canceled);
@@ -363,6 +377,63 @@ impl JobRunner {
                 }
             }
         }
+    }
+
+    /// The states `job` restores from the checkpoint `p`, and the job as it runs from them (its
+    /// operators keeping the key groups of their state); tells the monitor and the log what was
+    /// restored, dropped and rescaled.
+    async fn restore(
+        &self,
+        p: VerifiedCheckpoint,
+        job: &Job,
+    ) -> Result<(Job, HashMap<TaskId, RestoredState>), RunError> {
+        tracing::info!("restoring from {}", p.location.dir().display());
+        let restored = RestoredCheckpoint {
+            id: p.metadata.checkpoint_id,
+            kind: p.metadata.kind,
+            path: p.location.dir().to_path_buf(),
+            restored_at: std::time::SystemTime::now(),
+            rescaled: Vec::new(),
+        };
+        let name = p.location.name();
+        let label = name.clone();
+        let allow = self.options.allow_non_restored_state;
+        let for_match = job.clone();
+        // Decoding envelopes moves the states' bytes, and a rescale splits them: off the async
+        // threads.
+        let matched = blocking(move || {
+            let tasks: Vec<TaskId> = p.metadata.tasks.iter().map(|e| e.task.clone()).collect();
+            let metadata = p.metadata.clone();
+            let states = p.into_task_states(&tasks)?;
+            match_states(&metadata, &name, &for_match, allow, states)
+        })
+        .await?;
+        for vertex in &matched.dropped {
+            tracing::warn!(
+                "dropping the state of `{vertex}` from {label}: the job has no such vertex"
+            );
+        }
+        for (vertex, old, new) in &matched.rescaled {
+            tracing::info!(
+                "rescaled the state of `{vertex}` from {old} to {new} subtasks, by key group, \
+                 from {label}"
+            );
+        }
+        self.monitor.set_restored(RestoredCheckpoint {
+            rescaled: matched.changed.clone(),
+            ..restored
+        });
+        Ok((job.with_key_groups(&matched.key_groups), matched.states))
+    }
+
+    /// Reads and verifies the checkpoint or savepoint at `path`.
+    async fn read_checkpoint(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<VerifiedCheckpoint, RunError> {
+        let storage = Arc::clone(&self.storage);
+        let path = path.to_path_buf();
+        blocking(move || restore_from_path(storage.as_ref(), &path)).await
     }
 
     /// What the run starts from: the restore its options ask for, refusing a silent replay
@@ -588,6 +659,9 @@ enum Waited {
     Canceled,
 }
 
+/// Why a savepoint or a rescale is refused while the job waits to restart.
+const RESTARTING: &str = "the job is restarting after a failure: ask again once it is running";
+
 /// Waits `delay` before a restart, answering requests meanwhile: a cancel or
 /// a plain stop ends the wait (and the job); a savepoint is refused, since
 /// there is no running job to take it of.
@@ -600,8 +674,11 @@ async fn wait_to_restart(delay: Duration, requests: &mut UnboundedReceiver<JobRe
             request = requests.recv() => match request {
                 Some(JobRequest::Cancel | JobRequest::StopWithSavepoint) => return Waited::Canceled,
                 Some(JobRequest::Savepoint { reply, .. }) => reply.send(Err(SavepointError::Refused(
-                    "the job is restarting after a failure: ask again once it is running".into(),
+                    RESTARTING.into(),
                 ))),
+                Some(JobRequest::Rescale { reply, .. }) => {
+                    reply.send(Err(RescaleError::Refused(RESTARTING.into())));
+                }
                 None => {
                     // Nobody can send requests any more: only the delay is left.
                     (&mut sleep).await;

@@ -238,6 +238,98 @@ pub(crate) fn savepoint(args: TargetArgs, stop: bool) -> ExitCode {
     })
 }
 
+/// `weir rescale`: the target and the changes are positional, so it reads them itself (with
+/// `--address` every word is a change; without, the first is the target).
+#[derive(clap::Args)]
+pub(crate) struct RescaleArgs {
+    /// The job's checkpoint directory or job file (as for `weir status`; absent with
+    /// --address), then the new parallelism of each vertex to change, as VERTEX=N.
+    #[arg(value_name = "DIR|JOB_FILE] [VERTEX=N", required = true, num_args = 1..)]
+    words: Vec<String>,
+    /// Talk to the endpoint at this address instead: http://HOST:PORT.
+    #[arg(long, value_name = "URL")]
+    address: Option<String>,
+    /// The job's control token [default: $WEIR_CONTROL_TOKEN, else the one in _control.json,
+    /// which only the job's owner can read].
+    #[arg(long, value_name = "TOKEN")]
+    token: Option<String>,
+}
+
+impl RescaleArgs {
+    /// The job to talk to and the changes, or what is wrong with the words.
+    fn split(self) -> Result<(TargetArgs, Vec<(String, u32)>), Failure> {
+        let mut words = self.words.into_iter();
+        let target = match self.address {
+            Some(_) => None,
+            None => words.next().map(PathBuf::from),
+        };
+        let changes = words
+            .map(|w| parse_change(&w))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| Failure::new(EXIT_BAD_INPUT, e))?;
+        if changes.is_empty() {
+            return Err(Failure::new(
+                EXIT_BAD_INPUT,
+                "name at least one vertex and its new parallelism: weir rescale DIR count=3",
+            ));
+        }
+        let target = TargetArgs {
+            target,
+            address: self.address,
+            token: self.token,
+        };
+        Ok((target, changes))
+    }
+}
+
+/// One `VERTEX=N` of `weir rescale`.
+fn parse_change(text: &str) -> Result<(String, u32), String> {
+    let (vertex, number) = text
+        .split_once('=')
+        .ok_or_else(|| format!("`{text}` is not VERTEX=N, as in count=3"))?;
+    let number = number
+        .parse::<u32>()
+        .ok()
+        .filter(|&n| n >= 1)
+        .ok_or_else(|| format!("`{number}` is not a parallelism: a whole number from 1"))?;
+    if vertex.is_empty() {
+        return Err(format!("`{text}` names no vertex: VERTEX=N, as in count=3"));
+    }
+    Ok((vertex.to_string(), number))
+}
+
+/// `weir rescale`.
+pub(crate) fn rescale(args: RescaleArgs) -> ExitCode {
+    exit(|| {
+        let (target, changes) = args.split()?;
+        let endpoint = find(&target)?;
+        let query: Vec<String> = changes
+            .iter()
+            .map(|(vertex, n)| format!("{vertex}={n}"))
+            .collect();
+        let done = endpoint
+            .client
+            .post_json(&format!("/api/rescale?{}", query.join("&")))
+            .map_err(|e| endpoint.failure(e))?;
+        let changes: Vec<String> = done["changes"]
+            .as_array()
+            .map(|changes| {
+                changes
+                    .iter()
+                    .map(|c| format!("{} {} → {}", text(&c["vertex"]), c["from"], c["to"]))
+                    .collect()
+            })
+            .unwrap_or_default();
+        eprintln!(
+            "rescaled {} from savepoint {}; the job runs on",
+            changes.join(", "),
+            done["savepoint"]["id"]
+        );
+        println!("{}", text(&done["savepoint"]["path"]));
+        Ok(())
+    })
+}
+
 /// `weir cancel`.
 pub(crate) fn cancel(args: TargetArgs) -> ExitCode {
     exit(|| {
@@ -380,6 +472,13 @@ fn render_status(address: &str, job: &Value, checkpoints: &Value) -> String {
             restored["id"],
             text(&restored["path"])
         ));
+        if let Some(changes) = restored["rescaled"].as_array() {
+            let changes: Vec<String> = changes
+                .iter()
+                .map(|c| format!("{} {} → {}", text(&c["vertex"]), c["from"], c["to"]))
+                .collect();
+            line(format!("rescaled     {}", changes.join(", ")));
+        }
     }
     out
 }
@@ -590,6 +689,20 @@ mod tests {
     use super::*;
 
     #[test]
+    fn rescale_reads_vertex_equals_parallelism_and_says_what_is_wrong() {
+        assert_eq!(parse_change("count=3"), Ok(("count".to_string(), 3)));
+        for (bad, says) in [
+            ("count", "is not VERTEX=N"),
+            ("count=0", "is not a parallelism"),
+            ("count=x", "is not a parallelism"),
+            ("=3", "names no vertex"),
+        ] {
+            let err = parse_change(bad).unwrap_err();
+            assert!(err.contains(says), "{bad}: {err}");
+        }
+    }
+
+    #[test]
     fn the_status_shows_kafka_partitions_and_transactions() {
         let job = serde_json::json!({
             "name": "k", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
@@ -707,7 +820,8 @@ mod tests {
                 "failed": {"id": 2, "is_savepoint": false, "trigger_timestamp": 90_000,
                            "end_to_end_duration": 1000, "state_size": 0,
                            "failure_message": "expired"},
-                "restored": {"id": 1, "is_savepoint": true, "path": "/sp", "restore_timestamp": 1}
+                "restored": {"id": 1, "is_savepoint": true, "path": "/sp", "restore_timestamp": 1,
+                             "rescaled": [{"vertex": "count", "from": 1, "to": 2}]}
             }
         });
         let text = render_status("http://127.0.0.1:9", &job, &checkpoints);
@@ -721,6 +835,7 @@ mod tests {
             "latest savepoint  none",
             "latest failed     checkpoint 2, 10.0 s ago, took 1.0 s, 0 B: expired",
             "restored from savepoint 1 (/sp)",
+            "rescaled     count 1 → 2",
         ] {
             assert!(
                 text.lines().any(|l| l == expected),

@@ -72,6 +72,14 @@ enum Command {
     ///
     /// Waits until the savepoint is complete. Exit codes as for `weir status`.
     Stop(control::TargetArgs),
+    /// Change the parallelism of a running job's vertices: a savepoint, then the job goes on in
+    /// the same process at the new parallelism from it, its keyed state split and merged by key
+    /// group (see docs/OPERATIONS.md, "Rescaling a job").
+    ///
+    /// `weir rescale DIR count=3 split=2`. Waits until the job runs again. A rescale the job
+    /// cannot do leaves it running, at its old parallelism, and says why. Exit codes as for
+    /// `weir status`.
+    Rescale(control::RescaleArgs),
     /// Cancel a running job; its completed checkpoints are kept or deleted per `on_cancel`.
     ///
     /// Exit codes as for `weir status`.
@@ -183,6 +191,7 @@ fn main() -> ExitCode {
         Command::Status(args) => control::status(args),
         Command::Savepoint(args) => control::savepoint(args, false),
         Command::Stop(args) => control::savepoint(args, true),
+        Command::Rescale(args) => control::rescale(args),
         Command::Cancel(args) => control::cancel(args),
         Command::Dashboard(args) => control::dashboard(args),
         Command::New(args) => new::run(args),

@@ -565,7 +565,10 @@
     items.push(h('dt', {}, 'Restored from'),
       h('dd', {}, restored
         ? [(restored.is_savepoint ? 'savepoint ' : 'checkpoint ') + restored.id + ' at ' + fmtClock(restored.restore_timestamp),
-          restored.path ? h('div', { class: 'path' }, restored.path) : null]
+          restored.path ? h('div', { class: 'path' }, restored.path) : null,
+          restored.rescaled && restored.rescaled.length
+            ? h('div', {}, 'rescaled: ' + restored.rescaled.map((c) => c.vertex + ' ' + c.from + ' → ' + c.to).join(', '))
+            : null]
         : none('nothing: the job started empty')));
     fill('latest', h('dl', { class: 'latest' }, items));
   }
