@@ -27,6 +27,7 @@ pub mod kafka;
 pub mod pipeline;
 pub mod raw_guest;
 pub mod report;
+pub mod rescale;
 pub mod startup;
 pub mod state_size;
 pub mod summary;

@@ -26,6 +26,8 @@ pub struct Report {
     pub state_size: Vec<StateSizeResult>,
     /// Start-up and restore latency, when measured.
     pub startup: Option<StartupResult>,
+    /// Restores at the same parallelism and rescaled, one entry per key count.
+    pub rescale: Vec<crate::rescale::RescaleResult>,
 }
 
 /// The machine and how busy it was.

@@ -68,7 +68,7 @@ fn weir_binary() -> Result<PathBuf, BenchError> {
     Ok(bin)
 }
 
-fn write(path: &Path, text: &str) -> Result<(), BenchError> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), BenchError> {
     std::fs::write(path, text).map_err(|source| BenchError::Io {
         action: "write",
         path: path.to_path_buf(),
@@ -76,7 +76,7 @@ fn write(path: &Path, text: &str) -> Result<(), BenchError> {
     })
 }
 
-fn temp_dir() -> Result<tempfile::TempDir, BenchError> {
+pub(crate) fn temp_dir() -> Result<tempfile::TempDir, BenchError> {
     tempfile::tempdir().map_err(|source| BenchError::Io {
         action: "create a temporary directory",
         path: std::env::temp_dir(),
@@ -195,9 +195,9 @@ fn trivial_job(dir: &Path) -> String {
     )
 }
 
-/// The restore job: an unbounded generator over `keys` keys → key-hash → `count` → blackhole,
-/// `count` checkpointed as `capture` says.
-fn count_job(dir: &Path, keys: u64, capture: &str) -> String {
+/// The restore job: an unbounded generator over `keys` keys → key-hash → `count` (of
+/// `parallelism` subtasks) → blackhole, `count` checkpointed as `capture` says.
+pub(crate) fn count_job(dir: &Path, keys: u64, capture: &str, parallelism: u32) -> String {
     format!(
         "name = \"restore\"\n\n\
          [checkpoint]\n\
@@ -205,8 +205,10 @@ fn count_job(dir: &Path, keys: u64, capture: &str) -> String {
          [restart]\nstrategy = \"none\"\n\n\
          [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\nkeys = {keys}\n\n\
          [[operator]]\nname = \"count\"\nmodule = '{COUNT_WASM}'\ncheckpoint = \"{capture}\"\n\
+         parallelism = {parallelism}\n\
          inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\n\
-         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"count\"]\n",
+         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\n\
+         inputs = [{{ from = \"count\", partition = \"rebalance\" }}]\n",
         dir.join("checkpoints").display()
     )
 }
@@ -234,7 +236,7 @@ impl Running {
 
 /// Runs the count job until every key was likely seen (`keys · ln keys` records, twice), then
 /// stops it with a savepoint; returns the savepoint's directory.
-fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchError> {
+pub(crate) fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchError> {
     let options = RunOptions {
         module_cache: Some(cache.to_path_buf()),
         ..RunOptions::default()
@@ -262,7 +264,7 @@ fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<PathBuf, BenchE
 }
 
 /// A new runner restoring `savepoint`, until the first record reaches the sink, in ms.
-fn restore_once(job: &Path, savepoint: &Path, cache: &Path) -> Result<f64, BenchError> {
+pub(crate) fn restore_once(job: &Path, savepoint: &Path, cache: &Path) -> Result<f64, BenchError> {
     let start = Instant::now();
     let options = RunOptions {
         restore: Some(RestoreFrom::Path(savepoint.to_path_buf())),
@@ -332,20 +334,25 @@ fn restore_runs(
     runs: usize,
 ) -> Result<(u64, Vec<f64>), BenchError> {
     let job = dir.join(format!("restore-{capture}.toml"));
-    write(&job, &count_job(&dir.join(capture), keys, capture))?;
+    write(&job, &count_job(&dir.join(capture), keys, capture, 1))?;
     let savepoint = take_savepoint(&job, keys, cache)?;
-    let bytes = std::fs::read_dir(&savepoint)
-        .map_err(|source| BenchError::Io {
-            action: "list",
-            path: savepoint.clone(),
-            source,
-        })?
-        .filter_map(|e| e.ok()?.metadata().ok())
-        .map(|m| m.len())
-        .sum();
+    let bytes = directory_bytes(&savepoint)?;
     let mut restores = Vec::with_capacity(runs);
     for _ in 0..runs {
         restores.push(restore_once(&job, &savepoint, cache)?);
     }
     Ok((bytes, restores))
+}
+
+/// The bytes of the files in `dir` (not below it).
+pub(crate) fn directory_bytes(dir: &Path) -> Result<u64, BenchError> {
+    Ok(std::fs::read_dir(dir)
+        .map_err(|source| BenchError::Io {
+            action: "list",
+            path: dir.to_path_buf(),
+            source,
+        })?
+        .filter_map(|e| e.ok()?.metadata().ok())
+        .map(|m| m.len())
+        .sum())
 }

@@ -16,9 +16,9 @@ use weir_benches::BenchError;
 use weir_benches::guests::COUNT_WASM;
 use weir_benches::pipeline::{self, BenchOperator, PipelineCase, PipelineResult};
 use weir_benches::report::{self, Machine, Report};
-use weir_benches::startup;
 use weir_benches::state_size::{self, StateSizeResult};
 use weir_benches::summary::Summary;
+use weir_benches::{rescale, startup};
 
 /// Weir's runtime benchmarks: generator → count (key-hash) or uppercase (forward) →
 /// blackhole through the real engine, and checkpoint/restore time against state size.
@@ -71,6 +71,13 @@ struct Args {
     /// State of the savepoint the restore-latency benchmark restores, in bytes.
     #[arg(long, default_value_t = 4_000_000)]
     restore_state_bytes: u64,
+    /// Key counts of the rescale benchmark (a savepoint of `count` at parallelism 2 restored
+    /// at 2 and at 3), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "100000,1000000")]
+    rescale_keys: Vec<u64>,
+    /// Skip the rescale benchmark.
+    #[arg(long)]
+    no_rescale: bool,
     /// Write every result to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -220,6 +227,27 @@ fn run(args: &Args) -> Result<(), BenchError> {
         startup = Some(result);
     }
 
+    let mut rescales = Vec::new();
+    if !args.no_rescale {
+        println!(
+            "\n## restore of a count savepoint taken at parallelism 2: at 2, and rescaled to 3, \
+             → first record at the sink, ms, median of {runs} (min – max)\n"
+        );
+        println!("| keys | savepoint | at parallelism 2 | rescaled to 3 |\n|---|---|---|---|");
+        for &keys in &args.rescale_keys {
+            let result = rescale::measure(keys, runs)?;
+            let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
+            println!(
+                "| {} | {} | {} | {} |",
+                result.keys,
+                bytes(result.state_bytes),
+                ms(&result.same_parallelism_ms),
+                ms(&result.rescaled_ms)
+            );
+            rescales.push(result);
+        }
+    }
+
     machine.load_after = report::load_average();
     println!(
         "\nload after: {}",
@@ -236,6 +264,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             pipeline: pipelines,
             state_size: states,
             startup,
+            rescale: rescales,
         };
         let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
         std::fs::write(path, json).map_err(|source| BenchError::Io {
