@@ -376,3 +376,78 @@ fn a_record_without_the_mapped_header_is_skipped_or_fails_the_job() {
         ended.stderr
     );
 }
+
+/// A savepoint of a Kafka source at parallelism 2, taken while it reads, restored at 3 and at
+/// 1: every partition goes on from its offset with the subtask that owns it now, so each record
+/// is committed exactly once.
+#[test]
+fn a_rescaled_source_reads_every_partition_on_from_its_offset() {
+    let Some(broker) = kafka::broker_or_skip("kafka-rescale") else {
+        return;
+    };
+    for to in [3, 1] {
+        let topic = kafka::unique("rescale");
+        broker.create_topic(&topic, 6);
+        let produce_half = |half: usize| {
+            for partition in 0..6 {
+                let values: Vec<String> = (half * 500..(half + 1) * 500)
+                    .map(|i| format!("{partition}-{i}"))
+                    .collect();
+                let values: Vec<&str> = values.iter().map(String::as_str).collect();
+                produce(broker, &topic, partition, "k", &values);
+            }
+        };
+        produce_half(0);
+        let sandbox = Sandbox::new(&format!("kafka-rescale-{to}"));
+        let stream = format!("topics = [\"{topic}\"]");
+        fs::write(sandbox.job_path(), job(broker, &sandbox, 2, &stream)).unwrap();
+        let mut weir = Weir::run(
+            &sandbox.job_path(),
+            &["--savepoint-on-stop"],
+            &sandbox.join("before.log"),
+        );
+        let out = sandbox.out_dir();
+        let reading = weir.wait_until("some records committed", CLI_TIMEOUT, |_| {
+            !committed_lines(&out).is_empty()
+        });
+        assert!(reading, "nothing committed:\n{}", weir.stderr());
+        weir.terminate();
+        let stopped = weir.wait(CLI_TIMEOUT);
+        stopped.assert_code(0, "a stop with a savepoint");
+        let savepoint = stopped
+            .stderr
+            .lines()
+            .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
+            .and_then(|l| l.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no savepoint named:\n{}", stopped.stderr))
+            .to_string();
+        produce_half(1);
+        let bounded = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
+        fs::write(sandbox.job_path(), job(broker, &sandbox, to, &bounded)).unwrap();
+        let ended = Weir::run(
+            &sandbox.job_path(),
+            &["--restore", &savepoint],
+            &sandbox.join("after.log"),
+        )
+        .wait(CLI_TIMEOUT);
+        ended.assert_code(0, &format!("the source restored at parallelism {to}"));
+        let said = format!("rescaled the state of `in` from 2 to {to} subtasks");
+        assert!(
+            ended.stderr.contains(&said),
+            "no `{said}`:\n{}",
+            ended.stderr
+        );
+        let mut lines = committed_lines(&out);
+        lines.sort();
+        let mut expected: Vec<String> = (0..6)
+            .flat_map(|p| (0..1000).map(move |i| format!("k\t{p}-{i}")))
+            .collect();
+        expected.sort();
+        assert_eq!(
+            lines.len(),
+            expected.len(),
+            "records committed at parallelism {to}"
+        );
+        assert_eq!(lines, expected, "at parallelism {to}");
+    }
+}

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::support::{
     CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
-    run_cli, weir_command,
+    in_progress_files, run_cli, weir_command,
 };
 
 /// A keyed operator of the examples, with what it needs from the job.
@@ -170,6 +170,41 @@ fn a_dedup_savepointed_at_two_restores_at_one_three_and_four_with_the_same_outpu
 #[test]
 fn windows_savepointed_at_two_restore_at_one_three_and_four_with_the_same_output() {
     assert_rescales(&WINDOW, &[1, 3, 4]);
+}
+
+#[test]
+fn a_file_sink_savepointed_at_two_restores_at_one_and_three_committing_each_record_once() {
+    let expected = reference(&COUNT);
+    for p in [1, 3] {
+        let sandbox = Sandbox::new(&format!("rescale-sink-{p}"));
+        std::fs::write(sandbox.job_path(), job(&sandbox, &COUNT, 2, "")).unwrap();
+        let savepoint = savepoint_mid_run(&sandbox, "before");
+        // The operator and the sink both change.
+        let text = job(&sandbox, &COUNT, p, "").replace(
+            "parallelism = 2\ninputs = [{ from = \"count\"",
+            &format!("parallelism = {p}\ninputs = [{{ from = \"count\""),
+        );
+        assert!(text.contains(&format!("parallelism = {p}\ninputs = [{{ from = \"count\"")));
+        std::fs::write(sandbox.job_path(), text).unwrap();
+        let ended = run_cli(
+            &sandbox.job_path(),
+            &["--restore", savepoint.to_str().unwrap()],
+            &sandbox.join("after.log"),
+        );
+        ended.assert_code(0, &format!("the run restored with the sink at {p}"));
+        let said = format!("rescaled the state of `out` from 2 to {p} subtasks");
+        assert!(
+            ended.stderr.contains(&said),
+            "no `{said}`:\n{}",
+            ended.stderr
+        );
+        assert_same_output(
+            &committed_lines(&sandbox.out_dir()),
+            &expected,
+            &format!("the file sink savepointed at parallelism 2 and restored at {p}"),
+        );
+        assert_eq!(in_progress_files(&sandbox.out_dir()), Vec::<String>::new());
+    }
 }
 
 /// Savepoints the job of `op` at parallelism 2 and restores it at 3, expecting a refusal;

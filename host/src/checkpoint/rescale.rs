@@ -1,12 +1,14 @@
-//! Splitting and merging one operator's task states when its parallelism changes.
+//! Splitting and merging one vertex's task states when its parallelism changes.
 //!
 //! Why a module of its own: a rescale rebuilds every part of a task's state for a new set of
-//! subtasks, and each part moves by its own rule — the guest's state by the rescalable layout
-//! (`weir_abi::rescalable`: keyed items by key group, lists split, unions to all), its timers by
-//! the key group of their key, its watermark and its inputs' clocks conservatively (the
-//! smallest). It is pure: old states in, new states out, tested without a disk or a guest. What
-//! cannot be split — an image of a guest's memory, a state in the guest's own layout, a
-//! checkpoint taken while the operator was finishing — is refused, saying why and what to do.
+//! subtasks, and each part moves by its own rule — an operator's guest state by the rescalable
+//! layout ([`split_guest_states`]: keyed items by key group, lists split, unions to all), a
+//! connector's state by the connector's rule (given by the caller), timers by the key group of
+//! their key, a source's splits to every new subtask, the watermark and the inputs' clocks
+//! conservatively (the smallest). It is pure: old states in, new states out, tested without a
+//! disk or a guest. What cannot be split — an image of a guest's memory, a state in the guest's
+//! own layout, a checkpoint taken while the vertex was finishing — is refused, saying why and
+//! what to do.
 
 use weir_abi::Timers;
 use weir_abi::key_group::{KeyGroups, key_group};
@@ -65,6 +67,9 @@ pub enum RescaleError {
         /// The declared prefix.
         prefix: u8,
     },
+    /// A connector's state cannot be split: the connector says why.
+    #[error("{0}")]
+    Connector(String),
     /// The time section of a state does not decode.
     #[error("the time section of subtask {subtask}: {problem}")]
     Time {
@@ -75,12 +80,44 @@ pub enum RescaleError {
     },
 }
 
-/// The states of an operator's subtasks under `old` (one per old subtask, in order; a task the
-/// checkpoint holds nothing of is the default, empty state), split and merged for `new`.
+/// The inner states of a vertex's new subtasks, one each in order, and how many leading bytes
+/// of a timer's key come before the key that places it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InnerStates {
+    /// One per new subtask.
+    pub states: Vec<Vec<u8>>,
+    /// The timer-key prefix (docs/ABI.md §16); 0 for a connector, which sets no timers.
+    pub timer_key_prefix: u8,
+}
+
+/// An operator's guest states, one per subtask of `old`, split and merged for `new` by the
+/// rescalable layout; an image is refused.
+pub fn split_guest_states(
+    inners: &[&[u8]],
+    old: KeyGroups,
+    new: KeyGroups,
+) -> Result<InnerStates, RescaleError> {
+    if inners.iter().any(|s| s.starts_with(&IMAGE_MAGIC)) {
+        return Err(RescaleError::Image);
+    }
+    let Rescaled {
+        states,
+        timer_key_prefix,
+    } = rescalable::rescale(inners, old, new).map_err(RescaleError::Guest)?;
+    Ok(InnerStates {
+        states,
+        timer_key_prefix,
+    })
+}
+
+/// The states of a vertex's subtasks (one per old subtask, in order; a task the checkpoint holds
+/// nothing of is the default, empty state), split and merged for the subtasks of `new_groups`:
+/// the inner states by `split_inner` (for an operator, [`split_guest_states`]; for a connector,
+/// its own rule), the rest here.
 pub fn rescale_states(
     old: &[TaskState],
-    old_groups: KeyGroups,
     new_groups: KeyGroups,
+    split_inner: impl FnOnce(&[&[u8]]) -> Result<InnerStates, RescaleError>,
 ) -> Result<Vec<TaskState>, RescaleError> {
     let finished = old.iter().filter(|s| s.finished).count();
     if finished != 0 && finished != old.len() {
@@ -89,14 +126,11 @@ pub fn rescale_states(
             subtasks: old.len(),
         });
     }
-    if old.iter().any(|s| s.inner.starts_with(&IMAGE_MAGIC)) {
-        return Err(RescaleError::Image);
-    }
     let inners: Vec<&[u8]> = old.iter().map(|s| s.inner.as_slice()).collect();
-    let Rescaled {
+    let InnerStates {
         states,
         timer_key_prefix,
-    } = rescalable::rescale(&inners, old_groups, new_groups).map_err(RescaleError::Guest)?;
+    } = split_inner(&inners)?;
     let times = old_times(old)?;
     let new_times = match &times {
         Some(times) => Some(split_time(times, timer_key_prefix, new_groups)?),
@@ -144,7 +178,8 @@ fn old_times(old: &[TaskState]) -> Result<Option<Vec<TimeState>>, RescaleError> 
 /// smallest watermark of the old subtasks (a watermark never moves back, so the smallest is
 /// the one every new subtask has surely reached; timers already fired are gone, so none fires
 /// twice). Inputs keep their clocks when every old subtask had the same inputs, each input
-/// taking its smallest watermark; otherwise the new subtasks start with none.
+/// taking its smallest watermark; otherwise the new subtasks start with none. A source's splits
+/// go to every new subtask, each with its largest timestamp: a subtask uses those it reads.
 fn split_time(
     old: &[TimeState],
     prefix: u8,
@@ -167,11 +202,20 @@ fn split_time(
     } else {
         Vec::new()
     };
+    let mut splits: std::collections::BTreeMap<&str, i64> = Default::default();
+    for (name, max) in old.iter().flat_map(|t| &t.splits) {
+        let entry = splits.entry(name).or_insert(*max);
+        *entry = (*entry).max(*max);
+    }
+    let splits: Vec<(String, i64)> = splits
+        .into_iter()
+        .map(|(name, max)| (name.to_string(), max))
+        .collect();
     let mut new: Vec<TimeState> = (0..groups.parallelism())
         .map(|_| TimeState {
             watermark,
             inputs: inputs.clone(),
-            splits: Vec::new(),
+            splits: splits.clone(),
             timers: [Timers::new(), Timers::new()],
         })
         .collect();
@@ -200,6 +244,15 @@ mod tests {
 
     fn groups(p: u32) -> KeyGroups {
         KeyGroups::new(16, p).unwrap()
+    }
+
+    /// An operator's states rescaled from `old` to `new` key groups.
+    fn guest(
+        states: &[TaskState],
+        old: KeyGroups,
+        new: KeyGroups,
+    ) -> Result<Vec<TaskState>, RescaleError> {
+        rescale_states(states, new, |inners| split_guest_states(inners, old, new))
     }
 
     /// The state of one old subtask of `groups`: every key it owns of `keys` keyed, a union
@@ -234,7 +287,7 @@ mod tests {
         let old: Vec<TaskState> = (0..2)
             .map(|s| state(&KEYS, groups(2), s, 50 + i64::from(s)))
             .collect();
-        let new = rescale_states(&old, groups(2), groups(3)).unwrap();
+        let new = guest(&old, groups(2), groups(3)).unwrap();
         assert_eq!(new.len(), 3);
         let mut seen = Vec::new();
         for (subtask, state) in (0..).zip(&new) {
@@ -268,14 +321,14 @@ mod tests {
             inner: [&IMAGE_MAGIC[..], b"..."].concat(),
             ..TaskState::default()
         };
-        let err = rescale_states(&[image.clone(), image], groups(2), groups(1)).unwrap_err();
+        let err = guest(&[image.clone(), image], groups(2), groups(1)).unwrap_err();
         assert_eq!(err, RescaleError::Image);
         assert!(err.to_string().contains("keep its parallelism"), "{err}");
         let opaque = TaskState {
             inner: b"bincode".to_vec(),
             ..TaskState::default()
         };
-        let err = rescale_states(&[TaskState::default(), opaque], groups(2), groups(3))
+        let err = guest(&[TaskState::default(), opaque], groups(2), groups(3))
             .unwrap_err()
             .to_string();
         assert!(
@@ -290,7 +343,7 @@ mod tests {
             finished: true,
             ..TaskState::default()
         };
-        let err = rescale_states(&[done, TaskState::default()], groups(2), groups(3)).unwrap_err();
+        let err = guest(&[done, TaskState::default()], groups(2), groups(3)).unwrap_err();
         assert_eq!(
             err,
             RescaleError::Finishing {
@@ -302,7 +355,7 @@ mod tests {
 
     #[test]
     fn empty_states_rescale_to_empty_states() {
-        let new = rescale_states(&[TaskState::default()], groups(1), groups(4)).unwrap();
+        let new = guest(&[TaskState::default()], groups(1), groups(4)).unwrap();
         assert_eq!(new, vec![TaskState::default(); 4]);
     }
 
@@ -312,7 +365,7 @@ mod tests {
         let mut timers = [Timers::new(), Timers::new()];
         timers[1].set(5, b"");
         old.time = Some(TimeState::encode(0, &[], &[], &timers));
-        let err = rescale_states(&[old], groups(1), groups(2)).unwrap_err();
+        let err = guest(&[old], groups(1), groups(2)).unwrap_err();
         assert_eq!(
             err,
             RescaleError::TimerKey {
@@ -321,5 +374,47 @@ mod tests {
                 prefix: 1
             }
         );
+    }
+}
+
+#[cfg(test)]
+mod source_tests {
+    use super::*;
+
+    #[test]
+    fn a_sources_splits_go_to_every_new_subtask_with_their_largest_timestamp() {
+        let state = |splits: &[(&str, i64)], watermark| TaskState {
+            finished: false,
+            time: Some(TimeState::encode(
+                watermark,
+                &[],
+                &splits
+                    .iter()
+                    .map(|(n, t)| (n.to_string(), *t))
+                    .collect::<Vec<_>>(),
+                &[Timers::new(), Timers::new()],
+            )),
+            inner: b"position".to_vec(),
+        };
+        let old = [
+            state(&[("t/0", 10), ("t/1", 7)], 5),
+            state(&[("t/1", 9)], 3),
+        ];
+        let new = rescale_states(&old, KeyGroups::new(8, 3).unwrap(), |inners| {
+            Ok(InnerStates {
+                states: vec![inners.concat(); 3],
+                timer_key_prefix: 0,
+            })
+        })
+        .unwrap();
+        for state in &new {
+            let time = TimeState::decode(state.time.as_deref().unwrap()).unwrap();
+            assert_eq!(time.watermark, 3);
+            assert_eq!(
+                time.splits,
+                [("t/0".to_string(), 10), ("t/1".to_string(), 9)]
+            );
+            assert_eq!(state.inner, b"positionposition");
+        }
     }
 }

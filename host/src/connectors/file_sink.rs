@@ -12,6 +12,13 @@
 //!
 //! So the final files hold exactly the records of completed checkpoints: a
 //! reader that ignores dot-files sees exactly-once output.
+//!
+//! **At another parallelism** ([`rescale_states`]) each old subtask's state goes to one new
+//! subtask, old `i` to new `i mod p`, which commits that subtask's pre-committed parts and
+//! deletes its other in-progress parts, under the old subtask's names, before its own; subtask
+//! 0 also deletes the in-progress parts of subtasks beyond both parallelisms (a run at another
+//! parallelism after the checkpoint left them). Renames are idempotent, so a crash anywhere in
+//! there is repaired by the next restore of the same checkpoint.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -38,6 +45,8 @@ struct PendingPart {
 pub(crate) struct FileSink {
     dir: PathBuf,
     subtask: u32,
+    /// How many subtasks the sink has.
+    parallelism: u32,
     /// The part being written: its sequence number and writer.
     current: Option<(u64, BufWriter<File>)>,
     /// Sequence number of the next part.
@@ -50,19 +59,20 @@ pub(crate) struct FileSink {
 }
 
 impl FileSink {
-    /// Subtask `subtask` writing into `dir` (created if missing).
+    /// Subtask `subtask` of `parallelism` writing into `dir` (created if missing).
     ///
     /// Nothing on disk is touched until the first call: then either
     /// [`restore`](Processor::restore) recovers the parts of the restored
     /// checkpoint, or, on a fresh start, leftover in-progress parts are
     /// deleted. Numbering continues after the highest part of this subtask
     /// already in the directory, so a new run never overwrites committed output.
-    pub(crate) fn new(dir: PathBuf, subtask: u32) -> Result<Self, TaskError> {
+    pub(crate) fn new(dir: PathBuf, subtask: u32, parallelism: u32) -> Result<Self, TaskError> {
         fs::create_dir_all(&dir)
             .map_err(|e| io_error(&dir, "cannot create the output directory", e))?;
         Ok(FileSink {
             dir,
             subtask,
+            parallelism,
             current: None,
             next_seq: 0,
             pending: Vec::new(),
@@ -74,34 +84,35 @@ impl FileSink {
     /// On a fresh start: drops in-progress leftovers and picks the next part number.
     fn ensure_recovered(&mut self) -> Result<(), TaskError> {
         if !self.recovered {
-            self.discard_in_progress()?;
+            self.discard_in_progress(self.subtask)?;
             self.next_seq = self.highest_existing_seq()?.map_or(0, |s| s + 1);
             self.recovered = true;
         }
         Ok(())
     }
 
-    fn final_path(&self, seq: u64) -> PathBuf {
-        self.dir.join(format!("part-{:04}-{seq:010}", self.subtask))
-    }
-
     fn in_progress_path(&self, seq: u64) -> PathBuf {
+        self.in_progress_path_of(self.subtask, seq)
+    }
+
+    /// Subtask `subtask`'s committed part `seq`.
+    fn final_path_of(&self, subtask: u32, seq: u64) -> PathBuf {
+        self.dir.join(format!("part-{subtask:04}-{seq:010}"))
+    }
+
+    /// Subtask `subtask`'s in-progress part `seq`.
+    fn in_progress_path_of(&self, subtask: u32, seq: u64) -> PathBuf {
         self.dir
-            .join(format!(".part-{:04}-{seq:010}.inprogress", self.subtask))
+            .join(format!(".part-{subtask:04}-{seq:010}.inprogress"))
     }
 
-    /// Parses this subtask's part names: `(seq, in_progress)`.
-    fn parse_name(&self, name: &str) -> Option<(u64, bool)> {
-        let part = PartName::parse(name)?;
-        (part.subtask == self.subtask).then_some((part.seq, part.in_progress))
-    }
-
-    fn list_parts(&self) -> Result<Vec<(u64, bool)>, TaskError> {
+    /// Every part in the directory, of every subtask.
+    fn list_parts(&self) -> Result<Vec<PartName>, TaskError> {
         let entries = fs::read_dir(&self.dir).map_err(|e| io_error(&self.dir, "cannot list", e))?;
         let mut parts = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| io_error(&self.dir, "cannot list", e))?;
-            if let Some(p) = entry.file_name().to_str().and_then(|n| self.parse_name(n)) {
+            if let Some(p) = entry.file_name().to_str().and_then(PartName::parse) {
                 parts.push(p);
             }
         }
@@ -109,24 +120,39 @@ impl FileSink {
     }
 
     fn highest_existing_seq(&self) -> Result<Option<u64>, TaskError> {
-        Ok(self.list_parts()?.into_iter().map(|(s, _)| s).max())
+        Ok(self
+            .list_parts()?
+            .into_iter()
+            .filter(|p| p.subtask == self.subtask)
+            .map(|p| p.seq)
+            .max())
     }
 
-    /// Deletes this subtask's in-progress parts.
-    fn discard_in_progress(&self) -> Result<(), TaskError> {
-        for (seq, in_progress) in self.list_parts()? {
-            if in_progress {
-                let path = self.in_progress_path(seq);
+    /// Deletes the in-progress parts of the subtasks `which` selects.
+    fn discard_in_progress_where(&self, which: impl Fn(u32) -> bool) -> Result<(), TaskError> {
+        for part in self.list_parts()? {
+            if part.in_progress && which(part.subtask) {
+                let path = self.in_progress_path_of(part.subtask, part.seq);
                 fs::remove_file(&path).map_err(|e| io_error(&path, "cannot delete", e))?;
             }
         }
         Ok(())
     }
 
+    /// Deletes subtask `subtask`'s in-progress parts.
+    fn discard_in_progress(&self, subtask: u32) -> Result<(), TaskError> {
+        self.discard_in_progress_where(|s| s == subtask)
+    }
+
     /// Renames a pre-committed part to its final name; a part already renamed is fine.
     fn commit(&self, seq: u64) -> Result<(), TaskError> {
-        let from = self.in_progress_path(seq);
-        let to = self.final_path(seq);
+        self.commit_of(self.subtask, seq)
+    }
+
+    /// Renames subtask `subtask`'s pre-committed part `seq` to its final name.
+    fn commit_of(&self, subtask: u32, seq: u64) -> Result<(), TaskError> {
+        let from = self.in_progress_path_of(subtask, seq);
+        let to = self.final_path_of(subtask, seq);
         match fs::rename(&from, &to) {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound && to.exists() => Ok(()),
@@ -182,6 +208,87 @@ impl FileSink {
             .collect::<Result<_, TaskError>>()?;
         Ok((next_seq, pending))
     }
+}
+
+/// The states of the old subtasks a new one recovers after a rescale (see the module docs):
+///
+/// ```text
+/// 8      magic "\xFFINHERIT"
+/// 4      the old parallelism, u32
+/// 4      n, u32; then n times: the old subtask u32, its state's length u32, its state
+/// ```
+/// Little-endian. A plain state starts with its next part number, a `u64` far below this magic.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Inherited {
+    parallelism: u32,
+    states: Vec<(u32, Vec<u8>)>,
+}
+
+/// The magic of an [`Inherited`] state.
+const INHERITED: [u8; 8] = *b"\xffINHERIT";
+
+impl Inherited {
+    fn encode(&self) -> Vec<u8> {
+        let mut out = INHERITED.to_vec();
+        out.extend_from_slice(&self.parallelism.to_le_bytes());
+        out.extend_from_slice(&(self.states.len() as u32).to_le_bytes());
+        for (subtask, state) in &self.states {
+            out.extend_from_slice(&subtask.to_le_bytes());
+            out.extend_from_slice(&(state.len() as u32).to_le_bytes());
+            out.extend_from_slice(state);
+        }
+        out
+    }
+
+    /// `None` for a plain state.
+    fn decode(bytes: &[u8]) -> Result<Option<Inherited>, TaskError> {
+        let Some(mut rest) = bytes.strip_prefix(&INHERITED) else {
+            return Ok(None);
+        };
+        let bad = || TaskError::Restore("a rescaled file sink state is malformed".to_string());
+        let u32_next = |rest: &mut &[u8]| -> Result<u32, TaskError> {
+            let (head, tail) = rest.split_at_checked(4).ok_or_else(bad)?;
+            *rest = tail;
+            Ok(u32::from_le_bytes(head.try_into().map_err(|_| bad())?))
+        };
+        let parallelism = u32_next(&mut rest)?;
+        let n = u32_next(&mut rest)?;
+        let mut states = Vec::new();
+        for _ in 0..n {
+            let subtask = u32_next(&mut rest)?;
+            let len = u32_next(&mut rest)? as usize;
+            let (state, tail) = rest.split_at_checked(len).ok_or_else(bad)?;
+            states.push((subtask, state.to_vec()));
+            rest = tail;
+        }
+        if !rest.is_empty() {
+            return Err(bad());
+        }
+        Ok(Some(Inherited {
+            parallelism,
+            states,
+        }))
+    }
+}
+
+/// The states of a file sink's subtasks (one per old subtask, in order) for `parallelism` new
+/// ones: new subtask `j` recovers the parts of every old subtask `i` with `i mod parallelism ==
+/// j` (see the module docs).
+pub(crate) fn rescale_states(old: &[&[u8]], parallelism: u32) -> Vec<Vec<u8>> {
+    let old_parallelism = u32::try_from(old.len()).expect("at most 256 subtasks");
+    (0..parallelism)
+        .map(|j| {
+            Inherited {
+                parallelism: old_parallelism,
+                states: (0..old_parallelism)
+                    .zip(old)
+                    .filter(|(i, _)| i % parallelism == j)
+                    .map(|(i, state)| (i, state.to_vec()))
+                    .collect(),
+            }
+            .encode()
+        })
+        .collect()
 }
 
 /// A part file's name, as [`FileSink`] writes it: `part-<subtask>-<seq>` once committed,
@@ -290,12 +397,29 @@ impl Processor for FileSink {
     }
 
     fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
-        let (next_seq, pending) = Self::decode_state(state)?;
+        // What each old subtask's state is, whose parts this subtask recovers, and how many
+        // subtasks the checkpoint had.
+        let (states, old_parallelism) = match Inherited::decode(state)? {
+            Some(inherited) => (inherited.states, inherited.parallelism),
+            None => (vec![(self.subtask, state.to_vec())], self.parallelism),
+        };
         self.current = None;
-        for p in &pending {
-            self.commit(p.seq)?;
+        let mut next_seq = 0;
+        for (subtask, state) in &states {
+            let (next, pending) = Self::decode_state(state)?;
+            for p in &pending {
+                self.commit_of(*subtask, p.seq)?;
+            }
+            self.discard_in_progress(*subtask)?;
+            if *subtask == self.subtask {
+                next_seq = next;
+            }
         }
-        self.discard_in_progress()?;
+        self.discard_in_progress(self.subtask)?;
+        if self.subtask == 0 {
+            let beyond = old_parallelism.max(self.parallelism);
+            self.discard_in_progress_where(|s| s >= beyond)?;
+        }
         self.sync_dir()?;
         self.pending.clear();
         self.recovered = true;
@@ -359,8 +483,8 @@ mod tests {
     #[test]
     fn part_names_read_back_as_written_and_nothing_else_does() {
         let dir = tempfile::tempdir().unwrap();
-        let sink = FileSink::new(dir.path().join("out"), 3).unwrap();
-        let committed = sink.final_path(12);
+        let sink = FileSink::new(dir.path().join("out"), 3, 4).unwrap();
+        let committed = sink.final_path_of(3, 12);
         let in_progress = sink.in_progress_path(12);
         let name = |p: &Path| p.file_name().unwrap().to_str().unwrap().to_string();
         assert_eq!(
@@ -397,7 +521,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("out");
         let mut router = Router::new(Vec::new(), StopSignal::new(), Default::default());
-        let mut sink = FileSink::new(out.clone(), 0).unwrap();
+        let mut sink = FileSink::new(out.clone(), 0, 1).unwrap();
         sink.process(&batch(&["a", "b"]), &mut router).unwrap();
         let state1 = sink.snapshot(barrier(1)).unwrap();
         sink.process(&batch(&["c"]), &mut router).unwrap();
@@ -408,11 +532,11 @@ mod tests {
         sink.process(&batch(&["lost"]), &mut router).unwrap();
         drop(sink); // crash: checkpoint 2 completed, but the notice never arrived
 
-        let mut sink = FileSink::new(out.clone(), 0).unwrap();
+        let mut sink = FileSink::new(out.clone(), 0, 1).unwrap();
         sink.restore(&state2).unwrap();
         assert_eq!(committed(&out), "a\nb\nc\n");
         // Restoring an older state again is idempotent.
-        let mut again = FileSink::new(out.clone(), 0).unwrap();
+        let mut again = FileSink::new(out.clone(), 0, 1).unwrap();
         again.restore(&state1).unwrap();
         assert_eq!(committed(&out), "a\nb\nc\n");
         assert!(fs::read_dir(&out).unwrap().all(|e| {
@@ -421,5 +545,84 @@ mod tests {
                 .to_string_lossy()
                 .ends_with(".inprogress")
         }));
+    }
+
+    /// The names of the in-progress parts in `dir`, sorted.
+    fn in_progress(dir: &Path) -> Vec<String> {
+        let mut names: Vec<_> = fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".inprogress"))
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn at_another_parallelism_every_old_subtasks_parts_are_committed_or_deleted_once() {
+        for new_parallelism in [1, 2, 3] {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out");
+            let mut router = Router::new(Vec::new(), StopSignal::new(), Default::default());
+            // Two subtasks pre-commit a part each at checkpoint 1, write more, and crash before
+            // the completion notice.
+            let mut states = Vec::new();
+            for subtask in 0..2u32 {
+                let mut sink = FileSink::new(out.clone(), subtask, 2).unwrap();
+                sink.process(&batch(&[&format!("kept-{subtask}")]), &mut router)
+                    .unwrap();
+                states.push(sink.snapshot(barrier(1)).unwrap());
+                sink.process(&batch(&["lost"]), &mut router).unwrap();
+                sink.snapshot(barrier(2)).unwrap();
+            }
+            // A run at parallelism 5 after the checkpoint left a part of subtask 4.
+            fs::write(out.join(".part-0004-0000000000.inprogress"), "lost\n").unwrap();
+            assert_eq!(in_progress(&out).len(), 5);
+
+            let old: Vec<&[u8]> = states.iter().map(Vec::as_slice).collect();
+            let rescaled = rescale_states(&old, new_parallelism);
+            assert_eq!(rescaled.len(), new_parallelism as usize);
+            for (subtask, state) in (0..).zip(&rescaled) {
+                let mut sink = FileSink::new(out.clone(), subtask, new_parallelism).unwrap();
+                sink.restore(state).unwrap();
+                // Restoring the same checkpoint again (a crash during the first) changes nothing.
+                let mut again = FileSink::new(out.clone(), subtask, new_parallelism).unwrap();
+                again.restore(state).unwrap();
+            }
+            assert_eq!(committed(&out), "kept-0\nkept-1\n", "p = {new_parallelism}");
+            assert_eq!(
+                in_progress(&out),
+                Vec::<String>::new(),
+                "p = {new_parallelism}"
+            );
+            // The new subtasks write on after the old parts, never over them.
+            for subtask in 0..new_parallelism {
+                let mut sink = FileSink::new(out.clone(), subtask, new_parallelism).unwrap();
+                sink.restore(&rescaled[subtask as usize]).unwrap();
+                sink.process(&batch(&["new"]), &mut router).unwrap();
+                sink.snapshot(barrier(3)).unwrap();
+                sink.checkpoint_complete(CheckpointId(3)).unwrap();
+            }
+            let text = committed(&out);
+            assert_eq!(text.matches("kept-").count(), 2, "{text}");
+            assert_eq!(
+                text.matches("new").count(),
+                new_parallelism as usize,
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_rescaled_state_that_is_cut_is_refused() {
+        let state = Inherited {
+            parallelism: 2,
+            states: vec![(1, vec![0; 12])],
+        }
+        .encode();
+        assert!(Inherited::decode(&state).unwrap().is_some());
+        for cut in INHERITED.len()..state.len() {
+            assert!(Inherited::decode(&state[..cut]).is_err(), "cut at {cut}");
+        }
     }
 }

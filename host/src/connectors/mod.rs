@@ -87,7 +87,9 @@ pub(crate) fn build_sink(
     metrics: Arc<TaskMetrics>,
 ) -> Result<Box<dyn Processor>, TaskError> {
     Ok(match kind {
-        SinkKind::File { directory } => Box::new(FileSink::new(directory.clone(), subtask)?),
+        SinkKind::File { directory } => {
+            Box::new(FileSink::new(directory.clone(), subtask, parallelism)?)
+        }
         SinkKind::Kafka(settings) => {
             let sink = kafka::sink::KafkaSink::new(name, settings.clone(), subtask, parallelism);
             // Only an exactly-once sink has transactions to show.

@@ -23,13 +23,15 @@ use std::path::PathBuf;
 use weir_abi::key_group::KeyGroups;
 
 use crate::checkpoint::metadata::CheckpointMetadata;
-use crate::checkpoint::rescale::{RescaleError, rescale_states};
+use crate::checkpoint::rescale::{InnerStates, RescaleError, rescale_states, split_guest_states};
 use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
 use crate::checkpoint::task_state::{RestoredState, TaskState, TimeState};
+use crate::connectors::file_sink;
+use crate::connectors::kafka::source as kafka_source;
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
-use crate::job::{Job, VertexKind};
+use crate::job::{Job, SinkKind, SourceKind, VertexKind};
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
 /// (its directory name) and what to do.
@@ -49,8 +51,8 @@ pub enum RestoreError {
     /// The parallelism of a source or sink with state changed.
     #[error(
         "the parallelism of {kind} `{vertex}` changed from {old} to {new} since {checkpoint}, and \
-         it has state: rescaling a {kind}'s state is not supported yet (operators rescale); set \
-         its parallelism back to {old}"
+         it has state: rescaling a {kind}'s state is not supported yet for its type (operators, \
+         Kafka sources and file sinks rescale); set its parallelism back to {old}"
     )]
     ParallelismChanged {
         /// `source` or `sink`.
@@ -217,20 +219,48 @@ pub(crate) fn match_states(
             .filter_map(|e| states.remove(&e.task).map(|s| (e.task.clone(), s)))
             .collect();
         let holds = own.iter().any(|(_, s)| holds_state(&s.state));
-        let VertexKind::Operator(_) = v.kind else {
+        let rescale_error = |source| RestoreError::Rescale {
+            vertex: vertex.to_string(),
+            old,
+            new: v.parallelism,
+            checkpoint: checkpoint.to_string(),
+            source,
+        };
+        if !matches!(v.kind, VertexKind::Operator(_)) {
             if old == v.parallelism {
                 matched.states.extend(own);
-            } else if holds {
-                return Err(RestoreError::ParallelismChanged {
-                    kind: v.kind_name(),
-                    vertex: vertex.to_string(),
-                    old,
-                    new: v.parallelism,
-                    checkpoint: checkpoint.to_string(),
-                });
+                continue;
             }
+            if !holds {
+                continue;
+            }
+            // A connector whose state can move says how; the others keep their parallelism.
+            let split: fn(&[&[u8]], u32) -> Result<Vec<Vec<u8>>, String> = match &v.kind {
+                VertexKind::Sink(SinkKind::File { .. }) => {
+                    |old, p| Ok(file_sink::rescale_states(old, p))
+                }
+                VertexKind::Source(SourceKind::Kafka(_)) => kafka_source::rescale_positions,
+                _ => {
+                    return Err(RestoreError::ParallelismChanged {
+                        kind: v.kind_name(),
+                        vertex: vertex.to_string(),
+                        old,
+                        new: v.parallelism,
+                        checkpoint: checkpoint.to_string(),
+                    });
+                }
+            };
+            let new_states = rescale_states(&by_subtask(own, old), v.key_groups(), |inners| {
+                let states = split(inners, v.parallelism).map_err(RescaleError::Connector)?;
+                Ok(InnerStates {
+                    states,
+                    timer_key_prefix: 0,
+                })
+            })
+            .map_err(rescale_error)?;
+            matched.insert_rescaled(vertex, old, v.parallelism, new_states);
             continue;
-        };
+        }
         if !holds {
             if old == v.parallelism {
                 matched.states.extend(own);
@@ -261,13 +291,6 @@ pub(crate) fn match_states(
                 checkpoint: checkpoint.to_string(),
             }
         })?;
-        let rescale_error = |source| RestoreError::Rescale {
-            vertex: vertex.to_string(),
-            old,
-            new: v.parallelism,
-            checkpoint: checkpoint.to_string(),
-            source,
-        };
         // A checkpoint's own metadata keeps each vertex within its key groups (validated when
         // read); one from before key groups has as many as subtasks.
         let old_groups = KeyGroups::new(key_groups, old).ok_or_else(|| {
@@ -278,25 +301,37 @@ pub(crate) fn match_states(
                 },
             ))
         })?;
-        let mut old_states = vec![TaskState::default(); old as usize];
-        for (task, state) in own {
-            if let Some(slot) = old_states.get_mut(task.subtask as usize) {
-                *slot = state.state;
-            }
-        }
-        let new_states =
-            rescale_states(&old_states, old_groups, new_groups).map_err(rescale_error)?;
-        for (subtask, state) in (0..).zip(new_states) {
-            matched
-                .states
-                .insert(TaskId::new(vertex, subtask), RestoredState::alone(state));
-        }
-        matched
-            .rescaled
-            .push((vertex.to_string(), old, v.parallelism));
+        let new_states = rescale_states(&by_subtask(own, old), new_groups, |inners| {
+            split_guest_states(inners, old_groups, new_groups)
+        })
+        .map_err(rescale_error)?;
+        matched.insert_rescaled(vertex, old, v.parallelism, new_states);
     }
     check_downstream(&matched, job, checkpoint)?;
     Ok(matched)
+}
+
+impl StateMatch {
+    /// Takes `states`, one per new subtask of `vertex`, split from `old` subtasks for `new`.
+    fn insert_rescaled(&mut self, vertex: &str, old: u32, new: u32, states: Vec<TaskState>) {
+        for (subtask, state) in (0..).zip(states) {
+            self.states
+                .insert(TaskId::new(vertex, subtask), RestoredState::alone(state));
+        }
+        self.rescaled.push((vertex.to_string(), old, new));
+    }
+}
+
+/// The states of `own`, one per subtask of `parallelism` in order; a task the checkpoint holds
+/// nothing of has the empty state.
+fn by_subtask(own: Vec<(TaskId, RestoredState)>, parallelism: u32) -> Vec<TaskState> {
+    let mut states = vec![TaskState::default(); parallelism as usize];
+    for (task, state) in own {
+        if let Some(slot) = states.get_mut(task.subtask as usize) {
+            *slot = state.state;
+        }
+    }
+    states
 }
 
 /// Whether a task state holds anything a restore must carry: a guest's state, a source's

@@ -224,6 +224,43 @@ struct Position {
 /// The current version of [`Position`].
 const POSITION_VERSION: u32 = 1;
 
+/// The positions of a Kafka source's subtasks (one per old subtask, in order; empty for one
+/// that recorded none) for `parallelism` new ones: every new subtask gets the offsets of every
+/// partition, each from the old subtask that owned it, and reads those it owns now
+/// ([`owner`]). A partition's offset moves with it, so each record is read once.
+pub(crate) fn rescale_positions(old: &[&[u8]], parallelism: u32) -> Result<Vec<Vec<u8>>, String> {
+    let old_parallelism = u32::try_from(old.len()).map_err(|_| "too many subtasks")?;
+    let mut merged = Position {
+        v: POSITION_VERSION,
+        partitions: Vec::new(),
+    };
+    for (subtask, bytes) in (0..).zip(old) {
+        if bytes.is_empty() {
+            continue;
+        }
+        let position: Position = serde_json::from_slice(bytes).map_err(|e| {
+            format!("the position of subtask {subtask} is not a Kafka source's: {e}")
+        })?;
+        if position.v != POSITION_VERSION {
+            return Err(format!(
+                "the position of subtask {subtask} has format {}, this Weir reads \
+                 {POSITION_VERSION}",
+                position.v
+            ));
+        }
+        merged.partitions.extend(
+            position
+                .partitions
+                .into_iter()
+                .filter(|(topic, partition, _)| {
+                    owner(topic, *partition, old_parallelism) == subtask
+                }),
+        );
+    }
+    let bytes = serde_json::to_vec(&merged).expect("a position always serializes");
+    Ok(vec![bytes; parallelism as usize])
+}
+
 /// One subtask of a Kafka source.
 pub(crate) struct KafkaSource {
     connector: String,
@@ -681,8 +718,15 @@ impl Source for KafkaSource {
 
     fn position(&self) -> Vec<u8> {
         let partitions = match (&self.consumer, &self.restored) {
-            // Restored and not yet started: the restored position still holds.
-            (None, Some(restored)) => restored.clone(),
+            // Restored and not yet started: the restored position still holds, for the
+            // partitions this subtask owns (after a rescale it was given every subtask's).
+            (None, Some(restored)) => restored
+                .iter()
+                .filter(|((topic, partition), _)| {
+                    owner(topic, *partition, self.parallelism) == self.subtask
+                })
+                .map(|(key, at)| (key.clone(), *at))
+                .collect(),
             _ => self.partitions.clone(),
         };
         let position = Position {
@@ -924,5 +968,76 @@ mod tests {
         );
         assert!(position.partitions[0].2.done());
         assert!(!position.partitions[1].2.done());
+    }
+
+    /// A position of `partitions` of topic `t`, each at offset `10 × partition`.
+    fn position_of(partitions: &[i32]) -> Vec<u8> {
+        serde_json::to_vec(&Position {
+            v: POSITION_VERSION,
+            partitions: partitions
+                .iter()
+                .map(|&p| {
+                    let at = PartitionPosition {
+                        next: 10 * i64::from(p),
+                        end: None,
+                    };
+                    ("t".to_string(), p, at)
+                })
+                .collect(),
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn a_rescale_gives_every_new_subtask_each_partition_from_its_old_owner() {
+        // Eight partitions over two subtasks; subtask 1 also lists partitions it does not own
+        // (a position written before the source started), at stale offsets.
+        let owned_by = |s: u32| -> Vec<i32> { (0..8).filter(|&p| owner("t", p, 2) == s).collect() };
+        let zero = position_of(&owned_by(0));
+        let mut stale = Position {
+            v: POSITION_VERSION,
+            partitions: Vec::new(),
+        };
+        for p in 0..8 {
+            let at = PartitionPosition {
+                next: if owner("t", p, 2) == 1 {
+                    10 * i64::from(p)
+                } else {
+                    -1
+                },
+                end: None,
+            };
+            stale.partitions.push(("t".into(), p, at));
+        }
+        let one = serde_json::to_vec(&stale).unwrap();
+        let new = rescale_positions(&[&zero[..], &one[..]], 3).unwrap();
+        assert_eq!(new.len(), 3);
+        for bytes in &new {
+            let mut position: Position = serde_json::from_slice(bytes).unwrap();
+            position.partitions.sort_by_key(|(_, p, _)| *p);
+            assert_eq!(
+                position,
+                serde_json::from_slice(&position_of(&(0..8).collect::<Vec<_>>())).unwrap()
+            );
+        }
+        let err = rescale_positions(&[b"{}"], 2).unwrap_err();
+        assert!(err.contains("subtask 0 is not a Kafka source's"), "{err}");
+    }
+
+    #[test]
+    fn a_restored_source_that_has_not_started_reports_only_its_own_partitions() {
+        let all = position_of(&(0..8).collect::<Vec<_>>());
+        let fields = settings(KafkaField::Record, KafkaField::Record, KafkaField::Record);
+        let mut source = KafkaSource::new("in", fields, 1, 2, Arc::default());
+        source.seek(&all).unwrap();
+        let reported: Position = serde_json::from_slice(&source.position()).unwrap();
+        assert!(!reported.partitions.is_empty());
+        assert!(
+            reported
+                .partitions
+                .iter()
+                .all(|(t, p, _)| owner(t, *p, 2) == 1),
+            "{reported:?}"
+        );
     }
 }
