@@ -235,7 +235,7 @@ pub(crate) fn match_states(
                 continue;
             }
             // A connector whose state can move says how; the others keep their parallelism.
-            let split: fn(&[&[u8]], u32) -> Result<Vec<Vec<u8>>, String> = match &v.kind {
+            let split: ConnectorSplit = match &v.kind {
                 VertexKind::Sink(SinkKind::File { .. }) => {
                     |old, p| Ok(file_sink::rescale_states(old, p))
                 }
@@ -310,6 +310,10 @@ pub(crate) fn match_states(
     check_downstream(&matched, job, checkpoint)?;
     Ok(matched)
 }
+
+/// How a connector's states, one per old subtask, become the states of the new subtasks (as
+/// many as the `u32`), or why they cannot.
+type ConnectorSplit = fn(&[&[u8]], u32) -> Result<Vec<Vec<u8>>, String>;
 
 impl StateMatch {
     /// Takes `states`, one per new subtask of `vertex`, split from `old` subtasks for `new`.
