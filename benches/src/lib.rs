@@ -7,8 +7,9 @@
 //!   operator compiled natively, at batch sizes 1, 64 and 1024; plus the cost of one
 //!   host→guest call, alone and as a whole ABI round trip ([`guests::IDENTITY_WAT`]).
 //! - `cargo run --release -p weir-benches --bin runtime-bench`: whole jobs through the real
-//!   engine ([`pipeline`]), checkpoint/restore time against state size ([`state_size`]), and
-//!   start-up and restore latency ([`startup`]).
+//!   engine ([`pipeline`]), checkpoint/restore time against state size ([`state_size`]),
+//!   start-up and restore latency ([`startup`]), and a restore at another parallelism
+//!   ([`rescale`]).
 //!
 //! - `kafka-bench` (`scripts/bench-kafka.sh`): Kafka → `count` → Kafka exactly-once through
 //!   the release `weir`, against a plain librdkafka loop on the same broker ([`kafka`]).

@@ -1,9 +1,10 @@
 //! Checkpoint and restore time against state size, on the `count` guest driven directly.
 //!
 //! One instance is filled with `keys` distinct keys (`key-0` …), which gives it a state of
-//! about 13 bytes per key (bincode: length, `key-<n>`, count). Then, each repetition:
+//! about 16 bytes per key (a keyed item of the rescalable layout, docs/ABI.md §16: kind, state
+//! id, length, `key-<n>`, length, count). Then, each repetition:
 //!
-//! 1. **snapshot** — [`GuestInstance::snapshot`]: the guest encodes its map with bincode and
+//! 1. **snapshot** — [`GuestInstance::snapshot`]: the guest encodes its map, entry by entry, and
 //!    hands it to the host, which copies it out: the synchronous part of a checkpoint;
 //! 2. **write** — [`CheckpointStorage::write_state`] on [`LocalStorage`] in a temporary
 //!    directory: frame + CRC-32, write, fsync, rename, fsync the directory: the asynchronous
@@ -71,10 +72,11 @@ pub fn limits() -> GuestLimits {
 
 /// Keys that give the count operator about `bytes` bytes of state.
 pub fn keys_for(bytes: u64) -> u64 {
-    // bincode of one entry: a 1-byte length, `key-<n>` (4 bytes + the digits of n), a 1-byte
-    // count of 1. Most keys have as many digits as the largest, so estimate it, then refine.
-    let entry = |keys: u64| 1 + 4 + u64::from(keys.max(1).ilog10() + 1) + 1;
-    let first = bytes / entry(bytes / 13);
+    // One keyed item: kind and state id (a byte each), a 1-byte length, `key-<n>` (4 bytes +
+    // the digits of n), a 1-byte length and a count of 1. Most keys have as many digits as the
+    // largest, so estimate it, then refine.
+    let entry = |keys: u64| 2 + 1 + 4 + u64::from(keys.max(1).ilog10() + 1) + 1 + 1;
+    let first = bytes / entry(bytes / 16);
     (bytes / entry(first)).max(1)
 }
 
@@ -360,11 +362,24 @@ fn check_round_trip(fresh: &mut GuestInstance, state: &[u8]) -> Result<(), Bench
     Ok(())
 }
 
-/// The counts in a snapshot of the count operator (bincode of a map from key to count).
+/// The counts in a snapshot of the count operator: keyed items of the rescalable layout
+/// (docs/ABI.md §16), each the bincode of a count.
 fn counts_in(snapshot: &[u8]) -> Result<BTreeMap<Vec<u8>, u64>, BenchError> {
-    bincode::serde::decode_from_slice(snapshot, bincode::config::standard())
-        .map(|(counts, _)| counts)
-        .map_err(|e| BenchError::Wrong(format!("a count snapshot does not decode: {e}")))
+    let wrong =
+        |what: String| BenchError::Wrong(format!("a count snapshot does not decode: {what}"));
+    let layout = weir_abi::rescalable::RescalableState::decode(snapshot)
+        .map_err(|e| wrong(e.to_string()))?
+        .ok_or_else(|| wrong("it is not in the rescalable layout".into()))?;
+    layout
+        .items()
+        .filter(|item| item.kind == weir_abi::rescalable::ItemKind::Keyed)
+        .map(|item| {
+            let (count, _) =
+                bincode::serde::decode_from_slice(item.value, bincode::config::standard())
+                    .map_err(|e| wrong(e.to_string()))?;
+            Ok((item.key.to_vec(), count))
+        })
+        .collect()
 }
 
 /// Snapshot and restore times, ms, of the native operator holding `keys` keys.
