@@ -12,8 +12,7 @@ use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
 
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, Sandbox, Weir, checkpointed, complete_checkpoint_ids,
-    generator_count, weir_command,
+    GeneratorSpec, Sandbox, checkpointed, generator_count, stop_with_savepoint, weir_command,
 };
 
 /// What one `weir checkpoints …` command did.
@@ -70,25 +69,7 @@ fn run_job_to_a_savepoint(sandbox: &Sandbox) -> PathBuf {
     };
     checkpointed(generator_count(sandbox, &generator), sandbox, "100ms", 2)
         .write(&sandbox.job_path());
-    let checkpoints = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(
-        &sandbox.job_path(),
-        &["--savepoint-on-stop"],
-        &sandbox.join("run.log"),
-    );
-    let running = weir.wait_until("two checkpoints", CLI_TIMEOUT, |_| {
-        complete_checkpoint_ids(&checkpoints).len() >= 2
-    });
-    assert!(running, "the job ended early:\n{}", weir.stderr());
-    weir.terminate();
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "a stop with a savepoint");
-    let line = ended
-        .stderr
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
-        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{}", ended.stderr));
-    PathBuf::from(line.split_whitespace().next().expect("a path"))
+    stop_with_savepoint(sandbox, &sandbox.join("run.log"), 2)
 }
 
 /// The metadata of every complete checkpoint and savepoint on disk, read by the library.

@@ -17,7 +17,7 @@ use rdkafka::client::DefaultClientContext;
 use weir::runtime::RunOptions;
 
 use crate::kafka::{self, Broker, Isolation, ProduceHeaders};
-use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines};
+use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines, savepoint_named};
 
 /// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.
 fn job(broker: &Broker, sandbox: &Sandbox, parallelism: u32, source_keys: &str) -> String {
@@ -414,19 +414,14 @@ fn a_rescaled_source_reads_every_partition_on_from_its_offset() {
         weir.terminate();
         let stopped = weir.wait(CLI_TIMEOUT);
         stopped.assert_code(0, "a stop with a savepoint");
-        let savepoint = stopped
-            .stderr
-            .lines()
-            .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
-            .and_then(|l| l.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no savepoint named:\n{}", stopped.stderr))
-            .to_string();
+        let savepoint = savepoint_named(&stopped.stderr);
+        let savepoint = savepoint.to_str().unwrap();
         produce_half(1);
         let bounded = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
         fs::write(sandbox.job_path(), job(broker, &sandbox, to, &bounded)).unwrap();
         let ended = Weir::run(
             &sandbox.job_path(),
-            &["--restore", &savepoint],
+            &["--restore", savepoint],
             &sandbox.join("after.log"),
         )
         .wait(CLI_TIMEOUT);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use crate::support::{
     CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
-    in_progress_files, run_cli, weir_command,
+    in_progress_files, run_cli, stop_with_savepoint, weir_command,
 };
 
 /// A keyed operator of the examples, with what it needs from the job.
@@ -83,38 +83,21 @@ fn job(sandbox: &Sandbox, op: &Keyed, parallelism: u32, extra: &str) -> String {
 /// Runs the job of `sandbox` with `--savepoint-on-stop`, stops it after two checkpoints and
 /// returns the savepoint it names.
 fn savepoint_mid_run(sandbox: &Sandbox, label: &str) -> PathBuf {
-    let mut weir = Weir::run(
-        &sandbox.job_path(),
-        &["--savepoint-on-stop"],
-        &sandbox.join(&format!("{label}.log")),
-    );
-    let checkpoints = sandbox.checkpoint_dir();
-    let running = weir.wait_until("two checkpoints", CLI_TIMEOUT, |_| {
-        complete_checkpoint_ids(&checkpoints).len() >= 2
-    });
-    assert!(
-        running,
-        "the job ended before two checkpoints:\n{}",
-        weir.stderr()
-    );
-    weir.terminate();
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "a stop with a savepoint");
-    let line = ended
-        .stderr
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
-        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{}", ended.stderr));
-    PathBuf::from(line.split_whitespace().next().expect("a path"))
+    stop_with_savepoint(sandbox, &sandbox.join(&format!("{label}.log")), 2)
+}
+
+/// The committed output of an undisturbed run of the job `text` writes for a sandbox.
+fn reference_of(label: &str, text: impl Fn(&Sandbox) -> String) -> Vec<String> {
+    let sandbox = Sandbox::new(&format!("rescale-{label}-reference"));
+    std::fs::write(sandbox.job_path(), text(&sandbox)).unwrap();
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
 }
 
 /// The committed output of an undisturbed run of `op` at parallelism 2.
 fn reference(op: &Keyed) -> Vec<String> {
-    let sandbox = Sandbox::new(&format!("rescale-{}-reference", op.name));
-    std::fs::write(sandbox.job_path(), job(&sandbox, op, 2, "")).unwrap();
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_of(op.name, |sandbox| job(sandbox, op, 2, ""))
 }
 
 /// Savepoints `op` at parallelism 2 mid-run and finishes the job from the savepoint at each of
@@ -323,11 +306,7 @@ fn wait_for_checkpoints(weir: &mut Weir, sandbox: &Sandbox, n: usize) {
 
 #[test]
 fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
-    let reference = Sandbox::new("rescale-live-reference");
-    std::fs::write(reference.job_path(), long_job(&reference, &COUNT, 2)).unwrap();
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_of("live", |sandbox| long_job(sandbox, &COUNT, 2));
 
     let sandbox = Sandbox::new("rescale-live");
     std::fs::write(sandbox.job_path(), long_job(&sandbox, &COUNT, 2)).unwrap();
@@ -389,11 +368,7 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         module: weir_tests::guests::WAT_COUNT,
         ..COUNT
     };
-    let reference = Sandbox::new("rescale-live-refused-reference");
-    std::fs::write(reference.job_path(), long_job(&reference, &wat, 2)).unwrap();
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_of("live-refused", |sandbox| long_job(sandbox, &wat, 2));
 
     let sandbox = Sandbox::new("rescale-live-refused");
     std::fs::write(sandbox.job_path(), long_job(&sandbox, &wat, 2)).unwrap();

@@ -2,11 +2,9 @@
 //! commits, exits 0 and names the savepoint; `--restore <savepoint>` then finishes the job with
 //! the output of a run that was never stopped.
 
-use std::path::PathBuf;
-
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
-    complete_checkpoint_ids, generator_count, in_progress_files, run_cli,
+    complete_checkpoint_ids, generator_count, in_progress_files, run_cli, savepoint_named,
 };
 
 #[test]
@@ -49,16 +47,7 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
     weir.terminate();
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(0, "a stop with a savepoint");
-    let line = ended
-        .stderr
-        .lines()
-        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
-        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{}", ended.stderr));
-    let savepoint = PathBuf::from(
-        line.split_whitespace()
-            .next()
-            .expect("a path after `savepoint:`"),
-    );
+    let savepoint = savepoint_named(&ended.stderr);
     assert!(
         savepoint.join("_metadata").is_file(),
         "{} is not a complete savepoint",

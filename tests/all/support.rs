@@ -941,6 +941,39 @@ pub(crate) fn weir_command(
     }
 }
 
+/// The savepoint a `weir run` summary names (`savepoint:     PATH (restore with …)`).
+#[track_caller]
+pub(crate) fn savepoint_named(stderr: &str) -> PathBuf {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.trim_start().strip_prefix("savepoint:"))
+        .unwrap_or_else(|| panic!("the summary names no savepoint:\n{stderr}"));
+    PathBuf::from(
+        line.split_whitespace()
+            .next()
+            .expect("a path after `savepoint:`"),
+    )
+}
+
+/// Runs the job of `sandbox` with `--savepoint-on-stop` (its stderr in `log`) until it has
+/// completed `checkpoints` checkpoints, stops it with SIGTERM and returns the savepoint it took.
+pub(crate) fn stop_with_savepoint(sandbox: &Sandbox, log: &Path, checkpoints: usize) -> PathBuf {
+    let mut weir = Weir::run(&sandbox.job_path(), &["--savepoint-on-stop"], log);
+    let dir = sandbox.checkpoint_dir();
+    let running = weir.wait_until("checkpoints", CLI_TIMEOUT, |_| {
+        complete_checkpoint_ids(&dir).len() >= checkpoints
+    });
+    assert!(
+        running,
+        "the job ended before {checkpoints} checkpoints:\n{}",
+        weir.stderr()
+    );
+    weir.terminate();
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a stop with a savepoint");
+    savepoint_named(&ended.stderr)
+}
+
 /// Runs `weir run <job> <args…>` to its end (at most [`CLI_TIMEOUT`]), stderr in `stderr_file`.
 pub(crate) fn run_cli(job: &Path, args: &[&str], stderr_file: &Path) -> Ended {
     Weir::run(job, args, stderr_file).wait(CLI_TIMEOUT)
