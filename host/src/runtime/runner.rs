@@ -293,15 +293,13 @@ impl JobRunner {
             let attempt = start(&resources, states)?;
             self.monitor.set_tasks(attempt.metrics.clone());
             self.monitor.set_status(JobStatus::Running);
-            if let Some((previous, savepoint, reply)) = rescaling.take() {
-                let changes = previous
-                    .vertices
-                    .iter()
-                    .filter_map(|v| {
-                        let now = job.vertex(&v.name)?.parallelism;
-                        (now != v.parallelism).then(|| (v.name.clone(), v.parallelism, now))
-                    })
-                    .collect();
+            if let Some((_, savepoint, reply)) = rescaling.take() {
+                // What the restore changed, as the monitor shows it.
+                let changes = self
+                    .monitor
+                    .restored()
+                    .map(|r| r.rescaled)
+                    .unwrap_or_default();
                 reply.send(Ok(Rescaled { savepoint, changes }));
             }
             let driver = Driver {
