@@ -231,17 +231,17 @@ impl<'a> RescalableState<'a> {
     }
 
     /// Every item, in order.
-    pub fn items(&self) -> impl Iterator<Item = Item<'a>> + 'a {
+    pub fn items(&self) -> impl Iterator<Item = Item<'a>> + use<'a> {
         self.items_raw().map(|(item, _)| item)
     }
 
     /// Where every item lies, in order.
-    pub fn spans(&self) -> impl Iterator<Item = ItemSpan> + 'a {
+    pub fn spans(&self) -> impl Iterator<Item = ItemSpan> + use<'a> {
         self.parsed().map(|(span, _)| span)
     }
 
     /// Every item with its encoded bytes, in order.
-    fn items_raw(&self) -> impl Iterator<Item = (Item<'a>, &'a [u8])> + 'a {
+    fn items_raw(&self) -> impl Iterator<Item = (Item<'a>, &'a [u8])> + use<'a> {
         let bytes = self.bytes;
         self.parsed().map(move |(span, raw)| {
             let item = Item {
@@ -255,7 +255,7 @@ impl<'a> RescalableState<'a> {
     }
 
     /// Every item's span and the span of its encoding, in order.
-    fn parsed(&self) -> impl Iterator<Item = (ItemSpan, core::ops::Range<usize>)> + 'a {
+    fn parsed(&self) -> impl Iterator<Item = (ItemSpan, core::ops::Range<usize>)> + use<'a> {
         let bytes = self.bytes;
         let mut pos = HEADER;
         core::iter::from_fn(move || {

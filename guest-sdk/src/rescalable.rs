@@ -31,7 +31,7 @@ use rustc_hash::FxHasher;
 use serde::de::{DeserializeOwned, MapAccess, SeqAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeSeq};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use weir_abi::rescalable::{ItemKind, ItemSpan, MAGIC, RescalableState, Writer};
+use weir_abi::rescalable::{Item, ItemKind, MAGIC, RescalableState, Writer};
 
 use crate::{Error, Result};
 
@@ -168,8 +168,7 @@ where
         let id = u32::deserialize(deserializer)?;
         let read = with_restore(|restore| -> Result<()> {
             for item in restore.take(ItemKind::Keyed, id) {
-                let value = decode(&restore.bytes[item.value])?;
-                insert(&restore.bytes[item.key], value);
+                insert(item.key, decode(item.value)?);
             }
             Ok(())
         });
@@ -285,8 +284,7 @@ pub(crate) fn deserialize_items<'de, D: Deserializer<'de>, T: DeserializeOwned>(
     let read = with_restore(|restore| {
         restore
             .take(kind, id)
-            .into_iter()
-            .map(|item| decode(&restore.bytes[item.value]))
+            .map(|item| decode(item.value))
             .collect::<Result<Vec<T>>>()
     });
     read.unwrap_or(Ok(Vec::new()))
@@ -315,19 +313,24 @@ impl Snapshot {
     }
 }
 
-/// The items of a snapshot not yet taken, by kind and state id.
-type Items = BTreeMap<(ItemKind, u32), Vec<ItemSpan>>;
-
-/// A rescalable snapshot being restored: its bytes, and where the items not yet taken lie.
+/// A rescalable snapshot being restored: its bytes (verified whole), and the kinds and state
+/// ids of the items no field has taken yet, with how many there are. Each field reads its own
+/// items straight from the bytes: no index of a million items is built.
 struct Restore {
     bytes: Vec<u8>,
-    items: Items,
+    untaken: BTreeMap<(ItemKind, u32), usize>,
 }
 
 impl Restore {
-    /// Takes the items of `kind` and state `id`.
-    fn take(&mut self, kind: ItemKind, id: u32) -> Vec<ItemSpan> {
-        self.items.remove(&(kind, id)).unwrap_or_default()
+    /// The items of `kind` and state `id`, marked taken.
+    fn take(&mut self, kind: ItemKind, id: u32) -> impl Iterator<Item = Item<'_>> {
+        self.untaken.remove(&(kind, id));
+        RescalableState::decode(&self.bytes)
+            .ok()
+            .flatten()
+            .into_iter()
+            .flat_map(|layout| layout.items())
+            .filter(move |item| (item.kind, item.state) == (kind, id))
     }
 }
 
@@ -412,15 +415,14 @@ pub(crate) fn restore<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     let layout = RescalableState::decode(bytes)
         .map_err(|e| Error::msg(format!("snapshot does not decode ({HINT}): {e}")))?
         .expect("the bytes start with the magic");
-    let mut items = Items::new();
+    let mut untaken = BTreeMap::new();
     let mut rest: Option<&[u8]> = None;
-    for item in layout.spans() {
+    for item in layout.items() {
         if (item.kind, item.state) == (ItemKind::Union, REST) {
             // Every old subtask's rest reaches every new one: they must agree.
-            let value = &bytes[item.value.clone()];
             match rest {
-                None => rest = Some(value),
-                Some(first) if first == value => {}
+                None => rest = Some(item.value),
+                Some(first) if first == item.value => {}
                 Some(_) => {
                     return Err(Error::msg(
                         "the subtasks this one is restored from differ in the operator's fields \
@@ -432,7 +434,7 @@ pub(crate) fn restore<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
             }
             continue;
         }
-        items.entry((item.kind, item.state)).or_default().push(item);
+        *untaken.entry((item.kind, item.state)).or_insert(0) += 1;
     }
     let rest = rest.ok_or_else(|| {
         Error::msg(format!(
@@ -443,7 +445,7 @@ pub(crate) fn restore<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
     RESTORE.with(|slot| {
         *slot.borrow_mut() = Some(Restore {
             bytes: bytes.to_vec(),
-            items,
+            untaken,
         })
     });
     let decoded = decode::<T>(&rest);
@@ -451,11 +453,10 @@ pub(crate) fn restore<T: DeserializeOwned>(bytes: &[u8]) -> Result<T> {
         .with(|slot| slot.borrow_mut().take())
         .expect("the restore's slot is filled above");
     let state = decoded?;
-    if let Some(((kind, id), entries)) = left.items.into_iter().next() {
+    if let Some(((kind, id), count)) = left.untaken.into_iter().next() {
         return Err(Error::msg(format!(
-            "the snapshot holds {} {kind:?} item(s) of state {id}, which this operator has no \
-             field for ({HINT})",
-            entries.len()
+            "the snapshot holds {count} {kind:?} item(s) of state {id}, which this operator has \
+             no field for ({HINT})"
         )));
     }
     Ok(state)
