@@ -4,8 +4,8 @@
 //! subtasks, and each part moves by its own rule — an operator's guest state by the rescalable
 //! layout ([`split_guest_states`]: keyed items by key group, lists split, unions to all), a
 //! connector's state by the connector's rule (given by the caller), timers by the key group of
-//! their key, a source's splits to every new subtask, the watermark and the inputs' clocks
-//! conservatively (the smallest). It is pure: old states in, new states out, tested without a
+//! their key, the watermark and the inputs' clocks conservatively (the smallest); a source's
+//! splits start their clocks again. It is pure: old states in, new states out, tested without a
 //! disk or a guest. What cannot be split — an image of a guest's memory, a state in the guest's
 //! own layout, a checkpoint taken while the vertex was finishing — is refused, saying why and
 //! what to do.
@@ -179,7 +179,10 @@ fn old_times(old: &[TaskState]) -> Result<Option<Vec<TimeState>>, RescaleError> 
 /// the one every new subtask has surely reached; timers already fired are gone, so none fires
 /// twice). Inputs keep their clocks when every old subtask had the same inputs, each input
 /// taking its smallest watermark; otherwise the new subtasks start with none. A source's splits
-/// go to every new subtask, each with its largest timestamp: a subtask uses those it reads.
+/// are not carried: which new subtask reads a split is the connector's business, and a split a
+/// subtask was given but never reads would hold its watermark back. Each new subtask learns
+/// its splits again as it reads them, from the watermark it was restored with, which never
+/// moves back.
 fn split_time(
     old: &[TimeState],
     prefix: u8,
@@ -202,20 +205,11 @@ fn split_time(
     } else {
         Vec::new()
     };
-    let mut splits: std::collections::BTreeMap<&str, i64> = Default::default();
-    for (name, max) in old.iter().flat_map(|t| &t.splits) {
-        let entry = splits.entry(name).or_insert(*max);
-        *entry = (*entry).max(*max);
-    }
-    let splits: Vec<(String, i64)> = splits
-        .into_iter()
-        .map(|(name, max)| (name.to_string(), max))
-        .collect();
     let mut new: Vec<TimeState> = (0..groups.parallelism())
         .map(|_| TimeState {
             watermark,
             inputs: inputs.clone(),
-            splits: splits.clone(),
+            splits: Vec::new(),
             timers: [Timers::new(), Timers::new()],
         })
         .collect();
@@ -382,7 +376,7 @@ mod source_tests {
     use super::*;
 
     #[test]
-    fn a_sources_splits_go_to_every_new_subtask_with_their_largest_timestamp() {
+    fn a_sources_splits_start_again_from_the_smallest_watermark() {
         let state = |splits: &[(&str, i64)], watermark| TaskState {
             finished: false,
             time: Some(TimeState::encode(
@@ -410,10 +404,7 @@ mod source_tests {
         for state in &new {
             let time = TimeState::decode(state.time.as_deref().unwrap()).unwrap();
             assert_eq!(time.watermark, 3);
-            assert_eq!(
-                time.splits,
-                [("t/0".to_string(), 10), ("t/1".to_string(), 9)]
-            );
+            assert_eq!(time.splits, []);
             assert_eq!(state.inner, b"positionposition");
         }
     }
