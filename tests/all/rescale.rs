@@ -190,6 +190,40 @@ fn a_file_sink_savepointed_at_two_restores_at_one_and_three_committing_each_reco
     }
 }
 
+#[test]
+fn a_generator_savepointed_at_one_restores_at_three_and_emits_every_record_once() {
+    let expected = reference(&COUNT);
+    let sandbox = Sandbox::new("rescale-generator");
+    std::fs::write(sandbox.job_path(), job(&sandbox, &COUNT, 2, "")).unwrap();
+    let savepoint = savepoint_mid_run(&sandbox, "before");
+    let text = job(&sandbox, &COUNT, 3, "").replace(
+        "type = \"generator\"\n",
+        "type = \"generator\"\nparallelism = 3\n",
+    );
+    std::fs::write(sandbox.job_path(), text).unwrap();
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", savepoint.to_str().unwrap()],
+        &sandbox.join("after.log"),
+    );
+    ended.assert_code(0, "the run restored with the generator at 3");
+    for said in [
+        "rescaled the state of `gen` from 1 to 3 subtasks",
+        "rescaled the state of `count` from 2 to 3 subtasks",
+    ] {
+        assert!(
+            ended.stderr.contains(said),
+            "no `{said}`:\n{}",
+            ended.stderr
+        );
+    }
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "a generator savepointed at parallelism 1 and restored at 3",
+    );
+}
+
 /// Savepoints the job of `op` at parallelism 2 and restores it at 3, expecting a refusal;
 /// returns what it said.
 fn refused_at_three(sandbox: &Sandbox, op: &Keyed) -> String {
@@ -386,7 +420,6 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         // Refused at the restore: the job goes on from the savepoint at its old parallelism.
         ("count=200", "can run at parallelism 1 to 128"),
         ("count=3", "not in the rescalable layout"),
-        ("gen=2", "rescaling a source's state is not supported yet"),
     ] {
         let out = weir_command(
             &sandbox,

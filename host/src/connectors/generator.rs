@@ -1,6 +1,13 @@
 //! The `generator` source: deterministic records for demos, tests and
 //! benchmarks. Record `i` depends only on the seed and `i`, so a restored
 //! generator (position = how many of its records it emitted) replays exactly.
+//!
+//! Its records are dealt in **splits**: split `s` of `stride` holds the records whose index `i`
+//! has `i % stride == s`. A subtask starts with one, its own (`s` its index, `stride` its
+//! parallelism); a rescale ([`rescale_positions`]) deals the old subtasks' splits, with how far
+//! each got, to the new subtasks, split `s` to subtask `s mod parallelism`, so every record is
+//! emitted once whatever the parallelism. A subtask with several emits from each in turn, a poll
+//! at a time.
 
 use std::time::{Duration, Instant};
 
@@ -9,7 +16,8 @@ use crate::dataflow::processor::TaskError;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{GeneratorSettings, GeneratorValues};
 
-/// Subtask `s` of `p` emits the records whose global index `i` has `i % p == s`.
+/// Subtask `s` of `p` emits the records whose global index `i` has `i % p == s` (its split;
+/// after a rescale, the splits it took over).
 /// Record `i`: key `key-<n>` with `n` a hash of (seed, i) modulo `keys`; value
 /// `value_size` lowercase letters derived from the same hash, or with `values = "integers"`
 /// an integer from `min` to `max` derived from it, in decimal; timestamp `i`, or with
@@ -17,11 +25,19 @@ use crate::job::{GeneratorSettings, GeneratorValues};
 #[derive(Debug)]
 pub(crate) struct Generator {
     config: GeneratorSettings,
+    /// This subtask's index and its vertex's parallelism.
     subtask: u64,
     parallelism: u64,
-    /// How many of this subtask's records were emitted (its position).
-    emitted: u64,
-    /// Pacing: when `emitted` was `paced_from`.
+    /// How many splits the records are dealt in.
+    stride: u64,
+    /// The splits this subtask emits, with how many records of each it emitted (its position).
+    splits: Vec<Split>,
+    /// The split the next poll emits from.
+    current: usize,
+    /// Whether the source's clock knows every split (named before any emits, so that none
+    /// runs ahead of another's watermark).
+    splits_named: bool,
+    /// Pacing: when the records emitted over all splits were `paced_from`.
     pace_start: Option<(Instant, u64)>,
     /// The current record's key: `key-` and up to 20 digits, of which `key_len` bytes are used.
     key: [u8; KEY_CAPACITY],
@@ -38,6 +54,17 @@ pub(crate) struct Generator {
     timestamp: i64,
 }
 
+/// One split of a generator: the records `k · stride + offset`, of which `emitted` went out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Split {
+    offset: u64,
+    emitted: u64,
+}
+
+/// The first bytes of a position holding several splits (one split of a subtask's own is its
+/// 8-byte count, as before splits).
+const SPLITS_MAGIC: [u8; 8] = *b"\xffGENSPLT";
+
 /// The longest key: `key-` and the 20 digits of `u64::MAX`.
 const KEY_CAPACITY: usize = KEY_PREFIX.len() + 20;
 const KEY_PREFIX: &[u8] = b"key-";
@@ -45,10 +72,17 @@ const KEY_PREFIX: &[u8] = b"key-";
 impl Generator {
     /// Subtask `subtask` of `parallelism` of a generator.
     pub(crate) fn new(config: GeneratorSettings, subtask: u32, parallelism: u32) -> Self {
+        let parallelism = u64::from(parallelism.max(1));
         Generator {
             subtask: u64::from(subtask),
-            parallelism: u64::from(parallelism.max(1)),
-            emitted: 0,
+            parallelism,
+            stride: parallelism,
+            splits: vec![Split {
+                offset: u64::from(subtask),
+                emitted: 0,
+            }],
+            current: 0,
+            splits_named: false,
             pace_start: None,
             key: [0; KEY_CAPACITY],
             key_len: 0,
@@ -69,15 +103,25 @@ impl Generator {
         }
     }
 
-    /// The global index of this subtask's `k`-th record.
-    fn index(&self, k: u64) -> u64 {
-        k * self.parallelism + self.subtask
+    /// The global index of the `k`-th record of split `split`.
+    fn index(&self, split: Split, k: u64) -> u64 {
+        k * self.stride + split.offset
+    }
+
+    /// Whether `split` has emitted all its records.
+    fn split_done(&self, split: Split) -> bool {
+        self.config
+            .count
+            .is_some_and(|count| self.index(split, split.emitted) >= count)
     }
 
     fn exhausted(&self) -> bool {
-        self.config
-            .count
-            .is_some_and(|count| self.index(self.emitted) >= count)
+        self.splits.iter().all(|&s| self.split_done(s))
+    }
+
+    /// Records emitted over all splits.
+    fn emitted(&self) -> u64 {
+        self.splits.iter().map(|s| s.emitted).sum()
     }
 
     /// Makes record `i` the current one. Writes in place, without a copy or a call per field:
@@ -241,14 +285,21 @@ fn splitmix64(x: u64) -> u64 {
 
 impl Source for Generator {
     fn poll(&mut self, out: &mut SourceOutput<'_>, max: usize) -> Result<SourcePoll, TaskError> {
+        if self.splits.is_empty() {
+            // A subtask a rescale gave no split: a bounded generator is done, a stream has
+            // nothing for it.
+            return Ok(match self.config.count {
+                Some(_) => SourcePoll::Exhausted,
+                None => SourcePoll::Idle(Duration::from_millis(100)),
+            });
+        }
         let mut budget = max as u64;
         if let Some(rate) = self.config.rate {
-            let per_subtask = rate / self.parallelism as f64;
-            let (start, base) = *self
-                .pace_start
-                .get_or_insert((Instant::now(), self.emitted));
+            let per_subtask = rate * self.splits.len() as f64 / self.stride as f64;
+            let emitted = self.emitted();
+            let (start, base) = *self.pace_start.get_or_insert((Instant::now(), emitted));
             let allowed = base + (start.elapsed().as_secs_f64() * per_subtask) as u64;
-            if allowed <= self.emitted {
+            if allowed <= emitted {
                 let wait = Duration::from_secs_f64((1.0 / per_subtask).min(0.1));
                 return Ok(if self.exhausted() {
                     SourcePoll::Exhausted
@@ -256,17 +307,36 @@ impl Source for Generator {
                     SourcePoll::Idle(wait)
                 });
             }
-            budget = budget.min(allowed - self.emitted);
+            budget = budget.min(allowed - emitted);
+        }
+        // This poll's split: the next one not done, in turn.
+        let Some(current) = (0..self.splits.len())
+            .map(|n| (self.current + n) % self.splits.len())
+            .find(|&n| !self.split_done(self.splits[n]))
+        else {
+            return Ok(SourcePoll::Exhausted);
+        };
+        self.current = (current + 1) % self.splits.len();
+        let mut split = self.splits[current];
+        if self.splits.len() > 1 && out.tracks_splits() {
+            if !self.splits_named {
+                for other in &self.splits {
+                    out.enter_split(&other.offset.to_string());
+                }
+                self.splits_named = true;
+            }
+            out.enter_split(&split.offset.to_string());
         }
         for _ in 0..budget {
-            if self.exhausted() {
-                return Ok(SourcePoll::Exhausted);
+            if self.split_done(split) {
+                break;
             }
-            let i = self.index(self.emitted);
+            let i = self.index(split, split.emitted);
             self.fill(i);
             out.push(self.key(), &self.value, self.timestamp)?;
-            self.emitted += 1;
+            split.emitted += 1;
         }
+        self.splits[current] = split;
         Ok(if self.exhausted() {
             SourcePoll::Exhausted
         } else {
@@ -275,14 +345,117 @@ impl Source for Generator {
     }
 
     fn position(&self) -> Vec<u8> {
-        self.emitted.to_le_bytes().to_vec()
+        match self.splits.as_slice() {
+            [own] if own.offset == self.subtask && self.stride == self.parallelism => {
+                own.emitted.to_le_bytes().to_vec()
+            }
+            splits => encode_splits(self.stride, splits),
+        }
     }
 
     fn seek(&mut self, position: &[u8]) -> Result<(), TaskError> {
-        self.emitted = decode_u64_position("generator", position)?;
+        if position.starts_with(&SPLITS_MAGIC) {
+            let (stride, splits) = decode_splits(position).map_err(|problem| {
+                TaskError::Restore(format!("generator position is malformed: {problem}"))
+            })?;
+            self.stride = stride;
+            self.splits = splits;
+        } else {
+            self.stride = self.parallelism;
+            self.splits = vec![Split {
+                offset: self.subtask,
+                emitted: decode_u64_position("generator", position)?,
+            }];
+        }
+        self.current = 0;
+        self.splits_named = false;
         self.pace_start = None;
         Ok(())
     }
+}
+
+/// A position of several splits: the magic, the stride (u64), the number of splits (u32), then
+/// each split's offset and records emitted (u64 each); little-endian.
+fn encode_splits(stride: u64, splits: &[Split]) -> Vec<u8> {
+    let mut out = SPLITS_MAGIC.to_vec();
+    out.extend_from_slice(&stride.to_le_bytes());
+    out.extend_from_slice(&(splits.len() as u32).to_le_bytes());
+    for split in splits {
+        out.extend_from_slice(&split.offset.to_le_bytes());
+        out.extend_from_slice(&split.emitted.to_le_bytes());
+    }
+    out
+}
+
+/// Reads what [`encode_splits`] wrote.
+fn decode_splits(bytes: &[u8]) -> Result<(u64, Vec<Split>), &'static str> {
+    let body = bytes.strip_prefix(&SPLITS_MAGIC).ok_or("no split header")?;
+    let u64_at = |at: usize| -> Result<u64, &'static str> {
+        let b = body.get(at..at + 8).ok_or("cut short")?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| "cut short")?))
+    };
+    let stride = u64_at(0)?;
+    let n = body
+        .get(8..12)
+        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        .ok_or("cut short")?;
+    if body.len() != 12 + 16 * n {
+        return Err("its length does not match its number of splits");
+    }
+    let splits = (0..n)
+        .map(|k| {
+            Ok(Split {
+                offset: u64_at(12 + 16 * k)?,
+                emitted: u64_at(20 + 16 * k)?,
+            })
+        })
+        .collect::<Result<Vec<_>, &'static str>>()?;
+    if stride == 0 || splits.iter().any(|s| s.offset >= stride) {
+        return Err("a split outside its stride");
+    }
+    Ok((stride, splits))
+}
+
+/// The positions of a generator's subtasks (one per old subtask, in order) for `parallelism` new
+/// ones: every old split goes, with how far it got, to new subtask `offset mod parallelism`.
+pub(crate) fn rescale_positions(old: &[&[u8]], parallelism: u32) -> Result<Vec<Vec<u8>>, String> {
+    let old_parallelism = old.len() as u64;
+    let mut stride = None;
+    let mut all = Vec::new();
+    for (subtask, bytes) in (0u64..).zip(old) {
+        let (s, splits) = if bytes.starts_with(&SPLITS_MAGIC) {
+            decode_splits(bytes)
+                .map_err(|problem| format!("the position of subtask {subtask}: {problem}"))?
+        } else {
+            let emitted = if bytes.is_empty() {
+                0
+            } else {
+                decode_u64_position("generator", bytes).map_err(|e| e.to_string())?
+            };
+            (
+                old_parallelism,
+                vec![Split {
+                    offset: subtask,
+                    emitted,
+                }],
+            )
+        };
+        if *stride.get_or_insert(s) != s {
+            return Err(format!(
+                "subtask {subtask} deals the records in {s} splits, another in {}",
+                stride.unwrap_or(s)
+            ));
+        }
+        all.extend(splits);
+    }
+    let stride = stride.unwrap_or(old_parallelism);
+    let p = u64::from(parallelism.max(1));
+    Ok((0..p)
+        .map(|j| {
+            let mine: Vec<Split> = all.iter().copied().filter(|s| s.offset % p == j).collect();
+            encode_splits(stride, &mine)
+        })
+        .collect())
 }
 
 #[cfg(test)]
@@ -538,5 +711,105 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The timestamps (record indices) `source` emits in `polls` polls of `max` records (all it
+    /// has when `polls` is `None`).
+    fn emit(source: &mut Generator, max: usize, polls: Option<usize>) -> Vec<i64> {
+        use crate::dataflow::channel::StopSignal;
+        use crate::dataflow::message::Message;
+        use crate::dataflow::router::{OutputEdge, Router};
+        use crate::job::Partitioner;
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            StopSignal::new(),
+            std::sync::Arc::default(),
+        );
+        for _ in 0..polls.unwrap_or(usize::MAX) {
+            let polled = source.poll(&mut SourceOutput::new(&mut router, None), max);
+            if matches!(polled.unwrap(), SourcePoll::Exhausted) {
+                break;
+            }
+        }
+        router.flush().unwrap();
+        let mut timestamps = Vec::new();
+        while let Ok(Message::Batch(bytes)) = rx.try_recv() {
+            let batch = weir_abi::Batch::decode(&bytes).unwrap();
+            timestamps.extend(batch.iter().map(|r| r.timestamp));
+        }
+        timestamps
+    }
+
+    #[test]
+    fn a_rescaled_generator_emits_every_record_once() {
+        for (from, to) in [(2u32, 3u32), (3, 1), (2, 5), (4, 2)] {
+            let mut config = config(10, 4);
+            config.count = Some(1_000);
+            let mut seen = Vec::new();
+            // Each old subtask emits a different share before the checkpoint.
+            let positions: Vec<Vec<u8>> = (0..from)
+                .map(|s| {
+                    let mut g = Generator::new(config.clone(), s, from);
+                    seen.extend(emit(&mut g, 7 + s as usize * 13, Some(3)));
+                    g.position()
+                })
+                .collect();
+            // The plain position of a subtask's own split, as before splits.
+            assert!(positions.iter().all(|p| p.len() == 8));
+            let old: Vec<&[u8]> = positions.iter().map(Vec::as_slice).collect();
+            let new = rescale_positions(&old, to).unwrap();
+            assert_eq!(new.len(), to as usize);
+            let mut again = Vec::new();
+            for (s, position) in (0..to).zip(&new) {
+                let mut g = Generator::new(config.clone(), s, to);
+                g.seek(position).unwrap();
+                // A position survives another checkpoint and restore.
+                let mut copy = Generator::new(config.clone(), s, to);
+                copy.seek(&g.position()).unwrap();
+                assert_eq!(copy.splits, g.splits);
+                seen.extend(emit(&mut g, 50, None));
+                again.push(g.position());
+            }
+            seen.sort_unstable();
+            assert_eq!(seen, (0..1_000).collect::<Vec<i64>>(), "{from} → {to}");
+            // And back to the first parallelism: nothing is left to emit.
+            let old: Vec<&[u8]> = again.iter().map(Vec::as_slice).collect();
+            for (s, position) in (0..from).zip(rescale_positions(&old, from).unwrap()) {
+                let mut g = Generator::new(config.clone(), s, from);
+                g.seek(&position).unwrap();
+                assert_eq!(emit(&mut g, 50, None), Vec::<i64>::new());
+            }
+        }
+    }
+
+    #[test]
+    fn a_malformed_split_position_is_refused() {
+        let good = encode_splits(
+            3,
+            &[Split {
+                offset: 1,
+                emitted: 4,
+            }],
+        );
+        assert_eq!(decode_splits(&good).unwrap().1.len(), 1);
+        for cut in SPLITS_MAGIC.len()..good.len() {
+            assert!(decode_splits(&good[..cut]).is_err(), "cut at {cut}");
+        }
+        let outside = encode_splits(
+            1,
+            &[Split {
+                offset: 1,
+                emitted: 0,
+            }],
+        );
+        assert!(decode_splits(&outside).is_err());
+        let mut g = Generator::new(config(10, 4), 0, 1);
+        assert!(
+            g.seek(&good[..20])
+                .unwrap_err()
+                .to_string()
+                .contains("malformed")
+        );
     }
 }

@@ -1041,19 +1041,14 @@ mod tests {
             message.contains("the job has no vertex `nope`"),
             "{message}"
         );
-        // The generator keeps its position: after the savepoint, the restore refuses.
-        let (status, message) = refused("?gen=3");
-        assert_eq!(status, 409);
-        assert!(
-            message.contains("rescaling a source's state is not supported yet")
-                && message.contains("at its old parallelism"),
-            "{message}"
+        // The generator hands its records on: each subtask goes on with the splits it took.
+        let done = client.post_json("/api/rescale?gen=3").unwrap();
+        assert_eq!(
+            done["changes"],
+            serde_json::json!([{"vertex": "gen", "from": 2, "to": 3}])
         );
-        wait_for("the job running again", || {
-            running.monitor.status() == JobStatus::Running
-        });
         let job = client.get_json("/api/job").unwrap();
-        assert_eq!(job["vertices"][0]["parallelism"], 2);
+        assert_eq!(job["vertices"][0]["parallelism"], 3);
         assert_eq!(job["vertices"][1]["parallelism"], 3);
         client.post_json("/api/cancel").unwrap();
         let outcome = running

@@ -27,8 +27,8 @@ use crate::checkpoint::rescale::{InnerStates, RescaleError, rescale_states, spli
 use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
 use crate::checkpoint::task_state::{RestoredState, TaskState, TimeState};
-use crate::connectors::file_sink;
 use crate::connectors::kafka::source as kafka_source;
+use crate::connectors::{file_sink, generator};
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
 use crate::job::{Job, SinkKind, SourceKind, VertexKind};
@@ -52,7 +52,7 @@ pub enum RestoreError {
     #[error(
         "the parallelism of {kind} `{vertex}` changed from {old} to {new} since {checkpoint}, and \
          it has state: rescaling a {kind}'s state is not supported yet for its type (operators, \
-         Kafka sources and file sinks rescale); set its parallelism back to {old}"
+         generators, Kafka sources and file sinks rescale); set its parallelism back to {old}"
     )]
     ParallelismChanged {
         /// `source` or `sink`.
@@ -240,6 +240,7 @@ pub(crate) fn match_states(
                     |old, p| Ok(file_sink::rescale_states(old, p))
                 }
                 VertexKind::Source(SourceKind::Kafka(_)) => kafka_source::rescale_positions,
+                VertexKind::Source(SourceKind::Generator(_)) => generator::rescale_positions,
                 _ => {
                     return Err(RestoreError::ParallelismChanged {
                         kind: v.kind_name(),
@@ -547,17 +548,42 @@ mod tests {
     }
 
     #[test]
-    fn refuses_a_changed_parallelism_of_a_stateful_source() {
-        let before = job_with("op", 2, 1, "");
-        let (meta, states) = checkpoint(&before, with_inner(b"state"));
-        let err = match_states(&meta, CHK1, &job_with("op", 2, 2, ""), false, states)
+    fn refuses_a_changed_parallelism_of_a_sink_whose_state_cannot_move() {
+        let with_sink = |p: u32| {
+            let text = format!(
+                "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
+                 [[source]]\nname = \"gen\"\ntype = \"generator\"\n\
+                 [[sink]]\nname = \"out\"\ntype = \"kafka\"\nbootstrap = \"k:9092\"\n\
+                 topic = \"t\"\ndelivery = \"exactly-once\"\nparallelism = {p}\n\
+                 inputs = [{{ from = \"gen\", partition = \"rebalance\" }}]\n"
+            );
+            Job::from_str(&text, "/jobs", "j.toml").unwrap()
+        };
+        let (meta, states) = checkpoint(&with_sink(1), with_inner(b"pending output"));
+        let err = match_states(&meta, CHK1, &with_sink(2), false, states)
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("the parallelism of source `gen` changed from 1 to 2"),
+            err.contains("the parallelism of sink `out` changed from 1 to 2"),
             "{err}"
         );
         assert!(err.contains("set its parallelism back to 1"), "{err}");
+    }
+
+    #[test]
+    fn a_generator_hands_its_records_on_at_another_parallelism() {
+        let (meta, states) = checkpoint(&job_with("op", 2, 1, ""), |task| TaskState {
+            inner: if task.vertex == "gen" {
+                7u64.to_le_bytes().to_vec()
+            } else {
+                Vec::new()
+            },
+            ..TaskState::default()
+        });
+        let matched = match_states(&meta, CHK1, &job_with("op", 2, 2, ""), false, states).unwrap();
+        assert_eq!(matched.rescaled, [("gen".to_string(), 1, 2)]);
+        // Split 0 of 1 (all of them) went to subtask 0; subtask 1 has none.
+        assert!(matched.states[&TaskId::new("gen", 0)].state.inner.len() > 8);
     }
 
     #[test]
