@@ -100,6 +100,38 @@ fn reference(op: &Keyed) -> Vec<String> {
     reference_of(op.name, |sandbox| job(sandbox, op, 2, ""))
 }
 
+/// Writes `text` as the job of `sandbox`, runs it from `savepoint` to its end, and checks that
+/// it logged each of `said` and committed `expected` (`what` names the case in failures).
+fn finish_from(
+    sandbox: &Sandbox,
+    savepoint: &std::path::Path,
+    text: &str,
+    said: &[String],
+    expected: &[String],
+    what: &str,
+) {
+    std::fs::write(sandbox.job_path(), text).unwrap();
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", savepoint.to_str().unwrap()],
+        &sandbox.join("after.log"),
+    );
+    ended.assert_code(0, what);
+    for said in said {
+        assert!(
+            ended.stderr.contains(said),
+            "{what}: no `{said}`:\n{}",
+            ended.stderr
+        );
+    }
+    assert_same_output(&committed_lines(&sandbox.out_dir()), expected, what);
+}
+
+/// What a restore logs when it split and merged `vertex`'s state from `from` to `to` subtasks.
+fn rescaled(vertex: &str, from: u32, to: u32) -> String {
+    format!("rescaled the state of `{vertex}` from {from} to {to} subtasks")
+}
+
 /// Savepoints `op` at parallelism 2 mid-run and finishes the job from the savepoint at each of
 /// `targets`: the output must be the reference's.
 fn assert_rescales(op: &Keyed, targets: &[u32]) {
@@ -115,22 +147,11 @@ fn assert_rescales(op: &Keyed, targets: &[u32]) {
             "the stop should come before the end: {committed} of {} lines",
             expected.len()
         );
-        std::fs::write(sandbox.job_path(), job(&sandbox, op, p, "")).unwrap();
-        let restore = savepoint.to_str().unwrap();
-        let ended = run_cli(
-            &sandbox.job_path(),
-            &["--restore", restore],
-            &sandbox.join("after.log"),
-        );
-        ended.assert_code(0, &format!("the run restored at parallelism {p}"));
-        let said = format!("rescaled the state of `{}` from 2 to {p} subtasks", op.name);
-        assert!(
-            ended.stderr.contains(&said),
-            "no `{said}`:\n{}",
-            ended.stderr
-        );
-        assert_same_output(
-            &committed_lines(&sandbox.out_dir()),
+        finish_from(
+            &sandbox,
+            &savepoint,
+            &job(&sandbox, op, p, ""),
+            &[rescaled(op.name, 2, p)],
             &expected,
             &format!(
                 "{} savepointed at parallelism 2 and restored at {p}",
@@ -168,21 +189,11 @@ fn a_file_sink_savepointed_at_two_restores_at_one_and_three_committing_each_reco
             &format!("parallelism = {p}\ninputs = [{{ from = \"count\""),
         );
         assert!(text.contains(&format!("parallelism = {p}\ninputs = [{{ from = \"count\"")));
-        std::fs::write(sandbox.job_path(), text).unwrap();
-        let ended = run_cli(
-            &sandbox.job_path(),
-            &["--restore", savepoint.to_str().unwrap()],
-            &sandbox.join("after.log"),
-        );
-        ended.assert_code(0, &format!("the run restored with the sink at {p}"));
-        let said = format!("rescaled the state of `out` from 2 to {p} subtasks");
-        assert!(
-            ended.stderr.contains(&said),
-            "no `{said}`:\n{}",
-            ended.stderr
-        );
-        assert_same_output(
-            &committed_lines(&sandbox.out_dir()),
+        finish_from(
+            &sandbox,
+            &savepoint,
+            &text,
+            &[rescaled("out", 2, p)],
             &expected,
             &format!("the file sink savepointed at parallelism 2 and restored at {p}"),
         );
@@ -200,25 +211,11 @@ fn a_generator_savepointed_at_one_restores_at_three_and_emits_every_record_once(
         "type = \"generator\"\n",
         "type = \"generator\"\nparallelism = 3\n",
     );
-    std::fs::write(sandbox.job_path(), text).unwrap();
-    let ended = run_cli(
-        &sandbox.job_path(),
-        &["--restore", savepoint.to_str().unwrap()],
-        &sandbox.join("after.log"),
-    );
-    ended.assert_code(0, "the run restored with the generator at 3");
-    for said in [
-        "rescaled the state of `gen` from 1 to 3 subtasks",
-        "rescaled the state of `count` from 2 to 3 subtasks",
-    ] {
-        assert!(
-            ended.stderr.contains(said),
-            "no `{said}`:\n{}",
-            ended.stderr
-        );
-    }
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    finish_from(
+        &sandbox,
+        &savepoint,
+        &text,
+        &[rescaled("gen", 1, 3), rescaled("count", 2, 3)],
         &expected,
         "a generator savepointed at parallelism 1 and restored at 3",
     );
@@ -382,7 +379,7 @@ fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_sa
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(0, "the job rescaled twice while it ran");
     for (from, to) in [(2, 3), (3, 1)] {
-        let said = format!("rescaled the state of `count` from {from} to {to} subtasks");
+        let said = rescaled("count", from, to);
         assert!(
             ended.stderr.contains(&said),
             "no `{said}`:\n{}",
