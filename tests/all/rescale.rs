@@ -293,9 +293,9 @@ fn a_restore_with_another_max_parallelism_is_refused_naming_the_operator() {
     );
 }
 
-/// [`job`] with four seconds of records: time for rescales while it runs.
+/// [`job`] with six seconds of records: time for rescales while it runs.
 fn long_job(sandbox: &Sandbox, op: &Keyed, parallelism: u32) -> String {
-    job(sandbox, op, parallelism, "").replace("count = 20000\n", "count = 40000\n")
+    job(sandbox, op, parallelism, "").replace("count = 20000\n", "count = 60000\n")
 }
 
 /// `weir status DIR --json` of the job running in `sandbox`.
@@ -322,15 +322,18 @@ fn parallelism_shown(status: &serde_json::Value, vertex: &str) -> u64 {
         .unwrap()
 }
 
-/// Waits until the job of `sandbox` has completed `n` checkpoints in all.
-fn wait_for_checkpoints(weir: &mut Weir, sandbox: &Sandbox, n: usize) {
+/// Waits until the job of `sandbox` has completed a checkpoint with an id above `id` (the
+/// directory keeps only the newest: counting them says nothing).
+fn wait_for_checkpoint_after(weir: &mut Weir, sandbox: &Sandbox, id: u64) {
     let dir = sandbox.checkpoint_dir();
-    let reached = weir.wait_until("checkpoints", CLI_TIMEOUT, |_| {
-        complete_checkpoint_ids(&dir).len() >= n
+    let reached = weir.wait_until("a checkpoint", CLI_TIMEOUT, |_| {
+        complete_checkpoint_ids(&dir)
+            .last()
+            .is_some_and(|&newest| newest > id)
     });
     assert!(
         reached,
-        "the job ended before {n} checkpoints:\n{}",
+        "the job ended before a checkpoint after {id}:\n{}",
         weir.stderr()
     );
 }
@@ -343,7 +346,7 @@ fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_sa
     std::fs::write(sandbox.job_path(), long_job(&sandbox, &COUNT, 2)).unwrap();
     let dir = sandbox.checkpoint_dir();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_for_checkpoints(&mut weir, &sandbox, 1);
+    wait_for_checkpoint_after(&mut weir, &sandbox, 0);
     for (to, from) in [(3, 2), (1, 3)] {
         let change = format!("count={to}");
         let out = weir_command(
@@ -374,7 +377,12 @@ fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_sa
             (rescaled["from"].as_u64(), rescaled["to"].as_u64()),
             (Some(from), Some(to))
         );
-        wait_for_checkpoints(&mut weir, &sandbox, complete_checkpoint_ids(&dir).len() + 1);
+        // Checkpoints after the rescale complete at the new parallelism.
+        let id = savepoint
+            .file_name()
+            .and_then(|n| n.to_str()?.strip_prefix("sp-")?.parse().ok())
+            .unwrap_or_else(|| panic!("not a savepoint directory: {}", savepoint.display()));
+        wait_for_checkpoint_after(&mut weir, &sandbox, id);
     }
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(0, "the job rescaled twice while it ran");
@@ -405,7 +413,7 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
     std::fs::write(sandbox.job_path(), long_job(&sandbox, &wat, 2)).unwrap();
     let dir = sandbox.checkpoint_dir();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_for_checkpoints(&mut weir, &sandbox, 1);
+    wait_for_checkpoint_after(&mut weir, &sandbox, 0);
     for (change, says) in [
         // Refused before anything happens.
         (
