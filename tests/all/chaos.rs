@@ -26,7 +26,7 @@ use crate::support::{
     CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
     number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
-    wordcount_counting_with,
+    wordcount_at, wordcount_counting_with,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -423,24 +423,12 @@ fn kill_and_restore_wordcount_at_changing_parallelisms_commits_exactly_the_undis
         (20, 800),
         &[2, 1, 3, 4],
         |sandbox, parallelism| {
-            let job = JobFile::new("wordcount")
-                .file_source("lines", input, false)
-                .operator(
-                    "split",
-                    weir_tests::guests::SPLIT,
-                    1,
-                    None,
-                    ("lines", "forward"),
-                )
-                .operator(
-                    "count",
-                    weir_tests::guests::COUNT,
-                    parallelism,
-                    None,
-                    ("split", "key-hash"),
-                )
-                .file_sink("out", &sandbox.out_dir(), 2, ("count", "rebalance"));
-            checkpointed(job, sandbox, "100ms", 1)
+            checkpointed(
+                wordcount_at(sandbox, input, parallelism),
+                sandbox,
+                "100ms",
+                1,
+            )
         },
         |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
     );

@@ -3,8 +3,8 @@
 //! the output of a run that was never stopped.
 
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
-    complete_checkpoint_ids, generator_count, in_progress_files, run_cli, savepoint_named,
+    GeneratorSpec, Sandbox, assert_same_output, checkpointed, committed_lines, generator_count,
+    in_progress_files, run_cli, stop_with_savepoint,
 };
 
 #[test]
@@ -33,21 +33,7 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
     let job = sandbox.job_path();
     checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1).write(&job);
     let checkpoints = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(&job, &["--savepoint-on-stop"], &sandbox.join("stop.log"));
-    let running = weir.wait_until("two checkpoints", CLI_TIMEOUT, |_| {
-        complete_checkpoint_ids(&checkpoints)
-            .last()
-            .is_some_and(|&id| id >= 2)
-    });
-    assert!(
-        running,
-        "the job ended before two checkpoints:\n{}",
-        weir.stderr()
-    );
-    weir.terminate();
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "a stop with a savepoint");
-    let savepoint = savepoint_named(&ended.stderr);
+    let savepoint = stop_with_savepoint(&sandbox, &sandbox.join("stop.log"), 2);
     assert!(
         savepoint.join("_metadata").is_file(),
         "{} is not a complete savepoint",

@@ -459,6 +459,29 @@ pub(crate) fn wordcount_counting_with(
     follow: bool,
     count: &str,
 ) -> JobFile {
+    wordcount_of(sandbox, input, follow, (count, 2), "forward")
+}
+
+/// [`wordcount`] with `count` of `parallelism` subtasks, reaching the sink (parallelism 2) by
+/// `rebalance`: a job whose count can be rescaled.
+pub(crate) fn wordcount_at(sandbox: &Sandbox, input: &Path, parallelism: u32) -> JobFile {
+    wordcount_of(
+        sandbox,
+        input,
+        false,
+        (weir_tests::guests::COUNT, parallelism),
+        "rebalance",
+    )
+}
+
+/// The word count with `count` (its module and parallelism) reaching the sink by `to_sink`.
+fn wordcount_of(
+    sandbox: &Sandbox,
+    input: &Path,
+    follow: bool,
+    (count, parallelism): (&str, u32),
+    to_sink: &str,
+) -> JobFile {
     JobFile::new("wordcount")
         .file_source("lines", input, follow)
         .operator(
@@ -468,8 +491,8 @@ pub(crate) fn wordcount_counting_with(
             None,
             ("lines", "forward"),
         )
-        .operator("count", count, 2, None, ("split", "key-hash"))
-        .file_sink("out", &sandbox.out_dir(), 2, ("count", "forward"))
+        .operator("count", count, parallelism, None, ("split", "key-hash"))
+        .file_sink("out", &sandbox.out_dir(), 2, ("count", to_sink))
 }
 
 /// Keyed count of generated records: generator `gen` → key-hash → `count` (p=2) → forward →
@@ -955,13 +978,16 @@ pub(crate) fn savepoint_named(stderr: &str) -> PathBuf {
     )
 }
 
-/// Runs the job of `sandbox` with `--savepoint-on-stop` (its stderr in `log`) until it has
-/// completed `checkpoints` checkpoints, stops it with SIGTERM and returns the savepoint it took.
-pub(crate) fn stop_with_savepoint(sandbox: &Sandbox, log: &Path, checkpoints: usize) -> PathBuf {
+/// Runs the job of `sandbox` with `--savepoint-on-stop` (its stderr in `log`) until checkpoint
+/// `checkpoints` (or a later one) completed, stops it with SIGTERM and returns the savepoint it
+/// took. By id, not by the checkpoints on disk, which retention prunes.
+pub(crate) fn stop_with_savepoint(sandbox: &Sandbox, log: &Path, checkpoints: u64) -> PathBuf {
     let mut weir = Weir::run(&sandbox.job_path(), &["--savepoint-on-stop"], log);
     let dir = sandbox.checkpoint_dir();
     let running = weir.wait_until("checkpoints", CLI_TIMEOUT, |_| {
-        complete_checkpoint_ids(&dir).len() >= checkpoints
+        complete_checkpoint_ids(&dir)
+            .last()
+            .is_some_and(|&id| id >= checkpoints)
     });
     assert!(
         running,

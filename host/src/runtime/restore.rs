@@ -14,8 +14,9 @@
 //! starts empty. An operator that holds state keeps the key groups it was
 //! checkpointed with (docs/ABI.md §16): a job file that sets another
 //! `max_parallelism` is refused, and its parallelism may change only up to them, its
-//! states split and merged by key group. A source or a sink whose parallelism
-//! changed may only be restored if it kept no state.
+//! states split and merged by key group. A source or sink whose parallelism changed
+//! has its states split by its connector's rule (generator, Kafka source, file
+//! sink); any other that kept state is refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
