@@ -799,3 +799,101 @@ fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
         "an at-least-once sink made a marker topic"
     );
 }
+
+/// The exactly-once Kafka sink at other parallelisms, through crashes (the count before it
+/// rescales with it, so each key's counts reach it through a forward edge, in order). A run
+/// with both at parallelism 3 dies after a checkpoint completed and before any sink subtask committed its
+/// output (`before-commit`). A restore at 1, where subtask 0 finishes old subtasks 1 and 2
+/// under their transactional ids, dies right after its second commit. A second restore of the
+/// same checkpoint at 1 must send only what no committed marker accounts for — never old
+/// subtask 1's output again — then runs on until a kill; so does a run at 2; a final run at 4
+/// drains the input. A
+/// read_committed reader sees every count once (and is not held back by a transaction of an
+/// id no run uses any more).
+#[test]
+fn a_kafka_sink_rescales_exactly_once_through_crashes() {
+    let Some(broker) = kafka::broker_or_skip("kafka-sink-rescale") else {
+        return;
+    };
+    let sandbox = Sandbox::new("kafka-sink-rescale");
+    let input = End::Kafka(kafka::unique("words"));
+    let output = End::Kafka(kafka::unique("counts"));
+    prepare(broker, &input, &output);
+    let End::Kafka(output_topic) = &output else {
+        unreachable!()
+    };
+    // The job with the count and the sink at `parallelism` (so each key's counts stay in
+    // order, through a forward edge), checkpointing every `interval`.
+    let job = |parallelism: u32, interval: &str, bounded: bool| {
+        let text = job_text(broker, &sandbox, &input, &output, bounded);
+        let count_and_sink = "parallelism = 2\ninputs";
+        assert_eq!(text.matches(count_and_sink).count(), 2, "{text}");
+        assert!(text.contains("interval = \"100ms\""));
+        let text = text
+            .replace(
+                count_and_sink,
+                &format!("parallelism = {parallelism}\ninputs"),
+            )
+            .replace("interval = \"100ms\"", &format!("interval = {interval:?}"));
+        let path = sandbox.join(&format!("p{parallelism}.toml"));
+        fs::write(&path, text).unwrap();
+        path
+    };
+    let resent = |log: &Path, subtask: u32| {
+        fs::read_to_string(log).unwrap().contains(&format!(
+            "again as transactional id \"{output_topic}.tx-{subtask}\""
+        ))
+    };
+
+    // At 3: the first checkpoint comes after the whole chunk reached the sink, and completes.
+    append(broker, &input, &chunk(0, CHUNK));
+    let log = sandbox.join("p3.log");
+    let kill = Kill::At(KillPoint::BeforeCommit, 1);
+    assert!(
+        crash_round(&job(3, "2s", false), &log, kill, CLI_TIMEOUT, &[]),
+        "the first checkpoint never completed"
+    );
+
+    // At 1: subtask 0 sends its own output and old subtask 1's, and dies.
+    let log = sandbox.join("p1.log");
+    let kill = Kill::At(KillPoint::SinkCommitted, 2);
+    assert!(
+        crash_round(&job(1, "100ms", false), &log, kill, CLI_TIMEOUT, &[]),
+        "the restore at parallelism 1 never committed twice"
+    );
+    let text = fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("which a rescale handed to this one") && resent(&log, 1),
+        "subtask 0 did not send old subtask 1's output under its id:\n{text}"
+    );
+
+    // At 1 again, from the same checkpoint: old subtask 1's output committed, so subtask 0
+    // does not send it again; it runs on until a kill.
+    append(broker, &input, &chunk(CHUNK, 2 * CHUNK));
+    let log = sandbox.join("p1-again.log");
+    let kill = Kill::At(KillPoint::SinkCommit, 4);
+    crash_round(&job(1, "100ms", false), &log, kill, NAMED_POINT_TIME, &[]);
+    assert!(
+        !resent(&log, 1),
+        "old subtask 1's output was sent again after its marker committed:\n{}",
+        fs::read_to_string(&log).unwrap()
+    );
+
+    // At 2, from wherever that got, until a kill; then at 4, bounded.
+    append(broker, &input, &chunk(2 * CHUNK, 3 * CHUNK));
+    let log = sandbox.join("p2.log");
+    let kill = Kill::At(KillPoint::SinkCommit, 4);
+    crash_round(&job(2, "100ms", false), &log, kill, NAMED_POINT_TIME, &[]);
+    append(broker, &input, &chunk(3 * CHUNK, 4 * CHUNK));
+    Weir::run(
+        &job(4, "100ms", true),
+        &["--restore", "latest"],
+        &sandbox.join("p4.log"),
+    )
+    .wait(CLI_TIMEOUT)
+    .assert_code(0, "the final run at parallelism 4");
+    let actual = output_lines(broker, &output).unwrap_or_else(|problem| panic!("{problem}"));
+    if let Some(problem) = difference(&actual, &expected_counts(4 * CHUNK)) {
+        panic!("{problem}");
+    }
+}

@@ -13,7 +13,7 @@
 //! So the final files hold exactly the records of completed checkpoints: a
 //! reader that ignores dot-files sees exactly-once output.
 //!
-//! **At another parallelism** ([`rescale_states`]) each old subtask's state goes to one new
+//! **At another parallelism** ([`super::inherited`]) each old subtask's state goes to one new
 //! subtask, old `i` to new `i mod p`, which commits that subtask's pre-committed parts and
 //! deletes its other in-progress parts, under the old subtask's names, before its own; subtask
 //! 0 also deletes the in-progress parts of subtasks beyond both parallelisms (a run at another
@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use weir_abi::Batch;
 
+use super::inherited::Inherited;
 use super::write_record_line;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
@@ -210,87 +211,6 @@ impl FileSink {
     }
 }
 
-/// The states of the old subtasks a new one recovers after a rescale (see the module docs):
-///
-/// ```text
-/// 8      magic "\xFFINHERIT"
-/// 4      the old parallelism, u32
-/// 4      n, u32; then n times: the old subtask u32, its state's length u32, its state
-/// ```
-/// Little-endian. A plain state starts with its next part number, a `u64` far below this magic.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Inherited {
-    parallelism: u32,
-    states: Vec<(u32, Vec<u8>)>,
-}
-
-/// The magic of an [`Inherited`] state.
-const INHERITED: [u8; 8] = *b"\xffINHERIT";
-
-impl Inherited {
-    fn encode(&self) -> Vec<u8> {
-        let mut out = INHERITED.to_vec();
-        out.extend_from_slice(&self.parallelism.to_le_bytes());
-        out.extend_from_slice(&(self.states.len() as u32).to_le_bytes());
-        for (subtask, state) in &self.states {
-            out.extend_from_slice(&subtask.to_le_bytes());
-            out.extend_from_slice(&(state.len() as u32).to_le_bytes());
-            out.extend_from_slice(state);
-        }
-        out
-    }
-
-    /// `None` for a plain state.
-    fn decode(bytes: &[u8]) -> Result<Option<Inherited>, TaskError> {
-        let Some(mut rest) = bytes.strip_prefix(&INHERITED) else {
-            return Ok(None);
-        };
-        let bad = || TaskError::Restore("a rescaled file sink state is malformed".to_string());
-        let u32_next = |rest: &mut &[u8]| -> Result<u32, TaskError> {
-            let (head, tail) = rest.split_at_checked(4).ok_or_else(bad)?;
-            *rest = tail;
-            Ok(u32::from_le_bytes(head.try_into().map_err(|_| bad())?))
-        };
-        let parallelism = u32_next(&mut rest)?;
-        let n = u32_next(&mut rest)?;
-        let mut states = Vec::new();
-        for _ in 0..n {
-            let subtask = u32_next(&mut rest)?;
-            let len = u32_next(&mut rest)? as usize;
-            let (state, tail) = rest.split_at_checked(len).ok_or_else(bad)?;
-            states.push((subtask, state.to_vec()));
-            rest = tail;
-        }
-        if !rest.is_empty() {
-            return Err(bad());
-        }
-        Ok(Some(Inherited {
-            parallelism,
-            states,
-        }))
-    }
-}
-
-/// The states of a file sink's subtasks (one per old subtask, in order) for `parallelism` new
-/// ones: new subtask `j` recovers the parts of every old subtask `i` with `i mod parallelism ==
-/// j` (see the module docs).
-pub(crate) fn rescale_states(old: &[&[u8]], parallelism: u32) -> Vec<Vec<u8>> {
-    let old_parallelism = u32::try_from(old.len()).expect("at most 256 subtasks");
-    (0..parallelism)
-        .map(|j| {
-            Inherited {
-                parallelism: old_parallelism,
-                states: (0..old_parallelism)
-                    .zip(old)
-                    .filter(|(i, _)| i % parallelism == j)
-                    .map(|(i, state)| (i, state.to_vec()))
-                    .collect(),
-            }
-            .encode()
-        })
-        .collect()
-}
-
 /// A part file's name, as [`FileSink`] writes it: `part-<subtask>-<seq>` once committed,
 /// `.part-<subtask>-<seq>.inprogress` before.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -399,7 +319,7 @@ impl Processor for FileSink {
     fn restore(&mut self, state: &[u8]) -> Result<(), TaskError> {
         // What each old subtask's state is, whose parts this subtask recovers, and how many
         // subtasks the checkpoint had.
-        let (states, old_parallelism) = match Inherited::decode(state)? {
+        let (states, old_parallelism) = match Inherited::decode(state, "file sink")? {
             Some(inherited) => (inherited.states, inherited.parallelism),
             None => (vec![(self.subtask, state.to_vec())], self.parallelism),
         };
@@ -448,6 +368,7 @@ impl Processor for FileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::connectors::inherited::rescale_states;
     use crate::dataflow::channel::StopSignal;
     use crate::ids::CheckpointKind;
     use weir_abi::BatchBuilder;
@@ -610,19 +531,6 @@ mod tests {
                 new_parallelism as usize,
                 "{text}"
             );
-        }
-    }
-
-    #[test]
-    fn a_rescaled_state_that_is_cut_is_refused() {
-        let state = Inherited {
-            parallelism: 2,
-            states: vec![(1, vec![0; 12])],
-        }
-        .encode();
-        assert!(Inherited::decode(&state).unwrap().is_some());
-        for cut in INHERITED.len()..state.len() {
-            assert!(Inherited::decode(&state[..cut]).is_err(), "cut at {cut}");
         }
     }
 }

@@ -16,6 +16,7 @@ pub(crate) mod blackhole;
 pub(crate) mod file_sink;
 pub(crate) mod file_source;
 pub(crate) mod generator;
+pub(crate) mod inherited;
 pub(crate) mod kafka;
 pub(crate) mod skip_log;
 pub(crate) mod stdout_sink;

@@ -15,8 +15,8 @@
 //! checkpointed with (docs/ABI.md §16): a job file that sets another
 //! `max_parallelism` is refused, and its parallelism may change only up to them, its
 //! states split and merged by key group. A source or sink whose parallelism changed
-//! has its states split by its connector's rule (generator, Kafka source, file
-//! sink); any other that kept state is refused.
+//! has its states split by its connector's rule (generator, Kafka source, file and
+//! Kafka sinks); any other that kept state is refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -29,7 +29,7 @@ use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
 use crate::checkpoint::task_state::{RestoredState, TaskState, TimeState};
 use crate::connectors::kafka::source as kafka_source;
-use crate::connectors::{file_sink, generator};
+use crate::connectors::{generator, inherited};
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
 use crate::job::{Job, SinkKind, SourceKind, VertexKind};
@@ -49,11 +49,12 @@ pub enum RestoreError {
         /// The vertex.
         vertex: String,
     },
-    /// The parallelism of a source or sink with state changed.
+    /// The parallelism of a source or sink changed, and it has state its type cannot carry to
+    /// another parallelism (generators, Kafka sources, file and Kafka sinks can).
     #[error(
         "the parallelism of {kind} `{vertex}` changed from {old} to {new} since {checkpoint}, and \
-         it has state: rescaling a {kind}'s state is not supported yet for its type (operators, \
-         generators, Kafka sources and file sinks rescale); set its parallelism back to {old}"
+         it has state that a {kind} of its type cannot carry to another parallelism (generators, \
+         Kafka sources, file and Kafka sinks can); set its parallelism back to {old}"
     )]
     ParallelismChanged {
         /// `source` or `sink`.
@@ -235,14 +236,18 @@ pub(crate) fn match_states(
             if !holds {
                 continue;
             }
-            // A connector whose state can move says how; the others keep their parallelism.
+            // A connector whose state can move says how. A file source runs at parallelism 1,
+            // and the stdout and blackhole sinks keep no state: one that has some anyway (a
+            // checkpoint not of this job) is refused.
             let split: ConnectorSplit = match &v.kind {
-                VertexKind::Sink(SinkKind::File { .. }) => {
-                    |old, p| Ok(file_sink::rescale_states(old, p))
+                VertexKind::Sink(SinkKind::File { .. } | SinkKind::Kafka(_)) => {
+                    |old, p| Ok(inherited::rescale_states(old, p))
                 }
                 VertexKind::Source(SourceKind::Kafka(_)) => kafka_source::rescale_positions,
                 VertexKind::Source(SourceKind::Generator(_)) => generator::rescale_positions,
-                _ => {
+                VertexKind::Source(SourceKind::File { .. })
+                | VertexKind::Sink(SinkKind::Stdout | SinkKind::Blackhole)
+                | VertexKind::Operator(_) => {
                     return Err(RestoreError::ParallelismChanged {
                         kind: v.kind_name(),
                         vertex: vertex.to_string(),
@@ -548,20 +553,42 @@ mod tests {
         assert!(err.contains("keep its parallelism"), "{err}");
     }
 
+    /// A job whose sink `out` of `sink` (a job file's sink table, without name and inputs)
+    /// runs at parallelism `p`.
+    fn with_sink(sink: &str, p: u32) -> Job {
+        let text = format!(
+            "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
+             [[source]]\nname = \"gen\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\n{sink}\nparallelism = {p}\n\
+             inputs = [{{ from = \"gen\", partition = \"rebalance\" }}]\n"
+        );
+        Job::from_str(&text, "/jobs", "j.toml").unwrap()
+    }
+
+    #[test]
+    fn a_kafka_sink_hands_each_old_subtask_to_one_new_one() {
+        let kafka = "type = \"kafka\"\nbootstrap = \"k:9092\"\ntopic = \"t\"";
+        let (meta, states) = checkpoint(&with_sink(kafka, 3), with_inner(b"pending output"));
+        let matched = match_states(&meta, CHK1, &with_sink(kafka, 2), false, states).unwrap();
+        assert_eq!(matched.rescaled, [("out".to_string(), 3, 2)]);
+        let inherited = |subtask| {
+            let state = &matched.states[&TaskId::new("out", subtask)].state.inner;
+            inherited::Inherited::decode(state, "sink")
+                .unwrap()
+                .unwrap()
+        };
+        let subtasks = |i: inherited::Inherited| -> Vec<u32> {
+            i.states.into_iter().map(|(s, _)| s).collect()
+        };
+        assert_eq!(subtasks(inherited(0)), [0, 2]);
+        assert_eq!(subtasks(inherited(1)), [1]);
+    }
+
     #[test]
     fn refuses_a_changed_parallelism_of_a_sink_whose_state_cannot_move() {
-        let with_sink = |p: u32| {
-            let text = format!(
-                "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
-                 [[source]]\nname = \"gen\"\ntype = \"generator\"\n\
-                 [[sink]]\nname = \"out\"\ntype = \"kafka\"\nbootstrap = \"k:9092\"\n\
-                 topic = \"t\"\ndelivery = \"exactly-once\"\nparallelism = {p}\n\
-                 inputs = [{{ from = \"gen\", partition = \"rebalance\" }}]\n"
-            );
-            Job::from_str(&text, "/jobs", "j.toml").unwrap()
-        };
-        let (meta, states) = checkpoint(&with_sink(1), with_inner(b"pending output"));
-        let err = match_states(&meta, CHK1, &with_sink(2), false, states)
+        let stdout = "type = \"stdout\"";
+        let (meta, states) = checkpoint(&with_sink(stdout, 1), with_inner(b"not a stdout state"));
+        let err = match_states(&meta, CHK1, &with_sink(stdout, 2), false, states)
             .unwrap_err()
             .to_string();
         assert!(

@@ -27,8 +27,9 @@ pub(crate) struct Marker {
     pub run: u64,
     /// The checkpoint whose completion the transaction commits.
     pub checkpoint: u64,
-    /// The sink's parallelism in that run: a later start at another parallelism fences the
-    /// transactional ids this one used.
+    /// How many transactional ids that run may use (`<prefix>-0` up): the sink's parallelism,
+    /// or the old one of a rescaled state it restored if larger. A later start fences those
+    /// at or above its own number. (Named for what it was before rescaling: the JSON stays.)
     pub parallelism: u32,
     /// Records the transaction holds besides this marker.
     pub records: u64,

@@ -15,24 +15,32 @@
 //!   marker is not committed. Why that is exactly-once, and why nothing needs a transaction
 //!   resumed after a crash (which librdkafka cannot do): see docs/CHECKPOINTS.md, "The Kafka
 //!   sink".
+//!
+//!   **At another parallelism** each old subtask's state goes to one new subtask, old `i` to
+//!   new `i mod p` ([`super::super::inherited`]), which finishes it *under the old subtask's
+//!   transactional id*: it initialises `<prefix>-i` (fencing the old holder), and sends what
+//!   no committed marker of `<prefix>-i` accounts for in a transaction of that id with a
+//!   marker keyed by it. So a marker is only ever written by its own id, as without a rescale,
+//!   and the same proof holds (docs/CHECKPOINTS.md, "Rescaling the sink").
 //! - **at-least-once**: records are sent as they come (idempotent producer, `acks=all`); the
 //!   snapshot waits until the broker has acknowledged every one, so a completed checkpoint
 //!   never covers a record the broker lacks.
 //! - **none**: records are sent as they come; only the end of the job waits for them.
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::collections::hash_map::RandomState;
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use rdkafka::ClientConfig;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use weir_abi::Batch;
 
 use super::marker::{self, Marker};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use crate::connectors::inherited::Inherited;
 use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
@@ -176,12 +184,25 @@ fn new_run_id(subtask: u32) -> u64 {
     hasher.finish()
 }
 
+/// A producer initialised with subtask `subtask`'s transactional id — this subtask's, or an
+/// old one's a rescale handed it — and whether a transaction of it is begun and not committed.
+#[derive(Clone, Copy)]
+struct IdProducer<'a> {
+    producer: &'a BaseProducer<WeirContext>,
+    open: &'a Cell<bool>,
+    subtask: u32,
+}
+
 /// One subtask of a Kafka sink.
 pub(crate) struct KafkaSink {
     connector: String,
     settings: KafkaSinkSettings,
     subtask: u32,
     parallelism: u32,
+    /// How many transactional ids this run may use, `<prefix>-0` up to it (exactly-once): the
+    /// parallelism, or the old one of a rescaled state it restores if that is larger. Its
+    /// markers record it, so a later start knows which ids to fence.
+    ids: u32,
     producer: Option<Detached<BaseProducer<WeirContext>>>,
     /// The largest key and value a record may have together.
     record_limit: usize,
@@ -228,6 +249,7 @@ impl KafkaSink {
             settings,
             subtask,
             parallelism,
+            ids: parallelism,
             producer: None,
             record_limit,
             limit_source,
@@ -256,55 +278,63 @@ impl KafkaSink {
         task_error(&self.connector, what, error, context.unwrap_or(&fallback))
     }
 
-    fn producer_config(&self) -> ClientConfig {
-        let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
-        match self.settings.delivery {
-            Delivery::ExactlyOnce => {
-                config.set("transactional.id", self.transactional_id(self.subtask));
-            }
-            Delivery::AtLeastOnce => {
-                config.set("enable.idempotence", "true");
-            }
-            Delivery::None => {}
-        }
-        config
-    }
-
-    /// Creates the producer on first use. An exactly-once one is initialised, which fences an
-    /// earlier holder of its transactional id and ends that one's open transaction.
+    /// Creates the producer on first use. An exactly-once one is initialised with this
+    /// subtask's transactional id, which fences an earlier holder of the id and ends that one's
+    /// open transaction.
     fn start(&mut self) -> Result<(), TaskError> {
         if self.producer.is_some() {
             return Ok(());
         }
         self.read_topic_limit();
-        let producer: BaseProducer<WeirContext> = self
-            .producer_config()
+        if self.settings.delivery == Delivery::ExactlyOnce {
+            self.producer =
+                Some(self.transactional_producer(self.subtask, WeirContext::default())?);
+            return Ok(());
+        }
+        let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+        if self.settings.delivery == Delivery::AtLeastOnce {
+            config.set("enable.idempotence", "true");
+        }
+        let producer: BaseProducer<WeirContext> = config
             .create_with_context(WeirContext::default())
             .map_err(|e| self.error("cannot create the producer", e))?;
-        let producer = Detached::new(producer);
-        if self.settings.delivery == Delivery::ExactlyOnce {
-            producer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
-                let id = self.transactional_id(self.subtask);
-                let mut what = format!("cannot initialise transactional id \"{id}\"");
-                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidTransactionTimeout) {
-                    let timeout = self
-                        .settings
-                        .properties
-                        .iter()
-                        .find(|(key, _)| key == "transaction.timeout.ms")
-                        .map_or("librdkafka's default", |(_, value)| value.as_str());
-                    what = format!(
-                        "{what}: the brokers refuse its transaction.timeout.ms ({timeout}) as \
-                         longer than their transaction.max.timeout.ms; lower the sink's \
-                         `transaction.timeout.ms` (a transaction only has to outlast the commit \
-                         of one checkpoint's output), or raise that setting on the brokers"
-                    );
-                }
-                task_error(&self.connector, what, e, producer.context())
-            })?;
-        }
-        self.producer = Some(producer);
+        self.producer = Some(Detached::new(producer));
         Ok(())
+    }
+
+    /// A producer of subtask `subtask`'s transactional id, initialised: every earlier holder
+    /// of the id is fenced and its open transaction ended.
+    fn transactional_producer(
+        &self,
+        subtask: u32,
+        context: WeirContext,
+    ) -> Result<Detached<BaseProducer<WeirContext>>, TaskError> {
+        let id = self.transactional_id(subtask);
+        let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
+        config.set("transactional.id", &id);
+        let producer: BaseProducer<WeirContext> = config
+            .create_with_context(context)
+            .map_err(|e| self.error(format!("cannot create a producer for \"{id}\""), e))?;
+        let producer = Detached::new(producer);
+        producer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
+            let mut what = format!("cannot initialise transactional id \"{id}\"");
+            if e.rdkafka_error_code() == Some(RDKafkaErrorCode::InvalidTransactionTimeout) {
+                let timeout = self
+                    .settings
+                    .properties
+                    .iter()
+                    .find(|(key, _)| key == "transaction.timeout.ms")
+                    .map_or("librdkafka's default", |(_, value)| value.as_str());
+                what = format!(
+                    "{what}: the brokers refuse its transaction.timeout.ms ({timeout}) as \
+                     longer than their transaction.max.timeout.ms; lower the sink's \
+                     `transaction.timeout.ms` (a transaction only has to outlast the commit \
+                     of one checkpoint's output), or raise that setting on the brokers"
+                );
+            }
+            task_error(&self.connector, what, e, producer.context())
+        })?;
+        Ok(producer)
     }
 
     /// The key of the record that says which parallelism the sink last started with.
@@ -312,15 +342,17 @@ impl KafkaSink {
         format!("{}-parallelism", self.settings.transactional_id_prefix)
     }
 
-    /// Subtask 0 of an exactly-once sink, once per start: fences every transactional id at or
-    /// above this parallelism that an earlier run may have used — below the largest
-    /// parallelism any marker (committed or not) or the restored state records — then records
-    /// this parallelism in the marker topic. Subtask 0 does it before it acknowledges its first
-    /// barrier, so before any subtask of this run can open a transaction: a later start learns
-    /// of every id this run may leave open. The markers are read uncommitted here, so an open
-    /// transaction of an id about to be fenced cannot hold the read up, and a zombie's own
-    /// uncommitted marker counts too.
-    fn fence_larger_parallelisms(&self, restored: u32) -> Result<(), TaskError> {
+    /// Subtask 0 of an exactly-once sink, once per start: fences every transactional id this
+    /// run does not use (at or above [`KafkaSink::ids`]) that an earlier run may have used —
+    /// below the largest number of ids any marker (committed or not) records — then records
+    /// this run's number of ids in the marker topic. Subtask 0 does it before it acknowledges
+    /// its first barrier, so before any subtask of this run can open a transaction of its own:
+    /// a later start learns of every id this run may leave open. (The ids of old subtasks a
+    /// rescale hands over are below `ids`: their heirs fence them, and nothing else may, or
+    /// it would abort the heir's transaction.) The markers are read uncommitted here, so an
+    /// open transaction of an id about to be fenced cannot hold the read up, and a zombie's
+    /// own uncommitted marker counts too.
+    fn fence_larger_parallelisms(&self) -> Result<(), TaskError> {
         if self.subtask != 0 {
             return Ok(());
         }
@@ -334,34 +366,19 @@ impl KafkaSink {
                 e,
             )
         })?;
-        let until = markers
-            .values()
-            .map(|m| m.parallelism)
-            .max()
-            .unwrap_or(0)
-            .max(restored);
-        for other in self.parallelism..until {
-            let id = self.transactional_id(other);
-            let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
-            config.set("transactional.id", &id);
-            let fencer: BaseProducer<WeirContext> = config
-                .create_with_context(WeirContext::helper())
-                .map_err(|e| self.error("cannot create a producer to fence with", e))?;
-            let fencer = Detached::new(fencer);
-            fencer.init_transactions(REQUEST_TIMEOUT).map_err(|e| {
-                task_error(
-                    &self.connector,
-                    format!("cannot fence transactional id \"{id}\" of an earlier run"),
-                    e,
-                    fencer.context(),
-                )
-            })?;
-            tracing::info!("{}: fenced transactional id \"{id}\"", self.connector);
+        let until = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
+        for other in self.ids..until {
+            self.transactional_producer(other, WeirContext::helper())?;
+            tracing::info!(
+                "{}: fenced transactional id \"{}\"",
+                self.connector,
+                self.transactional_id(other)
+            );
         }
         let record = Marker {
             run: self.run,
             checkpoint: 0,
-            parallelism: self.parallelism,
+            parallelism: self.ids,
             records: 0,
         };
         let producer = self.producer.as_ref().expect("started before fencing");
@@ -369,6 +386,7 @@ impl KafkaSink {
             .begin_transaction()
             .map_err(|e| self.error("cannot begin a transaction", e))?;
         self.send(
+            producer,
             &self.settings.marker_topic,
             self.parallelism_key().as_bytes(),
             &record.to_bytes(),
@@ -441,10 +459,16 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// Hands one record to the producer, waiting while its local queue is full.
-    fn send(&self, topic: &str, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), TaskError> {
+    /// Hands one record to `producer`, waiting while its local queue is full.
+    fn send(
+        &self,
+        producer: &BaseProducer<WeirContext>,
+        topic: &str,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+    ) -> Result<(), TaskError> {
         self.check_size(key, value)?;
-        let producer = self.producer.as_ref().expect("started before sending");
         let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
         if !key.is_empty() {
             record = record.key(key);
@@ -468,15 +492,24 @@ impl KafkaSink {
                     });
                 }
                 Err((error, _)) => {
-                    return Err(self.error(format!("cannot send a record to \"{topic}\""), error));
+                    return Err(task_error(
+                        &self.connector,
+                        format!("cannot send a record to \"{topic}\""),
+                        error,
+                        producer.context(),
+                    ));
                 }
             }
         }
     }
 
-    /// Sends every record of an encoded batch, each to its topic (the sink's, or the one its
-    /// key names) with its timestamp or none (`timestamp = "now"`).
-    fn send_batch(&self, bytes: &[u8]) -> Result<u64, TaskError> {
+    /// Sends every record of an encoded batch to `producer`, each to its topic (the sink's, or
+    /// the one its key names) with its timestamp or none (`timestamp = "now"`).
+    fn send_batch(
+        &self,
+        producer: &BaseProducer<WeirContext>,
+        bytes: &[u8],
+    ) -> Result<u64, TaskError> {
         let batch =
             Batch::decode(bytes).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
         let keep_timestamps = self.settings.timestamp == SinkTimestamp::Record;
@@ -488,7 +521,7 @@ impl KafkaSink {
                 .map_err(|why| self.unrouted(record.key, why))?;
             // 0 sends no timestamp: the producer stamps the time of sending.
             let timestamp = if keep_timestamps { record.timestamp } else { 0 };
-            self.send(topic, key, record.value, timestamp)?;
+            self.send(producer, topic, key, record.value, timestamp)?;
         }
         Ok(batch.len() as u64)
     }
@@ -578,33 +611,41 @@ impl KafkaSink {
         self.check_deliveries()
     }
 
-    /// Sends `batches` (the output of checkpoints up to `checkpoint`, buffered by run `run`)
-    /// and the marker that says so in one transaction, and commits it. The commit counts as
-    /// taking from `since` (when the sink learnt it may commit) to its end.
+    /// Sends `batches` (the output of checkpoints up to `checkpoint`, buffered by run `run` of
+    /// the subtask whose id `to` holds) and the marker that says so in one transaction of that
+    /// id, and commits it. The commit counts as taking from `since` (when the sink learnt it
+    /// may commit) to its end.
     fn commit(
         &self,
+        to: IdProducer<'_>,
         run: u64,
         checkpoint: CheckpointId,
         batches: &[&Vec<u8>],
         since: Instant,
     ) -> Result<(), TaskError> {
-        let producer = self.producer.as_ref().expect("started before committing");
+        let IdProducer {
+            producer,
+            open,
+            subtask,
+        } = to;
+        let failed = |what: String, e| task_error(&self.connector, what, e, producer.context());
         producer
             .begin_transaction()
-            .map_err(|e| self.error("cannot begin a transaction", e))?;
-        self.in_transaction.set(true);
+            .map_err(|e| failed("cannot begin a transaction".into(), e))?;
+        open.set(true);
         let mut records = 0;
         for batch in batches {
-            records += self.send_batch(batch)?;
+            records += self.send_batch(producer, batch)?;
         }
         let marker = Marker {
             run,
             checkpoint: checkpoint.0,
-            parallelism: self.parallelism,
+            parallelism: self.ids,
             records,
         };
-        let id = self.transactional_id(self.subtask);
+        let id = self.transactional_id(subtask);
         self.send(
+            producer,
             &self.settings.marker_topic,
             id.as_bytes(),
             &marker.to_bytes(),
@@ -612,7 +653,7 @@ impl KafkaSink {
         )?;
         kill_point::reached(KillPoint::SinkCommit);
         producer.commit_transaction(REQUEST_TIMEOUT).map_err(|e| {
-            self.error(
+            failed(
                 format!(
                     "cannot commit the transaction of checkpoint {}",
                     checkpoint.0
@@ -620,7 +661,7 @@ impl KafkaSink {
                 e,
             )
         })?;
-        self.in_transaction.set(false);
+        open.set(false);
         kill_point::reached(KillPoint::SinkCommitted);
         self.report.committed(records, since.elapsed());
         tracing::debug!(
@@ -631,11 +672,30 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// After a restore of `state`: fences, reads the markers, and sends again the pending
-    /// output no committed marker accounts for.
-    fn recover(&mut self, state: SinkState) -> Result<(), TaskError> {
+    /// After a restore of the old subtasks' `states` (its own, or those a rescale from
+    /// `old_parallelism` subtasks hands it): fences, reads the markers, and sends again the
+    /// pending output no committed marker accounts for, each old subtask's under its own
+    /// transactional id.
+    fn recover(
+        &mut self,
+        states: Vec<(u32, SinkState)>,
+        old_parallelism: u32,
+    ) -> Result<(), TaskError> {
+        self.ids = self.parallelism.max(old_parallelism);
+        // Every id whose markers are read is fenced first, so no transaction of it can commit
+        // after the read: this subtask's by starting, an inherited one's by its own producer.
         self.start()?;
-        self.fence_larger_parallelisms(state.parallelism)?;
+        let mut own = None;
+        let mut inherited = Vec::new();
+        for (subtask, state) in states {
+            if subtask == self.subtask {
+                own = Some(state);
+            } else {
+                let producer = self.transactional_producer(subtask, WeirContext::helper())?;
+                inherited.push((subtask, state, producer));
+            }
+        }
+        self.fence_larger_parallelisms()?;
         let prefix = format!("{}-", self.settings.transactional_id_prefix);
         let markers = marker::read_markers(&self.settings, &prefix, true).map_err(|e| {
             self.error(
@@ -646,10 +706,44 @@ impl KafkaSink {
                 e,
             )
         })?;
-        let own = markers.get(&self.transactional_id(self.subtask));
+        if let Some(state) = own {
+            let producer = self.producer.as_ref().expect("started");
+            let own = IdProducer {
+                producer,
+                open: &self.in_transaction,
+                subtask: self.subtask,
+            };
+            self.send_unaccounted(own, &state, &markers)?;
+        }
+        for (subtask, state, producer) in inherited {
+            let open = Cell::new(false);
+            let to = IdProducer {
+                producer: &producer,
+                open: &open,
+                subtask,
+            };
+            let sent = self.send_unaccounted(to, &state, &markers);
+            if open.get() {
+                abort_in_background(self.connector.clone(), producer);
+            }
+            sent?;
+        }
+        Ok(())
+    }
+
+    /// Sends again, in one transaction of the id `to` holds, the pending output of that
+    /// subtask's `state` that the id's newest committed marker does not account for.
+    fn send_unaccounted(
+        &self,
+        to: IdProducer<'_>,
+        state: &SinkState,
+        markers: &HashMap<String, Marker>,
+    ) -> Result<(), TaskError> {
+        let subtask = to.subtask;
+        let newest = markers.get(&self.transactional_id(subtask));
         // A marker proves the output of its own run up to its checkpoint committed; nothing
         // else proves anything, so everything else is sent again.
-        let committed_through = own.filter(|m| m.run == state.run).map(|m| m.checkpoint);
+        let committed_through = newest.filter(|m| m.run == state.run).map(|m| m.checkpoint);
         #[cfg(feature = "test-hooks")]
         let committed_through =
             committed_through.filter(|_| std::env::var_os(IGNORE_MARKERS_ENV).is_none());
@@ -661,15 +755,35 @@ impl KafkaSink {
         let Some(last) = unsent.last().map(|(id, _)| *id) else {
             return Ok(());
         };
+        let handed = if subtask == self.subtask {
+            String::new()
+        } else {
+            format!(" (old subtask {subtask}'s, which a rescale handed to this one)")
+        };
         tracing::info!(
-            "{}: sending the output of checkpoint {} again: its transaction did not commit \
-             before the restore",
+            "{}: sending the output of checkpoint {} again as transactional id \"{}\"{handed}: \
+             its transaction did not commit before the restore",
             self.connector,
-            last.0
+            last.0,
+            self.transactional_id(subtask)
         );
         self.report.resent();
         let batches: Vec<&Vec<u8>> = unsent.iter().flat_map(|(_, b)| b.iter()).collect();
-        self.commit(state.run, last, &batches, Instant::now())
+        self.commit(to, state.run, last, &batches, Instant::now())
+    }
+
+    /// An old subtask's state as the restore handed it; empty if it had none (nothing
+    /// pending).
+    fn decode_state(&self, bytes: &[u8]) -> Result<SinkState, TaskError> {
+        if bytes.is_empty() {
+            return Ok(SinkState::default());
+        }
+        SinkState::decode(bytes).map_err(|problem| {
+            TaskError::Restore(format!(
+                "{}: the checkpointed state is not an exactly-once Kafka sink's: {problem}",
+                self.connector
+            ))
+        })
     }
 
     /// A start without a restore: the producer, and (subtask 0) the fencing of larger
@@ -680,7 +794,7 @@ impl KafkaSink {
         }
         self.start()?;
         if self.settings.delivery == Delivery::ExactlyOnce {
-            self.fence_larger_parallelisms(0)?;
+            self.fence_larger_parallelisms()?;
         }
         Ok(())
     }
@@ -695,8 +809,8 @@ impl Processor for KafkaSink {
                 self.current.push(batch.to_vec());
             }
             Delivery::AtLeastOnce | Delivery::None => {
-                self.send_batch(batch)?;
                 let producer = self.producer.as_ref().expect("started");
+                self.send_batch(producer, batch)?;
                 producer.poll(Duration::ZERO);
                 self.check_deliveries()?;
             }
@@ -736,17 +850,21 @@ impl Processor for KafkaSink {
         if self.settings.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
-        if state.is_empty() {
+        let (states, old_parallelism) = match Inherited::decode(state, &self.connector)? {
+            Some(inherited) => (inherited.states, inherited.parallelism),
             // A state of a sink that was not exactly-once then: nothing is pending.
-            return self.start_fresh();
-        }
-        let state = SinkState::decode(state).map_err(|problem| {
-            TaskError::Restore(format!(
-                "{}: the checkpointed state is not an exactly-once Kafka sink's: {problem}",
-                self.connector
-            ))
-        })?;
-        self.recover(state)
+            None if state.is_empty() => return self.start_fresh(),
+            None => (vec![(self.subtask, state.to_vec())], self.parallelism),
+        };
+        let states = states
+            .into_iter()
+            .map(|(subtask, bytes)| Ok((subtask, self.decode_state(&bytes)?)))
+            .collect::<Result<Vec<_>, TaskError>>()?;
+        let old_parallelism = states
+            .iter()
+            .map(|(_, state)| state.parallelism)
+            .fold(old_parallelism, u32::max);
+        self.recover(states, old_parallelism)
     }
 
     fn checkpoint_complete(&mut self, id: CheckpointId) -> Result<(), TaskError> {
@@ -763,7 +881,13 @@ impl Processor for KafkaSink {
             .iter()
             .flat_map(|(_, batches)| batches.iter())
             .collect();
-        self.commit(self.run, self.pending[ready - 1].0, &batches, since)?;
+        let producer = self.producer.as_ref().expect("started");
+        let own = IdProducer {
+            producer,
+            open: &self.in_transaction,
+            subtask: self.subtask,
+        };
+        self.commit(own, self.run, self.pending[ready - 1].0, &batches, since)?;
         self.pending.drain(..ready);
         Ok(())
     }
@@ -782,25 +906,32 @@ impl Drop for KafkaSink {
         let Some(producer) = self.producer.take() else {
             return;
         };
-        let connector = self.connector.clone();
-        let abort = move |producer: &BaseProducer<WeirContext>| {
-            // librdkafka aborts only once the delivery reports of every record sent are
-            // served, which a BaseProducer does in its polls: drop the records still queued
-            // or in flight, serve the reports, then abort.
-            producer.purge(PurgeConfig::default().queue().inflight());
-            let aborted = producer
-                .flush(ABORT_TIMEOUT)
-                .and_then(|()| producer.abort_transaction(ABORT_TIMEOUT));
-            match aborted {
-                Ok(()) => tracing::debug!("{connector}: aborted the open transaction"),
-                Err(e) => tracing::warn!(
-                    "{connector}: cannot abort the open transaction ({e}): read_committed \
-                     consumers of the topic wait for the broker to time it out"
-                ),
-            }
-        };
-        producer.close_after(abort);
+        abort_in_background(self.connector.clone(), producer);
     }
+}
+
+/// Aborts `producer`'s open transaction and closes it, in the background: the brokers may be
+/// what failed, and the task must still end at once. Left open, the transaction would hold
+/// back every read_committed consumer of its topics until a restore fences it or the broker
+/// times it out.
+fn abort_in_background(connector: String, producer: Detached<BaseProducer<WeirContext>>) {
+    let abort = move |producer: &BaseProducer<WeirContext>| {
+        // librdkafka aborts only once the delivery reports of every record sent are served,
+        // which a BaseProducer does in its polls: drop the records still queued or in flight,
+        // serve the reports, then abort.
+        producer.purge(PurgeConfig::default().queue().inflight());
+        let aborted = producer
+            .flush(ABORT_TIMEOUT)
+            .and_then(|()| producer.abort_transaction(ABORT_TIMEOUT));
+        match aborted {
+            Ok(()) => tracing::debug!("{connector}: aborted the open transaction"),
+            Err(e) => tracing::warn!(
+                "{connector}: cannot abort the open transaction ({e}): read_committed \
+                 consumers of the topic wait for the broker to time it out"
+            ),
+        }
+    };
+    producer.close_after(abort);
 }
 
 #[cfg(test)]
