@@ -109,10 +109,13 @@ impl<V: Serialize> Serialize for Keyed<V> {
 
 impl<'de, V: DeserializeOwned> Deserialize<'de> for Keyed<V> {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> core::result::Result<Self, D::Error> {
-        let mut map = HashMap::default();
-        deserialize_keyed(deserializer, |key: &[u8], value| {
-            map.insert(key.to_vec(), value);
-        })?;
+        let map = deserialize_keyed(
+            deserializer,
+            |len| HashMap::with_capacity_and_hasher(len, KeyHasher::default()),
+            |map: &mut HashMap<_, _, _>, key: &[u8], value| {
+                map.insert(key.to_vec(), value);
+            },
+        )?;
         Ok(Keyed(map))
     }
 }
@@ -151,32 +154,33 @@ where
     }
 }
 
-/// Deserializes keyed state into a container of the operator's own (as [`Keyed`] does):
-/// `insert` gets every entry, from the snapshot's keyed items or from a map written by
-/// [`serialize_keyed`] outside a snapshot.
-pub fn deserialize_keyed<'de, D, V, F>(
+/// Deserializes keyed state into a container of the operator's own (as [`Keyed`] does): the
+/// container is made by `with_capacity` for the number of entries (so it need not grow while
+/// a million keys go in), and `insert` puts every entry in it, from the snapshot's keyed items
+/// or from a map written by [`serialize_keyed`] outside a snapshot.
+pub fn deserialize_keyed<'de, D, C, V>(
     deserializer: D,
-    insert: F,
-) -> core::result::Result<(), D::Error>
+    with_capacity: impl FnOnce(usize) -> C,
+    mut insert: impl FnMut(&mut C, &[u8], V),
+) -> core::result::Result<C, D::Error>
 where
     D: Deserializer<'de>,
     V: DeserializeOwned,
-    F: FnMut(&[u8], V),
 {
-    let mut insert = insert;
     if restoring() {
         let id = u32::deserialize(deserializer)?;
-        let read = with_restore(|restore| -> Result<()> {
+        let read = with_restore(|restore| -> Result<C> {
+            let mut container = with_capacity(restore.count(ItemKind::Keyed, id));
             for item in restore.take(ItemKind::Keyed, id) {
-                insert(item.key, decode(item.value)?);
+                insert(&mut container, item.key, decode(item.value)?);
             }
-            Ok(())
-        });
-        return read
-            .unwrap_or(Ok(()))
-            .map_err(|e| serde::de::Error::custom(e.message()));
+            Ok(container)
+        })
+        .expect("restoring, so a restore is in progress");
+        return read.map_err(|e| serde::de::Error::custom(e.message()));
     }
     deserializer.deserialize_map(MapVisitor {
+        with_capacity,
         insert,
         _value: PhantomData,
     })
@@ -322,6 +326,11 @@ struct Restore {
 }
 
 impl Restore {
+    /// How many items of `kind` and state `id` there are, if not taken yet.
+    fn count(&self, kind: ItemKind, id: u32) -> usize {
+        self.untaken.get(&(kind, id)).copied().unwrap_or(0)
+    }
+
     /// The items of `kind` and state `id`, marked taken.
     fn take(&mut self, kind: ItemKind, id: u32) -> impl Iterator<Item = Item<'_>> {
         self.untaken.remove(&(kind, id));
@@ -506,27 +515,34 @@ impl Serialize for Bytes<'_> {
     }
 }
 
-/// Reads a map of byte keys into `insert`.
-struct MapVisitor<V, F> {
+/// Reads a map of byte keys into a container made by `with_capacity`, through `insert`.
+struct MapVisitor<W, F, V> {
+    with_capacity: W,
     insert: F,
     _value: PhantomData<V>,
 }
 
-impl<'de, V: DeserializeOwned, F: FnMut(&[u8], V)> Visitor<'de> for MapVisitor<V, F> {
-    type Value = ();
+impl<'de, C, W, F, V> Visitor<'de> for MapVisitor<W, F, V>
+where
+    W: FnOnce(usize) -> C,
+    F: FnMut(&mut C, &[u8], V),
+    V: DeserializeOwned,
+{
+    type Value = C;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str("a map from byte keys to values")
     }
 
-    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> core::result::Result<(), A::Error> {
+    fn visit_map<A: MapAccess<'de>>(mut self, mut map: A) -> core::result::Result<C, A::Error> {
+        let mut container = (self.with_capacity)(map.size_hint().unwrap_or(0));
         while let Some((key, value)) = map.next_entry::<Vec<u8>, V>()? {
-            (self.insert)(&key, value);
+            (self.insert)(&mut container, &key, value);
         }
-        Ok(())
+        Ok(container)
     }
 
-    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> core::result::Result<(), A::Error> {
+    fn visit_seq<A: SeqAccess<'de>>(self, _seq: A) -> core::result::Result<C, A::Error> {
         Err(serde::de::Error::custom("expected a map of keyed state"))
     }
 }

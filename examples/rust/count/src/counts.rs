@@ -109,6 +109,13 @@ impl fmt::Debug for Counts {
 }
 
 impl Counts {
+    /// No counts yet, with room for `keys` keys.
+    pub fn with_capacity(keys: usize) -> Self {
+        Counts {
+            table: HashTable::with_capacity(keys),
+        }
+    }
+
     /// Adds one to the count of `key` and returns the new count.
     pub fn increment(&mut self, key: &[u8]) -> u64 {
         self.add(key, 1)
@@ -202,11 +209,13 @@ impl AsRef<[u8]> for KeyView<'_> {
 
 impl<'de> Deserialize<'de> for Counts {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let mut counts = Counts::default();
-        weir_sdk::deserialize_keyed(deserializer, |key: &[u8], count: u64| {
-            counts.add(key, count);
-        })?;
-        Ok(counts)
+        weir_sdk::deserialize_keyed(
+            deserializer,
+            Counts::with_capacity,
+            |counts: &mut Counts, key: &[u8], count: u64| {
+                counts.add(key, count);
+            },
+        )
     }
 }
 
