@@ -4,6 +4,9 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::checkpoint::layout::CheckpointLayout;
+use crate::checkpoint::storage::ObjectStoreUrl;
+
 /// How barriers from several inputs are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CheckpointMode {
@@ -43,8 +46,12 @@ pub struct CheckpointConfig {
     pub max_concurrent: u32,
     /// What cancel does to completed checkpoints.
     pub on_cancel: Retention,
-    /// Directory holding this job's checkpoints and savepoints.
+    /// The job's local directory: its checkpoints and savepoints, unless `object_store` is
+    /// set; always the lock that keeps a second run out and the control endpoint's file.
     pub directory: PathBuf,
+    /// Where the checkpoints and savepoints are kept instead of `directory`: an S3 bucket and
+    /// key prefix (`directory = "s3://bucket/prefix"` in the job file).
+    pub object_store: Option<ObjectStoreUrl>,
     /// How many completed checkpoints to keep (at least 1); older ones are pruned.
     pub retained: usize,
     /// How many checkpoint failures in a row are tolerated before the job fails over.
@@ -62,8 +69,22 @@ impl CheckpointConfig {
             max_concurrent: 1,
             on_cancel: Retention::RetainOnCancel,
             directory,
+            object_store: None,
             retained: 1,
             tolerable_failures: 0,
         }
+    }
+
+    /// Where the checkpoints and savepoints are: the object store's URL, or the directory.
+    pub fn storage_root(&self) -> PathBuf {
+        match &self.object_store {
+            Some(url) => url.as_path(),
+            None => self.directory.clone(),
+        }
+    }
+
+    /// The layout of the checkpoints and savepoints, under [`CheckpointConfig::storage_root`].
+    pub fn layout(&self) -> CheckpointLayout {
+        CheckpointLayout::new(self.storage_root())
     }
 }

@@ -84,7 +84,7 @@ impl ControlTarget {
     /// directory), so they mean the same to a client started elsewhere.
     pub fn new(mut job: Job, monitor: JobMonitor, requests: UnboundedSender<JobRequest>) -> Self {
         job.checkpoint.directory = absolute(&job.checkpoint.directory);
-        let layout = CheckpointLayout::new(job.checkpoint.directory.clone());
+        let layout = job.checkpoint.layout();
         ControlTarget {
             job,
             monitor,

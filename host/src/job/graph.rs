@@ -835,7 +835,11 @@ impl Job {
                 }
                 .to_owned(),
             )),
-            directory: Some(unspanned(self.relative(&c.directory))),
+            // An object store's job keeps its local directory at the default.
+            directory: Some(unspanned(match &c.object_store {
+                Some(url) => url.to_string(),
+                None => self.relative(&c.directory),
+            })),
             retained: Some(unspanned(u32::try_from(c.retained).unwrap_or(u32::MAX))),
             tolerable_failures: Some(unspanned(c.tolerable_failures)),
         }

@@ -340,6 +340,7 @@ fn complete_job_reads_every_key() {
             max_concurrent: 2,
             on_cancel: Retention::DeleteOnCancel,
             directory: PathBuf::from("/jobs/state/complete"),
+            object_store: None,
             retained: 5,
             tolerable_failures: 3,
         }

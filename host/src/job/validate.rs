@@ -29,6 +29,7 @@ use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
+use crate::checkpoint::storage::ObjectStoreUrl;
 use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
@@ -746,7 +747,24 @@ impl Validator<'_> {
             };
         }
         if let Some(directory) = &spec.directory {
-            config.directory = self.path(directory, "`checkpoint.directory`".into())?;
+            match ObjectStoreUrl::parse(directory.get_ref()) {
+                // The lock and the control file stay in the default local directory.
+                Ok(Some(url)) => config.object_store = Some(url),
+                Ok(None) => {
+                    config.directory = self.path(directory, "`checkpoint.directory`".into())?;
+                }
+                Err(problem) => {
+                    return Err(self.bad_value(
+                        directory.span(),
+                        "`checkpoint.directory`".into(),
+                        format!("{:?}", directory.get_ref()),
+                        format!(
+                            "a local directory, relative to the job file's folder, or an \
+                             s3://BUCKET/PREFIX URL ({problem})"
+                        ),
+                    ));
+                }
+            }
         }
         if let Some(retained) = &spec.retained {
             config.retained = self.at_least_one(retained, "`checkpoint.retained`".into())? as usize;

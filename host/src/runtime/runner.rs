@@ -20,12 +20,11 @@ use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
 use crate::checkpoint::coordinator::Coordinator;
 use crate::checkpoint::history::CheckpointHistory;
-use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::recovery::{SkipReason, next_checkpoint_id};
 use crate::checkpoint::restore::{
     VerifiedCheckpoint, restore_from_path, restore_latest, restore_latest_since,
 };
-use crate::checkpoint::storage::{CheckpointStorage, LocalStorage, StorageError};
+use crate::checkpoint::storage::{self, CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
 use crate::ids::TaskId;
@@ -51,12 +50,11 @@ impl JobRunner {
     /// its file sinks' output directories, refused with [`RunError::Locked`]
     /// while another run holds one), loads and checks every operator's module
     /// (each compiled once, for all its subtasks and every restart) and opens
-    /// the checkpoint storage: local files in the job's checkpoint directory.
+    /// the checkpoint storage: the object store the job names, or local files in its
+    /// checkpoint directory.
     pub fn new(job: Job, options: RunOptions) -> Result<Self, RunError> {
         let locks = JobLocks::acquire(&job, true)?;
-        let storage: Arc<dyn CheckpointStorage> = Arc::new(LocalStorage::new(
-            CheckpointLayout::new(job.checkpoint.directory.clone()),
-        ));
+        let storage = storage::open(&job.checkpoint)?;
         Self::build(job, options, storage, locks)
     }
 
@@ -493,7 +491,7 @@ impl JobRunner {
                 }
                 Err(RunError::FreshStartRefused {
                     evidence,
-                    directory: self.job.checkpoint.directory.clone(),
+                    directory: self.job.checkpoint.storage_root(),
                 })
             }
             None => {

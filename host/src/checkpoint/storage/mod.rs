@@ -37,8 +37,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use thiserror::Error;
+
+use crate::checkpoint::config::CheckpointConfig;
 
 use crate::checkpoint::format::{
     self, FileKind, FormatError, FormatProblem, HEADER_LEN, IoError, Overwrite, TRAILER_LEN,
@@ -700,6 +703,22 @@ impl LocalStorage {
 }
 
 delegate_to_file_store!(LocalStorage);
+
+/// The storage of a job's checkpoints as its `[checkpoint]` table says: the object store it
+/// names, or local files in its directory.
+pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, StorageError> {
+    let layout = config.layout();
+    Ok(match &config.object_store {
+        Some(url) => Arc::new(ObjectStorage::open(url, layout)?),
+        None => Arc::new(LocalStorage::new(layout)),
+    })
+}
+
+mod object;
+pub use object::{
+    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreUrl, UrlError as ObjectStoreUrlError,
+    retry_config,
+};
 
 #[cfg(any(test, feature = "test-hooks"))]
 mod doubles;
