@@ -83,6 +83,16 @@ pub struct CheckpointSpec {
     /// `tolerable_failures`: consecutive checkpoint failures tolerated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerable_failures: Option<Spanned<u32>>,
+    /// `storage_retries`: how often a failed object-store request is retried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_retries: Option<Spanned<u32>>,
+    /// `storage_retry_timeout`: a duration; no retry starts later than this after the first
+    /// attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_retry_timeout: Option<Spanned<String>>,
+    /// `storage_request_timeout`: a duration; the longest one object-store request may take.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_request_timeout: Option<Spanned<String>>,
 }
 
 /// The `[control]` table; every key is optional.

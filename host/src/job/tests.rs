@@ -341,6 +341,7 @@ fn complete_job_reads_every_key() {
             on_cancel: Retention::DeleteOnCancel,
             directory: PathBuf::from("/jobs/state/complete"),
             object_store: None,
+            object_store_requests: Default::default(),
             retained: 5,
             tolerable_failures: 3,
         }
@@ -2541,4 +2542,53 @@ fn with_parallelism_changes_the_vertices_named_and_validates_the_job_again() {
         before.with_parallelism(&Default::default()).unwrap_err(),
         ParallelismError::Nothing
     );
+}
+
+#[test]
+fn checkpoints_on_object_storage_keep_the_lock_local_and_round_trip() {
+    let text = format!(
+        "{MINIMAL}[checkpoint]\ndirectory = \"s3://bucket/jobs/t/\"\nstorage_retries = 2\n\
+         storage_retry_timeout = \"5s\"\nstorage_request_timeout = \"2s\"\n"
+    );
+    let checkpoint = job(&text).checkpoint;
+    let url = checkpoint.object_store.as_ref().expect("an object store");
+    assert_eq!(url.to_string(), "s3://bucket/jobs/t");
+    assert_eq!(
+        checkpoint.storage_root(),
+        PathBuf::from("s3://bucket/jobs/t")
+    );
+    // The lock and the control file stay in the default local directory.
+    assert_eq!(checkpoint.directory, PathBuf::from("/jobs/checkpoints/t"));
+    let requests = checkpoint.object_store_requests;
+    assert_eq!(requests.retries, 2);
+    assert_eq!(requests.retry_timeout, Duration::from_secs(5));
+    assert_eq!(requests.request_timeout, Duration::from_secs(2));
+    let again = job(&text).to_toml();
+    assert_eq!(job(&again).checkpoint, checkpoint, "{again}");
+    // A local job writes none of the storage keys back.
+    assert!(!job(MINIMAL).to_toml().contains("storage_"));
+}
+
+#[test]
+fn object_storage_keys_and_urls_that_cannot_work_are_refused_with_the_fix() {
+    let (line, problem) = invalid(&format!("{MINIMAL}[checkpoint]\nstorage_retries = 3\n"));
+    assert_eq!(line, 10);
+    let text = problem.to_string();
+    assert!(
+        text.contains("`checkpoint.storage_retries` does not apply with checkpoints in a local")
+            && text.contains("s3://bucket/prefix"),
+        "{text}"
+    );
+    for (url, says) in [
+        ("gs://bucket/p", "checkpoints on gs:// are not supported"),
+        ("s3:///p", "names no bucket"),
+        ("s3://b/a//c", "key prefix"),
+    ] {
+        let (_, problem) = invalid(&format!("{MINIMAL}[checkpoint]\ndirectory = {url:?}\n"));
+        let text = problem.to_string();
+        assert!(
+            text.contains(says) && text.contains("`checkpoint.directory`"),
+            "{url}: {text}"
+        );
+    }
 }

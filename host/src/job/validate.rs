@@ -772,7 +772,54 @@ impl Validator<'_> {
         if let Some(tolerable) = &spec.tolerable_failures {
             config.tolerable_failures = *tolerable.get_ref();
         }
+        self.object_store_requests(spec, &mut config)?;
         Ok(config)
+    }
+
+    /// The `storage_*` keys of `[checkpoint]`, which apply to object storage only.
+    fn object_store_requests(
+        &self,
+        spec: &CheckpointSpec,
+        config: &mut CheckpointConfig,
+    ) -> Result<(), JobError> {
+        let present = [
+            ("storage_retries", span_of(&spec.storage_retries)),
+            (
+                "storage_retry_timeout",
+                span_of(&spec.storage_retry_timeout),
+            ),
+            (
+                "storage_request_timeout",
+                span_of(&spec.storage_request_timeout),
+            ),
+        ];
+        if config.object_store.is_none()
+            && let Some((key, Some(span))) = present.iter().find(|(_, span)| span.is_some())
+        {
+            return Err(self.error(
+                span.clone(),
+                Problem::NeedsSetting {
+                    key: format!("`checkpoint.{key}`"),
+                    setting: "checkpoints in a local directory".into(),
+                    fix: "it times the requests to an object store (`directory = \
+                          \"s3://bucket/prefix\"`); remove it"
+                        .into(),
+                },
+            ));
+        }
+        let requests = &mut config.object_store_requests;
+        if let Some(retries) = &spec.storage_retries {
+            requests.retries = *retries.get_ref();
+        }
+        if let Some(timeout) = &spec.storage_retry_timeout {
+            requests.retry_timeout =
+                self.positive_duration(timeout, "`checkpoint.storage_retry_timeout`")?;
+        }
+        if let Some(timeout) = &spec.storage_request_timeout {
+            requests.request_timeout =
+                self.positive_duration(timeout, "`checkpoint.storage_request_timeout`")?;
+        }
+        Ok(())
     }
 
     /// The `[restart]` table; `job_name_span` locates a missing `strategy`.

@@ -12,17 +12,20 @@
 //! `--restore latest`), and returns serializable reports; the CLI only
 //! renders them.
 //!
-//! It reads the local file system directly, beside the storage trait: temp
-//! files, files no metadata references and the sizes of files on disk are
-//! things a restore never needs and the trait does not expose.
+//! It reads through the storage trait, so a job's checkpoints on object storage list, inspect
+//! and verify as local ones do; what a restore never needs — temporary files, files no
+//! metadata references, the bytes stored — comes from the trait's [`files`] listing.
+//!
+//! [`files`]: CheckpointStorage::files
 //!
 //! # What a path may be
 //!
 //! [`CatalogSource::resolve`] accepts a job's checkpoint directory (holding
 //! `chk-N/` and `savepoints/sp-N/`), a directory of savepoints (holding
-//! `sp-N/`, such as one a user named for savepoints), or a job file (`.toml`:
-//! its `[checkpoint] directory`). [`inspect`] takes one checkpoint or
-//! savepoint: its directory or its `_metadata` file.
+//! `sp-N/`, such as one a user named for savepoints), a job file (`.toml`:
+//! its `[checkpoint] directory`), or the `s3://bucket/prefix` URL of a job's
+//! checkpoints on object storage. [`inspect`] takes one checkpoint or
+//! savepoint: its directory (or URL) or its `_metadata` file.
 //!
 //! # How deep each command looks
 //!
@@ -48,6 +51,7 @@ use std::cmp::Reverse;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 use thiserror::Error;
@@ -59,7 +63,8 @@ use crate::checkpoint::layout::{
 use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta};
 use crate::checkpoint::restore;
 use crate::checkpoint::storage::{
-    CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, StorageError,
+    CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, ObjectStorage,
+    ObjectStoreRequests, ObjectStoreUrl, ObjectStoreUrlError, StorageError,
 };
 use crate::control::endpoint_file::ENDPOINT_FILE;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -146,6 +151,9 @@ pub enum CatalogError {
     /// The storage could not list the checkpoints.
     #[error(transparent)]
     Storage(#[from] StorageError),
+    /// A URL that names no usable object store.
+    #[error(transparent)]
+    Url(#[from] ObjectStoreUrlError),
 }
 
 /// What kind of path a catalog was read from.
@@ -179,6 +187,12 @@ pub struct CatalogSource {
     /// The layout that lists them.
     #[serde(skip)]
     pub layout: CheckpointLayout,
+    /// The object store they are in, if not in local directories.
+    #[serde(skip)]
+    pub object_store: Option<ObjectStoreUrl>,
+    /// How its requests are timed and retried (the job file's, or the defaults).
+    #[serde(skip)]
+    pub object_store_requests: ObjectStoreRequests,
 }
 
 impl CatalogSource {
@@ -189,6 +203,19 @@ impl CatalogSource {
     /// `_control.json` of a job running towards its first one), so that a
     /// mistyped path is not silently an empty history.
     pub fn resolve(path: &Path) -> Result<CatalogSource, CatalogError> {
+        if let Some(url) = ObjectStoreUrl::parse(&path.to_string_lossy())? {
+            let layout = CheckpointLayout::new(url.as_path());
+            let mut source =
+                Self::with_layout(path, SourceKind::CheckpointDirectory, None, None, layout);
+            source.object_store = Some(url);
+            // As for a local directory: a mistyped prefix is not an empty history.
+            if source.storage()?.list()?.is_empty() {
+                return Err(CatalogError::NotACheckpointDirectory {
+                    path: path.to_owned(),
+                });
+            }
+            return Ok(source);
+        }
         let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
         if meta.is_file() {
             if path.extension().is_some_and(|ext| ext == "toml") {
@@ -232,14 +259,17 @@ impl CatalogSource {
             path: path.to_owned(),
             source,
         })?;
-        let layout = CheckpointLayout::new(job.checkpoint.directory.clone());
-        Ok(Self::with_layout(
+        let layout = job.checkpoint.layout();
+        let mut source = Self::with_layout(
             path,
             SourceKind::JobFile,
             Some(path.to_owned()),
             Some(job.name),
             layout,
-        ))
+        );
+        source.object_store = job.checkpoint.object_store;
+        source.object_store_requests = job.checkpoint.object_store_requests;
+        Ok(source)
     }
 
     fn with_layout(
@@ -257,12 +287,20 @@ impl CatalogSource {
             checkpoint_dir: layout.job_dir().to_owned(),
             savepoint_dir: layout.savepoint_root(),
             layout,
+            object_store: None,
+            object_store_requests: ObjectStoreRequests::default(),
         }
     }
 
     /// The storage over this source's layout.
-    fn storage(&self) -> LocalStorage {
-        LocalStorage::new(self.layout.clone())
+    fn storage(&self) -> Result<Arc<dyn CheckpointStorage>, CatalogError> {
+        Ok(match &self.object_store {
+            Some(url) => Arc::new(
+                ObjectStorage::open(url, self.layout.clone(), &self.object_store_requests)
+                    .map_err(StorageError::from)?,
+            ),
+            None => Arc::new(LocalStorage::new(self.layout.clone())),
+        })
     }
 }
 
@@ -418,37 +456,16 @@ pub struct DiskFile {
     pub bytes: u64,
 }
 
-/// The regular files of `dir` with their sizes, sorted by name; names that
-/// are not UTF-8 are not the storage's and are left out.
-fn files_in(dir: &Path) -> Result<Vec<DiskFile>, CatalogError> {
-    let io_error = |source| CatalogError::Io {
-        path: dir.to_owned(),
-        source,
-    };
-    let entries = match fs::read_dir(dir) {
-        Ok(entries) => entries,
-        // Removed since it was listed (a running job pruned it).
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(io_error(e)),
-    };
-    let mut files = Vec::new();
-    for entry in entries {
-        let entry = entry.map_err(io_error)?;
-        let Ok(name) = entry.file_name().into_string() else {
-            continue;
-        };
-        match entry.metadata() {
-            Ok(meta) if meta.is_file() => files.push(DiskFile {
-                name,
-                bytes: meta.len(),
-            }),
-            Ok(_) => {}
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(io_error(e)),
-        }
-    }
-    files.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(files)
+/// The files of the checkpoint at `location` with their sizes, sorted by name.
+fn files_in(
+    storage: &dyn CheckpointStorage,
+    location: &CheckpointLocation,
+) -> Result<Vec<DiskFile>, CatalogError> {
+    Ok(storage
+        .files(location)?
+        .into_iter()
+        .map(|(name, bytes)| DiskFile { name, bytes })
+        .collect())
 }
 
 /// Why a checkpoint without `_metadata` is incomplete, from what it holds.
@@ -502,17 +519,21 @@ pub struct TaskCheck {
     pub problem: Option<String>,
 }
 
-/// Checks the state file of `entry` in the checkpoint at `location`.
+/// Checks the state file of `entry` in the checkpoint at `location`, which holds `files`.
 fn check_task(
-    storage: &LocalStorage,
+    storage: &dyn CheckpointStorage,
     location: &CheckpointLocation,
+    files: &[DiskFile],
     entry: &TaskStateMeta,
     depth: Depth,
 ) -> TaskCheck {
     let problem = match CheckpointLayout::file_in(location, &entry.handle.file) {
         Err(e) => Some(e.to_string()),
         Ok(path) => match depth {
-            Depth::Length => check_length(&path, entry.handle.length),
+            Depth::Length => {
+                let found = files.iter().find(|f| f.name == entry.handle.file);
+                check_length(&path, found.map(|f| f.bytes), entry.handle.length)
+            }
             Depth::Full => storage
                 .read_state(location, &entry.handle)
                 .err()
@@ -534,13 +555,11 @@ fn check_task(
     }
 }
 
-/// Whether the state file at `path` exists with length `expected`, in the
-/// words the format reader would use.
-fn check_length(path: &Path, expected: u64) -> Option<String> {
-    let found = match fs::metadata(path) {
-        Ok(meta) => meta.len(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Some(missing_state_file(path)),
-        Err(e) => return Some(format!("cannot read state file {}: {e}", path.display())),
+/// Whether the state file at `path`, of length `found` (`None`: absent), has length
+/// `expected`, in the words the format reader would use.
+fn check_length(path: &Path, found: Option<u64>, expected: u64) -> Option<String> {
+    let Some(found) = found else {
+        return Some(missing_state_file(path));
     };
     let problem = if found < expected {
         FormatProblem::Truncated { expected, found }
@@ -725,8 +744,8 @@ impl CatalogEntry {
 /// Whether the checkpoint at `location`, read as complete a moment ago, has
 /// lost its metadata since: pruning removes the metadata first, so a running
 /// job discarding it explains any of its files going missing.
-fn removed_meanwhile(location: &CheckpointLocation) -> bool {
-    !CheckpointLayout::metadata_file(location).exists()
+fn removed_meanwhile(storage: &dyn CheckpointStorage, location: &CheckpointLocation) -> bool {
+    !storage.is_complete(location)
 }
 
 /// The checkpoint `--restore latest` would restore.
@@ -763,12 +782,13 @@ pub fn list(path: &Path) -> Result<Catalog, CatalogError> {
 
 /// [`list`] over an already resolved source.
 pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
-    let storage = source.storage();
+    let storage = source.storage()?;
+    let storage = storage.as_ref();
     let mut listings = storage.list()?;
     listings.sort_by_key(|l| newest_first(l.kind, l.id));
     let mut entries = Vec::with_capacity(listings.len());
     for listing in listings {
-        entries.push(catalog_entry(&storage, listing)?);
+        entries.push(catalog_entry(storage, listing)?);
     }
     let needs: Vec<(CheckpointId, Vec<CheckpointId>)> = entries
         .iter()
@@ -794,7 +814,7 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
         .filter(|e| e.status == EntryStatus::Complete)
     {
         let location = CheckpointLocation::new(&entry.path);
-        match restore::verify(&storage, &location) {
+        match restore::verify(storage, &location) {
             Ok(_) => {
                 entry.verified = true;
                 latest_restorable = Some(LatestRestorable {
@@ -804,7 +824,7 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
                 });
                 break;
             }
-            Err(_) if removed_meanwhile(&location) => entry.mark_removed(),
+            Err(_) if removed_meanwhile(storage, &location) => entry.mark_removed(),
             Err(e) => {
                 entry.status = EntryStatus::Corrupt;
                 entry.reason = Some(e.to_string());
@@ -819,10 +839,10 @@ pub fn list_source(source: CatalogSource) -> Result<Catalog, CatalogError> {
 }
 
 fn catalog_entry(
-    storage: &LocalStorage,
+    storage: &dyn CheckpointStorage,
     listing: CheckpointListing,
 ) -> Result<CatalogEntry, CatalogError> {
-    let files = files_in(listing.location.dir())?;
+    let files = files_in(storage, &listing.location)?;
     let mut entry = CatalogEntry {
         id: listing.id,
         kind: listing.kind,
@@ -866,9 +886,11 @@ fn catalog_entry(
             let problems: Vec<String> = meta
                 .tasks
                 .iter()
-                .filter_map(|t| check_task(storage, &listing.location, t, Depth::Length).problem)
+                .filter_map(|t| {
+                    check_task(storage, &listing.location, &files, t, Depth::Length).problem
+                })
                 .collect();
-            if !problems.is_empty() && removed_meanwhile(&listing.location) {
+            if !problems.is_empty() && removed_meanwhile(storage, &listing.location) {
                 entry.mark_removed();
             } else if let Some(first) = problems.first() {
                 entry.status = EntryStatus::Corrupt;
@@ -925,35 +947,13 @@ impl Inspection {
 /// length and checksum against its handle); every problem is reported, not
 /// only the first.
 pub fn inspect(path: &Path) -> Result<Inspection, CatalogError> {
-    let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
-    let dir = if meta.is_dir() {
-        path.to_owned()
-    } else if path.file_name().is_some_and(|n| n == METADATA_FILE) {
-        match path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            Some(parent) => parent.to_owned(),
-            None => PathBuf::from("."),
-        }
-    } else {
-        return Err(CatalogError::NotACheckpoint {
-            path: path.to_owned(),
-        });
+    let (storage, location) = match ObjectStoreUrl::parse(&path.to_string_lossy())? {
+        Some(url) => object_checkpoint(path, &url)?,
+        None => local_checkpoint(path)?,
     };
-    let contents = DirContents::read(&dir)?;
-    if !contents.is_checkpoint(&dir) {
-        return Err(
-            if contents.checkpoints || contents.savepoints || contents.savepoints_dir {
-                CatalogError::ManyCheckpoints { path: dir }
-            } else {
-                CatalogError::NotACheckpoint { path: dir }
-            },
-        );
-    }
-    let location = CheckpointLocation::new(&dir);
-    // Any layout reads a location; the parent's keeps paths readable.
-    let storage = LocalStorage::new(CheckpointLayout::new(
-        dir.parent().unwrap_or(Path::new(".")),
-    ));
-    let files = files_in(&dir)?;
+    let storage = storage.as_ref();
+    let dir = location.dir().to_owned();
+    let files = files_in(storage, &location)?;
     let mut inspection = Inspection {
         name: location.name(),
         path: dir.clone(),
@@ -992,7 +992,7 @@ pub fn inspect(path: &Path) -> Result<Inspection, CatalogError> {
             inspection.state_bytes = Some(meta.state_bytes());
             inspection.operators = operator_sizes(&meta);
             for entry in &meta.tasks {
-                let check = check_task(&storage, &location, entry, Depth::Full);
+                let check = check_task(storage, &location, &inspection.files, entry, Depth::Full);
                 if let Some(problem) = &check.problem {
                     inspection.problems.push(FileProblem {
                         file: dir.join(&check.file),
@@ -1014,6 +1014,78 @@ pub fn inspect(path: &Path) -> Result<Inspection, CatalogError> {
         }
     }
     Ok(inspection)
+}
+
+/// The storage and location of the one checkpoint at local `path` (its directory or its
+/// `_metadata`), checked to be one.
+fn local_checkpoint(
+    path: &Path,
+) -> Result<(Arc<dyn CheckpointStorage>, CheckpointLocation), CatalogError> {
+    let meta = fs::metadata(path).map_err(|source| not_found_or(path, source))?;
+    let dir = if meta.is_dir() {
+        path.to_owned()
+    } else if path.file_name().is_some_and(|n| n == METADATA_FILE) {
+        match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            Some(parent) => parent.to_owned(),
+            None => PathBuf::from("."),
+        }
+    } else {
+        return Err(CatalogError::NotACheckpoint {
+            path: path.to_owned(),
+        });
+    };
+    let contents = DirContents::read(&dir)?;
+    if !contents.is_checkpoint(&dir) {
+        return Err(
+            if contents.checkpoints || contents.savepoints || contents.savepoints_dir {
+                CatalogError::ManyCheckpoints { path: dir }
+            } else {
+                CatalogError::NotACheckpoint { path: dir }
+            },
+        );
+    }
+    // Any layout reads a location; the parent's keeps paths readable.
+    let layout = CheckpointLayout::new(dir.parent().unwrap_or(Path::new(".")));
+    Ok((
+        Arc::new(LocalStorage::new(layout)),
+        CheckpointLocation::new(&dir),
+    ))
+}
+
+/// The storage and location of the one checkpoint at `path` in the object store `url` (its
+/// prefix, or its `_metadata`), checked to be one: it holds a `_metadata` or state files.
+fn object_checkpoint(
+    path: &Path,
+    url: &ObjectStoreUrl,
+) -> Result<(Arc<dyn CheckpointStorage>, CheckpointLocation), CatalogError> {
+    let dir = if url.to_string().ends_with(&format!("/{METADATA_FILE}")) {
+        url.as_path()
+            .parent()
+            .map(Path::to_owned)
+            .unwrap_or_default()
+    } else {
+        url.as_path()
+    };
+    let layout = CheckpointLayout::new(dir.parent().unwrap_or(&dir));
+    let requests = ObjectStoreRequests::default();
+    let storage = ObjectStorage::open(url, layout, &requests).map_err(StorageError::from)?;
+    let location = CheckpointLocation::new(&dir);
+    let files = storage.files(&location)?;
+    let is_checkpoint = files.iter().any(|(name, _)| {
+        name == METADATA_FILE || name.ends_with(crate::checkpoint::layout::STATE_SUFFIX)
+    });
+    if !is_checkpoint {
+        let within = ObjectStorage::open(url, CheckpointLayout::new(&dir), &requests)
+            .map_err(StorageError::from)?;
+        return Err(if !within.list()?.is_empty() {
+            CatalogError::ManyCheckpoints { path: dir }
+        } else {
+            CatalogError::NotACheckpoint {
+                path: path.to_owned(),
+            }
+        });
+    }
+    Ok((Arc::new(storage), location))
 }
 
 // ---------------------------------------------------------------------------
@@ -1093,12 +1165,13 @@ pub fn verify(path: &Path) -> Result<VerifyReport, CatalogError> {
 
 /// [`verify`] over an already resolved source.
 pub fn verify_source(source: CatalogSource) -> Result<VerifyReport, CatalogError> {
-    let storage = source.storage();
+    let storage = source.storage()?;
+    let storage = storage.as_ref();
     let mut listings = storage.list()?;
     listings.sort_by_key(|l| newest_first(l.kind, l.id));
     let mut checkpoints = Vec::with_capacity(listings.len());
     for listing in listings {
-        checkpoints.push(verify_one(&storage, listing)?);
+        checkpoints.push(verify_one(storage, listing)?);
     }
     Ok(VerifyReport {
         problems: checkpoints.iter().map(|c| c.problems.len()).sum(),
@@ -1111,11 +1184,11 @@ pub fn verify_source(source: CatalogSource) -> Result<VerifyReport, CatalogError
 }
 
 fn verify_one(
-    storage: &LocalStorage,
+    storage: &dyn CheckpointStorage,
     listing: CheckpointListing,
 ) -> Result<VerifiedCheckpoint, CatalogError> {
     let dir = listing.location.dir().to_owned();
-    let files = files_in(&dir)?;
+    let files = files_in(storage, &listing.location)?;
     let metadata_file = CheckpointLayout::metadata_file(&listing.location);
     let mut checked = VerifiedCheckpoint {
         id: listing.id,
@@ -1155,7 +1228,7 @@ fn verify_one(
         .map_or(0, |f| f.bytes);
     let mut links = std::collections::BTreeMap::new();
     for entry in &meta.tasks {
-        let task = check_task(storage, &listing.location, entry, Depth::Full);
+        let task = check_task(storage, &listing.location, &files, entry, Depth::Full);
         checked.files_checked += 1;
         match task.problem {
             Some(message) => checked.problems.push(FileProblem {
@@ -1173,7 +1246,7 @@ fn verify_one(
         }
     }
     if !checked.problems.is_empty() {
-        if !removed_meanwhile(&listing.location) {
+        if !removed_meanwhile(storage, &listing.location) {
             checked.verdict = Verdict::Failed;
         } else {
             // Un-published since it was listed: pruning removes the

@@ -12,6 +12,7 @@ use std::process::ExitCode;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
+use weir::checkpoint::storage::ObjectStoreUrl;
 use weir::control::auth::TOKEN_ENV;
 use weir::control::endpoint_file::EndpointFileError;
 use weir::control::{ClientError, ControlClient, EndpointFile};
@@ -153,6 +154,19 @@ fn find(args: &TargetArgs) -> Result<Endpoint, Failure> {
 /// The checkpoint directory `target` names: a directory as it is, or the
 /// `[checkpoint] directory` of a job file.
 fn checkpoint_dir(target: &Path) -> Result<PathBuf, Failure> {
+    if matches!(
+        ObjectStoreUrl::parse(&target.to_string_lossy()),
+        Ok(Some(_))
+    ) {
+        return Err(Failure::new(
+            EXIT_BAD_INPUT,
+            format!(
+                "{} is where the job's checkpoints are, but a running job's control file \
+                 (_control.json) stays in its local directory: pass the job file",
+                target.display()
+            ),
+        ));
+    }
     if target.is_dir() {
         return Ok(target.to_path_buf());
     }

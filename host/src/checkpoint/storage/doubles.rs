@@ -102,6 +102,20 @@ impl Files for MemoryFiles {
         Ok(out)
     }
 
+    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError> {
+        let tree = self.lock();
+        let mut out: Vec<(String, u64)> = tree
+            .files
+            .iter()
+            .filter(|(p, _)| p.parent() == Some(dir))
+            .filter_map(|(p, bytes)| {
+                Some((p.file_name()?.to_str()?.to_owned(), bytes.len() as u64))
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     fn remove_file(&self, path: &Path) -> Result<(), IoError> {
         match self.lock().files.remove(path) {
             Some(_) => Ok(()),
@@ -272,6 +286,10 @@ impl Files for FaultyFiles {
 
     fn list_dir(&self, dir: &Path) -> Result<Vec<(String, Entry)>, IoError> {
         self.inner.list_dir(dir)
+    }
+
+    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError> {
+        self.inner.file_sizes(dir)
     }
 
     fn remove_file(&self, path: &Path) -> Result<(), IoError> {

@@ -269,6 +269,14 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
     /// empty history if the job never wrote one.
     fn read_history(&self) -> Result<CheckpointHistory, StorageError>;
 
+    /// Whether the checkpoint at `location` has its metadata (a pruning removes it first).
+    fn is_complete(&self, location: &CheckpointLocation) -> bool;
+
+    /// Every file in the checkpoint directory at `location`, with its length, by name; empty
+    /// if the directory is gone. For the reports of `weir checkpoints` (temporary files,
+    /// files no metadata names, bytes stored): a restore never needs them.
+    fn files(&self, location: &CheckpointLocation) -> Result<Vec<(String, u64)>, StorageError>;
+
     /// Replaces the job's checkpoint history durably (tmp, fsync, rename,
     /// fsync of the directory), creating the job directory if needed.
     fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError>;
@@ -302,6 +310,9 @@ trait Files: Send + Sync + fmt::Debug {
     /// The entries of a directory with UTF-8 names, sorted; empty if the
     /// directory does not exist.
     fn list_dir(&self, dir: &Path) -> Result<Vec<(String, Entry)>, IoError>;
+    /// The files directly in a directory with UTF-8 names and their lengths, sorted by name;
+    /// empty if the directory does not exist.
+    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError>;
     /// Removes a file.
     fn remove_file(&self, path: &Path) -> Result<(), IoError>;
     /// Removes a directory and everything in it.
@@ -362,6 +373,23 @@ impl Files for DiskFiles {
         Ok(out)
     }
 
+    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError> {
+        let mut out = Vec::new();
+        for (name, entry) in self.list_dir(dir)? {
+            if entry != Entry::File {
+                continue;
+            }
+            let path = dir.join(&name);
+            match std::fs::metadata(&path) {
+                Ok(meta) => out.push((name, meta.len())),
+                // Removed since it was listed (a running job pruned it).
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(IoError::new("read the size of", path, e)),
+            }
+        }
+        Ok(out)
+    }
+
     fn remove_file(&self, path: &Path) -> Result<(), IoError> {
         std::fs::remove_file(path).map_err(|e| IoError::new("remove", path, e))
     }
@@ -399,6 +427,10 @@ impl<F: Files> FileStore<F> {
         self.files
             .entry(&CheckpointLayout::metadata_file(location))
             .is_some()
+    }
+
+    fn files(&self, location: &CheckpointLocation) -> Result<Vec<(String, u64)>, StorageError> {
+        Ok(self.files.file_sizes(location.dir())?)
     }
 
     fn write_state(
@@ -678,6 +710,15 @@ macro_rules! delegate_to_file_store {
             fn read_history(&self) -> Result<CheckpointHistory, StorageError> {
                 self.0.read_history()
             }
+            fn is_complete(&self, location: &CheckpointLocation) -> bool {
+                self.0.is_complete(location)
+            }
+            fn files(
+                &self,
+                location: &CheckpointLocation,
+            ) -> Result<Vec<(String, u64)>, StorageError> {
+                self.0.files(location)
+            }
             fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
                 self.0.write_history(history)
             }
@@ -709,15 +750,19 @@ delegate_to_file_store!(LocalStorage);
 pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, StorageError> {
     let layout = config.layout();
     Ok(match &config.object_store {
-        Some(url) => Arc::new(ObjectStorage::open(url, layout)?),
+        Some(url) => Arc::new(ObjectStorage::open(
+            url,
+            layout,
+            &config.object_store_requests,
+        )?),
         None => Arc::new(LocalStorage::new(layout)),
     })
 }
 
 mod object;
 pub use object::{
-    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreUrl, UrlError as ObjectStoreUrlError,
-    retry_config,
+    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreRequests, ObjectStoreUrl,
+    UrlError as ObjectStoreUrlError,
 };
 
 #[cfg(any(test, feature = "test-hooks"))]

@@ -168,18 +168,42 @@ impl fmt::Debug for ObjectStoreUrl {
     }
 }
 
-/// How requests that fail are retried: up to 10 times with exponential backoff from 100 ms to
-/// 15 s, and never past 3 minutes from the first attempt; each request may take 30 s.
-/// (`object_store`'s defaults, written down here because the docs promise them.)
-pub fn retry_config() -> RetryConfig {
-    RetryConfig {
-        backoff: BackoffConfig {
-            init_backoff: Duration::from_millis(100),
-            max_backoff: Duration::from_secs(15),
-            base: 2.0,
-        },
-        max_retries: 10,
-        retry_timeout: Duration::from_secs(180),
+/// How the object store's requests are timed and retried (`[checkpoint] storage_retries`,
+/// `storage_retry_timeout`, `storage_request_timeout`). A request that fails with a throttling
+/// or server error, a timeout or a dropped connection is retried with exponential backoff from
+/// 100 ms to 15 s.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ObjectStoreRequests {
+    /// Retries of one request at most.
+    pub retries: u32,
+    /// No retry starts later than this after the first attempt.
+    pub retry_timeout: Duration,
+    /// The longest one request may take.
+    pub request_timeout: Duration,
+}
+
+impl Default for ObjectStoreRequests {
+    /// 10 retries within 3 minutes, 30 s a request (`object_store`'s own defaults).
+    fn default() -> Self {
+        ObjectStoreRequests {
+            retries: 10,
+            retry_timeout: Duration::from_secs(180),
+            request_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl ObjectStoreRequests {
+    fn retry_config(&self) -> RetryConfig {
+        RetryConfig {
+            backoff: BackoffConfig {
+                init_backoff: Duration::from_millis(100),
+                max_backoff: Duration::from_secs(15),
+                base: 2.0,
+            },
+            max_retries: self.retries as usize,
+            retry_timeout: self.retry_timeout,
+        }
     }
 }
 
@@ -203,11 +227,11 @@ impl fmt::Debug for ObjectFiles {
 
 impl ObjectFiles {
     /// The bucket of `url`, with credentials and endpoint from the environment.
-    fn open(url: &ObjectStoreUrl) -> Result<ObjectFiles, IoError> {
+    fn open(url: &ObjectStoreUrl, requests: &ObjectStoreRequests) -> Result<ObjectFiles, IoError> {
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&url.bucket)
-            .with_retry(retry_config())
-            .with_client_options(ClientOptions::new().with_timeout(Duration::from_secs(30)));
+            .with_retry(requests.retry_config())
+            .with_client_options(ClientOptions::new().with_timeout(requests.request_timeout));
         if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
             && let Some(credentials) = shared_credentials()
         {
@@ -387,6 +411,21 @@ impl Files for ObjectFiles {
             .map_err(|e| IoError::new("list directory", dir, e))
     }
 
+    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError> {
+        let error = |e| IoError::new("list directory", dir, e);
+        let key = self.key(dir).map_err(error)?;
+        let store = Arc::clone(&self.store);
+        let listed = self.run(async move { store.list_with_delimiter(Some(&key)).await });
+        let listed = listed.map_err(error)?.map_err(|e| error(to_io(e)))?;
+        let mut out: Vec<(String, u64)> = listed
+            .objects
+            .iter()
+            .filter_map(|o| Some((o.location.filename()?.to_owned(), o.size)))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     fn remove_file(&self, path: &Path) -> Result<(), IoError> {
         let error = |e| IoError::new("remove", path, e);
         let key = self.key(path).map_err(error)?;
@@ -488,12 +527,17 @@ fn parse_credentials(text: &str, profile: &str) -> Option<SharedCredentials> {
 pub struct ObjectStorage(pub(super) FileStore<ObjectFiles>);
 
 impl ObjectStorage {
-    /// Storage under `layout`, whose paths are in `url`'s bucket. Sends nothing until the first
-    /// operation; fails only when the client cannot be configured (a malformed endpoint).
-    pub fn open(url: &ObjectStoreUrl, layout: CheckpointLayout) -> Result<Self, IoError> {
+    /// Storage under `layout`, whose paths are in `url`'s bucket, its requests timed and
+    /// retried as `requests` says. Sends nothing until the first operation; fails only when
+    /// the client cannot be configured (a malformed endpoint).
+    pub fn open(
+        url: &ObjectStoreUrl,
+        layout: CheckpointLayout,
+        requests: &ObjectStoreRequests,
+    ) -> Result<Self, IoError> {
         Ok(ObjectStorage(FileStore {
             layout,
-            files: ObjectFiles::open(url)?,
+            files: ObjectFiles::open(url, requests)?,
         }))
     }
 }
@@ -548,7 +592,7 @@ mod tests {
         let url = ObjectStoreUrl::parse("s3://bucket/jobs/wc")
             .unwrap()
             .unwrap();
-        let files = ObjectFiles::open(&url).unwrap();
+        let files = ObjectFiles::open(&url, &ObjectStoreRequests::default()).unwrap();
         let layout = CheckpointLayout::new(url.as_path());
         let metadata = CheckpointLayout::metadata_file(&layout.location(
             crate::ids::CheckpointKind::Checkpoint,
