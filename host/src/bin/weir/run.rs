@@ -97,6 +97,7 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     };
     let name = job.name.clone();
     let checkpoint_dir = job.checkpoint.directory.clone();
+    let storage_root = job.checkpoint.storage_root();
     let control = ControlSettings {
         enabled: (job.control.enabled || args.control.is_some()) && !args.no_control,
         address: args.control.unwrap_or(job.control.address),
@@ -155,7 +156,7 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
     let started = Instant::now();
     tracing::info!(
         "job `{name}` starting; checkpoints in {}",
-        checkpoint_dir.display()
+        storage_root.display()
     );
     let done = Arc::new(AtomicBool::new(false));
     let status_thread = {

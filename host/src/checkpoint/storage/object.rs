@@ -30,10 +30,10 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
-    BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
     RetryConfig, WriteMultipart,
 };
 
@@ -231,7 +231,12 @@ impl ObjectFiles {
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&url.bucket)
             .with_retry(requests.retry_config())
-            .with_client_options(ClientOptions::new().with_timeout(requests.request_timeout));
+            // A key, not `with_client_options`, which would drop what the environment set
+            // (`AWS_ALLOW_HTTP`).
+            .with_config(
+                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+                format!("{}ms", requests.request_timeout.as_millis()),
+            );
         if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
             && let Some(credentials) = shared_credentials()
         {
@@ -315,7 +320,8 @@ impl ObjectFiles {
     }
 }
 
-/// `e` as an I/O error of the kind the checkpoint rules tell apart.
+/// `e` as an I/O error of the kind the checkpoint rules tell apart, with what to do about the
+/// usual causes.
 fn to_io(e: object_store::Error) -> io::Error {
     let kind = match &e {
         object_store::Error::NotFound { .. } => io::ErrorKind::NotFound,
@@ -324,7 +330,39 @@ fn to_io(e: object_store::Error) -> io::Error {
         }
         _ => io::ErrorKind::Other,
     };
-    io::Error::new(kind, e.to_string())
+    let text = e.to_string();
+    match hint(&text) {
+        Some(hint) => io::Error::new(kind, format!("{hint} ({text})")),
+        None => io::Error::new(kind, text),
+    }
+}
+
+/// What to do about an error whose text names a usual cause.
+fn hint(error: &str) -> Option<&'static str> {
+    if error.contains("NoSuchBucket") {
+        Some("the bucket does not exist: create it, or name another in `[checkpoint] directory`")
+    } else if error.contains("169.254.169.254") {
+        Some(
+            "no AWS credentials were found (none in AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, web \
+             identity, or ~/.aws/credentials, and the instance metadata service did not give \
+             any): set them in the environment weir runs in",
+        )
+    } else if [
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "AccessDenied",
+    ]
+    .iter()
+    .any(|code| error.contains(code))
+    {
+        Some(
+            "the store refused the credentials: check AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY \
+             (and AWS_SESSION_TOKEN), and that they may get, put, list and delete under the \
+             job's prefix",
+        )
+    } else {
+        None
+    }
 }
 
 impl Files for ObjectFiles {
