@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::checkpoint::layout::CheckpointLayout;
-use crate::checkpoint::storage::{ObjectStoreRequests, ObjectStoreUrl};
+use crate::checkpoint::storage::{ObjectStoreOptions, ObjectStoreUrl};
 
 /// How barriers from several inputs are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ pub struct CheckpointConfig {
     /// key prefix (`directory = "s3://bucket/prefix"` in the job file).
     pub object_store: Option<ObjectStoreUrl>,
     /// How the object store's requests are timed and retried.
-    pub object_store_requests: ObjectStoreRequests,
+    pub object_store_options: ObjectStoreOptions,
     /// How many completed checkpoints to keep (at least 1); older ones are pruned.
     pub retained: usize,
     /// How many checkpoint failures in a row are tolerated before the job fails over.
@@ -72,7 +72,7 @@ impl CheckpointConfig {
             on_cancel: Retention::RetainOnCancel,
             directory,
             object_store: None,
-            object_store_requests: ObjectStoreRequests::default(),
+            object_store_options: ObjectStoreOptions::default(),
             retained: 1,
             tolerable_failures: 0,
         }

@@ -843,18 +843,23 @@ impl Job {
             retained: Some(unspanned(u32::try_from(c.retained).unwrap_or(u32::MAX))),
             tolerable_failures: Some(unspanned(c.tolerable_failures)),
             // Only an object store's job has them (validation refuses them otherwise).
+            storage_endpoint: c
+                .object_store
+                .as_ref()
+                .and_then(|_| c.object_store_options.endpoint.clone())
+                .map(unspanned),
             storage_retries: c
                 .object_store
                 .as_ref()
-                .map(|_| unspanned(c.object_store_requests.retries)),
+                .map(|_| unspanned(c.object_store_options.retries)),
             storage_retry_timeout: c
                 .object_store
                 .as_ref()
-                .and_then(|_| duration(c.object_store_requests.retry_timeout)),
+                .and_then(|_| duration(c.object_store_options.retry_timeout)),
             storage_request_timeout: c
                 .object_store
                 .as_ref()
-                .and_then(|_| duration(c.object_store_requests.request_timeout)),
+                .and_then(|_| duration(c.object_store_options.request_timeout)),
         }
     }
 

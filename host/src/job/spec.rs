@@ -83,6 +83,9 @@ pub struct CheckpointSpec {
     /// `tolerable_failures`: consecutive checkpoint failures tolerated.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tolerable_failures: Option<Spanned<u32>>,
+    /// `storage_endpoint`: the URL of an S3-compatible store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_endpoint: Option<Spanned<String>>,
     /// `storage_retries`: how often a failed object-store request is retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_retries: Option<Spanned<u32>>,

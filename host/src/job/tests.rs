@@ -341,7 +341,7 @@ fn complete_job_reads_every_key() {
             on_cancel: Retention::DeleteOnCancel,
             directory: PathBuf::from("/jobs/state/complete"),
             object_store: None,
-            object_store_requests: Default::default(),
+            object_store_options: Default::default(),
             retained: 5,
             tolerable_failures: 3,
         }
@@ -2548,7 +2548,8 @@ fn with_parallelism_changes_the_vertices_named_and_validates_the_job_again() {
 fn checkpoints_on_object_storage_keep_the_lock_local_and_round_trip() {
     let text = format!(
         "{MINIMAL}[checkpoint]\ndirectory = \"s3://bucket/jobs/t/\"\nstorage_retries = 2\n\
-         storage_retry_timeout = \"5s\"\nstorage_request_timeout = \"2s\"\n"
+         storage_retry_timeout = \"5s\"\nstorage_request_timeout = \"2s\"\n\
+         storage_endpoint = \"http://127.0.0.1:9000/\"\n"
     );
     let checkpoint = job(&text).checkpoint;
     let url = checkpoint.object_store.as_ref().expect("an object store");
@@ -2559,7 +2560,8 @@ fn checkpoints_on_object_storage_keep_the_lock_local_and_round_trip() {
     );
     // The lock and the control file stay in the default local directory.
     assert_eq!(checkpoint.directory, PathBuf::from("/jobs/checkpoints/t"));
-    let requests = checkpoint.object_store_requests;
+    let requests = checkpoint.object_store_options.clone();
+    assert_eq!(requests.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
     assert_eq!(requests.retries, 2);
     assert_eq!(requests.retry_timeout, Duration::from_secs(5));
     assert_eq!(requests.request_timeout, Duration::from_secs(2));
@@ -2591,4 +2593,9 @@ fn object_storage_keys_and_urls_that_cannot_work_are_refused_with_the_fix() {
             "{url}: {text}"
         );
     }
+    let (_, problem) = invalid(&format!(
+        "{MINIMAL}[checkpoint]\ndirectory = \"s3://b/p\"\nstorage_endpoint = \"127.0.0.1:9000\"\n"
+    ));
+    let text = problem.to_string();
+    assert!(text.contains("http:// or https:// URL"), "{text}");
 }

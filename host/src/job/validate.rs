@@ -772,17 +772,18 @@ impl Validator<'_> {
         if let Some(tolerable) = &spec.tolerable_failures {
             config.tolerable_failures = *tolerable.get_ref();
         }
-        self.object_store_requests(spec, &mut config)?;
+        self.object_store_options(spec, &mut config)?;
         Ok(config)
     }
 
     /// The `storage_*` keys of `[checkpoint]`, which apply to object storage only.
-    fn object_store_requests(
+    fn object_store_options(
         &self,
         spec: &CheckpointSpec,
         config: &mut CheckpointConfig,
     ) -> Result<(), JobError> {
         let present = [
+            ("storage_endpoint", span_of(&spec.storage_endpoint)),
             ("storage_retries", span_of(&spec.storage_retries)),
             (
                 "storage_retry_timeout",
@@ -807,7 +808,24 @@ impl Validator<'_> {
                 },
             ));
         }
-        let requests = &mut config.object_store_requests;
+        let requests = &mut config.object_store_options;
+        if let Some(endpoint) = &spec.storage_endpoint {
+            let url = endpoint.get_ref();
+            let host = url
+                .strip_prefix("http://")
+                .or_else(|| url.strip_prefix("https://"))
+                .filter(|host| !host.is_empty());
+            if host.is_none() {
+                return Err(self.bad_value(
+                    endpoint.span(),
+                    "`checkpoint.storage_endpoint`".into(),
+                    format!("{url:?}"),
+                    "the http:// or https:// URL of an S3-compatible store \
+                     (\"http://127.0.0.1:9000\")",
+                ));
+            }
+            requests.endpoint = Some(url.trim_end_matches('/').to_owned());
+        }
         if let Some(retries) = &spec.storage_retries {
             requests.retries = *retries.get_ref();
         }

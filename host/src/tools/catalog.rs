@@ -64,7 +64,7 @@ use crate::checkpoint::metadata::{CheckpointMetadata, TaskStateMeta};
 use crate::checkpoint::restore;
 use crate::checkpoint::storage::{
     CheckpointListing, CheckpointStorage, ListingStatus, LocalStorage, ObjectStorage,
-    ObjectStoreRequests, ObjectStoreUrl, ObjectStoreUrlError, StorageError,
+    ObjectStoreOptions, ObjectStoreUrl, ObjectStoreUrlError, StorageError,
 };
 use crate::control::endpoint_file::ENDPOINT_FILE;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -192,7 +192,7 @@ pub struct CatalogSource {
     pub object_store: Option<ObjectStoreUrl>,
     /// How its requests are timed and retried (the job file's, or the defaults).
     #[serde(skip)]
-    pub object_store_requests: ObjectStoreRequests,
+    pub object_store_options: ObjectStoreOptions,
 }
 
 impl CatalogSource {
@@ -268,7 +268,7 @@ impl CatalogSource {
             layout,
         );
         source.object_store = job.checkpoint.object_store;
-        source.object_store_requests = job.checkpoint.object_store_requests;
+        source.object_store_options = job.checkpoint.object_store_options;
         Ok(source)
     }
 
@@ -288,7 +288,7 @@ impl CatalogSource {
             savepoint_dir: layout.savepoint_root(),
             layout,
             object_store: None,
-            object_store_requests: ObjectStoreRequests::default(),
+            object_store_options: ObjectStoreOptions::default(),
         }
     }
 
@@ -296,7 +296,7 @@ impl CatalogSource {
     fn storage(&self) -> Result<Arc<dyn CheckpointStorage>, CatalogError> {
         Ok(match &self.object_store {
             Some(url) => Arc::new(
-                ObjectStorage::open(url, self.layout.clone(), &self.object_store_requests)
+                ObjectStorage::open(url, self.layout.clone(), &self.object_store_options)
                     .map_err(StorageError::from)?,
             ),
             None => Arc::new(LocalStorage::new(self.layout.clone())),
@@ -1067,7 +1067,7 @@ fn object_checkpoint(
         url.as_path()
     };
     let layout = CheckpointLayout::new(dir.parent().unwrap_or(&dir));
-    let requests = ObjectStoreRequests::default();
+    let requests = ObjectStoreOptions::default();
     let storage = ObjectStorage::open(url, layout, &requests).map_err(StorageError::from)?;
     let location = CheckpointLocation::new(&dir);
     let files = storage.files(&location)?;

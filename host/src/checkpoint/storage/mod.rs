@@ -753,7 +753,7 @@ pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, Sto
         Some(url) => Arc::new(ObjectStorage::open(
             url,
             layout,
-            &config.object_store_requests,
+            &config.object_store_options,
         )?),
         None => Arc::new(LocalStorage::new(layout)),
     })
@@ -761,7 +761,7 @@ pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, Sto
 
 mod object;
 pub use object::{
-    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreRequests, ObjectStoreUrl,
+    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreOptions, ObjectStoreUrl, StaticCredentials,
     UrlError as ObjectStoreUrlError,
 };
 

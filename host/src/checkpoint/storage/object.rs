@@ -168,32 +168,58 @@ impl fmt::Debug for ObjectStoreUrl {
     }
 }
 
-/// How the object store's requests are timed and retried (`[checkpoint] storage_retries`,
-/// `storage_retry_timeout`, `storage_request_timeout`). A request that fails with a throttling
-/// or server error, a timeout or a dropped connection is retried with exponential backoff from
-/// 100 ms to 15 s.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ObjectStoreRequests {
+/// How to reach the object store and how its requests are timed and retried
+/// (`[checkpoint] storage_endpoint`, `storage_retries`, `storage_retry_timeout`,
+/// `storage_request_timeout`). A request that fails with a throttling or server error, a
+/// timeout or a dropped connection is retried with exponential backoff from 100 ms to 15 s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectStoreOptions {
     /// Retries of one request at most.
     pub retries: u32,
     /// No retry starts later than this after the first attempt.
     pub retry_timeout: Duration,
     /// The longest one request may take.
     pub request_timeout: Duration,
+    /// The URL of an S3-compatible store (`http://` allowed); `None`: `AWS_ENDPOINT_URL`, or
+    /// AWS itself.
+    pub endpoint: Option<String>,
+    /// A key the program gives (tests, benchmarks) instead of the environment's. A job file
+    /// never holds one.
+    pub credentials: Option<StaticCredentials>,
 }
 
-impl Default for ObjectStoreRequests {
-    /// 10 retries within 3 minutes, 30 s a request (`object_store`'s own defaults).
+/// An access key given by the program. Its `Debug` hides the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StaticCredentials {
+    /// The access key id.
+    pub key_id: String,
+    /// The secret access key.
+    pub secret: String,
+}
+
+impl fmt::Debug for StaticCredentials {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("StaticCredentials")
+            .field("key_id", &self.key_id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for ObjectStoreOptions {
+    /// 10 retries within 3 minutes, 30 s a request (`object_store`'s own defaults); the
+    /// endpoint and credentials of the environment.
     fn default() -> Self {
-        ObjectStoreRequests {
+        ObjectStoreOptions {
             retries: 10,
             retry_timeout: Duration::from_secs(180),
             request_timeout: Duration::from_secs(30),
+            endpoint: None,
+            credentials: None,
         }
     }
 }
 
-impl ObjectStoreRequests {
+impl ObjectStoreOptions {
     fn retry_config(&self) -> RetryConfig {
         RetryConfig {
             backoff: BackoffConfig {
@@ -227,7 +253,8 @@ impl fmt::Debug for ObjectFiles {
 
 impl ObjectFiles {
     /// The bucket of `url`, with credentials and endpoint from the environment.
-    fn open(url: &ObjectStoreUrl, requests: &ObjectStoreRequests) -> Result<ObjectFiles, IoError> {
+    fn open(url: &ObjectStoreUrl, options: &ObjectStoreOptions) -> Result<ObjectFiles, IoError> {
+        let requests = options;
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&url.bucket)
             .with_retry(requests.retry_config())
@@ -237,7 +264,16 @@ impl ObjectFiles {
                 AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
                 format!("{}ms", requests.request_timeout.as_millis()),
             );
-        if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+        if let Some(endpoint) = &options.endpoint {
+            builder = builder
+                .with_endpoint(endpoint)
+                .with_allow_http(endpoint.starts_with("http://"));
+        }
+        if let Some(credentials) = &options.credentials {
+            builder = builder
+                .with_access_key_id(&credentials.key_id)
+                .with_secret_access_key(&credentials.secret);
+        } else if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
             && let Some(credentials) = shared_credentials()
         {
             builder = builder
@@ -565,13 +601,13 @@ fn parse_credentials(text: &str, profile: &str) -> Option<SharedCredentials> {
 pub struct ObjectStorage(pub(super) FileStore<ObjectFiles>);
 
 impl ObjectStorage {
-    /// Storage under `layout`, whose paths are in `url`'s bucket, its requests timed and
-    /// retried as `requests` says. Sends nothing until the first operation; fails only when
+    /// Storage under `layout`, whose paths are in `url`'s bucket, reached and its requests
+    /// timed and retried as `requests` says. Sends nothing until the first operation; fails only when
     /// the client cannot be configured (a malformed endpoint).
     pub fn open(
         url: &ObjectStoreUrl,
         layout: CheckpointLayout,
-        requests: &ObjectStoreRequests,
+        requests: &ObjectStoreOptions,
     ) -> Result<Self, IoError> {
         Ok(ObjectStorage(FileStore {
             layout,
@@ -630,7 +666,7 @@ mod tests {
         let url = ObjectStoreUrl::parse("s3://bucket/jobs/wc")
             .unwrap()
             .unwrap();
-        let files = ObjectFiles::open(&url, &ObjectStoreRequests::default()).unwrap();
+        let files = ObjectFiles::open(&url, &ObjectStoreOptions::default()).unwrap();
         let layout = CheckpointLayout::new(url.as_path());
         let metadata = CheckpointLayout::metadata_file(&layout.location(
             crate::ids::CheckpointKind::Checkpoint,
