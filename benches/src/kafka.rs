@@ -42,7 +42,7 @@ use serde::Serialize;
 use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::ids::CheckpointKind;
 
-use weir_test_broker::BrokerProcess;
+use weir_test_servers::kafka::BrokerProcess;
 
 use crate::error::BenchError;
 use crate::summary::Summary;
@@ -85,7 +85,7 @@ fn now_ms() -> i64 {
 
 /// A noida-db broker of the benchmark's own on a free loopback port, its data in a temp
 /// folder; dropping it stops it and removes the folder. The process, and the watchdog that
-/// stops it should the benchmark die, are `weir-test-broker`'s, shared with the tests.
+/// stops it should the benchmark die, are `weir-test-servers`'s, shared with the tests.
 pub struct Broker {
     /// The broker process (dropped first: it stops before its folder goes).
     process: BrokerProcess,
@@ -95,7 +95,7 @@ pub struct Broker {
 impl Broker {
     /// Installs the broker if needed (`scripts/install-kafka-broker.sh`) and starts it.
     pub fn start(root: &Path) -> Result<Broker, BenchError> {
-        let exe = weir_test_broker::install(root).map_err(wrong)?;
+        let exe = weir_test_servers::kafka::install(root).map_err(wrong)?;
         let dir = tempfile::Builder::new()
             .prefix("weir-kafka-bench-")
             .tempdir()

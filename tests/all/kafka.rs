@@ -13,13 +13,14 @@
 //! skipped, loudly — or fails, under `CI=true` ([`broker_or_skip`], [`own_broker_or_skip`]).
 //!
 //! **No broker outlives the test process**: the broker process, its watchdog and its start
-//! and stop are `weir-test-broker`'s (`test-broker/`), shared with the Kafka benchmark. The
+//! and stop are `weir-test-servers`'s (`test-servers/`), shared with the Kafka benchmark. The
 //! shared broker lives in a static, never dropped; its watchdog stops it when the test process
 //! is gone.
 //!
-//! Every wait is bounded: `weir_test_broker::START_TIMEOUT` for a broker to answer, [`CLIENT_TIMEOUT`] for one
-//! client call, [`READ_TIMEOUT`] for [`Broker::read_all`]. `WEIR_KAFKA_VERBOSE=1` prints how
-//! long each broker took to answer; a broker's output is in `broker.log` in its temp folder.
+//! Every wait is bounded: `weir_test_servers::kafka::START_TIMEOUT` for a broker to answer,
+//! [`CLIENT_TIMEOUT`] for one client call, [`READ_TIMEOUT`] for [`Broker::read_all`].
+//! `WEIR_KAFKA_VERBOSE=1` prints how long each broker took to answer; a broker's output is in
+//! `broker.log` in its temp folder.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
@@ -39,7 +40,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
-use weir_test_broker::BrokerProcess;
+use weir_test_servers::kafka::BrokerProcess;
 
 use crate::support::workspace_root;
 
@@ -93,7 +94,7 @@ fn executable() -> Result<&'static Path, String> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     EXE.get_or_init(|| {
         let started = Instant::now();
-        let exe = weir_test_broker::install(&workspace_root())?;
+        let exe = weir_test_servers::kafka::install(&workspace_root())?;
         if started.elapsed() > Duration::from_secs(2) {
             let _ = writeln!(
                 std::io::stderr(),
