@@ -515,8 +515,15 @@ impl<F: Files> FileStore<F> {
             return Err(already());
         }
         self.files.create_dir(location.dir())?;
-        match self.files.write(&path, &meta.encode(), Overwrite::Refuse) {
+        let bytes = meta.encode();
+        match self.files.write(&path, &bytes, Overwrite::Refuse) {
             Ok(()) => Ok(location),
+            // An object store retries a request whose answer was lost, and the retry finds the
+            // object the first attempt created: if it holds exactly these bytes, this write
+            // is what made it.
+            Err(e) if e.is_already_exists() && self.files.read(&path).ok() == Some(bytes) => {
+                Ok(location)
+            }
             Err(e) if e.is_already_exists() => Err(already()),
             Err(e) => Err(e.into()),
         }
