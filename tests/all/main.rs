@@ -58,6 +58,10 @@ mod new_project;
 mod rescale;
 mod retention;
 #[cfg(unix)]
+mod s3;
+#[cfg(unix)]
+mod s3_server;
+#[cfg(unix)]
 mod savepoint;
 #[cfg(unix)]
 mod storage_faults;
