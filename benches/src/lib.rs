@@ -25,6 +25,7 @@
 pub mod error;
 pub mod guests;
 pub mod kafka;
+pub mod object_storage;
 pub mod pipeline;
 pub mod raw_guest;
 pub mod report;

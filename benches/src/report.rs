@@ -28,6 +28,8 @@ pub struct Report {
     pub startup: Option<StartupResult>,
     /// Restores at the same parallelism and rescaled, one entry per key count.
     pub rescale: Vec<crate::rescale::RescaleResult>,
+    /// A task's state written to and read from S3 (moto) and local files, one entry per size.
+    pub object_storage: Vec<crate::object_storage::ObjectStorageResult>,
 }
 
 /// The machine and how busy it was.

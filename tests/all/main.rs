@@ -55,6 +55,8 @@ mod misuse;
 #[cfg(unix)]
 mod new_project;
 #[cfg(unix)]
+mod object_storage;
+#[cfg(unix)]
 mod rescale;
 mod retention;
 #[cfg(unix)]

@@ -18,7 +18,7 @@ use weir_benches::pipeline::{self, BenchOperator, PipelineCase, PipelineResult};
 use weir_benches::report::{self, Machine, Report};
 use weir_benches::state_size::{self, StateSizeResult};
 use weir_benches::summary::Summary;
-use weir_benches::{rescale, startup};
+use weir_benches::{object_storage, rescale, startup};
 
 /// Weir's runtime benchmarks: generator → count (key-hash) or uppercase (forward) →
 /// blackhole through the real engine, and checkpoint/restore time against state size.
@@ -78,6 +78,13 @@ struct Args {
     /// Skip the rescale benchmark.
     #[arg(long)]
     no_rescale: bool,
+    /// State sizes of the object-storage benchmark (one task's state written to and read from
+    /// an S3 server, moto on loopback, against local files), in bytes, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1000000,100000000")]
+    object_storage_bytes: Vec<u64>,
+    /// Skip the object-storage benchmark.
+    #[arg(long)]
+    no_object_storage: bool,
     /// Write every result to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -248,6 +255,31 @@ fn run(args: &Args) -> Result<(), BenchError> {
         }
     }
 
+    let mut object_stores = Vec::new();
+    if !args.no_object_storage {
+        println!(
+            "\n## one task's state written and read: local files against S3 (moto on \
+             loopback), ms, median of {runs} (min – max)\n"
+        );
+        println!(
+            "| state | local write | S3 write | local read | S3 read |\n|---|---|---|---|---|"
+        );
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for result in object_storage::measure(&root, &args.object_storage_bytes, runs)? {
+            let ms = |s: &Summary| format!("{:.1} ({:.1} – {:.1})", s.median, s.min, s.max);
+            println!(
+                "| {}{} | {} | {} | {} | {} |",
+                bytes(result.bytes),
+                if result.multipart { ", multipart" } else { "" },
+                ms(&result.local_write_ms),
+                ms(&result.s3_write_ms),
+                ms(&result.local_read_ms),
+                ms(&result.s3_read_ms)
+            );
+            object_stores.push(result);
+        }
+    }
+
     machine.load_after = report::load_average();
     println!(
         "\nload after: {}",
@@ -265,6 +297,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             state_size: states,
             startup,
             rescale: rescales,
+            object_storage: object_stores,
         };
         let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
         std::fs::write(path, json).map_err(|source| BenchError::Io {

@@ -1,0 +1,349 @@
+//! Checkpoints on object storage (`[checkpoint] directory = "s3://bucket/prefix"`,
+//! docs/CHECKPOINTS.md §8) against a real S3 server (moto, `s3.rs`), with the guarantees of
+//! local files: a job killed with SIGKILL and restarted with `--restore latest` commits exactly
+//! the output of an undisturbed run; `weir checkpoints`, `inspect` and `verify` read the
+//! bucket; and faults between the job and the store — throttling, an upload cut off mid-way, an
+//! answer lost after the write took effect, requests slower than the checkpoint timeout,
+//! failures that outlast the retries — are retried, or fail the checkpoint they hit and nothing
+//! else.
+//!
+//! Faults come from a fault proxy between `weir` and the server (`weir_test_servers::
+//! fault_proxy`), named in the job file by `storage_endpoint`.
+
+use std::time::Duration;
+
+use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
+
+use crate::s3::{S3, s3_or_skip};
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
+    generator_count, in_progress_files, weir_command,
+};
+
+/// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
+/// local path or an `s3://` URL): `records` records of 500 keys at `rate` a second.
+fn counting(sandbox: &Sandbox, directory: &str, records: u64, rate: Option<f64>) -> JobFile {
+    let generator = GeneratorSpec {
+        parallelism: 1,
+        seed: 7,
+        count: Some(records),
+        rate,
+        keys: 500,
+    };
+    generator_count(sandbox, &generator)
+        .checkpoint("interval", "100ms")
+        .checkpoint("directory", directory)
+        .checkpoint("retained", 2u32)
+}
+
+/// The committed output of [`counting`] run undisturbed with local checkpoints.
+fn reference(records: u64) -> Vec<String> {
+    let sandbox = Sandbox::new("s3-reference");
+    let dir = sandbox.checkpoint_dir();
+    counting(&sandbox, dir.to_str().unwrap(), records, None).write(&sandbox.job_path());
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
+}
+
+/// `env` as the `(&str, &str)` pairs the runners take.
+fn pairs(env: &[(String, String)]) -> Vec<(&str, &str)> {
+    env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+}
+
+/// The ids of the complete checkpoints under `prefix` of `bucket`: those with a `_metadata`.
+fn complete_ids(s3: &S3, bucket: &str, prefix: &str) -> Vec<u64> {
+    let mut ids: Vec<u64> = s3
+        .list(bucket, prefix)
+        .iter()
+        .filter_map(|(key, _)| {
+            let dir = key.strip_suffix("/_metadata")?;
+            dir.rsplit('/').next()?.strip_prefix("chk-")?.parse().ok()
+        })
+        .collect();
+    ids.sort_unstable();
+    ids
+}
+
+#[test]
+fn checkpoints_on_s3_restore_after_kills_to_exactly_the_undisturbed_output() {
+    let Some(s3) = s3_or_skip("checkpoints_on_s3_restore_after_kills") else {
+        return;
+    };
+    const RECORDS: u64 = 400_000;
+    let expected = reference(RECORDS);
+    let bucket = s3.bucket("kills");
+    let url = format!("s3://{bucket}/jobs/gencount");
+    let sandbox = Sandbox::new("s3-kills");
+    // About four seconds of records, so that kills land in a running job.
+    counting(&sandbox, &url, RECORDS, Some(100_000.0)).write(&sandbox.job_path());
+    let env = s3.env();
+    let env = pairs(&env);
+    let mut kills = 0;
+    for round in 0..3 {
+        let before = complete_ids(s3, &bucket, "jobs/gencount").last().copied();
+        let log = sandbox.join(&format!("round-{round}.log"));
+        let mut weir =
+            Weir::run_with_env(&sandbox.job_path(), &["--restore", "latest"], &env, &log);
+        let checkpointed = weir.wait_until("a checkpoint on S3", CLI_TIMEOUT, |_| {
+            complete_ids(s3, &bucket, "jobs/gencount").last().copied() > before
+        });
+        let ended = weir.kill();
+        if checkpointed && ended.code().is_none() {
+            kills += 1;
+        }
+    }
+    assert!(
+        kills >= 2,
+        "only {kills} of 3 kills landed after a checkpoint"
+    );
+    let ended = Weir::run_with_env(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &env,
+        &sandbox.join("final.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the final run");
+    assert!(
+        ended.stderr.contains(&format!("restoring from {url}/chk-")),
+        "{}",
+        ended.stderr
+    );
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "after 3 kills with checkpoints on S3",
+    );
+    assert!(in_progress_files(&sandbox.out_dir()).is_empty());
+
+    // The CLI reads the bucket as it reads a directory, by the job file or by the URL.
+    let job = sandbox.job_path();
+    let listed = weir_command(&sandbox, &["checkpoints", job.to_str().unwrap()], "", &env);
+    assert_eq!(listed.code, Some(0), "{}", listed.stderr);
+    assert!(
+        listed.stdout.contains(&format!("checkpoints in {url}"))
+            && listed.stdout.contains("latest restorable: checkpoint"),
+        "{}",
+        listed.stdout
+    );
+    let verified = weir_command(&sandbox, &["checkpoints", "verify", &url], "", &env);
+    assert_eq!(
+        verified.code,
+        Some(0),
+        "{}{}",
+        verified.stdout,
+        verified.stderr
+    );
+    assert!(
+        verified.stdout.contains("0 problems"),
+        "{}",
+        verified.stdout
+    );
+    let latest = complete_ids(s3, &bucket, "jobs/gencount");
+    let one = format!("{url}/chk-{:010}", latest.last().unwrap());
+    let inspected = weir_command(&sandbox, &["checkpoints", "inspect", &one], "", &env);
+    assert_eq!(inspected.code, Some(0), "{}", inspected.stderr);
+    assert!(
+        inspected.stdout.contains("complete, every file verified"),
+        "{}",
+        inspected.stdout
+    );
+    // What a mistyped prefix gets: an error, not an empty history.
+    let wrong = format!("s3://{bucket}/jobs/nothing-here");
+    let missing = weir_command(&sandbox, &["checkpoints", &wrong], "", &env);
+    assert_eq!(missing.code, Some(2), "{}", missing.stderr);
+    assert!(
+        missing.stderr.contains("is not a checkpoint directory"),
+        "{}",
+        missing.stderr
+    );
+}
+
+/// A job whose checkpoints reach the bucket through `proxy`, retrying each request at most
+/// `retries` times: the keyed count of [`counting`], tolerating `tolerable` failed checkpoints.
+fn through(
+    sandbox: &Sandbox,
+    proxy: &FaultProxy,
+    bucket: &str,
+    retries: u32,
+    tolerable: u32,
+) -> JobFile {
+    counting(
+        sandbox,
+        &format!("s3://{bucket}/job"),
+        200_000,
+        Some(100_000.0),
+    )
+    .checkpoint("storage_endpoint", proxy.endpoint().as_str())
+    .checkpoint("storage_retries", retries)
+    .checkpoint("storage_request_timeout", "2s")
+    .checkpoint("timeout", "1s")
+    .checkpoint("tolerable_failures", tolerable)
+}
+
+/// Runs the job of `sandbox` to its end with the key of `s3` (the endpoint is the job file's),
+/// and checks its output is `expected`; returns its stderr.
+fn run_to_the_end(s3: &S3, sandbox: &Sandbox, expected: &[String], context: &str) -> String {
+    let env: Vec<(String, String)> = s3
+        .env()
+        .into_iter()
+        .filter(|(k, _)| k != "AWS_ENDPOINT_URL")
+        .collect();
+    let ended = Weir::run_with_env(
+        &sandbox.job_path(),
+        &[],
+        &pairs(&env),
+        &sandbox.join("weir.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    ended.assert_code(0, context);
+    assert_same_output(&committed_lines(&sandbox.out_dir()), expected, context);
+    ended.stderr
+}
+
+#[test]
+fn transient_store_faults_are_retried_and_change_nothing() {
+    let Some(s3) = s3_or_skip("transient_store_faults") else {
+        return;
+    };
+    let expected = reference(200_000);
+    let proxy = s3.proxy();
+    let bucket = s3.bucket("transient");
+    let sandbox = Sandbox::new("s3-transient");
+    through(&sandbox, &proxy, &bucket, 10, 0).write(&sandbox.job_path());
+    // Throttling on state writes, an upload cut off half-way, a metadata write whose answer is
+    // lost after it took effect (the retry finds the object it made), a dropped list.
+    proxy.add(
+        Fault::new(Action::Status(503))
+            .method("PUT")
+            .path_contains(".state")
+            .times(3),
+    );
+    proxy.add(
+        Fault::new(Action::CutBody)
+            .method("PUT")
+            .path_contains(".state")
+            .times(1),
+    );
+    proxy.add(
+        Fault::new(Action::LoseAnswer)
+            .method("PUT")
+            .path_contains("/_metadata")
+            .times(1),
+    );
+    proxy.add(
+        Fault::new(Action::Drop)
+            .method("GET")
+            .query_contains("list-type")
+            .times(1),
+    );
+    let stderr = run_to_the_end(s3, &sandbox, &expected, "a run through transient faults");
+    assert!(
+        proxy.remaining().is_empty(),
+        "faults not met: {:?}",
+        proxy.remaining()
+    );
+    let failed: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("checkpoint ") && l.contains(" failed: "))
+        .collect();
+    assert!(failed.is_empty(), "{failed:?}");
+    let seen = proxy.requests();
+    assert!(
+        seen.iter()
+            .filter(|r| r.path().ends_with("/_metadata"))
+            .count()
+            >= 2,
+        "the lost metadata write was not retried"
+    );
+}
+
+#[test]
+fn failures_that_outlast_the_retries_fail_only_the_checkpoint_they_hit() {
+    let Some(s3) = s3_or_skip("store_failures_outlast_retries") else {
+        return;
+    };
+    let expected = reference(200_000);
+    let proxy = s3.proxy();
+    let bucket = s3.bucket("lasting");
+    let sandbox = Sandbox::new("s3-lasting");
+    through(&sandbox, &proxy, &bucket, 1, 10).write(&sandbox.job_path());
+    // Every write of checkpoint 3 fails, twice as often as it is retried; checkpoint 5's state
+    // writes are slower than the checkpoint timeout.
+    proxy.add(
+        Fault::new(Action::Status(500))
+            .method("PUT")
+            .path_contains("/chk-0000000003/")
+            .times(Fault::FOREVER),
+    );
+    proxy.add(
+        Fault::new(Action::Delay(Duration::from_millis(1500)))
+            .method("PUT")
+            .path_contains("/chk-0000000005/")
+            .times(Fault::FOREVER),
+    );
+    let stderr = run_to_the_end(s3, &sandbox, &expected, "a run through lasting faults");
+    assert!(stderr.contains("checkpoint 3"), "{stderr}");
+    assert!(
+        stderr.contains(&format!("s3://{bucket}/job/chk-0000000003/")),
+        "the failure names the object:\n{stderr}"
+    );
+    assert!(stderr.contains("checkpoint 4 complete"), "{stderr}");
+    assert!(
+        stderr.contains("checkpoint 5 failed: expired after 1s"),
+        "the slow writes outlast the checkpoint timeout:\n{stderr}"
+    );
+    let keys = s3.list(&bucket, "job");
+    assert!(
+        !keys
+            .iter()
+            .any(|(k, _)| k.starts_with("job/chk-0000000003/")),
+        "the failed checkpoint left objects behind: {keys:?}"
+    );
+}
+
+#[test]
+fn a_restore_names_a_savepoint_by_its_url() {
+    let Some(s3) = s3_or_skip("restore_savepoint_by_url") else {
+        return;
+    };
+    let bucket = s3.bucket("savepoint");
+    let url = format!("s3://{bucket}/job");
+    let sandbox = Sandbox::new("s3-savepoint");
+    counting(&sandbox, &url, 2_000_000, Some(200_000.0)).write(&sandbox.job_path());
+    let env = s3.env();
+    let env = pairs(&env);
+    let log = sandbox.join("first.log");
+    let mut weir = Weir::run_with_env(&sandbox.job_path(), &["--savepoint-on-stop"], &env, &log);
+    assert!(weir.wait_until("a checkpoint", CLI_TIMEOUT, |_| {
+        !complete_ids(s3, &bucket, "job").is_empty()
+    }));
+    weir.terminate();
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a stop with a savepoint");
+    let savepoint = crate::support::savepoint_named(&ended.stderr);
+    let savepoint = savepoint.to_str().unwrap();
+    assert!(
+        savepoint.starts_with(&format!("{url}/savepoints/sp-")),
+        "{savepoint}"
+    );
+    let again = Weir::run_with_env(
+        &sandbox.job_path(),
+        &["--restore", savepoint],
+        &env,
+        &sandbox.join("again.log"),
+    );
+    let restored = again.wait(CLI_TIMEOUT);
+    restored.assert_code(0, "the run from the savepoint's URL");
+    assert!(
+        restored
+            .stderr
+            .contains(&format!("restoring from {savepoint}")),
+        "{}",
+        restored.stderr
+    );
+    let lines = committed_lines(&sandbox.out_dir());
+    assert_eq!(lines.len(), 2_000_000, "every record counted once");
+}
