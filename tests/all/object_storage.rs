@@ -347,3 +347,85 @@ fn a_restore_names_a_savepoint_by_its_url() {
     let lines = committed_lines(&sandbox.out_dir());
     assert_eq!(lines.len(), 2_000_000, "every record counted once");
 }
+
+/// The storage of a job's checkpoints in `bucket` (prefix `job`), reached through `endpoint`,
+/// retrying each request `retries` times: as a job opens it, in this process.
+fn storage(endpoint: &str, bucket: &str, retries: u32) -> weir::checkpoint::storage::ObjectStorage {
+    use weir::checkpoint::layout::CheckpointLayout;
+    use weir::checkpoint::storage::{
+        ObjectStorage, ObjectStoreOptions, ObjectStoreUrl, StaticCredentials,
+    };
+    use weir_test_servers::s3::{ACCESS_KEY_ID, SECRET_ACCESS_KEY};
+    let url = ObjectStoreUrl::parse(&format!("s3://{bucket}/job"))
+        .unwrap()
+        .unwrap();
+    let options = ObjectStoreOptions {
+        endpoint: Some(endpoint.to_owned()),
+        credentials: Some(StaticCredentials {
+            key_id: ACCESS_KEY_ID.into(),
+            secret: SECRET_ACCESS_KEY.into(),
+        }),
+        retries,
+        ..ObjectStoreOptions::default()
+    };
+    ObjectStorage::open(&url, CheckpointLayout::new(url.as_path()), &options).unwrap()
+}
+
+#[test]
+fn a_state_larger_than_one_put_goes_up_in_parts_and_a_failed_upload_leaves_nothing() {
+    use weir::checkpoint::storage::{CheckpointStorage as _, MULTIPART_THRESHOLD};
+    use weir::ids::{CheckpointId, CheckpointKind, TaskId};
+    let Some(s3) = s3_or_skip("multipart_state") else {
+        return;
+    };
+    let proxy = s3.proxy();
+    let bucket = s3.bucket("multipart");
+    let storage = storage(&proxy.endpoint(), &bucket, 1);
+    let task = TaskId::new("count", 0);
+    let state: Vec<u8> = (0..MULTIPART_THRESHOLD + 3_000_000)
+        .map(|i| (i % 251) as u8)
+        .collect();
+    let kind = CheckpointKind::Checkpoint;
+    let handle = storage
+        .write_state(kind, CheckpointId(1), &task, &state)
+        .unwrap();
+    let parts = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.method == "PUT" && r.query().contains("partNumber="))
+        .count();
+    assert_eq!(parts, 5, "a 67 MB state in 16 MiB parts");
+    let location = storage.layout().location(kind, CheckpointId(1));
+    assert!(storage.read_state(&location, &handle).unwrap() == state);
+
+    // Every part of the next upload fails, twice as often as it is retried: the write fails
+    // naming the object, and the upload is aborted, so no part is left in the bucket.
+    proxy.add(
+        Fault::new(Action::Status(500))
+            .method("PUT")
+            .query_contains("partNumber=")
+            .times(Fault::FOREVER),
+    );
+    let error = storage
+        .write_state(kind, CheckpointId(2), &task, &state)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("s3://{bucket}/job/chk-0000000002/count-0.state")),
+        "{error}"
+    );
+    proxy.clear();
+    assert!(
+        proxy
+            .requests()
+            .iter()
+            .any(|r| r.method == "DELETE" && r.query().contains("uploadId=")),
+        "the failed upload was not aborted"
+    );
+    assert!(
+        !s3.list(&bucket, "job")
+            .iter()
+            .any(|(key, _)| key.contains("chk-0000000002")),
+        "a failed upload left an object"
+    );
+}
