@@ -313,7 +313,9 @@ fn a_restore_names_a_savepoint_by_its_url() {
     let url = format!("s3://{bucket}/job");
     let sandbox = Sandbox::new("s3-savepoint");
     counting(&sandbox, &url, 2_000_000, Some(200_000.0)).write(&sandbox.job_path());
-    let env = s3.env();
+    let mut env = s3.env();
+    // Everything logged, the object store client's requests included.
+    env.push(("RUST_LOG".into(), "debug".into()));
     let env = pairs(&env);
     let log = sandbox.join("first.log");
     let mut weir = Weir::run_with_env(&sandbox.job_path(), &["--savepoint-on-stop"], &env, &log);
@@ -346,6 +348,14 @@ fn a_restore_names_a_savepoint_by_its_url() {
     );
     let lines = committed_lines(&sandbox.out_dir());
     assert_eq!(lines.len(), 2_000_000, "every record counted once");
+    // The key's secret is never in what weir prints.
+    let secret = weir_test_servers::s3::SECRET_ACCESS_KEY;
+    for output in [&ended.stderr, &restored.stderr] {
+        assert!(
+            !output.contains(secret),
+            "the secret key was logged:\n{output}"
+        );
+    }
 }
 
 /// The storage of a job's checkpoints in `bucket` (prefix `job`), reached through `endpoint`,
