@@ -13,6 +13,9 @@ bash scripts/install-kafka-broker.sh >/dev/null
 # The S3 server of the object-storage tests (tests/all/s3.rs): moto, installed the same way and
 # for the same reason (about 300 MB and under a minute the first time; nothing after).
 bash scripts/install-s3-server.sh >/dev/null
+# The Kubernetes schema validator of the deployment test (tests/all/deployment.rs): PyPI's
+# kubernetes-validate, installed the same way and for the same reason (seconds the first time).
+bash scripts/install-kubernetes-validate.sh >/dev/null
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 echo "== cargo fmt --check"
 cargo fmt --all -- --check
