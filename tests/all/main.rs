@@ -39,6 +39,8 @@ mod corrupt;
 #[cfg(unix)]
 mod dashboard;
 #[cfg(unix)]
+mod deployment;
+#[cfg(unix)]
 mod event_time;
 mod failover;
 #[cfg(unix)]
