@@ -405,6 +405,14 @@ fn a_state_larger_than_one_put_goes_up_in_parts_and_a_failed_upload_leaves_nothi
         .filter(|r| r.method == "PUT" && r.query().contains("partNumber="))
         .count();
     assert_eq!(parts, 5, "a 67 MB state in 16 MiB parts");
+    // One request asks whether the checkpoint is complete: no listing.
+    let asked: Vec<String> = proxy
+        .requests()
+        .iter()
+        .filter(|r| r.method != "PUT" && !r.query().contains("upload"))
+        .map(|r| format!("{} {}", r.method, r.target))
+        .collect();
+    assert_eq!(asked.len(), 1, "{asked:?}");
     let location = storage.layout().location(kind, CheckpointId(1));
     assert!(storage.read_state(&location, &handle).unwrap() == state);
 

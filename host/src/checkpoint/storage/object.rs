@@ -462,17 +462,20 @@ impl Files for ObjectFiles {
         Ok(())
     }
 
-    fn entry(&self, path: &Path) -> Option<Entry> {
-        let key = self.key(path).ok()?;
+    fn is_file(&self, path: &Path) -> bool {
+        let Ok(key) = self.key(path) else {
+            return false;
+        };
         let store = Arc::clone(&self.store);
-        let head_key = key.clone();
-        if self
-            .run(async move { store.head(&head_key).await })
-            .ok()?
-            .is_ok()
-        {
+        self.run(async move { store.head(&key).await })
+            .is_ok_and(|head| head.is_ok())
+    }
+
+    fn entry(&self, path: &Path) -> Option<Entry> {
+        if self.is_file(path) {
             return Some(Entry::File);
         }
+        let key = self.key(path).ok()?;
         let store = Arc::clone(&self.store);
         let below = self
             .run(async move { store.list(Some(&key)).next().await })
