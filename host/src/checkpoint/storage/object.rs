@@ -239,7 +239,18 @@ pub(super) struct ObjectFiles {
     bucket_url: String,
     store: Arc<dyn ObjectStore>,
     /// Runs the store's requests: the rules are synchronous and run on threads of their own.
-    runtime: tokio::runtime::Runtime,
+    /// Taken only when dropped.
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Drop for ObjectFiles {
+    fn drop(&mut self) {
+        // Without waiting: the last holder of the storage may be a task of another runtime,
+        // where dropping a runtime in place would panic.
+        if let Some(runtime) = self.runtime.take() {
+            runtime.shutdown_background();
+        }
+    }
 }
 
 impl fmt::Debug for ObjectFiles {
@@ -252,17 +263,16 @@ impl fmt::Debug for ObjectFiles {
 }
 
 impl ObjectFiles {
-    /// The bucket of `url`, with credentials and endpoint from the environment.
+    /// The bucket of `url`, reached as `options` say, else as the environment says.
     fn open(url: &ObjectStoreUrl, options: &ObjectStoreOptions) -> Result<ObjectFiles, IoError> {
-        let requests = options;
         let mut builder = AmazonS3Builder::from_env()
             .with_bucket_name(&url.bucket)
-            .with_retry(requests.retry_config())
+            .with_retry(options.retry_config())
             // A key, not `with_client_options`, which would drop what the environment set
             // (`AWS_ALLOW_HTTP`).
             .with_config(
                 AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                format!("{}ms", requests.request_timeout.as_millis()),
+                format!("{}ms", options.request_timeout.as_millis()),
             );
         if let Some(endpoint) = &options.endpoint {
             builder = builder
@@ -300,7 +310,7 @@ impl ObjectFiles {
         Ok(ObjectFiles {
             bucket_url,
             store: Arc::new(store),
-            runtime,
+            runtime: Some(runtime),
         })
     }
 
@@ -311,7 +321,8 @@ impl ObjectFiles {
         request: impl Future<Output = T> + Send + 'static,
     ) -> Result<T, io::Error> {
         let (tx, rx) = mpsc::sync_channel(1);
-        self.runtime.spawn(async move {
+        let runtime = self.runtime.as_ref().expect("taken only when dropped");
+        runtime.spawn(async move {
             let _ = tx.send(request.await);
         });
         rx.recv()
@@ -662,6 +673,22 @@ mod tests {
         assert_eq!(other.token.as_deref(), Some("T"));
         assert!(parse_credentials(text, "missing").is_none());
         assert!(parse_credentials("[default]\naws_access_key_id = A\n", "default").is_none());
+    }
+
+    #[test]
+    fn the_storage_may_be_dropped_inside_another_runtime() {
+        let url = ObjectStoreUrl::parse("s3://bucket/job").unwrap().unwrap();
+        let storage = ObjectStorage::open(
+            &url,
+            CheckpointLayout::new(url.as_path()),
+            &ObjectStoreOptions::default(),
+        )
+        .unwrap();
+        let other = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        // A job's last reference may go in one of its async tasks.
+        other.block_on(async move { drop(storage) });
     }
 
     #[test]
