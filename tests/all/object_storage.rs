@@ -322,6 +322,15 @@ fn a_restore_names_a_savepoint_by_its_url() {
     assert!(weir.wait_until("a checkpoint", CLI_TIMEOUT, |_| {
         !complete_ids(s3, &bucket, "job").is_empty()
     }));
+    // `weir status` finds the running job by its job file and says where its checkpoints are.
+    let job = sandbox.job_path();
+    let status = weir_command(&sandbox, &["status", job.to_str().unwrap()], "", &env);
+    assert_eq!(status.code, Some(0), "{}", status.stderr);
+    assert!(
+        status.stdout.contains(&format!("directory    {url}")),
+        "{}",
+        status.stdout
+    );
     weir.terminate();
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(0, "a stop with a savepoint");

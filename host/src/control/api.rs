@@ -58,7 +58,8 @@ pub struct JobView {
     pub restarts: u32,
     /// Attempts that ended in a failure (restarted or not).
     pub failures: u32,
-    /// The job's checkpoint directory.
+    /// Where the job's checkpoints are: its checkpoint directory, or the `s3://` URL of its
+    /// object store.
     pub checkpoint_directory: String,
     /// The process running the job.
     pub pid: u32,
@@ -349,7 +350,7 @@ pub fn job_view(
         duration: wall_now.duration_since(start).map(millis).unwrap_or(0),
         restarts: monitor.restarts(),
         failures: monitor.failures(),
-        checkpoint_directory: job.checkpoint.directory.display().to_string(),
+        checkpoint_directory: job.checkpoint.storage_root().display().to_string(),
         pid: std::process::id(),
         vertices,
         edges: job
