@@ -25,7 +25,7 @@ use serde_json::Value;
 use weir::job::Job;
 use weir_tests::guests::{COUNT, DEDUP, SPLIT, WINDOW};
 
-use crate::support::{CLI_TIMEOUT, Sandbox, weir_command, workspace_root};
+use crate::support::{CliOutput, Sandbox, run_program, weir_command, workspace_root};
 
 /// The Kubernetes versions whose schemas the manifests must pass: the newest the pinned
 /// validator ships, and 1.28, the oldest that gives a pod its ordinal as the label
@@ -106,54 +106,12 @@ fn install_validator() -> Result<PathBuf, String> {
     Ok(exe)
 }
 
-/// What a command printed and how it ended.
-struct Ran {
-    /// The exit code; `None` when a signal ended it.
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
-/// Runs `program ARGS`, its streams through files in `sandbox` (nothing blocks on a full
-/// pipe), killing it after [`CLI_TIMEOUT`].
-fn run(sandbox: &Sandbox, program: &Path, args: &[&str]) -> Ran {
-    let (out, err) = (sandbox.join("run.stdout"), sandbox.join("run.stderr"));
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::from(fs::File::create(&out).unwrap()))
-        .stderr(Stdio::from(fs::File::create(&err).unwrap()))
-        .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
-    let started = Instant::now();
-    let status = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status;
-        }
-        if started.elapsed() > CLI_TIMEOUT {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "`{} {}` ran longer than {CLI_TIMEOUT:?}",
-                program.display(),
-                args.join(" ")
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    Ran {
-        code: status.code(),
-        stdout: fs::read_to_string(&out).unwrap(),
-        stderr: fs::read_to_string(&err).unwrap(),
-    }
-}
-
 /// `kubernetes-validate --strict -k VERSION FILES…`: strict refuses a field the schema does
 /// not know (a misspelt key), which the API server would otherwise drop without a word.
-fn validate(sandbox: &Sandbox, exe: &Path, version: &str, files: &[PathBuf]) -> Ran {
+fn validate(sandbox: &Sandbox, exe: &Path, version: &str, files: &[PathBuf]) -> CliOutput {
     let mut args = vec!["--strict", "-k", version];
     args.extend(files.iter().map(|f| f.to_str().unwrap()));
-    run(sandbox, exe, &args)
+    run_program(sandbox, exe, &args, "", &[])
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -181,7 +139,7 @@ fn documents(sandbox: &Sandbox, exe: &Path, files: &[PathBuf]) -> Vec<Value> {
     let python = exe.with_file_name("python");
     let mut args = vec!["-c", READ];
     args.extend(files.iter().map(|f| f.to_str().unwrap()));
-    let ran = run(sandbox, &python, &args);
+    let ran = run_program(sandbox, &python, &args, "", &[]);
     assert_eq!(
         ran.code,
         Some(0),

@@ -909,7 +909,7 @@ impl Drop for Weir {
     }
 }
 
-/// What a `weir` command printed, and how it ended.
+/// What a command (`weir`'s, or another program's) printed, and how it ended.
 #[derive(Debug)]
 pub(crate) struct CliOutput {
     /// The exit code; `None` when a signal ended it.
@@ -930,13 +930,24 @@ pub(crate) fn weir_command(
     stdin: &str,
     env: &[(&str, &str)],
 ) -> CliOutput {
+    run_program(sandbox, weir_bin(), args, stdin, env)
+}
+
+/// Runs `program ARGS` as [`weir_command`] runs `weir`.
+pub(crate) fn run_program(
+    sandbox: &Sandbox,
+    program: &Path,
+    args: &[&str],
+    stdin: &str,
+    env: &[(&str, &str)],
+) -> CliOutput {
     let (input, out, err) = (
         sandbox.join("cmd.stdin"),
         sandbox.join("cmd.stdout"),
         sandbox.join("cmd.stderr"),
     );
     fs::write(&input, stdin).unwrap();
-    let mut child = Command::new(weir_bin())
+    let mut child = Command::new(program)
         .args(args)
         .env_remove("WEIR_CONTROL_TOKEN")
         .envs(env.iter().copied())
@@ -944,7 +955,7 @@ pub(crate) fn weir_command(
         .stdout(Stdio::from(fs::File::create(&out).unwrap()))
         .stderr(Stdio::from(fs::File::create(&err).unwrap()))
         .spawn()
-        .unwrap_or_else(|e| panic!("cannot start {}: {e}", weir_bin().display()));
+        .unwrap_or_else(|e| panic!("cannot start {}: {e}", program.display()));
     let started = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -953,7 +964,11 @@ pub(crate) fn weir_command(
         if started.elapsed() > CLI_TIMEOUT {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("`weir {}` ran longer than {CLI_TIMEOUT:?}", args.join(" "));
+            panic!(
+                "`{} {}` ran longer than {CLI_TIMEOUT:?}",
+                program.display(),
+                args.join(" ")
+            );
         }
         std::thread::sleep(Duration::from_millis(10));
     };
