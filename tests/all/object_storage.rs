@@ -7,6 +7,10 @@
 //! failures that outlast the retries — are retried, or fail the checkpoint they hit and nothing
 //! else.
 //!
+//! A zombie — the first run of a job frozen while its replacement starts on the same prefix,
+//! then thawed — completes no checkpoint and commits no output (with a Kafka sink): the
+//! generations of checkpoint/generation.rs.
+//!
 //! Faults come from a fault proxy between `weir` and the server (`weir_test_servers::
 //! fault_proxy`), named in the job file by `storage_endpoint`.
 
@@ -14,6 +18,12 @@ use std::time::Duration;
 
 use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
+use weir::checkpoint::metadata::CheckpointMetadata;
+
+use crate::kafka;
+use crate::kafka_exactly_once::{
+    End, append, chunk, difference, expected_counts, job_text, output_lines,
+};
 use crate::s3::{S3, s3_or_skip};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
@@ -455,4 +465,127 @@ fn a_state_larger_than_one_put_goes_up_in_parts_and_a_failed_upload_leaves_nothi
             .any(|(key, _)| key.contains("chk-0000000002")),
         "a failed upload left an object"
     );
+}
+
+/// The complete checkpoints under `prefix` of `bucket`: id and the generation of the run that
+/// completed it, read from its `_metadata`.
+fn complete_generations(s3: &S3, bucket: &str, prefix: &str) -> Vec<(u64, u64)> {
+    complete_ids(s3, bucket, prefix)
+        .into_iter()
+        .filter_map(|id| {
+            let key = format!("{prefix}/chk-{id:010}/_metadata");
+            // Gone if pruned since it was listed.
+            let bytes = s3.get(bucket, &key)?;
+            let meta = CheckpointMetadata::decode(std::path::Path::new(&key), &bytes)
+                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            Some((id, meta.generation.0))
+        })
+        .collect()
+}
+
+#[test]
+fn a_zombie_run_completes_no_checkpoint_and_commits_no_output() {
+    let Some(s3) = s3_or_skip("a_zombie_run_completes_no_checkpoint") else {
+        return;
+    };
+    let Some(broker) = kafka::broker_or_skip("a_zombie_run_completes_no_checkpoint") else {
+        return;
+    };
+    const CHUNK: u64 = 4_000;
+    let input = End::Kafka(kafka::unique("zombie-in"));
+    let output = End::Kafka(kafka::unique("zombie-out"));
+    for (end, partitions) in [(&input, 4), (&output, 2)] {
+        if let End::Kafka(topic) = end {
+            broker.create_topic(topic, partitions);
+        }
+    }
+    let bucket = s3.bucket("zombie");
+    let url = format!("s3://{bucket}/jobs/kafkacount");
+    // The same job in two directories, as on two machines: each its own lock and control
+    // file, one bucket prefix for both.
+    let job = |sandbox: &Sandbox, bounded: bool| {
+        let text = job_text(broker, sandbox, &input, &output, bounded);
+        let local = format!("{:?}", sandbox.checkpoint_dir().display().to_string());
+        let text = text.replace(&local, &format!("{url:?}"));
+        assert!(text.contains(&url), "{text}");
+        std::fs::write(sandbox.job_path(), text).unwrap();
+        sandbox.job_path()
+    };
+    let env = s3.env();
+    let env = pairs(&env);
+    append(broker, &input, &chunk(0, CHUNK));
+
+    let old = Sandbox::new("zombie-old");
+    let mut zombie = Weir::run_with_env(
+        &job(&old, false),
+        &["--restore", "latest"],
+        &env,
+        &old.join("weir.log"),
+    );
+    zombie.wait_until("two checkpoints of the first run", CLI_TIMEOUT, |_| {
+        complete_ids(s3, &bucket, "jobs/kafkacount").len() >= 2
+    });
+    // Frozen, as a VM paused or a node cut off: its replacement starts meanwhile.
+    zombie.signal("STOP");
+    let before_takeover = complete_generations(s3, &bucket, "jobs/kafkacount");
+    assert!(
+        before_takeover.iter().all(|&(_, g)| g == 1),
+        "{before_takeover:?}"
+    );
+
+    let new = Sandbox::new("zombie-new");
+    let mut replacement = Weir::run_with_env(
+        &job(&new, false),
+        &["--restore", "latest"],
+        &env,
+        &new.join("weir.log"),
+    );
+    replacement.wait_until("a checkpoint of the replacement", CLI_TIMEOUT, |w| {
+        w.stderr().contains("claimed generation 2")
+            && complete_generations(s3, &bucket, "jobs/kafkacount")
+                .iter()
+                .any(|&(_, g)| g == 2)
+    });
+    append(broker, &input, &chunk(CHUNK, 2 * CHUNK));
+    zombie.signal("CONT");
+    let ended = zombie.wait(CLI_TIMEOUT);
+    assert_ne!(ended.status.code(), Some(0), "{}", ended.stderr);
+    assert!(
+        ended
+            .stderr
+            .contains("generation 2 of this job has started on s3://"),
+        "{}",
+        ended.stderr
+    );
+    assert!(!ended.stderr.contains("restarting"), "{}", ended.stderr);
+    // Whatever the first run completed, it completed before the replacement took over.
+    let first_run: Vec<_> = complete_generations(s3, &bucket, "jobs/kafkacount")
+        .into_iter()
+        .filter(|&(_, g)| g == 1)
+        .collect();
+    let before: Vec<_> = before_takeover
+        .iter()
+        .copied()
+        .filter(|c| first_run.contains(c))
+        .collect();
+    assert_eq!(first_run, before, "a checkpoint of the zombie completed");
+
+    // The replacement goes on; a last run reads the input to its end.
+    replacement.wait_until("a checkpoint after the zombie stopped", CLI_TIMEOUT, |_| {
+        complete_ids(s3, &bucket, "jobs/kafkacount").last() > first_run.last().map(|(id, _)| id)
+    });
+    replacement.kill();
+    let last = Sandbox::new("zombie-last");
+    Weir::run_with_env(
+        &job(&last, true),
+        &["--restore", "latest"],
+        &env,
+        &last.join("weir.log"),
+    )
+    .wait(CLI_TIMEOUT)
+    .assert_code(0, "the last run");
+    let lines = output_lines(broker, &output).unwrap();
+    if let Some(problem) = difference(&lines, &expected_counts(2 * CHUNK)) {
+        panic!("read_committed output after a zombie: {problem}");
+    }
 }

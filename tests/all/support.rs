@@ -872,11 +872,16 @@ impl Weir {
 
     /// Sends SIGTERM: a graceful stop (a cancel, or a stop with a savepoint).
     pub(crate) fn terminate(&self) {
+        self.signal("TERM");
+    }
+
+    /// Sends the signal of this name (`STOP`, `CONT`, …).
+    pub(crate) fn signal(&self, name: &str) {
         let status = Command::new("kill")
-            .args(["-TERM", &self.pid().to_string()])
+            .args([&format!("-{name}"), &self.pid().to_string()])
             .status()
-            .expect("cannot run `kill -TERM`");
-        assert!(status.success(), "`kill -TERM {}` failed", self.pid());
+            .unwrap_or_else(|e| panic!("cannot run `kill -{name}`: {e}"));
+        assert!(status.success(), "`kill -{name} {}` failed", self.pid());
     }
 
     /// Waits for it to exit on its own; after `timeout` kills it and fails, showing stderr.

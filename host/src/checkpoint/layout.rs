@@ -14,6 +14,8 @@
 //!     _metadata                written last: its presence is what makes the checkpoint complete
 //!     _metadata.tmp            (only while being written, or after a crash)
 //!   _history                   the ids ever reserved and completed (checkpoint/history.rs)
+//!   _generations/              one empty file per run that claimed a generation
+//!     0000000003               (checkpoint/generation.rs)
 //!   savepoints/                or a directory the user names
 //!     sp-0000000012/           same contents as a checkpoint directory
 //! ```
@@ -34,6 +36,7 @@ use std::path::{Path, PathBuf};
 
 use thiserror::Error;
 
+use crate::checkpoint::generation::{GENERATIONS_DIR, Generation};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -199,6 +202,17 @@ impl CheckpointLayout {
     /// The job's checkpoint history file: `<job dir>/_history`.
     pub fn history_file(&self) -> PathBuf {
         self.job_dir.join(HISTORY_FILE)
+    }
+
+    /// The directory of the job's generations (`checkpoint/generation.rs`):
+    /// `<job dir>/_generations`.
+    pub fn generations_dir(&self) -> PathBuf {
+        self.job_dir.join(GENERATIONS_DIR)
+    }
+
+    /// The file that claims generation `generation`: `<job dir>/_generations/0000000003`.
+    pub fn generation_file(&self, generation: Generation) -> PathBuf {
+        self.generations_dir().join(generation.file_name())
     }
 
     /// The directory holding savepoints.

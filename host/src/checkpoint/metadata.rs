@@ -22,6 +22,7 @@ use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError};
+use crate::checkpoint::generation::Generation;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::pending::Acknowledgement;
 use crate::ids::TaskId;
@@ -135,6 +136,10 @@ pub struct CheckpointMetadata {
     /// groups, which routed keys as if each vertex had as many key groups as subtasks.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub max_parallelism: BTreeMap<String, u32>,
+    /// The generation of the run that wrote it (`checkpoint/generation.rs`); 0, and absent
+    /// from the file, for checkpoints of builds before generations.
+    #[serde(default, skip_serializing_if = "Generation::is_unknown")]
+    pub generation: Generation,
     /// Every task's state, one entry per task of the execution graph.
     pub tasks: Vec<TaskStateMeta>,
 }
@@ -189,6 +194,8 @@ pub struct JobIdentity {
     pub parallelism: BTreeMap<String, u32>,
     /// Key groups of every vertex, by vertex name.
     pub max_parallelism: BTreeMap<String, u32>,
+    /// The generation of the run (`checkpoint/generation.rs`).
+    pub generation: Generation,
 }
 
 impl CheckpointMetadata {
@@ -227,6 +234,7 @@ impl CheckpointMetadata {
             duration_ms,
             parallelism: job.parallelism.clone(),
             max_parallelism: job.max_parallelism.clone(),
+            generation: job.generation,
             tasks,
         }
     }
@@ -466,6 +474,7 @@ pub(crate) mod tests {
             duration_ms: 50,
             parallelism: [("source".to_string(), 1), ("count".to_string(), 2)].into(),
             max_parallelism: [("source".to_string(), 128), ("count".to_string(), 128)].into(),
+            generation: Generation(3),
             tasks: vec![task("source", 0), task("count", 0), task("count", 1)],
         }
     }
@@ -646,6 +655,7 @@ pub(crate) mod tests {
             "\"file\": \"count-1.state\"",
             "\"alignment_duration_ms\": 0",
             "\"crc32\": \"0x12345678\"",
+            "\"generation\": 3",
         ] {
             assert!(json.contains(needle), "{needle} not in {json}");
         }

@@ -5,6 +5,7 @@ pub mod abort;
 pub mod config;
 pub(crate) mod coordinator;
 pub mod format;
+pub mod generation;
 pub(crate) mod history;
 pub mod layout;
 pub mod metadata;

@@ -54,7 +54,7 @@ impl Fnv1a {
 
 impl Job {
     /// What a checkpoint of this job records of it: name, fingerprint and every
-    /// vertex's parallelism and key groups.
+    /// vertex's parallelism and key groups (the generation is the run's, left 0 here).
     pub fn identity(&self) -> JobIdentity {
         JobIdentity {
             name: self.name.clone(),
@@ -69,6 +69,8 @@ impl Job {
                 .iter()
                 .map(|v| (v.name.clone(), v.max_parallelism))
                 .collect(),
+            // The run claims its generation on the storage and sets it.
+            generation: Default::default(),
         }
     }
 

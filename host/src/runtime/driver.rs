@@ -40,7 +40,7 @@ use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
 use crate::checkpoint::metadata::{CheckpointMetadata, JobIdentity, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
 use crate::checkpoint::stats::TaskStats;
-use crate::checkpoint::storage::CheckpointStorage;
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::dataflow::persist::TaskEvent;
 use crate::dataflow::processor::TaskError;
 use crate::dataflow::task::Control;
@@ -70,6 +70,9 @@ pub(crate) enum AttemptEnd {
     },
     /// A task failed, or too many checkpoints did: fail over.
     Failed(String),
+    /// A newer run of the job claimed a generation on the checkpoint storage
+    /// (`checkpoint/generation.rs`): stop, without restarting.
+    Superseded(String),
 }
 
 /// What the driver works with.
@@ -175,6 +178,7 @@ impl Driver<'_> {
                 "stopped".to_string()
             }
             AttemptEnd::Failed(reason) => format!("failed ({reason})"),
+            AttemptEnd::Superseded(_) => "was superseded by a newer run".to_string(),
         };
         let graceful = matches!(
             end,
@@ -367,7 +371,10 @@ impl Driver<'_> {
                         stats.triggered(id, kind, is_final, num_tasks, at);
                     });
                     // Durable before anything can use the id; the next one is reserved meanwhile.
-                    self.history.reserve(id).await;
+                    if let Err(superseded) = self.history.reserve(id).await {
+                        end = Some(AttemptEnd::Superseded(superseded));
+                        break;
+                    }
                     let sources: Vec<TaskId> =
                         self.coordinator.trigger_set().iter().cloned().collect();
                     self.attempt
@@ -390,12 +397,31 @@ impl Driver<'_> {
                         &acks,
                     );
                     let storage = Arc::clone(&self.storage);
+                    let reserved = self.history.covers(id);
                     let written = tokio::task::spawn_blocking(move || {
-                        storage.write_metadata(&meta).map(|_| meta)
+                        if !reserved {
+                            let history = storage.layout().history_file();
+                            return Err((
+                                format!(
+                                    "its id could not be recorded as reserved in the checkpoint \
+                                     history {}",
+                                    history.display()
+                                ),
+                                false,
+                            ));
+                        }
+                        storage.write_metadata(&meta).map(|_| meta).map_err(|e| {
+                            let superseded = matches!(e, StorageError::Superseded { .. });
+                            (e.to_string(), superseded)
+                        })
                     })
                     .await
-                    .map_err(|e| format!("metadata writer panicked: {e}"))
-                    .and_then(|r| r.map_err(|e| e.to_string()));
+                    .map_err(|e| (format!("metadata writer panicked: {e}"), false))
+                    .and_then(|r| r);
+                    if let Err((reason, true)) = &written {
+                        // Not this checkpoint's failure: the run must stop.
+                        end = Some(AttemptEnd::Superseded(reason.clone()));
+                    }
                     let completed = written.is_ok();
                     let result = match written {
                         Ok(meta) => {
@@ -407,7 +433,7 @@ impl Driver<'_> {
                             );
                             Ok(())
                         }
-                        Err(e) => Err(e),
+                        Err((e, _)) => Err(e),
                     };
                     let finalized_at = Instant::now();
                     match self.coordinator.finalized(id, result, finalized_at) {
@@ -499,7 +525,10 @@ impl Driver<'_> {
                     }
                 }
                 Action::FailJob { reason } => {
-                    end = Some(AttemptEnd::Failed(reason.to_string()));
+                    // A run that was superseded stops for that, not for its failures.
+                    if !matches!(end, Some(AttemptEnd::Superseded(_))) {
+                        end = Some(AttemptEnd::Failed(reason.to_string()));
+                    }
                 }
             }
         }

@@ -33,6 +33,9 @@ pub(crate) struct HistoryRecorder {
     last_used: Option<CheckpointId>,
     /// Whether a failed write was warned about and no write succeeded since.
     warned: Arc<AtomicBool>,
+    /// Why the storage refused a write because a newer run claimed a generation
+    /// ([`StorageError::Superseded`]): the run must stop.
+    superseded: Arc<Mutex<Option<String>>>,
 }
 
 impl HistoryRecorder {
@@ -45,6 +48,7 @@ impl HistoryRecorder {
             ahead: None,
             last_used: None,
             warned: Arc::new(AtomicBool::new(false)),
+            superseded: Arc::new(Mutex::new(None)),
         }
     }
 
@@ -55,38 +59,60 @@ impl HistoryRecorder {
 
     /// Makes sure `id` is reserved on disk before it is triggered: waits for the
     /// background reservation, and writes it now if that did not cover `id`.
-    /// A failing disk is warned about and the trigger goes on (its checkpoint will most
-    /// likely fail on the same disk); only a crash after it could then reuse the id.
-    pub(crate) async fn reserve(&mut self, id: CheckpointId) {
+    /// A failing disk is warned about and the trigger goes on (its checkpoint cannot
+    /// complete unless the id is reserved: see [`covers`](Self::covers)). `Err` names
+    /// the newer generation when the storage refused the write because a newer run
+    /// took over: the run must stop.
+    pub(crate) async fn reserve(&mut self, id: CheckpointId) -> Result<(), String> {
         self.last_used = self.last_used.max(Some(id));
         if let Some(ahead) = self.ahead.take() {
             let _ = ahead.await;
         }
-        if self.history().covers(id) {
-            return;
+        if !self.history().covers(id) {
+            let (storage, written, warned, superseded) = self.parts();
+            let _ = tokio::task::spawn_blocking(move || {
+                record(storage.as_ref(), &written, &warned, &superseded, |h| {
+                    h.with_reserved(id)
+                });
+            })
+            .await;
         }
-        let (storage, written, warned) = self.parts();
-        let _ = tokio::task::spawn_blocking(move || {
-            record(storage.as_ref(), &written, &warned, |h| h.with_reserved(id));
-        })
-        .await;
+        match self
+            .superseded
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+        {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether `id` is durably reserved: a checkpoint completes only then, so that a
+    /// newer run, which reads the history after claiming its generation, numbers its
+    /// checkpoints above every one an older run can still complete
+    /// (`checkpoint/generation.rs`).
+    pub(crate) fn covers(&self, id: CheckpointId) -> bool {
+        self.history().covers(id)
     }
 
     /// Reserves `id` in the background: called right after a trigger for the next one.
     pub(crate) fn reserve_ahead(&mut self, id: CheckpointId) {
         // Writes merge under `written`'s lock and only grow: whichever of two reservations still
         // under way runs last, the file ends up covering `id`.
-        let (storage, written, warned) = self.parts();
+        let (storage, written, warned, superseded) = self.parts();
         self.ahead = Some(tokio::task::spawn_blocking(move || {
-            record(storage.as_ref(), &written, &warned, |h| h.with_reserved(id));
+            record(storage.as_ref(), &written, &warned, &superseded, |h| {
+                h.with_reserved(id)
+            });
         }));
     }
 
     /// Records that `id` completed, in the background.
     pub(crate) fn completed(&self, id: CheckpointId) {
-        let (storage, written, warned) = self.parts();
+        let (storage, written, warned, superseded) = self.parts();
         tokio::task::spawn_blocking(move || {
-            record(storage.as_ref(), &written, &warned, |h| {
+            record(storage.as_ref(), &written, &warned, &superseded, |h| {
                 h.with_completed(id)
             });
         });
@@ -100,37 +126,44 @@ impl HistoryRecorder {
         if let Some(ahead) = self.ahead.take() {
             let _ = ahead.await;
         }
-        let (storage, written, warned) = self.parts();
+        let (storage, written, warned, superseded) = self.parts();
         let floor = self.floor;
         let _ = tokio::task::spawn_blocking(move || {
-            record(storage.as_ref(), &written, &warned, |h| CheckpointHistory {
-                reserved: last_used.max(floor).max(h.completed),
-                completed: h.completed,
+            record(storage.as_ref(), &written, &warned, &superseded, |h| {
+                CheckpointHistory {
+                    reserved: last_used.max(floor).max(h.completed),
+                    completed: h.completed,
+                }
             });
         })
         .await;
     }
 
-    fn parts(
-        &self,
-    ) -> (
-        Arc<dyn CheckpointStorage>,
-        Arc<Mutex<CheckpointHistory>>,
-        Arc<AtomicBool>,
-    ) {
+    fn parts(&self) -> Parts {
         (
             Arc::clone(&self.storage),
             Arc::clone(&self.written),
             Arc::clone(&self.warned),
+            Arc::clone(&self.superseded),
         )
     }
 }
 
-/// Writes `update(history)` if it differs from what is written; blocking.
+/// What a background write needs of the recorder.
+type Parts = (
+    Arc<dyn CheckpointStorage>,
+    Arc<Mutex<CheckpointHistory>>,
+    Arc<AtomicBool>,
+    Arc<Mutex<Option<String>>>,
+);
+
+/// Writes `update(history)` if it differs from what is written; blocking. A refusal
+/// because a newer run took over is kept in `superseded`, not warned about.
 fn record(
     storage: &dyn CheckpointStorage,
     written: &Mutex<CheckpointHistory>,
     warned: &AtomicBool,
+    superseded: &Mutex<Option<String>>,
     update: impl FnOnce(CheckpointHistory) -> CheckpointHistory,
 ) {
     let mut current = written.lock().unwrap_or_else(PoisonError::into_inner);
@@ -143,6 +176,9 @@ fn record(
             *current = next;
             warned.store(false, Ordering::Relaxed);
         }
+        Err(e @ StorageError::Superseded { .. }) => {
+            *superseded.lock().unwrap_or_else(PoisonError::into_inner) = Some(e.to_string());
+        }
         Err(e) => warn_once(warned, &e),
     }
 }
@@ -150,8 +186,8 @@ fn record(
 fn warn_once(warned: &AtomicBool, e: &StorageError) {
     if !warned.swap(true, Ordering::Relaxed) {
         tracing::warn!(
-            "cannot record the checkpoint history: {e}; checkpoints go on, but after a crash \
-             now a checkpoint id could be used twice"
+            "cannot record the checkpoint history: {e}; no checkpoint can complete until an \
+             id is recorded as reserved in it"
         );
     }
 }
@@ -170,10 +206,10 @@ mod tests {
     async fn reserves_ahead_records_completions_and_settles_to_the_last_id_used() {
         let storage = Arc::new(MemoryStorage::new(CheckpointLayout::new("/jobs/wc")));
         let mut recorder = HistoryRecorder::new(storage.clone(), CheckpointHistory::default());
-        recorder.reserve(id(1)).await;
+        recorder.reserve(id(1)).await.unwrap();
         assert_eq!(storage.read_history().unwrap().reserved, Some(id(1)));
         recorder.reserve_ahead(id(2));
-        recorder.reserve(id(2)).await;
+        recorder.reserve(id(2)).await.unwrap();
         assert_eq!(storage.read_history().unwrap().reserved, Some(id(2)));
         recorder.reserve_ahead(id(3));
         recorder.completed(id(2));
@@ -199,5 +235,22 @@ mod tests {
         recorder.reserve_ahead(id(10));
         recorder.settle().await;
         assert_eq!(storage.read_history().unwrap().reserved, Some(id(9)));
+    }
+
+    #[tokio::test]
+    async fn a_newer_generation_stops_the_reservations() {
+        let layout = CheckpointLayout::new("/jobs/wc");
+        let storage = Arc::new(MemoryStorage::new(layout.clone()));
+        let ours = storage.claim_generation().unwrap();
+        let mut recorder = HistoryRecorder::new(storage.clone(), CheckpointHistory::default());
+        recorder.reserve(id(1)).await.unwrap();
+        // Another process starts the job on the same storage.
+        let newer = MemoryStorage::sharing(&storage);
+        assert_eq!(newer.claim_generation().unwrap(), ours.next());
+        recorder.reserve_ahead(id(2));
+        let refused = recorder.reserve(id(2)).await.unwrap_err();
+        assert!(refused.contains("generation 2"), "{refused}");
+        assert!(!recorder.covers(id(2)));
+        assert_eq!(storage.read_history().unwrap().reserved, Some(id(1)));
     }
 }

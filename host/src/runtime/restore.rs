@@ -454,6 +454,7 @@ mod tests {
             duration_ms: 0,
             parallelism: identity.parallelism,
             max_parallelism: identity.max_parallelism,
+            generation: identity.generation,
             tasks,
         };
         (meta, states)

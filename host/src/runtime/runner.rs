@@ -183,6 +183,15 @@ impl JobRunner {
         requests: &mut UnboundedReceiver<JobRequest>,
     ) -> Result<JobOutcome, RunError> {
         self.monitor.set_started(std::time::SystemTime::now());
+        // Claimed before anything of the checkpoints is read: a run that claimed earlier
+        // completes no checkpoint numbered at or above what this one reads next
+        // (checkpoint/generation.rs).
+        let storage = Arc::clone(&self.storage);
+        let generation = blocking(move || storage.claim_generation()).await?;
+        tracing::info!(
+            "claimed generation {generation} of the job on {}",
+            self.job.checkpoint.storage_root().display()
+        );
         let storage = Arc::clone(&self.storage);
         let history = blocking(move || storage.read_history()).await?;
         // Choose what to restore before cleaning up, so skipped checkpoints are reported.
@@ -265,7 +274,22 @@ impl JobRunner {
                 None => (current.clone(), HashMap::new()),
             };
             let job = &attempt_job;
-            let identity = job.identity();
+            let mut identity = job.identity();
+            identity.generation = self.storage.generation().unwrap_or_default();
+            // A newer run took over while this one waited to restart: starting the sinks
+            // would fence its transactions.
+            let storage = Arc::clone(&self.storage);
+            if let Some(newer) =
+                blocking(move || Ok::<_, StorageError>(storage.superseded())).await?
+            {
+                let reason = StorageError::Superseded {
+                    ours: identity.generation,
+                    newer,
+                    dir: self.storage.layout().job_dir().to_owned(),
+                }
+                .to_string();
+                return Ok(self.superseded(reason, restarts));
+            }
             let listings = {
                 let storage = Arc::clone(&self.storage);
                 blocking(move || storage.list()).await?
@@ -347,6 +371,9 @@ impl JobRunner {
                     }
                     return Ok(outcome(JobStatus::Canceled, None, None, restarts));
                 }
+                AttemptEnd::Superseded(reason) => {
+                    return Ok(self.superseded(reason, restarts));
+                }
                 AttemptEnd::Failed(reason) => {
                     tracing::error!("job failed: {reason}");
                     self.monitor.attempt_failed();
@@ -420,6 +447,13 @@ impl JobRunner {
             ..restored
         });
         Ok((job.with_key_groups(&matched.key_groups), matched.states))
+    }
+
+    /// The end of a run that a newer run of the job superseded: failed, never restarted.
+    fn superseded(&self, reason: String, restarts: u32) -> JobOutcome {
+        tracing::error!("job stops: {reason}");
+        self.monitor.set_status(JobStatus::Failed);
+        outcome(JobStatus::Failed, None, Some(reason), restarts)
     }
 
     /// Reads and verifies the checkpoint or savepoint at `path`.
@@ -779,6 +813,7 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+    use crate::checkpoint::generation::Generation;
     use crate::checkpoint::storage::{FaultyStorage, ListingStatus, MemoryStorage};
 
     /// generator → blackhole: no guest, so it runs in a unit test. A checkpoint every
@@ -1076,9 +1111,51 @@ mod tests {
     }
 
     #[test]
+    fn a_run_superseded_by_a_newer_one_stops_without_completing_another_checkpoint() {
+        let memory = MemoryStorage::default();
+        let runner = JobRunner::with_storage(
+            job(1_000_000, 0),
+            RunOptions::default(),
+            Arc::new(memory.clone()),
+        )
+        .unwrap();
+        let (monitor, outcome, _requests) = spawn(runner);
+        wait_for("two checkpoints", || monitor.checkpoint_counts().0 >= 2);
+        // Another process starts the job on the same storage.
+        let newer = memory.sharing();
+        assert_eq!(newer.claim_generation().unwrap(), Generation(2));
+        let completed_at_claim = monitor.checkpoint_counts().0;
+        let outcome = outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap();
+        assert_eq!(outcome.status, JobStatus::Failed, "{outcome:?}");
+        assert_eq!(outcome.restarts, 0, "{outcome:?}");
+        let failure = outcome.failure.unwrap();
+        assert!(
+            failure.contains("generation 2 of this job has started"),
+            "{failure}"
+        );
+        // One whose fence was checked just before the claim may still complete.
+        let completed = monitor.checkpoint_counts().0;
+        assert!(
+            completed <= completed_at_claim + 1,
+            "{completed} > {completed_at_claim} + 1"
+        );
+        for listing in newer.list().unwrap() {
+            if let Some(meta) = listing.metadata() {
+                assert_eq!(meta.generation, Generation(1), "{listing:?}");
+            }
+        }
+    }
+
+    #[test]
     fn failures_beyond_the_tolerable_count_fail_the_job_naming_the_storage_error() {
         let memory = MemoryStorage::default();
         let faulty = Arc::new(FaultyStorage::memory(&memory));
+        // The disk turns read-only once the run has claimed its generation (a run that cannot
+        // claim one does not start).
+        faulty.claim_generation().unwrap();
         faulty.break_writes(io::ErrorKind::ReadOnlyFilesystem);
         let runner = JobRunner::with_storage(
             job(1_000_000, 2),

@@ -343,10 +343,13 @@ impl MemoryStorage {
     /// An empty storage under `layout`; the paths are only names, nothing
     /// touches the disk.
     pub fn new(layout: CheckpointLayout) -> Self {
-        MemoryStorage(FileStore {
-            layout,
-            files: MemoryFiles::default(),
-        })
+        MemoryStorage(FileStore::new(layout, MemoryFiles::default()))
+    }
+
+    /// Another process's view of the same files: shares them, but has claimed no
+    /// generation (a clone keeps this one's claim).
+    pub fn sharing(&self) -> Self {
+        MemoryStorage(FileStore::new(self.0.layout.clone(), self.0.files.clone()))
     }
 
     /// Every file stored, sorted by path.
@@ -408,7 +411,7 @@ impl FaultyStorage {
             inner,
             plan: Mutex::new(FaultPlan::default()),
         };
-        FaultyStorage(FileStore { layout, files })
+        FaultyStorage(FileStore::new(layout, files))
     }
 
     /// Makes write number `write` (1-based, counted since this storage was

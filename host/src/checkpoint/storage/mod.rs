@@ -46,6 +46,7 @@ use crate::checkpoint::config::CheckpointConfig;
 use crate::checkpoint::format::{
     self, FileKind, FormatError, FormatProblem, HEADER_LEN, IoError, Overwrite, TRAILER_LEN,
 };
+use crate::checkpoint::generation::{CLAIM_ATTEMPTS, Generation};
 use crate::checkpoint::history::{CheckpointHistory, HistoryError};
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutError, METADATA_FILE};
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
@@ -75,6 +76,22 @@ pub enum StorageError {
         /// Checkpoint or savepoint.
         kind: CheckpointKind,
         /// Its directory.
+        dir: PathBuf,
+    },
+    /// A newer run of the job claimed a generation on this storage: this run
+    /// may no longer complete checkpoints or reserve ids (checkpoint/generation.rs).
+    #[error(
+        "generation {newer} of this job has started on {dir} since this run claimed generation \
+         {ours}: another process runs the job on the same checkpoint storage now, so this one \
+         stops without completing checkpoints or committing output. If that process is gone, \
+         start this job again with --restore latest"
+    )]
+    Superseded {
+        /// The generation this run claimed.
+        ours: Generation,
+        /// The newer generation found.
+        newer: Generation,
+        /// The job's checkpoint directory.
         dir: PathBuf,
     },
     /// The checkpoint has no metadata: it was never completed (or its
@@ -279,7 +296,22 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
 
     /// Replaces the job's checkpoint history durably (tmp, fsync, rename,
     /// fsync of the directory), creating the job directory if needed.
+    /// [`StorageError::Superseded`] after a newer run claimed a generation.
     fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError>;
+
+    /// Claims the job's next generation on this storage (`checkpoint/generation.rs`):
+    /// one more than the highest claimed, created only if absent. From then on this
+    /// storage refuses to write metadata or history once a newer generation exists.
+    /// Once per run, before the run reads the history; a second call returns the first
+    /// claim.
+    fn claim_generation(&self) -> Result<Generation, StorageError>;
+
+    /// The generation this storage claimed, if it did.
+    fn generation(&self) -> Option<Generation>;
+
+    /// The generation after the claimed one, if a newer run has claimed it (one `HEAD`);
+    /// `None` before a claim, or if the store cannot be asked (the next write asks again).
+    fn superseded(&self) -> Option<Generation>;
 }
 
 // ---------------------------------------------------------------------------
@@ -416,6 +448,8 @@ impl Files for DiskFiles {
 struct FileStore<F> {
     layout: CheckpointLayout,
     files: F,
+    /// The generation this run claimed: fences metadata and history writes.
+    claimed: std::sync::OnceLock<Generation>,
 }
 
 /// Ignores a "not found": removing what is already gone succeeds.
@@ -428,6 +462,73 @@ fn tolerate_missing(result: Result<(), IoError>) -> Result<bool, IoError> {
 }
 
 impl<F: Files> FileStore<F> {
+    /// The rules over `files`, under `layout`, with no generation claimed yet.
+    fn new(layout: CheckpointLayout, files: F) -> Self {
+        FileStore {
+            layout,
+            files,
+            claimed: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn claim_generation(&self) -> Result<Generation, StorageError> {
+        if let Some(&claimed) = self.claimed.get() {
+            return Ok(claimed);
+        }
+        let dir = self.layout.generations_dir();
+        self.files.create_dir(&dir)?;
+        let mut lost = Vec::new();
+        for _ in 0..CLAIM_ATTEMPTS {
+            let highest = self
+                .files
+                .list_dir(&dir)?
+                .into_iter()
+                .filter(|(_, entry)| *entry == Entry::File)
+                .filter_map(|(name, _)| Generation::parse_file_name(&name))
+                .max()
+                .unwrap_or_default();
+            let next = highest.next();
+            let path = self.layout.generation_file(next);
+            match self.files.write(&path, b"", Overwrite::Refuse) {
+                Ok(()) => return Ok(*self.claimed.get_or_init(|| next)),
+                // Another run took it first: list again and take the one after.
+                Err(e) if e.is_already_exists() => lost.push(next),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(StorageError::Io(IoError::new(
+            "claim a generation in",
+            &dir,
+            io::Error::other(format!(
+                "{CLAIM_ATTEMPTS} claims in a row lost to other runs (generations {}): are \
+                 many processes starting this job at once?",
+                lost.iter()
+                    .map(|g| g.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        )))
+    }
+
+    fn superseded(&self) -> Option<Generation> {
+        let newer = self.claimed.get()?.next();
+        self.files
+            .is_file(&self.layout.generation_file(newer))
+            .then_some(newer)
+    }
+
+    /// [`StorageError::Superseded`] if a newer run claimed a generation.
+    fn fence(&self) -> Result<(), StorageError> {
+        match (self.claimed.get(), self.superseded()) {
+            (Some(&ours), Some(newer)) => Err(StorageError::Superseded {
+                ours,
+                newer,
+                dir: self.layout.job_dir().to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
     fn is_complete(&self, location: &CheckpointLocation) -> bool {
         self.files
             .is_file(&CheckpointLayout::metadata_file(location))
@@ -518,6 +619,7 @@ impl<F: Files> FileStore<F> {
         if self.files.is_file(&path) {
             return Err(already());
         }
+        self.fence()?;
         self.files.create_dir(location.dir())?;
         let bytes = meta.encode();
         match self.files.write(&path, &bytes, Overwrite::Refuse) {
@@ -663,6 +765,7 @@ impl<F: Files> FileStore<F> {
     }
 
     fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
+        self.fence()?;
         self.files.create_dir(self.layout.job_dir())?;
         let path = self.layout.history_file();
         Ok(self
@@ -733,6 +836,17 @@ macro_rules! delegate_to_file_store {
             fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
                 self.0.write_history(history)
             }
+            fn claim_generation(
+                &self,
+            ) -> Result<$crate::checkpoint::generation::Generation, StorageError> {
+                self.0.claim_generation()
+            }
+            fn generation(&self) -> Option<$crate::checkpoint::generation::Generation> {
+                self.0.claimed.get().copied()
+            }
+            fn superseded(&self) -> Option<$crate::checkpoint::generation::Generation> {
+                self.0.superseded()
+            }
         }
     };
 }
@@ -747,10 +861,7 @@ pub struct LocalStorage(FileStore<DiskFiles>);
 impl LocalStorage {
     /// Storage under `layout`. Creates nothing until the first write.
     pub fn new(layout: CheckpointLayout) -> Self {
-        LocalStorage(FileStore {
-            layout,
-            files: DiskFiles,
-        })
+        LocalStorage(FileStore::new(layout, DiskFiles))
     }
 }
 

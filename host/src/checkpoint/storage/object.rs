@@ -145,6 +145,20 @@ impl ObjectStoreUrl {
         &self.bucket
     }
 
+    /// The same bucket with `segment` (letters, digits, `-_.`) added to the key prefix: where
+    /// one part of a job keeps its own checkpoints.
+    pub fn join(&self, segment: &str) -> ObjectStoreUrl {
+        let prefix = if self.prefix.is_empty() {
+            segment.to_owned()
+        } else {
+            format!("{}/{segment}", self.prefix)
+        };
+        ObjectStoreUrl {
+            bucket: self.bucket.clone(),
+            prefix,
+        }
+    }
+
     /// The job's directory as the checkpoint layout sees it: `s3://bucket/prefix`, under which
     /// it builds every path.
     pub fn as_path(&self) -> PathBuf {
@@ -623,10 +637,10 @@ impl ObjectStorage {
         layout: CheckpointLayout,
         requests: &ObjectStoreOptions,
     ) -> Result<Self, IoError> {
-        Ok(ObjectStorage(FileStore {
+        Ok(ObjectStorage(FileStore::new(
             layout,
-            files: ObjectFiles::open(url, requests)?,
-        }))
+            ObjectFiles::open(url, requests)?,
+        )))
     }
 }
 

@@ -1,4 +1,5 @@
 use super::*;
+use crate::checkpoint::generation::Generation;
 use crate::checkpoint::metadata::tests::sample;
 use std::fs;
 use std::sync::Arc;
@@ -609,4 +610,98 @@ fn storage_is_object_safe_and_shareable() {
     assert_send_sync::<FaultyStorage>();
     let storage: Arc<dyn CheckpointStorage> = Arc::new(MemoryStorage::default());
     assert!(storage.list().unwrap().is_empty());
+}
+
+#[test]
+fn each_run_claims_the_next_generation_once() {
+    let (_dir, storage) = local();
+    assert_eq!(storage.generation(), None);
+    assert_eq!(storage.superseded(), None);
+    assert_eq!(storage.claim_generation().unwrap(), Generation(1));
+    // Failovers inside the run keep it.
+    assert_eq!(storage.claim_generation().unwrap(), Generation(1));
+    let next = LocalStorage::new(storage.layout().clone());
+    assert_eq!(next.claim_generation().unwrap(), Generation(2));
+    assert_eq!(storage.superseded(), Some(Generation(2)));
+    assert_eq!(next.superseded(), None);
+    assert!(storage.layout().generation_file(Generation(2)).is_file());
+}
+
+#[test]
+fn runs_racing_for_a_generation_each_get_their_own() {
+    let (_dir, first) = local();
+    let layout = first.layout().clone();
+    let claims: Vec<Generation> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..8)
+            .map(|_| {
+                let layout = layout.clone();
+                scope.spawn(move || LocalStorage::new(layout).claim_generation().unwrap())
+            })
+            .collect();
+        runs.into_iter().map(|run| run.join().unwrap()).collect()
+    });
+    let mut sorted = claims.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        (1..=8).map(Generation).collect::<Vec<_>>(),
+        "{claims:?}"
+    );
+}
+
+#[test]
+fn a_superseded_run_completes_no_checkpoint_and_reserves_no_id() {
+    let memory = MemoryStorage::default();
+    assert_eq!(memory.claim_generation().unwrap(), Generation(1));
+    complete(&memory, CHK, 1);
+    let newer = memory.sharing();
+    assert_eq!(newer.claim_generation().unwrap(), Generation(2));
+    let mut meta = sample(CHK, 2);
+    for entry in &mut meta.tasks {
+        entry.handle = memory
+            .write_state(CHK, CheckpointId(2), &entry.task, b"zombie")
+            .unwrap();
+        entry.state_bytes = 6;
+    }
+    let refused = memory.write_metadata(&meta).unwrap_err();
+    assert!(
+        matches!(refused, StorageError::Superseded { .. }),
+        "{refused}"
+    );
+    let message = refused.to_string();
+    for needle in [
+        "generation 2",
+        "claimed generation 1",
+        "/memory/job",
+        "--restore latest",
+    ] {
+        assert!(message.contains(needle), "{needle} not in {message}");
+    }
+    assert_eq!(
+        statuses(&newer),
+        [
+            ("chk-0000000001".to_string(), "complete"),
+            ("chk-0000000002".to_string(), "incomplete")
+        ]
+    );
+    let history = CheckpointHistory::default().with_reserved(CheckpointId(3));
+    assert!(matches!(
+        memory.write_history(&history),
+        Err(StorageError::Superseded { .. })
+    ));
+    assert_eq!(newer.read_history().unwrap(), CheckpointHistory::default());
+    // The newer run writes as before.
+    complete(&newer, CHK, 3);
+    newer.write_history(&history).unwrap();
+}
+
+#[test]
+fn a_storage_that_claimed_nothing_is_not_fenced() {
+    // The tools (weir checkpoints) read and write without claiming.
+    let memory = MemoryStorage::default();
+    memory.sharing().claim_generation().unwrap();
+    complete(&memory, CHK, 1);
+    memory
+        .write_history(&CheckpointHistory::default().with_reserved(CheckpointId(1)))
+        .unwrap();
 }
