@@ -123,6 +123,44 @@ impl KafkaField {
     }
 }
 
+/// Which partitions of its topics each subtask of a Kafka source reads. A job file always
+/// gets the default; the stages of a job run by many workers (`job/workers.rs`) set it, so
+/// that each worker reads its share.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PartitionShare {
+    /// How a partition maps to its reader.
+    pub by: ShareBy,
+    /// `Some((first, readers))`: this source's subtasks are readers `first..first +
+    /// parallelism` of `readers` over the whole job (one worker's subtasks of a job that
+    /// runs as many); `None`: its subtasks are all the readers.
+    pub slice: Option<(u32, u32)>,
+}
+
+/// How a Kafka source's partitions map to the readers of [`PartitionShare`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ShareBy {
+    /// By a stable hash of topic and partition: any topic.
+    #[default]
+    Hash,
+    /// Partition `g` is key group `g` of a topic with this many partitions, written by a sink
+    /// that partitions by key group ([`SinkPartitioning::KeyGroups`]): read by the reader that
+    /// owns key group `g`, as a `key-hash` edge would route its records.
+    KeyGroups(u32),
+}
+
+/// How a Kafka sink chooses a record's partition. A job file always gets the default; the
+/// exchange between the stages of a job run by many workers (`job/workers.rs`) partitions by
+/// key group.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum SinkPartitioning {
+    /// librdkafka's partitioner on the Kafka key (a keyless record goes anywhere).
+    #[default]
+    ByKafka,
+    /// Partition = the key group of the record's Weir key among this many, the topic's
+    /// partition count (created so when missing): what a `key-hash` edge routes by.
+    KeyGroups(u32),
+}
+
 /// A `[[source]]` of `type = "kafka"`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KafkaSourceSettings {
@@ -153,6 +191,8 @@ pub struct KafkaSourceSettings {
     /// `on_error`: what a record that lacks a mapped header (or whose timestamp header is not
     /// an integer) does; only set with a header among `key`, `value` and `timestamp`.
     pub on_error: OnError,
+    /// Which partitions each subtask reads: the default but in a worker's stage.
+    pub share: PartitionShare,
 }
 
 impl KafkaSourceSettings {
@@ -300,6 +340,8 @@ pub struct KafkaSinkSettings {
     pub marker_topic: String,
     /// `properties`: librdkafka settings passed through (TLS, SASL, tuning), in file order.
     pub properties: Vec<(String, String)>,
+    /// How a record's partition is chosen: the default but between a worker's stages.
+    pub partitioning: SinkPartitioning,
 }
 
 #[cfg(test)]

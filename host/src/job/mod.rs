@@ -33,6 +33,7 @@ mod status;
 mod units;
 mod validate;
 mod watermark;
+pub mod workers;
 
 #[cfg(test)]
 mod tests;
@@ -45,7 +46,8 @@ pub use graph::{
 };
 pub use kafka::{
     Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
-    KafkaUntil, SinkTimestamp, SinkTopic, TopicSelection, Unrouted,
+    KafkaUntil, PartitionShare, ShareBy, SinkPartitioning, SinkTimestamp, SinkTopic,
+    TopicSelection, Unrouted,
 };
 pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;

@@ -10,13 +10,12 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::{Detached, KafkaSetupError, REQUEST_TIMEOUT, WeirContext, block_on, client_config};
+use super::{Detached, KafkaSetupError, REQUEST_TIMEOUT, WeirContext, client_config};
 use crate::job::KafkaSinkSettings;
 
 /// What one committed transaction of an exactly-once sink subtask says about itself.
@@ -53,37 +52,19 @@ pub(super) fn create_topic(
     connector: &str,
     settings: &KafkaSinkSettings,
 ) -> Result<(), KafkaSetupError> {
-    let failed = |cause: String| KafkaSetupError::Request {
-        connector: connector.to_owned(),
-        what: format!(
-            "cannot create the marker topic \"{}\" (one partition, cleanup.policy=compact); \
-             create it so, or name an existing one with `marker_topic`",
-            settings.marker_topic
-        ),
-        cause,
-    };
-    let admin: AdminClient<WeirContext> = client_config(&settings.bootstrap, &settings.properties)
-        .create_with_context(WeirContext::helper())
-        .map_err(|e| failed(e.to_string()))?;
-    // -1: the broker's default.replication.factor.
-    let topic = NewTopic::new(&settings.marker_topic, 1, TopicReplication::Fixed(-1))
-        .set("cleanup.policy", "compact");
-    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
-    let results = block_on(admin.create_topics([&topic], &options))
-        .map_err(|e| failed(e.to_string()))?
-        .map_err(|e| failed(e.to_string()))?;
-    for result in results {
-        match result {
-            Ok(_) => tracing::info!(
-                "{connector}: created the marker topic \"{}\"",
-                settings.marker_topic
-            ),
-            // Another subtask or run created it first.
-            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(failed(code.to_string())),
-        }
-    }
-    Ok(())
+    let what = format!(
+        "cannot create the marker topic \"{}\" (one partition, cleanup.policy=compact); \
+         create it so, or name an existing one with `marker_topic`",
+        settings.marker_topic
+    );
+    super::create_topic(
+        connector,
+        settings,
+        &settings.marker_topic,
+        1,
+        &[("cleanup.policy", "compact")],
+        what,
+    )
 }
 
 /// The newest marker of every key that starts with `prefix` — committed ones only with

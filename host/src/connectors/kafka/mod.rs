@@ -34,8 +34,11 @@ use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::processor::TaskError;
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+
 use crate::job::{
-    Job, KafkaSinkSettings, KafkaSourceSettings, SinkKind, SinkTopic, SourceKind, VertexKind,
+    Job, KafkaSinkSettings, KafkaSourceSettings, ShareBy, SinkKind, SinkPartitioning, SinkTopic,
+    SourceKind, VertexKind,
 };
 
 /// How long one request to the brokers (metadata, offsets, a transaction's init or commit)
@@ -91,6 +94,24 @@ pub enum KafkaSetupError {
         pattern: String,
         /// The brokers asked.
         bootstrap: String,
+    },
+    /// A topic that partitions by key group has another number of partitions than the key
+    /// groups: records would reach the wrong reader.
+    #[error(
+        "{connector}: topic \"{topic}\" has {found} partitions, but it carries the key groups \
+         of a key-hash edge, {expected} of them, one per partition: delete it (it holds only \
+         records between the job's stages) or give the receiving operator max_parallelism = \
+         {found}"
+    )]
+    PartitionCount {
+        /// `kafka sink "out"`.
+        connector: String,
+        /// The topic.
+        topic: String,
+        /// Its partitions.
+        found: usize,
+        /// The key groups.
+        expected: u32,
     },
     /// The brokers answered, but refused or failed a request the check needs.
     #[error("{connector}: {what}: {cause}")]
@@ -370,6 +391,21 @@ fn check_source(connector: &str, settings: &KafkaSourceSettings) -> Result<(), K
                         key: "`topics`",
                     });
                 }
+                if let ShareBy::KeyGroups(groups) = settings.share.by {
+                    let found = metadata
+                        .topics()
+                        .iter()
+                        .find(|t| t.name() == topic)
+                        .map_or(0, |t| t.partitions().len());
+                    if found != groups as usize {
+                        return Err(KafkaSetupError::PartitionCount {
+                            connector: connector.to_owned(),
+                            topic: topic.clone(),
+                            found,
+                            expected: groups,
+                        });
+                    }
+                }
             }
         }
         pattern @ crate::job::TopicSelection::Pattern(text) => {
@@ -398,6 +434,12 @@ fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), Kafka
         SinkTopic::Fixed(_) => "`topic`",
         SinkTopic::FromKey { .. } => "`topic.topics`",
     };
+    if let SinkPartitioning::KeyGroups(groups) = settings.partitioning {
+        for topic in settings.topic.topics() {
+            check_key_group_topic(connector, settings, &metadata, topic, groups)?;
+        }
+        return check_markers(connector, settings, &metadata);
+    }
     // Every topic a record may name: one missing would fail the task at its first record.
     if let Some(missing) = settings
         .topic
@@ -412,10 +454,100 @@ fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), Kafka
             key,
         });
     }
+    check_markers(connector, settings, &metadata)
+}
+
+/// Creates an exactly-once sink's marker topic when missing.
+fn check_markers(
+    connector: &str,
+    settings: &KafkaSinkSettings,
+    metadata: &Metadata,
+) -> Result<(), KafkaSetupError> {
     if settings.delivery == crate::job::Delivery::ExactlyOnce
-        && !topic_exists(&metadata, &settings.marker_topic)
+        && !topic_exists(metadata, &settings.marker_topic)
     {
         marker::create_topic(connector, settings)?;
+    }
+    Ok(())
+}
+
+/// A topic between a worker's stages (`job/workers.rs`): created with one partition per key
+/// group when missing, refused with another count.
+fn check_key_group_topic(
+    connector: &str,
+    settings: &KafkaSinkSettings,
+    metadata: &Metadata,
+    topic: &str,
+    groups: u32,
+) -> Result<(), KafkaSetupError> {
+    if let Some(found) = metadata
+        .topics()
+        .iter()
+        .find(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
+    {
+        let found = found.partitions().len();
+        if found != groups as usize {
+            return Err(KafkaSetupError::PartitionCount {
+                connector: connector.to_owned(),
+                topic: topic.to_owned(),
+                found,
+                expected: groups,
+            });
+        }
+        return Ok(());
+    }
+    let what = format!(
+        "cannot create the topic \"{topic}\" between the job's stages ({groups} partitions, \
+         one per key group); create it so"
+    );
+    create_topic(connector, settings, topic, groups, &[], what)?;
+    // The stage that reads it checks that it exists as soon as this returns: wait until the
+    // cluster's metadata shows it.
+    let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
+    while std::time::Instant::now() < deadline {
+        let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
+        if topic_exists(&metadata, topic) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    Ok(())
+}
+
+/// Creates `topic` with `partitions` and the topic `configs` through the connection of
+/// `settings`, the cluster's default replication; one that another subtask, worker or run
+/// created first is fine. `what` says what failed, and how to do it by hand.
+fn create_topic(
+    connector: &str,
+    settings: &KafkaSinkSettings,
+    topic: &str,
+    partitions: u32,
+    configs: &[(&str, &str)],
+    what: String,
+) -> Result<(), KafkaSetupError> {
+    let failed = |cause: String| KafkaSetupError::Request {
+        connector: connector.to_owned(),
+        what: what.clone(),
+        cause,
+    };
+    let admin: AdminClient<WeirContext> = client_config(&settings.bootstrap, &settings.properties)
+        .create_with_context(WeirContext::helper())
+        .map_err(|e| failed(e.to_string()))?;
+    // -1: the broker's default.replication.factor.
+    let mut new = NewTopic::new(topic, partitions as i32, TopicReplication::Fixed(-1));
+    for (key, value) in configs {
+        new = new.set(key, value);
+    }
+    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
+    let results = block_on(admin.create_topics([&new], &options))
+        .map_err(|e| failed(e.to_string()))?
+        .map_err(|e| failed(e.to_string()))?;
+    for result in results {
+        match result {
+            Ok(_) => tracing::info!("{connector}: created the topic \"{topic}\""),
+            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
+            Err((_, code)) => return Err(failed(code.to_string())),
+        }
     }
     Ok(())
 }

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant, SystemTime};
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use weir_abi::Batch;
+use weir_abi::key_group::key_group;
 
 use super::marker::{self, Marker};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
@@ -45,7 +46,9 @@ use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
-use crate::job::{Delivery, KafkaSinkSettings, SinkTimestamp, SinkTopic, Unrouted};
+use crate::job::{
+    Delivery, KafkaSinkSettings, SinkPartitioning, SinkTimestamp, SinkTopic, Unrouted,
+};
 use crate::kill_point::{self, KillPoint};
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes a restore
@@ -391,6 +394,7 @@ impl KafkaSink {
             self.parallelism_key().as_bytes(),
             &record.to_bytes(),
             0,
+            None,
         )?;
         producer
             .commit_transaction(REQUEST_TIMEOUT)
@@ -459,7 +463,8 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// Hands one record to `producer`, waiting while its local queue is full.
+    /// Hands one record to `producer`, to `partition` or where librdkafka's partitioner puts
+    /// it, waiting while its local queue is full.
     fn send(
         &self,
         producer: &BaseProducer<WeirContext>,
@@ -467,9 +472,13 @@ impl KafkaSink {
         key: &[u8],
         value: &[u8],
         timestamp: i64,
+        partition: Option<i32>,
     ) -> Result<(), TaskError> {
         self.check_size(key, value)?;
         let mut record = BaseRecord::<[u8], [u8]>::to(topic).payload(value);
+        if let Some(partition) = partition {
+            record = record.partition(partition);
+        }
         if !key.is_empty() {
             record = record.key(key);
         }
@@ -521,7 +530,12 @@ impl KafkaSink {
                 .map_err(|why| self.unrouted(record.key, why))?;
             // 0 sends no timestamp: the producer stamps the time of sending.
             let timestamp = if keep_timestamps { record.timestamp } else { 0 };
-            self.send(producer, topic, key, record.value, timestamp)?;
+            let partition = match self.settings.partitioning {
+                SinkPartitioning::ByKafka => None,
+                // The partition a key-hash edge's receiver reads this key's group from.
+                SinkPartitioning::KeyGroups(groups) => Some(key_group(record.key, groups) as i32),
+            };
+            self.send(producer, topic, key, record.value, timestamp, partition)?;
         }
         Ok(batch.len() as u64)
     }
@@ -650,6 +664,7 @@ impl KafkaSink {
             id.as_bytes(),
             &marker.to_bytes(),
             0,
+            None,
         )?;
         kill_point::reached(KillPoint::SinkCommit);
         producer.commit_transaction(REQUEST_TIMEOUT).map_err(|e| {

@@ -31,6 +31,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::Headers;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
+use weir_abi::key_group::KeyGroups;
 
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
@@ -39,7 +40,8 @@ use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll, TaskError};
 use crate::job::{
-    Isolation, KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, OnError, TopicSelection,
+    Isolation, KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, OnError, PartitionShare,
+    ShareBy, TopicSelection,
 };
 
 /// How long a poll that found nothing asks the task to wait before the next.
@@ -56,6 +58,30 @@ pub(crate) fn owner(topic: &str, partition: i32, parallelism: u32) -> u32 {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     (hash.wrapping_add(partition as u64) % u64::from(parallelism)) as u32
+}
+
+/// Which subtask of a source of `parallelism` reads partition `partition` of `topic` (of
+/// `count` partitions) under `share`; `None` when another worker's subtask does, or no reader
+/// owns it (a key-group topic with other than its key groups' number of partitions, which the
+/// start-up check refuses).
+pub(crate) fn reader(
+    share: &PartitionShare,
+    topic: &str,
+    partition: i32,
+    count: u32,
+    parallelism: u32,
+) -> Option<u32> {
+    let (first, readers) = share.slice.unwrap_or((0, parallelism));
+    let global = match share.by {
+        ShareBy::Hash => owner(topic, partition, readers),
+        ShareBy::KeyGroups(groups) if groups == count => {
+            KeyGroups::new(groups, readers)?.owner(u32::try_from(partition).ok()?)
+        }
+        ShareBy::KeyGroups(_) => return None,
+    };
+    global
+        .checked_sub(first)
+        .filter(|&local| local < parallelism)
 }
 
 /// Whether a consumer error ends the task (and the job fails over by its restart strategy):
@@ -419,8 +445,16 @@ impl KafkaSource {
             if topic.error().is_some() || !self.settings.topics.matches(topic.name()) {
                 continue;
             }
+            let count = topic.partitions().len() as u32;
             for partition in topic.partitions() {
-                if owner(topic.name(), partition.id(), self.parallelism) == self.subtask {
+                if reader(
+                    &self.settings.share,
+                    topic.name(),
+                    partition.id(),
+                    count,
+                    self.parallelism,
+                ) == Some(self.subtask)
+                {
                     owned.push((topic.name().to_owned(), partition.id()));
                 }
             }
@@ -719,11 +753,13 @@ impl Source for KafkaSource {
     fn position(&self) -> Vec<u8> {
         let partitions = match (&self.consumer, &self.restored) {
             // Restored and not yet started: the restored position still holds, for the
-            // partitions this subtask owns (after a rescale it was given every subtask's).
+            // partitions this subtask owns (after a rescale it was given every subtask's; a
+            // worker's share is never rescaled, so all it was given is its own).
             (None, Some(restored)) => restored
                 .iter()
                 .filter(|((topic, partition), _)| {
-                    owner(topic, *partition, self.parallelism) == self.subtask
+                    self.settings.share != PartitionShare::default()
+                        || owner(topic, *partition, self.parallelism) == self.subtask
                 })
                 .map(|(key, at)| (key.clone(), *at))
                 .collect(),
@@ -839,6 +875,7 @@ mod tests {
             value,
             timestamp,
             on_error: OnError::Fail,
+            share: Default::default(),
         }
     }
 
@@ -943,6 +980,40 @@ mod tests {
         // The owner depends only on the topic, the partition and the parallelism.
         assert_eq!(owner("words", 3, 5), owner("words", 3, 5));
         assert!((0..64).all(|p| owner("t", p, 3) < 3));
+    }
+
+    #[test]
+    fn workers_share_partitions_as_one_source_of_all_their_subtasks_would() {
+        // Three workers, two subtasks each: every partition has exactly one reader, the one a
+        // single source at parallelism 6 would give it.
+        for by in [ShareBy::Hash, ShareBy::KeyGroups(24)] {
+            for partition in 0..24 {
+                let whole = PartitionShare { by, slice: None };
+                let global = reader(&whole, "t", partition, 24, 6).unwrap();
+                let readers: Vec<(u32, u32)> = (0..3)
+                    .filter_map(|worker| {
+                        let share = PartitionShare {
+                            by,
+                            slice: Some((worker * 2, 6)),
+                        };
+                        reader(&share, "t", partition, 24, 2).map(|local| (worker, local))
+                    })
+                    .collect();
+                assert_eq!(readers, [(global / 2, global % 2)], "{by:?} {partition}");
+            }
+        }
+        // A key-group topic: partition g to the owner of key group g, contiguous ranges.
+        let share = PartitionShare {
+            by: ShareBy::KeyGroups(8),
+            slice: Some((2, 4)),
+        };
+        let read: Vec<Option<u32>> = (0..8).map(|p| reader(&share, "x", p, 8, 2)).collect();
+        assert_eq!(
+            read,
+            [None, None, None, None, Some(0), Some(0), Some(1), Some(1)]
+        );
+        // A topic with another partition count than its key groups: nobody reads it.
+        assert_eq!(reader(&share, "x", 5, 9, 2), None);
     }
 
     #[test]

@@ -264,6 +264,7 @@ impl Validator<'_> {
             value: value?,
             timestamp: timestamp?,
             on_error: OnError::Fail,
+            share: crate::job::PartitionShare::default(),
         };
         if let Some(word) = &spec.on_error {
             if !settings.maps_headers() {
@@ -398,6 +399,7 @@ impl Validator<'_> {
             transactional_id_prefix,
             marker_topic,
             properties,
+            partitioning: crate::job::SinkPartitioning::default(),
         })
     }
 
