@@ -70,3 +70,5 @@ mod savepoint;
 #[cfg(unix)]
 mod storage_faults;
 mod tools;
+#[cfg(unix)]
+mod workers;

@@ -19,6 +19,7 @@ pub(crate) mod plan;
 mod request;
 mod restore;
 mod runner;
+mod worker;
 
 use std::path::PathBuf;
 
@@ -31,6 +32,7 @@ pub use request::{
 };
 pub use restore::RestoreError;
 pub use runner::JobRunner;
+pub use worker::{StageOutcome, WorkerRequest, WorkerRunner, WorkerStartError};
 
 use crate::job::JobStatus;
 

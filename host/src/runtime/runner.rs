@@ -138,6 +138,11 @@ impl JobRunner {
         self.monitor.clone()
     }
 
+    /// The job it runs.
+    pub fn job(&self) -> &Job {
+        &self.job
+    }
+
     /// The checkpoint storage of the job.
     pub fn storage(&self) -> Arc<dyn CheckpointStorage> {
         Arc::clone(&self.storage)

@@ -7,6 +7,7 @@ mod control;
 mod human;
 mod new;
 mod run;
+mod run_worker;
 
 use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;

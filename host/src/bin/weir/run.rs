@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use weir::control::{ControlServer, ControlTarget};
+use weir::job::workers::Worker;
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobMonitor, JobRequest, JobRunner, RestoreFrom, RunOptions};
 
@@ -52,6 +53,12 @@ pub(crate) struct RunArgs {
     /// reach the job).
     #[arg(long, conflicts_with = "control")]
     no_control: bool,
+    /// Run as worker I of N processes of the job (0/3, 1/3, 2/3): the job is cut at its
+    /// key-hash edges into stages joined by Kafka topics, and this process runs its share of
+    /// every stage, each checkpointed under <directory>/worker-I-of-N/stage-K. Every source
+    /// and sink must be Kafka. See docs/SCALING.md.
+    #[arg(long, value_name = "I/N")]
+    worker: Option<Worker>,
 }
 
 fn parse_control_address(text: &str) -> Result<SocketAddr, String> {
@@ -95,6 +102,25 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
             weir::runtime::default_module_cache_dir()
         },
     };
+    if let Some(worker) = args.worker {
+        if matches!(options.restore, Some(RestoreFrom::Path(_))) {
+            eprintln!(
+                "error: --restore PATH names one checkpoint, but each stage of a worker restores \
+                 from its own: use --restore latest with --worker"
+            );
+            return ExitCode::from(EXIT_BAD_INPUT);
+        }
+        let control = (job.control.enabled || args.control.is_some()) && !args.no_control;
+        let address = args.control.unwrap_or(job.control.address);
+        return crate::run_worker::run(
+            job,
+            worker,
+            options,
+            control,
+            address,
+            args.savepoint_on_stop,
+        );
+    }
     let name = job.name.clone();
     let checkpoint_dir = job.checkpoint.directory.clone();
     let storage_root = job.checkpoint.storage_root();
@@ -212,14 +238,14 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
 }
 
 /// Whether and where to serve the control endpoint, and for which job.
-struct ControlSettings {
-    enabled: bool,
-    address: SocketAddr,
-    job: Job,
+pub(crate) struct ControlSettings {
+    pub(crate) enabled: bool,
+    pub(crate) address: SocketAddr,
+    pub(crate) job: Job,
 }
 
 /// Starts the control endpoint and publishes it in `_control.json`, unless it is off.
-fn start_control(
+pub(crate) fn start_control(
     settings: ControlSettings,
     monitor: &JobMonitor,
     requests: &tokio::sync::mpsc::UnboundedSender<JobRequest>,

@@ -1,0 +1,223 @@
+//! A job run by many workers (`weir run JOB --worker I/N`, `weir::job::workers`), against
+//! the Kafka broker of `kafka.rs` and the S3 server of `s3.rs`: the sink that joins two
+//! stages, and three worker processes of a word count killed at random moments and restarted
+//! with their index, whose read_committed output must be a failure-free run's.
+//!
+//! `WEIR_WORKER_ROUNDS` sets the kills (default 6), `WEIR_CHAOS_SEED` the seed; both are
+//! printed with every failure.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use weir::job::{Job, SinkKind, SinkPartitioning, VertexKind};
+use weir::runtime::{JobRunner, RunOptions};
+use weir_abi::key_group::key_group;
+
+use crate::kafka::{self, Isolation};
+use crate::kafka_exactly_once::{End, difference, output_lines};
+use crate::support::{CLI_TIMEOUT, Rng, Sandbox, Weir, number_from_env, seed_from_env};
+
+#[test]
+fn an_exchange_sink_creates_its_topic_and_puts_each_key_in_its_key_groups_partition() {
+    let Some(broker) = kafka::broker_or_skip("an_exchange_sink_puts_each_key") else {
+        return;
+    };
+    let sandbox = Sandbox::new("exchange-sink");
+    let topic = kafka::unique("exchange");
+    let text = format!(
+        "name = \"exchange\"\n[checkpoint]\ninterval = \"100ms\"\ndirectory = {:?}\n\
+         [restart]\nstrategy = \"none\"\n\
+         [[source]]\nname = \"gen\"\ntype = \"generator\"\nparallelism = 2\ncount = 3000\n\
+         keys = 50\nseed = 3\n\
+         [[sink]]\nname = \"out\"\ntype = \"kafka\"\nparallelism = 2\ninputs = [\"gen\"]\n\
+         bootstrap = \"{}\"\ntopic = \"{topic}\"\ntimestamp = \"now\"\n",
+        sandbox.checkpoint_dir().display().to_string(),
+        broker.bootstrap()
+    );
+    let mut job = Job::from_str(&text, sandbox.path(), "exchange.toml").unwrap();
+    // What a worker's plan sets on the sink of a cut key-hash edge; the topic does not exist.
+    for vertex in &mut job.vertices {
+        if let VertexKind::Sink(SinkKind::Kafka(settings)) = &mut vertex.kind {
+            settings.partitioning = SinkPartitioning::KeyGroups(8);
+        }
+    }
+    let runner = JobRunner::new(job, RunOptions::default()).unwrap();
+    let (_requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
+    let outcome = runner.run(requests_rx).unwrap();
+    assert_eq!(
+        outcome.status,
+        weir::job::JobStatus::Finished,
+        "{outcome:?}"
+    );
+    assert_eq!(broker.partitions(&topic), 8);
+    let records = broker.read_all(&topic, Isolation::ReadCommitted);
+    assert_eq!(records.len(), 3000);
+    let mut per_partition: BTreeMap<i32, usize> = BTreeMap::new();
+    for record in &records {
+        let key = record.key.as_deref().unwrap_or_default();
+        assert_eq!(
+            record.partition,
+            key_group(key, 8) as i32,
+            "key {:?}",
+            String::from_utf8_lossy(key)
+        );
+        *per_partition.entry(record.partition).or_default() += 1;
+    }
+    // Fifty keys spread over the eight key groups.
+    assert!(per_partition.len() >= 6, "{per_partition:?}");
+}
+
+/// Words of line `i` of the input: three of 37.
+fn line(i: u64) -> String {
+    format!("w{} w{} w{}", i % 37, (i * 7 + 3) % 37, (i * 13 + 5) % 37)
+}
+
+/// What a failure-free run writes for lines `0..lines`: "word\tn" for every count of every
+/// word, sorted.
+fn expected_words(lines: u64) -> Vec<String> {
+    let mut per_word: BTreeMap<String, u64> = BTreeMap::new();
+    for i in 0..lines {
+        for word in line(i).split(' ') {
+            *per_word.entry(word.to_owned()).or_default() += 1;
+        }
+    }
+    let mut out: Vec<String> = per_word
+        .iter()
+        .flat_map(|(word, &n)| (1..=n).map(move |k| format!("{word}\t{k}")))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`.
+fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> String {
+    format!(
+        "name = \"wordcount\"\nmax_parallelism = 12\n\
+         [checkpoint]\ninterval = \"200ms\"\nmin_pause = \"0ms\"\nretained = 2\n\
+         directory = \"{url}\"\n\
+         [restart]\nstrategy = \"none\"\n\
+         [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"{bootstrap}\"\n\
+         topics = [\"{input}\"]\n\
+         [[operator]]\nname = \"split\"\nmodule = {split:?}\ninputs = [\"in\"]\n\
+         [[operator]]\nname = \"count\"\nmodule = {count:?}\n\
+         inputs = [{{ from = \"split\", partition = \"key-hash\" }}]\n\
+         [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"count\"]\n\
+         bootstrap = \"{bootstrap}\"\ntopic = \"{output}\"\n",
+        bootstrap = broker.bootstrap(),
+        split = weir_tests::guests::SPLIT,
+        count = weir_tests::guests::COUNT,
+    )
+}
+
+#[test]
+fn three_workers_killed_at_random_write_what_one_process_writes() {
+    let Some(s3) = crate::s3::s3_or_skip("three_workers_killed_at_random") else {
+        return;
+    };
+    let Some(broker) = kafka::broker_or_skip("three_workers_killed_at_random") else {
+        return;
+    };
+    const WORKERS: u32 = 3;
+    const CHUNK: u64 = 400;
+    let seed = seed_from_env("WEIR_CHAOS_SEED", 0x3_0000_0021);
+    let rounds = number_from_env("WEIR_WORKER_ROUNDS", 6);
+    let mut rng = Rng::new(seed);
+    let context = format!("WEIR_CHAOS_SEED={seed:#x} WEIR_WORKER_ROUNDS={rounds}");
+    let input = kafka::unique("words-in");
+    let output = kafka::unique("words-out");
+    broker.create_topic(&input, 6);
+    broker.create_topic(&output, 3);
+    let bucket = s3.bucket("workers");
+    let sandbox = Sandbox::new("workers");
+    std::fs::write(
+        sandbox.job_path(),
+        wordcount(
+            broker,
+            &format!("s3://{bucket}/jobs/wordcount"),
+            &input,
+            &output,
+        ),
+    )
+    .unwrap();
+    let env = s3.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let mut starts = 0;
+    let mut start = |index: u32| {
+        starts += 1;
+        Weir::run_with_env(
+            &sandbox.job_path(),
+            &[
+                "--worker",
+                &format!("{index}/{WORKERS}"),
+                "--restore",
+                "latest",
+            ],
+            &env,
+            &sandbox.join(&format!("worker-{index}-{starts}.log")),
+        )
+    };
+    let mut workers: Vec<Weir> = (0..WORKERS).map(&mut start).collect();
+    let mut appended = 0;
+    let mut kills = Vec::new();
+    for _ in 0..rounds {
+        let lines: Vec<String> = (appended..appended + CHUNK).map(line).collect();
+        let rows: Vec<kafka::Produce<'_>> =
+            lines.iter().map(|l| (None, None, l.as_bytes())).collect();
+        broker.produce(&input, &rows);
+        appended += CHUNK;
+        std::thread::sleep(Duration::from_millis(rng.between(200, 1500)));
+        let victim = rng.below(u64::from(WORKERS)) as usize;
+        for (index, worker) in workers.iter_mut().enumerate() {
+            if let Some(status) = worker.try_exit() {
+                panic!(
+                    "{context}: worker {index} exited by itself ({status}); its stderr:\n{}",
+                    worker.stderr()
+                );
+            }
+        }
+        // Killed before its replacement starts: the lock of its directories is free then.
+        workers.remove(victim).kill();
+        workers.insert(victim, start(victim as u32));
+        kills.push(victim);
+    }
+    let expected = expected_words(appended);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut lines = Vec::new();
+    while Instant::now() < deadline {
+        lines = output_lines(broker, &End::Kafka(output.clone()))
+            .unwrap_or_else(|problem| panic!("{context}: {problem}"));
+        if lines.len() >= expected.len() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    // Anything written twice would come now.
+    std::thread::sleep(Duration::from_secs(2));
+    let lines = if lines.len() >= expected.len() {
+        output_lines(broker, &End::Kafka(output.clone())).unwrap()
+    } else {
+        lines
+    };
+    for (index, worker) in workers.iter_mut().enumerate() {
+        assert!(
+            worker.try_exit().is_none(),
+            "{context}: worker {index} exited by itself; its stderr:\n{}",
+            worker.stderr()
+        );
+        worker.terminate();
+    }
+    for (index, worker) in workers.into_iter().enumerate() {
+        let ended = worker.wait(CLI_TIMEOUT);
+        assert!(
+            ended.stderr.contains("stage 1: CANCELED"),
+            "{context}: worker {index}: {}",
+            ended.stderr
+        );
+    }
+    if let Some(problem) = difference(&lines, &expected) {
+        panic!(
+            "{context}: after kills of workers {kills:?}, the read_committed output is not a \
+             failure-free run's: {problem}"
+        );
+    }
+}
