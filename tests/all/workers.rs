@@ -89,7 +89,8 @@ fn expected_words(lines: u64) -> Vec<String> {
     out
 }
 
-/// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`.
+/// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`; the
+/// sink's transactional ids are the output's, so tests running at once never fence each other.
 fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> String {
     format!(
         "name = \"wordcount\"\nmax_parallelism = 12\n\
@@ -102,7 +103,8 @@ fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> St
          [[operator]]\nname = \"count\"\nmodule = {count:?}\n\
          inputs = [{{ from = \"split\", partition = \"key-hash\" }}]\n\
          [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"count\"]\n\
-         bootstrap = \"{bootstrap}\"\ntopic = \"{output}\"\n",
+         bootstrap = \"{bootstrap}\"\ntopic = \"{output}\"\n\
+         transactional_id_prefix = \"{output}.tx\"\n",
         bootstrap = broker.bootstrap(),
         split = weir_tests::guests::SPLIT,
         count = weir_tests::guests::COUNT,
@@ -220,4 +222,58 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
              failure-free run's: {problem}"
         );
     }
+}
+
+#[test]
+fn a_job_started_afresh_reads_nothing_its_earlier_history_left_between_its_stages() {
+    let Some(broker) = kafka::broker_or_skip("a_job_started_afresh_reads_nothing") else {
+        return;
+    };
+    const LINES: u64 = 300;
+    let input = kafka::unique("afresh-in");
+    broker.create_topic(&input, 2);
+    let lines: Vec<String> = (0..LINES).map(line).collect();
+    let rows: Vec<kafka::Produce<'_>> = lines.iter().map(|l| (None, None, l.as_bytes())).collect();
+    broker.produce(&input, &rows);
+    let sandbox = Sandbox::new("afresh");
+    let checkpoints = sandbox.checkpoint_dir();
+    let expected = expected_words(LINES);
+    let mut topics = Vec::new();
+    for history in 0..2 {
+        let output = kafka::unique("afresh-out");
+        broker.create_topic(&output, 2);
+        let text = wordcount(broker, &checkpoints.display().to_string(), &input, &output);
+        std::fs::write(sandbox.job_path(), text).unwrap();
+        let mut worker = Weir::run(
+            &sandbox.job_path(),
+            &["--worker", "0/1", "--restore", "latest"],
+            &sandbox.join(&format!("history-{history}.log")),
+        );
+        let end = End::Kafka(output.clone());
+        let done = worker.wait_until("the whole output", CLI_TIMEOUT, |_| {
+            output_lines(broker, &end).map_or(0, |l| l.len()) >= expected.len()
+        });
+        std::thread::sleep(Duration::from_secs(1));
+        assert!(
+            done && worker.try_exit().is_none(),
+            "history {history}: the worker ended by itself: {}",
+            worker.stderr()
+        );
+        let stderr = worker.stderr();
+        worker.terminate();
+        worker.wait(CLI_TIMEOUT);
+        let topic = stderr
+            .lines()
+            .find_map(|l| l.split("through topic \"").nth(1)?.split('"').next())
+            .unwrap_or_else(|| panic!("no exchange topic in the log: {stderr}"))
+            .to_owned();
+        topics.push(topic);
+        let lines = output_lines(broker, &end).unwrap();
+        if let Some(problem) = difference(&lines, &expected) {
+            panic!("history {history}: {problem}");
+        }
+        // Started afresh: the job's checkpoints are removed.
+        std::fs::remove_dir_all(&checkpoints).unwrap();
+    }
+    assert_ne!(topics[0], topics[1]);
 }

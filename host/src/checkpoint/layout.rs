@@ -14,6 +14,7 @@
 //!     _metadata                written last: its presence is what makes the checkpoint complete
 //!     _metadata.tmp            (only while being written, or after a crash)
 //!   _history                   the ids ever reserved and completed (checkpoint/history.rs)
+//!   _id                        the id of the job's checkpoints, made by the first run
 //!   _generations/              one empty file per run that claimed a generation
 //!     0000000003               (checkpoint/generation.rs)
 //!   savepoints/                or a directory the user names
@@ -47,6 +48,10 @@ pub const METADATA_FILE: &str = "_metadata";
 /// Name of the job's checkpoint history, in the job directory
 /// (`checkpoint/history.rs`).
 pub const HISTORY_FILE: &str = "_history";
+
+/// Name of the file, in the job directory, that holds the id of the job's checkpoints
+/// ([`CheckpointStorage::storage_id`](crate::checkpoint::storage::CheckpointStorage::storage_id)).
+pub const ID_FILE: &str = "_id";
 
 /// Suffix of a file being written: `x.tmp` is renamed to `x` once durable.
 /// A `.tmp` file that survives is debris of a crash.
@@ -202,6 +207,11 @@ impl CheckpointLayout {
     /// The job's checkpoint history file: `<job dir>/_history`.
     pub fn history_file(&self) -> PathBuf {
         self.job_dir.join(HISTORY_FILE)
+    }
+
+    /// The file with the id of the job's checkpoints: `<job dir>/_id`.
+    pub fn id_file(&self) -> PathBuf {
+        self.job_dir.join(ID_FILE)
     }
 
     /// The directory of the job's generations (`checkpoint/generation.rs`):

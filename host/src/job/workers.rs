@@ -9,7 +9,9 @@
 //!
 //! The job is cut at its `key-hash` edges into **stages**: the pieces left joined by
 //! `forward` and `rebalance` edges. Each cut edge becomes a Kafka topic, the **exchange**
-//! `weir.<job>.<from>.<to>.<port>`, with one partition per key group of the receiving
+//! `weir.<job>.<from>.<to>.<port>.<id>` (`<id>` the id of the job's checkpoints, so a job
+//! started afresh, its checkpoints removed, gets new, empty topics instead of reading what
+//! its earlier history left), with one partition per key group of the receiving
 //! operator: the sending stage writes it through an exactly-once Kafka sink that puts each
 //! record in the partition of its key's group (what a `key-hash` edge routes by), the
 //! receiving stage reads it through a Kafka source whose subtask `j` reads the partitions of
@@ -152,7 +154,11 @@ pub enum WorkersError {
 
 /// What worker `worker` runs of `job`: one job per stage, in the order records flow (an
 /// exchange's sending stage before its receiver), each with its own checkpoint directory.
-pub fn plan(job: &Job, worker: Worker) -> Result<Vec<Job>, WorkersError> {
+/// `history` names the job's history (the id of its checkpoints,
+/// [`storage_id`](crate::checkpoint::storage::CheckpointStorage::storage_id)): the exchange
+/// topics are that history's, so a job started afresh never reads records an earlier history
+/// left in them.
+pub fn plan(job: &Job, worker: Worker, history: &str) -> Result<Vec<Job>, WorkersError> {
     check(job, worker)?;
     let stage_of = stages(job);
     let count = stage_of.values().copied().max().map_or(0, |s| s + 1);
@@ -171,10 +177,11 @@ pub fn plan(job: &Job, worker: Worker) -> Result<Vec<Job>, WorkersError> {
         }
         let (from, to) = (vertex_of(job, &edge.from), vertex_of(job, &edge.to));
         let name = exchange_name(edge);
+        let topic = exchange_topic(job, edge, history);
         let sender = &mut plans[stage_of[&edge.from]];
         sender
             .vertices
-            .push(exchange_sink(job, worker, edge, from, to));
+            .push(exchange_sink(job, worker, edge, &topic, from, to));
         sender.edges.push(Edge {
             from: edge.from.clone(),
             to: name.clone(),
@@ -185,7 +192,7 @@ pub fn plan(job: &Job, worker: Worker) -> Result<Vec<Job>, WorkersError> {
         let receiver = &mut plans[stage_of[&edge.to]];
         receiver
             .vertices
-            .push(exchange_source(job, worker, edge, to));
+            .push(exchange_source(job, worker, edge, &topic, to));
         receiver.edges.push(Edge {
             from: name,
             to: edge.to.clone(),
@@ -206,9 +213,12 @@ fn exchange_name(edge: &Edge) -> String {
     format!("exchange-{}-{}", edge.to, edge.port)
 }
 
-/// The topic of a cut edge.
-pub fn exchange_topic(job: &Job, edge: &Edge) -> String {
-    format!("weir.{}.{}.{}.{}", job.name, edge.from, edge.to, edge.port)
+/// The topic of a cut edge in the job's history `history`.
+pub fn exchange_topic(job: &Job, edge: &Edge, history: &str) -> String {
+    format!(
+        "weir.{}.{}.{}.{}.{history}",
+        job.name, edge.from, edge.to, edge.port
+    )
 }
 
 fn vertex_of<'j>(job: &'j Job, name: &str) -> &'j Vertex {
@@ -385,8 +395,15 @@ fn connection(job: &Job) -> (String, Vec<(String, String)>) {
 }
 
 /// The sink that ends a cut edge in the sending stage.
-fn exchange_sink(job: &Job, worker: Worker, edge: &Edge, from: &Vertex, to: &Vertex) -> Vertex {
-    let topic = exchange_topic(job, edge);
+fn exchange_sink(
+    job: &Job,
+    worker: Worker,
+    edge: &Edge,
+    topic: &str,
+    from: &Vertex,
+    to: &Vertex,
+) -> Vertex {
+    let topic = topic.to_owned();
     let (bootstrap, properties) = connection(job);
     let mut settings = KafkaSinkSettings {
         bootstrap,
@@ -411,8 +428,8 @@ fn exchange_sink(job: &Job, worker: Worker, edge: &Edge, from: &Vertex, to: &Ver
 
 /// The source that begins a cut edge in the receiving stage: subtask `j` reads the key groups
 /// of `to`'s subtask `j` (over all workers) and forwards them to it.
-fn exchange_source(job: &Job, worker: Worker, edge: &Edge, to: &Vertex) -> Vertex {
-    let topic = exchange_topic(job, edge);
+fn exchange_source(job: &Job, worker: Worker, edge: &Edge, topic: &str, to: &Vertex) -> Vertex {
+    let topic = topic.to_owned();
     let (bootstrap, properties) = connection(job);
     let settings = KafkaSourceSettings {
         bootstrap,

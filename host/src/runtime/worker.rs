@@ -13,7 +13,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};
 
 use super::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunError, RunOptions};
 use crate::job::workers::{Worker, WorkersError, plan};
-use crate::job::{Job, JobStatus};
+use crate::job::{Job, JobStatus, SinkKind, SinkPartitioning, VertexKind};
 
 /// Why a worker could not start: its job cannot run as workers, or one of its stages cannot
 /// start (named).
@@ -70,7 +70,27 @@ impl WorkerRunner {
     /// Kafka checks that create the topics between stages), in the order records flow, so a
     /// stage's exchange topic exists before the stage that reads it starts.
     pub fn new(job: Job, worker: Worker, options: RunOptions) -> Result<Self, WorkerStartError> {
-        let stages = plan(&job, worker)?
+        let history = crate::checkpoint::storage::open(&job.checkpoint)
+            .and_then(|storage| storage.storage_id())
+            .map_err(|e| WorkerStartError::Stage {
+                worker,
+                stage: 0,
+                source: Box::new(RunError::Storage(e)),
+            })?;
+        let planned = plan(&job, worker, &history)?;
+        for stage in &planned {
+            for vertex in &stage.vertices {
+                if let VertexKind::Sink(SinkKind::Kafka(settings)) = &vertex.kind
+                    && matches!(settings.partitioning, SinkPartitioning::KeyGroups(_))
+                {
+                    tracing::info!(
+                        "worker {worker}: the stages exchange records through topic \"{}\"",
+                        settings.topic.topics().join(", ")
+                    );
+                }
+            }
+        }
+        let stages = planned
             .into_iter()
             .enumerate()
             .map(|(stage, job)| {

@@ -309,6 +309,12 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
     /// The generation this storage claimed, if it did.
     fn generation(&self) -> Option<Generation>;
 
+    /// The id of the job's checkpoints: 16 hex digits, drawn at random and written
+    /// (create-if-absent) by the first run that asks, read by every later one; a job whose
+    /// checkpoint directory is removed gets a new one. What belongs to one history of the
+    /// job outside its checkpoints (the topics between a worker's stages) is named by it.
+    fn storage_id(&self) -> Result<String, StorageError>;
+
     /// The generation after the claimed one, if a newer run has claimed it (one `HEAD`);
     /// `None` before a claim, or if the store cannot be asked (the next write asks again).
     fn superseded(&self) -> Option<Generation>;
@@ -452,6 +458,17 @@ struct FileStore<F> {
     claimed: std::sync::OnceLock<Generation>,
 }
 
+/// A number no other process draws (std's per-process random hash keys, the pid and the time).
+fn random_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u32(std::process::id());
+    if let Ok(now) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        hasher.write_u128(now.as_nanos());
+    }
+    hasher.finish()
+}
+
 /// Ignores a "not found": removing what is already gone succeeds.
 fn tolerate_missing(result: Result<(), IoError>) -> Result<bool, IoError> {
     match result {
@@ -508,6 +525,39 @@ impl<F: Files> FileStore<F> {
                     .join(", ")
             )),
         )))
+    }
+
+    fn storage_id(&self) -> Result<String, StorageError> {
+        let path = self.layout.id_file();
+        let read = |bytes: Vec<u8>| {
+            String::from_utf8(bytes)
+                .ok()
+                .map(|text| text.trim().to_owned())
+                .filter(|id| id.len() == 16 && id.bytes().all(|b| b.is_ascii_hexdigit()))
+                .ok_or_else(|| {
+                    StorageError::Io(IoError::new(
+                        "read the job id in",
+                        &path,
+                        io::Error::other(
+                            "it is not 16 hexadecimal digits: restore the file, or remove it \
+                             together with the job's checkpoints to start the job afresh",
+                        ),
+                    ))
+                })
+        };
+        match self.files.read(&path) {
+            Ok(bytes) => return read(bytes),
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e.into()),
+        }
+        let id = format!("{:016x}", random_u64());
+        self.files.create_dir(self.layout.job_dir())?;
+        match self.files.write(&path, id.as_bytes(), Overwrite::Refuse) {
+            Ok(()) => Ok(id),
+            // Another worker made it first: its id is the job's.
+            Err(e) if e.is_already_exists() => read(self.files.read(&path)?),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn superseded(&self) -> Option<Generation> {
@@ -846,6 +896,9 @@ macro_rules! delegate_to_file_store {
             }
             fn superseded(&self) -> Option<$crate::checkpoint::generation::Generation> {
                 self.0.superseded()
+            }
+            fn storage_id(&self) -> Result<String, StorageError> {
+                self.0.storage_id()
             }
         }
     };

@@ -705,3 +705,36 @@ fn a_storage_that_claimed_nothing_is_not_fenced() {
         .write_history(&CheckpointHistory::default().with_reserved(CheckpointId(1)))
         .unwrap();
 }
+
+#[test]
+fn the_job_id_is_made_once_and_read_by_every_later_run() {
+    let (dir, storage) = local();
+    let id = storage.storage_id().unwrap();
+    assert_eq!(id.len(), 16, "{id}");
+    assert_eq!(storage.storage_id().unwrap(), id);
+    let other = LocalStorage::new(storage.layout().clone());
+    assert_eq!(other.storage_id().unwrap(), id);
+    // A job whose checkpoints are removed starts a new history.
+    fs::remove_dir_all(dir.path().join("job")).unwrap();
+    assert_ne!(storage.storage_id().unwrap(), id);
+    // Racing workers agree.
+    let memory = MemoryStorage::default();
+    let ids: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = (0..4)
+            .map(|_| {
+                let view = memory.sharing();
+                scope.spawn(move || view.storage_id().unwrap())
+            })
+            .collect();
+        runs.into_iter().map(|r| r.join().unwrap()).collect()
+    });
+    assert!(ids.iter().all(|id| id == &ids[0]), "{ids:?}");
+    // A damaged id is an error naming the file, not a new history.
+    fs::create_dir_all(dir.path().join("job")).unwrap();
+    fs::write(dir.path().join("job/_id"), "not an id").unwrap();
+    let error = storage.storage_id().unwrap_err().to_string();
+    assert!(
+        error.contains("_id") && error.contains("16 hexadecimal"),
+        "{error}"
+    );
+}

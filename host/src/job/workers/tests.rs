@@ -1,5 +1,8 @@
 use super::*;
 
+/// The id of the job's checkpoints the plans are made for.
+const ID: &str = "00c0ffee00c0ffee";
+
 /// Kafka `in` (p=2) → `split` (p=2) → key-hash → `count` (p=2) → Kafka `out` (p=2): the job of
 /// the workers' acceptance test, with `extra` appended to the file.
 fn two_stages(extra: &str) -> Job {
@@ -57,7 +60,7 @@ fn a_worker_parses_from_i_of_n_and_refuses_the_rest() {
 fn a_key_hash_edge_cuts_the_job_into_two_stages_joined_by_a_key_group_topic() {
     let job = two_stages("");
     let worker = Worker { index: 1, count: 3 };
-    let stages = plan(&job, worker).unwrap();
+    let stages = plan(&job, worker, ID).unwrap();
     assert_eq!(stages.len(), 2);
     let (first, second) = (&stages[0], &stages[1]);
     assert_eq!(names(first), ["in", "split", "exchange-count-0"]);
@@ -77,7 +80,7 @@ fn a_key_hash_edge_cuts_the_job_into_two_stages_joined_by_a_key_group_topic() {
         ]
     );
     // The exchange: written by key group, read by the owners of the key groups.
-    let topic = "weir.wc.split.count.0";
+    let topic = "weir.wc.split.count.0.00c0ffee00c0ffee";
     let out = sink(first, "exchange-count-0");
     assert_eq!(out.topic, SinkTopic::Fixed(topic.into()));
     assert_eq!(out.partitioning, SinkPartitioning::KeyGroups(128));
@@ -123,7 +126,7 @@ fn every_key_group_partition_has_exactly_one_reader_over_the_workers() {
     let job = two_stages("");
     let mut readers = vec![0; 128];
     for index in 0..3 {
-        let stages = plan(&job, Worker { index, count: 3 }).unwrap();
+        let stages = plan(&job, Worker { index, count: 3 }, ID).unwrap();
         let share = source(&stages[1], "exchange-count-0").share;
         for subtask in 0..2 {
             for (partition, seen) in readers.iter_mut().enumerate() {
@@ -146,7 +149,7 @@ fn a_job_without_key_hash_edges_is_one_stage_of_shares() {
          [[sink]]\nname = \"out\"\ntype = \"kafka\"\nparallelism = 3\ninputs = [\"in\"]\n\
          bootstrap = \"k:9092\"\ntopic = \"b\"\n";
     let job = Job::from_str(text, "/jobs", "copy.toml").unwrap();
-    let stages = plan(&job, Worker { index: 1, count: 2 }).unwrap();
+    let stages = plan(&job, Worker { index: 1, count: 2 }, ID).unwrap();
     assert_eq!(stages.len(), 1);
     assert_eq!(names(&stages[0]), ["in", "out"]);
     assert_eq!(source(&stages[0], "in").share.slice, Some((3, 6)));
@@ -163,7 +166,7 @@ fn what_cannot_cross_workers_is_refused_by_name() {
          [[source]]\nname = \"lines\"\ntype = \"file\"\npath = \"in.txt\"\n\
          [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"lines\"]\n\
          bootstrap = \"k:9092\"\ntopic = \"b\"\n";
-    let error = plan(&Job::from_str(file, "/jobs", "f.toml").unwrap(), worker).unwrap_err();
+    let error = plan(&Job::from_str(file, "/jobs", "f.toml").unwrap(), worker, ID).unwrap_err();
     assert!(
         error
             .to_string()
@@ -176,7 +179,7 @@ fn what_cannot_cross_workers_is_refused_by_name() {
         .find(|v| v.name == "count")
         .unwrap()
         .max_parallelism = 4;
-    let error = plan(&few, worker).unwrap_err();
+    let error = plan(&few, worker, ID).unwrap_err();
     assert_eq!(
         error.to_string(),
         "`count` has 4 key groups, fewer than its 6 subtasks over 3 workers: set \
@@ -185,7 +188,7 @@ fn what_cannot_cross_workers_is_refused_by_name() {
     let mut broadcast = two_stages("");
     broadcast.edges[1].partitioner = Partitioner::Broadcast;
     assert!(matches!(
-        plan(&broadcast, worker),
+        plan(&broadcast, worker, ID),
         Err(WorkersError::Broadcast { .. })
     ));
 }
