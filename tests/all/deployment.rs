@@ -1,7 +1,8 @@
 //! The Kubernetes manifests of `deploy/kubernetes/` (docs/DEPLOYMENT.md): every one passes the
 //! Kubernetes API's schemas, strictly; the job file the ConfigMap carries is a valid job whose
-//! modules the image ships, and the StatefulSet runs it as the rest of the manifests expect; and
-//! a broken manifest is refused, so the schema check cannot pass vacuously.
+//! modules the image ships, and one that can run as the StatefulSet's workers; the StatefulSet
+//! runs it as the rest of the manifests expect, one worker per pod; and a broken manifest is
+//! refused, so the schema check cannot pass vacuously.
 //!
 //! The validator is PyPI's `kubernetes-validate`, pinned in `tests/kubernetes/requirements.txt`
 //! and installed into `tests/kubernetes/.venv` by `scripts/install-kubernetes-validate.sh`, once
@@ -23,17 +24,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weir::job::Job;
+use weir::job::workers::{Worker, plan};
 use weir_tests::guests::{COUNT, DEDUP, SPLIT, WINDOW};
 
 use crate::support::{CliOutput, Sandbox, run_program, weir_command, workspace_root};
 
 /// The Kubernetes versions whose schemas the manifests must pass: the newest the pinned
 /// validator ships, and 1.28, the oldest that gives a pod its ordinal as the label
-/// `apps.kubernetes.io/pod-index` (the worker index of the multi-worker mode to come).
+/// `apps.kubernetes.io/pod-index` (each pod's worker index).
 const KUBERNETES_VERSIONS: [&str; 2] = ["1.37.0", "1.28.0"];
 
 /// Where the image keeps the example operators (deploy/Dockerfile).
 const IMAGE_MODULES: &str = "/opt/weir/modules/";
+
+/// The stages the ConfigMap's word count is cut into when run by workers: `lines → split`, and
+/// `count → counts`, joined by a Kafka topic at the key-hash edge. Each serves its own control
+/// port, so the StatefulSet and the Service expose this many.
+const STAGES: usize = 2;
+
+/// The downward API's path of the pod's ordinal: the worker index.
+const POD_INDEX: &str = "metadata.labels['apps.kubernetes.io/pod-index']";
 
 // ---------------------------------------------------------------------------------------------
 // The validator
@@ -204,6 +214,43 @@ fn job_file(docs: &[Value]) -> (String, PathBuf) {
     )
 }
 
+/// The number of workers: the StatefulSet's `replicas`, one worker per pod.
+fn workers(docs: &[Value]) -> u32 {
+    let replicas = &the(docs, "StatefulSet")["spec"]["replicas"];
+    let count = replicas
+        .as_u64()
+        .unwrap_or_else(|| panic!("the StatefulSet's replicas is not a number: {replicas}"));
+    u32::try_from(count)
+        .ok()
+        .filter(|&n| n >= 1)
+        .unwrap_or_else(|| panic!("the StatefulSet's replicas is no number of workers: {count}"))
+}
+
+/// What the pod's container runs: its `command`, then its `args` (Kubernetes puts them together
+/// so, and expands `$(VAR)` in both).
+fn command_line(docs: &[Value]) -> Vec<String> {
+    let container = &the(docs, "StatefulSet")["spec"]["template"]["spec"]["containers"][0];
+    let mut line = Vec::new();
+    for key in ["command", "args"] {
+        if container[key].is_null() {
+            continue;
+        }
+        for arg in items(&container[key], key) {
+            line.push(text(arg, &format!("an argument of {key}")).to_string());
+        }
+    }
+    line
+}
+
+/// The stages worker `index` of `count` runs of `job`, or a failure naming why the job cannot
+/// run as workers.
+fn stages_of(job: &Job, index: u32, count: u32) -> Vec<Job> {
+    // Any id of the job's checkpoints: it names the topics between stages, not their shape.
+    plan(job, Worker { index, count }, "0123456789abcdef").unwrap_or_else(|e| {
+        panic!("the ConfigMap's job cannot run as worker {index}/{count} (the StatefulSet's): {e}")
+    })
+}
+
 /// The writable (emptyDir) mount points of the pod's container.
 fn writable_mounts(docs: &[Value]) -> Vec<PathBuf> {
     let pod = &the(docs, "StatefulSet")["spec"]["template"]["spec"];
@@ -289,7 +336,7 @@ fn a_broken_manifest_is_refused_with_the_field_named() {
     let text = fs::read_to_string(&original).unwrap();
     // The shipped StatefulSet passes (the other test checks all of them); each change breaks it.
     let breaks = [
-        ("  replicas: 1", "  replicas: \"one\"", "spec.replicas"),
+        ("  replicas: 3", "  replicas: \"three\"", "spec.replicas"),
         (
             "terminationGracePeriodSeconds:",
             "terminationGracePeriodSecond:",
@@ -348,6 +395,56 @@ fn the_configmaps_job_file_is_a_valid_job_of_the_images_modules() {
         "the job's local directory {} is on none of the pod's writable volumes {writable:?}",
         job.checkpoint.directory.display()
     );
+
+    // It can run as the StatefulSet's workers (only Kafka, no broadcast edge, no watermarks,
+    // enough key groups): every worker cuts it into the same stages, each checkpointing on S3
+    // under a prefix of its own and keeping its lock and _control.json on a writable volume.
+    let count = workers(&docs);
+    for index in 0..count {
+        let stages = stages_of(&job, index, count);
+        assert_eq!(
+            stages.len(),
+            STAGES,
+            "worker {index}/{count} runs {} stages of the ConfigMap's job, not {STAGES}",
+            stages.len()
+        );
+        for (k, stage) in stages.iter().enumerate() {
+            let own = format!("worker-{index}-of-{count}/stage-{k}");
+            let store = stage.checkpoint.object_store.as_ref().unwrap().to_string();
+            assert!(
+                store.starts_with("s3://") && store.trim_end_matches('/').ends_with(&own),
+                "worker {index}/{count}, stage {k}: checkpoints in {store}"
+            );
+            assert!(
+                stage.checkpoint.directory.ends_with(&own)
+                    && writable
+                        .iter()
+                        .any(|mount| stage.checkpoint.directory.starts_with(mount)),
+                "worker {index}/{count}, stage {k}: the local directory {} is not its own on a \
+                 writable volume {writable:?}",
+                stage.checkpoint.directory.display()
+            );
+        }
+        // The job's own vertices: the sources' stage first, the sinks' last.
+        let has = |k: usize, name: &str| stages[k].vertices.iter().any(|v| v.name == name);
+        for vertex in &job.vertices {
+            assert!(
+                (0..STAGES).any(|k| has(k, &vertex.name)),
+                "worker {index}/{count} runs no `{}`",
+                vertex.name
+            );
+        }
+        for vertex in job.sources() {
+            assert!(has(0, &vertex.name), "`{}` is not in stage 0", vertex.name);
+        }
+        for vertex in job.sinks() {
+            assert!(
+                has(STAGES - 1, &vertex.name),
+                "`{}` is not in the last stage",
+                vertex.name
+            );
+        }
+    }
 
     // Every module is one the image ships: built by scripts/build-guests.sh, whose crates the
     // tests build too, under the same file names.
@@ -416,23 +513,49 @@ fn the_statefulset_runs_the_job_as_the_other_manifests_expect() {
     let pod = &set["spec"]["template"];
     let container = &pod["spec"]["containers"][0];
 
-    // One process per job: two on one bucket prefix are not fenced yet (CHECKPOINTS §8).
-    assert_eq!(set["spec"]["replicas"], 1, "one replica");
-
-    // `weir run` of the mounted job file, restoring, with flags `weir run` has.
-    let command: Vec<&str> = items(&container["command"], "command")
+    // One worker per pod: `replicas` is the N of `--worker $(WEIR_WORKER_INDEX)/N`, the pod's
+    // ordinal its index, and the workers start together.
+    let count = workers(&docs);
+    assert_eq!(
+        set["spec"]["podManagementPolicy"], "Parallel",
+        "the workers start and stop together"
+    );
+    let env = items(&container["env"], "env");
+    let index = env
         .iter()
-        .map(|a| text(a, "an argument of command"))
-        .collect();
+        .find(|e| e["name"] == "WEIR_WORKER_INDEX")
+        .expect("WEIR_WORKER_INDEX is set");
+    assert_eq!(
+        index["valueFrom"]["fieldRef"]["fieldPath"], POD_INDEX,
+        "the worker index is the pod's ordinal: {index}"
+    );
+
+    // `weir run` of the mounted job file, as worker $(WEIR_WORKER_INDEX) of `replicas`,
+    // restoring, with flags `weir run` has.
+    let command = command_line(&docs);
+    let command: Vec<&str> = command.iter().map(String::as_str).collect();
     assert_eq!(
         command[..3],
         ["weir", "run", pod_path.to_str().unwrap()],
+        "{command:?}"
+    );
+    let worker = format!("$(WEIR_WORKER_INDEX)/{count}");
+    assert!(
+        command
+            .windows(2)
+            .any(|w| w == ["--worker", worker.as_str()]),
+        "the command runs worker `{worker}` (N the StatefulSet's {count} replicas): {command:?}"
+    );
+    assert_eq!(
+        command.iter().filter(|a| **a == "--worker").count(),
+        1,
         "{command:?}"
     );
     assert!(
         command.windows(2).any(|w| w == ["--restore", "latest"]),
         "{command:?}"
     );
+    assert!(command.contains(&"--savepoint-on-stop"), "{command:?}");
     let help = weir_command(&sandbox, &["run", "--help"], "", &[]);
     for flag in command.iter().filter(|a| a.starts_with("--")) {
         assert!(
@@ -442,33 +565,55 @@ fn the_statefulset_runs_the_job_as_the_other_manifests_expect() {
         );
     }
 
-    // The control port is the job file's, and the Service and the probes use it.
+    // Each stage's control port (the job file's, + K for stage K) is the container's and the
+    // Service's; the probes use stage 0's.
     let port = job.control.address.port();
     assert!(
         job.control.address.ip().is_unspecified(),
         "the endpoint listens on every interface, for the Service: {}",
         job.control.address
     );
+    let stages = stages_of(&job, 0, count).len();
+    assert_eq!(stages, STAGES, "the stages of worker 0/{count}");
     let ports = items(&container["ports"], "ports");
-    let control = ports
-        .iter()
-        .find(|p| p["containerPort"] == port)
-        .unwrap_or_else(|| panic!("no containerPort {port} (the job's control port): {ports:?}"));
-    let name = &control["name"];
-    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
-        assert_eq!(
-            container[probe]["tcpSocket"]["port"], *name,
-            "{probe}: a TCP connection to the control port (an HTTP probe has no token)"
-        );
-    }
     let service = the(&docs, "Service");
     assert_eq!(service["spec"]["clusterIP"], "None", "a headless Service");
     assert_eq!(set["spec"]["serviceName"], service["metadata"]["name"]);
-    let service_port = &service["spec"]["ports"][0];
-    assert!(
-        service_port["targetPort"] == *name || service_port["targetPort"] == port,
-        "the Service targets the control port: {service_port}"
+    let service_ports = items(&service["spec"]["ports"], "the Service's ports");
+    assert_eq!(
+        ports.len(),
+        stages,
+        "one container port per stage: {ports:?}"
     );
+    assert_eq!(
+        service_ports.len(),
+        stages,
+        "one Service port per stage: {service_ports:?}"
+    );
+    let mut names = Vec::new();
+    for stage in 0..stages {
+        let port = port + u16::try_from(stage).unwrap();
+        let control = ports
+            .iter()
+            .find(|p| p["containerPort"] == port)
+            .unwrap_or_else(|| {
+                panic!("no containerPort {port} (stage {stage}'s control port): {ports:?}")
+            });
+        let name = &control["name"];
+        assert!(
+            service_ports
+                .iter()
+                .any(|p| p["port"] == port && (p["targetPort"] == *name || p["targetPort"] == port)),
+            "the Service exposes stage {stage}'s control port {port} ({name}): {service_ports:?}"
+        );
+        names.push(name.clone());
+    }
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"] {
+        assert_eq!(
+            container[probe]["tcpSocket"]["port"], names[0],
+            "{probe}: a TCP connection to stage 0's control port (an HTTP probe has no token)"
+        );
+    }
 
     // The Service and the budget select the pod.
     let labels = pod["metadata"]["labels"].as_object().unwrap();
@@ -493,7 +638,6 @@ fn the_statefulset_runs_the_job_as_the_other_manifests_expect() {
 
     // A read-only root: the module cache is on a writable volume too.
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
-    let env = items(&container["env"], "env");
     let cache = env
         .iter()
         .find(|e| e["name"] == "WEIR_CACHE_DIR")

@@ -589,3 +589,69 @@ fn a_zombie_run_completes_no_checkpoint_and_commits_no_output() {
         panic!("read_committed output after a zombie: {problem}");
     }
 }
+
+#[test]
+fn a_checkpoint_costs_two_requests_a_task_and_a_dozen_more() {
+    let Some(s3) = s3_or_skip("a_checkpoint_costs_a_bounded_number_of_requests") else {
+        return;
+    };
+    let expected = reference(200_000);
+    let proxy = s3.proxy();
+    let bucket = s3.bucket("requests");
+    let sandbox = Sandbox::new("s3-requests");
+    through(&sandbox, &proxy, &bucket, 10, 0).write(&sandbox.job_path());
+    let stderr = run_to_the_end(s3, &sandbox, &expected, "a run counting requests");
+    let completed = stderr
+        .lines()
+        .filter(|l| l.contains("checkpoint ") && l.contains(" complete: "))
+        .count();
+    assert!(completed >= 5, "{stderr}");
+    // By method and object: `PUT _metadata`, `HEAD 0000000002` (a generation), `POST` (a
+    // batch delete) or `GET` of the bucket (a list).
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for request in proxy.requests() {
+        let path = request.path();
+        let object = path
+            .trim_end_matches('/')
+            .rsplit('/')
+            .next()
+            .unwrap_or_default();
+        let object = if object == bucket { "" } else { object };
+        *kinds
+            .entry(format!("{} {object}", request.method))
+            .or_default() += 1;
+    }
+    let total: usize = kinds.values().sum();
+    let of = |method: &str| -> usize {
+        kinds
+            .iter()
+            .filter(|(k, _)| k.starts_with(method))
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let report = format!(
+        "{total} requests for {completed} checkpoints ({:.1} each): {kinds:?}",
+        total as f64 / completed as f64
+    );
+    eprintln!("{report}");
+    // 5 tasks (generator, count ×2, file sink ×2). Per checkpoint (docs/SCALING.md): each task
+    // HEADs `_metadata` (is the checkpoint complete?) and PUTs its state; the metadata write
+    // HEADs `_metadata` and the next generation, then PUTs; the history's reservation and
+    // completion each HEAD the next generation and PUT; pruning the checkpoint that falls out
+    // of `retained` lists its prefix and deletes in batches (metadata first). Start-up and the
+    // end add a few dozen at most.
+    const TASKS: usize = 5;
+    let bound = |per: usize| per * completed + 40;
+    assert!(of("PUT") <= bound(TASKS + 3), "{report}");
+    assert!(of("HEAD") <= bound(TASKS + 4), "{report}");
+    assert!(
+        kinds.get("GET ").copied().unwrap_or(0) <= bound(2),
+        "lists: {report}"
+    );
+    assert!(of("POST") + of("DELETE") <= bound(2), "deletes: {report}");
+    assert!(
+        of("GET") - kinds.get("GET ").copied().unwrap_or(0) <= 40,
+        "a checkpoint reads nothing back: {report}"
+    );
+    assert!(total <= bound(2 * TASKS + 11), "{report}");
+}

@@ -277,3 +277,70 @@ fn a_job_started_afresh_reads_nothing_its_earlier_history_left_between_its_stage
     }
     assert_ne!(topics[0], topics[1]);
 }
+
+#[test]
+fn a_worker_stopped_with_savepoints_goes_on_from_them_exactly() {
+    let Some(broker) = kafka::broker_or_skip("a_worker_stopped_with_savepoints") else {
+        return;
+    };
+    const LINES: u64 = 300;
+    let input = kafka::unique("stop-in");
+    let output = kafka::unique("stop-out");
+    broker.create_topic(&input, 2);
+    broker.create_topic(&output, 2);
+    let sandbox = Sandbox::new("worker-stop");
+    let text = wordcount(
+        broker,
+        &sandbox.checkpoint_dir().display().to_string(),
+        &input,
+        &output,
+    );
+    std::fs::write(sandbox.job_path(), text).unwrap();
+    let end = End::Kafka(output.clone());
+    for round in 0..2u64 {
+        let lines: Vec<String> = (round * LINES..(round + 1) * LINES).map(line).collect();
+        let rows: Vec<kafka::Produce<'_>> =
+            lines.iter().map(|l| (None, None, l.as_bytes())).collect();
+        broker.produce(&input, &rows);
+        let expected = expected_words((round + 1) * LINES);
+        let mut worker = Weir::run(
+            &sandbox.job_path(),
+            &[
+                "--worker",
+                "0/1",
+                "--restore",
+                "latest",
+                "--savepoint-on-stop",
+            ],
+            &sandbox.join(&format!("round-{round}.log")),
+        );
+        let done = worker.wait_until("the output so far", CLI_TIMEOUT, |_| {
+            output_lines(broker, &end).map_or(0, |l| l.len()) >= expected.len()
+        });
+        assert!(done, "round {round}: {}", worker.stderr());
+        // SIGTERM: every stage takes a savepoint and stops.
+        worker.terminate();
+        let ended = worker.wait(CLI_TIMEOUT);
+        ended.assert_code(0, &format!("round {round}, stopped with savepoints"));
+        for stage in 0..2 {
+            assert!(
+                ended
+                    .stderr
+                    .contains(&format!("worker 0/1, stage {stage}: FINISHED")),
+                "{}",
+                ended.stderr
+            );
+        }
+        if round == 1 {
+            assert!(
+                ended.stderr.contains("restoring from") && ended.stderr.contains("/sp-"),
+                "the second run did not restore the savepoints: {}",
+                ended.stderr
+            );
+        }
+        let lines = output_lines(broker, &end).unwrap();
+        if let Some(problem) = difference(&lines, &expected) {
+            panic!("round {round}: {problem}");
+        }
+    }
+}

@@ -5,7 +5,8 @@
 //! fails over and restores on its own ([`crate::job::workers`]) — but the process is one
 //! thing to its operator: a stop or cancel reaches every stage, and a stage that fails
 //! beyond its restart strategy stops the others, so the process exits and is restarted as a
-//! whole (a Kubernetes pod) instead of limping on with half its stages.
+//! whole (a Kubernetes pod) instead of limping on with half its stages; a stage stopped or
+//! cancelled through its own control endpoint stops or cancels the others too.
 
 use std::sync::mpsc;
 
@@ -54,6 +55,15 @@ pub enum WorkerRequest {
     Cancel,
     /// Stop every stage with a savepoint of its own.
     StopWithSavepoint,
+}
+
+impl From<WorkerRequest> for JobRequest {
+    fn from(request: WorkerRequest) -> JobRequest {
+        match request {
+            WorkerRequest::Cancel => JobRequest::Cancel,
+            WorkerRequest::StopWithSavepoint => JobRequest::StopWithSavepoint,
+        }
+    }
 }
 
 /// How one stage of a worker ended.
@@ -126,7 +136,9 @@ impl WorkerRunner {
     }
 
     /// Runs every stage until all have ended. Each request of `requests` goes to every stage;
-    /// a stage that fails beyond its restart strategy cancels the others.
+    /// a stage that fails beyond its restart strategy, or is cancelled or stopped with a
+    /// savepoint through its own endpoint, has the others cancelled or stopped the same way. A
+    /// stage that finishes its input leaves the others running.
     pub fn run(self, requests: mpsc::Receiver<WorkerRequest>) -> Vec<StageOutcome> {
         let (ended_tx, ended_rx) = mpsc::channel::<StageOutcome>();
         let mut senders: Vec<UnboundedSender<JobRequest>> = Vec::new();
@@ -143,33 +155,39 @@ impl WorkerRunner {
         drop(ended_tx);
         let count = threads.len();
         let mut outcomes = Vec::with_capacity(count);
-        let mut canceled = false;
+        let mut ending = false;
         while outcomes.len() < count {
             // Requests from outside are forwarded between waits for the stages.
             while let Ok(request) = requests.try_recv() {
                 for tx in &senders {
-                    let _ = tx.send(match request {
-                        WorkerRequest::Cancel => JobRequest::Cancel,
-                        WorkerRequest::StopWithSavepoint => JobRequest::StopWithSavepoint,
-                    });
+                    let _ = tx.send(request.into());
                 }
             }
             match ended_rx.recv_timeout(std::time::Duration::from_millis(50)) {
                 Ok(outcome) => {
-                    let failed = match &outcome.result {
-                        Ok(o) => o.status == JobStatus::Failed,
-                        Err(_) => true,
+                    // A stage that ended other than by finishing its input takes the
+                    // others with it, the same way: the worker is one process to its operator.
+                    let follow = match &outcome.result {
+                        Ok(o) if o.status == JobStatus::Finished && o.savepoint.is_some() => {
+                            Some(("stopped with a savepoint", WorkerRequest::StopWithSavepoint))
+                        }
+                        Ok(o) if o.status == JobStatus::Finished => None,
+                        Ok(o) if o.status == JobStatus::Canceled => {
+                            Some(("was cancelled", WorkerRequest::Cancel))
+                        }
+                        Ok(_) | Err(_) => Some(("failed", WorkerRequest::Cancel)),
                     };
-                    if failed && !canceled {
-                        canceled = true;
-                        tracing::error!(
-                            "stage {} of worker {} ended without finishing: cancelling the \
-                             other stages",
+                    if let Some((how, request)) = follow
+                        && !ending
+                    {
+                        ending = true;
+                        tracing::warn!(
+                            "stage {} of worker {} {how}: the other stages follow",
                             outcome.stage,
                             self.worker
                         );
                         for tx in &senders {
-                            let _ = tx.send(JobRequest::Cancel);
+                            let _ = tx.send(request.into());
                         }
                     }
                     outcomes.push(outcome);
