@@ -969,10 +969,23 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
 
     assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
     assert_eq!(monitor.checkpoint_counts().1, 2, "{failures:#?}");
+    // The metadata's temporary file is its writer's own: `_metadata.<pid>-<n>.tmp`.
+    let (written, error) = failures[0]
+        .reason
+        .split_once(".tmp: ")
+        .unwrap_or_else(|| panic!("{}", failures[0].reason));
+    assert_eq!(error, "No space left on device (os error 28)");
+    let (file, temp) = written
+        .rsplit_once('/')
+        .unwrap_or_else(|| panic!("{written}"));
+    assert_eq!(
+        CheckpointLayout::temp_target(&format!("{temp}.tmp")),
+        Some("_metadata"),
+        "{temp}"
+    );
     let expected = [
         format!(
-            "could not be recorded: cannot write {}/chk-{:010}/_metadata.tmp: No space left on \
-             device (os error 28)",
+            "could not be recorded: cannot write {}/chk-{:010}",
             checkpoints.display(),
             failed_ids[0]
         ),
@@ -982,7 +995,7 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
             failed_ids[1]
         ),
     ];
-    assert_eq!(failures[0].reason, expected[0]);
+    assert_eq!(file, expected[0]);
     assert!(
         failures[1].reason.starts_with(&expected[1]),
         "{}",

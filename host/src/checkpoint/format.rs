@@ -292,14 +292,19 @@ pub enum Overwrite {
     Refuse,
 }
 
-/// Writes `bytes` to `path` durably: `path.tmp` → write → fsync → rename (or
+/// Writes `bytes` to `path` durably: `path.tmp` (`path.<pid>-<n>.tmp` for
+/// [`Overwrite::Refuse`], whose writers may race) → write → fsync → rename (or
 /// link, for [`Overwrite::Refuse`]) → fsync the directory. When this returns
 /// `Ok`, the file is on disk under its final name with exactly these bytes;
 /// when it returns `Err`, the final name was not created or changed (a
 /// leftover `path.tmp` is removed when possible, and is ignored by readers
 /// otherwise).
 pub fn write_durable(path: &Path, bytes: &[u8], overwrite: Overwrite) -> Result<(), IoError> {
-    let tmp = CheckpointLayout::temp_file(path);
+    // A file only one writer may create can have several racing: each its own temporary file.
+    let tmp = match overwrite {
+        Overwrite::Replace => CheckpointLayout::temp_file(path),
+        Overwrite::Refuse => CheckpointLayout::writer_temp_file(path),
+    };
     let result = write_then_publish(&tmp, path, bytes, overwrite);
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -556,6 +561,35 @@ mod tests {
             .map(|e| e.unwrap().file_name().into_string().unwrap())
             .collect();
         assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    }
+
+    #[test]
+    fn of_writers_racing_to_create_a_file_the_one_told_it_won_wrote_it() {
+        // Two runs create one file (a generation, the job's id) each with its own bytes: the
+        // one whose write succeeded must find its bytes there, the others AlreadyExists.
+        for round in 0..50 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("_id");
+            let won: Vec<Option<Vec<u8>>> = std::thread::scope(|scope| {
+                let writers: Vec<_> = (0..4u8)
+                    .map(|w| {
+                        let path = path.clone();
+                        scope.spawn(move || {
+                            let bytes = vec![w; 64 * 1024];
+                            match write_durable(&path, &bytes, Overwrite::Refuse) {
+                                Ok(()) => Some(bytes),
+                                Err(e) if e.is_already_exists() => None,
+                                Err(e) => panic!("{e}"),
+                            }
+                        })
+                    })
+                    .collect();
+                writers.into_iter().map(|w| w.join().unwrap()).collect()
+            });
+            let winners: Vec<&Vec<u8>> = won.iter().flatten().collect();
+            assert_eq!(winners.len(), 1, "round {round}");
+            assert!(fs::read(&path).unwrap() == *winners[0], "round {round}");
+        }
     }
 
     #[test]

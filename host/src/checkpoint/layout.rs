@@ -12,7 +12,8 @@
 //!     count-0.state            one state file per task: <escaped vertex>-<subtask>.state
 //!     count-1.state
 //!     _metadata                written last: its presence is what makes the checkpoint complete
-//!     _metadata.tmp            (only while being written, or after a crash)
+//!     _metadata.2829-4.tmp     (only while being written, or after a crash: `<pid>-<n>`, this
+//!                              writer's own, as runs may race to create one file)
 //!   _history                   the ids ever reserved and completed (checkpoint/history.rs)
 //!   _id                        the id of the job's checkpoints, made by the first run
 //!   _generations/              one empty file per run that claimed a generation
@@ -344,6 +345,32 @@ impl CheckpointLayout {
         PathBuf::from(name)
     }
 
+    /// The temporary file of one writer of `path` among several that may race to create it
+    /// (two runs claiming a generation, workers making the job's id): `x.<pid>-<n>.tmp`, `n`
+    /// counting this process's writes. With one `x.tmp` for all, a loser could overwrite the
+    /// winner's temporary file just before the winner published it.
+    pub fn writer_temp_file(path: &Path) -> PathBuf {
+        static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut name = path.as_os_str().to_owned();
+        name.push(format!(".{}-{n}{TEMP_SUFFIX}", std::process::id()));
+        PathBuf::from(name)
+    }
+
+    /// The name a temporary file `name` becomes: `x` for `x.tmp` and for `x.<pid>-<n>.tmp`
+    /// ([`writer_temp_file`](Self::writer_temp_file)); `None` if it is no temporary file.
+    pub fn temp_target(name: &str) -> Option<&str> {
+        let stem = name.strip_suffix(TEMP_SUFFIX)?;
+        let writer = stem.rsplit_once('.').filter(|(_, marker)| {
+            marker.split_once('-').is_some_and(|(pid, n)| {
+                !pid.is_empty()
+                    && !n.is_empty()
+                    && pid.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+            })
+        });
+        Some(writer.map_or(stem, |(target, _)| target))
+    }
+
     /// Whether a file name is that of a temporary file.
     pub fn is_temp_file_name(name: &str) -> bool {
         name.ends_with(TEMP_SUFFIX)
@@ -409,6 +436,31 @@ mod tests {
 
     fn layout() -> CheckpointLayout {
         CheckpointLayout::new("/jobs/wc")
+    }
+
+    #[test]
+    fn a_writers_temporary_file_is_its_own_and_names_what_it_becomes() {
+        let path = Path::new("/jobs/wc/chk-0000000007/_metadata");
+        let (a, b) = (
+            CheckpointLayout::writer_temp_file(path),
+            CheckpointLayout::writer_temp_file(path),
+        );
+        assert_ne!(a, b);
+        for temp in [&a, &b] {
+            let name = temp.file_name().unwrap().to_str().unwrap();
+            assert!(CheckpointLayout::is_temp_file_name(name), "{name}");
+            assert_eq!(
+                CheckpointLayout::temp_target(name),
+                Some("_metadata"),
+                "{name}"
+            );
+        }
+        assert_eq!(
+            CheckpointLayout::temp_target("count-1.state.tmp"),
+            Some("count-1.state")
+        );
+        assert_eq!(CheckpointLayout::temp_target("a.b-c.tmp"), Some("a.b-c"));
+        assert_eq!(CheckpointLayout::temp_target("_metadata"), None);
     }
 
     #[test]

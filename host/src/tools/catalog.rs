@@ -329,6 +329,12 @@ impl DirContents {
             source,
         };
         let mut contents = DirContents::default();
+        // A temporary file counts as what it was to become.
+        let target = |name: &str| {
+            CheckpointLayout::temp_target(name)
+                .unwrap_or(name)
+                .to_owned()
+        };
         for entry in fs::read_dir(dir).map_err(io_error)? {
             let entry = entry.map_err(io_error)?;
             let Ok(name) = entry.file_name().into_string() else {
@@ -340,10 +346,10 @@ impl DirContents {
                 Some((CheckpointKind::Savepoint, _)) if is_dir => contents.savepoints = true,
                 _ if is_dir && name == SAVEPOINTS_DIR => contents.savepoints_dir = true,
                 _ if !is_dir && name == ENDPOINT_FILE => contents.endpoint_file = true,
-                _ if !is_dir && name.trim_end_matches(".tmp") == METADATA_FILE => {
+                _ if !is_dir && target(&name) == METADATA_FILE => {
                     contents.metadata = true;
                 }
-                _ if !is_dir && name.trim_end_matches(".tmp").ends_with(".state") => {
+                _ if !is_dir && target(&name).ends_with(".state") => {
                     contents.state_files = true;
                 }
                 _ => {}
@@ -470,10 +476,9 @@ fn files_in(
 
 /// Why a checkpoint without `_metadata` is incomplete, from what it holds.
 fn incomplete_reason(files: &[DiskFile]) -> String {
-    let temp_metadata = CheckpointLayout::temp_file(Path::new(METADATA_FILE));
     if files
         .iter()
-        .any(|f| Path::new(&f.name) == temp_metadata.as_path())
+        .any(|f| CheckpointLayout::temp_target(&f.name) == Some(METADATA_FILE))
     {
         "no _metadata, only _metadata.tmp (incomplete: being published, or the job stopped \
          while publishing it)"
