@@ -1,4 +1,4 @@
-//! Builds the benchmarks' guests (`count`, `uppercase`, `window`) for `wasm32-unknown-unknown` in
+//! Builds the benchmarks' guests (`count`, `uppercase`, `window`, `split`) for `wasm32-unknown-unknown` in
 //! release, so the benchmarks measure the operators built from this tree's sources; their paths
 //! reach them as `WEIR_GUEST_COUNT` and `WEIR_GUEST_UPPERCASE`.
 
@@ -17,5 +17,9 @@ fn main() {
         package: "weir-example-window",
         env: "WEIR_GUEST_WINDOW",
     };
-    weir_guest_build::build(&[count, uppercase, window], &[]);
+    let split = Guest {
+        package: "weir-example-split",
+        env: "WEIR_GUEST_SPLIT",
+    };
+    weir_guest_build::build(&[count, uppercase, window, split], &[]);
 }

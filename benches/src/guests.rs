@@ -8,6 +8,9 @@ pub const COUNT_WASM: &str = env!("WEIR_GUEST_COUNT");
 /// The `uppercase` example (a stateless filter and map), built like [`COUNT_WASM`].
 pub const UPPERCASE_WASM: &str = env!("WEIR_GUEST_UPPERCASE");
 
+/// The `split` example (lines into words, keyed by word), built like [`COUNT_WASM`].
+pub const SPLIT_WASM: &str = env!("WEIR_GUEST_SPLIT");
+
 /// The `window` example (a keyed count per event-time window), built like [`COUNT_WASM`].
 pub const WINDOW_WASM: &str = env!("WEIR_GUEST_WINDOW");
 

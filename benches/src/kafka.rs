@@ -60,7 +60,7 @@ pub const RAW_LOOPS: usize = 2;
 /// What `weir run` logs when its modules are loaded and the job starts.
 const STARTING: &str = " starting; checkpoints in ";
 
-fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
+pub(crate) fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> BenchError {
     let path = path.to_path_buf();
     move |source| BenchError::Io {
         action,
@@ -69,7 +69,7 @@ fn io(action: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> Bench
     }
 }
 
-fn wrong(what: impl Into<String>) -> BenchError {
+pub(crate) fn wrong(what: impl Into<String>) -> BenchError {
     BenchError::Wrong(what.into())
 }
 
@@ -173,7 +173,7 @@ impl Workload {
 }
 
 /// A plain producer (idempotent, librdkafka's default batching) for the input.
-fn input_producer(broker: &Broker) -> Result<BaseProducer, BenchError> {
+pub(crate) fn input_producer(broker: &Broker) -> Result<BaseProducer, BenchError> {
     broker
         .config()
         .set("enable.idempotence", "true")
@@ -183,7 +183,7 @@ fn input_producer(broker: &Broker) -> Result<BaseProducer, BenchError> {
 }
 
 /// Hands one record to `producer`, polling while its queue is full.
-fn send(
+pub(crate) fn send(
     producer: &BaseProducer,
     topic: &str,
     key: &[u8],
@@ -279,8 +279,8 @@ pub fn produce_at_rate(
 
 /// What a read_committed consumer saw of an output topic.
 #[derive(Debug, Clone, Default)]
-struct Seen {
-    records: u64,
+pub(crate) struct Seen {
+    pub(crate) records: u64,
     /// Per key, the largest count seen.
     last_counts: HashMap<Vec<u8>, u64>,
     /// Visible time − CreateTime of each record, ms.
@@ -290,7 +290,7 @@ struct Seen {
 }
 
 impl Seen {
-    fn add(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, created: Option<i64>) {
+    pub(crate) fn add(&mut self, key: Option<&[u8]>, value: Option<&[u8]>, created: Option<i64>) {
         self.records += 1;
         let count = value
             .and_then(|v| std::str::from_utf8(v).ok())
@@ -309,7 +309,7 @@ impl Seen {
 
     /// Checks that the output is exactly one record per input record and that every key's
     /// last count adds up to the input.
-    fn verify(&self, what: &str, input: u64) -> Result<(), BenchError> {
+    pub(crate) fn verify(&self, what: &str, input: u64) -> Result<(), BenchError> {
         let counted: u64 = self.last_counts.values().sum();
         if self.records != input || counted != input {
             return Err(wrong(format!(
@@ -323,7 +323,7 @@ impl Seen {
 }
 
 /// A read_committed consumer of every partition of `topic`, from the beginning.
-fn output_consumer(
+pub(crate) fn output_consumer(
     broker: &Broker,
     topic: &str,
     partitions: i32,
@@ -680,7 +680,7 @@ fn tail(text: &str) -> String {
 }
 
 /// Every checkpoint's (not savepoint's) `duration_ms` under `dir`.
-fn collect_metadata(dir: &Path, found: &mut Vec<f64>) {
+pub(crate) fn collect_metadata(dir: &Path, found: &mut Vec<f64>) {
     let Ok(entries) = fs::read_dir(dir) else {
         return;
     };

@@ -33,6 +33,7 @@ pub mod rescale;
 pub mod startup;
 pub mod state_size;
 pub mod summary;
+pub mod workers;
 pub mod workload;
 
 pub use error::BenchError;

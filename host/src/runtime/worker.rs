@@ -80,6 +80,16 @@ impl WorkerRunner {
     /// Kafka checks that create the topics between stages), in the order records flow, so a
     /// stage's exchange topic exists before the stage that reads it starts.
     pub fn new(job: Job, worker: Worker, options: RunOptions) -> Result<Self, WorkerStartError> {
+        if worker.count > 1 && job.checkpoint.object_store.is_none() {
+            tracing::warn!(
+                "the workers of job `{}` share its id and their checkpoints through the local \
+                 directory {}: fine for workers on this machine; on several machines, give \
+                 [checkpoint] directory an s3:// URL, or each machine's workers would exchange \
+                 records through topics of their own",
+                job.name,
+                job.checkpoint.directory.display()
+            );
+        }
         let history = crate::checkpoint::storage::open(&job.checkpoint)
             .and_then(|storage| storage.storage_id())
             .map_err(|e| WorkerStartError::Stage {
