@@ -15,10 +15,10 @@
 //! | [`ids`] | the shared vocabulary: [`TaskId`](ids::TaskId), [`CheckpointId`](ids::CheckpointId), [`CheckpointKind`](ids::CheckpointKind), [`Barrier`](ids::Barrier) |
 //! | [`wasm`] | the only code that knows the ABI: one engine per job, modules checked once, guest instances with bounded calls, and [`wasm::image`] (checkpointing a guest's memory without its help) |
 //! | [`checkpoint`] | the pure coordinator (`checkpoint/coordinator.rs`), the on-disk format, layout and storage, and the choice of what to restore |
-//! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph |
+//! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph; [`job::workers`] cuts it into the stages each worker of a job run as many processes runs |
 //! | `dataflow` | the task loop, its interfaces (`Source`, `Processor` in `dataflow/processor.rs`), channels, the router and barrier alignment |
 //! | `connectors` | the sources and sinks, each built from its kind in the job file |
-//! | [`runtime`] | [`JobRunner`](runtime::JobRunner): attempts, the driver around the coordinator, restore, fail-over, and the [`JobMonitor`](runtime::JobMonitor) every display reads |
+//! | [`runtime`] | [`JobRunner`](runtime::JobRunner): attempts, the driver around the coordinator, restore, fail-over, and the [`JobMonitor`](runtime::JobMonitor) every display reads; [`WorkerRunner`](runtime::WorkerRunner): a worker's stages side by side |
 //! | [`control`] | the job's HTTP endpoint (JSON views, metrics, dashboard, actions) and its client |
 //! | [`tools`] | what the CLI offers besides running: `weir validate`, `weir test`, `weir checkpoints` |
 //!
