@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::job::{Job, SinkKind, SinkPartitioning, VertexKind};
 use weir::runtime::{JobRunner, RunOptions};
 use weir_abi::key_group::key_group;
@@ -222,6 +223,34 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
              failure-free run's: {problem}"
         );
     }
+    // The same job as one process, undisturbed, over the same input: the same output.
+    let single = kafka::unique("words-single");
+    broker.create_topic(&single, 3);
+    let alone = Sandbox::new("workers-single");
+    std::fs::write(
+        alone.job_path(),
+        wordcount(
+            broker,
+            &format!("s3://{bucket}/jobs/single"),
+            &input,
+            &single,
+        ),
+    )
+    .unwrap();
+    let mut process = Weir::run_with_env(&alone.job_path(), &[], &env, &alone.join("weir.log"));
+    let end = End::Kafka(single.clone());
+    let done = process.wait_until("the single process's output", CLI_TIMEOUT, |_| {
+        output_lines(broker, &end).map_or(0, |l| l.len()) >= expected.len()
+    });
+    assert!(done, "{}", process.stderr());
+    std::thread::sleep(Duration::from_secs(1));
+    process.terminate();
+    process.wait(CLI_TIMEOUT);
+    assert_eq!(
+        output_lines(broker, &end).unwrap(),
+        lines,
+        "{context}: the workers' output is not the single process's"
+    );
 }
 
 #[test]
@@ -342,5 +371,126 @@ fn a_worker_stopped_with_savepoints_goes_on_from_them_exactly() {
         if let Some(problem) = difference(&lines, &expected) {
             panic!("round {round}: {problem}");
         }
+    }
+}
+
+/// The complete checkpoints under `prefix` of `bucket`, each with the generation of the run
+/// that completed it.
+fn generations(s3: &crate::s3::S3, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
+    s3.list(bucket, prefix)
+        .into_iter()
+        .filter(|(key, _)| key.ends_with("/_metadata"))
+        .filter_map(|(key, _)| {
+            let bytes = s3.get(bucket, &key)?;
+            let meta = CheckpointMetadata::decode(std::path::Path::new(&key), &bytes)
+                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            Some((key, meta.generation.0))
+        })
+        .collect()
+}
+
+#[test]
+fn a_zombie_worker_completes_no_checkpoint_and_commits_no_output() {
+    let Some(s3) = crate::s3::s3_or_skip("a_zombie_worker") else {
+        return;
+    };
+    let Some(broker) = kafka::broker_or_skip("a_zombie_worker") else {
+        return;
+    };
+    const CHUNK: u64 = 300;
+    let input = kafka::unique("zombie-words-in");
+    let output = kafka::unique("zombie-words-out");
+    broker.create_topic(&input, 4);
+    broker.create_topic(&output, 2);
+    let bucket = s3.bucket("zombie-worker");
+    let url = format!("s3://{bucket}/jobs/wordcount");
+    let text = wordcount(broker, &url, &input, &output);
+    // The workers on one machine, and worker 1's replacement on another: a directory of its
+    // own (its lock and control files), the same bucket prefix.
+    let (here, there) = (
+        Sandbox::new("zombie-workers"),
+        Sandbox::new("zombie-replacement"),
+    );
+    for sandbox in [&here, &there] {
+        std::fs::write(sandbox.job_path(), &text).unwrap();
+    }
+    let env = s3.env();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let append = |from: u64| {
+        let lines: Vec<String> = (from..from + CHUNK).map(line).collect();
+        let rows: Vec<kafka::Produce<'_>> =
+            lines.iter().map(|l| (None, None, l.as_bytes())).collect();
+        broker.produce(&input, &rows);
+    };
+    let worker = |sandbox: &Sandbox, index: u32, log: &str| {
+        Weir::run_with_env(
+            &sandbox.job_path(),
+            &["--worker", &format!("{index}/2"), "--restore", "latest"],
+            &env,
+            &sandbox.join(log),
+        )
+    };
+    append(0);
+    let mut first = worker(&here, 0, "worker-0.log");
+    let mut zombie = worker(&here, 1, "worker-1.log");
+    let prefix = "jobs/wordcount/worker-1-of-2";
+    zombie.wait_until(
+        "a checkpoint of each stage of worker 1",
+        CLI_TIMEOUT,
+        |_| {
+            let done = generations(s3, &bucket, prefix);
+            ["/stage-0/", "/stage-1/"]
+                .iter()
+                .all(|stage| done.iter().any(|(key, _)| key.contains(stage)))
+        },
+    );
+    // Frozen, as a VM paused or a node cut off: its replacement starts meanwhile.
+    zombie.signal("STOP");
+    let mut replacement = worker(&there, 1, "worker-1.log");
+    replacement.wait_until("a checkpoint of the replacement", CLI_TIMEOUT, |_| {
+        generations(s3, &bucket, prefix)
+            .iter()
+            .any(|(_, g)| *g == 2)
+    });
+    append(CHUNK);
+    // What the frozen worker completed, a request it sent before it froze included: from now
+    // on, thawed, it may complete nothing.
+    let before: Vec<(String, u64)> = generations(s3, &bucket, prefix);
+    zombie.signal("CONT");
+    let ended = zombie.wait(CLI_TIMEOUT);
+    assert_ne!(ended.status.code(), Some(0), "{}", ended.stderr);
+    assert!(
+        ended.stderr.contains("of this job has started on s3://"),
+        "{}",
+        ended.stderr
+    );
+    // Whatever the frozen worker completed, it completed before it was thawed.
+    let after: Vec<(String, u64)> = generations(s3, &bucket, prefix)
+        .into_iter()
+        .filter(|(_, g)| *g == 1)
+        .collect();
+    let kept: Vec<(String, u64)> = before
+        .iter()
+        .filter(|c| after.contains(c))
+        .cloned()
+        .collect();
+    assert_eq!(after, kept, "a checkpoint of the zombie worker completed");
+    // Its output: none of it is committed twice or lost.
+    let expected = expected_words(2 * CHUNK);
+    let end = End::Kafka(output.clone());
+    let done = first.wait_until("the whole output", CLI_TIMEOUT, |_| {
+        output_lines(broker, &end).map_or(0, |l| l.len()) >= expected.len()
+    });
+    assert!(done, "{}", first.stderr());
+    std::thread::sleep(Duration::from_secs(2));
+    for worker in [&mut first, &mut replacement] {
+        assert!(worker.try_exit().is_none(), "{}", worker.stderr());
+        worker.terminate();
+    }
+    first.wait(CLI_TIMEOUT);
+    replacement.wait(CLI_TIMEOUT);
+    let lines = output_lines(broker, &end).unwrap();
+    if let Some(problem) = difference(&lines, &expected) {
+        panic!("read_committed output after a zombie worker: {problem}");
     }
 }
