@@ -16,6 +16,9 @@ bash scripts/install-s3-server.sh >/dev/null
 # The Kubernetes schema validator of the deployment test (tests/all/deployment.rs): PyPI's
 # kubernetes-validate, installed the same way and for the same reason (seconds the first time).
 bash scripts/install-kubernetes-validate.sh >/dev/null
+# The Azure Blob Storage emulator of the az:// checkpoint test (tests/all/azure.rs): npm's
+# azurite, installed the same way and for the same reason (about 400 MB the first time).
+bash scripts/install-azure-server.sh >/dev/null
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -25,6 +25,8 @@ mod report;
 mod support;
 
 #[cfg(unix)]
+mod azure;
+#[cfg(unix)]
 mod backpressure;
 #[cfg(unix)]
 mod bad_job_files;

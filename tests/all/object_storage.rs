@@ -656,3 +656,76 @@ fn a_checkpoint_costs_two_requests_a_task_and_a_dozen_more() {
     );
     assert!(total <= bound(2 * TASKS + 11), "{report}");
 }
+
+#[test]
+fn checkpoints_on_azure_blob_storage_restore_after_kills_to_exactly_the_undisturbed_output() {
+    let Some(azure) = crate::azure::azure_or_skip("checkpoints_on_azure_blob_storage") else {
+        return;
+    };
+    const RECORDS: u64 = 300_000;
+    let expected = reference(RECORDS);
+    azure.container("ckpt");
+    assert!(
+        azure.refuses_a_second_create("ckpt"),
+        "the emulator does not refuse a second create-if-absent"
+    );
+    let url = "az://ckpt/jobs/gencount";
+    let sandbox = Sandbox::new("azure-kills");
+    counting(&sandbox, url, RECORDS, Some(100_000.0)).write(&sandbox.job_path());
+    let env = azure.env();
+    let env = pairs(&env);
+    let mut restored = 0;
+    for round in 0..2 {
+        let log = sandbox.join(&format!("round-{round}.log"));
+        let mut weir =
+            Weir::run_with_env(&sandbox.job_path(), &["--restore", "latest"], &env, &log);
+        weir.wait_until("two checkpoints on Azure", CLI_TIMEOUT, |w| {
+            w.stderr().matches(" complete: ").count() >= 2
+        });
+        let ended = weir.kill();
+        restored += usize::from(ended.stderr.contains(&format!("restoring from {url}/chk-")));
+        assert!(
+            ended.stderr.contains(&format!(
+                "claimed generation {} of the job on {url}",
+                round + 1
+            )),
+            "{}",
+            ended.stderr
+        );
+    }
+    assert_eq!(
+        restored, 1,
+        "the second run restored the first's checkpoint"
+    );
+    let ended = Weir::run_with_env(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &env,
+        &sandbox.join("final.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    ended.assert_code(0, "the final run on Azure");
+    assert!(
+        ended.stderr.contains(&format!("restoring from {url}/chk-")),
+        "{}",
+        ended.stderr
+    );
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "after 2 kills with checkpoints on Azure",
+    );
+    let verified = weir_command(&sandbox, &["checkpoints", "verify", url], "", &env);
+    assert_eq!(
+        verified.code,
+        Some(0),
+        "{}{}",
+        verified.stdout,
+        verified.stderr
+    );
+    assert!(
+        verified.stdout.contains("0 problems"),
+        "{}",
+        verified.stdout
+    );
+}

@@ -2582,7 +2582,10 @@ fn object_storage_keys_and_urls_that_cannot_work_are_refused_with_the_fix() {
         "{text}"
     );
     for (url, says) in [
-        ("gs://bucket/p", "checkpoints on gs:// are not supported"),
+        (
+            "hdfs://bucket/p",
+            "checkpoints on hdfs:// are not supported",
+        ),
         ("s3:///p", "names no bucket"),
         ("s3://b/a//c", "key prefix"),
     ] {
@@ -2593,6 +2596,13 @@ fn object_storage_keys_and_urls_that_cannot_work_are_refused_with_the_fix() {
             "{url}: {text}"
         );
     }
+    let (_, problem) = invalid(&format!(
+        "{MINIMAL}[checkpoint]\ndirectory = \"gs://b/p\"\nstorage_endpoint = \"http://h:1\"\n"
+    ));
+    assert!(
+        problem.to_string().contains("no endpoint with gs://"),
+        "{problem}"
+    );
     let (_, problem) = invalid(&format!(
         "{MINIMAL}[checkpoint]\ndirectory = \"s3://b/p\"\nstorage_endpoint = \"127.0.0.1:9000\"\n"
     ));

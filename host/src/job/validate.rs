@@ -29,7 +29,7 @@ use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
-use crate::checkpoint::storage::ObjectStoreUrl;
+use crate::checkpoint::storage::{ObjectStoreScheme, ObjectStoreUrl};
 use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
@@ -760,7 +760,8 @@ impl Validator<'_> {
                         format!("{:?}", directory.get_ref()),
                         format!(
                             "a local directory, relative to the job file's folder, or an \
-                             s3://BUCKET/PREFIX URL ({problem})"
+                             s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL \
+                             ({problem})"
                         ),
                     ));
                 }
@@ -811,6 +812,15 @@ impl Validator<'_> {
         let requests = &mut config.object_store_options;
         if let Some(endpoint) = &spec.storage_endpoint {
             let url = endpoint.get_ref();
+            if config.object_store.as_ref().map(|u| u.scheme()) == Some(ObjectStoreScheme::Gcs) {
+                return Err(self.bad_value(
+                    endpoint.span(),
+                    "`checkpoint.storage_endpoint`".into(),
+                    format!("{url:?}"),
+                    "no endpoint with gs://: Google Cloud Storage has one (remove the key), an \
+                     S3-compatible or Azure store takes one",
+                ));
+            }
             let host = url
                 .strip_prefix("http://")
                 .or_else(|| url.strip_prefix("https://"))

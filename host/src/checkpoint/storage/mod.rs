@@ -936,8 +936,8 @@ pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, Sto
 
 mod object;
 pub use object::{
-    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreOptions, ObjectStoreUrl, StaticCredentials,
-    UrlError as ObjectStoreUrlError,
+    MULTIPART_THRESHOLD, ObjectStorage, ObjectStoreOptions, ObjectStoreUrl,
+    Scheme as ObjectStoreScheme, StaticCredentials, UrlError as ObjectStoreUrlError,
 };
 
 #[cfg(any(test, feature = "test-hooks"))]

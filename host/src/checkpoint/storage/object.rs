@@ -1,4 +1,7 @@
-//! Checkpoints on object storage: `[checkpoint] directory = "s3://bucket/prefix"`.
+//! Checkpoints on object storage: `[checkpoint] directory = "s3://bucket/prefix"` (S3 or an
+//! S3-compatible store), `"gs://bucket/prefix"` (Google Cloud Storage) or
+//! `"az://container/prefix"` (Azure Blob Storage), all through `object_store`. The text below
+//! speaks of S3; the other two map the same way, with their own credentials.
 //!
 //! Why a module of its own: the checkpoint rules (framing, paths, commit order, listing,
 //! cleanup) are written once over a minimal file system ([`Files`]), and an object store is one
@@ -31,6 +34,8 @@ use std::time::Duration;
 
 use futures_util::{StreamExt, TryStreamExt};
 use object_store::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+use object_store::azure::{AzureConfigKey, MicrosoftAzureBuilder};
+use object_store::gcp::{GoogleCloudStorageBuilder, GoogleConfigKey};
 use object_store::path::Path as Key;
 use object_store::{
     BackoffConfig, ClientConfigKey, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
@@ -54,10 +59,35 @@ const PART_SIZE: usize = 16 << 20;
 /// How many parts of one upload are sent at once.
 const PARTS_IN_FLIGHT: usize = 4;
 
-/// Where a job's checkpoints live when they are not in a local directory: an `s3://` URL.
+/// Which object store a URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheme {
+    /// `s3://bucket/prefix`: Amazon S3 or an S3-compatible store.
+    S3,
+    /// `gs://bucket/prefix`: Google Cloud Storage.
+    Gcs,
+    /// `az://container/prefix`: Azure Blob Storage (the account from `AZURE_STORAGE_ACCOUNT_NAME`).
+    Azure,
+}
+
+impl Scheme {
+    /// The scheme as a URL writes it: `s3`, `gs`, `az`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scheme::S3 => "s3",
+            Scheme::Gcs => "gs",
+            Scheme::Azure => "az",
+        }
+    }
+}
+
+/// Where a job's checkpoints live when they are not in a local directory: an `s3://`, `gs://`
+/// or `az://` URL.
 #[derive(Clone, PartialEq, Eq)]
 pub struct ObjectStoreUrl {
-    /// The bucket.
+    /// Which store.
+    scheme: Scheme,
+    /// The bucket (a container on Azure).
     bucket: String,
     /// The key prefix of the job's checkpoints, without slashes at either end; may be empty.
     prefix: String,
@@ -66,10 +96,11 @@ pub struct ObjectStoreUrl {
 /// Why a `[checkpoint] directory` that looks like a URL cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum UrlError {
-    /// A scheme other than `s3://`.
+    /// A scheme other than `s3://`, `gs://` and `az://`.
     #[error(
         "{url:?}: checkpoints on {scheme}:// are not supported; use an s3:// URL (S3 or an \
-         S3-compatible store, whose endpoint AWS_ENDPOINT_URL names) or a local directory"
+         S3-compatible store, whose endpoint AWS_ENDPOINT_URL names), gs:// (Google Cloud \
+         Storage), az:// (Azure Blob Storage) or a local directory"
     )]
     Scheme {
         /// The URL as written.
@@ -112,12 +143,17 @@ impl ObjectStoreUrl {
         if !is_scheme {
             return Ok(None);
         }
-        if scheme != "s3" {
-            return Err(UrlError::Scheme {
-                url: text.to_owned(),
-                scheme: scheme.to_owned(),
-            });
-        }
+        let scheme = match scheme {
+            "s3" => Scheme::S3,
+            "gs" => Scheme::Gcs,
+            "az" => Scheme::Azure,
+            other => {
+                return Err(UrlError::Scheme {
+                    url: text.to_owned(),
+                    scheme: other.to_owned(),
+                });
+            }
+        };
         let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
         if bucket.is_empty() {
             return Err(UrlError::NoBucket {
@@ -135,14 +171,20 @@ impl ObjectStoreUrl {
             });
         }
         Ok(Some(ObjectStoreUrl {
+            scheme,
             bucket: bucket.to_owned(),
             prefix: prefix.to_owned(),
         }))
     }
 
-    /// The bucket.
+    /// The bucket (a container on Azure).
     pub fn bucket(&self) -> &str {
         &self.bucket
+    }
+
+    /// Which store.
+    pub fn scheme(&self) -> Scheme {
+        self.scheme
     }
 
     /// The same bucket with `segment` (letters, digits, `-_.`) added to the key prefix: where
@@ -154,6 +196,7 @@ impl ObjectStoreUrl {
             format!("{}/{segment}", self.prefix)
         };
         ObjectStoreUrl {
+            scheme: self.scheme,
             bucket: self.bucket.clone(),
             prefix,
         }
@@ -168,10 +211,11 @@ impl ObjectStoreUrl {
 
 impl fmt::Display for ObjectStoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scheme = self.scheme.as_str();
         if self.prefix.is_empty() {
-            write!(f, "s3://{}", self.bucket)
+            write!(f, "{scheme}://{}", self.bucket)
         } else {
-            write!(f, "s3://{}/{}", self.bucket, self.prefix)
+            write!(f, "{scheme}://{}/{}", self.bucket, self.prefix)
         }
     }
 }
@@ -279,42 +323,52 @@ impl fmt::Debug for ObjectFiles {
 impl ObjectFiles {
     /// The bucket of `url`, reached as `options` say, else as the environment says.
     fn open(url: &ObjectStoreUrl, options: &ObjectStoreOptions) -> Result<ObjectFiles, IoError> {
-        let mut builder = AmazonS3Builder::from_env()
-            .with_bucket_name(&url.bucket)
-            .with_retry(options.retry_config())
-            // A key, not `with_client_options`, which would drop what the environment set
-            // (`AWS_ALLOW_HTTP`).
-            .with_config(
-                AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
-                format!("{}ms", options.request_timeout.as_millis()),
-            );
-        if let Some(endpoint) = &options.endpoint {
-            builder = builder
-                .with_endpoint(endpoint)
-                .with_allow_http(endpoint.starts_with("http://"));
+        let bucket_url = format!("{}://{}", url.scheme.as_str(), url.bucket);
+        let failed =
+            |e: String| IoError::new("open the object store", &bucket_url, io::Error::other(e));
+        if url.scheme != Scheme::S3 && options.credentials.is_some() {
+            return Err(failed(
+                "static credentials are an S3 access key; give this store's through its \
+                 environment"
+                    .into(),
+            ));
         }
-        if let Some(credentials) = &options.credentials {
-            builder = builder
-                .with_access_key_id(&credentials.key_id)
-                .with_secret_access_key(&credentials.secret);
-        } else if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
-            && let Some(credentials) = shared_credentials()
-        {
-            builder = builder
-                .with_access_key_id(credentials.key_id)
-                .with_secret_access_key(credentials.secret);
-            if let Some(token) = credentials.token {
-                builder = builder.with_token(token);
+        let timeout = format!("{}ms", options.request_timeout.as_millis());
+        let store: Arc<dyn ObjectStore> = match url.scheme {
+            Scheme::S3 => Arc::new(
+                s3_store(url, options)
+                    .build()
+                    .map_err(|e| failed(e.to_string()))?,
+            ),
+            Scheme::Gcs => {
+                if options.endpoint.is_some() {
+                    return Err(failed(
+                        "`storage_endpoint` names an S3-compatible or Azure endpoint; Google \
+                         Cloud Storage takes none"
+                            .into(),
+                    ));
+                }
+                let store = GoogleCloudStorageBuilder::from_env()
+                    .with_bucket_name(&url.bucket)
+                    .with_retry(options.retry_config())
+                    .with_config(GoogleConfigKey::Client(ClientConfigKey::Timeout), timeout)
+                    .build()
+                    .map_err(|e| failed(e.to_string()))?;
+                Arc::new(store)
             }
-        }
-        let bucket_url = format!("s3://{}", url.bucket);
-        let store = builder.build().map_err(|e| {
-            IoError::new(
-                "open the object store",
-                &bucket_url,
-                io::Error::other(e.to_string()),
-            )
-        })?;
+            Scheme::Azure => {
+                let mut builder = MicrosoftAzureBuilder::from_env()
+                    .with_container_name(&url.bucket)
+                    .with_retry(options.retry_config())
+                    .with_config(AzureConfigKey::Client(ClientConfigKey::Timeout), timeout);
+                if let Some(endpoint) = &options.endpoint {
+                    builder = builder
+                        .with_endpoint(endpoint.clone())
+                        .with_allow_http(endpoint.starts_with("http://"));
+                }
+                Arc::new(builder.build().map_err(|e| failed(e.to_string()))?)
+            }
+        };
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("weir-object-store")
@@ -323,7 +377,7 @@ impl ObjectFiles {
             .map_err(|e| IoError::new("start the object store client of", &bucket_url, e))?;
         Ok(ObjectFiles {
             bucket_url,
-            store: Arc::new(store),
+            store,
             runtime: Some(runtime),
         })
     }
@@ -379,6 +433,40 @@ impl ObjectFiles {
         out.sort();
         Ok(out)
     }
+}
+
+/// The S3 client of `url`: the environment's settings, then `options`, then a key from the
+/// shared credentials file when neither names one.
+fn s3_store(url: &ObjectStoreUrl, options: &ObjectStoreOptions) -> AmazonS3Builder {
+    let mut builder = AmazonS3Builder::from_env()
+        .with_bucket_name(&url.bucket)
+        .with_retry(options.retry_config())
+        // A key, not `with_client_options`, which would drop what the environment set
+        // (`AWS_ALLOW_HTTP`).
+        .with_config(
+            AmazonS3ConfigKey::Client(ClientConfigKey::Timeout),
+            format!("{}ms", options.request_timeout.as_millis()),
+        );
+    if let Some(endpoint) = &options.endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"));
+    }
+    if let Some(credentials) = &options.credentials {
+        builder = builder
+            .with_access_key_id(&credentials.key_id)
+            .with_secret_access_key(&credentials.secret);
+    } else if std::env::var_os("AWS_ACCESS_KEY_ID").is_none()
+        && let Some(credentials) = shared_credentials()
+    {
+        builder = builder
+            .with_access_key_id(credentials.key_id)
+            .with_secret_access_key(credentials.secret);
+        if let Some(token) = credentials.token {
+            builder = builder.with_token(token);
+        }
+    }
+    builder
 }
 
 /// `e` as an I/O error of the kind the checkpoint rules tell apart, with what to do about the
@@ -659,10 +747,18 @@ mod tests {
         assert_eq!(url.as_path(), PathBuf::from("s3://bucket/a/b"));
         let root = ObjectStoreUrl::parse("s3://bucket").unwrap().unwrap();
         assert_eq!(root.to_string(), "s3://bucket");
-        let gs = ObjectStoreUrl::parse("gs://b/p").unwrap_err().to_string();
+        for (text, scheme) in [("gs://b/p", Scheme::Gcs), ("az://c/p/q", Scheme::Azure)] {
+            let url = ObjectStoreUrl::parse(text).unwrap().unwrap();
+            assert_eq!((url.to_string().as_str(), url.scheme()), (text, scheme));
+            assert_eq!(url.join("w").to_string(), format!("{text}/w"));
+        }
+        let hdfs = ObjectStoreUrl::parse("hdfs://b/p").unwrap_err().to_string();
         assert!(
-            gs.contains("gs:// are not supported") && gs.contains("s3://"),
-            "{gs}"
+            hdfs.contains("hdfs:// are not supported")
+                && hdfs.contains("s3://")
+                && hdfs.contains("gs://")
+                && hdfs.contains("az://"),
+            "{hdfs}"
         );
         let none = ObjectStoreUrl::parse("s3:///p").unwrap_err().to_string();
         assert!(none.contains("names no bucket"), "{none}");
@@ -687,6 +783,40 @@ mod tests {
         assert_eq!(other.token.as_deref(), Some("T"));
         assert!(parse_credentials(text, "missing").is_none());
         assert!(parse_credentials("[default]\naws_access_key_id = A\n", "default").is_none());
+    }
+
+    #[test]
+    fn each_scheme_opens_its_store_and_refuses_what_is_another_stores() {
+        // Opening makes no request; the environment may lack credentials until the first.
+        let options = ObjectStoreOptions::default();
+        for text in ["gs://bucket/job", "az://container/job"] {
+            let url = ObjectStoreUrl::parse(text).unwrap().unwrap();
+            let opened = ObjectFiles::open(&url, &options);
+            // Azure needs an account (AZURE_STORAGE_ACCOUNT_NAME): its absence is an error
+            // naming the store, not a panic.
+            if let Err(e) = &opened {
+                assert!(
+                    e.to_string().contains(text.rsplit_once('/').unwrap().0),
+                    "{e}"
+                );
+            }
+            let keyed = ObjectStoreOptions {
+                credentials: Some(StaticCredentials {
+                    key_id: "k".into(),
+                    secret: "s".into(),
+                }),
+                ..ObjectStoreOptions::default()
+            };
+            let refused = ObjectFiles::open(&url, &keyed).unwrap_err().to_string();
+            assert!(refused.contains("an S3 access key"), "{refused}");
+        }
+        let gs = ObjectStoreUrl::parse("gs://bucket/job").unwrap().unwrap();
+        let endpoint = ObjectStoreOptions {
+            endpoint: Some("http://127.0.0.1:1".into()),
+            ..ObjectStoreOptions::default()
+        };
+        let refused = ObjectFiles::open(&gs, &endpoint).unwrap_err().to_string();
+        assert!(refused.contains("takes none"), "{refused}");
     }
 
     #[test]
