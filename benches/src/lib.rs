@@ -14,6 +14,9 @@
 //! - `kafka-bench` (`scripts/bench-kafka.sh`): Kafka → `count` → Kafka exactly-once through
 //!   the release `weir`, against a plain librdkafka loop on the same broker ([`kafka`]).
 //!
+//! - `workers-bench`: one job as 1, 2 and 3 worker processes of the release `weir`
+//!   ([`workers`]).
+//!
 //! - `guest-profile`: the count guest on bare wasmtime with a perf map ([`raw_guest`]), so
 //!   `perf` can name the functions inside the guest.
 //!
@@ -37,3 +40,21 @@ pub mod workers;
 pub mod workload;
 
 pub use error::BenchError;
+
+/// The release `weir` beside the running benchmark binary, which the benchmarks that run whole
+/// jobs as processes start; an error saying how to build it when it is missing.
+pub fn release_weir() -> Result<std::path::PathBuf, BenchError> {
+    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
+        action: "find the benchmark's own path",
+        path: std::path::PathBuf::from("."),
+        source,
+    })?;
+    let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
+    if !bin.is_file() {
+        return Err(BenchError::Wrong(format!(
+            "{} is missing: build it with `cargo build --release -p weir --bin weir`",
+            bin.display()
+        )));
+    }
+    Ok(bin)
+}

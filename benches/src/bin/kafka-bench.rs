@@ -94,24 +94,6 @@ fn main() -> ExitCode {
     }
 }
 
-/// The release `weir` next to this binary.
-fn weir_binary() -> Result<PathBuf, BenchError> {
-    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
-        action: "find the benchmark's own path",
-        path: PathBuf::from("."),
-        source,
-    })?;
-    let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !bin.is_file() {
-        return Err(BenchError::Wrong(format!(
-            "{} is missing: build it with `cargo build --release -p weir --bin weir` \
-             (scripts/bench-kafka.sh does)",
-            bin.display()
-        )));
-    }
-    Ok(bin)
-}
-
 fn run(args: &Args) -> Result<(), BenchError> {
     let mut machine = Machine::now();
     println!(
@@ -133,7 +115,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
     };
     let interval = Duration::from_millis(args.interval_ms);
     let setup = WeirSetup {
-        weir: weir_binary()?,
+        weir: weir_benches::release_weir()?,
         count_wasm: PathBuf::from(COUNT_WASM),
         interval_ms: args.interval_ms,
         cache: broker.scratch().join("module-cache"),

@@ -57,18 +57,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
         machine.cpu_model.as_deref().unwrap_or("unknown CPU"),
         machine.load_before.as_deref().unwrap_or("?")
     );
-    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
-        action: "find the benchmark's own path",
-        path: PathBuf::from("."),
-        source,
-    })?;
-    let weir = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !weir.is_file() {
-        return Err(BenchError::Wrong(format!(
-            "{} is missing: build it with `cargo build --release -p weir --bin weir`",
-            weir.display()
-        )));
-    }
+    let weir = weir_benches::release_weir()?;
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let broker = Broker::start(&root)?;
     let setup = WorkersSetup {

@@ -4,8 +4,8 @@ use std::io::Write;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -149,27 +149,15 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
         }
     };
     let (requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
-    let signalled = Arc::new(AtomicBool::new(false));
     {
-        let signalled = Arc::clone(&signalled);
-        let savepoint_on_stop = args.savepoint_on_stop;
-        let requests = Mutex::new(requests.clone());
-        let installed = ctrlc::set_handler(move || {
-            // A second signal cancels at once.
-            let again = signalled.swap(true, Ordering::SeqCst);
-            let request = if savepoint_on_stop && !again {
+        let requests = requests.clone();
+        on_stop_signal("the job".into(), args.savepoint_on_stop, move |savepoint| {
+            let _ = requests.send(if savepoint {
                 JobRequest::StopWithSavepoint
             } else {
                 JobRequest::Cancel
-            };
-            eprintln!("\nweir: stopping the job ({request:?}); signal again to cancel at once");
-            if let Ok(tx) = requests.lock() {
-                let _ = tx.send(request);
-            }
+            });
         });
-        if let Err(e) = installed {
-            tracing::warn!("cannot install the signal handler: {e}");
-        }
     }
     let monitor = runner.monitor();
     let server = match start_control(control, &monitor, &requests, &checkpoint_dir) {
@@ -234,6 +222,31 @@ pub(crate) fn run(args: RunArgs, on_terminal: bool) -> ExitCode {
                 _ => ExitCode::from(EXIT_JOB_FAILED),
             }
         }
+    }
+}
+
+/// On SIGTERM or Ctrl-C, calls `stop(true)` to stop with a savepoint when `savepoint_on_stop`,
+/// else `stop(false)` to cancel; a second signal always cancels. `what` names what stops in the
+/// message.
+pub(crate) fn on_stop_signal(
+    what: String,
+    savepoint_on_stop: bool,
+    stop: impl Fn(bool) + Send + 'static,
+) {
+    let signalled = AtomicBool::new(false);
+    let installed = ctrlc::set_handler(move || {
+        let again = signalled.swap(true, Ordering::SeqCst);
+        let savepoint = savepoint_on_stop && !again;
+        let how = if savepoint {
+            "StopWithSavepoint"
+        } else {
+            "Cancel"
+        };
+        eprintln!("\nweir: stopping {what} ({how}); signal again to cancel at once");
+        stop(savepoint);
+    });
+    if let Err(e) = installed {
+        tracing::warn!("cannot install the signal handler: {e}");
     }
 }
 

@@ -3,13 +3,12 @@
 use std::net::SocketAddr;
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use weir::job::workers::Worker;
 use weir::job::{Job, JobStatus};
 use weir::runtime::{RunOptions, WorkerRequest, WorkerRunner};
 
-use crate::run::{ControlSettings, start_control};
+use crate::run::{ControlSettings, on_stop_signal, start_control};
 use crate::{EXIT_BAD_INPUT, EXIT_CANCELED, EXIT_CANNOT_START, EXIT_JOB_FAILED};
 
 /// Runs worker `worker` of `job` to its end: every stage, each with its own control endpoint
@@ -35,24 +34,20 @@ pub(crate) fn run(
         }
     };
     let (requests, requests_rx) = std::sync::mpsc::channel();
-    let signalled = AtomicBool::new(false);
     let requests = Mutex::new(requests);
-    let installed = ctrlc::set_handler(move || {
-        // A second signal cancels at once.
-        let again = signalled.swap(true, Ordering::SeqCst);
-        let request = if savepoint_on_stop && !again {
-            WorkerRequest::StopWithSavepoint
-        } else {
-            WorkerRequest::Cancel
-        };
-        eprintln!("\nweir: stopping worker {worker} ({request:?}); signal again to cancel at once");
-        if let Ok(tx) = requests.lock() {
-            let _ = tx.send(request);
-        }
-    });
-    if let Err(e) = installed {
-        tracing::warn!("cannot install the signal handler: {e}");
-    }
+    on_stop_signal(
+        format!("worker {worker}"),
+        savepoint_on_stop,
+        move |savepoint| {
+            if let Ok(tx) = requests.lock() {
+                let _ = tx.send(if savepoint {
+                    WorkerRequest::StopWithSavepoint
+                } else {
+                    WorkerRequest::Cancel
+                });
+            }
+        },
+    );
     let mut servers = Vec::new();
     for (stage, (job, monitor, stage_requests)) in runner.stages().into_iter().enumerate() {
         tracing::info!(
