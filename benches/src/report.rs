@@ -46,6 +46,16 @@ pub struct Machine {
 }
 
 impl Machine {
+    /// What a benchmark prints first: `2 CPUs, AMD EPYC; load before: 1.07 2.37 2.79 …`.
+    pub fn summary(&self) -> String {
+        format!(
+            "{} CPUs, {}; load before: {}",
+            self.cpus,
+            self.cpu_model.as_deref().unwrap_or("unknown CPU"),
+            self.load_before.as_deref().unwrap_or("?")
+        )
+    }
+
     /// The machine now (`load_after` still unset).
     pub fn now() -> Machine {
         Machine {

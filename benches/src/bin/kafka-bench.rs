@@ -96,12 +96,7 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<(), BenchError> {
     let mut machine = Machine::now();
-    println!(
-        "machine: {} CPUs, {}; load before: {}",
-        machine.cpus,
-        machine.cpu_model.as_deref().unwrap_or("unknown CPU"),
-        machine.load_before.as_deref().unwrap_or("?")
-    );
+    println!("machine: {}", machine.summary());
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let broker = Broker::start(&root)?;
     println!(

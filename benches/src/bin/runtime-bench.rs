@@ -110,12 +110,7 @@ fn main() -> ExitCode {
 fn run(args: &Args) -> Result<(), BenchError> {
     let runs = args.runs.max(1);
     let mut machine = Machine::now();
-    println!(
-        "machine: {} CPUs, {}; load before: {}",
-        machine.cpus,
-        machine.cpu_model.as_deref().unwrap_or("unknown CPU"),
-        machine.load_before.as_deref().unwrap_or("?")
-    );
+    println!("machine: {}", machine.summary());
 
     let mut pipelines = Vec::new();
     if !args.no_pipeline {
