@@ -158,6 +158,8 @@ impl WorkerRunner {
             let ended = ended_tx.clone();
             let (runner, receiver) = (parts.runner, parts.receiver);
             threads.push(std::thread::spawn(move || {
+                // What the stage logs says which stage it is: both write to one stderr.
+                let _stage = tracing::info_span!("stage", n = stage).entered();
                 let result = runner.run(receiver);
                 let _ = ended.send(StageOutcome { stage, result });
             }));

@@ -680,7 +680,7 @@ impl KafkaSink {
         kill_point::reached(KillPoint::SinkCommitted);
         self.report.committed(records, since.elapsed());
         tracing::debug!(
-            "{}: committed {records} records of checkpoint {}",
+            "{}: committed {records} records of checkpoint {} (run {run:x})",
             self.connector,
             checkpoint.0
         );
@@ -759,6 +759,14 @@ impl KafkaSink {
         // A marker proves the output of its own run up to its checkpoint committed; nothing
         // else proves anything, so everything else is sent again.
         let committed_through = newest.filter(|m| m.run == state.run).map(|m| m.checkpoint);
+        tracing::debug!(
+            "{}: restored the pending output of checkpoints {:?} of run {:x}; the newest \
+             committed marker of \"{}\" is {newest:?}",
+            self.connector,
+            state.pending.iter().map(|(id, _)| id.0).collect::<Vec<_>>(),
+            state.run,
+            self.transactional_id(subtask)
+        );
         #[cfg(feature = "test-hooks")]
         let committed_through =
             committed_through.filter(|_| std::env::var_os(IGNORE_MARKERS_ENV).is_none());

@@ -412,10 +412,11 @@ impl KafkaSource {
         self.assign()?;
         self.next_discovery = self.discovery_interval().map(|d| Instant::now() + d);
         tracing::debug!(
-            "{} subtask {}: reading {} partitions",
+            "{} subtask {}: reading {} partitions from {:?}",
             self.connector,
             self.subtask,
-            self.partitions.len()
+            self.partitions.len(),
+            self.partitions
         );
         Ok(())
     }
