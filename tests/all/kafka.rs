@@ -488,6 +488,41 @@ impl Broker {
         records
     }
 
+    /// The topics whose names start with `prefix`, sorted.
+    pub(crate) fn topics(&self, prefix: &str) -> Vec<String> {
+        let consumer = self.consumer("weir-tests-metadata", Isolation::ReadUncommitted);
+        let metadata = consumer
+            .fetch_metadata(None, CLIENT_TIMEOUT)
+            .unwrap_or_else(|e| panic!("metadata of the cluster: {e}"));
+        let mut names: Vec<String> = metadata
+            .topics()
+            .iter()
+            .map(|t| t.name().to_owned())
+            .filter(|name| name.starts_with(prefix))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Where each partition of `topic` ends: `(partition, last stable offset, high
+    /// watermark)`. The two differ while a transaction is open in the partition, and
+    /// read_committed readers wait at the first.
+    pub(crate) fn ends(&self, topic: &str) -> Vec<(i32, i64, i64)> {
+        let committed = self.consumer("weir-tests-metadata", Isolation::ReadCommitted);
+        let uncommitted = self.consumer("weir-tests-metadata", Isolation::ReadUncommitted);
+        (0..self.partitions(topic))
+            .map(|partition| {
+                let end = |consumer: &BaseConsumer| {
+                    consumer
+                        .fetch_watermarks(topic, partition, CLIENT_TIMEOUT)
+                        .unwrap_or_else(|e| panic!("watermarks of {topic} [{partition}]: {e}"))
+                        .1
+                };
+                (partition, end(&committed), end(&uncommitted))
+            })
+            .collect()
+    }
+
     /// The offsets `group` has committed for the partitions of `topic` (partitions without a
     /// committed offset are left out).
     pub(crate) fn committed_offsets(&self, group: &str, topic: &str) -> BTreeMap<i32, i64> {

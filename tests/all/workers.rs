@@ -3,8 +3,22 @@
 //! stages, and three worker processes of a word count killed at random moments and restarted
 //! with their index, whose read_committed output must be a failure-free run's.
 //!
+//! **The test broker's defect, and how the chaos test steps around it.** noida-db, the Kafka
+//! emulator of the suite, hides from a read_committed fetch that starts *after* a producer's
+//! abort marker every later record of that producer — committed ones too — when the aborted
+//! transaction began before the fetch (real Kafka returns only the aborted transactions that
+//! overlap the fetch). A producer keeps its id across a fencing, so a worker killed with an
+//! exchange transaction open would have its replacement's records hidden from the next stage,
+//! which fetches as it tails: records lost to the emulator, not to Weir
+//! ([`the_test_broker_hides_a_producers_records_from_reads_that_start_after_its_abort`] shows
+//! it, and fails once the broker is fixed). So the chaos test kills a worker only at a moment
+//! when no transaction with records is open on the job's topics (it stops the process, looks,
+//! and kills or lets it go on); a kill inside a sink's commit is the single-process chaos
+//! tests' (`kafka_exactly_once.rs`), whose reader starts at the beginning.
+//!
 //! `WEIR_WORKER_ROUNDS` sets the kills (default 6), `WEIR_CHAOS_SEED` the seed; both are
-//! printed with every failure.
+//! printed with every failure. `WEIR_WORKER_LOG` is the workers' `RUST_LOG` (e.g.
+//! `info,weir::connectors::kafka=debug`; their logs are kept with `WEIR_KEEP_TEMP=1`).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -104,6 +118,138 @@ fn expected_words(lines: u64) -> Vec<String> {
     out
 }
 
+/// SIGKILLs `worker` at a moment when no transaction holding records is open on the job's
+/// topics between stages (`weir.wordcount.…`) or on `topics`: it stops the process, waits for
+/// what it sent to land, and kills it if every partition's last stable offset is its end, or
+/// lets it go on for a moment and looks again. See the module docs for why.
+fn kill_between_transactions(worker: Weir, broker: &kafka::Broker, topics: &[&str], context: &str) {
+    const TRIES: u32 = 200;
+    for _ in 0..TRIES {
+        worker.signal("STOP");
+        std::thread::sleep(Duration::from_millis(50));
+        let mut watched = broker.topics("weir.wordcount.");
+        watched.extend(topics.iter().map(|t| (*t).to_owned()));
+        let open = watched.iter().any(|topic| {
+            broker
+                .ends(topic)
+                .iter()
+                .any(|&(_, stable, end)| stable < end)
+        });
+        if !open {
+            worker.kill();
+            return;
+        }
+        worker.signal("CONT");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    panic!("{context}: in {TRIES} looks, a transaction was always open on the job's topics");
+}
+
+#[test]
+fn the_test_broker_hides_a_producers_records_from_reads_that_start_after_its_abort() {
+    let Some(broker) = kafka::broker_or_skip("the_test_broker_hides_a_producers_records") else {
+        return;
+    };
+    use rdkafka::producer::{BaseRecord, Producer};
+    let topic = kafka::unique("aborted");
+    broker.create_topic(&topic, 1);
+    let send = |producer: &rdkafka::producer::BaseProducer<kafka::Deliveries>, value: &str| {
+        producer
+            .send(BaseRecord::<[u8], [u8]>::to(&topic).payload(value.as_bytes()))
+            .unwrap_or_else(|(e, _)| panic!("send: {e}"));
+        producer.flush(kafka::CLIENT_TIMEOUT).unwrap();
+    };
+    let id = kafka::unique("aborting");
+    let producer = broker.transactional_producer(&id);
+    producer.begin_transaction().unwrap();
+    send(&producer, "aborted");
+    producer.abort_transaction(kafka::CLIENT_TIMEOUT).unwrap();
+    // The next record's offset: after the aborted one and the abort marker.
+    let after_abort = broker.ends(&topic)[0].2;
+    producer.begin_transaction().unwrap();
+    send(&producer, "committed");
+    producer.commit_transaction(kafka::CLIENT_TIMEOUT).unwrap();
+    let read_from = |offset: i64| -> Vec<String> {
+        use rdkafka::consumer::Consumer;
+        use rdkafka::message::Message;
+        let consumer = broker.consumer(&kafka::unique("reader"), Isolation::ReadCommitted);
+        let mut assignment = rdkafka::TopicPartitionList::new();
+        assignment
+            .add_partition_offset(&topic, 0, rdkafka::Offset::Offset(offset))
+            .unwrap();
+        consumer.assign(&assignment).unwrap();
+        let mut values = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            match consumer.poll(Duration::from_millis(100)) {
+                Some(Ok(message)) => values.push(
+                    String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
+                ),
+                Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
+                _ => {}
+            }
+        }
+        values
+    };
+    assert_eq!(read_from(0), ["committed"], "a read from the start");
+    assert_eq!(
+        read_from(after_abort),
+        Vec::<String>::new(),
+        "noida-db now shows a read that starts after an abort marker the producer's later \
+         committed records, as Kafka does: the chaos test no longer needs to step around \
+         transactions (kill_between_transactions), and this test can go"
+    );
+}
+
+/// For a failure: the words whose counts fell short and their key groups, and where each
+/// partition of the job's topics between workers ends, read_committed and not, beside the
+/// offset its reader committed last.
+fn stalled_where(
+    broker: &kafka::Broker,
+    input: &str,
+    lines: &[String],
+    expected: &[String],
+) -> String {
+    let highest = |lines: &[String]| {
+        let mut per_word: BTreeMap<String, u64> = BTreeMap::new();
+        for line in lines {
+            if let Some((word, n)) = line.split_once('\t') {
+                let n: u64 = n.parse().unwrap_or(0);
+                let at = per_word.entry(word.to_owned()).or_default();
+                *at = (*at).max(n);
+            }
+        }
+        per_word
+    };
+    let reached = highest(lines);
+    let mut out =
+        String::from("\n--- words short of their count (word: reached/expected, key group of 12):");
+    for (word, want) in highest(expected) {
+        let got = reached.get(&word).copied().unwrap_or(0);
+        if got != want {
+            let group = key_group(word.as_bytes(), 12);
+            out.push_str(&format!(" {word}: {got}/{want} kg{group};"));
+        }
+    }
+    let topics = std::iter::once((input.to_owned(), "weir.wordcount.in".to_owned())).chain(
+        broker
+            .topics("weir.wordcount.")
+            .into_iter()
+            .map(|topic| (topic.clone(), topic)),
+    );
+    for (topic, group) in topics {
+        let committed = broker.committed_offsets(&group, &topic);
+        out.push_str(&format!(
+            "\n--- {topic} (partition: committed by its reader, stable end, end):"
+        ));
+        for (partition, stable, end) in broker.ends(&topic) {
+            let read = committed.get(&partition).copied().unwrap_or(-1);
+            out.push_str(&format!(" {partition}: {read}, {stable}, {end};"));
+        }
+    }
+    out
+}
+
 /// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`; the
 /// sink's transactional ids are the output's, so tests running at once never fence each other.
 fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> String {
@@ -156,7 +302,10 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
         ),
     )
     .unwrap();
-    let env = s3.env();
+    let mut env = s3.env();
+    if let Ok(filter) = std::env::var("WEIR_WORKER_LOG") {
+        env.push(("RUST_LOG".to_owned(), filter));
+    }
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut starts = 0;
     let mut start = |index: u32| {
@@ -193,7 +342,12 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
             }
         }
         // Killed before its replacement starts: the lock of its directories is free then.
-        workers.remove(victim).kill();
+        kill_between_transactions(
+            workers.remove(victim),
+            broker,
+            &[&output, &format!("{output}.tx.markers")],
+            &context,
+        );
         workers.insert(victim, start(victim as u32));
         kills.push(victim);
     }
@@ -247,9 +401,10 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
         ));
     }
     if let Some(problem) = difference(&lines, &expected) {
+        let state = stalled_where(broker, &input, &lines, &expected);
         panic!(
             "{context}: after kills of workers {kills:?}, the read_committed output is not a \
-             failure-free run's: {problem}{said}"
+             failure-free run's: {problem}{said}{state}"
         );
     }
     // The same job as one process, undisturbed, over the same input: the same output.
