@@ -74,3 +74,40 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
         "a savepoint is never pruned"
     );
 }
+
+#[test]
+fn a_second_stop_while_the_stop_savepoint_is_in_flight_does_not_cancel_the_job() {
+    use std::time::Duration;
+    use weir::job::JobStatus;
+    use weir::runtime::{JobRequest, RunOptions};
+
+    use crate::support::InProcess;
+
+    // Ten seconds of records: the stops come well before the end.
+    let generator = GeneratorSpec {
+        parallelism: 2,
+        seed: 5,
+        count: Some(100_000),
+        rate: Some(10_000.0),
+        keys: 300,
+    };
+    let sandbox = Sandbox::new("savepoint-twice");
+    checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1)
+        .write(&sandbox.job_path());
+    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    running.wait_until("a checkpoint", Duration::from_secs(30), |monitor| {
+        monitor.checkpoint_counts().0 >= 1
+    });
+    // The second as a user who presses Ctrl-C twice, or a worker whose other stage stopped,
+    // sends it: before the first one's savepoint is complete.
+    running.request(JobRequest::StopWithSavepoint);
+    running.request(JobRequest::StopWithSavepoint);
+    let outcome = running.join();
+    assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
+    let savepoint = outcome.savepoint.expect("the stop's savepoint");
+    assert!(
+        savepoint.join("_metadata").is_file(),
+        "{}",
+        savepoint.display()
+    );
+}

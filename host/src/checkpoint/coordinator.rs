@@ -325,6 +325,14 @@ pub(crate) enum SavepointRefused {
     },
 }
 
+impl SavepointRefused {
+    /// Whether the job is ending by itself — every source finished, or a final checkpoint or
+    /// stop-with-savepoint in flight or done: a stop asked now has nothing left to do.
+    pub(crate) fn job_is_ending(self) -> bool {
+        !matches!(self, SavepointRefused::NotRunning)
+    }
+}
+
 /// A coordinator that cannot be built from its arguments.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
 pub(crate) enum CoordinatorError {

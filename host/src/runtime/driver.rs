@@ -307,6 +307,9 @@ impl Driver<'_> {
                         reply.send(Err(SavepointError::Refused(refused.to_string())));
                         Step::Continue
                     }
+                    // A stop asked again while the job already ends (its stop's savepoint or
+                    // its final checkpoint in flight or done): that ending is the stop.
+                    None if stop && refused.job_is_ending() => Step::Continue,
                     // The user wants the job to stop; without a savepoint, it is a cancel.
                     None if stop => Step::End(AttemptEnd::Canceled),
                     None => Step::Continue,
