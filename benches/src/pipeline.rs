@@ -9,12 +9,13 @@
 //! the `_metadata` file of each checkpoint, which the job is told to retain.
 
 use std::path::{Path, PathBuf};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use weir::ids::CheckpointKind;
 use weir::job::{Job, JobStatus};
-use weir::runtime::{JobRunner, RunOptions};
+use weir::runtime::{JobMonitor, JobRunner, RunOptions};
 
 use crate::error::BenchError;
 use crate::summary::Summary;
@@ -247,6 +248,11 @@ pub struct PipelineRun {
     /// CPU time the process used during the run (every thread, user and system), seconds
     /// (Linux: from `/proc/self/stat`, 10 ms resolution).
     pub cpu_seconds: Option<f64>,
+    /// Records through the job per second in the first quarter of the run and in the last,
+    /// from the delivered count sampled every [`SAMPLE_EVERY`]: a job that slows down as it
+    /// goes (state growing, memory fragmenting, checkpoints piling up) shows it here, where
+    /// the average hides it. `None` for a run too short for four samples.
+    pub quarters_records_per_s: Option<(f64, f64)>,
 }
 
 impl PipelineRun {
@@ -287,6 +293,45 @@ fn process_cpu_seconds() -> Option<f64> {
     Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
 }
 
+/// How often a run samples what it has delivered, for [`PipelineRun::quarters_records_per_s`].
+pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
+
+/// Records delivered so far: what reached the sinks, or for a window operator, which emits a
+/// record per window, what the operator took in.
+fn delivered(monitor: &JobMonitor, operator: BenchOperator) -> u64 {
+    if operator.event_time() {
+        monitor
+            .tasks()
+            .iter()
+            .filter(|(id, _, _)| id.vertex == operator.name())
+            .map(|(_, _, m)| m.records_in())
+            .sum()
+    } else {
+        monitor.records_out()
+    }
+}
+
+/// The rates of the first and last quarter of a run of `seconds` that delivered `total`, from
+/// `(seconds since the start, delivered)` samples in time order; `None` with fewer than four.
+fn quarter_rates(samples: &[(f64, u64)], seconds: f64, total: u64) -> Option<(f64, f64)> {
+    if samples.len() < 4 || seconds <= 0.0 {
+        return None;
+    }
+    // The count at `t`: the last sample at or before it (the start counts as 0).
+    let at = |t: f64| {
+        samples
+            .iter()
+            .take_while(|(when, _)| *when <= t)
+            .last()
+            .map_or((0.0, 0), |&s| s)
+    };
+    let (q1, n1) = at(seconds / 4.0);
+    let (q3, n3) = at(seconds * 3.0 / 4.0);
+    let first = (q1 > 0.0).then(|| n1 as f64 / q1)?;
+    let last = (seconds > q3).then(|| total.saturating_sub(n3) as f64 / (seconds - q3))?;
+    Some((first, last))
+}
+
 /// Runs `case` once, in a fresh temporary directory.
 pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
     let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
@@ -312,7 +357,22 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
     reset_peak_rss();
     let cpu_before = process_cpu_seconds();
     let start = Instant::now();
-    let outcome = runner.run(requests)?;
+    let running = AtomicBool::new(true);
+    let (outcome, samples) = std::thread::scope(|scope| {
+        let sampler = scope.spawn(|| {
+            let mut samples = Vec::new();
+            while running.load(Ordering::Relaxed) {
+                std::thread::sleep(SAMPLE_EVERY);
+                let when = start.elapsed().as_secs_f64();
+                samples.push((when, delivered(&monitor, case.operator)));
+            }
+            samples
+        });
+        let outcome = runner.run(requests);
+        running.store(false, Ordering::Relaxed);
+        (outcome, sampler.join().unwrap_or_default())
+    });
+    let outcome = outcome?;
     let seconds = start.elapsed().as_secs_f64();
     let cpu_seconds = process_cpu_seconds()
         .zip(cpu_before)
@@ -325,18 +385,7 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
             failure: outcome.failure.unwrap_or_default(),
         });
     }
-    // A window operator emits one record per window, not per record: what must add up is what
-    // it took in.
-    let delivered = if case.operator.event_time() {
-        monitor
-            .tasks()
-            .iter()
-            .filter(|(id, _, _)| id.vertex == case.operator.name())
-            .map(|(_, _, m)| m.records_in())
-            .sum()
-    } else {
-        monitor.records_out()
-    };
+    let delivered = delivered(&monitor, case.operator);
     if delivered != case.records {
         return Err(BenchError::Wrong(format!(
             "{} records generated but {delivered} reached the {}",
@@ -384,6 +433,7 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
         checkpoints,
         peak_rss_bytes,
         cpu_seconds,
+        quarters_records_per_s: quarter_rates(&samples, seconds, delivered),
     })
 }
 
@@ -410,20 +460,37 @@ pub struct PipelineResult {
     pub peak_rss_bytes: Option<Summary>,
     /// Cores kept busy per run ([`PipelineRun::cores_used`]).
     pub cores_used: Option<Summary>,
+    /// Records per second in the first quarter of each run ([`PipelineRun::quarters_records_per_s`]).
+    pub first_quarter_records_per_s: Option<Summary>,
+    /// Records per second in the last quarter of each run.
+    pub last_quarter_records_per_s: Option<Summary>,
     /// Every run, as measured.
     pub runs: Vec<PipelineRun>,
 }
 
 /// Runs `case` `runs` times (after one unrecorded warm-up run when `warm_up`) and summarises.
+///
+/// With `min_seconds`, the measured runs last about that long or longer: the warm-up run's
+/// rate sets their records (never fewer than the case's, rounded up to a million), so the result's case
+/// says how many were run.
 pub fn measure(
     case: &PipelineCase,
     runs: usize,
     warm_up: bool,
+    min_seconds: Option<f64>,
     mut progress: impl FnMut(&PipelineRun),
 ) -> Result<PipelineResult, BenchError> {
+    let mut case = case.clone();
     if warm_up {
-        run_once(case)?;
+        let trial = run_once(&case)?;
+        if let Some(min) = min_seconds {
+            // Half again the target: the short warm-up run pays the start-up and a cold cache,
+            // and runs here vary by a fifth; at 10 % over, measured runs lasted 16–26 s for 20.
+            let wanted = (trial.records_per_s * min * 1.5 / 1e6).ceil() as u64 * 1_000_000;
+            case.records = case.records.max(wanted);
+        }
     }
+    let case = &case;
     let mut done = Vec::with_capacity(runs);
     for _ in 0..runs {
         let run = run_once(case)?;
@@ -457,6 +524,18 @@ pub fn measure(
             &done
                 .iter()
                 .filter_map(PipelineRun::cores_used)
+                .collect::<Vec<_>>(),
+        ),
+        first_quarter_records_per_s: Summary::of(
+            &done
+                .iter()
+                .filter_map(|r| r.quarters_records_per_s.map(|q| q.0))
+                .collect::<Vec<_>>(),
+        ),
+        last_quarter_records_per_s: Summary::of(
+            &done
+                .iter()
+                .filter_map(|r| r.quarters_records_per_s.map(|q| q.1))
                 .collect::<Vec<_>>(),
         ),
         runs: done,

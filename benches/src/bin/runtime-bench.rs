@@ -35,8 +35,14 @@ struct Args {
     #[arg(long, default_value_t = 16)]
     value_size: usize,
     /// Measured runs per case (after one warm-up run); the median is reported.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 3)]
     runs: usize,
+    /// The shortest measured run of the job benchmark, in seconds: the warm-up run's rate sets
+    /// how many records the measured runs generate (never fewer than `--records`; half again
+    /// what the warm-up rate needs), so that each takes about this long or more, with a steady state and, at 1 s intervals, a score of
+    /// checkpoints. 0 runs `--records` as given.
+    #[arg(long, default_value_t = 20.0)]
+    min_seconds: f64,
     /// The operators to run between generator and blackhole, comma-separated: `count` (keyed
     /// running count), `uppercase` (stateless filter and map), `window` and `window-wide`
     /// (a tumbling count per event-time window of 1000 or 1 000 000 records), and the count as
@@ -115,16 +121,17 @@ fn run(args: &Args) -> Result<(), BenchError> {
     let mut pipelines = Vec::new();
     if !args.no_pipeline {
         println!(
-            "\n## generator → operator → blackhole: {} records, {} keys, {}-byte values, \
-             median of {runs} runs (after a warm-up run)\n",
-            args.records, args.keys, args.value_size
+            "\n## generator → operator → blackhole: {} records or more (runs of {} s at least), \
+             {} keys, {}-byte values, median of {runs} runs (after a warm-up run)\n",
+            args.records, args.min_seconds, args.keys, args.value_size
         );
         println!(
             "| operator | parallelism | checkpoints | records/s (median) | min – max | checkpoints done | \
              checkpoint duration ms (median, max) | sync ms (median, max) | async ms (median, max) | \
-             bytes per checkpoint (median) | peak RSS (median) | cores used (median) |"
+             bytes per checkpoint (median) | peak RSS (median) | cores used (median) | \
+             records/s first ¼ → last ¼ (median) | records per run |"
         );
-        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         let cases = args.operators.iter().flat_map(|&operator| {
             args.parallelism.iter().flat_map(move |&parallelism| {
                 args.intervals_ms.iter().map(move |&interval| PipelineCase {
@@ -138,9 +145,13 @@ fn run(args: &Args) -> Result<(), BenchError> {
             })
         });
         for case in cases {
-            let result = pipeline::measure(&case, runs, true, |run| {
+            let min_seconds = (args.min_seconds > 0.0).then_some(args.min_seconds);
+            let result = pipeline::measure(&case, runs, true, min_seconds, |run| {
+                let quarters = run.quarters_records_per_s.map_or(String::new(), |(a, b)| {
+                    format!(" (first quarter {:.0}/s, last {:.0}/s)", a, b)
+                });
                 eprintln!(
-                    "  {}: {:.0} records/s in {:.2} s, {} checkpoints",
+                    "  {}: {:.0} records/s in {:.2} s{quarters}, {} checkpoints",
                     case.label(),
                     run.records_per_s,
                     run.seconds,
@@ -321,7 +332,7 @@ fn pipeline_row(r: &PipelineResult) -> String {
         None => "–".to_string(),
     };
     format!(
-        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} | {} |",
+        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
         r.case.operator.name(),
         r.case.parallelism,
         r.records_per_s.median / 1e6,
@@ -336,6 +347,14 @@ fn pipeline_row(r: &PipelineResult) -> String {
             .map_or("–".to_string(), |s| bytes(s.median as u64)),
         r.cores_used
             .map_or("–".to_string(), |s| format!("{:.2}", s.median)),
+        match (
+            &r.first_quarter_records_per_s,
+            &r.last_quarter_records_per_s
+        ) {
+            (Some(a), Some(b)) => format!("{:.2} → {:.2} M", a.median / 1e6, b.median / 1e6),
+            _ => "–".to_string(),
+        },
+        r.case.records,
     )
 }
 
