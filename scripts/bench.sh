@@ -3,7 +3,7 @@
 # (target/bench-results.json unless WEIR_BENCH_OUT says otherwise); docs/BENCHMARKS.md explains
 # what is measured and shows the numbers of the last recorded run.
 #
-#   bash scripts/bench.sh                  # the whole suite: ~30 min (job runs of 20 s), plus ~15 min for the first build
+#   bash scripts/bench.sh                  # the whole suite; its job runs of 20 s or more are the longest part (8 cases took 17 min in BENCHMARKS §2)
 #   bash scripts/bench.sh --min-seconds 0 --records 1000000 --state-bytes 1000000 --runs 1   # a quick pass
 #
 # Arguments are passed to runtime-bench (`cargo run -p weir-benches --bin runtime-bench --
