@@ -504,23 +504,36 @@ impl Broker {
         names
     }
 
-    /// Where each partition of `topic` ends: `(partition, last stable offset, high
-    /// watermark)`. The two differ while a transaction is open in the partition, and
-    /// read_committed readers wait at the first.
-    pub(crate) fn ends(&self, topic: &str) -> Vec<(i32, i64, i64)> {
+    /// Where each partition of `topics` ends: `(topic, partition, last stable offset, high
+    /// watermark)`, by topic, then partition. The two offsets differ while a transaction is
+    /// open in the partition, and read_committed readers wait at the first. Panics on a topic
+    /// the broker does not know.
+    pub(crate) fn ends(&self, topics: &[String]) -> Vec<(String, i32, i64, i64)> {
         let committed = self.consumer("weir-tests-metadata", Isolation::ReadCommitted);
         let uncommitted = self.consumer("weir-tests-metadata", Isolation::ReadUncommitted);
-        (0..self.partitions(topic))
-            .map(|partition| {
+        let metadata = uncommitted
+            .fetch_metadata(None, CLIENT_TIMEOUT)
+            .unwrap_or_else(|e| panic!("metadata of the cluster: {e}"));
+        let mut ends = Vec::new();
+        for topic in topics {
+            let partitions = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == topic)
+                .unwrap_or_else(|| panic!("the broker did not describe the topic {topic}"))
+                .partitions()
+                .len();
+            for partition in 0..i32::try_from(partitions).expect("a partition count fits i32") {
                 let end = |consumer: &BaseConsumer| {
                     consumer
                         .fetch_watermarks(topic, partition, CLIENT_TIMEOUT)
                         .unwrap_or_else(|e| panic!("watermarks of {topic} [{partition}]: {e}"))
                         .1
                 };
-                (partition, end(&committed), end(&uncommitted))
-            })
-            .collect()
+                ends.push((topic.clone(), partition, end(&committed), end(&uncommitted)));
+            }
+        }
+        ends
     }
 
     /// The offsets `group` has committed for the partitions of `topic` (partitions without a

@@ -129,12 +129,10 @@ fn kill_between_transactions(worker: Weir, broker: &kafka::Broker, topics: &[&st
         std::thread::sleep(Duration::from_millis(50));
         let mut watched = broker.topics("weir.wordcount.");
         watched.extend(topics.iter().map(|t| (*t).to_owned()));
-        let open = watched.iter().any(|topic| {
-            broker
-                .ends(topic)
-                .iter()
-                .any(|&(_, stable, end)| stable < end)
-        });
+        let open = broker
+            .ends(&watched)
+            .iter()
+            .any(|(_, _, stable, end)| stable < end);
         if !open {
             worker.kill();
             return;
@@ -165,7 +163,7 @@ fn the_test_broker_hides_a_producers_records_from_reads_that_start_after_its_abo
     send(&producer, "aborted");
     producer.abort_transaction(kafka::CLIENT_TIMEOUT).unwrap();
     // The next record's offset: after the aborted one and the abort marker.
-    let after_abort = broker.ends(&topic)[0].2;
+    let after_abort = broker.ends(std::slice::from_ref(&topic))[0].3;
     producer.begin_transaction().unwrap();
     send(&producer, "committed");
     producer.commit_transaction(kafka::CLIENT_TIMEOUT).unwrap();
@@ -242,7 +240,7 @@ fn stalled_where(
         out.push_str(&format!(
             "\n--- {topic} (partition: committed by its reader, stable end, end):"
         ));
-        for (partition, stable, end) in broker.ends(&topic) {
+        for (_, partition, stable, end) in broker.ends(std::slice::from_ref(&topic)) {
             let read = committed.get(&partition).copied().unwrap_or(-1);
             out.push_str(&format!(" {partition}: {read}, {stable}, {end};"));
         }
