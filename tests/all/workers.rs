@@ -10,8 +10,8 @@
 //! overlap the fetch). A producer keeps its id across a fencing, so a worker killed with an
 //! exchange transaction open would have its replacement's records hidden from the next stage,
 //! which fetches as it tails: records lost to the emulator, not to Weir
-//! ([`the_test_broker_hides_a_producers_records_from_reads_that_start_after_its_abort`] shows
-//! it, and fails once the broker is fixed). So the chaos test kills a worker only at a moment
+//! (`kafka_broker::kafka_broker_hides_a_producers_records_from_reads_that_start_after_its_abort`
+//! shows it, and fails once the broker is fixed). So the chaos test kills a worker only at a moment
 //! when no transaction with records is open on the job's topics (it stops the process, looks,
 //! and kills or lets it go on); a kill inside a sink's commit is the single-process chaos
 //! tests' (`kafka_exactly_once.rs`), whose reader starts at the beginning.
@@ -141,62 +141,6 @@ fn kill_between_transactions(worker: Weir, broker: &kafka::Broker, topics: &[&st
         std::thread::sleep(Duration::from_millis(20));
     }
     panic!("{context}: in {TRIES} looks, a transaction was always open on the job's topics");
-}
-
-#[test]
-fn the_test_broker_hides_a_producers_records_from_reads_that_start_after_its_abort() {
-    let Some(broker) = kafka::broker_or_skip("the_test_broker_hides_a_producers_records") else {
-        return;
-    };
-    use rdkafka::producer::{BaseRecord, Producer};
-    let topic = kafka::unique("aborted");
-    broker.create_topic(&topic, 1);
-    let send = |producer: &rdkafka::producer::BaseProducer<kafka::Deliveries>, value: &str| {
-        producer
-            .send(BaseRecord::<[u8], [u8]>::to(&topic).payload(value.as_bytes()))
-            .unwrap_or_else(|(e, _)| panic!("send: {e}"));
-        producer.flush(kafka::CLIENT_TIMEOUT).unwrap();
-    };
-    let id = kafka::unique("aborting");
-    let producer = broker.transactional_producer(&id);
-    producer.begin_transaction().unwrap();
-    send(&producer, "aborted");
-    producer.abort_transaction(kafka::CLIENT_TIMEOUT).unwrap();
-    // The next record's offset: after the aborted one and the abort marker.
-    let after_abort = broker.ends(std::slice::from_ref(&topic))[0].3;
-    producer.begin_transaction().unwrap();
-    send(&producer, "committed");
-    producer.commit_transaction(kafka::CLIENT_TIMEOUT).unwrap();
-    let read_from = |offset: i64| -> Vec<String> {
-        use rdkafka::consumer::Consumer;
-        use rdkafka::message::Message;
-        let consumer = broker.consumer(&kafka::unique("reader"), Isolation::ReadCommitted);
-        let mut assignment = rdkafka::TopicPartitionList::new();
-        assignment
-            .add_partition_offset(&topic, 0, rdkafka::Offset::Offset(offset))
-            .unwrap();
-        consumer.assign(&assignment).unwrap();
-        let mut values = Vec::new();
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while Instant::now() < deadline {
-            match consumer.poll(Duration::from_millis(100)) {
-                Some(Ok(message)) => values.push(
-                    String::from_utf8_lossy(message.payload().unwrap_or_default()).into_owned(),
-                ),
-                Some(Err(rdkafka::error::KafkaError::PartitionEOF(_))) => break,
-                _ => {}
-            }
-        }
-        values
-    };
-    assert_eq!(read_from(0), ["committed"], "a read from the start");
-    assert_eq!(
-        read_from(after_abort),
-        Vec::<String>::new(),
-        "noida-db now shows a read that starts after an abort marker the producer's later \
-         committed records, as Kafka does: the chaos test no longer needs to step around \
-         transactions (kill_between_transactions), and this test can go"
-    );
 }
 
 /// For a failure: the words whose counts fell short and their key groups, and where each
