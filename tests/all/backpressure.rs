@@ -267,8 +267,10 @@ fn a_slow_stage_bounds_memory_and_checkpoints_still_complete() {
 fn checkpoints_that_cannot_finish_expire_and_fail_the_job_beyond_the_tolerable_count() {
     let sandbox = Sandbox::new("backpressure-expiring");
     // 50× slower (a millisecond or more per record): the records queued ahead of a barrier
-    // take seconds, so every checkpoint outlives its 400 ms timeout.
+    // take seconds, so every checkpoint outlives its 400 ms timeout. Queued in channels: a
+    // chain has none, and its barrier waits for one poll's records only (it may come in time).
     slow_job(&sandbox, 1_000_000)
+        .unchained()
         .checkpoint("interval", "200ms")
         .checkpoint("timeout", "400ms")
         .checkpoint("tolerable_failures", 3u32)

@@ -31,6 +31,8 @@ mod backpressure;
 #[cfg(unix)]
 mod bad_job_files;
 #[cfg(unix)]
+mod chaining;
+#[cfg(unix)]
 mod chaos;
 #[cfg(unix)]
 mod checkpoints_cli;

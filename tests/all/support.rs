@@ -230,6 +230,8 @@ pub(crate) struct JobFile {
     checkpoint: Vec<(String, String)>,
     restart: Option<String>,
     vertices: Vec<String>,
+    /// The job's `chain`: whether tasks may be chained.
+    chain: bool,
 }
 
 impl JobFile {
@@ -240,7 +242,14 @@ impl JobFile {
             checkpoint: Vec::new(),
             restart: None,
             vertices: Vec::new(),
+            chain: true,
         }
+    }
+
+    /// `chain = false`: every task on a thread of its own, with channels between them.
+    pub(crate) fn unchained(mut self) -> JobFile {
+        self.chain = false;
+        self
     }
 
     /// Sets a key of `[checkpoint]`.
@@ -412,7 +421,11 @@ impl JobFile {
 
     /// The job file's text.
     pub(crate) fn to_toml(&self) -> String {
-        let mut text = format!("name = {}\n\n[checkpoint]\n", self.name.as_str().toml());
+        let mut text = format!("name = {}\n", self.name.as_str().toml());
+        if !self.chain {
+            text.push_str("chain = false\n");
+        }
+        text.push_str("\n[checkpoint]\n");
         for (key, value) in &self.checkpoint {
             writeln!(text, "{key} = {value}").unwrap();
         }

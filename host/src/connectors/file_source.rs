@@ -472,7 +472,7 @@ mod tests {
     ) -> Result<Vec<Record>, TaskError> {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut router = Router::new(
-            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx.into()])],
             StopSignal::new(),
             Arc::default(),
         );

@@ -722,7 +722,7 @@ mod tests {
         use crate::job::Partitioner;
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut router = Router::new(
-            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx.into()])],
             StopSignal::new(),
             std::sync::Arc::default(),
         );

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use super::channel::Stopped;
 use super::router::{RouteError, Router};
 use super::watermark::SourceClock;
-use crate::ids::{Barrier, CheckpointId};
+use crate::ids::{Barrier, CheckpointId, TaskId};
 use crate::wasm::{GuestError, GuestTime};
 
 /// What one [`Source::poll`] did.
@@ -41,7 +41,12 @@ impl<'a> SourceOutput<'a> {
 
     /// Emits one record.
     #[inline]
-    pub(crate) fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+    pub(crate) fn push(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+    ) -> Result<(), RouteError> {
         if let Some(clock) = self.clock.as_deref_mut() {
             clock.observe(timestamp);
         }
@@ -218,6 +223,29 @@ pub(crate) enum TaskError {
     /// The host code of the task panicked: a bug in Weir, reported like a failure.
     #[error("task thread panicked: {0}")]
     Panic(String),
+    /// A task chained after the one reporting failed with `error`: the thread running the
+    /// chain reports it as `task`'s failure.
+    #[error("task {task}: {error}")]
+    Chained {
+        /// The task that failed.
+        task: TaskId,
+        /// How.
+        error: Box<TaskError>,
+    },
+}
+
+impl TaskError {
+    /// This error as the failure of `task`, a task chained after another; an error that
+    /// already names a task chained further down keeps that name, and a stop stays a stop.
+    pub(crate) fn of_chained(self, task: &TaskId) -> TaskError {
+        match self {
+            TaskError::Stopped | TaskError::Chained { .. } => self,
+            error => TaskError::Chained {
+                task: task.clone(),
+                error: Box::new(error),
+            },
+        }
+    }
 }
 
 impl From<Stopped> for TaskError {
@@ -231,6 +259,7 @@ impl From<RouteError> for TaskError {
         match e {
             RouteError::Stopped(_) => TaskError::Stopped,
             RouteError::Malformed(problem) => TaskError::Malformed { input: 0, problem },
+            RouteError::Chained(error) => *error,
         }
     }
 }

@@ -8,8 +8,15 @@
 //!
 //! An operator has a main output and may have named side outputs (`docs/ABI.md` §15); each
 //! edge reads one of them. Records on a side output no edge reads are dropped and counted.
+//!
+//! A downstream subtask is a [`Target`]: a channel to a task on another thread, or a task
+//! chained after this one ([`ChainedTask`]), which runs on this task's thread and takes what
+//! the channel would have carried by a call — no channel, no copy of the batch, no switch of
+//! thread (operator chaining, docs/ARCHITECTURE.md).
 
+use std::fmt;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crossbeam_channel::Sender;
 use weir_abi::batch::{header_record_count, set_port};
@@ -17,8 +24,10 @@ use weir_abi::key_group::{KeyGroups, key_hash};
 use weir_abi::{Batch, BatchBuilder, DecodeError};
 
 use super::channel::{StopSignal, Stopped, send};
-use super::message::Message;
+use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
+use super::processor::TaskError;
+use crate::ids::TaskId;
 use crate::job::Partitioner;
 
 /// A batch is sent once its encoding reaches this many bytes.
@@ -29,7 +38,72 @@ pub(crate) const BATCH_BYTES: usize = 64 * 1024;
 /// bytes in flight.
 const PASS_THROUGH_MAX_BYTES: usize = 2 * BATCH_BYTES;
 
-/// One outgoing edge of a task: its partitioner and a channel per downstream subtask.
+/// A task chained after another: it runs on that task's thread, and takes by a call what an
+/// edge would otherwise send it on a channel. It has one input, the edge that chains it.
+pub(crate) trait ChainedTask: Send {
+    /// Who the task is.
+    fn id(&self) -> &TaskId;
+    /// Takes `msg` as if it had come on its input channel. A failure names the task that
+    /// failed — this one or one chained after it ([`TaskError::Chained`]) — so that it is
+    /// reported as that task's, not the chain head's.
+    fn deliver(&mut self, msg: Message) -> Result<(), TaskError>;
+    /// What the job's driver told the head of the chain that concerns this task too
+    /// ([`Control::Complete`], [`Control::Abort`]); passed on down the chain.
+    fn control(&mut self, control: &Control) -> Result<(), TaskError>;
+    /// When the next processing-time timer of this task, or of one chained after it, is due.
+    fn next_processing_timer(&self) -> Option<i64>;
+    /// Fires the processing-time timers due at `now` of this task and of those chained after
+    /// it.
+    fn fire_processing_timers(&mut self, now: i64) -> Result<(), TaskError>;
+}
+
+/// Where an edge delivers what it routes to one downstream subtask.
+pub(crate) enum Target {
+    /// The input channel of a task on another thread.
+    Channel(Sender<Message>),
+    /// A task chained after this one, on this thread.
+    Chained(Box<dyn ChainedTask>),
+}
+
+impl fmt::Debug for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Channel(_) => f.write_str("Channel"),
+            Target::Chained(task) => write!(f, "Chained({})", task.id()),
+        }
+    }
+}
+
+impl From<Sender<Message>> for Target {
+    fn from(sender: Sender<Message>) -> Self {
+        Target::Channel(sender)
+    }
+}
+
+impl Target {
+    /// Hands `msg` over: sends it on the channel (waiting while it is full, the time counted
+    /// as `backpressured_nanos`), or has the chained task take it now (the time it takes
+    /// added to `chained`).
+    fn deliver(
+        &mut self,
+        msg: Message,
+        stop: &StopSignal,
+        backpressured_nanos: &std::sync::atomic::AtomicU64,
+        chained: &mut Duration,
+    ) -> Result<(), RouteError> {
+        match self {
+            Target::Channel(sender) => Ok(send(sender, msg, stop, backpressured_nanos)?),
+            Target::Chained(task) => {
+                let started = Instant::now();
+                let result = task.deliver(msg).map_err(RouteError::from_chained);
+                *chained += started.elapsed();
+                result
+            }
+        }
+    }
+}
+
+/// One outgoing edge of a task: its partitioner and a target per downstream subtask.
 #[derive(Debug)]
 pub(crate) struct OutputEdge {
     /// Which of the task's outputs the edge reads: 0 the main one, `k` the side output
@@ -37,7 +111,7 @@ pub(crate) struct OutputEdge {
     output: u32,
     partitioner: Partitioner,
     /// Indexed by downstream subtask.
-    channels: Vec<Sender<Message>>,
+    targets: Vec<Target>,
     /// Pending records per downstream subtask.
     builders: Vec<BatchBuilder>,
     /// Next channel for `rebalance`.
@@ -48,23 +122,23 @@ pub(crate) struct OutputEdge {
 }
 
 impl OutputEdge {
-    /// An edge to `channels` (one per downstream subtask, in subtask order),
+    /// An edge to `targets` (one per downstream subtask, in subtask order),
     /// whose batches carry `port` as the receiver's input port.
     ///
-    /// For `forward`, the caller passes just the one channel to its peer subtask.
-    pub(crate) fn new(partitioner: Partitioner, port: u32, channels: Vec<Sender<Message>>) -> Self {
-        let builders = channels
+    /// For `forward`, the caller passes just the one target, its peer subtask.
+    pub(crate) fn new(partitioner: Partitioner, port: u32, targets: Vec<Target>) -> Self {
+        let builders = targets
             .iter()
             .map(|_| BatchBuilder::with_capacity(port, BATCH_BYTES))
             .collect();
         let owners = match partitioner {
-            Partitioner::KeyHash => owners(identity_key_groups(channels.len())),
+            Partitioner::KeyHash => owners(identity_key_groups(targets.len())),
             _ => Box::default(),
         };
         OutputEdge {
             output: MAIN_OUTPUT,
             partitioner,
-            channels,
+            targets,
             builders,
             next: 0,
             owners,
@@ -74,7 +148,7 @@ impl OutputEdge {
     /// A `key-hash` edge routes by `groups`, the receiving vertex's key groups (as many
     /// subtasks as the edge has channels). Until told, it has one key group per channel.
     pub(crate) fn keyed_by(mut self, groups: KeyGroups) -> Self {
-        debug_assert_eq!(groups.parallelism() as usize, self.channels.len());
+        debug_assert_eq!(groups.parallelism() as usize, self.targets.len());
         self.owners = owners(groups);
         self
     }
@@ -106,6 +180,19 @@ pub(crate) enum RouteError {
     /// guest output is validated by the wasm layer).
     #[error("malformed batch: {0}")]
     Malformed(#[from] DecodeError),
+    /// A task chained after this one failed; the error names it ([`TaskError::Chained`]).
+    #[error(transparent)]
+    Chained(Box<TaskError>),
+}
+
+impl RouteError {
+    /// The failure of a chained task's delivery: a stop stays a stop.
+    fn from_chained(error: TaskError) -> Self {
+        match error {
+            TaskError::Stopped => RouteError::Stopped(Stopped),
+            error => RouteError::Chained(Box::new(error)),
+        }
+    }
 }
 
 /// All outgoing edges of one task.
@@ -119,6 +206,9 @@ pub(crate) struct Router {
     /// Records routed since the metrics were last told: counted per batch sent, not per record,
     /// because an atomic add per record costs as much as routing the record.
     unreported_out: u64,
+    /// The time the tasks chained after this one have taken over what they were handed, so
+    /// far: the time of this task's work is what it spent less that.
+    chained_time: Duration,
 }
 
 impl Router {
@@ -130,6 +220,7 @@ impl Router {
             stop,
             metrics,
             unreported_out: 0,
+            chained_time: Duration::ZERO,
         }
     }
 
@@ -157,7 +248,12 @@ impl Router {
     }
 
     /// Routes one record on the main output.
-    pub(crate) fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) -> Result<(), Stopped> {
+    pub(crate) fn push(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+    ) -> Result<(), RouteError> {
         self.push_to(MAIN_OUTPUT, key, value, timestamp)
     }
 
@@ -168,7 +264,7 @@ impl Router {
         key: &[u8],
         value: &[u8],
         timestamp: i64,
-    ) -> Result<(), Stopped> {
+    ) -> Result<(), RouteError> {
         self.unreported_out += 1;
         for e in 0..self.edges.len() {
             let edge = &mut self.edges[e];
@@ -212,14 +308,14 @@ impl Router {
     /// Routes every record of an encoded batch that the caller has validated (guest output
     /// is, by the wasm layer, record by record).
     ///
-    /// When the task has one outgoing edge, `forward` to a single channel, and the batch is not
+    /// When the task has one outgoing edge, `forward` to a single target, and the batch is not
     /// much larger than the router's own, it goes on as it is — only its port rewritten —
     /// instead of being decoded and encoded again record by record.
     pub(crate) fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
         if let [edge] = self.edges.as_slice()
             && edge.output == MAIN_OUTPUT
             && edge.partitioner == Partitioner::Forward
-            && edge.channels.len() == 1
+            && edge.targets.len() == 1
             && bytes.len() <= PASS_THROUGH_MAX_BYTES
             && let Ok(records) = header_record_count(&bytes)
         {
@@ -229,14 +325,12 @@ impl Router {
             let port = self.edges[0].builders[0].port();
             set_port(&mut bytes, port)?;
             self.metrics.add_records_out(u64::from(records));
-            let edge = &self.edges[0];
-            send(
-                &edge.channels[0],
+            return self.edges[0].targets[0].deliver(
                 Message::Batch(bytes),
                 &self.stop,
                 &self.metrics.backpressured_nanos,
-            )?;
-            return Ok(());
+                &mut self.chained_time,
+            );
         }
         let batch = Batch::decode(&bytes)?;
         for r in batch.iter() {
@@ -261,7 +355,7 @@ impl Router {
 
     /// Sends every non-empty pending batch. Afterwards the task's `records_out` counts every
     /// record routed so far.
-    pub(crate) fn flush(&mut self) -> Result<(), Stopped> {
+    pub(crate) fn flush(&mut self) -> Result<(), RouteError> {
         self.report_out();
         for e in 0..self.edges.len() {
             for i in 0..self.edges[e].builders.len() {
@@ -281,23 +375,23 @@ impl Router {
         }
     }
 
-    /// Flushes, then sends `msg` (a barrier, a watermark or end-of-input) on every channel.
-    pub(crate) fn broadcast(&mut self, msg: Message) -> Result<(), Stopped> {
+    /// Flushes, then delivers `msg` (a barrier, a watermark or end-of-input) to every target.
+    pub(crate) fn broadcast(&mut self, msg: Message) -> Result<(), RouteError> {
         self.flush()?;
-        for edge in &self.edges {
-            for ch in &edge.channels {
-                send(
-                    ch,
+        for edge in &mut self.edges {
+            for target in &mut edge.targets {
+                target.deliver(
                     msg.clone(),
                     &self.stop,
                     &self.metrics.backpressured_nanos,
+                    &mut self.chained_time,
                 )?;
             }
         }
         Ok(())
     }
 
-    fn send_builder(&mut self, edge: usize, i: usize) -> Result<(), Stopped> {
+    fn send_builder(&mut self, edge: usize, i: usize) -> Result<(), RouteError> {
         self.report_out();
         let edge = &mut self.edges[edge];
         let port = edge.builders[i].port();
@@ -305,12 +399,57 @@ impl Router {
             &mut edge.builders[i],
             BatchBuilder::with_capacity(port, BATCH_BYTES),
         );
-        send(
-            &edge.channels[i],
+        edge.targets[i].deliver(
             Message::Batch(full.into_bytes()),
             &self.stop,
             &self.metrics.backpressured_nanos,
+            &mut self.chained_time,
         )
+    }
+
+    /// The time the tasks chained after this one have taken so far over what the router
+    /// handed them: a task measuring its own work subtracts what this grew by meanwhile.
+    pub(crate) fn chained_time(&self) -> Duration {
+        self.chained_time
+    }
+
+    /// The tasks chained after this one (directly; each passes on to its own).
+    fn chained(&mut self) -> impl Iterator<Item = &mut Box<dyn ChainedTask>> {
+        self.edges
+            .iter_mut()
+            .flat_map(|edge| edge.targets.iter_mut())
+            .filter_map(|target| match target {
+                Target::Chained(task) => Some(task),
+                Target::Channel(_) => None,
+            })
+    }
+
+    /// Passes `control` on to the tasks chained after this one.
+    pub(crate) fn control_chained(&mut self, control: &Control) -> Result<(), TaskError> {
+        for task in self.chained() {
+            task.control(control)?;
+        }
+        Ok(())
+    }
+
+    /// When the next processing-time timer of a task chained after this one is due.
+    pub(crate) fn next_chained_timer(&self) -> Option<i64> {
+        self.edges
+            .iter()
+            .flat_map(|edge| &edge.targets)
+            .filter_map(|target| match target {
+                Target::Chained(task) => task.next_processing_timer(),
+                Target::Channel(_) => None,
+            })
+            .min()
+    }
+
+    /// Fires the processing-time timers due at `now` of the tasks chained after this one.
+    pub(crate) fn fire_chained_timers(&mut self, now: i64) -> Result<(), TaskError> {
+        for task in self.chained() {
+            task.fire_processing_timers(now)?;
+        }
+        Ok(())
     }
 }
 
@@ -334,7 +473,8 @@ mod tests {
         let (tx0, rx0) = crossbeam_channel::unbounded();
         let (tx1, rx1) = crossbeam_channel::unbounded();
         let groups = KeyGroups::new(128, 2).unwrap();
-        let edge = OutputEdge::new(Partitioner::KeyHash, 3, vec![tx0, tx1]).keyed_by(groups);
+        let edge =
+            OutputEdge::new(Partitioner::KeyHash, 3, vec![tx0.into(), tx1.into()]).keyed_by(groups);
         let mut router = Router::new(vec![edge], StopSignal::new(), Arc::default());
         let keys: Vec<Vec<u8>> = (0..200).map(|i| format!("key-{i}").into_bytes()).collect();
         for k in keys.iter().chain(&keys) {
@@ -379,7 +519,7 @@ mod tests {
         let (tx, rx) = crossbeam_channel::unbounded();
         let metrics = Arc::new(TaskMetrics::default());
         let mut router = Router::new(
-            vec![OutputEdge::new(Partitioner::Forward, 2, vec![tx])],
+            vec![OutputEdge::new(Partitioner::Forward, 2, vec![tx.into()])],
             StopSignal::new(),
             Arc::clone(&metrics),
         );
@@ -401,7 +541,7 @@ mod tests {
         // A batch over the pass-through size on a forward edge.
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut router = Router::new(
-            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx.into()])],
             StopSignal::new(),
             Arc::default(),
         );
@@ -418,8 +558,8 @@ mod tests {
         let (tx1, rx1) = crossbeam_channel::unbounded();
         let mut router = Router::new(
             vec![
-                OutputEdge::new(Partitioner::Forward, 0, vec![tx0]),
-                OutputEdge::new(Partitioner::Forward, 1, vec![tx1]),
+                OutputEdge::new(Partitioner::Forward, 0, vec![tx0.into()]),
+                OutputEdge::new(Partitioner::Forward, 1, vec![tx1.into()]),
             ],
             StopSignal::new(),
             Arc::default(),
@@ -436,10 +576,14 @@ mod tests {
         let (late_tx, late_rx) = crossbeam_channel::unbounded();
         let metrics = Arc::new(TaskMetrics::default());
         let mut router = Router::with_side_outputs(
-            vec![OutputEdge::new(Partitioner::Forward, 0, vec![main_tx])],
+            vec![OutputEdge::new(
+                Partitioner::Forward,
+                0,
+                vec![main_tx.into()],
+            )],
             vec![(
                 "late".to_string(),
-                OutputEdge::new(Partitioner::Forward, 1, vec![late_tx]),
+                OutputEdge::new(Partitioner::Forward, 1, vec![late_tx.into()]),
             )],
             StopSignal::new(),
             Arc::clone(&metrics),
@@ -473,7 +617,7 @@ mod tests {
     fn barrier_follows_buffered_records() {
         let (tx, rx) = crossbeam_channel::unbounded();
         let mut router = Router::new(
-            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx])],
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![tx.into()])],
             StopSignal::new(),
             Arc::default(),
         );
@@ -481,5 +625,111 @@ mod tests {
         router.broadcast(Message::EndOfInput).unwrap();
         assert!(matches!(rx.try_recv(), Ok(Message::Batch(_))));
         assert_eq!(rx.try_recv(), Ok(Message::EndOfInput));
+    }
+
+    /// A chained task that records what it is handed, and fails on a batch once told to.
+    struct Recorder {
+        id: TaskId,
+        seen: Arc<std::sync::Mutex<Vec<String>>>,
+        fail: bool,
+    }
+
+    impl ChainedTask for Recorder {
+        fn id(&self) -> &TaskId {
+            &self.id
+        }
+        fn deliver(&mut self, msg: Message) -> Result<(), TaskError> {
+            let seen = match &msg {
+                Message::Batch(bytes) => {
+                    let batch = Batch::decode(bytes).unwrap();
+                    let keys: Vec<String> = batch
+                        .iter()
+                        .map(|r| String::from_utf8_lossy(r.key).into_owned())
+                        .collect();
+                    format!("batch port {} {}", batch.port(), keys.join(","))
+                }
+                other => format!("{other:?}"),
+            };
+            self.seen.lock().unwrap().push(seen);
+            if self.fail && matches!(msg, Message::Batch(_)) {
+                return Err(TaskError::Restore("boom".into()).of_chained(&self.id));
+            }
+            Ok(())
+        }
+        fn control(&mut self, control: &Control) -> Result<(), TaskError> {
+            self.seen.lock().unwrap().push(format!("{control:?}"));
+            Ok(())
+        }
+        fn next_processing_timer(&self) -> Option<i64> {
+            Some(7)
+        }
+        fn fire_processing_timers(&mut self, now: i64) -> Result<(), TaskError> {
+            self.seen.lock().unwrap().push(format!("timers at {now}"));
+            Ok(())
+        }
+    }
+
+    fn recorder(fail: bool) -> (Target, Arc<std::sync::Mutex<Vec<String>>>) {
+        let seen = Arc::default();
+        let target = Target::Chained(Box::new(Recorder {
+            id: TaskId::new("down", 1),
+            seen: Arc::clone(&seen),
+            fail,
+        }));
+        (target, seen)
+    }
+
+    #[test]
+    fn a_chained_task_is_handed_batches_and_markers_in_order_by_a_call() {
+        let (target, seen) = recorder(false);
+        let metrics = Arc::new(TaskMetrics::default());
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![target])],
+            StopSignal::new(),
+            Arc::clone(&metrics),
+        );
+        router.push(b"a", b"v", 1).unwrap();
+        router.push_batch(encoded(&["b", "c"])).unwrap();
+        router
+            .broadcast(Message::Barrier(crate::ids::Barrier {
+                id: crate::ids::CheckpointId(3),
+                kind: crate::ids::CheckpointKind::Checkpoint,
+            }))
+            .unwrap();
+        router.broadcast(Message::EndOfInput).unwrap();
+        router
+            .control_chained(&Control::Complete(crate::ids::CheckpointId(3)))
+            .unwrap();
+        assert_eq!(router.next_chained_timer(), Some(7));
+        router.fire_chained_timers(9).unwrap();
+        let seen = seen.lock().unwrap().clone();
+        assert_eq!(seen.len(), 6, "{seen:?}");
+        assert_eq!(seen[0], "batch port 0 a");
+        // The guest's batch went on whole, after what was pending.
+        assert_eq!(seen[1], "batch port 0 b,c");
+        assert!(seen[2].starts_with("Barrier"), "{seen:?}");
+        assert_eq!(seen[3], "EndOfInput");
+        assert!(seen[4].starts_with("Complete"), "{seen:?}");
+        assert_eq!(seen[5..], ["timers at 9"]);
+        assert_eq!(metrics.records_out(), 3);
+    }
+
+    #[test]
+    fn a_chained_tasks_failure_comes_back_naming_it() {
+        let (target, _) = recorder(true);
+        let mut router = Router::new(
+            vec![OutputEdge::new(Partitioner::Forward, 0, vec![target])],
+            StopSignal::new(),
+            Arc::default(),
+        );
+        router.push(b"a", b"v", 1).unwrap();
+        let error = TaskError::from(router.flush().unwrap_err());
+        match error {
+            TaskError::Chained { task, error } => {
+                assert_eq!(task, TaskId::new("down", 1));
+                assert_eq!(error.to_string(), "cannot restore task state: boom");
+            }
+            other => panic!("not a chained failure: {other:?}"),
+        }
     }
 }

@@ -1,4 +1,5 @@
-//! The task: one parallel instance of a vertex, running on a thread of its own.
+//! The task: one parallel instance of a vertex, running on a thread of its own — or, chained
+//! after another task, on that task's thread.
 //!
 //! A source task reads from its connector and injects barriers when the
 //! coordinator triggers a checkpoint. Every other task reads its input
@@ -14,6 +15,12 @@
 //! then forwards the watermark, after what the firing emitted. Its watermark and timers go into
 //! its snapshot's time section beside the processor's state.
 //!
+//! What a non-source task does with each message is [`ProcessingTask`]'s, whoever feeds it:
+//! its own thread reading its channels ([`run_processor`]), or the router of the task it is
+//! chained after ([`ChainedTask`]), which hands it every message on the calling thread. A
+//! chained task is still a task of its own — its own metrics, its own snapshot acknowledged
+//! under its own id — so a checkpoint does not depend on how the job was chained.
+//!
 //! Guest code is synchronous and CPU-bound, so tasks are OS threads rather
 //! than tokio tasks: see docs/ARCHITECTURE.md for why.
 
@@ -27,11 +34,11 @@ use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 
 use super::alignment::{AlignmentEvent, BarrierAligner};
 use super::channel::{POLL, StopSignal};
-use super::message::Message;
+use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
 use super::persist::{DeclineReason, Persister};
 use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll, TaskError};
-use super::router::Router;
+use super::router::{ChainedTask, Router};
 use super::watermark::{InputClock, InputWatermarks, SourceClock, Watermark, WatermarkChange};
 use crate::checkpoint::config::CheckpointMode;
 use crate::checkpoint::task_state::{InputTime, RestoredState, TaskState, TimeState};
@@ -41,19 +48,6 @@ use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::WatermarkStrategy;
 use crate::kill_point::{self, KillPoint};
 use crate::wasm::{GuestTime, wall_clock_millis};
-
-/// What the job's driver tells a running task.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Control {
-    /// Sources only: take a snapshot now and emit this barrier.
-    Trigger(Barrier),
-    /// Checkpoints up to this id are complete (sinks commit, guests are told).
-    Complete(CheckpointId),
-    /// This pending checkpoint was aborted: drop its alignment.
-    Abort(CheckpointId),
-    /// The job is over: exit the loop.
-    Shutdown,
-}
 
 /// Everything a task thread needs besides what it runs.
 pub(crate) struct TaskEnv {
@@ -71,65 +65,58 @@ pub(crate) struct TaskEnv {
     pub router: Router,
 }
 
-/// Runs a non-source task until shutdown, stop or failure.
+/// A task's identity and outputs, wherever it runs: what [`ProcessingTask`] keeps of a
+/// [`TaskEnv`], and all a chained task has.
+pub(crate) struct TaskOutputs {
+    /// Who the task is.
+    pub id: TaskId,
+    /// Where snapshots go, asynchronously.
+    pub persister: Persister,
+    /// The task's counters.
+    pub metrics: Arc<TaskMetrics>,
+    /// The task's outputs.
+    pub router: Router,
+}
+
+/// Runs a non-source task until shutdown, stop or failure: reads its input channels and the
+/// driver's control channel, and hands every message to its [`ProcessingTask`].
 pub(crate) fn run_processor(
-    mut env: TaskEnv,
-    mut processor: Box<dyn Processor>,
+    env: TaskEnv,
+    processor: Box<dyn Processor>,
     inputs: Vec<Receiver<Message>>,
     mode: CheckpointMode,
     restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
-    let mut finished = false;
-    let mut clocks = InputWatermarks::new(inputs.len());
-    if let Some(restored) = restored {
-        finished = restored.state.finished;
-        let time = restored
-            .state
-            .time
-            .as_deref()
-            .map(TimeState::decode)
-            .transpose()
-            .map_err(|e| TaskError::Restore(e.to_string()))?;
-        processor.restore_chain(restored.chain, restored.state.inner, restored.resumable)?;
-        if let Some(time) = time {
-            let restored_inputs: Vec<InputClock> = time.inputs.iter().map(input_clock).collect();
-            clocks = InputWatermarks::restored(inputs.len(), time.watermark, &restored_inputs);
-            processor.restore_time(GuestTime {
-                watermark: time.watermark,
-                timers: time.timers,
-            })?;
-        }
-        env.metrics.watermark.set(clocks.current());
-        kill_point::reached(KillPoint::Restore);
-    }
-    let mut aligner = BarrierAligner::new(inputs.len(), mode);
-    // An input that ended before the checkpoint sends nothing more after the restore.
-    let mut ended: Vec<bool> = clocks
-        .inputs()
-        .iter()
-        .map(|c| finished || c.ended)
-        .collect();
+    let TaskEnv {
+        id,
+        stop,
+        control,
+        persister,
+        metrics,
+        router,
+    } = env;
+    let outputs = TaskOutputs {
+        id,
+        persister,
+        metrics,
+        router,
+    };
+    let mut task = ProcessingTask::new(outputs, processor, inputs.len(), mode, restored)?;
     let mut closed = vec![false; inputs.len()];
     // (select operation index, input) of the inputs offered to the current select; kept
     // across messages so the per-message loop does not allocate.
     let mut slots: Vec<(usize, usize)> = Vec::with_capacity(inputs.len());
     loop {
-        if env.stop.is_raised() {
+        if stop.is_raised() {
             return Err(TaskError::Stopped);
         }
-        if !finished
-            && let Some(next) = processor.next_processing_timer()
-            && next <= wall_clock_millis()
-        {
-            processor.fire_processing_timers(wall_clock_millis(), &mut env.router)?;
-            env.router.flush()?;
-        }
+        task.fire_processing_timers(wall_clock_millis())?;
         // Pick the next message among the inputs not blocked by alignment, and the control channel.
         let mut select = Select::new();
-        let control_index = select.recv(&env.control);
+        let control_index = select.recv(&control);
         slots.clear();
         for (i, rx) in inputs.iter().enumerate() {
-            if !closed[i] && !aligner.is_blocked(i) {
+            if !closed[i] && !task.aligner.is_blocked(i) {
                 slots.push((select.recv(rx), i));
             }
         }
@@ -138,14 +125,9 @@ pub(crate) fn run_processor(
             Err(_) => continue,
         };
         if op.index() == control_index {
-            match op.recv(&env.control) {
+            match op.recv(&control) {
                 Ok(Control::Shutdown) | Err(_) => return Ok(()),
-                Ok(Control::Complete(id)) => processor.checkpoint_complete(id)?,
-                Ok(Control::Abort(id)) => {
-                    aligner.abort(id);
-                    processor.checkpoint_aborted(id)?;
-                }
-                Ok(Control::Trigger(_)) => {}
+                Ok(control) => task.on_control(&control)?,
             }
             continue;
         }
@@ -154,115 +136,290 @@ pub(crate) fn run_processor(
             .find(|(s, _)| *s == op.index())
             .map(|&(_, i)| i)
             .expect("every selected operation is the control channel or an input");
-        let msg = match op.recv(&inputs[input]) {
-            Ok(msg) => msg,
-            Err(_) => {
-                // The upstream task is gone: the attempt is stopping.
-                closed[input] = true;
-                continue;
+        match op.recv(&inputs[input]) {
+            Ok(msg) => task.on_message(input, msg)?,
+            // The upstream task is gone: the attempt is stopping.
+            Err(_) => closed[input] = true,
+        }
+    }
+}
+
+/// A non-source task between two messages: its processor, its inputs' watermarks and
+/// barrier alignment, whether it finished, and its outputs.
+pub(crate) struct ProcessingTask {
+    out: TaskOutputs,
+    processor: Box<dyn Processor>,
+    clocks: InputWatermarks,
+    aligner: BarrierAligner,
+    /// Per input: whether it ended.
+    ended: Vec<bool>,
+    /// Whether every input ended and the processor finished.
+    finished: bool,
+}
+
+impl ProcessingTask {
+    /// A task of `inputs` inputs running `processor`, restored from `restored` if given.
+    pub(crate) fn new(
+        out: TaskOutputs,
+        mut processor: Box<dyn Processor>,
+        inputs: usize,
+        mode: CheckpointMode,
+        restored: Option<RestoredState>,
+    ) -> Result<Self, TaskError> {
+        let mut finished = false;
+        let mut clocks = InputWatermarks::new(inputs);
+        if let Some(restored) = restored {
+            finished = restored.state.finished;
+            let time = restored
+                .state
+                .time
+                .as_deref()
+                .map(TimeState::decode)
+                .transpose()
+                .map_err(|e| TaskError::Restore(e.to_string()))?;
+            processor.restore_chain(restored.chain, restored.state.inner, restored.resumable)?;
+            if let Some(time) = time {
+                let restored_inputs: Vec<InputClock> =
+                    time.inputs.iter().map(input_clock).collect();
+                clocks = InputWatermarks::restored(inputs, time.watermark, &restored_inputs);
+                processor.restore_time(GuestTime {
+                    watermark: time.watermark,
+                    timers: time.timers,
+                })?;
             }
+            out.metrics.watermark.set(clocks.current());
+            kill_point::reached(KillPoint::Restore);
+        }
+        // An input that ended before the checkpoint sends nothing more after the restore.
+        let ended = clocks
+            .inputs()
+            .iter()
+            .map(|c| finished || c.ended)
+            .collect();
+        Ok(ProcessingTask {
+            out,
+            processor,
+            clocks,
+            aligner: BarrierAligner::new(inputs, mode),
+            ended,
+            finished,
+        })
+    }
+
+    /// Acts on what the driver said (all but `Shutdown`, which ends the caller's loop), then
+    /// passes it on to the tasks chained after this one.
+    fn on_control(&mut self, control: &Control) -> Result<(), TaskError> {
+        match *control {
+            Control::Complete(id) => self.processor.checkpoint_complete(id)?,
+            Control::Abort(id) => {
+                self.aligner.abort(id);
+                self.processor.checkpoint_aborted(id)?;
+            }
+            Control::Trigger(_) | Control::Shutdown => return Ok(()),
+        }
+        self.out.router.control_chained(control)
+    }
+
+    /// When the next processing-time timer of this task or of one chained after it is due.
+    fn next_processing_timer(&self) -> Option<i64> {
+        let own = if self.finished {
+            None
+        } else {
+            self.processor.next_processing_timer()
         };
+        own.into_iter()
+            .chain(self.out.router.next_chained_timer())
+            .min()
+    }
+
+    /// Fires the processing-time timers due at `now`: this task's (unless it finished), then
+    /// those of the tasks chained after it.
+    fn fire_processing_timers(&mut self, now: i64) -> Result<(), TaskError> {
+        if self.next_processing_timer().is_none_or(|next| next > now) {
+            return Ok(());
+        }
+        if !self.finished
+            && let Some(next) = self.processor.next_processing_timer()
+            && next <= now
+        {
+            self.processor
+                .fire_processing_timers(now, &mut self.out.router)?;
+            self.out.router.flush()?;
+        }
+        self.out.router.fire_chained_timers(now)
+    }
+
+    /// Takes one message that came on `input`.
+    fn on_message(&mut self, input: usize, msg: Message) -> Result<(), TaskError> {
         match msg {
             Message::Batch(bytes) => {
-                let started = Instant::now();
+                let started = self.start_busy();
                 // Batches come from the routers of this job (or from a guest through the wasm
                 // layer, which checked them): count them by their header. Whoever reads the
                 // records (a guest's SDK, a sink) decodes and checks them.
                 let records = header_record_count(&bytes)
                     .map_err(|problem| TaskError::Malformed { input, problem })?;
-                env.metrics.add_records_in(u64::from(records));
-                if clocks.current() != NO_WATERMARK {
-                    count_late(&bytes, clocks.current(), input, &env)?;
+                self.out.metrics.add_records_in(u64::from(records));
+                if self.clocks.current() != NO_WATERMARK {
+                    count_late(&bytes, self.clocks.current(), input, &self.out.metrics)?;
                 }
-                processor.process(&bytes, &mut env.router)?;
-                env.router.flush()?;
+                self.processor.process(&bytes, &mut self.out.router)?;
+                self.out.router.flush()?;
                 kill_point::reached(KillPoint::ProcessBatch);
-                env.metrics.add_busy(started.elapsed());
+                self.end_busy(started);
             }
             Message::Barrier(barrier) => {
-                match aligner.on_barrier(input, barrier.id, Instant::now()) {
+                match self.aligner.on_barrier(input, barrier.id, Instant::now()) {
                     AlignmentEvent::Aligned { alignment, .. } => {
-                        let time = time_section(&clocks, processor.as_ref());
-                        snapshot(
-                            &mut env,
-                            processor.as_mut(),
-                            barrier,
-                            finished,
-                            time,
-                            alignment,
-                        )?
+                        let time = time_section(&self.clocks, self.processor.as_ref());
+                        self.snapshot(barrier, time, alignment)?
                     }
                     AlignmentEvent::Started { waiting_for, .. } if waiting_for > 0 => {
                         kill_point::reached(KillPoint::Alignment);
                     }
                     AlignmentEvent::Superseded { aborted, .. } => {
-                        env.persister
-                            .decline(aborted, &env.id, DeclineReason::Superseded);
+                        self.out.persister.decline(
+                            aborted,
+                            &self.out.id,
+                            DeclineReason::Superseded,
+                        );
                     }
                     _ => {}
                 }
             }
             Message::Watermark(watermark) => {
-                if let Some(change) = clocks.on_watermark(input, watermark) {
-                    let started = Instant::now();
-                    on_watermark_change(&mut env, processor.as_mut(), change)?;
-                    env.metrics.add_busy(started.elapsed());
+                if let Some(change) = self.clocks.on_watermark(input, watermark) {
+                    let started = self.start_busy();
+                    self.on_watermark_change(change)?;
+                    self.end_busy(started);
                 }
             }
             Message::EndOfInput => {
-                ended[input] = true;
-                let change = clocks.on_end(input);
-                if !finished && ended.iter().all(|&e| e) {
+                self.ended[input] = true;
+                let change = self.clocks.on_end(input);
+                if !self.finished && self.ended.iter().all(|&e| e) {
                     // The end of time: every event-time timer fires, then the guest finishes.
-                    clocks.advance_to(END_OF_TIME);
-                    on_watermark_change(
-                        &mut env,
-                        processor.as_mut(),
-                        WatermarkChange::Advance(END_OF_TIME),
-                    )?;
-                    processor.finish(&mut env.router)?;
-                    env.router.broadcast(Message::EndOfInput)?;
-                    finished = true;
+                    self.clocks.advance_to(END_OF_TIME);
+                    self.on_watermark_change(WatermarkChange::Advance(END_OF_TIME))?;
+                    self.processor.finish(&mut self.out.router)?;
+                    self.out.router.broadcast(Message::EndOfInput)?;
+                    self.finished = true;
                 } else if let Some(change) = change {
-                    on_watermark_change(&mut env, processor.as_mut(), change)?;
+                    self.on_watermark_change(change)?;
                 }
             }
         }
+        Ok(())
+    }
+
+    /// The start of a span of work: now, and how long the chained tasks had taken so far.
+    fn start_busy(&self) -> (Instant, Duration) {
+        (Instant::now(), self.out.router.chained_time())
+    }
+
+    /// Counts the span of work begun at `started` as busy, less what the tasks chained after
+    /// this one took of it (they count it as theirs).
+    fn end_busy(&self, (started, chained): (Instant, Duration)) {
+        let chained = self.out.router.chained_time() - chained;
+        self.out
+            .metrics
+            .add_busy(started.elapsed().saturating_sub(chained));
+    }
+
+    /// Acts on a change of the task's watermark: on an advance, the processor fires what it
+    /// makes due (its output routed first), then the watermark goes downstream; idleness and its
+    /// end are forwarded as they are. The end of time is not forwarded: end-of-input, which
+    /// follows, means it.
+    fn on_watermark_change(&mut self, change: WatermarkChange) -> Result<(), TaskError> {
+        let forward = match change {
+            WatermarkChange::Advance(watermark) => {
+                self.processor
+                    .advance_watermark(watermark, &mut self.out.router)?;
+                self.out.metrics.watermark.set(watermark);
+                (watermark != END_OF_TIME).then_some(Watermark::At(watermark))
+            }
+            WatermarkChange::Idle => Some(Watermark::Idle),
+            WatermarkChange::Active(watermark) => Some(Watermark::At(watermark)),
+        };
+        match forward {
+            Some(watermark) => self.out.router.broadcast(Message::Watermark(watermark))?,
+            None => self.out.router.flush()?,
+        }
+        Ok(())
+    }
+
+    /// The snapshot at an aligned barrier: the synchronous part here, the write handed off.
+    fn snapshot(
+        &mut self,
+        barrier: Barrier,
+        time: Vec<u8>,
+        alignment: Duration,
+    ) -> Result<(), TaskError> {
+        let started = Instant::now();
+        // Savepoints are self-contained: they may be moved, and nothing may build on them.
+        let ChainedState {
+            state: inner,
+            chain,
+        } = match barrier.kind {
+            CheckpointKind::Checkpoint => self.processor.snapshot_incremental(barrier)?,
+            CheckpointKind::Savepoint => ChainedState {
+                state: self.processor.snapshot(barrier)?,
+                chain: Vec::new(),
+            },
+        };
+        let state = TaskState {
+            finished: self.finished,
+            time: Some(time),
+            inner,
+        };
+        let sync = started.elapsed();
+        self.out.router.broadcast(Message::Barrier(barrier))?;
+        kill_point::reached(KillPoint::AfterSnapshot);
+        self.out
+            .persister
+            .persist(barrier, self.out.id.clone(), state, chain, sync, alignment);
+        Ok(())
     }
 }
 
-/// Acts on a change of the task's watermark: on an advance, the processor fires what it makes
-/// due (its output routed first), then the watermark goes downstream; idleness and its end are
-/// forwarded as they are. The end of time is not forwarded: end-of-input, which follows, means
-/// it.
-fn on_watermark_change(
-    env: &mut TaskEnv,
-    processor: &mut dyn Processor,
-    change: WatermarkChange,
-) -> Result<(), TaskError> {
-    let forward = match change {
-        WatermarkChange::Advance(watermark) => {
-            processor.advance_watermark(watermark, &mut env.router)?;
-            env.metrics.watermark.set(watermark);
-            (watermark != END_OF_TIME).then_some(Watermark::At(watermark))
-        }
-        WatermarkChange::Idle => Some(Watermark::Idle),
-        WatermarkChange::Active(watermark) => Some(Watermark::At(watermark)),
-    };
-    match forward {
-        Some(watermark) => env.router.broadcast(Message::Watermark(watermark))?,
-        None => env.router.flush()?,
+/// A processing task chained after another takes its one input's messages by a call from the
+/// upstream task's router; its failures name it.
+impl ChainedTask for ProcessingTask {
+    fn id(&self) -> &TaskId {
+        &self.out.id
     }
-    Ok(())
+
+    fn deliver(&mut self, msg: Message) -> Result<(), TaskError> {
+        self.on_message(0, msg)
+            .map_err(|e| e.of_chained(&self.out.id))
+    }
+
+    fn control(&mut self, control: &Control) -> Result<(), TaskError> {
+        self.on_control(control)
+            .map_err(|e| e.of_chained(&self.out.id))
+    }
+
+    fn next_processing_timer(&self) -> Option<i64> {
+        ProcessingTask::next_processing_timer(self)
+    }
+
+    fn fire_processing_timers(&mut self, now: i64) -> Result<(), TaskError> {
+        ProcessingTask::fire_processing_timers(self, now).map_err(|e| e.of_chained(&self.out.id))
+    }
 }
 
 /// Counts the records of `bytes` at or before `watermark`: late.
-fn count_late(bytes: &[u8], watermark: i64, input: usize, env: &TaskEnv) -> Result<(), TaskError> {
+fn count_late(
+    bytes: &[u8],
+    watermark: i64,
+    input: usize,
+    metrics: &TaskMetrics,
+) -> Result<(), TaskError> {
     let batch = weir_abi::Batch::decode(bytes)
         .map_err(|problem| TaskError::Malformed { input, problem })?;
     let late = batch.iter().filter(|r| r.timestamp <= watermark).count();
     if late > 0 {
-        env.metrics.add_records_late(late as u64);
+        metrics.add_records_late(late as u64);
     }
     Ok(())
 }
@@ -291,45 +448,6 @@ fn input_clock(input: &InputTime) -> InputClock {
         idle: input.idle,
         ended: input.ended,
     }
-}
-
-/// Snapshot of a non-source task: the synchronous part here, the write handed off.
-fn snapshot(
-    env: &mut TaskEnv,
-    processor: &mut dyn Processor,
-    barrier: Barrier,
-    finished: bool,
-    time: Vec<u8>,
-    alignment: Duration,
-) -> Result<(), TaskError> {
-    let started = Instant::now();
-    // Savepoints are self-contained: they may be moved, and nothing may build on them.
-    let ChainedState {
-        state: inner,
-        chain,
-    } = match barrier.kind {
-        CheckpointKind::Checkpoint => processor.snapshot_incremental(barrier)?,
-        CheckpointKind::Savepoint => ChainedState {
-            state: processor.snapshot(barrier)?,
-            chain: Vec::new(),
-        },
-    };
-    let state = TaskState {
-        finished,
-        time: Some(time),
-        inner,
-    };
-    env.router.broadcast(Message::Barrier(barrier))?;
-    kill_point::reached(KillPoint::AfterSnapshot);
-    env.persister.persist(
-        barrier,
-        env.id.clone(),
-        state,
-        chain,
-        started.elapsed(),
-        alignment,
-    );
-    Ok(())
 }
 
 /// Records a source emits per poll before it looks at its control channel again.
@@ -372,10 +490,23 @@ pub(crate) fn run_source(
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
         }
+        // Tasks chained after the source have their processing-time timers fired here.
+        let now = wall_clock_millis();
+        if env
+            .router
+            .next_chained_timer()
+            .is_some_and(|next| next <= now)
+        {
+            env.router.fire_chained_timers(now)?;
+        }
         let wait = match (&clock, finished) {
             (_, true) => POLL,
             (Some(clock), false) => idle.min(clock.until_tick(Instant::now())),
             (None, false) => idle,
+        };
+        let wait = match env.router.next_chained_timer() {
+            Some(next) => wait.min(Duration::from_millis(next.saturating_sub(now).max(0) as u64)),
+            None => wait,
         };
         let control = if wait.is_zero() {
             env.control.try_recv().ok()
@@ -420,10 +551,12 @@ pub(crate) fn run_source(
                 if let Some((_, position)) = completed.into_iter().next_back() {
                     source.checkpoint_complete(&position)?;
                 }
+                env.router.control_chained(&Control::Complete(id))?;
                 continue;
             }
             Some(Control::Abort(id)) => {
                 positions.remove(&id);
+                env.router.control_chained(&Control::Abort(id))?;
                 continue;
             }
             None => {}
@@ -432,6 +565,7 @@ pub(crate) fn run_source(
             continue;
         }
         let started = Instant::now();
+        let chained_before = env.router.chained_time();
         let before = env.metrics.records_out();
         let poll = {
             let mut out = SourceOutput::new(&mut env.router, clock.as_mut());
@@ -449,7 +583,10 @@ pub(crate) fn run_source(
                 env.metrics.watermark.set(w);
             }
         }
-        env.metrics.add_busy(started.elapsed());
+        // The tasks chained after the source count their share as theirs.
+        let chained = env.router.chained_time() - chained_before;
+        env.metrics
+            .add_busy(started.elapsed().saturating_sub(chained));
         idle = match poll {
             SourcePoll::Emitted => Duration::ZERO,
             SourcePoll::Idle(wait) => wait,

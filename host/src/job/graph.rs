@@ -72,6 +72,9 @@ pub struct Job {
     /// The `[control]` table: whether and where the running job serves its
     /// control endpoint.
     pub control: ControlConfig,
+    /// Whether tasks may run chained at all (`chain` at the top of the file; default true):
+    /// `false` gives every task a thread of its own.
+    pub chain: bool,
 }
 
 /// One source, operator or sink.
@@ -91,6 +94,10 @@ pub struct Vertex {
     /// source without one emits no watermark but the final one at the end of its input;
     /// operators and sinks go by the watermarks of their inputs.
     pub watermark: Option<WatermarkStrategy>,
+    /// Whether its tasks may run chained with their neighbours' on one thread (`chain`;
+    /// default true). Chaining changes how a job runs, never what it computes nor its
+    /// checkpoints.
+    pub chain: bool,
     /// The line of its `name` key, for messages about the vertex after loading.
     pub line: usize,
 }
@@ -632,6 +639,8 @@ impl Job {
                 enabled: Some(unspanned(self.control.enabled)),
                 address: Some(unspanned(self.control.address.to_string())),
             }),
+            // Written only when off, so job files written back before chaining keep their text.
+            chain: (!self.chain).then_some(false),
             sources: Vec::new(),
             operators: Vec::new(),
             sinks: Vec::new(),
@@ -640,6 +649,7 @@ impl Job {
             let name = unspanned(vertex.name.clone());
             let parallelism = Some(unspanned(vertex.parallelism));
             let inputs = self.inputs_spec(vertex);
+            let chain = (!vertex.chain).then_some(false);
             match &vertex.kind {
                 VertexKind::Source(kind) => {
                     let mut source = SourceSpec {
@@ -647,6 +657,7 @@ impl Job {
                         kind: None,
                         parallelism,
                         inputs: None,
+                        chain,
                         watermark: vertex.watermark.as_ref().map(watermark_spec),
                         path: None,
                         follow: None,
@@ -746,6 +757,7 @@ impl Job {
                     config: (!operator.config.is_empty())
                         .then(|| String::from_utf8_lossy(&operator.config).into_owned()),
                     inputs,
+                    chain,
                     limits: (operator.limits != self.limits)
                         .then(|| limits_spec(&operator.limits, Some(&self.limits))),
                     checkpoint: (operator.state_capture != StateCapture::default())
@@ -761,6 +773,7 @@ impl Job {
                         kind: None,
                         parallelism,
                         inputs,
+                        chain,
                         path: None,
                         bootstrap: None,
                         topic: None,

@@ -29,6 +29,10 @@ pub struct JobSpec {
     /// can be rescaled to; absent = 128, or what the restored checkpoint was taken with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_parallelism: Option<Spanned<u32>>,
+    /// `chain`: `false` runs every task on a thread of its own; absent = tasks are chained
+    /// where they can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<bool>,
     /// `[checkpoint]`: checkpoint settings; absent = checkpoints off, defaults for the rest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checkpoint: Option<CheckpointSpec>,
@@ -170,6 +174,10 @@ pub struct SourceSpec {
     /// `inputs`: never allowed on a source; kept so the error can say so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `chain`: `false` keeps the vertex's tasks from being chained with their neighbours';
+    /// absent = chained where they can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<bool>,
     /// `watermark` (every type): how the source makes watermarks; absent = none but the
     /// final one at the end of its input.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,6 +283,10 @@ pub struct OperatorSpec {
     /// `inputs` (required, non-empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `chain`: `false` keeps the vertex's tasks from being chained with their neighbours';
+    /// absent = chained where they can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<bool>,
     /// `limits`: overrides of the job's `[limits]`, key by key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limits: Option<LimitsSpec>,
@@ -306,6 +318,10 @@ pub struct SinkSpec {
     /// `inputs` (required, non-empty).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub inputs: Option<Spanned<Vec<Spanned<InputSpec>>>>,
+    /// `chain`: `false` keeps the vertex's tasks from being chained with their neighbours';
+    /// absent = chained where they can be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chain: Option<bool>,
     /// `path` (file): the output directory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path: Option<Spanned<String>>,

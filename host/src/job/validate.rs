@@ -582,6 +582,7 @@ impl Validator<'_> {
             restart,
             limits,
             control,
+            chain: spec.chain.unwrap_or(true),
         })
     }
 
@@ -1266,6 +1267,7 @@ impl Validator<'_> {
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Source(kind),
                 watermark,
+                chain: spec.chain.unwrap_or(true),
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1609,6 +1611,7 @@ impl Validator<'_> {
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Operator(operator),
                 watermark: None,
+                chain: spec.chain.unwrap_or(true),
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),
@@ -1688,6 +1691,7 @@ impl Validator<'_> {
                 max_parallelism: DEFAULT_MAX_PARALLELISM,
                 kind: VertexKind::Sink(kind),
                 watermark: None,
+                chain: spec.chain.unwrap_or(true),
                 line: self.line(&spec.name.span()),
             },
             name_span: spec.name.span(),

@@ -422,6 +422,7 @@ fn exchange_sink(
         max_parallelism: from.max_parallelism,
         kind: VertexKind::Sink(SinkKind::Kafka(settings)),
         watermark: None,
+        chain: true,
         line: from.line,
     }
 }
@@ -455,6 +456,7 @@ fn exchange_source(job: &Job, worker: Worker, edge: &Edge, topic: &str, to: &Ver
         max_parallelism: to.max_parallelism,
         kind: VertexKind::Source(SourceKind::Kafka(settings)),
         watermark: None,
+        chain: true,
         line: to.line,
     }
 }

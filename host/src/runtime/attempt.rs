@@ -1,52 +1,57 @@
-//! One attempt at running the job: every task on its own thread, wired by
-//! the execution plan, restored from a checkpoint if there is one.
+//! One attempt at running the job: every task wired by the execution plan, restored from a
+//! checkpoint if there is one, each chain of tasks on a thread of its own.
 
 use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use crossbeam_channel::Sender;
+use crossbeam_channel::{Receiver, Sender};
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::error::RunError;
 use super::monitor::TaskRole;
-use super::plan::{PlannedTask, plan};
+use super::plan::{PlannedOutput, PlannedTarget, PlannedTask, plan};
+use crate::checkpoint::config::CheckpointMode;
 use crate::checkpoint::storage::CheckpointStorage;
 use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::{build_sink, build_source};
 use crate::dataflow::channel::StopSignal;
+use crate::dataflow::message::{Control, Message};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::operator::WasmOperator;
 use crate::dataflow::persist::{Persister, TaskEvent};
-use crate::dataflow::processor::TaskError;
-use crate::dataflow::router::{OutputEdge, Router};
-use crate::dataflow::task::{Control, TaskEnv, run_processor, run_source};
+use crate::dataflow::processor::{Processor, Source, TaskError};
+use crate::dataflow::router::{OutputEdge, Router, Target};
+use crate::dataflow::task::{ProcessingTask, TaskEnv, TaskOutputs, run_processor, run_source};
 use crate::ids::TaskId;
-use crate::job::{Job, VertexKind};
+use crate::job::{Job, SinkKind, VertexKind, WatermarkStrategy};
 use crate::wasm::{ImagePolicy, InstanceContext, OperatorModule};
 
 /// The running tasks of one attempt.
 pub(crate) struct Attempt {
     /// Raised to make every task stop as soon as it can.
     pub stop: StopSignal,
-    /// Each task's control channel.
+    /// The control channel of each thread, by the task heading its chain (the tasks chained
+    /// after it hear from it).
     pub controls: Vec<(TaskId, Sender<Control>)>,
-    /// Each task's thread.
+    /// Every task, chained or not: each reports its exit.
+    pub tasks: Vec<TaskId>,
+    /// Each chain's thread.
     pub threads: Vec<JoinHandle<()>>,
     /// Each task's counters.
     pub metrics: Vec<(TaskId, TaskRole, Arc<TaskMetrics>)>,
 }
 
 impl Attempt {
-    /// Sends `control` to every task; a task that already exited is skipped.
+    /// Sends `control` to every thread; one that already exited is skipped.
     pub(super) fn broadcast(&self, control: &Control) {
         for (_, tx) in &self.controls {
             let _ = tx.send(control.clone());
         }
     }
 
-    /// Sends `control` to the given tasks.
+    /// Sends `control` to the given tasks, which head their chains (sources always do).
     pub(super) fn send_to(&self, tasks: &[TaskId], control: &Control) {
         for (id, tx) in &self.controls {
             if tasks.contains(id) {
@@ -75,134 +80,405 @@ pub(crate) fn start(
     start_all(res, states, stop.clone()).inspect_err(|_| stop.raise())
 }
 
+/// What a task runs, before its thread builds it.
+enum Work {
+    /// A source, built already (building one does no I/O).
+    Source {
+        source: Box<dyn Source>,
+        watermark: Option<WatermarkStrategy>,
+    },
+    /// An operator or a sink: built on the thread that runs it.
+    Processor(ProcessorWork),
+}
+
+/// What an operator or sink task runs, before its thread builds it.
+enum ProcessorWork {
+    Operator {
+        module: OperatorModule,
+        ctx: InstanceContext,
+        config: Vec<u8>,
+        image_policy: ImagePolicy,
+    },
+    Sink {
+        kind: SinkKind,
+        parallelism: u32,
+    },
+}
+
+/// One task as its thread builds it: what it runs, its wiring, and the tasks chained after it
+/// inside its outputs.
+struct TaskSetup {
+    id: TaskId,
+    work: Work,
+    metrics: Arc<TaskMetrics>,
+    inputs: Vec<Receiver<Message>>,
+    outputs: Vec<OutputSetup>,
+    restored: Option<RestoredState>,
+}
+
+/// An outgoing edge as its thread builds it.
+struct OutputSetup {
+    planned: PlannedOutput,
+    /// The setups of the tasks the edge chains, by id.
+    chained: HashMap<TaskId, TaskSetup>,
+}
+
+impl TaskSetup {
+    /// This task and every task chained after it, in chain order.
+    fn ids(&self, into: &mut Vec<TaskId>) {
+        into.push(self.id.clone());
+        for output in &self.outputs {
+            for target in &output.planned.targets {
+                if let PlannedTarget::Chained(id) = target {
+                    output.chained[id].ids(into);
+                }
+            }
+        }
+    }
+}
+
+/// What every task of the attempt shares.
+#[derive(Clone)]
+struct Shared {
+    stop: StopSignal,
+    persister: Persister,
+    mode: CheckpointMode,
+}
+
 fn start_all(
     res: &AttemptResources<'_>,
     mut states: HashMap<TaskId, RestoredState>,
     stop: StopSignal,
 ) -> Result<Attempt, RunError> {
-    let persister = Persister::new(
-        Arc::clone(&res.storage),
-        res.runtime.clone(),
-        res.events.clone(),
-    );
-    let mut attempt = Attempt {
+    let shared = Shared {
         stop: stop.clone(),
+        persister: Persister::new(
+            Arc::clone(&res.storage),
+            res.runtime.clone(),
+            res.events.clone(),
+        ),
+        mode: res.job.checkpoint.mode,
+    };
+    let mut attempt = Attempt {
+        stop,
         controls: Vec::new(),
+        tasks: Vec::new(),
         threads: Vec::new(),
         metrics: Vec::new(),
     };
-    for planned in plan(res.job) {
-        let PlannedTask {
-            id,
-            inputs,
-            outputs,
-        } = planned;
+    // Every task's setup; the chained ones are then moved into the outputs of the task they
+    // are chained after, downstream first, so that a chain's head holds its whole chain.
+    let planned = plan(res.job);
+    let mut setups: HashMap<TaskId, TaskSetup> = HashMap::new();
+    let mut heads = Vec::new();
+    let mut in_order = Vec::new();
+    for PlannedTask {
+        id,
+        inputs,
+        outputs,
+        chained,
+    } in planned
+    {
         let vertex = res
             .job
             .vertex(&id.vertex)
             .expect("planned tasks come from the job");
         let metrics = Arc::new(TaskMetrics::default());
-        let (mut main, mut side) = (Vec::new(), Vec::new());
-        for o in outputs {
-            let mut edge = OutputEdge::new(o.partitioner, o.port, o.channels);
-            if let Some(groups) = o.key_groups {
-                edge = edge.keyed_by(groups);
-            }
-            match o.output {
-                None => main.push(edge),
-                Some(name) => side.push((name, edge)),
+        let (role, work) = match &vertex.kind {
+            VertexKind::Source(kind) => (
+                TaskRole::Source,
+                Work::Source {
+                    source: build_source(
+                        &id.vertex,
+                        kind,
+                        id.subtask,
+                        vertex.parallelism,
+                        Arc::clone(&metrics),
+                    ),
+                    watermark: vertex.watermark,
+                },
+            ),
+            VertexKind::Operator(op) => (
+                TaskRole::Operator,
+                Work::Processor(ProcessorWork::Operator {
+                    module: res
+                        .modules
+                        .get(&id.vertex)
+                        .expect("every operator's module is loaded")
+                        .clone(),
+                    ctx: InstanceContext {
+                        operator: id.vertex.clone(),
+                        subtask: id.subtask,
+                        parallelism: vertex.parallelism,
+                    },
+                    config: op.config.clone(),
+                    image_policy: ImagePolicy {
+                        full_every: op.image_full_every,
+                        ..ImagePolicy::default()
+                    },
+                }),
+            ),
+            VertexKind::Sink(kind) => (
+                TaskRole::Sink,
+                Work::Processor(ProcessorWork::Sink {
+                    kind: kind.clone(),
+                    parallelism: vertex.parallelism,
+                }),
+            ),
+        };
+        attempt.tasks.push(id.clone());
+        attempt
+            .metrics
+            .push((id.clone(), role, Arc::clone(&metrics)));
+        if !chained {
+            heads.push(id.clone());
+        }
+        in_order.push(id.clone());
+        let restored = states.remove(&id);
+        let outputs = outputs
+            .into_iter()
+            .map(|planned| OutputSetup {
+                planned,
+                chained: HashMap::new(),
+            })
+            .collect();
+        setups.insert(
+            id.clone(),
+            TaskSetup {
+                id,
+                work,
+                metrics,
+                inputs,
+                outputs,
+                restored,
+            },
+        );
+    }
+    // Tasks come in the job's topological order: going backwards, every task chained after
+    // another is complete (its own chain inside) when it is moved into its sender.
+    for id in in_order.iter().rev() {
+        let Some(setup) = setups.get(id) else {
+            continue;
+        };
+        let chained: Vec<TaskId> = setup
+            .outputs
+            .iter()
+            .flat_map(|o| &o.planned.targets)
+            .filter_map(|t| match t {
+                PlannedTarget::Chained(id) => Some(id.clone()),
+                PlannedTarget::Channel(_) => None,
+            })
+            .collect();
+        for member in chained {
+            let member_setup = setups.remove(&member).expect("a task is chained once");
+            let setup = setups.get_mut(id).expect("present above");
+            let output = setup
+                .outputs
+                .iter_mut()
+                .find(|o| {
+                    o.planned
+                        .targets
+                        .iter()
+                        .any(|t| matches!(t, PlannedTarget::Chained(m) if *m == member))
+                })
+                .expect("the member is one of its targets");
+            output.chained.insert(member, member_setup);
+        }
+    }
+    let mut chains: Vec<(Vec<String>, usize)> = Vec::new();
+    for head in heads {
+        let setup = setups.remove(&head).expect("a head is not chained");
+        let mut chain = Vec::new();
+        setup.ids(&mut chain);
+        if chain.len() > 1 {
+            let vertices: Vec<String> = chain.iter().map(|id| id.vertex.clone()).collect();
+            match chains.iter_mut().find(|(v, _)| *v == vertices) {
+                Some((_, threads)) => *threads += 1,
+                None => chains.push((vertices, 1)),
             }
         }
         let (control_tx, control_rx) = crossbeam_channel::unbounded();
-        let env = TaskEnv {
-            id: id.clone(),
-            stop: stop.clone(),
-            control: control_rx,
-            persister: persister.clone(),
-            metrics: Arc::clone(&metrics),
-            router: Router::with_side_outputs(main, side, stop.clone(), Arc::clone(&metrics)),
-        };
-        let restored = states.remove(&id);
-        let mode = res.job.checkpoint.mode;
-        let parallelism = vertex.parallelism;
-        let role;
-        let body: Box<dyn FnOnce(TaskEnv) -> Result<(), TaskError> + Send> = match &vertex.kind {
-            VertexKind::Source(kind) => {
-                role = TaskRole::Source;
-                let source = build_source(
-                    &id.vertex,
-                    kind,
-                    id.subtask,
-                    parallelism,
-                    Arc::clone(&metrics),
-                );
-                let watermark = vertex.watermark;
-                Box::new(move |env| run_source(env, source, watermark, restored))
-            }
-            VertexKind::Operator(op) => {
-                role = TaskRole::Operator;
-                let module = res
-                    .modules
-                    .get(&id.vertex)
-                    .expect("every operator's module is loaded")
-                    .clone();
-                let config = op.config.clone();
-                let image_policy = ImagePolicy {
-                    full_every: op.image_full_every,
-                    ..ImagePolicy::default()
-                };
-                let guest_metrics = Arc::clone(&metrics);
-                let ctx = InstanceContext {
-                    operator: id.vertex.clone(),
-                    subtask: id.subtask,
-                    parallelism,
-                };
-                let restoring = restored.is_some();
-                Box::new(move |env| {
-                    // An instance about to be restored from an image takes the image in place
-                    // (with an instance pool, in the slot its predecessor left resident).
-                    let mut instance = if restoring {
-                        module.instantiate_for_restore(ctx, &config)?
-                    } else {
-                        module.instantiate(ctx, &config)?
-                    };
-                    instance.set_image_policy(image_policy);
-                    run_processor(
-                        env,
-                        Box::new(WasmOperator::new(instance, guest_metrics)),
-                        inputs,
-                        mode,
-                        restored,
-                    )
-                })
-            }
-            VertexKind::Sink(kind) => {
-                role = TaskRole::Sink;
-                let kind = kind.clone();
-                let subtask = id.subtask;
-                let name = id.vertex.clone();
-                let sink_metrics = Arc::clone(&metrics);
-                Box::new(move |env| {
-                    let processor = build_sink(&name, &kind, subtask, parallelism, sink_metrics)?;
-                    run_processor(env, processor, inputs, mode, restored)
-                })
-            }
-        };
-        let thread_persister = persister.clone();
-        let thread_id = id.clone();
+        let shared = shared.clone();
         let thread = std::thread::Builder::new()
-            .name(format!("weir-{id}"))
+            .name(format!("weir-{head}"))
             .spawn(move || {
-                let result = std::panic::catch_unwind(AssertUnwindSafe(|| body(env)))
-                    .unwrap_or_else(|panic| Err(TaskError::Panic(panic_message(panic.as_ref()))));
-                thread_persister.exited(thread_id, result);
+                let persister = shared.persister.clone();
+                let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+                    run_head(setup, control_rx, &shared)
+                }))
+                .unwrap_or_else(|panic| Err(TaskError::Panic(panic_message(panic.as_ref()))));
+                report_exits(&persister, &chain, result);
             })
-            .map_err(|e| RunError::Setup(format!("cannot start a thread for task {id}: {e}")))?;
-        attempt.controls.push((id.clone(), control_tx));
+            .map_err(|e| RunError::Setup(format!("cannot start a thread for task {head}: {e}")))?;
+        attempt.controls.push((head, control_tx));
         attempt.threads.push(thread);
-        attempt.metrics.push((id, role, metrics));
+    }
+    for (vertices, threads) in chains {
+        tracing::info!(
+            "chained: {} ({threads} thread{})",
+            vertices.join(" → "),
+            if threads == 1 { "" } else { "s" }
+        );
     }
     Ok(attempt)
+}
+
+/// Builds the task heading a chain, the tasks chained after it, and runs it until it ends.
+fn run_head(
+    setup: TaskSetup,
+    control: Receiver<Control>,
+    shared: &Shared,
+) -> Result<(), TaskError> {
+    let TaskSetup {
+        id,
+        work,
+        metrics,
+        inputs,
+        outputs,
+        restored,
+    } = setup;
+    let router = build_router(outputs, &metrics, shared)?;
+    let env = TaskEnv {
+        id,
+        stop: shared.stop.clone(),
+        control,
+        persister: shared.persister.clone(),
+        metrics,
+        router,
+    };
+    match work {
+        Work::Source { source, watermark } => run_source(env, source, watermark, restored),
+        Work::Processor(work) => {
+            let processor = build_processor(&env.id, work, &env.metrics, restored.is_some())?;
+            run_processor(env, processor, inputs, shared.mode, restored)
+        }
+    }
+}
+
+/// The router of a task's `outputs`, the tasks chained after it built into it.
+fn build_router(
+    outputs: Vec<OutputSetup>,
+    metrics: &Arc<TaskMetrics>,
+    shared: &Shared,
+) -> Result<Router, TaskError> {
+    let (mut main, mut side) = (Vec::new(), Vec::new());
+    for OutputSetup {
+        planned,
+        mut chained,
+    } in outputs
+    {
+        let mut targets = Vec::with_capacity(planned.targets.len());
+        for target in planned.targets {
+            targets.push(match target {
+                PlannedTarget::Channel(tx) => Target::Channel(tx),
+                PlannedTarget::Chained(id) => {
+                    let setup = chained.remove(&id).expect("set up with its sender");
+                    Target::Chained(Box::new(build_chained(setup, shared)?))
+                }
+            });
+        }
+        let mut edge = OutputEdge::new(planned.partitioner, planned.port, targets);
+        if let Some(groups) = planned.key_groups {
+            edge = edge.keyed_by(groups);
+        }
+        match planned.output {
+            None => main.push(edge),
+            Some(name) => side.push((name, edge)),
+        }
+    }
+    Ok(Router::with_side_outputs(
+        main,
+        side,
+        shared.stop.clone(),
+        Arc::clone(metrics),
+    ))
+}
+
+/// A task chained after another, built on that task's thread; a failure to build it is its own.
+fn build_chained(setup: TaskSetup, shared: &Shared) -> Result<ProcessingTask, TaskError> {
+    let id = setup.id.clone();
+    let build = || {
+        let TaskSetup {
+            id,
+            work,
+            metrics,
+            inputs,
+            outputs,
+            restored,
+        } = setup;
+        debug_assert!(inputs.is_empty(), "a chained task has no input channel");
+        let Work::Processor(work) = work else {
+            unreachable!("a source has no input, so it is never chained")
+        };
+        let router = build_router(outputs, &metrics, shared)?;
+        let processor = build_processor(&id, work, &metrics, restored.is_some())?;
+        let out = TaskOutputs {
+            id,
+            persister: shared.persister.clone(),
+            metrics,
+            router,
+        };
+        ProcessingTask::new(out, processor, 1, shared.mode, restored)
+    };
+    build().map_err(|e| e.of_chained(&id))
+}
+
+/// The processor of an operator or a sink.
+fn build_processor(
+    id: &TaskId,
+    work: ProcessorWork,
+    metrics: &Arc<TaskMetrics>,
+    restoring: bool,
+) -> Result<Box<dyn Processor>, TaskError> {
+    match work {
+        ProcessorWork::Operator {
+            module,
+            ctx,
+            config,
+            image_policy,
+        } => {
+            // An instance about to be restored from an image takes the image in place
+            // (with an instance pool, in the slot its predecessor left resident).
+            let mut instance = if restoring {
+                module.instantiate_for_restore(ctx, &config)?
+            } else {
+                module.instantiate(ctx, &config)?
+            };
+            instance.set_image_policy(image_policy);
+            Ok(Box::new(WasmOperator::new(instance, Arc::clone(metrics))))
+        }
+        ProcessorWork::Sink { kind, parallelism } => build_sink(
+            &id.vertex,
+            &kind,
+            id.subtask,
+            parallelism,
+            Arc::clone(metrics),
+        ),
+    }
+}
+
+/// Tells the driver how every task of a chain ended: a failure is the task's that failed (a
+/// chained one names itself), and the others of its chain stopped with it.
+fn report_exits(persister: &Persister, chain: &[TaskId], result: Result<(), TaskError>) {
+    let (failed, error) = match result {
+        Err(TaskError::Chained { task, error }) => (task, *error),
+        Err(TaskError::Stopped) | Ok(()) => {
+            for id in chain {
+                let result = match &result {
+                    Ok(()) => Ok(()),
+                    Err(_) => Err(TaskError::Stopped),
+                };
+                persister.exited(id.clone(), result);
+            }
+            return;
+        }
+        Err(error) => (chain[0].clone(), error),
+    };
+    // The failure first, so that the driver names it as the cause.
+    persister.exited(failed.clone(), Err(error));
+    for id in chain.iter().filter(|id| **id != failed) {
+        persister.exited(id.clone(), Err(TaskError::Stopped));
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> String {

@@ -41,9 +41,9 @@ use crate::checkpoint::metadata::{CheckpointMetadata, JobIdentity, StateHandle};
 use crate::checkpoint::recovery::stray_checkpoints;
 use crate::checkpoint::stats::TaskStats;
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
+use crate::dataflow::message::Control;
 use crate::dataflow::persist::TaskEvent;
 use crate::dataflow::processor::TaskError;
-use crate::dataflow::task::Control;
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -624,10 +624,10 @@ impl Driver<'_> {
         // exit event: waiting for one would hang the job for good.
         let mut running: HashSet<TaskId> = self
             .attempt
-            .controls
+            .tasks
             .iter()
-            .map(|(id, _)| id.clone())
-            .filter(|id| !exited.contains(id))
+            .filter(|id| !exited.contains(*id))
+            .cloned()
             .collect();
         let mut failure = None;
         while !running.is_empty() {
