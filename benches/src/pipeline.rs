@@ -134,6 +134,8 @@ pub struct PipelineCase {
     pub keys: u64,
     /// Bytes per value.
     pub value_size: usize,
+    /// Whether tasks may be chained (the job's `chain`); when not, every task has a thread.
+    pub chain: bool,
 }
 
 impl PipelineCase {
@@ -144,12 +146,21 @@ impl PipelineCase {
             Some(ms) if ms % 1000 == 0 => format!("{}s", ms / 1000),
             Some(ms) => format!("{ms}ms"),
         };
-        format!("{}-p{}-{interval}", self.operator.name(), self.parallelism)
+        let unchained = if self.chain { "" } else { "-unchained" };
+        format!(
+            "{}-p{}-{interval}{unchained}",
+            self.operator.name(),
+            self.parallelism
+        )
     }
 
     /// The job file of this case: `checkpoints` is the checkpoint directory (absolute).
     pub fn job_toml(&self, checkpoints: &Path) -> String {
-        let mut toml = format!("name = \"bench-{}\"\n\n", self.label());
+        let mut toml = format!("name = \"bench-{}\"\n", self.label());
+        if !self.chain {
+            toml.push_str("chain = false\n");
+        }
+        toml.push('\n');
         // Checkpointing off is the absence of an interval.
         toml.push_str("[checkpoint]\n");
         if let Some(ms) = self.interval_ms {

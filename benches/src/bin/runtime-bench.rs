@@ -56,6 +56,11 @@ struct Args {
     /// Checkpoint intervals in ms, comma-separated; 0 = checkpointing off.
     #[arg(long, value_delimiter = ',', default_value = "0,1000,100")]
     intervals_ms: Vec<u64>,
+    /// Operator chaining, comma-separated: `on` (the default of jobs: generator, operator and
+    /// blackhole on one thread where their edges allow), `off` (`chain = false`: a thread per
+    /// task), or both to compare.
+    #[arg(long, value_delimiter = ',', default_value = "on")]
+    chaining: Vec<Chaining>,
     /// Count state sizes for the checkpoint/restore benchmark, in bytes, comma-separated
     /// (13 bytes a key: 13 MB is a map of 1 M keys). Each is measured through the guest's
     /// snapshot exports and as an image.
@@ -102,6 +107,15 @@ struct Args {
     baselines: Vec<String>,
 }
 
+/// `--chaining`: whether the job's tasks may be chained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Chaining {
+    /// Chained where the job's edges allow: the default of every job.
+    On,
+    /// `chain = false`: a thread per task.
+    Off,
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     match run(&args) {
@@ -134,13 +148,16 @@ fn run(args: &Args) -> Result<(), BenchError> {
         println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
         let cases = args.operators.iter().flat_map(|&operator| {
             args.parallelism.iter().flat_map(move |&parallelism| {
-                args.intervals_ms.iter().map(move |&interval| PipelineCase {
-                    operator,
-                    parallelism,
-                    interval_ms: (interval > 0).then_some(interval),
-                    records: args.records,
-                    keys: args.keys,
-                    value_size: args.value_size,
+                args.intervals_ms.iter().flat_map(move |&interval| {
+                    args.chaining.iter().map(move |&chaining| PipelineCase {
+                        operator,
+                        parallelism,
+                        interval_ms: (interval > 0).then_some(interval),
+                        records: args.records,
+                        keys: args.keys,
+                        value_size: args.value_size,
+                        chain: chaining == Chaining::On,
+                    })
                 })
             })
         });
@@ -331,8 +348,9 @@ fn pipeline_row(r: &PipelineResult) -> String {
         Some(s) => format!("{:.0}, {:.0}", s.median, s.max),
         None => "–".to_string(),
     };
+    let unchained = if r.case.chain { "" } else { " (unchained)" };
     format!(
-        "| {} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
+        "| {}{unchained} | {} | {interval} | {:.2} M | {:.2} – {:.2} M | {done} | {} | {} | {} | {} | {} | {} | {} | {} |",
         r.case.operator.name(),
         r.case.parallelism,
         r.records_per_s.median / 1e6,
