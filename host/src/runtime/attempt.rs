@@ -88,7 +88,7 @@ enum Work {
         watermark: Option<WatermarkStrategy>,
     },
     /// An operator or a sink: built on the thread that runs it.
-    Processor(ProcessorWork),
+    Processor(Box<ProcessorWork>),
 }
 
 /// What an operator or sink task runs, before its thread builds it.
@@ -200,7 +200,7 @@ fn start_all(
             ),
             VertexKind::Operator(op) => (
                 TaskRole::Operator,
-                Work::Processor(ProcessorWork::Operator {
+                Work::Processor(Box::new(ProcessorWork::Operator {
                     module: res
                         .modules
                         .get(&id.vertex)
@@ -216,14 +216,14 @@ fn start_all(
                         full_every: op.image_full_every,
                         ..ImagePolicy::default()
                     },
-                }),
+                })),
             ),
             VertexKind::Sink(kind) => (
                 TaskRole::Sink,
-                Work::Processor(ProcessorWork::Sink {
+                Work::Processor(Box::new(ProcessorWork::Sink {
                     kind: kind.clone(),
                     parallelism: vertex.parallelism,
-                }),
+                })),
             ),
         };
         attempt.tasks.push(id.clone());
@@ -349,7 +349,7 @@ fn run_head(
     match work {
         Work::Source { source, watermark } => run_source(env, source, watermark, restored),
         Work::Processor(work) => {
-            let processor = build_processor(&env.id, work, &env.metrics, restored.is_some())?;
+            let processor = build_processor(&env.id, *work, &env.metrics, restored.is_some())?;
             run_processor(env, processor, inputs, shared.mode, restored)
         }
     }
@@ -411,7 +411,7 @@ fn build_chained(setup: TaskSetup, shared: &Shared) -> Result<ProcessingTask, Ta
             unreachable!("a source has no input, so it is never chained")
         };
         let router = build_router(outputs, &metrics, shared)?;
-        let processor = build_processor(&id, work, &metrics, restored.is_some())?;
+        let processor = build_processor(&id, *work, &metrics, restored.is_some())?;
         let out = TaskOutputs {
             id,
             persister: shared.persister.clone(),
