@@ -7,7 +7,8 @@
 //! exactly one receiving subtask and that subtask has no other input: a `forward` edge between
 //! vertices of equal parallelism, or any edge between two vertices of one subtask each (every
 //! partitioner sends everything to the one subtask there is), into a vertex with no other input
-//! edge. Neither vertex nor the job may say `chain = false`. A chained task runs on the thread
+//! edge. Neither vertex nor the job may say `chain = false`, and Kafka sources and sinks are
+//! not chained yet ([`is_kafka`]). A chained task runs on the thread
 //! of the task it is chained after, which hands it every message by a call: no channel, no copy
 //! of the batch, no switch of thread. It stays a task of its own otherwise (docs/ARCHITECTURE.md).
 
@@ -19,7 +20,7 @@ use weir_abi::key_group::KeyGroups;
 use crate::dataflow::channel::channel;
 use crate::dataflow::message::Message;
 use crate::ids::TaskId;
-use crate::job::{Edge, Job, Partitioner};
+use crate::job::{Edge, Job, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
 
 /// Where an outgoing edge of a task delivers to one downstream subtask.
 pub(crate) enum PlannedTarget {
@@ -63,7 +64,24 @@ pub(crate) fn chains(job: &Job, edge: &Edge) -> bool {
     };
     let pointwise = from.parallelism == to.parallelism
         && (edge.partitioner == Partitioner::Forward || to.parallelism == 1);
-    job.chain && from.chain && to.chain && pointwise && job.inputs_of(&to.name).count() == 1
+    job.chain
+        && from.chain
+        && to.chain
+        && !is_kafka(from)
+        && !is_kafka(to)
+        && pointwise
+        && job.inputs_of(&to.name).count() == 1
+}
+
+/// Whether `vertex` is a Kafka source or sink. These are not chained yet: a Kafka source
+/// chained into an exactly-once Kafka sink lost the committed output of a finished job in 2 of
+/// 8 runs under load (`kafka_source::headers_give_records_their_key_and_timestamp`), and the
+/// cause is not found yet.
+fn is_kafka(vertex: &Vertex) -> bool {
+    matches!(
+        vertex.kind,
+        VertexKind::Source(SourceKind::Kafka(_)) | VertexKind::Sink(SinkKind::Kafka(_))
+    )
 }
 
 /// Every task of the job with its channels, in the order of the job file's
