@@ -73,10 +73,15 @@ pub(crate) fn chains(job: &Job, edge: &Edge) -> bool {
         && job.inputs_of(&to.name).count() == 1
 }
 
-/// Whether `vertex` is a Kafka source or sink. These are not chained yet: a Kafka source
-/// chained into an exactly-once Kafka sink lost the committed output of a finished job in 2 of
-/// 8 runs under load (`kafka_source::headers_give_records_their_key_and_timestamp`), and the
-/// cause is not found yet.
+/// Whether `vertex` is a Kafka source or sink. These are not chained yet. Chained, a Kafka
+/// source's job into an exactly-once Kafka sink finished with its last transaction aborted in
+/// about 1 run in 10 under load (`kafka_source::headers_give_records_their_key_and_timestamp`)
+/// against the test broker. A capture of the wire shows the sink sending `EndTxn` with
+/// `committed = true` and the broker answering without error, yet the broker's log holds
+/// abort markers for that producer and epoch: the test broker's defect, not Weir's, but one
+/// CI would trip over. Neither the order of the source's offset commit and the sink's
+/// transaction nor closing the producer right after the commit changes it. Until a broker
+/// that commits what it acknowledges runs the tests, Kafka vertices keep their threads.
 fn is_kafka(vertex: &Vertex) -> bool {
     matches!(
         vertex.kind,
