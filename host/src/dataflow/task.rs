@@ -49,24 +49,19 @@ use crate::job::WatermarkStrategy;
 use crate::kill_point::{self, KillPoint};
 use crate::wasm::{GuestTime, wall_clock_millis};
 
-/// Everything a task thread needs besides what it runs.
+/// Everything a task thread needs besides what it runs: what any task has ([`TaskOutputs`]),
+/// and what only a chain's head has, its own thread to stop and the driver's channel to it.
 pub(crate) struct TaskEnv {
-    /// Who the task is.
-    pub id: TaskId,
     /// Raised when the job attempt stops.
     pub stop: StopSignal,
     /// Messages from the job's driver.
     pub control: Receiver<Control>,
-    /// Where snapshots go, asynchronously.
-    pub persister: Persister,
-    /// The task's counters.
-    pub metrics: Arc<TaskMetrics>,
-    /// The task's outputs.
-    pub router: Router,
+    /// Who the task is, and where its snapshots, counters and records go.
+    pub out: TaskOutputs,
 }
 
-/// A task's identity and outputs, wherever it runs: what [`ProcessingTask`] keeps of a
-/// [`TaskEnv`], and all a chained task has.
+/// A task's identity and outputs, wherever it runs: on a thread of its own (in a
+/// [`TaskEnv`]) or chained after another task, where it is all the task has.
 pub(crate) struct TaskOutputs {
     /// Who the task is.
     pub id: TaskId,
@@ -87,21 +82,8 @@ pub(crate) fn run_processor(
     mode: CheckpointMode,
     restored: Option<RestoredState>,
 ) -> Result<(), TaskError> {
-    let TaskEnv {
-        id,
-        stop,
-        control,
-        persister,
-        metrics,
-        router,
-    } = env;
-    let outputs = TaskOutputs {
-        id,
-        persister,
-        metrics,
-        router,
-    };
-    let mut task = ProcessingTask::new(outputs, processor, inputs.len(), mode, restored)?;
+    let TaskEnv { stop, control, out } = env;
+    let mut task = ProcessingTask::new(out, processor, inputs.len(), mode, restored)?;
     let mut closed = vec![false; inputs.len()];
     // (select operation index, input) of the inputs offered to the current select; kept
     // across messages so the per-message loop does not allocate.
@@ -475,12 +457,12 @@ pub(crate) fn run_source(
         if let (Some(clock), Some(time)) = (clock.as_mut(), state.time.as_deref()) {
             let time = TimeState::decode(time).map_err(|e| TaskError::Restore(e.to_string()))?;
             clock.restore(time.watermark, &time.splits, Instant::now());
-            env.metrics.watermark.set(time.watermark);
+            env.out.metrics.watermark.set(time.watermark);
         }
         kill_point::reached(KillPoint::Restore);
         if finished {
             // Downstream tasks restored from the same checkpoint have seen the end already.
-            env.persister.source_finished(&env.id);
+            env.out.persister.source_finished(&env.out.id);
         }
     }
     let mut idle = Duration::ZERO;
@@ -493,18 +475,19 @@ pub(crate) fn run_source(
         // Tasks chained after the source have their processing-time timers fired here.
         let now = wall_clock_millis();
         if env
+            .out
             .router
             .next_chained_timer()
             .is_some_and(|next| next <= now)
         {
-            env.router.fire_chained_timers(now)?;
+            env.out.router.fire_chained_timers(now)?;
         }
         let wait = match (&clock, finished) {
             (_, true) => POLL,
             (Some(clock), false) => idle.min(clock.until_tick(Instant::now())),
             (None, false) => idle,
         };
-        let wait = match env.router.next_chained_timer() {
+        let wait = match env.out.router.next_chained_timer() {
             Some(next) => wait.min(Duration::from_millis(next.saturating_sub(now).max(0) as u64)),
             None => wait,
         };
@@ -532,11 +515,11 @@ pub(crate) fn run_source(
                     time,
                     inner: position,
                 };
-                env.router.broadcast(Message::Barrier(barrier))?;
+                env.out.router.broadcast(Message::Barrier(barrier))?;
                 kill_point::reached(KillPoint::AfterSnapshot);
-                env.persister.persist(
+                env.out.persister.persist(
                     barrier,
-                    env.id.clone(),
+                    env.out.id.clone(),
                     state,
                     Vec::new(),
                     started.elapsed(),
@@ -551,12 +534,12 @@ pub(crate) fn run_source(
                 if let Some((_, position)) = completed.into_iter().next_back() {
                     source.checkpoint_complete(&position)?;
                 }
-                env.router.control_chained(&Control::Complete(id))?;
+                env.out.router.control_chained(&Control::Complete(id))?;
                 continue;
             }
             Some(Control::Abort(id)) => {
                 positions.remove(&id);
-                env.router.control_chained(&Control::Abort(id))?;
+                env.out.router.control_chained(&Control::Abort(id))?;
                 continue;
             }
             None => {}
@@ -565,35 +548,37 @@ pub(crate) fn run_source(
             continue;
         }
         let started = Instant::now();
-        let chained_before = env.router.chained_time();
-        let before = env.metrics.records_out();
+        let chained_before = env.out.router.chained_time();
+        let before = env.out.metrics.records_out();
         let poll = {
-            let mut out = SourceOutput::new(&mut env.router, clock.as_mut());
+            let mut out = SourceOutput::new(&mut env.out.router, clock.as_mut());
             source.poll(&mut out, SOURCE_POLL_RECORDS)?
         };
         // After the flush, `records_out` counts everything the poll routed.
-        env.router.flush()?;
-        env.metrics
-            .add_records_in(env.metrics.records_out() - before);
+        env.out.router.flush()?;
+        env.out
+            .metrics
+            .add_records_in(env.out.metrics.records_out() - before);
         if poll != SourcePoll::Exhausted
             && let Some(watermark) = clock.as_mut().and_then(|c| c.tick(Instant::now()))
         {
-            env.router.broadcast(Message::Watermark(watermark))?;
+            env.out.router.broadcast(Message::Watermark(watermark))?;
             if let Watermark::At(w) = watermark {
-                env.metrics.watermark.set(w);
+                env.out.metrics.watermark.set(w);
             }
         }
         // The tasks chained after the source count their share as theirs.
-        let chained = env.router.chained_time() - chained_before;
-        env.metrics
+        let chained = env.out.router.chained_time() - chained_before;
+        env.out
+            .metrics
             .add_busy(started.elapsed().saturating_sub(chained));
         idle = match poll {
             SourcePoll::Emitted => Duration::ZERO,
             SourcePoll::Idle(wait) => wait,
             SourcePoll::Exhausted => {
-                env.router.broadcast(Message::EndOfInput)?;
-                env.persister.source_finished(&env.id);
-                env.metrics.watermark.set(END_OF_TIME);
+                env.out.router.broadcast(Message::EndOfInput)?;
+                env.out.persister.source_finished(&env.out.id);
+                env.out.metrics.watermark.set(END_OF_TIME);
                 finished = true;
                 Duration::ZERO
             }

@@ -123,7 +123,40 @@ struct OutputSetup {
     chained: HashMap<TaskId, TaskSetup>,
 }
 
+/// A task's setup with its router built: what its thread (or the task it is chained after)
+/// runs it with.
+struct Built {
+    out: TaskOutputs,
+    work: Work,
+    inputs: Vec<Receiver<Message>>,
+    restored: Option<RestoredState>,
+}
+
 impl TaskSetup {
+    /// Builds the task's router, and in it the tasks chained after it.
+    fn build(self, shared: &Shared) -> Result<Built, TaskError> {
+        let TaskSetup {
+            id,
+            work,
+            metrics,
+            inputs,
+            outputs,
+            restored,
+        } = self;
+        let router = build_router(outputs, &metrics, shared)?;
+        Ok(Built {
+            out: TaskOutputs {
+                id,
+                persister: shared.persister.clone(),
+                metrics,
+                router,
+            },
+            work,
+            inputs,
+            restored,
+        })
+    }
+
     /// This task and every task chained after it, in chain order.
     fn ids(&self, into: &mut Vec<TaskId>) {
         into.push(self.id.clone());
@@ -171,7 +204,6 @@ fn start_all(
     let planned = plan(res.job);
     let mut setups: HashMap<TaskId, TaskSetup> = HashMap::new();
     let mut heads = Vec::new();
-    let mut in_order = Vec::new();
     for PlannedTask {
         id,
         inputs,
@@ -233,7 +265,6 @@ fn start_all(
         if !chained {
             heads.push(id.clone());
         }
-        in_order.push(id.clone());
         let restored = states.remove(&id);
         let outputs = outputs
             .into_iter()
@@ -256,7 +287,7 @@ fn start_all(
     }
     // Tasks come in the job's topological order: going backwards, every task chained after
     // another is complete (its own chain inside) when it is moved into its sender.
-    for id in in_order.iter().rev() {
+    for id in attempt.tasks.iter().rev() {
         let Some(setup) = setups.get(id) else {
             continue;
         };
@@ -329,27 +360,22 @@ fn run_head(
     control: Receiver<Control>,
     shared: &Shared,
 ) -> Result<(), TaskError> {
-    let TaskSetup {
-        id,
+    let Built {
+        out,
         work,
-        metrics,
         inputs,
-        outputs,
         restored,
-    } = setup;
-    let router = build_router(outputs, &metrics, shared)?;
+    } = setup.build(shared)?;
     let env = TaskEnv {
-        id,
         stop: shared.stop.clone(),
         control,
-        persister: shared.persister.clone(),
-        metrics,
-        router,
+        out,
     };
     match work {
         Work::Source { source, watermark } => run_source(env, source, watermark, restored),
         Work::Processor(work) => {
-            let processor = build_processor(&env.id, *work, &env.metrics, restored.is_some())?;
+            let processor =
+                build_processor(&env.out.id, *work, &env.out.metrics, restored.is_some())?;
             run_processor(env, processor, inputs, shared.mode, restored)
         }
     }
@@ -398,26 +424,17 @@ fn build_router(
 fn build_chained(setup: TaskSetup, shared: &Shared) -> Result<ProcessingTask, TaskError> {
     let id = setup.id.clone();
     let build = || {
-        let TaskSetup {
-            id,
+        let Built {
+            out,
             work,
-            metrics,
             inputs,
-            outputs,
             restored,
-        } = setup;
+        } = setup.build(shared)?;
         debug_assert!(inputs.is_empty(), "a chained task has no input channel");
         let Work::Processor(work) = work else {
             unreachable!("a source has no input, so it is never chained")
         };
-        let router = build_router(outputs, &metrics, shared)?;
-        let processor = build_processor(&id, *work, &metrics, restored.is_some())?;
-        let out = TaskOutputs {
-            id,
-            persister: shared.persister.clone(),
-            metrics,
-            router,
-        };
+        let processor = build_processor(&out.id, *work, &out.metrics, restored.is_some())?;
         ProcessingTask::new(out, processor, 1, shared.mode, restored)
     };
     build().map_err(|e| e.of_chained(&id))
