@@ -249,8 +249,19 @@ impl Modulus {
 }
 
 /// Eight lowercase letters from the eight bytes of `h`.
+///
+/// Byte `i` of the result is `b'a' + b % 26` for byte `i` of `h` (little-endian), computed for
+/// all eight at once: each byte gets a 16-bit lane of its own (the even bytes in one word, the
+/// odd ones in another), where `b / 26` is `(b · 79) >> 11` — exact for every byte, and
+/// `b · 79` < 2^16 stays inside its lane. Byte by byte, the letters were half of the generator's
+/// time in the chained stateless job.
 fn letters(h: u64) -> [u8; 8] {
-    h.to_le_bytes().map(|b| b'a' + b % 26)
+    const LANES: u64 = 0x00ff_00ff_00ff_00ff;
+    const QUOTIENT: u64 = 0x001f_001f_001f_001f;
+    let remainders = |bytes: u64| bytes - ((bytes * 79) >> 11 & QUOTIENT) * 26;
+    let even = remainders(h & LANES);
+    let odd = remainders((h >> 8) & LANES);
+    ((even | odd << 8) + u64::from_le_bytes([b'a'; 8])).to_le_bytes()
 }
 
 /// Writes `n` in decimal at the start of `out` and returns how many digits it took, without
@@ -471,6 +482,20 @@ mod tests {
             value_size,
             values: GeneratorValues::Letters,
             disorder: 0,
+        }
+    }
+
+    #[test]
+    fn letters_are_each_byte_modulo_26_for_every_byte_in_every_place() {
+        let bytewise = |h: u64| h.to_le_bytes().map(|b| b'a' + b % 26);
+        for b in 0..=255u64 {
+            for place in 0..8 {
+                // The byte among neighbours of every size, so lanes cannot leak into each other.
+                for fill in [0, u64::MAX, 0x1962_d10f_77aa_0135] {
+                    let h = (fill & !(0xff << (8 * place))) | b << (8 * place);
+                    assert_eq!(letters(h), bytewise(h), "h = {h:#018x}");
+                }
+            }
         }
     }
 
