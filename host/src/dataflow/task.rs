@@ -217,9 +217,6 @@ impl ProcessingTask {
     /// Fires the processing-time timers due at `now`: this task's (unless it finished), then
     /// those of the tasks chained after it.
     fn fire_processing_timers(&mut self, now: i64) -> Result<(), TaskError> {
-        if self.next_processing_timer().is_none_or(|next| next > now) {
-            return Ok(());
-        }
         if !self.finished
             && let Some(next) = self.processor.next_processing_timer()
             && next <= now
@@ -472,16 +469,10 @@ pub(crate) fn run_source(
         if env.stop.is_raised() {
             return Err(TaskError::Stopped);
         }
-        // Tasks chained after the source have their processing-time timers fired here.
+        // Tasks chained after the source have their processing-time timers fired here (each
+        // fires only those that are due).
         let now = wall_clock_millis();
-        if env
-            .out
-            .router
-            .next_chained_timer()
-            .is_some_and(|next| next <= now)
-        {
-            env.out.router.fire_chained_timers(now)?;
-        }
+        env.out.router.fire_chained_timers(now)?;
         let wait = match (&clock, finished) {
             (_, true) => POLL,
             (Some(clock), false) => idle.min(clock.until_tick(Instant::now())),
