@@ -353,6 +353,7 @@ impl BatchBuilder {
     /// # Panics
     /// If the key or value is longer than `u32::MAX` bytes, or the batch
     /// already holds `u32::MAX` records.
+    #[inline]
     pub fn push(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
         let key_len = u32::try_from(key.len()).expect("record key longer than u32::MAX bytes");
         let value_len =

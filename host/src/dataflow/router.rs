@@ -195,6 +195,14 @@ impl RouteError {
     }
 }
 
+/// Whether `edges` is a single `forward` edge from the main output to one target
+/// ([`Router::sole_forward`]).
+fn is_sole_forward(edges: &[OutputEdge]) -> bool {
+    matches!(edges, [edge] if edge.output == MAIN_OUTPUT
+        && edge.partitioner == Partitioner::Forward
+        && edge.targets.len() == 1)
+}
+
 /// All outgoing edges of one task.
 #[derive(Debug)]
 pub(crate) struct Router {
@@ -209,12 +217,16 @@ pub(crate) struct Router {
     /// The time the tasks chained after this one have taken over what they were handed, so
     /// far: the time of this task's work is what it spent less that.
     chained_time: Duration,
+    /// Whether the task has a single edge, `forward` from its main output to one target: the
+    /// common case of a chain, routed without choosing an edge or a target per record.
+    sole_forward: bool,
 }
 
 impl Router {
     /// A router over `edges` (empty for a sink).
     pub(crate) fn new(edges: Vec<OutputEdge>, stop: StopSignal, metrics: Arc<TaskMetrics>) -> Self {
         Router {
+            sole_forward: is_sole_forward(&edges),
             edges,
             side_outputs: Vec::new(),
             stop,
@@ -244,16 +256,31 @@ impl Router {
             edge.output = index as u32 + 1;
             router.edges.push(edge);
         }
+        router.sole_forward = is_sole_forward(&router.edges);
         router
     }
 
     /// Routes one record on the main output.
+    ///
+    /// Inlined into the sources' loops: with a sole `forward` edge this is a batch builder's
+    /// push and a size check, where a call choosing an edge and a target per record was 5 % of
+    /// a chained stateless job's time.
+    #[inline]
     pub(crate) fn push(
         &mut self,
         key: &[u8],
         value: &[u8],
         timestamp: i64,
     ) -> Result<(), RouteError> {
+        if self.sole_forward {
+            self.unreported_out += 1;
+            let builder = &mut self.edges[0].builders[0];
+            builder.push(key, value, timestamp);
+            if builder.encoded_len() >= BATCH_BYTES {
+                return self.send_builder(0, 0);
+            }
+            return Ok(());
+        }
         self.push_to(MAIN_OUTPUT, key, value, timestamp)
     }
 
@@ -312,10 +339,7 @@ impl Router {
     /// much larger than the router's own, it goes on as it is — only its port rewritten —
     /// instead of being decoded and encoded again record by record.
     pub(crate) fn push_batch(&mut self, mut bytes: Vec<u8>) -> Result<(), RouteError> {
-        if let [edge] = self.edges.as_slice()
-            && edge.output == MAIN_OUTPUT
-            && edge.partitioner == Partitioner::Forward
-            && edge.targets.len() == 1
+        if self.sole_forward
             && bytes.len() <= PASS_THROUGH_MAX_BYTES
             && let Ok(records) = header_record_count(&bytes)
         {
