@@ -520,6 +520,67 @@ mod tests {
         }
     }
 
+    #[test]
+    fn records_reach_every_edge_of_the_main_output_and_a_sole_forward_one_in_full_batches() {
+        let (a_tx, a_rx) = crossbeam_channel::unbounded();
+        let (b_tx, b_rx) = crossbeam_channel::unbounded();
+        let (side_tx, side_rx) = crossbeam_channel::unbounded();
+        // The main output read by two vertices, each through a forward edge; a side output too.
+        let mut fan_out = Router::with_side_outputs(
+            vec![
+                OutputEdge::new(Partitioner::Forward, 1, vec![a_tx.into()]),
+                OutputEdge::new(Partitioner::Forward, 2, vec![b_tx.into()]),
+            ],
+            vec![(
+                "late".to_string(),
+                OutputEdge::new(Partitioner::Forward, 3, vec![side_tx.into()]),
+            )],
+            StopSignal::new(),
+            Arc::default(),
+        );
+        let keys: Vec<Vec<u8>> = (0..5_000)
+            .map(|i| format!("key-{i}").into_bytes())
+            .collect();
+        for k in &keys {
+            fan_out.push(k, b"value", 0).unwrap();
+        }
+        fan_out.flush().unwrap();
+        let on = |port: u32| keys.iter().map(|k| (port, k.clone())).collect::<Vec<_>>();
+        assert_eq!(drain(&a_rx), on(1));
+        assert_eq!(drain(&b_rx), on(2));
+        assert!(
+            drain(&side_rx).is_empty(),
+            "the side output gets no main records"
+        );
+
+        // A sole forward edge: every record, in order, in batches cut at the batch size.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let edge = OutputEdge::new(Partitioner::Forward, 4, vec![tx.into()]);
+        let mut sole = Router::new(vec![edge], StopSignal::new(), Arc::default());
+        for k in &keys {
+            sole.push(k, b"value", 0).unwrap();
+        }
+        let full = batches(&rx);
+        sole.flush().unwrap();
+        assert!(!full.is_empty(), "a full batch goes before the flush");
+        for (port, batch) in &full {
+            assert_eq!(*port, 4);
+            let len = weir_abi::batch::HEADER_LEN
+                + batch
+                    .iter()
+                    .map(|k| weir_abi::batch::encoded_record_len(k.len(), 5))
+                    .sum::<usize>();
+            let last = weir_abi::batch::encoded_record_len(batch[batch.len() - 1].len(), 5);
+            assert!(
+                len >= BATCH_BYTES && len - last < BATCH_BYTES,
+                "a batch is sent with the record that fills it: {len} bytes"
+            );
+        }
+        let mut sent: Vec<Vec<u8>> = full.into_iter().flat_map(|(_, keys)| keys).collect();
+        sent.extend(drain(&rx).into_iter().map(|(_, key)| key));
+        assert_eq!(sent, keys);
+    }
+
     /// `(port, keys)` of every batch on `rx`, one entry per batch.
     fn batches(rx: &crossbeam_channel::Receiver<Message>) -> Vec<(u32, Vec<Vec<u8>>)> {
         let mut out = Vec::new();
