@@ -274,12 +274,7 @@ impl Router {
     ) -> Result<(), RouteError> {
         if self.sole_forward {
             self.unreported_out += 1;
-            let builder = &mut self.edges[0].builders[0];
-            builder.push(key, value, timestamp);
-            if builder.encoded_len() >= BATCH_BYTES {
-                return self.send_builder(0, 0);
-            }
-            return Ok(());
+            return self.push_into(0, 0, key, value, timestamp);
         }
         self.push_to(MAIN_OUTPUT, key, value, timestamp)
     }
@@ -313,21 +308,32 @@ impl Router {
                 Partitioner::Broadcast => None,
             };
             match target {
-                Some(i) => {
-                    edge.builders[i].push(key, value, timestamp);
-                    if edge.builders[i].encoded_len() >= BATCH_BYTES {
-                        self.send_builder(e, i)?;
-                    }
-                }
+                Some(i) => self.push_into(e, i, key, value, timestamp)?,
                 None => {
                     for i in 0..n {
-                        self.edges[e].builders[i].push(key, value, timestamp);
-                        if self.edges[e].builders[i].encoded_len() >= BATCH_BYTES {
-                            self.send_builder(e, i)?;
-                        }
+                        self.push_into(e, i, key, value, timestamp)?;
                     }
                 }
             }
+        }
+        Ok(())
+    }
+
+    /// Appends one record to the batch pending for target `i` of edge `e`, and sends that
+    /// batch once it is full.
+    #[inline]
+    fn push_into(
+        &mut self,
+        e: usize,
+        i: usize,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+    ) -> Result<(), RouteError> {
+        let builder = &mut self.edges[e].builders[i];
+        builder.push(key, value, timestamp);
+        if builder.encoded_len() >= BATCH_BYTES {
+            return self.send_builder(e, i);
         }
         Ok(())
     }
