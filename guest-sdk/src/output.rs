@@ -106,6 +106,13 @@ impl Output {
     }
 
     /// Emits one record on the main output.
+    //
+    // Inlined into the operator, with the batch push: a call of more than four wasm
+    // parameters (this one has six) passes the rest on the stack in wasmtime's x86-64 code,
+    // and its 32-bit stores there are read back as 64-bit loads, which stall on
+    // store-to-load forwarding — a fifth of the `uppercase` guest's time went there
+    // (docs/BENCHMARKS.md, "Where the time goes").
+    #[inline(always)]
     pub fn emit(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
         self.batch.push(key, value, timestamp);
         if self.batch.encoded_len() >= FLUSH_AT {
