@@ -111,7 +111,7 @@ impl Output {
     // parameters (this one has six) passes the rest on the stack in wasmtime's x86-64 code,
     // and its 32-bit stores there are read back as 64-bit loads, which stall on
     // store-to-load forwarding — a fifth of the `uppercase` guest's time went there
-    // (docs/BENCHMARKS.md, "Where the time goes").
+    // (docs/BENCHMARKS.md, "Guest output without stalls").
     #[inline(always)]
     pub fn emit(&mut self, key: &[u8], value: &[u8], timestamp: i64) {
         self.batch.push(key, value, timestamp);
