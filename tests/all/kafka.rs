@@ -27,13 +27,13 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use rdkafka::Offset;
 use rdkafka::TopicPartitionList;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -261,6 +261,15 @@ impl ProducerContext for Deliveries {
     }
 }
 
+/// Milliseconds since the epoch, now. A record a test writes to a topic with a timestamp of its
+/// own needs a real time like this one: the broker's time-based retention (`retention.ms`, a
+/// week by default) deletes records dated 1970 at its next pass, which may come between the
+/// write and the read.
+pub(crate) fn now_ms() -> i64 {
+    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
+    i64::try_from(since.as_millis()).unwrap()
+}
+
 /// `name` made unique to this test process and call (`name-PID-N`): tests sharing a broker keep
 /// apart by topic, group and transactional ids, and a restarted broker keeps its topics.
 pub(crate) fn unique(name: &str) -> String {
@@ -314,6 +323,24 @@ impl Broker {
                 panic!("cannot create the topic {topic}: {code}");
             }
         }
+    }
+
+    /// The value of the topic config `name` of `topic` (`None` when the broker reports none).
+    pub(crate) fn topic_config(&self, topic: &str, name: &str) -> Option<String> {
+        let admin: AdminClient<DefaultClientContext> = self
+            .config()
+            .create()
+            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"));
+        let options = AdminOptions::new().request_timeout(Some(CLIENT_TIMEOUT));
+        let results =
+            block_on(admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options))
+                .unwrap_or_else(|e| panic!("DescribeConfigs {topic} on {}: {e}", self.bootstrap()));
+        let resource = results
+            .into_iter()
+            .next()
+            .expect("one result per resource")
+            .unwrap_or_else(|e| panic!("the configs of {topic}: {e}"));
+        resource.get(name).and_then(|entry| entry.value.clone())
     }
 
     /// The number of partitions of `topic`; panics if the broker does not know it.

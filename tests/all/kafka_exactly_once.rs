@@ -156,10 +156,7 @@ pub(crate) fn append(broker: &Broker, input: &End, records: &[(String, String)])
             // A real time as the timestamp: the Kafka sink writes it as the records'
             // CreateTime, and the line numbers a csv source would take instead date from 1970,
             // which the broker's time-based retention may delete at any moment.
-            let now = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_millis();
+            let now = kafka::now_ms();
             let mut text = String::new();
             for (k, v) in records {
                 writeln!(text, "{k},{v},{now}").unwrap();

@@ -7,16 +7,9 @@
 
 use std::fmt::Write as _;
 use std::fs;
-use std::time::{SystemTime, UNIX_EPOCH};
 
-use crate::kafka::{self, Broker, Isolation, KafkaRecord};
+use crate::kafka::{self, Broker, Isolation, KafkaRecord, now_ms};
 use crate::support::{CLI_TIMEOUT, Sandbox, Weir};
-
-/// Milliseconds since the epoch, now.
-fn now_ms() -> i64 {
-    let since = SystemTime::now().duration_since(UNIX_EPOCH).unwrap();
-    i64::try_from(since.as_millis()).unwrap()
-}
 
 /// Writes `rows` (key, value, timestamp) as the csv file `name` in `sandbox`; returns its path
 /// as the job file writes it.

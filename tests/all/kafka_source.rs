@@ -260,24 +260,28 @@ fn headers_give_records_their_key_and_timestamp() {
     broker.create_topic(&input, 1);
     broker.create_topic(&output, 1);
     // A repeated header counts by its last value, a null one is empty (no key, to the sink).
+    // Real times, an hour ago: the sink writes them as the records' CreateTime, and the
+    // broker's retention deletes records dated 1970 at its next pass, before the read below.
+    let hour_ago = kafka::now_ms() - 3_600_000;
+    let [t1, t2, t3] = [1000, 2000, 3000].map(|ms| (hour_ago + ms).to_string());
     broker.produce_with_headers(
         &input,
         &[
             (
                 (Some(0), Some(b"k0"), b"a"),
-                &[("user", Some(b"ann")), ("sent-at", Some(b"1000"))],
+                &[("user", Some(b"ann")), ("sent-at", Some(t1.as_bytes()))],
             ),
             (
                 (Some(0), None, b"b"),
                 &[
                     ("user", Some(b"x")),
-                    ("sent-at", Some(b"2000")),
+                    ("sent-at", Some(t2.as_bytes())),
                     ("user", Some(b"bob")),
                 ],
             ),
             (
                 (Some(0), Some(b"k2"), b"c"),
-                &[("sent-at", Some(b"3000")), ("user", None)],
+                &[("sent-at", Some(t3.as_bytes())), ("user", None)],
             ),
         ],
     );
@@ -306,9 +310,9 @@ fn headers_give_records_their_key_and_timestamp() {
     assert_eq!(
         records,
         [
-            (Some(b"ann".to_vec()), b"a".to_vec(), Some(1000)),
-            (Some(b"bob".to_vec()), b"b".to_vec(), Some(2000)),
-            (None, b"c".to_vec(), Some(3000)),
+            (Some(b"ann".to_vec()), b"a".to_vec(), Some(hour_ago + 1000)),
+            (Some(b"bob".to_vec()), b"b".to_vec(), Some(hour_ago + 2000)),
+            (None, b"c".to_vec(), Some(hour_ago + 3000)),
         ]
     );
 }
