@@ -45,12 +45,13 @@ fn an_exchange_sink_creates_its_topic_and_puts_each_key_in_its_key_groups_partit
          [[source]]\nname = \"gen\"\ntype = \"generator\"\nparallelism = 2\ncount = 3000\n\
          keys = 50\nseed = 3\n\
          [[sink]]\nname = \"out\"\ntype = \"kafka\"\nparallelism = 2\ninputs = [\"gen\"]\n\
-         bootstrap = \"{}\"\ntopic = \"{topic}\"\ntimestamp = \"now\"\n",
+         bootstrap = \"{}\"\ntopic = \"{topic}\"\ntimestamp = \"record\"\n",
         sandbox.checkpoint_dir().display().to_string(),
         broker.bootstrap()
     );
     let mut job = Job::from_str(&text, sandbox.path(), "exchange.toml").unwrap();
-    // What a worker's plan sets on the sink of a cut key-hash edge; the topic does not exist.
+    // What a worker's plan sets on the sink of a cut key-hash edge (and `timestamp = "record"`,
+    // above); the topic does not exist.
     for vertex in &mut job.vertices {
         if let VertexKind::Sink(SinkKind::Kafka(settings)) = &mut vertex.kind {
             settings.partitioning = SinkPartitioning::KeyGroups(8);
@@ -65,6 +66,13 @@ fn an_exchange_sink_creates_its_topic_and_puts_each_key_in_its_key_groups_partit
         "{outcome:?}"
     );
     assert_eq!(broker.partitions(&topic), 8);
+    // The records keep their own times, as between stages (here the generator's, from 1970):
+    // time-based retention would delete them before the next stage reads them.
+    assert_eq!(
+        broker.topic_config(&topic, "retention.ms").as_deref(),
+        Some("-1"),
+        "an exchange topic keeps its records however old their timestamps"
+    );
     let records = broker.read_all(&topic, Isolation::ReadCommitted);
     assert_eq!(records.len(), 3000);
     let mut per_partition: BTreeMap<i32, usize> = BTreeMap::new();

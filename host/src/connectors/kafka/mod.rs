@@ -473,6 +473,11 @@ fn check_markers(
 
 /// A topic between a worker's stages (`job/workers.rs`): created with one partition per key
 /// group when missing, refused with another count.
+///
+/// It is created without time-based retention (`retention.ms=-1`): its records keep their own
+/// timestamps, and a job reading a topic from the beginning carries times as old as that
+/// topic's, which a week's default retention would delete before the next stage reads them
+/// (Kafka Streams creates its repartition topics so too).
 fn check_key_group_topic(
     connector: &str,
     settings: &KafkaSinkSettings,
@@ -498,9 +503,16 @@ fn check_key_group_topic(
     }
     let what = format!(
         "cannot create the topic \"{topic}\" between the job's stages ({groups} partitions, \
-         one per key group); create it so"
+         one per key group, retention.ms=-1); create it so"
     );
-    create_topic(connector, settings, topic, groups, &[], what)?;
+    create_topic(
+        connector,
+        settings,
+        topic,
+        groups,
+        &[("retention.ms", "-1")],
+        what,
+    )?;
     // The stage that reads it checks that it exists as soon as this returns: wait until the
     // cluster's metadata shows it.
     let deadline = std::time::Instant::now() + CONNECT_TIMEOUT;
