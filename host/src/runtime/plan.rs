@@ -7,8 +7,7 @@
 //! exactly one receiving subtask and that subtask has no other input: a `forward` edge between
 //! vertices of equal parallelism, or any edge between two vertices of one subtask each (every
 //! partitioner sends everything to the one subtask there is), into a vertex with no other input
-//! edge. Neither vertex nor the job may say `chain = false`, and Kafka sources and sinks are
-//! not chained yet ([`is_kafka`]). A chained task runs on the thread
+//! edge, and neither vertex nor the job says `chain = false`. A chained task runs on the thread
 //! of the task it is chained after, which hands it every message by a call: no channel, no copy
 //! of the batch, no switch of thread. It stays a task of its own otherwise (docs/ARCHITECTURE.md).
 
@@ -20,7 +19,7 @@ use weir_abi::key_group::KeyGroups;
 use crate::dataflow::channel::channel;
 use crate::dataflow::message::Message;
 use crate::ids::TaskId;
-use crate::job::{Edge, Job, Partitioner, SinkKind, SourceKind, Vertex, VertexKind};
+use crate::job::{Edge, Job, Partitioner};
 
 /// Where an outgoing edge of a task delivers to one downstream subtask.
 pub(crate) enum PlannedTarget {
@@ -64,29 +63,7 @@ pub(crate) fn chains(job: &Job, edge: &Edge) -> bool {
     };
     let pointwise = from.parallelism == to.parallelism
         && (edge.partitioner == Partitioner::Forward || to.parallelism == 1);
-    job.chain
-        && from.chain
-        && to.chain
-        && !is_kafka(from)
-        && !is_kafka(to)
-        && pointwise
-        && job.inputs_of(&to.name).count() == 1
-}
-
-/// Whether `vertex` is a Kafka source or sink. These are not chained yet. Chained, a Kafka
-/// source's job into an exactly-once Kafka sink finished with its last transaction aborted in
-/// about 1 run in 10 under load (`kafka_source::headers_give_records_their_key_and_timestamp`)
-/// against the test broker. A capture of the wire shows the sink sending `EndTxn` with
-/// `committed = true` and the broker answering without error, yet the broker's log holds
-/// abort markers for that producer and epoch: the test broker's defect, not Weir's, but one
-/// CI would trip over. Neither the order of the source's offset commit and the sink's
-/// transaction nor closing the producer right after the commit changes it. Until a broker
-/// that commits what it acknowledges runs the tests, Kafka vertices keep their threads.
-fn is_kafka(vertex: &Vertex) -> bool {
-    matches!(
-        vertex.kind,
-        VertexKind::Source(SourceKind::Kafka(_)) | VertexKind::Sink(SinkKind::Kafka(_))
-    )
+    job.chain && from.chain && to.chain && pointwise && job.inputs_of(&to.name).count() == 1
 }
 
 /// Every task of the job with its channels, in the order of the job file's
@@ -208,6 +185,18 @@ mod tests {
     fn chain_false_on_a_vertex_or_the_job_keeps_tasks_apart() {
         assert_eq!(chained(&job(1, "forward", 1, "", "chain = false")), [""; 0]);
         assert_eq!(chained(&job(1, "forward", 1, "chain = false", "")), [""; 0]);
+    }
+
+    #[test]
+    fn kafka_sources_and_sinks_chain_like_any_vertex() {
+        let text = "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
+             [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"b:9092\"\n\
+             topics = [\"t\"]\nparallelism = 2\n\
+             [[operator]]\nname = \"a\"\nmodule = \"op.wasm\"\nparallelism = 2\ninputs = [\"in\"]\n\
+             [[sink]]\nname = \"out\"\ntype = \"kafka\"\ninputs = [\"a\"]\nparallelism = 2\n\
+             bootstrap = \"b:9092\"\ntopic = \"u\"\n";
+        let job = Job::from_str(text, "/jobs", "j.toml").unwrap();
+        assert_eq!(chained(&job), ["in→a", "a→out"]);
     }
 
     #[test]
