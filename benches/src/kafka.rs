@@ -529,6 +529,9 @@ pub struct WeirSetup {
     pub interval_ms: u64,
     /// Where compiled modules are cached (shared by the runs, so only the first compiles).
     pub cache: PathBuf,
+    /// Whether the job's tasks may be chained: each count subtask then runs its sink subtask
+    /// on its thread; false writes `chain = false`, a thread per task.
+    pub chain: bool,
 }
 
 /// The job file: kafka (p=2) → key-hash → count (p=2) → kafka exactly-once (p=2).
@@ -543,7 +546,7 @@ fn job_text(
 ) -> String {
     let p = RAW_LOOPS;
     format!(
-        "name = \"{name}\"\n\
+        "name = \"{name}\"\nchain = {chain}\n\
          [checkpoint]\ninterval = \"{interval}ms\"\nretained = 100000\ndirectory = {checkpoints:?}\n\
          [restart]\nstrategy = \"none\"\n\
          [[source]]\nname = \"in\"\ntype = \"kafka\"\nparallelism = {p}\n\
@@ -555,6 +558,7 @@ fn job_text(
          bootstrap = \"{bootstrap}\"\ntopic = \"{output}\"\ndelivery = \"exactly-once\"\n\
          transactional_id_prefix = \"{output}.tx\"\n",
         interval = setup.interval_ms,
+        chain = setup.chain,
         checkpoints = dir.join("checkpoints").display().to_string(),
         bootstrap = broker.bootstrap(),
         module = setup.count_wasm.display().to_string(),

@@ -61,6 +61,10 @@ struct Args {
     /// Skip Weir.
     #[arg(long)]
     no_weir: bool,
+    /// Run the job with `chain = false` (a thread per task) instead of chaining the count's
+    /// subtasks with their sink subtasks.
+    #[arg(long)]
+    no_chaining: bool,
     /// Write every result to this JSON file.
     #[arg(long)]
     json: Option<PathBuf>,
@@ -73,6 +77,7 @@ struct KafkaReport {
     workload: Workload,
     input_partitions: i32,
     parallelism: usize,
+    chaining: bool,
     raw_loops: usize,
     interval_ms: u64,
     prefill_records: u64,
@@ -114,6 +119,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
         count_wasm: PathBuf::from(COUNT_WASM),
         interval_ms: args.interval_ms,
         cache: broker.scratch().join("module-cache"),
+        chain: !args.no_chaining,
     };
 
     let mut max = Vec::new();
@@ -234,6 +240,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             workload,
             input_partitions: INPUT_PARTITIONS,
             parallelism: RAW_LOOPS,
+            chaining: !args.no_chaining,
             raw_loops: RAW_LOOPS,
             interval_ms: args.interval_ms,
             prefill_records: args.records,
