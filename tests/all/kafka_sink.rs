@@ -281,3 +281,57 @@ fn kafka_sink_limits_records_to_the_smallest_max_message_bytes_of_its_topics() {
     );
     assert!(ended.stderr.contains(&expected), "{}", ended.stderr);
 }
+
+#[test]
+fn a_record_older_than_its_topics_retention_is_reported_once_naming_the_fixes() {
+    let Some(broker) = kafka::broker_or_skip("kafka_sink_old_records") else {
+        return;
+    };
+    // Records dated 1970, as a generator's or a file's line numbers would be.
+    let rows: Vec<_> = (1..=20)
+        .map(|i| (format!("k{i}"), format!("v{i}"), 1000 + i))
+        .collect();
+    for (case, topic_configs, timestamp, warned) in [
+        ("the broker's default retention", &[][..], "record", true),
+        (
+            "no retention",
+            &[("retention.ms", "-1")][..],
+            "record",
+            false,
+        ),
+        ("the time of sending", &[][..], "now", false),
+    ] {
+        let sandbox = Sandbox::new("kafka-sink-old-records");
+        let topic = kafka::unique("old-records");
+        broker.create_topic_with(&topic, 1, topic_configs);
+        let input = csv_input(&sandbox, "old.csv", &rows);
+        let sink = format!(
+            "topic = \"{topic}\"\ntimestamp = \"{timestamp}\"\n\
+             transactional_id_prefix = \"{topic}.tx\""
+        );
+        fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
+        let ended =
+            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        ended.assert_code(0, case);
+        let warnings = ended
+            .stderr
+            .matches("deletes records older than that")
+            .count();
+        assert_eq!(warnings, usize::from(warned), "{case}:\n{}", ended.stderr);
+        if warned {
+            // The days ago are left out: the run may end on another day than it began.
+            let expected = [
+                "kafka sink \"out\": a record with timestamp 1001 (ms since the epoch, ",
+                &format!(
+                    " days ago) went to topic \"{topic}\", whose retention.ms (604800000, 7 days)"
+                ),
+                "set `timestamp = \"now\"` on the sink",
+            ];
+            assert!(
+                expected.iter().all(|part| ended.stderr.contains(part)),
+                "{case}: expected\n{expected:?}\nin\n{}",
+                ended.stderr
+            );
+        }
+    }
+}

@@ -12,11 +12,13 @@
 //!   commits, with a marker, when the checkpoint completes), at-least-once, or none.
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
 //! - [`report`]: a source's offsets and lag per partition, for the displays.
+//! - [`retention`]: the sink's warning about records their topic's retention deletes at once.
 //! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
 //!   address or a missing topic stops it with exit code 3 instead of failing over forever.
 
 pub(crate) mod marker;
 pub(crate) mod report;
+pub(crate) mod retention;
 pub(crate) mod sink;
 pub(crate) mod source;
 

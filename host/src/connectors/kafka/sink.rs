@@ -40,6 +40,7 @@ use weir_abi::Batch;
 use weir_abi::key_group::key_group;
 
 use super::marker::{self, Marker};
+use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
 use crate::connectors::inherited::Inherited;
 use crate::dataflow::connector_metrics::KafkaSinkMetrics;
@@ -50,6 +51,7 @@ use crate::job::{
     Delivery, KafkaSinkSettings, SinkPartitioning, SinkTimestamp, SinkTopic, Unrouted,
 };
 use crate::kill_point::{self, KillPoint};
+use crate::wasm::wall_clock_millis;
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes a restore
 /// ignore the markers and send every restored pending output again: the recovery step
@@ -211,6 +213,9 @@ pub(crate) struct KafkaSink {
     record_limit: usize,
     /// Where `record_limit` comes from, for the message that names it.
     limit_source: String,
+    /// The topics that delete records older than their retention, for the warning about a
+    /// record written too old to stay (`timestamp = "record"`).
+    retention: Retention,
     /// This run's identity (exactly-once).
     run: u64,
     /// Records since the last barrier, as their batches (exactly-once).
@@ -256,6 +261,7 @@ impl KafkaSink {
             producer: None,
             record_limit,
             limit_source,
+            retention: Retention::default(),
             run: new_run_id(subtask),
             current: Vec::new(),
             pending: Vec::new(),
@@ -288,7 +294,7 @@ impl KafkaSink {
         if self.producer.is_some() {
             return Ok(());
         }
-        self.read_topic_limit();
+        self.read_topic_configs();
         if self.settings.delivery == Delivery::ExactlyOnce {
             self.producer =
                 Some(self.transactional_producer(self.subtask, WeirContext::default())?);
@@ -401,11 +407,13 @@ impl KafkaSink {
             .map_err(|e| self.error("cannot record the sink's parallelism", e))
     }
 
-    /// Lowers the record limit to the smallest `max.message.bytes` of the topics the sink may
-    /// write to, when the broker says it is smaller: a record does not know its topic before
-    /// it is sent (exactly-once checks sizes as records arrive). A broker that does not say
-    /// leaves the producer's limit.
-    fn read_topic_limit(&mut self) {
+    /// Reads the configs of the topics the sink may write to, once, for two things. The
+    /// record limit is lowered to their smallest `max.message.bytes` when the broker says it is
+    /// smaller: a record does not know its topic before it is sent (exactly-once checks sizes
+    /// as records arrive). And their time-based retention is kept for the warning about
+    /// records too old to stay ([`Retention`]). A broker that does not say leaves both as
+    /// they were.
+    fn read_topic_configs(&mut self) {
         use rdkafka::admin::{
             AdminClient, AdminOptions, OwnedResourceSpecifier, ResourceSpecifier,
         };
@@ -425,19 +433,25 @@ impl KafkaSink {
         let Ok(Ok(results)) = block_on(admin.describe_configs(&specifiers, &options)) else {
             return;
         };
-        let smallest = results
+        let configs: Vec<(String, HashMap<String, String>)> = results
             .into_iter()
             .flatten()
             .filter_map(|resource| {
                 let OwnedResourceSpecifier::Topic(topic) = resource.specifier else {
                     return None;
                 };
-                let limit = resource
+                let values = resource
                     .entries
                     .into_iter()
-                    .find(|entry| entry.name == "max.message.bytes")
-                    .and_then(|entry| entry.value)
-                    .and_then(|value| value.parse::<usize>().ok())?;
+                    .filter_map(|entry| Some((entry.name, entry.value?)))
+                    .collect();
+                Some((topic, values))
+            })
+            .collect();
+        let smallest = configs
+            .iter()
+            .filter_map(|(topic, values)| {
+                let limit = values.get("max.message.bytes")?.parse::<usize>().ok()?;
                 Some((limit, topic))
             })
             .min();
@@ -447,6 +461,7 @@ impl KafkaSink {
             self.record_limit = limit;
             self.limit_source = format!("topic \"{topic}\"'s max.message.bytes on the broker");
         }
+        self.retention = Retention::from_configs(configs);
     }
 
     /// Refuses a record that cannot fit in a request to the broker.
@@ -522,6 +537,11 @@ impl KafkaSink {
         let batch =
             Batch::decode(bytes).map_err(|problem| TaskError::Malformed { input: 0, problem })?;
         let keep_timestamps = self.settings.timestamp == SinkTimestamp::Record;
+        let now = wall_clock_millis();
+        // Until the warning is given, a record older than this may be too old for its topic.
+        let stale_before = keep_timestamps
+            .then(|| self.retention.stale_before(now))
+            .flatten();
         for record in batch.iter() {
             let (topic, key) = self
                 .settings
@@ -530,6 +550,13 @@ impl KafkaSink {
                 .map_err(|why| self.unrouted(record.key, why))?;
             // 0 sends no timestamp: the producer stamps the time of sending.
             let timestamp = if keep_timestamps { record.timestamp } else { 0 };
+            if let Some(before) = stale_before
+                && timestamp > 0
+                && timestamp < before
+                && let Some(warning) = self.retention.check(&self.connector, topic, timestamp, now)
+            {
+                tracing::warn!("{warning}");
+            }
             let partition = match self.settings.partitioning {
                 SinkPartitioning::ByKafka => None,
                 // The partition a key-hash edge's receiver reads this key's group from.
