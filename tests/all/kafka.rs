@@ -33,7 +33,9 @@ use rdkafka::ClientConfig;
 use rdkafka::ClientContext;
 use rdkafka::Offset;
 use rdkafka::TopicPartitionList;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, ResourceSpecifier, TopicReplication};
+use rdkafka::admin::{
+    AdminClient, AdminOptions, AlterConfig, NewTopic, ResourceSpecifier, TopicReplication,
+};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -321,6 +323,24 @@ impl Broker {
         for result in results {
             if let Err((topic, code)) = result {
                 panic!("cannot create the topic {topic}: {code}");
+            }
+        }
+    }
+
+    /// Sets the topic config `name` of `topic` to `value` (AlterConfigs: the topic's other
+    /// configs go back to the broker's defaults).
+    pub(crate) fn set_topic_config(&self, topic: &str, name: &str, value: &str) {
+        let admin: AdminClient<DefaultClientContext> = self
+            .config()
+            .create()
+            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"));
+        let options = AdminOptions::new().request_timeout(Some(CLIENT_TIMEOUT));
+        let change = AlterConfig::new(ResourceSpecifier::Topic(topic)).set(name, value);
+        let results = block_on(admin.alter_configs([&change], &options))
+            .unwrap_or_else(|e| panic!("AlterConfigs {topic} on {}: {e}", self.bootstrap()));
+        for result in results {
+            if let Err((_, code)) = result {
+                panic!("cannot set {name} = {value} on {topic}: {code}");
             }
         }
     }

@@ -390,6 +390,70 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
 }
 
 #[test]
+fn a_worker_warns_when_the_topic_between_its_stages_deletes_records_by_time() {
+    let Some(broker) = kafka::broker_or_skip("a_worker_warns_when_an_exchange_expires") else {
+        return;
+    };
+    const LINES: u64 = 50;
+    let (input, output) = (kafka::unique("expiring-in"), kafka::unique("expiring-out"));
+    broker.create_topic(&input, 2);
+    broker.create_topic(&output, 2);
+    let lines: Vec<String> = (0..LINES).map(line).collect();
+    let rows: Vec<kafka::Produce<'_>> = lines.iter().map(|l| (None, None, l.as_bytes())).collect();
+    broker.produce(&input, &rows);
+    let sandbox = Sandbox::new("expiring");
+    let text = wordcount(
+        broker,
+        &sandbox.checkpoint_dir().display().to_string(),
+        &input,
+        &output,
+    );
+    std::fs::write(sandbox.job_path(), text).unwrap();
+    let end = End::Kafka(output.clone());
+    let warning = "between the job's stages deletes records after";
+    // The first run creates the topic, keeping records whatever their time: no warning.
+    let mut first = Weir::run(
+        &sandbox.job_path(),
+        &["--worker", "0/1"],
+        &sandbox.join("first.log"),
+    );
+    let words = expected_words(LINES).len();
+    wait_for_output(&mut first, broker, &end, words, "the first run's output");
+    let stderr = first.stderr();
+    first.terminate();
+    first.wait(CLI_TIMEOUT);
+    assert!(!stderr.contains(warning), "{stderr}");
+    let topic = stderr
+        .lines()
+        .find_map(|l| l.split("through topic \"").nth(1)?.split('"').next())
+        .unwrap_or_else(|| panic!("no exchange topic in the log: {stderr}"))
+        .to_owned();
+    // Given a week's retention by hand, the topic is named with what it loses and the fix.
+    broker.set_topic_config(&topic, "retention.ms", "604800000");
+    let mut second = Weir::run(
+        &sandbox.job_path(),
+        &["--worker", "0/1", "--restore", "latest"],
+        &sandbox.join("second.log"),
+    );
+    second.wait_until(
+        "the warning about the exchange's retention",
+        CLI_TIMEOUT,
+        |w| w.stderr().contains(warning),
+    );
+    let stderr = second.stderr();
+    second.terminate();
+    second.wait(CLI_TIMEOUT);
+    let expected = format!(
+        "the topic \"{topic}\" {warning} 604800000 ms (retention.ms): a record older than \
+         that when it is written, or one that waits longer for a stopped stage, is lost"
+    );
+    assert!(
+        stderr.contains(&expected) && stderr.contains("--add-config retention.ms=-1"),
+        "expected\n{expected}\nin\n{stderr}"
+    );
+}
+
+#[test]
 fn a_job_started_afresh_reads_nothing_its_earlier_history_left_between_its_stages() {
     let Some(broker) = kafka::broker_or_skip("a_job_started_afresh_reads_nothing") else {
         return;

@@ -22,6 +22,7 @@ pub(crate) mod retention;
 pub(crate) mod sink;
 pub(crate) mod source;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -328,6 +329,44 @@ pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, std::io::Error
     Ok(runtime.block_on(future))
 }
 
+/// The config values of `topics` as the brokers of `bootstrap` report them, each topic's by
+/// name; `None` when the brokers cannot be asked or do not answer (the callers then go on
+/// without: what they read is advice, not a condition to start).
+pub(crate) fn topic_configs(
+    bootstrap: &str,
+    properties: &[(String, String)],
+    topics: &[String],
+) -> Option<Vec<(String, HashMap<String, String>)>> {
+    use rdkafka::admin::{OwnedResourceSpecifier, ResourceSpecifier};
+    let admin: AdminClient<WeirContext> = client_config(bootstrap, properties)
+        .create_with_context(WeirContext::helper())
+        .ok()?;
+    let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
+    let specifiers: Vec<ResourceSpecifier<'_>> = topics
+        .iter()
+        .map(|topic| ResourceSpecifier::Topic(topic))
+        .collect();
+    let results = block_on(admin.describe_configs(&specifiers, &options))
+        .ok()?
+        .ok()?;
+    let configs = results
+        .into_iter()
+        .flatten()
+        .filter_map(|resource| {
+            let OwnedResourceSpecifier::Topic(topic) = resource.specifier else {
+                return None;
+            };
+            let values = resource
+                .entries
+                .into_iter()
+                .filter_map(|entry| Some((entry.name, entry.value?)))
+                .collect();
+            Some((topic, values))
+        })
+        .collect();
+    Some(configs)
+}
+
 /// Checks every Kafka connector of `job` before it starts: the brokers answer, the topics
 /// the job reads and writes exist (every topic a sink's records may name), and the
 /// exactly-once sinks' marker topics exist (created, compacted, when missing).
@@ -479,7 +518,8 @@ fn check_markers(
 /// It is created without time-based retention (`retention.ms=-1`): its records keep their own
 /// timestamps, and a job reading a topic from the beginning carries times as old as that
 /// topic's, which a week's default retention would delete before the next stage reads them
-/// (Kafka Streams creates its repartition topics so too).
+/// (Kafka Streams creates its repartition topics so too). An existing one that deletes by time
+/// is warned about ([`warn_if_records_expire`]).
 fn check_key_group_topic(
     connector: &str,
     settings: &KafkaSinkSettings,
@@ -501,6 +541,7 @@ fn check_key_group_topic(
                 expected: groups,
             });
         }
+        warn_if_records_expire(connector, settings, topic);
         return Ok(());
     }
     let what = format!(
@@ -526,6 +567,33 @@ fn check_key_group_topic(
         std::thread::sleep(Duration::from_millis(50));
     }
     Ok(())
+}
+
+/// Warns when `topic`, an existing topic between a worker's stages, deletes records by time
+/// (one created by hand, or by an earlier Weir): see [`check_key_group_topic`] for what it
+/// loses. A warning, not a refusal: its operator may have chosen the retention knowingly.
+fn warn_if_records_expire(connector: &str, settings: &KafkaSinkSettings, topic: &str) {
+    let Some(configs) = topic_configs(
+        &settings.bootstrap,
+        &settings.properties,
+        &[topic.to_owned()],
+    ) else {
+        return;
+    };
+    let Some(retention) = configs
+        .iter()
+        .find_map(|(_, values)| retention::time_limit(values))
+    else {
+        return;
+    };
+    tracing::warn!(
+        "{connector}: the topic \"{topic}\" between the job's stages deletes records after \
+         {retention} ms (retention.ms): a record older than that when it is written, or one \
+         that waits longer for a stopped stage, is lost. Weir creates these topics with \
+         retention.ms=-1; set it so, for example `kafka-configs.sh --bootstrap-server {} \
+         --alter --entity-type topics --entity-name {topic} --add-config retention.ms=-1`",
+        settings.bootstrap
+    );
 }
 
 /// Creates `topic` with `partitions` and the topic `configs` through the connection of

@@ -1,4 +1,5 @@
-//! Records a Kafka sink writes that their topic's retention deletes at once.
+//! Kafka topics that delete records by time, and the records a sink writes that their topic's
+//! retention deletes at once.
 //!
 //! A sink with `timestamp = "record"` (the default) writes each record's timestamp as its
 //! CreateTime, and a topic that deletes by time (`cleanup.policy` with `delete`, a finite
@@ -8,6 +9,8 @@
 //! (a generator's) or a line number (a file source's default) dates from 1970, so this is the
 //! first thing a new job against Kafka meets. The sink reads its topics' configs when it
 //! starts and says so, once per subtask, naming the topic, the record's age and the fixes.
+//! [`time_limit`] is also what the check of a topic between a worker's stages reads: such a
+//! topic must keep its records whatever their time (`check_key_group_topic` in the parent).
 
 use std::cell::Cell;
 use std::collections::HashMap;
@@ -33,14 +36,12 @@ impl Retention {
         let by_topic = configs
             .into_iter()
             .filter_map(|(topic, config)| {
-                let deletes = config
-                    .get("cleanup.policy")
-                    .is_none_or(|policy| policy.contains("delete"));
+                // A topic that stamps records itself judges them by their time of arrival.
                 let stamped_by_broker = config
                     .get("message.timestamp.type")
                     .is_some_and(|t| t == "LogAppendTime");
-                let retention = config.get("retention.ms")?.parse::<i64>().ok()?;
-                (deletes && !stamped_by_broker && retention >= 0).then_some((topic, retention))
+                let retention = time_limit(&config).filter(|_| !stamped_by_broker)?;
+                Some((topic, retention))
             })
             .collect();
         Retention {
@@ -87,6 +88,18 @@ impl Retention {
             retention / DAY_MS,
         ))
     }
+}
+
+/// How long a topic with the config values `config` keeps a record by its timestamp, in ms:
+/// its `retention.ms` when it deletes by time (`cleanup.policy` with `delete`, the default) and
+/// that is not -1. `None` for a topic that keeps records whatever their time, or whose
+/// `retention.ms` the broker did not report.
+pub(crate) fn time_limit(config: &HashMap<String, String>) -> Option<i64> {
+    let deletes = config
+        .get("cleanup.policy")
+        .is_none_or(|policy| policy.contains("delete"));
+    let retention = config.get("retention.ms")?.parse::<i64>().ok()?;
+    (deletes && retention >= 0).then_some(retention)
 }
 
 #[cfg(test)]

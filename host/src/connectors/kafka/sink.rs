@@ -41,7 +41,7 @@ use weir_abi::key_group::key_group;
 
 use super::marker::{self, Marker};
 use super::retention::Retention;
-use super::{Detached, REQUEST_TIMEOUT, WeirContext, block_on, client_config, task_error};
+use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
 use crate::connectors::inherited::Inherited;
 use crate::dataflow::connector_metrics::KafkaSinkMetrics;
 use crate::dataflow::processor::{Processor, TaskError};
@@ -414,40 +414,13 @@ impl KafkaSink {
     /// records too old to stay ([`Retention`]). A broker that does not say leaves both as
     /// they were.
     fn read_topic_configs(&mut self) {
-        use rdkafka::admin::{
-            AdminClient, AdminOptions, OwnedResourceSpecifier, ResourceSpecifier,
-        };
-        let Ok(admin) = client_config(&self.settings.bootstrap, &self.settings.properties)
-            .create_with_context::<_, AdminClient<WeirContext>>(WeirContext::helper())
-        else {
+        let Some(configs) = super::topic_configs(
+            &self.settings.bootstrap,
+            &self.settings.properties,
+            self.settings.topic.topics(),
+        ) else {
             return;
         };
-        let options = AdminOptions::new().request_timeout(Some(REQUEST_TIMEOUT));
-        let specifiers: Vec<ResourceSpecifier<'_>> = self
-            .settings
-            .topic
-            .topics()
-            .iter()
-            .map(|topic| ResourceSpecifier::Topic(topic))
-            .collect();
-        let Ok(Ok(results)) = block_on(admin.describe_configs(&specifiers, &options)) else {
-            return;
-        };
-        let configs: Vec<(String, HashMap<String, String>)> = results
-            .into_iter()
-            .flatten()
-            .filter_map(|resource| {
-                let OwnedResourceSpecifier::Topic(topic) = resource.specifier else {
-                    return None;
-                };
-                let values = resource
-                    .entries
-                    .into_iter()
-                    .filter_map(|entry| Some((entry.name, entry.value?)))
-                    .collect();
-                Some((topic, values))
-            })
-            .collect();
         let smallest = configs
             .iter()
             .filter_map(|(topic, values)| {
