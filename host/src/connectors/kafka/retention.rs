@@ -75,18 +75,31 @@ impl Retention {
             return None;
         }
         self.warned.set(true);
-        const DAY_MS: i64 = 86_400_000;
         Some(format!(
-            "{connector}: a record with timestamp {timestamp} (ms since the epoch, {} days \
-             ago) went to topic \"{topic}\", whose retention.ms ({retention}, {} days) deletes \
+            "{connector}: a record with timestamp {timestamp} (ms since the epoch, {} \
+             ago) went to topic \"{topic}\", whose retention.ms ({retention}, {}) deletes \
              records older than that at the broker's next pass: it is written, and soon gone. \
              A timestamp that is a record or line number (a generator's, a file source's \
              default) is not a time: set `timestamp = \"now\"` on the sink or give the source \
              a timestamp field; for real, old times, raise the topic's retention.ms (said \
              once per sink subtask)",
-            (now - timestamp) / DAY_MS,
-            retention / DAY_MS,
+            roughly(now - timestamp),
+            roughly(retention),
         ))
+    }
+}
+
+/// `ms` milliseconds in the largest unit that leaves at least two of it: "20416 days",
+/// "3 hours", "5 minutes", "900 ms".
+fn roughly(ms: i64) -> String {
+    const MINUTE: i64 = 60_000;
+    const HOUR: i64 = 60 * MINUTE;
+    const DAY: i64 = 24 * HOUR;
+    match ms {
+        ms if ms >= 2 * DAY => format!("{} days", ms / DAY),
+        ms if ms >= 2 * HOUR => format!("{} hours", ms / HOUR),
+        ms if ms >= 2 * MINUTE => format!("{} minutes", ms / MINUTE),
+        ms => format!("{ms} ms"),
     }
 }
 
@@ -180,6 +193,12 @@ mod tests {
         let two_days_ago = NOW - 2 * 86_400_000;
         assert_eq!(r.check("sink", "long", two_days_ago, NOW), None);
         assert_eq!(r.check("sink", "forever", 1000, NOW), None);
-        assert!(r.check("sink", "short", two_days_ago, NOW).is_some());
+        let warning = r.check("sink", "short", two_days_ago, NOW).unwrap();
+        assert!(
+            warning.contains(
+                "2 days ago) went to topic \"short\", whose retention.ms (86400000, 24 hours)"
+            ),
+            "{warning}"
+        );
     }
 }
