@@ -305,12 +305,16 @@ impl Broker {
         self.create_topic_with(name, partitions, &[]);
     }
 
+    /// An admin client of the broker.
+    fn admin(&self) -> AdminClient<DefaultClientContext> {
+        self.config()
+            .create()
+            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"))
+    }
+
     /// [`Broker::create_topic`] with topic configs, e.g. `[("cleanup.policy", "compact")]`.
     pub(crate) fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
-        let admin: AdminClient<DefaultClientContext> = self
-            .config()
-            .create()
-            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"));
+        let admin = self.admin();
         let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
         for (key, value) in configs {
             topic = topic.set(key, value);
@@ -330,10 +334,7 @@ impl Broker {
     /// Sets the topic config `name` of `topic` to `value` (AlterConfigs: the topic's other
     /// configs go back to the broker's defaults).
     pub(crate) fn set_topic_config(&self, topic: &str, name: &str, value: &str) {
-        let admin: AdminClient<DefaultClientContext> = self
-            .config()
-            .create()
-            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"));
+        let admin = self.admin();
         let options = AdminOptions::new().request_timeout(Some(CLIENT_TIMEOUT));
         let change = AlterConfig::new(ResourceSpecifier::Topic(topic)).set(name, value);
         let results = block_on(admin.alter_configs([&change], &options))
@@ -347,10 +348,7 @@ impl Broker {
 
     /// The value of the topic config `name` of `topic` (`None` when the broker reports none).
     pub(crate) fn topic_config(&self, topic: &str, name: &str) -> Option<String> {
-        let admin: AdminClient<DefaultClientContext> = self
-            .config()
-            .create()
-            .unwrap_or_else(|e| panic!("cannot create a Kafka admin client: {e}"));
+        let admin = self.admin();
         let options = AdminOptions::new().request_timeout(Some(CLIENT_TIMEOUT));
         let results =
             block_on(admin.describe_configs([&ResourceSpecifier::Topic(topic)], &options))

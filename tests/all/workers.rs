@@ -200,6 +200,21 @@ fn stalled_where(
     out
 }
 
+/// Writes [`wordcount`] as `sandbox`'s job file, with its checkpoints in the sandbox.
+fn write_wordcount(broker: &kafka::Broker, sandbox: &Sandbox, input: &str, output: &str) {
+    let url = sandbox.checkpoint_dir().display().to_string();
+    std::fs::write(sandbox.job_path(), wordcount(broker, &url, input, output)).unwrap();
+}
+
+/// The topic between the stages of a worker whose log is `stderr` (its `through topic "…"`).
+fn exchange_topic(stderr: &str) -> String {
+    stderr
+        .lines()
+        .find_map(|l| l.split("through topic \"").nth(1)?.split('"').next())
+        .unwrap_or_else(|| panic!("no exchange topic in the log: {stderr}"))
+        .to_owned()
+}
+
 /// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`; the
 /// sink's transactional ids are the output's, so tests running at once never fence each other.
 fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> String {
@@ -402,13 +417,7 @@ fn a_worker_warns_when_the_topic_between_its_stages_deletes_records_by_time() {
     let rows: Vec<kafka::Produce<'_>> = lines.iter().map(|l| (None, None, l.as_bytes())).collect();
     broker.produce(&input, &rows);
     let sandbox = Sandbox::new("expiring");
-    let text = wordcount(
-        broker,
-        &sandbox.checkpoint_dir().display().to_string(),
-        &input,
-        &output,
-    );
-    std::fs::write(sandbox.job_path(), text).unwrap();
+    write_wordcount(broker, &sandbox, &input, &output);
     let end = End::Kafka(output.clone());
     let warning = "between the job's stages deletes records after";
     // The first run creates the topic, keeping records whatever their time: no warning.
@@ -423,11 +432,7 @@ fn a_worker_warns_when_the_topic_between_its_stages_deletes_records_by_time() {
     first.terminate();
     first.wait(CLI_TIMEOUT);
     assert!(!stderr.contains(warning), "{stderr}");
-    let topic = stderr
-        .lines()
-        .find_map(|l| l.split("through topic \"").nth(1)?.split('"').next())
-        .unwrap_or_else(|| panic!("no exchange topic in the log: {stderr}"))
-        .to_owned();
+    let topic = exchange_topic(&stderr);
     // Given a week's retention by hand, the topic is named with what it loses and the fix.
     broker.set_topic_config(&topic, "retention.ms", "604800000");
     let mut second = Weir::run(
@@ -489,12 +494,7 @@ fn a_job_started_afresh_reads_nothing_its_earlier_history_left_between_its_stage
         let stderr = worker.stderr();
         worker.terminate();
         worker.wait(CLI_TIMEOUT);
-        let topic = stderr
-            .lines()
-            .find_map(|l| l.split("through topic \"").nth(1)?.split('"').next())
-            .unwrap_or_else(|| panic!("no exchange topic in the log: {stderr}"))
-            .to_owned();
-        topics.push(topic);
+        topics.push(exchange_topic(&stderr));
         let lines = output_lines(broker, &end).unwrap();
         if let Some(problem) = difference(&lines, &expected) {
             panic!("history {history}: {problem}");
@@ -516,13 +516,7 @@ fn a_worker_stopped_with_savepoints_goes_on_from_them_exactly() {
     broker.create_topic(&input, 2);
     broker.create_topic(&output, 2);
     let sandbox = Sandbox::new("worker-stop");
-    let text = wordcount(
-        broker,
-        &sandbox.checkpoint_dir().display().to_string(),
-        &input,
-        &output,
-    );
-    std::fs::write(sandbox.job_path(), text).unwrap();
+    write_wordcount(broker, &sandbox, &input, &output);
     let end = End::Kafka(output.clone());
     for round in 0..2u64 {
         let lines: Vec<String> = (round * LINES..(round + 1) * LINES).map(line).collect();
