@@ -56,7 +56,9 @@ wait_for() {
 completed() { grep -c 'checkpoint [0-9]* complete' "$1" 2>/dev/null || true; }
 lines_in() { local n=0 f; for f in "$@"; do [ -f "$f" ] && n=$((n + $(wc -l < "$f"))); done; echo "$n"; }
 committed() { lines_in "$work"/out/part-*; }
-dashboard_link() { sed -n 's/.*dashboard: \(http[^ ]*\).*/\1/p' "$1" | head -1; }
+# A one-time link into the running job's dashboard, in link.txt (`weir run` never logs one: its
+# log may be read by others); fails while the job's control endpoint is not up yet.
+dashboard_up() { "$weir" dashboard "$work/checkpoints" > "$work/link.txt" 2>/dev/null; }
 
 # The input: the README's text, lowercased and without punctuation so that `tr` splits it into
 # the same words as the `split` operator, fed ROUNDS times, 30 lines at a time.
@@ -112,8 +114,8 @@ feeder_pid=$!
 say "1. start:   weir run wordcount.toml   (a checkpoint every 400 ms)"
 "$weir" run "$work/wordcount.toml" > "$work/run-1.log" 2>&1 &
 job_pid=$!
-wait_for 30 "the dashboard's link" grep -q 'dashboard: http' "$work/run-1.log"
-say "   dashboard: $(dashboard_link "$work/run-1.log")"
+wait_for 30 "the dashboard" dashboard_up
+say "   dashboard: $(cat "$work/link.txt")"
 say "              (a one-time link; \`weir dashboard $work/checkpoints\` prints another)"
 enough_checkpoints() { [ "$(completed "$work/run-1.log")" -ge 3 ]; }
 wait_for 30 "three checkpoints" enough_checkpoints
@@ -132,10 +134,10 @@ say "            checkpoints on disk: $(cd "$work/checkpoints" && echo chk-*)"
 say "3. restore: weir run wordcount.toml --restore latest"
 "$weir" run "$work/wordcount.toml" --restore latest > "$work/run-2.log" 2>&1 &
 job_pid=$!
-wait_for 30 "the restarted job's dashboard link" grep -q 'dashboard: http' "$work/run-2.log"
+wait_for 30 "the restarted job's dashboard" dashboard_up
 restored=$(grep -o 'restor[^,;]*chk-[0-9]*' "$work/run-2.log" | head -1 || true)
 say "   ${restored:-restored from the latest checkpoint}"
-say "   dashboard: $(dashboard_link "$work/run-2.log")"
+say "   dashboard: $(cat "$work/link.txt")"
 wait "$feeder_pid"
 feeder_pid=""
 say "   all $words words are in the input; waiting until they are committed"

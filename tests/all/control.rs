@@ -1073,7 +1073,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
 }
 
 #[test]
-fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound() {
+fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound_and_so_are_rescales() {
     const ATTEMPTS: usize = 30;
     let sandbox = Sandbox::new("control-flood");
     job(&sandbox, None, 2_000.0, "1s").write(&sandbox.job_path());
@@ -1115,6 +1115,19 @@ fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound() {
         (1..=60).contains(&retry_after),
         "Retry-After: {retry_after}"
     );
+    // A rescale takes a savepoint too: it falls under the same bound.
+    let rescale = raw(
+        &file.address,
+        "POST",
+        "/api/rescale?count=3&out=3",
+        &headers,
+        "",
+    );
+    assert_eq!(
+        rescale.status, 429,
+        "a rescale past the savepoint bound: {}",
+        rescale.body
+    );
     let kept = fs::read_dir(dir.join("savepoints"))
         .unwrap()
         .filter(|e| {
@@ -1134,10 +1147,10 @@ fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound() {
         area: "misuse",
         scenario: "savepoint flood over the API",
         rounds: (taken + 1) as u64,
-        faults: "POST /api/savepoints back to back with the token",
+        faults: "POST /api/savepoints back to back with the token, then POST /api/rescale",
         result: &format!(
             "{taken} taken in {:.1} s, then 429 with Retry-After: {retry_after} and a message \
-             saying when to retry; `weir stop` still works",
+             saying when to retry, for a rescale too; `weir stop` still works",
             elapsed.as_secs_f64()
         ),
     });

@@ -2,7 +2,8 @@
 //! Chromium loads it, lets its polling script run, and the page it builds must show the job's
 //! vertices and the rows of checkpoints the job really completed, with one checkpoint's per-task
 //! details opened through `#checkpoint=ID`. The page is opened the way a person opens it: through
-//! the one-time login link `weir run` logs, which sets the session cookie the page's calls carry
+//! the one-time login link `weir dashboard` prints (`weir run` prints one on a terminal only,
+//! never into a log), which sets the session cookie the page's calls carry
 //! and works only once.
 //!
 //! Chromium comes from `scripts/ensure-chromium.sh` (Debian's `chromium` package), which
@@ -19,6 +20,7 @@ use std::time::{Duration, Instant};
 
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, complete_checkpoint_ids,
+    weir_command,
 };
 
 /// The browsers tried, in this order, on the `PATH`.
@@ -57,6 +59,32 @@ fn job(sandbox: &Sandbox) -> JobFile {
     checkpointed(job, sandbox, "200ms", 2)
 }
 
+/// The one-time link opens the job to whoever holds it: `weir run` prints it on a terminal
+/// only, never into a log (a log file of mode 0644 once let another local user log in and cancel
+/// the job); `weir dashboard DIR` prints one, which works once.
+#[test]
+fn the_one_time_dashboard_link_is_never_written_to_the_log() {
+    let sandbox = Sandbox::new("dashboard-link");
+    job(&sandbox).write(&sandbox.job_path());
+    let checkpoints = sandbox.checkpoint_dir();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let (address, _) = wait_for_control_address(&mut weir, &checkpoints);
+    let login = login_link(&mut weir, &sandbox, &checkpoints);
+    assert!(login.starts_with(&address), "{login} is not on {address}");
+    let path = &login[address.len()..];
+    let first = get(&address, path);
+    assert!(
+        first.starts_with("HTTP/1.1 303"),
+        "the link did not log in:\n{first}"
+    );
+    let again = get(&address, path);
+    assert!(
+        again.starts_with("HTTP/1.1 403"),
+        "the link worked twice:\n{again}"
+    );
+    weir.kill();
+}
+
 #[test]
 fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
     let Some(browser) = browser_or_skip() else {
@@ -68,7 +96,7 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
 
     let (address, token) = wait_for_control_address(&mut weir, &checkpoints);
-    let login = wait_for_login_link(&mut weir, &address);
+    let login = login_link(&mut weir, &sandbox, &checkpoints);
     let mut completed = None;
     let running = weir.wait_until("two completed checkpoints", CLI_TIMEOUT, |_| {
         completed = complete_checkpoint_ids(&checkpoints)
@@ -168,28 +196,35 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> (String, Str
     (address.trim_end_matches('/').to_string(), token)
 }
 
-/// Waits for the one-time dashboard link `weir run` logs (`dashboard: http://…/login?once=…`).
-pub(crate) fn wait_for_login_link(weir: &mut Weir, address: &str) -> String {
-    let prefix = format!("dashboard: {address}/login?once=");
-    let mut link = None;
-    let logged = weir.wait_until(
-        "the dashboard's one-time link in the log",
-        CLI_TIMEOUT,
-        |w| {
-            link = w.stderr().lines().find_map(|line| {
-                let at = line.find(&prefix)?;
-                let rest = &line[at + "dashboard: ".len()..];
-                Some(rest.split_whitespace().next()?.to_string())
-            });
-            link.is_some()
-        },
-    );
+/// A one-time dashboard link from `weir dashboard CHECKPOINTS`, as a person gets one for a job
+/// whose log is not a terminal; checks first that the job's log holds no such link.
+pub(crate) fn login_link(weir: &mut Weir, sandbox: &Sandbox, checkpoints: &Path) -> String {
+    let told = weir.wait_until("the log line naming `weir dashboard`", CLI_TIMEOUT, |w| {
+        w.stderr().contains("`weir dashboard ")
+    });
     assert!(
-        logged,
-        "no one-time dashboard link in the log:\n{}",
+        told,
+        "the job ended before it logged how to open its dashboard:\n{}",
         weir.stderr()
     );
-    link.expect("set when the wait succeeded")
+    assert!(
+        !weir.stderr().contains("login?once="),
+        "a one-time login link in the log, which others may read:\n{}",
+        weir.stderr()
+    );
+    let printed = weir_command(
+        sandbox,
+        &["dashboard", checkpoints.to_str().unwrap()],
+        "",
+        &[],
+    );
+    assert_eq!(printed.code, Some(0), "weir dashboard: {}", printed.stderr);
+    let link = printed.stdout.trim().to_string();
+    assert!(
+        link.contains("/login?once="),
+        "weir dashboard printed {link:?}"
+    );
+    link
 }
 
 /// `GET path` (no credentials) to the endpoint at `address`; the whole answer.

@@ -266,7 +266,7 @@ fn run(broker: &Broker) {
 
     // The dashboard: a table of the source's partitions and one of the sink's subtasks.
     if let Some(browser) = dashboard::browser_or_skip() {
-        let login = dashboard::wait_for_login_link(&mut weir, client.base().trim_end_matches('/'));
+        let login = dashboard::login_link(&mut weir, &sandbox, &dir);
         let dom = Chromium::new(&browser, &sandbox).dump_dom(&login);
         let sources = dashboard::attribute_values(&dom, "data-kafka-source");
         let sinks = dashboard::attribute_values(&dom, "data-kafka-sink");

@@ -119,8 +119,8 @@ pub enum AuthFailure {
     #[error(
         "this endpoint requires the job's token: send `Authorization: Bearer TOKEN` with the \
          token in the job's _control.json (readable by the job's owner only), or \
-         WEIR_CONTROL_TOKEN if the job was started with it; in a browser, open the one-time \
-         link `weir run` logged, or print one with `weir dashboard DIR`"
+         WEIR_CONTROL_TOKEN if the job was started with it; in a browser, open a one-time \
+         link: `weir dashboard DIR` prints one"
     )]
     Missing,
     /// It carried another token.

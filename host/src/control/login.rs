@@ -34,8 +34,8 @@ pub(crate) struct LoginCodes {
 pub(crate) enum LoginRefusal {
     /// The link carried no code.
     #[error(
-        "/login needs a one-time code: open the link `weir run` logged \
-         (http://HOST:PORT/login?once=CODE), or print a new one with `weir dashboard DIR`"
+        "/login needs a one-time code: open a link `weir dashboard DIR` prints \
+         (http://HOST:PORT/login?once=CODE)"
     )]
     Missing,
     /// The code was used already, has expired, or was never issued.

@@ -5,8 +5,9 @@
 //! script in a loop, or anyone holding the token, could fill the disk: 100
 //! were once taken in 2.8 s. The endpoint takes at most one at a time, and at
 //! most [`API_SAVEPOINTS_PER_WINDOW`] in any [`API_SAVEPOINT_WINDOW`]; more
-//! is refused with 429 and the time to retry after. `POST /api/stop` is not
-//! counted: it ends the job, so it happens once.
+//! is refused with 429 and the time to retry after. A rescale takes a savepoint
+//! too and is counted with them. `POST /api/stop` is not counted: it ends the
+//! job, so it happens once.
 //!
 //! A synchronous struct, the clock passed in: tested without a server.
 

@@ -605,8 +605,9 @@ async fn savepoint(state: &State, stop: bool) -> Answer {
     }
 }
 
-/// `POST /api/rescale?VERTEX=N&…`: a savepoint, then the job goes on at the new parallelisms
-/// from it; answered once it runs again, or with why it does not.
+/// `POST /api/rescale?VERTEX=N&…` (bounded by [`SavepointLimit`] like a savepoint): a
+/// savepoint, then the job goes on at the new parallelisms from it; answered once it runs
+/// again, or with why it does not.
 async fn rescale(state: &State, query: Option<&str>) -> Answer {
     let target = &state.target;
     let parallelism = match rescale_query(query) {
@@ -620,6 +621,12 @@ async fn rescale(state: &State, query: Option<&str>) -> Answer {
             format!("the job is {status}, not RUNNING: only a running job is rescaled"),
         );
     }
+    // A rescale takes a savepoint (never pruned), so it is bounded with them: a loop of
+    // rescales would otherwise fill the disk as a loop of savepoints once did.
+    let _permit = match lock(&state.savepoints).try_start(Instant::now()) {
+        Ok(()) => LimitPermit(&state.savepoints),
+        Err(refused) => return too_many(&refused),
+    };
     let (request, answer) = JobRequest::rescale(parallelism);
     if target.requests.send(request).is_err() {
         return error(

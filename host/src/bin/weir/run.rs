@@ -1,6 +1,6 @@
 //! `weir run`: runs a job in this process and shows its progress.
 
-use std::io::Write;
+use std::io::{IsTerminal as _, Write};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,8 +45,8 @@ pub(crate) struct RunArgs {
     /// address instead of the job file's `[control] address` (default 127.0.0.1:0, a free
     /// port), even if the job file turns it off. Every request needs the job's token,
     /// loopback included: $WEIR_CONTROL_TOKEN, or one generated and written to the checkpoint
-    /// directory's _control.json (mode 0600); the dashboard opens through a one-time link in
-    /// the log (or `weir dashboard DIR`). See docs/CONTROL.md.
+    /// directory's _control.json (mode 0600); the dashboard opens through a one-time link
+    /// printed on a terminal (never logged) or by `weir dashboard DIR`. See docs/CONTROL.md.
     #[arg(long, value_name = "HOST:PORT", value_parser = parse_control_address)]
     control: Option<SocketAddr>,
     /// Serve no control endpoint (`weir status`, `savepoint`, `stop`, `cancel` then cannot
@@ -257,7 +257,8 @@ pub(crate) struct ControlSettings {
     pub(crate) job: Job,
 }
 
-/// Starts the control endpoint and publishes it in `_control.json`, unless it is off.
+/// Starts the control endpoint and publishes it in `_control.json`, unless it is off; prints
+/// the dashboard's one-time link when stderr is a terminal.
 pub(crate) fn start_control(
     settings: ControlSettings,
     monitor: &JobMonitor,
@@ -280,12 +281,24 @@ pub(crate) fn start_control(
             server.url()
         );
     }
-    match server.login_url() {
-        Ok(url) => tracing::info!(
-            "dashboard: {url} (a one-time link, valid 5 min; `weir dashboard {}` prints another)",
+    // The one-time link opens the job to whoever holds it, so it goes to the terminal only:
+    // a log is often a file others can read (one of mode 0644 let another user cancel a job).
+    if std::io::stderr().is_terminal() {
+        match server.login_url() {
+            Ok(url) => eprintln!(
+                "dashboard: {url} (a one-time link, valid 5 min; `weir dashboard {}` prints \
+                 another)",
+                checkpoint_dir.display()
+            ),
+            Err(e) => tracing::warn!("{e}"),
+        }
+    } else {
+        tracing::info!(
+            "dashboard at {}: `weir dashboard {}` prints a one-time link to open it (links are \
+             not logged: whoever can read the log could use one)",
+            server.url(),
             checkpoint_dir.display()
-        ),
-        Err(e) => tracing::warn!("{e}"),
+        );
     }
     Ok(Some(server))
 }

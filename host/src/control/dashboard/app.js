@@ -1139,8 +1139,7 @@
     if (unauthorized) {
       state.stopped = 'unreachable';
       showResult('The endpoint refused the page (' + err.status + ': ' + err.message +
-        '). Open the one-time link `weir run` logged, or print a new one with ' +
-        '`weir dashboard DIR`.', 'bad');
+        '). Open a new one-time link: `weir dashboard DIR` prints one.', 'bad');
     } else if (state.failures >= GIVE_UP_AFTER) {
       state.stopped = 'unreachable';
     }
