@@ -19,6 +19,9 @@ bash scripts/install-kubernetes-validate.sh >/dev/null
 # The Azure Blob Storage emulator of the az:// checkpoint test (tests/all/azure.rs): npm's
 # azurite, installed the same way and for the same reason (about 400 MB the first time).
 bash scripts/install-azure-server.sh >/dev/null
+# strace, which the durability test (tests/all/durability.rs) runs `weir` under to see every
+# directory it creates made durable.
+command -v strace >/dev/null 2>&1 || bash scripts/apt-install.sh "the durability test" strace
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
 echo "== cargo fmt --check"
 cargo fmt --all -- --check

@@ -45,6 +45,8 @@ mod dashboard;
 #[cfg(unix)]
 mod deployment;
 #[cfg(unix)]
+mod durability;
+#[cfg(unix)]
 mod event_time;
 mod failover;
 #[cfg(unix)]

@@ -28,6 +28,7 @@ use weir_abi::Batch;
 
 use super::inherited::Inherited;
 use super::write_record_line;
+use crate::checkpoint::format::create_dir_durable;
 use crate::dataflow::processor::{Processor, TaskError};
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
@@ -68,8 +69,10 @@ impl FileSink {
     /// deleted. Numbering continues after the highest part of this subtask
     /// already in the directory, so a new run never overwrites committed output.
     pub(crate) fn new(dir: PathBuf, subtask: u32, parallelism: u32) -> Result<Self, TaskError> {
-        fs::create_dir_all(&dir)
-            .map_err(|e| io_error(&dir, "cannot create the output directory", e))?;
+        // Durably: a power loss right after the first commit must not lose the directory's
+        // own entry, and with it every part committed in it.
+        create_dir_durable(&dir)
+            .map_err(|e| io_error(&e.path, "cannot create the output directory", e.source))?;
         Ok(FileSink {
             dir,
             subtask,

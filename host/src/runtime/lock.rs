@@ -23,6 +23,7 @@ use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
+use crate::checkpoint::format::create_dir_durable;
 use crate::job::{Job, SinkKind, VertexKind};
 
 /// Name of the lock file in a checkpoint directory.
@@ -85,7 +86,9 @@ impl DirectoryLock {
             dir: dir.to_owned(),
             source,
         };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        // Durably, as every directory of a job: the checkpoint storage finds this one already
+        // made and would not sync its parent again.
+        create_dir_durable(dir).map_err(|e| io(e.source))?;
         let path = dir.join(lock_file);
         let mut file = OpenOptions::new()
             .read(true)
