@@ -9,7 +9,7 @@ use std::process::Command;
 use weir_tests::guests::COUNT;
 
 use crate::report;
-use crate::support::{Ended, Sandbox, run_cli, weir_bin};
+use crate::support::{CLI_TIMEOUT, Ended, Sandbox, Weir, run_cli, weir_bin};
 
 /// A generator feeding `body` (sinks and operators reading `in`), with checkpoints in the
 /// sandbox and no restarts.
@@ -247,4 +247,72 @@ fn modules_that_are_not_modules_are_named_for_what_they_are() {
     let (ended, validated) = run_and_validate(&sandbox, Path::new(COUNT));
     ended.assert_code(0, "the count guest");
     assert_eq!(validated.status.code(), Some(0));
+}
+
+/// Makes a FIFO at `path` with `mkfifo` (coreutils).
+fn mkfifo(path: &Path) {
+    let made = Command::new("mkfifo").arg(path).status().unwrap();
+    assert!(made.success(), "mkfifo {}", path.display());
+}
+
+/// A file source on a FIFO: it cannot be read again from a checkpoint's offset, and opening one
+/// with no writer blocked the source for good — no signal, `weir cancel` nor `weir stop` ended
+/// the job. Refused at validation, naming what it is and the way to feed a stream; and a
+/// followed path that becomes a FIFO after the start fails its task instead of hanging it.
+#[test]
+fn a_file_source_on_a_fifo_is_refused_and_never_hangs_the_job() {
+    let sandbox = Sandbox::new("misuse-fifo");
+    let fifo = sandbox.join("lines.fifo");
+    mkfifo(&fifo);
+    let source = |follow: bool| {
+        format!(
+            "type = \"file\"\npath = {:?}\nfollow = {follow}",
+            fifo.display().to_string()
+        )
+    };
+    let ended = run(
+        &sandbox,
+        &job_text(
+            &sandbox,
+            &source(false),
+            "[[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n",
+        ),
+    );
+    ended.assert_code(2, "a file source on a FIFO");
+    for said in ["a FIFO", "not a regular file", "follow = true"] {
+        assert!(
+            ended.stderr.contains(said),
+            "no {said:?} in:\n{}",
+            ended.stderr
+        );
+    }
+    // Followed, the path may appear later: here as a FIFO, after the job started.
+    fs::remove_file(&fifo).unwrap();
+    let text = job_text(
+        &sandbox,
+        &source(true),
+        "[[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n",
+    );
+    fs::write(sandbox.job_path(), text).unwrap();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("follow.log"));
+    let started = weir.wait_until("the job to start", CLI_TIMEOUT, |w| {
+        w.stderr().contains("starting")
+    });
+    assert!(started, "{}", weir.stderr());
+    mkfifo(&fifo);
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(1, "a followed path that became a FIFO");
+    assert!(
+        ended.stderr.contains("it is a FIFO, not a regular file"),
+        "{}",
+        ended.stderr
+    );
+    report::record(&report::Row {
+        area: "misuse",
+        scenario: "file source on a FIFO",
+        rounds: 2,
+        faults: "`path` a FIFO with no writer; a followed path made a FIFO after the start",
+        result: "refused at validation (exit 2) naming the FIFO and `follow`; the followed one \
+                 fails its task (exit 1) instead of blocking the job for good",
+    });
 }

@@ -78,6 +78,24 @@ impl FileSource {
 
     /// Opens the file at `offset`, counting the lines before it if they are not known.
     fn open(&mut self) -> Result<bool, TaskError> {
+        // Looked at before it is opened: opening a FIFO with no writer blocks until one comes,
+        // and nothing (a stop, a cancel) could end the task meanwhile. The job file's check
+        // refuses one at start; this catches a path that became one since (a followed file).
+        if let Ok(meta) = std::fs::metadata(&self.path)
+            && !meta.is_file()
+        {
+            let kind = crate::wasm::file_kind(&meta.file_type());
+            return Err(self.io_error(
+                "cannot read",
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidInput,
+                    format!(
+                        "it is {kind}, not a regular file: a file source starts again from a \
+                         byte offset after a failure, which only a regular file gives back"
+                    ),
+                ),
+            ));
+        }
         let mut file = match File::open(&self.path) {
             Ok(f) => f,
             Err(e) if self.follow && e.kind() == std::io::ErrorKind::NotFound => {

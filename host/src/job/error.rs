@@ -313,10 +313,12 @@ pub enum Problem {
         /// The path, resolved against the job file's folder.
         path: PathBuf,
     },
-    /// A file source's path is a directory or a device, not a file of lines.
+    /// A file source's path is a directory, a FIFO or a device, not a file of lines.
     #[error(
         "file source \"{source_name}\" reads {}, which is not a regular file ({kind}): point \
-         `path` at a text file",
+         `path` at a text file. A file source starts again from a byte offset after a failure, \
+         which only a regular file can give back; to feed a stream, append to a file and set \
+         `follow = true`",
         path.display()
     )]
     SourceNotAFile {

@@ -33,18 +33,6 @@ use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 pub use crate::wasm::image::StateCapture;
 
-/// Whether `file_type` is a named pipe.
-#[cfg(unix)]
-fn is_fifo(file_type: &fs::FileType) -> bool {
-    std::os::unix::fs::FileTypeExt::is_fifo(file_type)
-}
-
-/// Whether `file_type` is a named pipe: never, off Unix.
-#[cfg(not(unix))]
-fn is_fifo(_: &fs::FileType) -> bool {
-    false
-}
-
 /// A validated job: its vertices, the edges between them and its settings.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Job {
@@ -518,8 +506,8 @@ impl Job {
     }
 
     /// What validation cannot see without the disk: [`Job::check_modules_exist`]; every file
-    /// source without `follow` reads a file that exists, and no file source reads a directory
-    /// or a device; and no two file sinks, nor a file sink and the checkpoint directory, nor a
+    /// source without `follow` reads a file that exists, and no file source reads a directory,
+    /// a FIFO or a device; and no two file sinks, nor a file sink and the checkpoint directory, nor a
     /// file source and a file sink's directory, meet once symlinks are resolved.
     pub fn check_files(&self) -> Result<(), JobError> {
         self.check_modules_exist()?;
@@ -528,8 +516,9 @@ impl Job {
                 continue;
             };
             let problem = match fs::metadata(path) {
-                // A FIFO is read as it is written, like a file being followed.
-                Ok(meta) if meta.is_file() || is_fifo(&meta.file_type()) => continue,
+                // Not a FIFO: it cannot be read again from a checkpoint's offset (and opening
+                // one with no writer blocks the task for good).
+                Ok(meta) if meta.is_file() => continue,
                 Ok(meta) => Problem::SourceNotAFile {
                     source_name: vertex.name.clone(),
                     path: path.clone(),
