@@ -216,14 +216,19 @@ fn through(
     .checkpoint("tolerable_failures", tolerable)
 }
 
+/// The environment giving a job the key of `s3`, without its endpoint (a job of [`through`]
+/// names the proxy in its job file).
+fn key_of(s3: &S3) -> Vec<(String, String)> {
+    s3.env()
+        .into_iter()
+        .filter(|(k, _)| k != "AWS_ENDPOINT_URL")
+        .collect()
+}
+
 /// Runs the job of `sandbox` to its end with the key of `s3` (the endpoint is the job file's),
 /// and checks its output is `expected`; returns its stderr.
 fn run_to_the_end(s3: &S3, sandbox: &Sandbox, expected: &[String], context: &str) -> String {
-    let env: Vec<(String, String)> = s3
-        .env()
-        .into_iter()
-        .filter(|(k, _)| k != "AWS_ENDPOINT_URL")
-        .collect();
+    let env = key_of(s3);
     let ended = Weir::run_with_env(
         &sandbox.job_path(),
         &[],
@@ -337,6 +342,58 @@ fn failures_that_outlast_the_retries_fail_only_the_checkpoint_they_hit() {
             .iter()
             .any(|(k, _)| k.starts_with("job/chk-0000000003/")),
         "the failed checkpoint left objects behind: {keys:?}"
+    );
+}
+
+/// The store down past its retries while the job restarts: the restart's first steps (listing
+/// the checkpoints, reading the one to restore) fail, and that is one more failure under the
+/// restart strategy, retried until the store is back — not the end of the job (it ended with
+/// exit 3, "could not start", before).
+#[test]
+fn an_outage_of_the_store_during_a_restart_is_retried_under_the_restart_strategy() {
+    let Some(s3) = s3_or_skip("store_outage_during_restart") else {
+        return;
+    };
+    let expected = reference(500_000);
+    let proxy = s3.proxy();
+    let bucket = s3.bucket("outage");
+    let sandbox = Sandbox::new("s3-outage");
+    through(&sandbox, &proxy, &bucket, 1, 0, 500_000)
+        .restart("strategy = \"fixed-delay\"\nattempts = 1000\ndelay = \"100ms\"")
+        .write(&sandbox.job_path());
+    let env = key_of(s3);
+    let mut weir = Weir::run_with_env(
+        &sandbox.job_path(),
+        &[],
+        &pairs(&env),
+        &sandbox.join("weir.log"),
+    );
+    let checkpointed = weir.wait_until("checkpoint 2", CLI_TIMEOUT, |w| {
+        w.stderr().contains("checkpoint 2 complete")
+    });
+    assert!(
+        checkpointed,
+        "ended before checkpoint 2:\n{}",
+        weir.stderr()
+    );
+    // Every request fails: the next checkpoint fails the job, and its restart meets the outage.
+    proxy.add(Fault::new(Action::Status(500)).times(Fault::FOREVER));
+    let failed_restart = weir.wait_until("a restart that meets the outage", CLI_TIMEOUT, |w| {
+        w.stderr().contains("cannot restart: ")
+    });
+    assert!(
+        failed_restart,
+        "the job ended when its restart met the outage:\n{}",
+        weir.stderr()
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    proxy.clear();
+    let ended = weir.wait(CLI_TIMEOUT);
+    ended.assert_code(0, "a run through a store outage during its restart");
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "a run through a store outage during its restart",
     );
 }
 

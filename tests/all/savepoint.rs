@@ -3,8 +3,8 @@
 //! the output of a run that was never stopped.
 
 use crate::support::{
-    GeneratorSpec, Sandbox, assert_same_output, checkpointed, committed_lines, generator_count,
-    in_progress_files, run_cli, stop_with_savepoint,
+    Ended, GeneratorSpec, JobFile, Sandbox, assert_same_output, checkpointed, committed_lines,
+    generator_count, in_progress_files, run_cli, stop_with_savepoint,
 };
 
 #[test]
@@ -109,5 +109,75 @@ fn a_second_stop_while_the_stop_savepoint_is_in_flight_does_not_cancel_the_job()
         savepoint.join("_metadata").is_file(),
         "{}",
         savepoint.display()
+    );
+}
+
+/// A savepoint the job as it now is cannot take up — its file sink's parts are not in the
+/// sink's (new) directory; its `count` is another module that cannot read the state — is
+/// refused when the run starts (exit 3, naming the savepoint, what failed and the way out),
+/// never retried by the restart strategy nor run on without the output it owes.
+#[test]
+fn a_savepoint_the_job_cannot_take_up_is_refused_at_the_start_naming_why() {
+    let generator = GeneratorSpec {
+        parallelism: 2,
+        seed: 5,
+        count: Some(30_000),
+        rate: Some(10_000.0),
+        keys: 300,
+    };
+    let sandbox = Sandbox::new("savepoint-refused");
+    checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1)
+        .restart("strategy = \"fixed-delay\"\nattempts = 3\ndelay = \"10ms\"")
+        .write(&sandbox.job_path());
+    let savepoint = stop_with_savepoint(&sandbox, &sandbox.join("stop.log"), 2);
+    let restore = ["--restore", savepoint.to_str().unwrap()];
+    let job = |count: &str, out: &std::path::Path| {
+        let job = JobFile::new("gencount")
+            .generator("gen", &generator)
+            .operator("count", count, 2, None, ("gen", "key-hash"))
+            .file_sink("out", out, 2, ("count", "forward"));
+        checkpointed(job, &sandbox, "100ms", 1)
+            .restart("strategy = \"fixed-delay\"\nattempts = 3\ndelay = \"10ms\"")
+    };
+    let refused = |ended: &Ended, context: &str, said: &[&str]| {
+        ended.assert_code(3, context);
+        for said in said.iter().chain(&[
+            "cannot be restored into this job",
+            savepoint.to_str().unwrap(),
+        ]) {
+            assert!(
+                ended.stderr.contains(said),
+                "{context}: no {said:?} in\n{}",
+                ended.stderr
+            );
+        }
+        assert!(
+            !ended.stderr.contains("restarting"),
+            "{context}: retried\n{}",
+            ended.stderr
+        );
+    };
+
+    // The sink's path changed since the savepoint: the parts it left to commit are elsewhere.
+    let moved = sandbox.join("moved");
+    job(weir_tests::guests::COUNT, &moved).write(&sandbox.job_path());
+    let ended = run_cli(&sandbox.job_path(), &restore, &sandbox.join("moved.log"));
+    refused(
+        &ended,
+        "a sink whose directory moved",
+        &["lacks the parts", "point `path` back"],
+    );
+    assert!(
+        committed_lines(&moved).is_empty(),
+        "output committed from a refused restore"
+    );
+
+    // Another module under the name `count`, which cannot read count's state.
+    job(weir_tests::guests::WAT_COUNT, &sandbox.out_dir()).write(&sandbox.job_path());
+    let ended = run_cli(&sandbox.job_path(), &restore, &sandbox.join("module.log"));
+    refused(
+        &ended,
+        "another module under the operator's name",
+        &["weir_restore"],
     );
 }

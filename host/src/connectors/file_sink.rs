@@ -168,6 +168,45 @@ impl FileSink {
         }
     }
 
+    /// Refuses a restore whose pre-committed parts are in the directory neither in progress
+    /// nor committed: the checkpoint was taken with the sink writing elsewhere (its `path`
+    /// changed, or the files are on another machine), and committing it would fail — or
+    /// worse, go on without the output it owes. Names every missing part and the fixes.
+    fn check_parts_present(
+        &self,
+        states: &[(u32, (u64, Vec<PendingPart>))],
+    ) -> Result<(), TaskError> {
+        let missing: Vec<String> = states
+            .iter()
+            .flat_map(|(subtask, (_, pending))| pending.iter().map(move |p| (*subtask, p)))
+            .filter(|(subtask, p)| {
+                !self.in_progress_path_of(*subtask, p.seq).exists()
+                    && !self.final_path_of(*subtask, p.seq).exists()
+            })
+            .map(|(subtask, p)| {
+                format!(
+                    "{} (checkpoint {})",
+                    self.in_progress_path_of(subtask, p.seq)
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default(),
+                    p.checkpoint
+                )
+            })
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        Err(TaskError::Restore(format!(
+            "the file sink's output directory {} lacks the parts the checkpoint left to commit: \
+             {}. The checkpoint was taken with the sink writing to another directory (its `path` \
+             changed, or its files are on another machine): point `path` back at that directory \
+             or copy its part files here, or start the job afresh",
+            self.dir.display(),
+            missing.join(", ")
+        )))
+    }
+
     fn sync_dir(&self) -> Result<(), TaskError> {
         File::open(&self.dir)
             .and_then(|d| d.sync_all())
@@ -327,15 +366,20 @@ impl Processor for FileSink {
             None => (vec![(self.subtask, state.to_vec())], self.parallelism),
         };
         self.current = None;
+        let decoded = states
+            .iter()
+            .map(|(subtask, state)| Ok((*subtask, Self::decode_state(state)?)))
+            .collect::<Result<Vec<_>, TaskError>>()?;
+        self.check_parts_present(&decoded)?;
         let mut next_seq = 0;
-        for (subtask, state) in &states {
-            let (next, pending) = Self::decode_state(state)?;
-            for p in &pending {
-                self.commit_of(*subtask, p.seq)?;
+        for (subtask, (next, pending)) in &decoded {
+            let subtask = *subtask;
+            for p in pending {
+                self.commit_of(subtask, p.seq)?;
             }
-            self.discard_in_progress(*subtask)?;
-            if *subtask == self.subtask {
-                next_seq = next;
+            self.discard_in_progress(subtask)?;
+            if subtask == self.subtask {
+                next_seq = *next;
             }
         }
         self.discard_in_progress(self.subtask)?;

@@ -220,6 +220,12 @@ pub(crate) enum TaskError {
     /// A restored state could not be used.
     #[error("cannot restore task state: {0}")]
     Restore(String),
+    /// The task could not take up its restored state (an operator's module that cannot read
+    /// it, a sink whose pending output is not where the checkpoint left it): the checkpoint
+    /// cannot be restored into the job as it is. The start of a run refuses it; a restart
+    /// counts it as a failure like any other.
+    #[error("cannot take up its state from the checkpoint: {0}")]
+    Restoring(Box<TaskError>),
     /// The host code of the task panicked: a bug in Weir, reported like a failure.
     #[error("task thread panicked: {0}")]
     Panic(String),
@@ -235,6 +241,16 @@ pub(crate) enum TaskError {
 }
 
 impl TaskError {
+    /// Whether the task failed taking up its restored state ([`TaskError::Restoring`]), itself
+    /// or as a task chained after another.
+    pub(crate) fn is_restoring(&self) -> bool {
+        match self {
+            TaskError::Restoring(_) => true,
+            TaskError::Chained { error, .. } => error.is_restoring(),
+            _ => false,
+        }
+    }
+
     /// This error as the failure of `task`, a task chained after another; an error that
     /// already names a task chained further down keeps that name, and a stop stays a stop.
     pub(crate) fn of_chained(self, task: &TaskId) -> TaskError {

@@ -152,23 +152,34 @@ impl ProcessingTask {
         let mut clocks = InputWatermarks::new(inputs);
         if let Some(restored) = restored {
             finished = restored.state.finished;
-            let time = restored
-                .state
-                .time
-                .as_deref()
-                .map(TimeState::decode)
-                .transpose()
-                .map_err(|e| TaskError::Restore(e.to_string()))?;
-            processor.restore_chain(restored.chain, restored.state.inner, restored.resumable)?;
-            if let Some(time) = time {
-                let restored_inputs: Vec<InputClock> =
-                    time.inputs.iter().map(input_clock).collect();
-                clocks = InputWatermarks::restored(inputs, time.watermark, &restored_inputs);
-                processor.restore_time(GuestTime {
-                    watermark: time.watermark,
-                    timers: time.timers,
-                })?;
-            }
+            let restore = || {
+                let time = restored
+                    .state
+                    .time
+                    .as_deref()
+                    .map(TimeState::decode)
+                    .transpose()
+                    .map_err(|e| TaskError::Restore(e.to_string()))?;
+                processor.restore_chain(
+                    restored.chain,
+                    restored.state.inner,
+                    restored.resumable,
+                )?;
+                if let Some(time) = time {
+                    let restored_inputs: Vec<InputClock> =
+                        time.inputs.iter().map(input_clock).collect();
+                    clocks = InputWatermarks::restored(inputs, time.watermark, &restored_inputs);
+                    processor.restore_time(GuestTime {
+                        watermark: time.watermark,
+                        timers: time.timers,
+                    })?;
+                }
+                Ok(())
+            };
+            restore().map_err(|e: TaskError| match e {
+                TaskError::Stopped => e,
+                e => TaskError::Restoring(Box::new(e)),
+            })?;
             out.metrics.watermark.set(clocks.current());
             kill_point::reached(KillPoint::Restore);
         }
@@ -449,7 +460,9 @@ pub(crate) fn run_source(
     let mut finished = false;
     let mut clock = watermark.map(|strategy| SourceClock::new(strategy, Instant::now()));
     if let Some(RestoredState { state, .. }) = restored {
-        source.seek(&state.inner)?;
+        source
+            .seek(&state.inner)
+            .map_err(|e| TaskError::Restoring(Box::new(e)))?;
         finished = state.finished;
         if let (Some(clock), Some(time)) = (clock.as_mut(), state.time.as_deref()) {
             let time = TimeState::decode(time).map_err(|e| TaskError::Restore(e.to_string()))?;

@@ -70,6 +70,9 @@ pub(crate) enum AttemptEnd {
     },
     /// A task failed, or too many checkpoints did: fail over.
     Failed(String),
+    /// A task could not take up its restored state: refused at the start of a run, a
+    /// failure like [`AttemptEnd::Failed`] on a restart.
+    RestoreFailed(String),
     /// A newer run of the job claimed a generation on the checkpoint storage
     /// (`checkpoint/generation.rs`): stop, without restarting.
     Superseded(String),
@@ -177,7 +180,9 @@ impl Driver<'_> {
             AttemptEnd::StoppedWithSavepoint(_) | AttemptEnd::Rescaled { .. } => {
                 "stopped".to_string()
             }
-            AttemptEnd::Failed(reason) => format!("failed ({reason})"),
+            AttemptEnd::Failed(reason) | AttemptEnd::RestoreFailed(reason) => {
+                format!("failed ({reason})")
+            }
             AttemptEnd::Superseded(_) => "was superseded by a newer run".to_string(),
         };
         let graceful = matches!(
@@ -268,6 +273,9 @@ impl Driver<'_> {
                 Ok(()) | Err(TaskError::Stopped) => {
                     Step::Lost(format!("task {task} exited before the job ended"))
                 }
+                Err(error) if error.is_restoring() => Step::End(AttemptEnd::RestoreFailed(
+                    format!("task {task} failed: {error}"),
+                )),
                 Err(error) => Step::End(AttemptEnd::Failed(format!("task {task} failed: {error}"))),
             },
         }

@@ -148,6 +148,18 @@ pub enum RestoreError {
         /// The directory of the newest one that verifies.
         alternative: PathBuf,
     },
+    /// A task of the run's first attempt could not take up its state from the checkpoint the
+    /// run starts from: nothing is retried, and nothing was committed from it.
+    #[error(
+        "{} cannot be restored into this job: {reason}. The job was stopped before it ran: fix          what this names, or restore another checkpoint or savepoint (`weir checkpoints DIR`          lists them)",
+        checkpoint.display()
+    )]
+    TaskRefused {
+        /// The checkpoint's or savepoint's directory.
+        checkpoint: PathBuf,
+        /// Which task failed, and how.
+        reason: String,
+    },
 }
 
 /// What a job restores from a checkpoint, as [`match_states`] decided.

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc::UnboundedReceiver;
 
-use super::attempt::{AttemptResources, start};
+use super::attempt::{Attempt, AttemptResources, start};
 use super::driver::{AttemptEnd, Driver};
 use super::error::RunError;
 use super::history::HistoryRecorder;
@@ -20,6 +20,7 @@ use super::{JobOutcome, JobRequest, RestoreFrom, RunOptions};
 use crate::checkpoint::config::Retention;
 use crate::checkpoint::coordinator::Coordinator;
 use crate::checkpoint::history::CheckpointHistory;
+use crate::checkpoint::metadata::{JobIdentity, StateHandle};
 use crate::checkpoint::recovery::{SkipReason, next_checkpoint_id};
 use crate::checkpoint::restore::{
     VerifiedCheckpoint, restore_from_path, restore_latest, restore_latest_since,
@@ -27,6 +28,7 @@ use crate::checkpoint::restore::{
 use crate::checkpoint::storage::{self, CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
+use crate::dataflow::persist::TaskEvent;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus, SinkKind, VertexKind};
@@ -251,11 +253,49 @@ impl JobRunner {
         let initial_dir = initial.as_ref().map(|p| p.location.dir().to_path_buf());
         let mut point = initial;
         let mut restarts = 0u32;
+        // Attempts started: the first one takes up the checkpoint the run starts from.
+        let mut attempts = 0u32;
         let mut next_id = run_first_id;
         // A rescale under way: the job before it, and who waits to hear how it went.
         let mut rescaling: Option<(Job, SavepointTaken, RescaleReply)> = None;
         let (events_tx, mut events_rx) = tokio::sync::mpsc::unbounded_channel();
+        // Why the last attempt failed, until the restart strategy has answered.
+        let mut failure: Option<String> = None;
         loop {
+            if let Some(reason) = failure.take() {
+                tracing::error!("job failed: {reason}");
+                self.monitor.attempt_failed();
+                self.monitor.set_status(JobStatus::Failing);
+                let Some(delay) = current.restart.delay_for(restarts + 1) else {
+                    self.monitor.set_status(JobStatus::Failed);
+                    return Ok(outcome(JobStatus::Failed, None, Some(reason), restarts));
+                };
+                restarts += 1;
+                self.monitor.restarted();
+                self.monitor.set_status(JobStatus::Restarting);
+                tracing::warn!(
+                    "restarting (restart {restarts}, {} strategy) in {} ms",
+                    current.restart.name(),
+                    delay.as_millis()
+                );
+                if wait_to_restart(delay, requests).await == Waited::Canceled {
+                    self.monitor.set_status(JobStatus::Canceled);
+                    return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
+                }
+                // What stops a restart (the checkpoint storage down past its retries, a broker
+                // away) is one more failure under the strategy, not the end of the job: only
+                // the first start is refused outright.
+                match self
+                    .resolve_failover(run_first_id, initial_dir.as_deref())
+                    .await
+                {
+                    Ok(resolved) => point = resolved,
+                    Err(e) => {
+                        failure = Some(format!("cannot restart: {e}"));
+                        continue;
+                    }
+                }
+            }
             let restored_id = point.as_ref().map(|p| p.metadata.checkpoint_id);
             let (attempt_job, states) = match point.take() {
                 Some(p) => match self.restore(p, &current).await {
@@ -274,50 +314,41 @@ impl JobRunner {
                         point = Some(self.read_checkpoint(&savepoint.path).await?);
                         continue;
                     }
+                    Err(e) if restarts > 0 => {
+                        failure = Some(format!("cannot restart: {e}"));
+                        continue;
+                    }
                     Err(e) => return Err(e),
                 },
                 None => (current.clone(), HashMap::new()),
             };
             let job = &attempt_job;
-            let mut identity = job.identity();
-            identity.generation = self.storage.generation().unwrap_or_default();
-            // A newer run took over while this one waited to restart: starting the sinks
-            // would fence its transactions.
-            let storage = Arc::clone(&self.storage);
-            if let Some(newer) =
-                blocking(move || Ok::<_, StorageError>(storage.superseded())).await?
-            {
-                let reason = StorageError::Superseded {
-                    ours: identity.generation,
-                    newer,
-                    dir: self.storage.layout().job_dir().to_owned(),
+            let prepared = self
+                .prepare_attempt(
+                    job,
+                    states,
+                    restored_id,
+                    next_id,
+                    history,
+                    &handle,
+                    &events_tx,
+                )
+                .await;
+            let ReadyAttempt {
+                identity,
+                coordinator,
+                attempt,
+            } = match prepared {
+                Ok(Prepared::Ready(ready)) => *ready,
+                Ok(Prepared::Superseded(reason)) => {
+                    return Ok(self.superseded(reason, restarts));
                 }
-                .to_string();
-                return Ok(self.superseded(reason, restarts));
-            }
-            let listings = {
-                let storage = Arc::clone(&self.storage);
-                blocking(move || storage.list()).await?
+                Err(e) if restarts > 0 => {
+                    failure = Some(format!("cannot restart: {e}"));
+                    continue;
+                }
+                Err(e) => return Err(e),
             };
-            let first_id = next_checkpoint_id(&listings, restored_id).max(next_id);
-            history.reserve_ahead(first_id);
-            let retained = listings.iter().filter_map(|l| {
-                let meta = l.metadata()?;
-                (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.chain_links()))
-            });
-            let tasks: Vec<TaskId> = job.tasks().collect();
-            let sources: Vec<TaskId> = job.source_tasks().collect();
-            let coordinator = Coordinator::new(job.checkpoint.clone(), tasks, sources, first_id)
-                .map_err(|e| RunError::Setup(e.to_string()))?
-                .with_retained_checkpoints(retained);
-            let resources = AttemptResources {
-                job,
-                modules: &self.modules,
-                storage: Arc::clone(&self.storage),
-                runtime: handle.clone(),
-                events: events_tx.clone(),
-            };
-            let attempt = start(&resources, states)?;
             self.monitor.set_tasks(attempt.metrics.clone());
             self.monitor.set_status(JobStatus::Running);
             if let Some((_, savepoint, reply)) = rescaling.take() {
@@ -344,6 +375,8 @@ impl JobRunner {
                 history,
                 rescale: None,
             };
+            attempts += 1;
+            let first_attempt = attempts == 1;
             let (end, after) = driver.run().await;
             next_id = after;
             match end {
@@ -379,32 +412,80 @@ impl JobRunner {
                 AttemptEnd::Superseded(reason) => {
                     return Ok(self.superseded(reason, restarts));
                 }
-                AttemptEnd::Failed(reason) => {
-                    tracing::error!("job failed: {reason}");
-                    self.monitor.attempt_failed();
-                    self.monitor.set_status(JobStatus::Failing);
-                    let Some(delay) = job.restart.delay_for(restarts + 1) else {
-                        self.monitor.set_status(JobStatus::Failed);
-                        return Ok(outcome(JobStatus::Failed, None, Some(reason), restarts));
-                    };
-                    restarts += 1;
-                    self.monitor.restarted();
-                    self.monitor.set_status(JobStatus::Restarting);
-                    tracing::warn!(
-                        "restarting (restart {restarts}, {} strategy) in {} ms",
-                        job.restart.name(),
-                        delay.as_millis()
-                    );
-                    if wait_to_restart(delay, requests).await == Waited::Canceled {
-                        self.monitor.set_status(JobStatus::Canceled);
-                        return Ok(outcome(JobStatus::Canceled, None, Some(reason), restarts));
+                AttemptEnd::Failed(reason) => failure = Some(reason),
+                // The checkpoint the run was asked to start from cannot be taken up (a module
+                // that cannot read its operator's state, a sink's output gone from its
+                // directory): retrying cannot help, so the start is refused — exit 3.
+                AttemptEnd::RestoreFailed(reason) if first_attempt => {
+                    if let Some(checkpoint) = initial_dir.clone() {
+                        return Err(RunError::Restore(RestoreError::TaskRefused {
+                            checkpoint,
+                            reason,
+                        }));
                     }
-                    point = self
-                        .resolve_failover(run_first_id, initial_dir.as_deref())
-                        .await?;
+                    failure = Some(reason);
                 }
+                AttemptEnd::RestoreFailed(reason) => failure = Some(reason),
             }
         }
+    }
+
+    /// Everything an attempt of `job` needs before its tasks run: the job's identity, a
+    /// coordinator numbering checkpoints after every id in storage, and the started tasks —
+    /// or that a newer run of the job took over meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare_attempt(
+        &self,
+        job: &Job,
+        states: HashMap<TaskId, RestoredState>,
+        restored_id: Option<CheckpointId>,
+        next_id: CheckpointId,
+        history: &mut HistoryRecorder,
+        handle: &tokio::runtime::Handle,
+        events: &tokio::sync::mpsc::UnboundedSender<TaskEvent>,
+    ) -> Result<Prepared, RunError> {
+        let mut identity = job.identity();
+        identity.generation = self.storage.generation().unwrap_or_default();
+        // A newer run took over while this one waited to restart: starting the sinks
+        // would fence its transactions.
+        let storage = Arc::clone(&self.storage);
+        if let Some(newer) = blocking(move || Ok::<_, StorageError>(storage.superseded())).await? {
+            let reason = StorageError::Superseded {
+                ours: identity.generation,
+                newer,
+                dir: self.storage.layout().job_dir().to_owned(),
+            }
+            .to_string();
+            return Ok(Prepared::Superseded(reason));
+        }
+        let listings = {
+            let storage = Arc::clone(&self.storage);
+            blocking(move || storage.list()).await?
+        };
+        let first_id = next_checkpoint_id(&listings, restored_id).max(next_id);
+        history.reserve_ahead(first_id);
+        let retained = listings.iter().filter_map(|l| {
+            let meta = l.metadata()?;
+            (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.chain_links()))
+        });
+        let tasks: Vec<TaskId> = job.tasks().collect();
+        let sources: Vec<TaskId> = job.source_tasks().collect();
+        let coordinator = Coordinator::new(job.checkpoint.clone(), tasks, sources, first_id)
+            .map_err(|e| RunError::Setup(e.to_string()))?
+            .with_retained_checkpoints(retained);
+        let resources = AttemptResources {
+            job,
+            modules: &self.modules,
+            storage: Arc::clone(&self.storage),
+            runtime: handle.clone(),
+            events: events.clone(),
+        };
+        let attempt = start(&resources, states)?;
+        Ok(Prepared::Ready(Box::new(ReadyAttempt {
+            identity,
+            coordinator,
+            attempt,
+        })))
     }
 
     /// The states `job` restores from the checkpoint `p`, and the job as it runs from them (its
@@ -683,6 +764,21 @@ impl JobRunner {
         .await?;
         Ok(())
     }
+}
+
+/// What [`JobRunner::prepare_attempt`] found.
+enum Prepared {
+    /// The attempt is started.
+    Ready(Box<ReadyAttempt>),
+    /// A newer run of the job took over: why this one stops.
+    Superseded(String),
+}
+
+/// A started attempt: its driver's parts.
+struct ReadyAttempt {
+    identity: JobIdentity,
+    coordinator: Coordinator<StateHandle>,
+    attempt: Attempt,
 }
 
 /// How the wait before a restart ended.

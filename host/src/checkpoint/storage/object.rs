@@ -58,6 +58,9 @@ pub const MULTIPART_THRESHOLD: usize = 64 << 20;
 const PART_SIZE: usize = 16 << 20;
 /// How many parts of one upload are sent at once.
 const PARTS_IN_FLIGHT: usize = 4;
+/// How long a request may wait before the log says so: its retries (up to
+/// `storage_retry_timeout`) can otherwise hold a checkpoint or a restart without a word.
+const STALL_WARNING: Duration = Duration::from_secs(5);
 
 /// Which object store a URL names.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -393,8 +396,26 @@ impl ObjectFiles {
         runtime.spawn(async move {
             let _ = tx.send(request.await);
         });
-        rx.recv()
-            .map_err(|_| io::Error::other("the object store client stopped"))
+        let stopped = || io::Error::other("the object store client stopped");
+        match rx.recv_timeout(STALL_WARNING) {
+            Ok(answer) => return Ok(answer),
+            Err(mpsc::RecvTimeoutError::Disconnected) => return Err(stopped()),
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        tracing::warn!(
+            "a request to {} has waited {} s (retried while the store fails or does not answer, \
+             for up to `storage_retry_timeout`): the store may be unreachable",
+            self.bucket_url,
+            STALL_WARNING.as_secs()
+        );
+        let started = std::time::Instant::now();
+        let answer = rx.recv().map_err(|_| stopped())?;
+        tracing::info!(
+            "the request to {} answered after {:.1} s",
+            self.bucket_url,
+            (started.elapsed() + STALL_WARNING).as_secs_f64()
+        );
+        Ok(answer)
     }
 
     /// The object key of `path`, or why it has none.
