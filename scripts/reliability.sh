@@ -39,7 +39,7 @@ wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 # The test modules that record each area's rows.
 modules=()
 wants chaos && modules+=(chaos:: kill_points::)
-wants kafka && modules+=(kafka_exactly_once::)
+wants kafka && modules+=(kafka_exactly_once:: kafka_source::a_restore_onto_a_topic_created_again)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)

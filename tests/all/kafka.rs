@@ -331,6 +331,21 @@ impl Broker {
         }
     }
 
+    /// Deletes `topic`, waiting for the result; panics if it fails.
+    pub(crate) fn delete_topic(&self, topic: &str) {
+        let admin = self.admin();
+        let options = AdminOptions::new()
+            .operation_timeout(Some(CLIENT_TIMEOUT))
+            .request_timeout(Some(CLIENT_TIMEOUT));
+        let results = block_on(admin.delete_topics(&[topic], &options))
+            .unwrap_or_else(|e| panic!("DeleteTopics {topic} on {}: {e}", self.bootstrap()));
+        for result in results {
+            if let Err((topic, code)) = result {
+                panic!("cannot delete the topic {topic}: {code}");
+            }
+        }
+    }
+
     /// Sets the topic config `name` of `topic` to `value` (AlterConfigs: the topic's other
     /// configs go back to the broker's defaults).
     pub(crate) fn set_topic_config(&self, topic: &str, name: &str, value: &str) {

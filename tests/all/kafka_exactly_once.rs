@@ -894,3 +894,119 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
         panic!("{problem}");
     }
 }
+
+/// A run killed right after the sink committed a checkpoint's output (`sink-committed`), or
+/// while it was committing it (`sink-commit`), then restored with the job renamed (the default
+/// transactional id prefix, `weir.<job>.<sink>`, and the marker topic after it change with the
+/// name) or with `transactional_id_prefix` changed. The restore must look for the markers, and
+/// fence, under the ids the checkpoint's output was written under: a read_committed reader
+/// then sees every count once — no output of the committed checkpoint sent again under the new
+/// ids, and no transaction the dead run left open under the old ones holding the reader back.
+#[test]
+fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
+    let Some(broker) = kafka::broker_or_skip("kafka-sink-other-ids") else {
+        return;
+    };
+    for change in ["renamed job", "changed prefix"] {
+        for kill in [KillPoint::SinkCommitted, KillPoint::SinkCommit] {
+            let label = format!("{change}, killed at {kill}");
+            let sandbox = Sandbox::new(&format!("kafka-sink-other-ids-{}", kafka::unique("")));
+            let input = End::Kafka(kafka::unique("words"));
+            let output = End::Kafka(kafka::unique("counts"));
+            prepare(broker, &input, &output);
+            let End::Kafka(output_topic) = &output else {
+                unreachable!()
+            };
+            let explicit = format!("transactional_id_prefix = \"{output_topic}.tx\"\n");
+            // The job as first run, and as restored: its name and prefix, and the prefix the
+            // first run commits under.
+            let first_name = kafka::unique("first");
+            let (first, restored, old_prefix) = if change == "renamed job" {
+                let named = |name: &str, text: String| {
+                    text.replace(&explicit, "")
+                        .replace("name = \"kafkacount\"", &format!("name = \"{name}\""))
+                };
+                let second_name = kafka::unique("second");
+                (
+                    named(
+                        &first_name,
+                        job_text(broker, &sandbox, &input, &output, false),
+                    ),
+                    named(
+                        &second_name,
+                        job_text(broker, &sandbox, &input, &output, true),
+                    ),
+                    format!("weir.{first_name}.out"),
+                )
+            } else {
+                let prefixed = |prefix: &str, text: String| {
+                    text.replace(
+                        &explicit,
+                        &format!("transactional_id_prefix = \"{prefix}\"\n"),
+                    )
+                };
+                (
+                    prefixed(
+                        &format!("{output_topic}.tx"),
+                        job_text(broker, &sandbox, &input, &output, false),
+                    ),
+                    prefixed(
+                        &format!("{output_topic}.other"),
+                        job_text(broker, &sandbox, &input, &output, true),
+                    ),
+                    format!("{output_topic}.tx"),
+                )
+            };
+            let stream = sandbox.join("first.toml");
+            let bounded = sandbox.join("restored.toml");
+            fs::write(&stream, first).unwrap();
+            fs::write(&bounded, restored).unwrap();
+            append(broker, &input, &chunk(0, CHUNK));
+            assert!(
+                crash_round(
+                    &stream,
+                    &sandbox.join("crash.log"),
+                    Kill::At(kill, 1),
+                    CLI_TIMEOUT,
+                    &[]
+                ),
+                "{label}: the sink never reached {kill}"
+            );
+            let ended = Weir::run(
+                &bounded,
+                &["--restore", "latest"],
+                &sandbox.join("restored.log"),
+            )
+            .wait(CLI_TIMEOUT);
+            ended.assert_code(0, &format!("{label}: the restored run"));
+            let actual = output_lines(broker, &output).unwrap_or_else(|p| panic!("{label}: {p}"));
+            if let Some(problem) = difference(&actual, &expected_counts(CHUNK)) {
+                panic!(
+                    "{label}: {problem}\nthe restored run's stderr:\n{}",
+                    ended.stderr
+                );
+            }
+            if kill == KillPoint::SinkCommit {
+                assert!(
+                    ended
+                        .stderr
+                        .contains(&format!("again as transactional id \"{old_prefix}-")),
+                    "{label}: the output whose commit the kill cut short was not sent again \
+                     under the id it was written under:\n{}",
+                    ended.stderr
+                );
+            }
+        }
+    }
+    report::record(&report::Row {
+        area: "kafka",
+        scenario: "restore of an exactly-once Kafka sink's checkpoint under other \
+                   transactional ids (job renamed; `transactional_id_prefix` changed)",
+        rounds: 4,
+        faults: "SIGKILL at kill point `sink-committed` and at `sink-commit`, then \
+                 `--restore latest` with the new name or prefix (and so a new marker topic)",
+        result: "read_committed output identical to an undisturbed run: committed output \
+                 found under the checkpoint's ids and not sent again, the transaction the \
+                 kill left open fenced and re-sent under its own id",
+    });
+}

@@ -17,6 +17,7 @@ use rdkafka::client::DefaultClientContext;
 use weir::runtime::RunOptions;
 
 use crate::kafka::{self, Broker, Isolation, ProduceHeaders};
+use crate::report;
 use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines, savepoint_named};
 
 /// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.
@@ -449,4 +450,99 @@ fn a_rescaled_source_reads_every_partition_on_from_its_offset() {
         );
         assert_eq!(lines, expected, "at parallelism {to}");
     }
+}
+
+/// A topic deleted and created again since the checkpoint a restore reads: the checkpoint's
+/// offsets belong to the old topic. Recreated with fewer partitions, or with fewer records
+/// than the checkpoint had read, the restore is refused before anything reads, naming the
+/// source, the checkpoint, the topic and partition and the ways out; `--fresh` then starts the
+/// job over. (Before, the first restore read the new topic from the old offset, skipping its
+/// first records, and the second waited forever for an end the new partition never reaches.)
+#[test]
+fn a_restore_onto_a_topic_created_again_is_refused() {
+    let Some(broker) = kafka::broker_or_skip("kafka-recreated") else {
+        return;
+    };
+    for (partitions_after, records_after, evidence) in [
+        (1, 100, "the topic has 1 partition(s) now"),
+        (2, 10, "the partition ends at offset 10 now"),
+    ] {
+        let topic = kafka::unique("recreated");
+        broker.create_topic(&topic, 2);
+        let old: Vec<String> = (0..50).map(|i| format!("old{i}")).collect();
+        let old: Vec<&str> = old.iter().map(String::as_str).collect();
+        for partition in 0..2 {
+            produce(broker, &topic, partition, "k", &old);
+        }
+        let sandbox = Sandbox::new(&format!("kafka-recreated-{partitions_after}"));
+        let stream = format!("topics = [\"{topic}\"]");
+        fs::write(sandbox.job_path(), job(broker, &sandbox, 1, &stream)).unwrap();
+        let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("first.log"));
+        let out = sandbox.out_dir();
+        let read = weir.wait_until("every record committed", CLI_TIMEOUT, |_| {
+            committed_lines(&out).len() == 100
+        });
+        assert!(read, "not every record committed:\n{}", weir.stderr());
+        drop(weir.kill());
+
+        broker.delete_topic(&topic);
+        broker.create_topic(&topic, partitions_after);
+        let new: Vec<String> = (0..records_after).map(|i| format!("new{i}")).collect();
+        let new: Vec<&str> = new.iter().map(String::as_str).collect();
+        produce(broker, &topic, 0, "k", &new);
+
+        let bounded = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
+        fs::write(sandbox.job_path(), job(broker, &sandbox, 1, &bounded)).unwrap();
+        let refused = Weir::run(
+            &sandbox.job_path(),
+            &["--restore", "latest"],
+            &sandbox.join("restore.log"),
+        )
+        .wait(CLI_TIMEOUT);
+        assert_eq!(
+            refused.code(),
+            Some(3),
+            "the restore onto the topic created again was not refused as a job that cannot \
+             start:\n{}",
+            refused.stderr
+        );
+        for said in [
+            "kafka source \"in\": chk-".to_owned(),
+            format!("of topic \"{topic}\" up to offset 50, but {evidence}"),
+            "deleted and created again".to_owned(),
+            "`--fresh`".to_owned(),
+            "`--allow-non-restored-state`".to_owned(),
+        ] {
+            assert!(
+                refused.stderr.contains(&said),
+                "the refusal does not say {said:?}:\n{}",
+                refused.stderr
+            );
+        }
+
+        let fresh = Weir::run(
+            &sandbox.job_path(),
+            &["--fresh"],
+            &sandbox.join("fresh.log"),
+        )
+        .wait(CLI_TIMEOUT);
+        fresh.assert_code(0, "the fresh start");
+        let lines = committed_lines(&out);
+        assert_eq!(
+            lines.iter().filter(|l| l.contains("\tnew")).count(),
+            records_after,
+            "the fresh start reads the new topic whole"
+        );
+    }
+    report::record(&report::Row {
+        area: "kafka",
+        scenario: "restore of a Kafka source's checkpoint after its topic was deleted and \
+                   created again",
+        rounds: 2,
+        faults: "topic deleted and created again between the run and `--restore latest`: \
+                 with fewer partitions; with fewer records than the checkpoint had read",
+        result: "restore refused (exit 3) naming the source, the checkpoint, the topic, the \
+                 partition and offset, `--fresh` and `--allow-non-restored-state`; `--fresh` \
+                 accepted and reads the new topic whole",
+    });
 }

@@ -18,7 +18,7 @@ use crate::dataflow::processor::TaskError;
 /// 4      n, u32; then n times: the old subtask u32, its state's length u32, its state
 /// ```
 /// Little-endian. A sink's plain state must not start with this magic (the file sink's starts
-/// with its next part number, a `u64` far below it; the Kafka sink's with `WKS1`).
+/// with its next part number, a `u64` far below it; the Kafka sink's with `WKS1` or `WKS2`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Inherited {
     /// How many subtasks the sink had when the states were taken.

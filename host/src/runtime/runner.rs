@@ -517,6 +517,8 @@ impl JobRunner {
             match_states(&metadata, &name, &for_match, allow, states)
         })
         .await?;
+        self.check_kafka_offsets(job, &matched.states, &label)
+            .await?;
         for vertex in &matched.dropped {
             tracing::warn!(
                 "dropping the state of `{vertex}` from {label}: the job has no such vertex"
@@ -533,6 +535,49 @@ impl JobRunner {
             ..restored
         });
         Ok((job.with_key_groups(&matched.key_groups), matched.states))
+    }
+
+    /// Refuses a restore whose Kafka source offsets belong to a topic deleted and created
+    /// again since the checkpoint `label` (read at those offsets, the new topic would be
+    /// skipped into or read as the old one). A check that cannot reach the brokers only
+    /// warns: the sources then fail, and the job restarts, as they would without it.
+    async fn check_kafka_offsets(
+        &self,
+        job: &Job,
+        states: &HashMap<TaskId, RestoredState>,
+        label: &str,
+    ) -> Result<(), RunError> {
+        use crate::connectors::kafka::{KafkaSetupError, check_restored_offsets};
+        use crate::job::SourceKind;
+        let kafka_sources: HashMap<TaskId, RestoredState> = states
+            .iter()
+            .filter(|(task, _)| {
+                job.vertices.iter().any(|v| {
+                    v.name == task.vertex
+                        && matches!(v.kind, VertexKind::Source(SourceKind::Kafka(_)))
+                })
+            })
+            .map(|(task, state)| (task.clone(), state.clone()))
+            .collect();
+        if kafka_sources.is_empty() {
+            return Ok(());
+        }
+        let job = job.clone();
+        let checkpoint = label.to_owned();
+        let checked = blocking(move || {
+            Ok::<_, RunError>(check_restored_offsets(&job, &kafka_sources, &checkpoint))
+        })
+        .await?;
+        match checked {
+            Ok(()) => Ok(()),
+            Err(recreated @ KafkaSetupError::TopicRecreated { .. }) => Err(recreated.into()),
+            Err(other) => {
+                tracing::warn!(
+                    "cannot check the Kafka sources' offsets before the restore: {other}"
+                );
+                Ok(())
+            }
+        }
     }
 
     /// The end of a run that a newer run of the job superseded: failed, never restarted.

@@ -68,8 +68,9 @@ pub(super) fn create_topic(
 }
 
 /// The newest marker of every key that starts with `prefix` — committed ones only with
-/// `committed_only`, every one written otherwise — read from the beginning of the marker topic
-/// to its end.
+/// `committed_only`, every one written otherwise — read from the beginning of marker topic
+/// `topic` (the sink's, or the one a checkpoint's output was committed under) to its end, on
+/// the brokers of `settings`.
 ///
 /// "Its end" is the high watermark as a read_uncommitted client sees it when the read starts,
 /// so a transaction still open there (a zombie not yet fenced, another subtask re-sending)
@@ -78,10 +79,10 @@ pub(super) fn create_topic(
 /// transaction and could miss this subtask's own newest marker.
 pub(crate) fn read_markers(
     settings: &KafkaSinkSettings,
+    topic: &str,
     prefix: &str,
     committed_only: bool,
 ) -> Result<HashMap<String, Marker>, KafkaError> {
-    let topic = settings.marker_topic.as_str();
     let mut uncommitted = client_config(&settings.bootstrap, &settings.properties);
     uncommitted.set("isolation.level", "read_uncommitted");
     let probe: BaseConsumer<WeirContext> = uncommitted.create_with_context(WeirContext::helper())?;

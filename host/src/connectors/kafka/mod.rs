@@ -15,6 +15,9 @@
 //! - [`retention`]: the sink's warning about records their topic's retention deletes at once.
 //! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
 //!   address or a missing topic stops it with exit code 3 instead of failing over forever.
+//! - [`check_restored_offsets`]: before a restore, the sources' checkpointed offsets checked
+//!   against their topics, so a topic deleted and created again since the checkpoint is named
+//!   instead of read at offsets that belong to the old one.
 
 pub(crate) mod marker;
 pub(crate) mod report;
@@ -115,6 +118,33 @@ pub enum KafkaSetupError {
         found: usize,
         /// The key groups.
         expected: u32,
+    },
+    /// A source's checkpoint read a partition further than the topic now reaches: the topic
+    /// was deleted and created again (or lost records) since, and the offsets belong to a log
+    /// that is gone.
+    #[error(
+        "{connector}: {checkpoint} read partition {partition} of topic \"{topic}\" up to offset \
+         {offset}, but {evidence}: the topic was deleted and created again since that \
+         checkpoint (or its brokers lost records), so its offsets are not offsets of the topic \
+         there is now, and restoring at them would skip the new topic's first records or read \
+         them as if they were the old ones. Start the job from the beginning with `--fresh`; or, \
+         to keep the rest of the job's state, rename the source (and the `inputs` that name \
+         it), which then starts as its `start` says, and restore with \
+         `--allow-non-restored-state`"
+    )]
+    TopicRecreated {
+        /// `kafka source "in"`.
+        connector: String,
+        /// The checkpoint's directory name.
+        checkpoint: String,
+        /// The topic.
+        topic: String,
+        /// The partition.
+        partition: i32,
+        /// The checkpoint's offset: the next record it reads there.
+        offset: i64,
+        /// What the topic is now: `the partition ends at offset 12 now`.
+        evidence: String,
     },
     /// The brokers answered, but refused or failed a request the check needs.
     #[error("{connector}: {what}: {cause}")]
@@ -385,6 +415,117 @@ pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
     Ok(())
 }
 
+/// Checks, before a restore, that the topics every Kafka source of `job` reads are still the
+/// logs the checkpoint `checkpoint` read: `states` are the tasks' states it restores.
+///
+/// A topic deleted and created again under the same name starts over at offset 0, and the
+/// checkpoint's offsets, which a restore seeks to, then mean nothing. Kafka knows a topic by
+/// its id since KIP-516, but the `rdkafka` crate (0.39) reads no topic id — librdkafka has it
+/// only in its DescribeTopics admin call, which the crate leaves to unsafe bindings — so the
+/// check goes by what no topic that is still the same can show: a partition the checkpoint
+/// read that the topic no longer has (partitions are never removed), or a partition that now
+/// ends before the checkpoint's offset (records are never removed from a log's end; the
+/// high watermark is asked for read_uncommitted, so an open transaction cannot make it look
+/// shorter). A topic recreated and written past the old offsets before the restore shows
+/// neither and goes unnoticed (docs/OPERATIONS.md says so).
+pub(crate) fn check_restored_offsets(
+    job: &Job,
+    states: &HashMap<crate::ids::TaskId, crate::checkpoint::task_state::RestoredState>,
+    checkpoint: &str,
+) -> Result<(), KafkaSetupError> {
+    for vertex in &job.vertices {
+        let VertexKind::Source(SourceKind::Kafka(settings)) = &vertex.kind else {
+            continue;
+        };
+        // Every partition's offset, from the subtask that reads it (after a rescale each
+        // subtask holds every partition's, the same).
+        let mut offsets: std::collections::BTreeMap<(String, i32), i64> = Default::default();
+        for (task, restored) in states {
+            if task.vertex != vertex.name || restored.state.finished {
+                continue;
+            }
+            for (topic, partition, next) in
+                source::checkpointed_offsets(&restored.state.inner).unwrap_or_default()
+            {
+                offsets.insert((topic, partition), next);
+            }
+        }
+        if offsets.is_empty() {
+            continue;
+        }
+        let connector = format!("kafka source \"{}\"", vertex.name);
+        let metadata = reachable_metadata(&connector, &settings.bootstrap, &settings.properties)?;
+        let mut config = client_config(&settings.bootstrap, &settings.properties);
+        config.set("isolation.level", "read_uncommitted");
+        let request = |what: String, e: KafkaError| KafkaSetupError::Request {
+            connector: connector.clone(),
+            what,
+            cause: e.to_string(),
+        };
+        let consumer: BaseConsumer<WeirContext> = config
+            .create_with_context(WeirContext::helper())
+            .map_err(|e| {
+                request(
+                    "cannot create a client with the source's settings".into(),
+                    e,
+                )
+            })?;
+        let consumer = Detached::new(consumer);
+        for ((topic, partition), offset) in offsets {
+            // A topic gone altogether is the source's own business (it warns, and preflight
+            // refuses a named topic that is missing).
+            let Some(listed) = metadata
+                .topics()
+                .iter()
+                .find(|t| t.name() == topic && t.error().is_none())
+            else {
+                continue;
+            };
+            let partitions = listed.partitions().len();
+            let end = if usize::try_from(partition).is_ok_and(|p| p < partitions) && offset > 0 {
+                let (_, high) = consumer
+                    .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
+                    .map_err(|e| {
+                        request(format!("cannot read the offsets of {topic}/{partition}"), e)
+                    })?;
+                Some(high)
+            } else {
+                None
+            };
+            if let Some(evidence) = recreation_evidence(partition, offset, partitions, end) {
+                return Err(KafkaSetupError::TopicRecreated {
+                    connector,
+                    checkpoint: checkpoint.to_owned(),
+                    topic,
+                    partition,
+                    offset,
+                    evidence,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What shows that partition `partition` of a topic, which a checkpoint read up to `offset`, is
+/// not the log the checkpoint read — the topic has `partitions` partitions now, and the
+/// partition ends at `end` (its high watermark; `None` when not asked) — or `None` when
+/// nothing does.
+fn recreation_evidence(
+    partition: i32,
+    offset: i64,
+    partitions: usize,
+    end: Option<i64>,
+) -> Option<String> {
+    if usize::try_from(partition).is_ok_and(|p| p >= partitions) {
+        return Some(format!("the topic has {partitions} partition(s) now"));
+    }
+    match end {
+        Some(end) if end < offset => Some(format!("the partition ends at offset {end} now")),
+        _ => None,
+    }
+}
+
 /// The cluster's metadata, or [`KafkaSetupError::Unreachable`].
 fn reachable_metadata(
     connector: &str,
@@ -632,4 +773,28 @@ fn create_topic(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::recreation_evidence;
+
+    #[test]
+    fn a_topic_recreated_shows_by_a_shorter_partition_or_fewer_partitions() {
+        // The same topic, grown or not since the checkpoint.
+        assert_eq!(recreation_evidence(1, 500, 4, Some(500)), None);
+        assert_eq!(recreation_evidence(1, 500, 4, Some(9_000)), None);
+        // Nothing read yet: no offset is too far.
+        assert_eq!(recreation_evidence(0, 0, 4, None), None);
+        // Recreated, and written less than the checkpoint had read.
+        assert_eq!(
+            recreation_evidence(1, 500, 4, Some(20)).as_deref(),
+            Some("the partition ends at offset 20 now")
+        );
+        // Recreated with fewer partitions: partitions are never removed from a topic.
+        assert_eq!(
+            recreation_evidence(3, 500, 2, None).as_deref(),
+            Some("the topic has 2 partition(s) now")
+        );
+    }
 }

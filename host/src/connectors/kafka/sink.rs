@@ -77,27 +77,72 @@ struct SinkState {
     run: u64,
     /// The sink's parallelism in that run.
     parallelism: u32,
+    /// The names that run's transactions and markers went under; `None` in a state written
+    /// before they were recorded (format `WKS1`), which a restore reads under today's.
+    names: Option<TxNames>,
     /// The output of every checkpoint not yet known to be committed, oldest first: the
     /// batches as they arrived.
     pending: Vec<(CheckpointId, Vec<Vec<u8>>)>,
 }
 
+/// The names a run of an exactly-once sink committed under: its transactional id prefix and
+/// its marker topic. They are part of the snapshot because whether a checkpoint's pending
+/// output committed is answered by the markers of the ids it was committed under, and only a
+/// producer of those ids can fence a transaction the crash left open: a restore must look
+/// where the run that wrote the checkpoint wrote, not where today's job file (a renamed job,
+/// whose default prefix is `weir.<job>.<sink>`, or a changed `transactional_id_prefix` or
+/// `marker_topic`) would write.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct TxNames {
+    /// `transactional_id_prefix`: subtask `i` commits as `<prefix>-<i>`.
+    prefix: String,
+    /// `marker_topic`.
+    marker_topic: String,
+}
+
+impl TxNames {
+    /// The transactional id of subtask `subtask`, and the key of its markers.
+    fn id(&self, subtask: u32) -> String {
+        format!("{}-{subtask}", self.prefix)
+    }
+}
+
+/// The first bytes of an encoded [`SinkState`] without [`TxNames`], as written before they
+/// were recorded: still read.
+const STATE_MAGIC_V1: &[u8; 4] = b"WKS1";
 /// The first bytes of an encoded [`SinkState`].
-const STATE_MAGIC: &[u8; 4] = b"WKS1";
+const STATE_MAGIC: &[u8; 4] = b"WKS2";
 
 impl SinkState {
     #[cfg(test)]
     fn encode(&self) -> Vec<u8> {
-        encode_state(self.run, self.parallelism, &self.pending)
+        let names = self
+            .names
+            .as_ref()
+            .expect("a state is written with its names");
+        encode_state(self.run, self.parallelism, names, &self.pending)
     }
 
     fn decode(bytes: &[u8]) -> Result<SinkState, String> {
         let mut reader = Reader(bytes);
-        if reader.take(4)? != STATE_MAGIC {
+        let magic = reader.take(4)?;
+        let with_names = if magic == STATE_MAGIC {
+            true
+        } else if magic == STATE_MAGIC_V1 {
+            false
+        } else {
             return Err("it does not start with the Kafka sink's format mark".into());
-        }
+        };
         let run = reader.u64()?;
         let parallelism = reader.u32()?;
+        let names = if with_names {
+            Some(TxNames {
+                prefix: reader.text("the transactional id prefix")?,
+                marker_topic: reader.text("the marker topic")?,
+            })
+        } else {
+            None
+        };
         let count = reader.u32()?;
         let mut pending = Vec::new();
         for _ in 0..count {
@@ -121,6 +166,7 @@ impl SinkState {
         Ok(SinkState {
             run,
             parallelism,
+            names,
             pending,
         })
     }
@@ -128,15 +174,25 @@ impl SinkState {
 
 /// Encodes a [`SinkState`] from its parts, so a snapshot needs no copy of the pending output
 /// besides the encoding itself.
-fn encode_state(run: u64, parallelism: u32, pending: &[(CheckpointId, Vec<Vec<u8>>)]) -> Vec<u8> {
+fn encode_state(
+    run: u64,
+    parallelism: u32,
+    names: &TxNames,
+    pending: &[(CheckpointId, Vec<Vec<u8>>)],
+) -> Vec<u8> {
     let size: usize = pending
         .iter()
         .flat_map(|(_, batches)| batches.iter().map(|b| b.len() + 4))
         .sum();
-    let mut out = Vec::with_capacity(20 + size + 12 * pending.len());
+    let names_size = 8 + names.prefix.len() + names.marker_topic.len();
+    let mut out = Vec::with_capacity(20 + names_size + size + 12 * pending.len());
     out.extend_from_slice(STATE_MAGIC);
     out.extend_from_slice(&run.to_le_bytes());
     out.extend_from_slice(&parallelism.to_le_bytes());
+    for text in [&names.prefix, &names.marker_topic] {
+        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
     out.extend_from_slice(&(pending.len() as u32).to_le_bytes());
     for (id, batches) in pending {
         out.extend_from_slice(&id.0.to_le_bytes());
@@ -176,6 +232,13 @@ impl<'a> Reader<'a> {
             self.take(8)?.try_into().expect("8 bytes"),
         ))
     }
+
+    /// A UTF-8 string after its length (`u32`); `what` names it in the error.
+    fn text(&mut self, what: &str) -> Result<String, String> {
+        let len = self.u32()? as usize;
+        let bytes = self.take(len)?;
+        String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+    }
 }
 
 /// A number no other run of any job draws: the run's identity in its markers.
@@ -189,19 +252,25 @@ fn new_run_id(subtask: u32) -> u64 {
     hasher.finish()
 }
 
-/// A producer initialised with subtask `subtask`'s transactional id — this subtask's, or an
-/// old one's a rescale handed it — and whether a transaction of it is begun and not committed.
+/// A producer initialised with subtask `subtask`'s transactional id under `names` — this
+/// subtask's, or an old one's a rescale or a restore under other names handed it — and whether
+/// a transaction of it is begun and not committed.
 #[derive(Clone, Copy)]
 struct IdProducer<'a> {
     producer: &'a BaseProducer<WeirContext>,
     open: &'a Cell<bool>,
     subtask: u32,
+    /// The prefix of its id, and the marker topic its markers go to.
+    names: &'a TxNames,
 }
 
 /// One subtask of a Kafka sink.
 pub(crate) struct KafkaSink {
     connector: String,
     settings: KafkaSinkSettings,
+    /// The settings' transactional id prefix and marker topic: the names this run commits
+    /// under, recorded in its snapshots (exactly-once).
+    names: TxNames,
     subtask: u32,
     parallelism: u32,
     /// How many transactional ids this run may use, `<prefix>-0` up to it (exactly-once): the
@@ -254,6 +323,10 @@ impl KafkaSink {
         };
         KafkaSink {
             connector: format!("kafka sink \"{name}\""),
+            names: TxNames {
+                prefix: settings.transactional_id_prefix.clone(),
+                marker_topic: settings.marker_topic.clone(),
+            },
             settings,
             subtask,
             parallelism,
@@ -278,7 +351,7 @@ impl KafkaSink {
 
     /// This subtask's transactional id, and the key of its markers.
     fn transactional_id(&self, subtask: u32) -> String {
-        format!("{}-{subtask}", self.settings.transactional_id_prefix)
+        self.names.id(subtask)
     }
 
     fn error(&self, what: impl Into<String>, error: KafkaError) -> TaskError {
@@ -296,8 +369,8 @@ impl KafkaSink {
         }
         self.read_topic_configs();
         if self.settings.delivery == Delivery::ExactlyOnce {
-            self.producer =
-                Some(self.transactional_producer(self.subtask, WeirContext::default())?);
+            let id = self.transactional_id(self.subtask);
+            self.producer = Some(self.transactional_producer(&id, WeirContext::default())?);
             return Ok(());
         }
         let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
@@ -311,16 +384,15 @@ impl KafkaSink {
         Ok(())
     }
 
-    /// A producer of subtask `subtask`'s transactional id, initialised: every earlier holder
-    /// of the id is fenced and its open transaction ended.
+    /// A producer of transactional id `id`, initialised: every earlier holder of the id is
+    /// fenced and its open transaction ended.
     fn transactional_producer(
         &self,
-        subtask: u32,
+        id: &str,
         context: WeirContext,
     ) -> Result<Detached<BaseProducer<WeirContext>>, TaskError> {
-        let id = self.transactional_id(subtask);
         let mut config = client_config(&self.settings.bootstrap, &self.settings.properties);
-        config.set("transactional.id", &id);
+        config.set("transactional.id", id);
         let producer: BaseProducer<WeirContext> = config
             .create_with_context(context)
             .map_err(|e| self.error(format!("cannot create a producer for \"{id}\""), e))?;
@@ -366,18 +438,20 @@ impl KafkaSink {
             return Ok(());
         }
         let prefix = format!("{}-", self.settings.transactional_id_prefix);
-        let markers = marker::read_markers(&self.settings, &prefix, false).map_err(|e| {
-            self.error(
-                format!(
-                    "cannot read the markers in \"{}\"",
-                    self.settings.marker_topic
-                ),
-                e,
-            )
-        })?;
+        let markers =
+            marker::read_markers(&self.settings, &self.settings.marker_topic, &prefix, false)
+                .map_err(|e| {
+                    self.error(
+                        format!(
+                            "cannot read the markers in \"{}\"",
+                            self.settings.marker_topic
+                        ),
+                        e,
+                    )
+                })?;
         let until = markers.values().map(|m| m.parallelism).max().unwrap_or(0);
         for other in self.ids..until {
-            self.transactional_producer(other, WeirContext::helper())?;
+            self.transactional_producer(&self.transactional_id(other), WeirContext::helper())?;
             tracing::info!(
                 "{}: fenced transactional id \"{}\"",
                 self.connector,
@@ -641,6 +715,7 @@ impl KafkaSink {
             producer,
             open,
             subtask,
+            names,
         } = to;
         let failed = |what: String, e| task_error(&self.connector, what, e, producer.context());
         producer
@@ -657,10 +732,10 @@ impl KafkaSink {
             parallelism: self.ids,
             records,
         };
-        let id = self.transactional_id(subtask);
+        let id = names.id(subtask);
         self.send(
             producer,
-            &self.settings.marker_topic,
+            &names.marker_topic,
             id.as_bytes(),
             &marker.to_bytes(),
             0,
@@ -690,7 +765,8 @@ impl KafkaSink {
     /// After a restore of the old subtasks' `states` (its own, or those a rescale from
     /// `old_parallelism` subtasks hands it): fences, reads the markers, and sends again the
     /// pending output no committed marker accounts for, each old subtask's under its own
-    /// transactional id.
+    /// transactional id — under the names its state records, which are this run's unless the
+    /// job was renamed, or its `transactional_id_prefix` or `marker_topic` changed, since.
     fn recover(
         &mut self,
         states: Vec<(u32, SinkState)>,
@@ -698,46 +774,77 @@ impl KafkaSink {
     ) -> Result<(), TaskError> {
         self.ids = self.parallelism.max(old_parallelism);
         // Every id whose markers are read is fenced first, so no transaction of it can commit
-        // after the read: this subtask's by starting, an inherited one's by its own producer.
+        // after the read: this subtask's by starting, any other by a producer of its own.
         self.start()?;
         let mut own = None;
-        let mut inherited = Vec::new();
+        let mut others = Vec::new();
         for (subtask, state) in states {
-            if subtask == self.subtask {
-                own = Some(state);
+            // A state from before the names were recorded was written under today's.
+            let names = state.names.clone().unwrap_or_else(|| self.names.clone());
+            if names != self.names {
+                tracing::info!(
+                    "{}: the checkpoint's output of subtask {subtask} was written as \
+                     transactional id \"{}\" with markers in \"{}\", not as this run's \
+                     \"{}\" in \"{}\": finishing it under those, then going on under this \
+                     run's",
+                    self.connector,
+                    names.id(subtask),
+                    names.marker_topic,
+                    self.transactional_id(subtask),
+                    self.names.marker_topic
+                );
+            }
+            if subtask == self.subtask && names.prefix == self.names.prefix {
+                own = Some((state, names));
             } else {
-                let producer = self.transactional_producer(subtask, WeirContext::helper())?;
-                inherited.push((subtask, state, producer));
+                let producer =
+                    self.transactional_producer(&names.id(subtask), WeirContext::helper())?;
+                others.push((subtask, state, names, producer));
             }
         }
         self.fence_larger_parallelisms()?;
-        let prefix = format!("{}-", self.settings.transactional_id_prefix);
-        let markers = marker::read_markers(&self.settings, &prefix, true).map_err(|e| {
-            self.error(
-                format!(
-                    "cannot read the markers in \"{}\" to learn what committed",
-                    self.settings.marker_topic
-                ),
-                e,
-            )
-        })?;
-        if let Some(state) = own {
+        // The markers of every (marker topic, prefix) the states were written under, read once.
+        let mut markers: HashMap<TxNames, HashMap<String, Marker>> = HashMap::new();
+        let names_used = own
+            .iter()
+            .map(|(_, names)| names)
+            .chain(others.iter().map(|(_, _, names, _)| names));
+        for names in names_used {
+            if markers.contains_key(names) {
+                continue;
+            }
+            let prefix = format!("{}-", names.prefix);
+            let read = marker::read_markers(&self.settings, &names.marker_topic, &prefix, true)
+                .map_err(|e| {
+                    self.error(
+                        format!(
+                            "cannot read the markers in \"{}\" to learn what committed",
+                            names.marker_topic
+                        ),
+                        e,
+                    )
+                })?;
+            markers.insert(names.clone(), read);
+        }
+        if let Some((state, names)) = own {
             let producer = self.producer.as_ref().expect("started");
             let own = IdProducer {
                 producer,
                 open: &self.in_transaction,
                 subtask: self.subtask,
+                names: &names,
             };
-            self.send_unaccounted(own, &state, &markers)?;
+            self.send_unaccounted(own, &state, &markers[&names])?;
         }
-        for (subtask, state, producer) in inherited {
+        for (subtask, state, names, producer) in others {
             let open = Cell::new(false);
             let to = IdProducer {
                 producer: &producer,
                 open: &open,
                 subtask,
+                names: &names,
             };
-            let sent = self.send_unaccounted(to, &state, &markers);
+            let sent = self.send_unaccounted(to, &state, &markers[&names]);
             if open.get() {
                 abort_in_background(self.connector.clone(), producer);
             }
@@ -747,7 +854,8 @@ impl KafkaSink {
     }
 
     /// Sends again, in one transaction of the id `to` holds, the pending output of that
-    /// subtask's `state` that the id's newest committed marker does not account for.
+    /// subtask's `state` that the id's newest committed marker (of `markers`, those of its
+    /// marker topic) does not account for.
     fn send_unaccounted(
         &self,
         to: IdProducer<'_>,
@@ -755,17 +863,17 @@ impl KafkaSink {
         markers: &HashMap<String, Marker>,
     ) -> Result<(), TaskError> {
         let subtask = to.subtask;
-        let newest = markers.get(&self.transactional_id(subtask));
+        let id = to.names.id(subtask);
+        let newest = markers.get(&id);
         // A marker proves the output of its own run up to its checkpoint committed; nothing
         // else proves anything, so everything else is sent again.
         let committed_through = newest.filter(|m| m.run == state.run).map(|m| m.checkpoint);
         tracing::debug!(
             "{}: restored the pending output of checkpoints {:?} of run {:x}; the newest \
-             committed marker of \"{}\" is {newest:?}",
+             committed marker of \"{id}\" is {newest:?}",
             self.connector,
             state.pending.iter().map(|(id, _)| id.0).collect::<Vec<_>>(),
             state.run,
-            self.transactional_id(subtask)
         );
         #[cfg(feature = "test-hooks")]
         let committed_through =
@@ -784,11 +892,10 @@ impl KafkaSink {
             format!(" (old subtask {subtask}'s, which a rescale handed to this one)")
         };
         tracing::info!(
-            "{}: sending the output of checkpoint {} again as transactional id \"{}\"{handed}: \
-             its transaction did not commit before the restore",
+            "{}: sending the output of checkpoint {} again as transactional id \"{id}\"\
+             {handed}: its transaction did not commit before the restore",
             self.connector,
             last.0,
-            self.transactional_id(subtask)
         );
         self.report.resent();
         let batches: Vec<&Vec<u8>> = unsent.iter().flat_map(|(_, b)| b.iter()).collect();
@@ -859,7 +966,12 @@ impl Processor for KafkaSink {
                 if !batches.is_empty() {
                     self.pending.push((barrier.id, batches));
                 }
-                Ok(encode_state(self.run, self.parallelism, &self.pending))
+                Ok(encode_state(
+                    self.run,
+                    self.parallelism,
+                    &self.names,
+                    &self.pending,
+                ))
             }
             Delivery::AtLeastOnce => {
                 self.flush()?;
@@ -909,6 +1021,7 @@ impl Processor for KafkaSink {
             producer,
             open: &self.in_transaction,
             subtask: self.subtask,
+            names: &self.names,
         };
         self.commit(own, self.run, self.pending[ready - 1].0, &batches, since)?;
         self.pending.drain(..ready);
@@ -975,6 +1088,10 @@ mod tests {
         let state = SinkState {
             run: 42,
             parallelism: 2,
+            names: Some(TxNames {
+                prefix: "weir.job.out".into(),
+                marker_topic: "weir.job.out.markers".into(),
+            }),
             pending: vec![
                 (CheckpointId(3), vec![batch(&["a", "b"]), batch(&["c"])]),
                 (CheckpointId(4), vec![batch(&["d"])]),
@@ -987,6 +1104,31 @@ mod tests {
         extra.push(0);
         assert!(SinkState::decode(&extra).is_err());
         assert!(SinkState::decode(b"nope").is_err());
+    }
+
+    /// A state written before the names were recorded (`WKS1`: run, parallelism, pending)
+    /// still restores, with no names: the restore uses today's, as it did then.
+    #[test]
+    fn a_state_of_the_format_without_names_still_reads() {
+        let pending = vec![(CheckpointId(7), vec![batch(&["a"])])];
+        let mut bytes = b"WKS1".to_vec();
+        bytes.extend_from_slice(&9u64.to_le_bytes());
+        bytes.extend_from_slice(&3u32.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&7u64.to_le_bytes());
+        bytes.extend_from_slice(&1u32.to_le_bytes());
+        bytes.extend_from_slice(&(pending[0].1[0].len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&pending[0].1[0]);
+        let state = SinkState::decode(&bytes).unwrap();
+        assert_eq!(
+            state,
+            SinkState {
+                run: 9,
+                parallelism: 3,
+                names: None,
+                pending,
+            }
+        );
     }
 
     #[test]

@@ -250,6 +250,20 @@ struct Position {
 /// The current version of [`Position`].
 const POSITION_VERSION: u32 = 1;
 
+/// Every partition a Kafka source subtask's checkpointed `position` records, with the offset
+/// of the next record it reads there; `None` for bytes that are not a Kafka source's position
+/// (the restore itself names that problem).
+pub(crate) fn checkpointed_offsets(position: &[u8]) -> Option<Vec<(String, i32, i64)>> {
+    let position: Position = serde_json::from_slice(position).ok()?;
+    (position.v == POSITION_VERSION).then(|| {
+        position
+            .partitions
+            .into_iter()
+            .map(|(topic, partition, at)| (topic, partition, at.next))
+            .collect()
+    })
+}
+
 /// The positions of a Kafka source's subtasks (one per old subtask, in order; empty for one
 /// that recorded none) for `parallelism` new ones: every new subtask gets the offsets of every
 /// partition, each from the old subtask that owned it, and reads those it owns now
