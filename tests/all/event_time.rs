@@ -687,7 +687,9 @@ fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late(
     /// Writes `(key, timestamp)` records to partition 0, the timestamp in header `ts`.
     fn produce(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
         let stamps: Vec<String> = records.iter().map(|(_, ts)| ts.to_string()).collect();
-        let headers: Vec<[(&str, Option<&[u8]>); 1]> = stamps
+        /// One record's headers: its timestamp.
+        type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
+        let headers: Vec<Stamp<'_>> = stamps
             .iter()
             .map(|ts| [("ts", Some(ts.as_bytes()))])
             .collect();
