@@ -38,7 +38,7 @@ areas="${WEIR_RELIABILITY_AREAS:-}"
 wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 # The test modules that record each area's rows.
 modules=()
-wants chaos && modules+=(chaos:: kill_points::)
+wants chaos && modules+=(chaos:: kill_points:: event_time::a_restored_source_keeps_its_idle_partition_idle)
 wants kafka && modules+=(kafka_exactly_once:: kafka_source::a_restore_onto_a_topic_created_again)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)

@@ -21,6 +21,7 @@ use weir::kill_point::{self, KillPoint};
 use weir::runtime::RunOptions;
 use weir_tests::guests;
 
+use crate::report;
 use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
     committed_lines,
@@ -309,20 +310,26 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
     eprintln!("event time kills landed ({capture}): {landed:?}");
 }
 
-/// Two followed file sources into one `window` operator: `active` holds records, `silent`
-/// none; `idle_timeout` as given on both.
-fn idle_job(sandbox: &Sandbox, idle_timeout: &str) -> JobFile {
+/// The records of `idle_job`'s `active` input: timestamps 0, 2, … 9998 over seven keys.
+fn idle_records() -> Vec<(String, i64)> {
+    (0..5_000).map(|i| (format!("k{}", i % 7), i * 2)).collect()
+}
+
+/// Two followed file sources into one `window` operator: `active` holds [`idle_records`],
+/// `silent` none; each with its `idle_timeout` as given.
+fn idle_job(sandbox: &Sandbox, active_idle: &str, silent_idle: &str) -> JobFile {
     let active = sandbox.join("active.csv");
     let silent = sandbox.join("silent.csv");
-    let records: Vec<(String, i64)> = (0..5_000).map(|i| (format!("k{}", i % 7), i * 2)).collect();
-    write_csv(&active, &records);
+    write_csv(&active, &idle_records());
     fs::write(&silent, "").unwrap();
-    let watermark = format!(
-        "{{ out_of_orderness = \"0ms\", idle_timeout = {idle_timeout:?}, interval = \"20ms\" }}"
-    );
+    let watermark = |idle_timeout: &str| {
+        format!(
+            "{{ out_of_orderness = \"0ms\", idle_timeout = {idle_timeout:?}, interval = \"20ms\" }}"
+        )
+    };
     let job = JobFile::new("idle")
-        .file_source_with("active", &active, true, &csv_keys(&watermark))
-        .file_source_with("silent", &silent, true, &csv_keys(&watermark))
+        .file_source_with("active", &active, true, &csv_keys(&watermark(active_idle)))
+        .file_source_with("silent", &silent, true, &csv_keys(&watermark(silent_idle)))
         .operator_with_inputs(
             "window",
             guests::WINDOW,
@@ -339,7 +346,7 @@ fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
     // With a timeout: `silent` goes idle, the watermark follows `active` alone, and its
     // windows before its last second commit.
     let sandbox = Sandbox::new("idle-on");
-    idle_job(&sandbox, "300ms").write(&sandbox.job_path());
+    idle_job(&sandbox, "300ms", "300ms").write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     // Timestamps 0..10 000: windows [0,1000) … [8000,9000) fire at watermark 9998.
     let fired = weir.wait_until(
@@ -355,7 +362,7 @@ fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
     // Without: `silent` holds the job's watermark at its start, and nothing fires however
     // long the job runs and checkpoints.
     let sandbox = Sandbox::new("idle-off");
-    idle_job(&sandbox, "off").write(&sandbox.job_path());
+    idle_job(&sandbox, "off", "off").write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     let ran = weir.wait_until("ten checkpoints", Duration::from_secs(30), |weir| {
         weir.stderr().contains("checkpoint 10 complete")
@@ -368,6 +375,37 @@ fn an_idle_input_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
         Vec::<String>::new(),
         "with idle_timeout = \"off\" a silent input holds every window back"
     );
+}
+
+/// Issue 38: `active` reads its file and goes idle after 300 ms; `silent`, which never reads a
+/// record, only after 2 s. When `active` goes idle, `silent` (no watermark yet) still holds the
+/// window back; when `silent` goes idle too, no input is active — and the window must be where
+/// `active` brought it, as it is when the two go idle the other way round, not stay where it
+/// started.
+#[test]
+fn windows_fire_when_the_input_with_records_goes_idle_before_the_silent_one() {
+    let sandbox = Sandbox::new("idle-order");
+    idle_job(&sandbox, "300ms", "2s").write(&sandbox.job_path());
+    // The watermark ends at 9997 (the largest timestamp, 9998, less 0 ms less 1): every window
+    // fires but the last, [9000, 10000).
+    let expected: Vec<String> = expected_lines("tumbling 1000", &idle_records())
+        .into_iter()
+        .filter(|line| !line.contains("\t9000,"))
+        .collect();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let fired = weir.wait_until(
+        "the windows, once both inputs are idle",
+        Duration::from_secs(30),
+        |_| committed_lines(&sandbox.out_dir()).len() >= expected.len(),
+    );
+    let stderr = weir.stderr();
+    weir.kill();
+    assert!(
+        fired,
+        "no window fired after both inputs went idle: {:?}\n{stderr}",
+        committed_lines(&sandbox.out_dir())
+    );
+    assert_eq!(committed_lines(&sandbox.out_dir()), expected);
 }
 
 #[test]
@@ -630,4 +668,114 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
             );
         }
     }
+}
+
+/// Issue 38: a restored source keeps the partitions that were idle at the checkpoint idle. A
+/// topic of two partitions, partition 1 never written, one source subtask; `window` (tumbling
+/// 1000, lateness 200, a late output) has fired `a`'s window [0, 1000) when `weir` is killed.
+/// Written while it is down: filler at 2100 (its watermark, 2099, is past 1199, where `a`'s
+/// window expires), then `a` at 500, then one record at 5000. By docs/WINDOWS.md §4 `a`@500 is
+/// too late and goes to the late output; a restored source that counted partition 1 active
+/// again held its watermark at 999 for `idle_timeout` and counted the record into the window.
+#[test]
+fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late() {
+    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition-restored") else {
+        return;
+    };
+    let topic = crate::kafka::unique("events");
+    broker.create_topic(&topic, 2);
+    /// Writes `(key, timestamp)` records to partition 0, the timestamp in header `ts`.
+    fn produce(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
+        let stamps: Vec<String> = records.iter().map(|(_, ts)| ts.to_string()).collect();
+        /// One record's headers: its timestamp.
+        type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
+        let headers: Vec<Stamp<'_>> = stamps
+            .iter()
+            .map(|ts| [("ts", Some(ts.as_bytes()))])
+            .collect();
+        let rows: Vec<(crate::kafka::Produce<'_>, crate::kafka::ProduceHeaders<'_>)> = records
+            .iter()
+            .zip(&headers)
+            .map(|((key, _), header)| {
+                (
+                    (Some(0), Some(key.as_bytes()), key.as_bytes()),
+                    header.as_slice(),
+                )
+            })
+            .collect();
+        broker.produce_with_headers(topic, &rows);
+    }
+    let mut first: Vec<(&str, i64)> = (0..1_000).map(|ts| ("a", ts)).collect();
+    first.push(("z", 1_000)); // watermark 999: `a`'s window fires on time
+    produce(broker, &topic, &first);
+
+    let sandbox = Sandbox::new("idle-partition-restored");
+    let late_dir = sandbox.join("late");
+    let text = format!(
+        "name = \"kidle-restored\"\n[checkpoint]\ninterval = \"100ms\"\nmode = \"exactly-once\"\n\
+         directory = {:?}\n\
+         [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"{}\"\n\
+         topics = [\"{topic}\"]\ngroup = \"{}\"\ntimestamp = {{ header = \"ts\" }}\n\
+         watermark = {{ out_of_orderness = \"0ms\", idle_timeout = \"5s\", interval = \"1ms\" }}\n\
+         [[operator]]\nname = \"window\"\nmodule = {:?}\n\
+         config = \"tumbling 1000 lateness 200 late-output late\"\n\
+         inputs = [{{ from = \"in\", partition = \"key-hash\" }}]\n\
+         [[sink]]\nname = \"out\"\ntype = \"file\"\npath = {:?}\n\
+         inputs = [{{ from = \"window\", partition = \"forward\" }}]\n\
+         [[sink]]\nname = \"late\"\ntype = \"file\"\npath = {:?}\n\
+         inputs = [{{ from = \"window\", output = \"late\" }}]\n",
+        sandbox.checkpoint_dir().display().to_string(),
+        broker.bootstrap(),
+        crate::kafka::unique("group"),
+        guests::WINDOW,
+        sandbox.out_dir().display().to_string(),
+        late_dir.display().to_string(),
+    );
+    fs::write(sandbox.job_path(), text).unwrap();
+    let on_time = "a\t0,1000,1000".to_string();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("first.log"));
+    // Committed output means a completed checkpoint after the window fired, which needed
+    // partition 1 idle: the checkpoint the restore takes has it idle.
+    let fired = weir.wait_until("a's window", Duration::from_secs(60), |_| {
+        committed_lines(&sandbox.out_dir()).contains(&on_time)
+    });
+    assert!(fired, "weir ended:\n{}", weir.stderr());
+    weir.kill();
+
+    let mut second: Vec<(&str, i64)> = std::iter::repeat_n(("z", 2_100), 30_000).collect();
+    second.push(("a", 500)); // too late: `a`'s window expired at 1199
+    second.push(("z", 5_000)); // watermark 4999: the window [2000, 3000) fires
+    produce(broker, &topic, &second);
+    let mut weir = Weir::run(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &sandbox.join("restored.log"),
+    );
+    let last = "z\t2000,3000,30000".to_string();
+    let done = weir.wait_until("the window [2000, 3000)", Duration::from_secs(60), |_| {
+        committed_lines(&sandbox.out_dir()).contains(&last)
+    });
+    assert!(done, "weir ended:\n{}", weir.stderr());
+    // The two sinks commit the same checkpoint each on its own thread: give `late` the moment
+    // it may lag behind `out` (its record came first, so it is in that checkpoint or earlier).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while committed_lines(&late_dir).is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    weir.kill();
+    assert_eq!(
+        committed_lines(&sandbox.out_dir()),
+        [on_time.as_str(), "z\t1000,2000,1", last.as_str()],
+        "`a`'s window has its on-time count only"
+    );
+    assert_eq!(committed_lines(&late_dir), ["a\ta"], "the late record");
+    report::record(&report::Row {
+        area: "chaos",
+        scenario: "event time, one of two Kafka partitions idle: SIGKILL after a window fired, \
+                   restart with --restore latest",
+        rounds: 1,
+        faults: "1 kill; the records after it written while the job was down",
+        result: "windows and late output as docs/WINDOWS.md gives them: the too-late record on \
+                 the late output, its window's on-time count kept",
+    });
 }

@@ -374,6 +374,7 @@ mod tests {
 #[cfg(test)]
 mod source_tests {
     use super::*;
+    use crate::checkpoint::task_state::SplitTime;
 
     #[test]
     fn a_sources_splits_start_again_from_the_smallest_watermark() {
@@ -384,7 +385,11 @@ mod source_tests {
                 &[],
                 &splits
                     .iter()
-                    .map(|(n, t)| (n.to_string(), *t))
+                    .map(|(n, t)| SplitTime {
+                        name: n.to_string(),
+                        max_timestamp: *t,
+                        idle: false,
+                    })
                     .collect::<Vec<_>>(),
                 &[Timers::new(), Timers::new()],
             )),

@@ -129,6 +129,17 @@ pub struct InputTime {
     pub ended: bool,
 }
 
+/// One split of a source in a [`TimeState`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SplitTime {
+    /// How the source names it (`topic/partition` for Kafka).
+    pub name: String,
+    /// The largest timestamp read from it (`i64::MIN` before the first).
+    pub max_timestamp: i64,
+    /// It was idle: it had read nothing for the source's `idle_timeout`.
+    pub idle: bool,
+}
+
 /// A task's part of event time at a checkpoint: what the time section of [`TaskState`] holds.
 ///
 /// ```text
@@ -137,16 +148,18 @@ pub struct InputTime {
 /// u32 m    then m splits:   u32 length + the split's name, i64 its largest timestamp
 /// twice, event time then processing time:
 ///   u32 k  then k timers:   i64 timestamp, u32 length + the key
+/// u32 m    then m u8 split flags, one per split in order (bit 0 idle)
 /// ```
-/// Every number little-endian.
+/// Every number little-endian. The split flags came last, later than the rest: a section
+/// without them (written before) restores every split active.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct TimeState {
     /// The task's watermark; for a source, the highest it sent.
     pub watermark: i64,
     /// A processing task's inputs, in input order.
     pub inputs: Vec<InputTime>,
-    /// A source's splits: their names and largest timestamps.
-    pub splits: Vec<(String, i64)>,
+    /// A source's splits: their names, largest timestamps and idleness.
+    pub splits: Vec<SplitTime>,
     /// The guest's timers, event time then processing time.
     pub timers: [Timers; 2],
 }
@@ -156,7 +169,7 @@ impl TimeState {
     pub fn encode(
         watermark: i64,
         inputs: &[InputTime],
-        splits: &[(String, i64)],
+        splits: &[SplitTime],
         timers: &[Timers; 2],
     ) -> Vec<u8> {
         let mut out = Vec::new();
@@ -167,10 +180,10 @@ impl TimeState {
             out.push(u8::from(input.idle) | (u8::from(input.ended) << 1));
         }
         push_len(&mut out, splits.len());
-        for (name, max) in splits {
-            push_len(&mut out, name.len());
-            out.extend_from_slice(name.as_bytes());
-            out.extend_from_slice(&max.to_le_bytes());
+        for split in splits {
+            push_len(&mut out, split.name.len());
+            out.extend_from_slice(split.name.as_bytes());
+            out.extend_from_slice(&split.max_timestamp.to_le_bytes());
         }
         for domain in timers {
             push_len(&mut out, domain.len());
@@ -180,6 +193,8 @@ impl TimeState {
                 out.extend_from_slice(key);
             }
         }
+        push_len(&mut out, splits.len());
+        out.extend(splits.iter().map(|split| u8::from(split.idle)));
         out
     }
 
@@ -202,7 +217,11 @@ impl TimeState {
             let len = r.len()?;
             let name = String::from_utf8(r.take(len)?.to_vec())
                 .map_err(|_| TaskStateError::TimeSection)?;
-            splits.push((name, r.i64()?));
+            splits.push(SplitTime {
+                name,
+                max_timestamp: r.i64()?,
+                idle: false,
+            });
         }
         let mut timers = [Timers::new(), Timers::new()];
         for domain in &mut timers {
@@ -210,6 +229,14 @@ impl TimeState {
                 let timestamp = r.i64()?;
                 let len = r.len()?;
                 domain.set(timestamp, r.take(len)?);
+            }
+        }
+        if !r.0.is_empty() {
+            if r.len()? != splits.len() {
+                return Err(TaskStateError::TimeSection);
+            }
+            for split in &mut splits {
+                split.idle = r.take(1)?[0] & 1 != 0;
             }
         }
         if !r.0.is_empty() {
@@ -301,7 +328,18 @@ mod tests {
                 ended: true,
             },
         ];
-        let splits = [("events/0".to_string(), 1_234)];
+        let splits = [
+            SplitTime {
+                name: "events/0".to_string(),
+                max_timestamp: 1_234,
+                idle: false,
+            },
+            SplitTime {
+                name: "events/1".to_string(),
+                max_timestamp: i64::MIN,
+                idle: true,
+            },
+        ];
         let time = TimeState::encode(499, &inputs, &splits, &timers);
         let state = TaskState {
             finished: false,
@@ -320,11 +358,17 @@ mod tests {
                 timers,
             }
         );
-        // Cut anywhere, or with a byte too many, the section is refused rather than misread.
+        // Cut anywhere, or with a byte too many, the section is refused rather than misread —
+        // but for where the split flags begin: a section written before they existed ends
+        // there, and restores every split active.
         let section = back.time.unwrap();
-        for cut in 0..section.len() {
+        let before_flags = section.len() - 4 - splits.len();
+        for cut in (0..section.len()).filter(|&cut| cut != before_flags) {
             assert!(TimeState::decode(&section[..cut]).is_err(), "cut at {cut}");
         }
+        let older = TimeState::decode(&section[..before_flags]).unwrap();
+        assert!(older.splits.iter().all(|split| !split.idle), "{older:?}");
+        assert_eq!(older.splits[1].max_timestamp, i64::MIN);
         let mut longer = section.clone();
         longer.push(0);
         assert!(TimeState::decode(&longer).is_err());

@@ -328,6 +328,10 @@ impl ProcessingTask {
                 self.out.metrics.watermark.set(watermark);
                 (watermark != END_OF_TIME).then_some(Watermark::At(watermark))
             }
+            WatermarkChange::AdvanceIdle(watermark) => {
+                self.on_watermark_change(WatermarkChange::Advance(watermark))?;
+                Some(Watermark::Idle)
+            }
             WatermarkChange::Idle => Some(Watermark::Idle),
             WatermarkChange::Active(watermark) => Some(Watermark::At(watermark)),
         };

@@ -17,17 +17,25 @@
 //! - A source tracks each of its **splits** (a Kafka partition, the file, the generator
 //!   subtask): the largest timestamp read from it and whether it read anything lately. Its
 //!   watermark is the minimum over the splits that are not idle of `max − out_of_orderness − 1`;
-//!   a split that read nothing for `idle_timeout` is idle and left out; when every split is
-//!   idle the source says so ([`Watermark::Idle`]) instead of holding everyone back.
+//!   a split that read nothing for `idle_timeout` is idle and left out until it reads again;
+//!   when every split is idle the source says so ([`Watermark::Idle`]) instead of holding
+//!   everyone back. Whether a split is idle is part of the source's checkpoint: a restored
+//!   source does not wait `idle_timeout` again for a split that was idle before.
 //! - A task's watermark is the minimum over its inputs that are neither idle nor ended, and
 //!   never moves back. When every such input is idle the task is idle downstream too; when an
 //!   input becomes active again the task announces its watermark again.
+//! - When every input (or split) is idle, none will move before it is active again, so the
+//!   highest watermark among them holds: the task (source) advances to it, then says it is
+//!   idle. Otherwise the order in which they fell silent would decide the watermark — one that
+//!   went idle while another, silent one had no watermark yet would never count, and the
+//!   windows it closed would never fire. (Flink's `StatusWatermarkValve` flushes the same way.)
 //! - A source or task never sends a watermark lower than one it sent.
 
 use std::time::{Duration, Instant};
 
 use weir_abi::time::NO_WATERMARK;
 
+use crate::checkpoint::task_state::SplitTime;
 use crate::job::WatermarkStrategy;
 
 /// A watermark as it flows on a channel, in band with the records and barriers.
@@ -46,6 +54,9 @@ pub(crate) enum WatermarkChange {
     Advance(i64),
     /// Every input still running is idle: forward `Idle`.
     Idle,
+    /// Every input still running is idle, and the highest of their watermarks is past the
+    /// task's: advance to it as [`Advance`](Self::Advance) does, then forward `Idle`.
+    AdvanceIdle(i64),
     /// It was idle and an input is active again: forward `At` with its (unchanged) watermark.
     Active(i64),
 }
@@ -180,7 +191,21 @@ impl InputWatermarks {
     fn recompute(&mut self) -> Option<WatermarkChange> {
         let mut running = self.inputs.iter().filter(|c| !c.ended).peekable();
         running.peek()?;
-        let min = running.filter(|c| !c.idle).map(|c| c.watermark).min();
+        let (mut min, mut max) = (None::<i64>, NO_WATERMARK);
+        for clock in running {
+            max = max.max(clock.watermark);
+            if !clock.idle {
+                min = Some(min.map_or(clock.watermark, |m| m.min(clock.watermark)));
+            }
+        }
+        if min.is_none() && max > self.announced.watermark {
+            // Every input idle: the highest of them holds (see the module docs).
+            self.announced = Announced {
+                watermark: max,
+                idle: true,
+            };
+            return Some(WatermarkChange::AdvanceIdle(max));
+        }
         self.announced.update(min)
     }
 }
@@ -196,6 +221,8 @@ struct Split {
     read_since_tick: bool,
     /// When a tick last saw it read something (or when it was added).
     last_active: Instant,
+    /// A tick found it idle: it read nothing for `idle_timeout`, and nothing since.
+    idle: bool,
 }
 
 impl Split {
@@ -237,6 +264,7 @@ impl SourceClock {
                 max_timestamp: NO_WATERMARK,
                 read_since_tick: false,
                 last_active: now,
+                idle: false,
             }],
             current: 0,
             announced: Announced::NONE,
@@ -258,6 +286,7 @@ impl SourceClock {
                     max_timestamp: NO_WATERMARK,
                     read_since_tick: false,
                     last_active: now,
+                    idle: false,
                 };
                 if self.is_default() {
                     self.splits[0] = split;
@@ -300,53 +329,69 @@ impl SourceClock {
         for split in &mut self.splits {
             if std::mem::take(&mut split.read_since_tick) {
                 split.last_active = now;
+                split.idle = false;
+            } else if let Some(timeout) = self.strategy.idle_timeout
+                && now.saturating_duration_since(split.last_active) >= timeout
+            {
+                split.idle = true;
             }
-            let idle = self
-                .strategy
-                .idle_timeout
-                .is_some_and(|timeout| now.saturating_duration_since(split.last_active) >= timeout);
-            if !idle {
+            if !split.idle {
                 let w = split.watermark(self.bound);
                 min = Some(min.map_or(w, |m| m.min(w)));
             }
         }
-        // Every split idle: what the splits that read something promise goes out first (a split
-        // that never read anything no longer holds it back), idleness at the next tick.
+        // Every split idle: the highest of their watermarks goes out first (see the module
+        // docs; a split that never read anything no longer holds it back), idleness at the next
+        // tick.
         let min = min.or_else(|| {
             self.splits
                 .iter()
-                .filter(|s| s.max_timestamp != NO_WATERMARK)
                 .map(|s| s.watermark(self.bound))
-                .min()
+                .max()
                 .filter(|&w| w > self.announced.watermark)
         });
         self.announced.update(min).map(|change| match change {
-            WatermarkChange::Advance(w) | WatermarkChange::Active(w) => Watermark::At(w),
+            // (`update` never returns `AdvanceIdle`: the idle splits' highest watermark went into
+            // `min` above, and idleness follows at the next tick.)
+            WatermarkChange::Advance(w)
+            | WatermarkChange::Active(w)
+            | WatermarkChange::AdvanceIdle(w) => Watermark::At(w),
             WatermarkChange::Idle => Watermark::Idle,
         })
     }
 
-    /// What a checkpoint keeps: the highest watermark sent, and each split's largest timestamp.
-    pub(crate) fn state(&self) -> (i64, Vec<(String, i64)>) {
+    /// What a checkpoint keeps: the highest watermark sent, and each split's largest timestamp
+    /// and whether it is idle.
+    pub(crate) fn state(&self) -> (i64, Vec<SplitTime>) {
         let splits = self
             .splits
             .iter()
-            .map(|s| (s.id.to_string(), s.max_timestamp))
+            .map(|s| SplitTime {
+                name: s.id.to_string(),
+                max_timestamp: s.max_timestamp,
+                idle: s.idle,
+            })
             .collect();
         (self.announced.watermark, splits)
     }
 
-    /// Takes back what [`state`](Self::state) returned; the splits are active from `now`.
-    pub(crate) fn restore(&mut self, sent: i64, splits: &[(String, i64)], now: Instant) {
+    /// Takes back what [`state`](Self::state) returned. A split that was idle stays idle until
+    /// it reads again (unless this strategy has no idle timeout); the others are active from
+    /// `now`. Waiting `idle_timeout` again for an idle split would hold the watermark where the
+    /// checkpoint left it while the other splits replay, and a record that was late before the
+    /// restart would be counted after it (issue 38).
+    pub(crate) fn restore(&mut self, sent: i64, splits: &[SplitTime], now: Instant) {
         self.announced.watermark = sent;
         if !splits.is_empty() {
+            let idle_timeout = self.strategy.idle_timeout.is_some();
             self.splits = splits
                 .iter()
-                .map(|(id, max)| Split {
-                    id: id.as_str().into(),
-                    max_timestamp: *max,
+                .map(|split| Split {
+                    id: split.name.as_str().into(),
+                    max_timestamp: split.max_timestamp,
                     read_since_tick: false,
                     last_active: now,
+                    idle: split.idle && idle_timeout,
                 })
                 .collect();
             self.current = 0;
@@ -526,10 +571,103 @@ mod tests {
     fn a_restored_source_never_sends_below_what_it_sent() {
         let t0 = Instant::now();
         let mut c = SourceClock::new(strategy(0, None, 100), t0);
-        c.restore(99, &[("0".to_string(), 100)], t0);
+        let split = SplitTime {
+            name: "0".to_string(),
+            max_timestamp: 100,
+            idle: false,
+        };
+        c.restore(99, &[split], t0);
         c.observe(50);
         assert_eq!(c.tick(t0 + ms(100)), None);
         c.observe(150);
         assert_eq!(c.tick(t0 + ms(200)), Some(Watermark::At(149)));
+    }
+
+    #[test]
+    fn when_every_input_is_idle_the_task_is_at_the_highest_they_sent_whatever_their_order() {
+        // Input 0 sends 5000 and falls silent; input 1 never sent anything. When input 0 goes
+        // idle first, input 1 (no watermark yet) still holds the minimum, and when input 1
+        // goes idle next nothing is left to take the minimum of: the task must not stay below
+        // what input 0 promised (issue 38: the window operator never fired).
+        for order in [[1, 0], [0, 1]] {
+            let mut w = InputWatermarks::new(2);
+            assert_eq!(w.on_watermark(0, Watermark::At(5_000)), None);
+            let changes: Vec<_> = order
+                .iter()
+                .filter_map(|&input| w.on_watermark(input, Watermark::Idle))
+                .collect();
+            assert_eq!(w.current(), 5_000, "idle in order {order:?}: {changes:?}");
+            assert!(
+                matches!(
+                    changes.last(),
+                    Some(WatermarkChange::Idle | WatermarkChange::AdvanceIdle(5_000))
+                ),
+                "and then idle downstream: {changes:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn when_every_split_is_idle_the_source_is_at_the_highest_they_promise_whatever_their_order() {
+        // Split "lo" read up to 100, "hi" up to 5000. Whichever falls silent first, once both
+        // are idle the source has sent 4999 before it says it is idle.
+        for hi_first in [false, true] {
+            let t0 = Instant::now();
+            let mut c = SourceClock::new(strategy(0, Some(300), 100), t0);
+            c.enter_split("lo", t0);
+            c.observe(100);
+            c.enter_split("hi", t0);
+            c.observe(5_000);
+            let mut sent = Vec::new();
+            sent.extend(c.tick(t0 + ms(100)));
+            // The split that stays active a little longer reads again (at no later a
+            // timestamp) for three more ticks.
+            let (busy, ts) = if hi_first { ("lo", 100) } else { ("hi", 5_000) };
+            for step in 2..=4 {
+                c.enter_split(busy, t0);
+                c.observe(ts);
+                sent.extend(c.tick(t0 + ms(100 * step)));
+            }
+            for step in 5..=12 {
+                sent.extend(c.tick(t0 + ms(100 * step)));
+            }
+            assert_eq!(
+                sent.last(),
+                Some(&Watermark::Idle),
+                "hi first: {hi_first}: {sent:?}"
+            );
+            assert!(
+                sent.contains(&Watermark::At(4_999)),
+                "hi first: {hi_first}: {sent:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_split_idle_at_the_checkpoint_is_idle_after_the_restore() {
+        // Partition 1 is idle when the checkpoint is taken; after the restore, partition 0
+        // reads on and the watermark follows it at once, as it would have without the restart
+        // (issue 38: the restored source held the watermark for `idle_timeout`).
+        let t0 = Instant::now();
+        let mut c = SourceClock::new(strategy(0, Some(1_000), 100), t0);
+        c.enter_split("t/0", t0);
+        c.enter_split("t/1", t0);
+        for step in 1..=12 {
+            c.enter_split("t/0", t0);
+            c.observe(500);
+            c.tick(t0 + ms(100 * step));
+        }
+        let (sent, splits) = c.state();
+        assert_eq!(sent, 499, "t/1 went idle before the checkpoint");
+        let t1 = t0 + ms(5_000);
+        let mut restored = SourceClock::new(strategy(0, Some(1_000), 100), t1);
+        restored.restore(sent, &splits, t1);
+        restored.enter_split("t/0", t1);
+        restored.observe(2_000);
+        assert_eq!(
+            restored.tick(t1 + ms(100)),
+            Some(Watermark::At(1_999)),
+            "the idle partition holds the restored source back"
+        );
     }
 }

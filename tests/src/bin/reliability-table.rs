@@ -41,7 +41,10 @@ const HOW: &str = "\
   `POINT`: `process-batch`, `alignment`, `after-snapshot`, `state-write`,
   `metadata-write`, `before-commit`, `sink-commit`, `restore`. The jobs: word count (file source
   → split → key-hash → count p=2 → file sink p=2) and a two-input job (two generators of
-  parallelism 2 → two key-hash inputs of count p=3 → file sink p=3). Repeat one with
+  parallelism 2 → two key-hash inputs of count p=3 → file sink p=3), and an event-time job
+  (`tests/all/event_time.rs`: a Kafka topic with one idle partition → tumbling windows with
+  lateness and a late output, killed after a window fired) whose results and late output must
+  be those docs/WINDOWS.md gives. Repeat one with
   `WEIR_CHAOS_SEED=<seed> WEIR_CHAOS_ROUNDS=<n> cargo test -p weir-tests --test all chaos::`
   (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed.
 - **Exactly-once through Kafka** (`tests/all/kafka_exactly_once.rs`, against a real
