@@ -184,7 +184,7 @@ fn weir_new_builds_against_the_checkout_named_by_sdk_or_weir_sdk_and_lists_every
         ("--sdk", true, None),
         ("WEIR_SDK", false, Some(elsewhere_text.as_str())),
     ] {
-        let dir = sandbox.join(format!("tally-{}", flag as u8));
+        let dir = sandbox.join(&format!("tally-{}", flag as u8));
         let mut args = vec!["new", "js", "tally", "--dir", dir.to_str().unwrap()];
         if flag {
             args.extend(["--sdk", elsewhere_text.as_str()]);
