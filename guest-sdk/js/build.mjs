@@ -11,6 +11,11 @@
 //    without the `http` and `fetch-event` features, which would make the component import
 //    wasi:http, which the host refuses.
 //
+// The engine names the bundle's lines in an exception's stack (`process@operator.js:981:33`),
+// which mean nothing to the operator's author. So the bundle is made with a source map, and a
+// table from the bundle's lines to the author's files and lines is appended to it as a global
+// (SOURCE_MAP_GLOBAL); the SDK's describeError (src/errors.js) rewrites the stack with it.
+//
 //   node guest-sdk/js/build.mjs OUT.wasm OPERATOR.js
 //
 // Relative paths resolve against the current directory. Silent on success; on failure it
@@ -19,7 +24,7 @@
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { builtinModules } from 'node:module';
-import { basename, dirname, join, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { rolldown } from 'rolldown';
 import { componentize } from '@bytecodealliance/componentize-js';
@@ -30,6 +35,9 @@ const WIT = resolve(here, '../../abi/wit/operator.wit');
 const GLUE = resolve(here, 'src/component.js');
 const HOST_IMPORT = 'weir:operator/host@1.0.0';
 const NODE_BUILTINS = new Set(builtinModules);
+/** The global the line table is kept in: the key src/errors.js reads it under. */
+const SOURCE_MAP_GLOBAL = "Symbol.for('weir.sourceMap')";
+const BASE64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 
 /** A failure found by this script rather than by the tools it runs. */
 class BuildError extends Error {}
@@ -110,11 +118,74 @@ async function bundle(entry, file) {
     },
   });
   try {
-    await bundler.write({ file, format: 'esm', codeSplitting: false });
+    await bundler.write({ file, format: 'esm', codeSplitting: false, sourcemap: true });
   } finally {
     await bundler.close();
   }
   if (problems.length > 0) throw new BuildError(problems.join('\n'));
+  await appendLineTable(file);
+}
+
+/**
+ * Appends to the bundle `file` the table describeError maps its stacks with, made from the
+ * source map the bundler wrote beside it: `{ file, sources, lines }`, where `lines[n]` lists,
+ * for the bundle's line n + 1, flat quadruples [column from 0, source index, line from 0,
+ * column from 0] — only where the source line changes, which is all a stack needs. Appended
+ * at the end, so that no line of the bundle moves. Sources are named as the user would type
+ * them: relative to the directory of the build when inside it, else absolute.
+ */
+async function appendLineTable(file) {
+  const map = JSON.parse(await readFile(`${file}.map`, 'utf8'));
+  const sources = map.sources.map((source) => {
+    const path = resolve(dirname(file), source);
+    const local = relative(process.cwd(), path);
+    return local.startsWith('..') || isAbsolute(local) ? path : local;
+  });
+  const lines = decodeMappings(map.mappings).map((segments) => {
+    const kept = [];
+    for (const [column, source, line, sourceColumn] of segments) {
+      const n = kept.length;
+      if (source === undefined) continue;
+      if (n > 0 && kept[n - 3] === source && kept[n - 2] === line) continue;
+      kept.push(column, source, line, sourceColumn);
+    }
+    return kept;
+  });
+  const table = JSON.stringify({ file: basename(file), sources, lines });
+  const code = (await readFile(file, 'utf8')).replace(/\n\/\/# sourceMappingURL=\S*\s*$/, '\n');
+  await writeFile(file, `${code}globalThis[${SOURCE_MAP_GLOBAL}] = ${table};\n`);
+}
+
+/**
+ * The segments of a source map's `mappings`, line by line: [column, source, line, column] with
+ * absolute numbers (from 0), or [column] for a segment that maps nowhere (Source Map v3).
+ */
+function decodeMappings(mappings) {
+  const state = [0, 0, 0, 0];
+  return mappings.split(';').map((group) => {
+    state[0] = 0;
+    const segments = [];
+    for (const text of group.split(',')) {
+      if (text === '') continue;
+      const fields = [];
+      let value = 0;
+      let shift = 0;
+      for (const char of text) {
+        const digit = BASE64.indexOf(char);
+        value += (digit & 31) << shift;
+        if (digit & 32) {
+          shift += 5;
+        } else {
+          fields.push(value & 1 ? -(value >>> 1) : value >>> 1);
+          value = 0;
+          shift = 0;
+        }
+      }
+      for (let i = 0; i < Math.min(fields.length, 4); i++) state[i] += fields[i];
+      segments.push(fields.length >= 4 ? state.slice(0, 4) : [state[0]]);
+    }
+    return segments;
+  });
 }
 
 /**

@@ -151,3 +151,87 @@ fn every_language_of_weir_new_builds_tests_and_runs_its_project() {
         assert_eq!(last.values().sum::<u64>(), 200, "{language}: {last:?}");
     }
 }
+
+/// A directory laid out as a Weir checkout's `guest-sdk` (nothing is built from it here).
+fn fake_checkout(root: &Path) {
+    let sdk = root.join("guest-sdk");
+    std::fs::create_dir_all(sdk.join("js")).unwrap();
+    std::fs::create_dir_all(sdk.join("python")).unwrap();
+    std::fs::write(sdk.join("Cargo.toml"), "").unwrap();
+}
+
+/// Every file of the project in `dir`, with its text.
+fn project_texts(dir: &Path) -> Vec<(String, String)> {
+    let mut texts = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            let text = std::fs::read_to_string(&path).unwrap();
+            texts.push((path.display().to_string(), text));
+        }
+    }
+    texts
+}
+
+#[test]
+fn weir_new_builds_against_the_checkout_named_by_sdk_or_weir_sdk_and_lists_every_language() {
+    let sandbox = Sandbox::new("new-project-sdk");
+    let here = workspace_root().display().to_string();
+    let elsewhere = sandbox.join("elsewhere");
+    fake_checkout(&elsewhere);
+    let elsewhere_text = elsewhere.display().to_string();
+    for (how, flag, env) in [
+        ("--sdk", true, None),
+        ("WEIR_SDK", false, Some(elsewhere_text.as_str())),
+    ] {
+        let dir = sandbox.join(&format!("tally-{}", flag as u8));
+        let mut args = vec!["new", "js", "tally", "--dir", dir.to_str().unwrap()];
+        if flag {
+            args.extend(["--sdk", elsewhere_text.as_str()]);
+        }
+        let env: Vec<(&str, &str)> = env.map(|v| ("WEIR_SDK", v)).into_iter().collect();
+        let made = weir_command(&sandbox, &args, "", &env);
+        assert_eq!(made.code, Some(0), "{how}: {}", made.stderr);
+        let naming: Vec<String> = project_texts(&dir)
+            .into_iter()
+            .filter(|(file, text)| {
+                assert!(
+                    !text.contains(&here),
+                    "{how}: {file} names the checkout weir was built in:\n{text}"
+                );
+                text.contains(&elsewhere_text)
+            })
+            .map(|(file, _)| file)
+            .collect();
+        assert_eq!(naming.len(), 3, "{how}: {naming:?}");
+    }
+
+    // A named path that is no checkout is refused, naming how it was named.
+    let nowhere = sandbox.join("nowhere");
+    let refused = weir_command(
+        &sandbox,
+        &["new", "python", "tally", "--sdk", nowhere.to_str().unwrap()],
+        "",
+        &[],
+    );
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("--sdk names") && refused.stderr.contains("not a checkout"),
+        "{}",
+        refused.stderr
+    );
+    assert!(!sandbox.join("tally").exists());
+
+    // The help names every language --list shows.
+    let help = weir_command(&sandbox, &["new", "--help"], "", &[]);
+    let listed = weir_command(&sandbox, &["new", "--list"], "", &[]);
+    for line in listed.stdout.lines() {
+        let language = line.split_whitespace().next().unwrap();
+        assert!(
+            help.stdout.contains(language),
+            "{language}:\n{}",
+            help.stdout
+        );
+    }
+    assert!(help.stdout.contains("--sdk"), "{}", help.stdout);
+}

@@ -6,7 +6,7 @@
 use std::fs::{self};
 use std::path::PathBuf;
 
-use weir::tools::JsonRecord;
+use weir::tools::{ConfigSource, JsonRecord, TestSpec};
 use weir_abi::InitMessage;
 use weir_tests::guests::{
     AS_COUNT, AS_COUNT_INCREMENTAL, AS_COUNT_MINIMAL, C_COUNT, COUNT, DEDUP, SPLIT, WAT_COUNT,
@@ -913,4 +913,82 @@ fn test_names_a_broken_image_restore_of_a_real_guest() {
         "{}",
         out.stderr
     );
+}
+
+/// A guest whose `weir_restore` needs more memory than its module allows: its snapshot is
+/// taken, and the restore finds `memory.grow` refused and traps, as an allocator's abort does —
+/// a checkpoint a job could never come back from.
+const RESTORE_OUT_OF_MEMORY: &str = r#"(module
+  (import "weir" "save_state" (func $save_state (param i32 i32)))
+  (memory (export "memory") 2 4)
+  (func (export "weir_abi_version") (result i32) (i32.const 1))
+  (func (export "weir_alloc") (param i32) (result i32) (i32.const 4096))
+  (func (export "weir_process") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "weir_snapshot") (param i64) (result i32)
+    (call $save_state (i32.const 0) (i32.const 8)) (i32.const 0))
+  (func (export "weir_restore") (param i32 i32) (result i32)
+    (if (i32.eq (memory.grow (i32.const 8)) (i32.const -1)) (then unreachable))
+    (i32.const 0)))"#;
+
+/// `weir test --checkpoint-every N` restores the snapshot of the end of the input even when N
+/// is longer than the input, so a snapshot that cannot be restored is found where it is taken;
+/// and a restore that traps after its allocation failed says "out of memory", not only the trap.
+#[test]
+fn test_restores_the_end_state_and_names_a_restore_that_ran_out_of_memory() {
+    let sandbox = Sandbox::new("tools-restore-out-of-memory");
+    let module = write(&sandbox, "grow.wat", RESTORE_OUT_OF_MEMORY);
+    let input = "{\"key\":\"a\",\"value\":\"x\"}\n".repeat(3);
+    let out = weir(
+        &sandbox,
+        &["test", &module, "--checkpoint-every", "1000"],
+        &input,
+    );
+    out.assert_code(1, "the end state cannot be restored");
+    assert!(
+        out.stderr.contains(
+            "failed in weir_restore: guest ran out of memory and trapped (its memory could not \
+             grow)"
+        ) && out.stderr.contains("keep less state"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// The JavaScript engine inside a component gives up at about a million live objects, well
+/// under the memory limit, writes "out of memory" and traps with `unreachable`: the failure says
+/// it ran out of memory, and that raising the limit would not help (a JavaScript operator's
+/// state past that bound is a checkpoint that snapshots and never restores, docs/COMPONENTS.md).
+/// Run in-process, through the library `weir test` calls: compiling the 12 MB component can take
+/// longer than the CLI's time limit on a loaded machine.
+#[test]
+fn test_names_a_javascript_engine_out_of_memory() {
+    let Some(module) =
+        crate::support::foreign("hostile JavaScript", weir_tests::guests::JS_HOSTILE)
+    else {
+        return;
+    };
+    let spec = TestSpec {
+        config: ConfigSource::Text("allocate".into()),
+        ..TestSpec::new(module)
+    };
+    let error = spec
+        .run("{\"key\":\"k\",\"value\":\"v\"}\n".as_bytes())
+        .expect_err("the engine runs out of memory")
+        .to_string();
+    assert!(
+        error.contains(
+            "failed in process: guest ran out of memory and trapped (its engine reported \"out \
+             of memory\")"
+        ) && error.contains("the engine's own heap ran out: keep less state"),
+        "{error}"
+    );
+    crate::report::record(&crate::report::Row {
+        area: "misuse",
+        scenario: "a JavaScript operator past its engine's heap (a million live objects)",
+        rounds: 1,
+        faults: "`weir test` of a component keeping every object it makes, under the default \
+                 256 MiB limit",
+        result: "fails naming `process`, \"guest ran out of memory\" and \"keep less \
+                 state\", not only the `unreachable` trap",
+    });
 }

@@ -5,7 +5,7 @@
 //   node --test guest-sdk/js/component-test/
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, stat } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -153,13 +153,18 @@ test('timers, watermarks, side outputs, logs and finish behave the same in the c
   assert.deepEqual(component.state, native.state);
 });
 
-test('an exception in the component fails the call with its message and a stack', () => {
+test('an exception in the component fails the call with its message and a stack of the source files', async () => {
   const harness = new Harness(components.probe, new Context('probe'));
+  const source = await readFile(join(repo, 'guest-sdk/js/component-test/probe.js'), 'utf8');
+  const line = source.split('\n').findIndex((text) => text.includes('throw new Error(`asked to fail at')) + 1;
+  assert.ok(line > 0);
   assert.throws(() => harness.push('k', 'fail', 42), (error) => {
     assert.equal(error.name, 'OperatorError');
     assert.equal(error.call, 'process');
     assert.match(error.operatorMessage, /^Error: asked to fail at 42\n/);
-    assert.match(error.operatorMessage, /process@operator\.js:\d+:\d+/, 'SpiderMonkey frames of the bundle');
+    // The engine runs the bundle, but the stack names the operator's own file and line.
+    assert.match(error.operatorMessage, new RegExp(`process@\\S*component-test/probe\\.js:${line}:\\d+`), error.operatorMessage);
+    assert.doesNotMatch(error.operatorMessage, /operator\.js:/, error.operatorMessage);
     return true;
   });
   assert.throws(() => harness.push('k', 'echo', 1), { message: /the instance already failed/ });

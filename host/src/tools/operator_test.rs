@@ -11,9 +11,10 @@
 //! [`GuestError`] a job would report.
 //!
 //! The checkpoint check is the part that is hard to get right by hand: with
-//! `checkpoint_every = N`, the runner snapshots after every N input records, restores the state
-//! into a **fresh** instance and continues there — and it also runs the same batches once
-//! without checkpoints. An operator whose snapshot forgets part of its state produces different
+//! `checkpoint_every = N`, the runner snapshots after every N input records and after the last,
+//! restores the state into a **fresh** instance and continues there — and it also runs the same
+//! batches once without checkpoints. A snapshot the guest cannot restore fails the test, naming
+//! the restore, when it is taken, rather than a job's recovery, when it is needed. An operator whose snapshot forgets part of its state produces different
 //! output, and the first difference is reported.
 //!
 //! The state is captured the way a job captures it ([`StateCapture`], the operator's
@@ -551,7 +552,9 @@ pub struct PlannedBatch {
 
 /// Groups `input` into batches: consecutive records of the same port, at most `batch_size`
 /// each, ending wherever the number of records so far is a multiple of `checkpoint_every`
-/// (where a checkpoint follows).
+/// (where a checkpoint follows). With checkpoints, one also follows the last batch: the state
+/// at the end is the largest of the run, the likeliest to be one the guest cannot restore
+/// (a JavaScript engine that runs out of memory restoring it), and a job would snapshot it.
 pub fn plan_batches(
     input: &[JsonRecord],
     batch_size: usize,
@@ -563,7 +566,8 @@ pub fn plan_batches(
     for (i, record) in input.iter().enumerate() {
         let end = i + 1;
         let next_port = input.get(end).map(|r| r.port);
-        let checkpoint = checkpoint_every.is_some_and(|n| n > 0 && end % n == 0);
+        let checkpoint =
+            checkpoint_every.is_some_and(|n| n > 0 && (end % n == 0 || end == input.len()));
         if checkpoint || end - start == batch_size || next_port != Some(record.port) {
             plan.push(PlannedBatch {
                 port: record.port,
@@ -738,11 +742,16 @@ mod tests {
     }
 
     #[test]
-    fn batches_end_at_every_checkpoint() {
+    fn batches_end_at_every_checkpoint_and_the_last_is_checkpointed_too() {
         let input = on_ports(&[0; 7]);
         assert_eq!(
             shape(&plan_batches(&input, 64, Some(3))),
-            vec![(0, 0..3, true), (0, 3..6, true), (0, 6..7, false)]
+            vec![(0, 0..3, true), (0, 3..6, true), (0, 6..7, true)]
+        );
+        // An interval longer than the input still checkpoints its end.
+        assert_eq!(
+            shape(&plan_batches(&input, 64, Some(100))),
+            vec![(0, 0..7, true)]
         );
         assert_eq!(
             shape(&plan_batches(&input[..2], 64, Some(1))),

@@ -13,11 +13,22 @@
 //! The operators are the repository's own examples (`examples/`), embedded in the binary, so
 //! what `weir new` writes is what the project's cross-language tests check; only the Rust one
 //! is a small crate of its own, since the example depends on the workspace.
+//!
+//! The Python and JavaScript SDKs live only in a checkout of the Weir repository, and a Rust
+//! project builds against a checkout's SDK when it has one: [`choose_sdk`] says which checkout,
+//! from `--sdk`, then [`SDK_ENV`], then the checkout this `weir` was built in if it still
+//! exists. A copied or installed binary would otherwise write its builder's path into every
+//! project, and the project would build against (and install packages into) that tree.
 
+use std::ffi::OsStr;
 use std::fmt;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+
+/// The environment variable naming the Weir checkout whose SDK a new project uses, when
+/// `weir new --sdk` does not.
+pub const SDK_ENV: &str = "WEIR_SDK";
 
 /// A language `weir new` makes projects in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +75,16 @@ impl Language {
         }
     }
 
+    /// Every language's name, as prose: "rust, python, js, c, zig, assemblyscript or wat". One
+    /// list for `weir new --help`, `--list` and the error for an unknown language.
+    pub fn names() -> String {
+        let names: Vec<&str> = Language::ALL.iter().map(|l| l.name()).collect();
+        match names.split_last() {
+            Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+            None => String::new(),
+        }
+    }
+
     /// The language named `name` (case-insensitive; `as` for AssemblyScript).
     pub fn parse(name: &str) -> Option<Language> {
         let name = name.to_ascii_lowercase();
@@ -105,8 +126,16 @@ impl Language {
         }
     }
 
-    /// Whether its SDK lives only in the Weir repository, so that a project needs the checkout
-    /// this `weir` was built from.
+    /// Whether a project in it builds against a checkout's SDK when it has one (Rust, else the
+    /// published crate) or always (Python, JavaScript); the others need none.
+    pub fn uses_sdk(self) -> bool {
+        matches!(
+            self,
+            Language::Rust | Language::Python | Language::JavaScript
+        )
+    }
+
+    /// Whether its SDK lives only in the Weir repository, so that a project needs a checkout.
     fn needs_checkout(self) -> bool {
         matches!(self, Language::Python | Language::JavaScript)
     }
@@ -139,14 +168,26 @@ pub enum ScaffoldError {
     /// The directory exists and is not empty.
     #[error("{} already exists and is not empty: choose another name or remove it", .0.display())]
     Exists(PathBuf),
-    /// The language's SDK is in the Weir repository, and this `weir` was not built from a
-    /// checkout that is still there.
+    /// The language's SDK is in the Weir repository, and no checkout was given, nor is the one
+    /// this `weir` was built in still there.
     #[error(
-        "`weir new {0}` needs the Weir repository this weir was built from (its SDK is \
-         guest-sdk/ there), and it is gone: run weir from a checkout (`cargo run -p weir -- new \
-         {0} NAME`)"
+        "`weir new {0}` needs a checkout of the Weir repository (its SDK is guest-sdk/ there), \
+         and none was given: pass `--sdk CHECKOUT` or set {SDK_ENV}=CHECKOUT to a checkout (`git clone` \
+         the Weir repository); the one this weir was built in is gone"
     )]
     NeedsCheckout(Language),
+    /// The checkout given by `--sdk` or [`SDK_ENV`] holds no Weir SDK.
+    #[error(
+        "{from} names {}, which is not a checkout of the Weir repository (it has no \
+         guest-sdk/Cargo.toml): give the directory of a checkout, or its guest-sdk/",
+        path.display()
+    )]
+    NotACheckout {
+        /// The path given.
+        path: PathBuf,
+        /// Where it was given.
+        from: SdkSource,
+    },
     /// Writing a file failed.
     #[error("cannot write {}: {source}", path.display())]
     Write {
@@ -155,6 +196,79 @@ pub enum ScaffoldError {
         /// The error.
         source: io::Error,
     },
+}
+
+/// Where the checkout a project uses was named.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SdkSource {
+    /// `weir new --sdk PATH`.
+    Flag,
+    /// The environment variable [`SDK_ENV`].
+    Env,
+    /// The checkout this `weir` was built in.
+    BuiltIn,
+}
+
+impl fmt::Display for SdkSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SdkSource::Flag => f.write_str("--sdk"),
+            SdkSource::Env => write!(f, "{SDK_ENV}"),
+            SdkSource::BuiltIn => f.write_str("the checkout this weir was built in"),
+        }
+    }
+}
+
+/// The SDK a project uses: the `guest-sdk` directory of a Weir checkout, and where it was named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sdk {
+    /// The checkout's `guest-sdk` directory, absolute.
+    pub dir: PathBuf,
+    /// Where the checkout was named.
+    pub source: SdkSource,
+}
+
+/// The SDK a new project uses: the checkout `flag` names (`--sdk`), else the one the
+/// environment variable [`SDK_ENV`] names (`env`, when set and not empty), else `built_in` (the
+/// `guest-sdk` of the checkout this `weir` was built in) when it still exists; `None` when
+/// there is none. A checkout that is named but holds no SDK is an error, never passed over for
+/// the next: the user asked for it. Either a checkout or its `guest-sdk` directory may be named.
+pub fn choose_sdk(
+    flag: Option<&Path>,
+    env: Option<&OsStr>,
+    built_in: &Path,
+) -> Result<Option<Sdk>, ScaffoldError> {
+    let named = match (flag, env) {
+        (Some(path), _) => Some((path, SdkSource::Flag)),
+        (None, Some(env)) if !env.is_empty() => Some((Path::new(env), SdkSource::Env)),
+        _ => None,
+    };
+    if let Some((path, from)) = named {
+        let not_a_checkout = || ScaffoldError::NotACheckout {
+            path: path.to_path_buf(),
+            from,
+        };
+        let dir = [path.join("guest-sdk"), path.to_path_buf()]
+            .into_iter()
+            .find(|dir| is_sdk(dir))
+            .ok_or_else(not_a_checkout)?;
+        // Absolute but not canonical: the project names the checkout as the user did.
+        let dir = std::path::absolute(&dir).map_err(|_| not_a_checkout())?;
+        return Ok(Some(Sdk { dir, source: from }));
+    }
+    Ok(is_sdk(built_in)
+        .then(|| built_in.canonicalize().ok())
+        .flatten()
+        .map(|dir| Sdk {
+            dir,
+            source: SdkSource::BuiltIn,
+        }))
+}
+
+/// Whether `dir` is a checkout's `guest-sdk`: the Rust SDK's crate beside the Python and
+/// JavaScript SDKs.
+fn is_sdk(dir: &Path) -> bool {
+    dir.join("Cargo.toml").is_file() && dir.join("python").is_dir() && dir.join("js").is_dir()
 }
 
 /// What `weir new` made.
@@ -172,8 +286,9 @@ pub struct Project {
 
 /// Makes a project for an operator `name` in `language`, in the new directory `dir`.
 ///
-/// `sdk` is the Weir SDK's directory when this `weir` runs from a checkout of the repository:
-/// a Rust project then depends on it by path; otherwise on the published crate.
+/// `sdk` is the `guest-sdk` directory of the Weir checkout the project uses ([`choose_sdk`]): a
+/// Rust project then depends on it by path, otherwise on the published crate; a Python or
+/// JavaScript project needs one.
 pub fn scaffold(
     language: Language,
     name: &str,
@@ -512,6 +627,98 @@ mod tests {
             scaffold(Language::Wat, "tally", &project, None),
             Err(ScaffoldError::Exists(_))
         ));
+    }
+
+    /// A directory laid out as a checkout's `guest-sdk`.
+    fn fake_checkout(root: &Path) -> PathBuf {
+        let sdk = root.join("guest-sdk");
+        fs::create_dir_all(sdk.join("js")).unwrap();
+        fs::create_dir_all(sdk.join("python")).unwrap();
+        fs::write(sdk.join("Cargo.toml"), "").unwrap();
+        sdk
+    }
+
+    #[test]
+    fn the_sdk_is_the_flag_s_then_the_variable_s_then_the_built_in_one_if_it_exists() {
+        let dir = tempfile::tempdir().unwrap();
+        let (a, b, built) = (
+            dir.path().join("a"),
+            dir.path().join("b"),
+            dir.path().join("built"),
+        );
+        let (sdk_a, sdk_b, sdk_built) =
+            (fake_checkout(&a), fake_checkout(&b), fake_checkout(&built));
+        let chosen = |flag: Option<&Path>, env: Option<&Path>, built_in: &Path| {
+            choose_sdk(flag, env.map(Path::as_os_str), built_in)
+                .unwrap()
+                .map(|sdk| (sdk.dir, sdk.source))
+        };
+        assert_eq!(
+            chosen(Some(&a), Some(&b), &sdk_built),
+            Some((sdk_a.clone(), SdkSource::Flag))
+        );
+        // The guest-sdk directory itself names the same checkout.
+        assert_eq!(
+            chosen(Some(&sdk_a), None, &sdk_built),
+            Some((sdk_a, SdkSource::Flag))
+        );
+        assert_eq!(
+            chosen(None, Some(&b), &sdk_built),
+            Some((sdk_b, SdkSource::Env))
+        );
+        assert_eq!(
+            chosen(None, Some(Path::new("")), &sdk_built),
+            Some((sdk_built.canonicalize().unwrap(), SdkSource::BuiltIn))
+        );
+        // A copied binary: the checkout it was built in is gone, and none is named.
+        let gone = dir.path().join("gone/guest-sdk");
+        assert_eq!(chosen(None, None, &gone), None);
+        let refused = scaffold(Language::JavaScript, "t", &dir.path().join("t"), None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.contains("--sdk") && refused.contains(SDK_ENV),
+            "{refused}"
+        );
+        // A named directory that is no checkout is refused, naming where it was named, never
+        // passed over for the next choice.
+        for (flag, env, named) in [
+            (Some(dir.path()), None, "--sdk"),
+            (None, Some(dir.path()), SDK_ENV),
+        ] {
+            let error = choose_sdk(flag, env.map(Path::as_os_str), &sdk_built).unwrap_err();
+            assert!(
+                matches!(error, ScaffoldError::NotACheckout { .. }),
+                "{error}"
+            );
+            let text = error.to_string();
+            assert!(
+                text.starts_with(&format!("{named} names {}", dir.path().display())),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_javascript_project_names_the_chosen_checkout_and_no_other() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdk = fake_checkout(&dir.path().join("elsewhere"));
+        let project = dir.path().join("t");
+        let made = scaffold(Language::JavaScript, "t", &project, Some(&sdk)).unwrap();
+        let repository = dir.path().join("elsewhere").display().to_string();
+        let mut naming = 0;
+        for file in &made.files {
+            let text = fs::read_to_string(project.join(file)).unwrap();
+            if text.contains(&repository) {
+                naming += 1;
+            }
+            assert!(
+                !text.contains(env!("CARGO_MANIFEST_DIR")),
+                "{}",
+                file.display()
+            );
+        }
+        assert_eq!(naming, 3, "t.js, t.test.js and build.sh name the checkout");
     }
 
     #[test]

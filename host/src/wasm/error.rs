@@ -89,6 +89,17 @@ pub enum GuestFailure {
         /// The size it asked for, in bytes.
         requested: usize,
     },
+    /// The guest ran out of memory and trapped: a growth of its memory failed, or its engine
+    /// said so, during the call that trapped. Its trap alone (most often `unreachable`, from
+    /// an allocator's abort) would not say it.
+    OutOfMemory {
+        /// How the host knows.
+        sign: OutOfMemorySign,
+        /// Its memories' bytes together when it trapped.
+        memory: usize,
+        /// [`GuestLimits::max_memory_bytes`](super::GuestLimits::max_memory_bytes).
+        limit: usize,
+    },
     /// The guest tried to grow its tables (or start with them) past
     /// [`MAX_TABLE_ELEMENTS`](super::MAX_TABLE_ELEMENTS) elements in all.
     TableLimit {
@@ -215,6 +226,23 @@ pub enum GuestFailure {
     },
 }
 
+/// How the host knows a guest that trapped had run out of memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutOfMemorySign {
+    /// A growth of its memory failed during the call: past the maximum its module declares,
+    /// or for want of host memory.
+    GrowthFailed,
+    /// Its engine wrote "out of memory" to standard error during the call (a JavaScript
+    /// component's SpiderMonkey does when its heap cannot grow).
+    EngineReported,
+}
+
+/// Whether a guest with `memory` bytes was at or near its `limit` (within a tenth of it), so
+/// that raising the limit is the fix, rather than keeping less state.
+fn near_limit(memory: usize, limit: usize) -> bool {
+    memory >= limit - limit / 10
+}
+
 impl fmt::Display for GuestFailure {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         use weir_abi::exports;
@@ -266,6 +294,40 @@ impl fmt::Display for GuestFailure {
                 "guest memory would grow to {requested} bytes, past the limit of {limit} bytes \
                  (raise `limits.max_memory` if the operator really needs it)"
             ),
+            GuestFailure::OutOfMemory {
+                sign,
+                memory,
+                limit,
+            } => {
+                let said = match sign {
+                    OutOfMemorySign::GrowthFailed => "its memory could not grow",
+                    OutOfMemorySign::EngineReported => "its engine reported \"out of memory\"",
+                };
+                write!(
+                    f,
+                    "guest ran out of memory and trapped ({said}), with {memory} bytes of memory \
+                     in use of the limit of {limit} bytes: "
+                )?;
+                match sign {
+                    _ if near_limit(*memory, *limit) => write!(
+                        f,
+                        "raise the operator's `limits.max_memory` in the job file (docs/JOB.md), \
+                         or keep less state in the operator"
+                    ),
+                    OutOfMemorySign::GrowthFailed => write!(
+                        f,
+                        "the limit was not reached, so the module's own maximum memory was: \
+                         build it with a larger maximum, or keep less state in the operator"
+                    ),
+                    OutOfMemorySign::EngineReported => write!(
+                        f,
+                        "the limit was not reached, so the engine's own heap ran out: keep less \
+                         state in the operator, or spread it over more subtasks (a JavaScript \
+                         operator holds about 100 000 keys, docs/COMPONENTS.md); raising \
+                         `limits.max_memory` in the job file does not help"
+                    ),
+                }
+            }
             GuestFailure::TableLimit { limit, requested } => write!(
                 f,
                 "guest tables would hold {requested} elements in all, past the limit of {limit}"

@@ -850,10 +850,16 @@ impl GuestInstance {
         }
     }
 
-    /// Classifies a failed guest call and poisons the instance.
+    /// Classifies a failed guest call and poisons the instance. A trap after the guest ran out
+    /// of memory is reported as [`GuestFailure::OutOfMemory`], which names the fix.
     fn finish_call<R>(&mut self, call: Call, result: wasmtime::Result<R>) -> Result<R, GuestError> {
         result.map_err(|e| {
-            let (failure, backtrace) = classify(&e, self.limits.call_timeout, false);
+            let (mut failure, backtrace) = classify(&e, self.limits.call_timeout, false);
+            if let GuestFailure::Trap { .. } = failure
+                && let Some(out_of_memory) = self.store.data_mut().out_of_memory()
+            {
+                failure = out_of_memory;
+            }
             self.poison(call, failure, backtrace)
         })
     }

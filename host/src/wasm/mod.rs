@@ -61,7 +61,9 @@ mod time_tests;
 
 pub(crate) use engine::deadline_ticks;
 pub use engine::{EPOCH_TICK, EngineOptions, ImagePool, WasmEngine, file_kind};
-pub use error::{EngineError, GuestError, GuestFailure, ModuleError, ModuleProblem};
+pub use error::{
+    EngineError, GuestError, GuestFailure, ModuleError, ModuleProblem, OutOfMemorySign,
+};
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;
 pub use imports::provided_imports;

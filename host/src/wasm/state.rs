@@ -6,7 +6,7 @@ use weir_abi::time::NO_WATERMARK;
 use weir_abi::{TimeDomain, Timers, exports, imports};
 
 use super::component::wasi::ComponentWasi;
-use super::error::{Abort, GuestFailure};
+use super::error::{Abort, GuestFailure, OutOfMemorySign};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 
 /// What the host is running in the guest right now; decides which imports are allowed.
@@ -241,6 +241,8 @@ impl GuestState {
                 memory_bytes: 0,
                 table_elements: 0,
                 component,
+                last_growth: 0,
+                growth_failed: false,
             },
             memory: None,
             wasi,
@@ -261,6 +263,34 @@ impl GuestState {
         self.side_output.clear();
         self.snapshot.clear();
         self.last_error_log = None;
+        self.limiter.growth_failed = false;
+        if let Some(wasi) = &self.wasi {
+            wasi.forget_out_of_memory_report();
+        }
+    }
+
+    /// Why the running call is known to have run out of memory, if it is: a growth of its
+    /// memory that failed, or its engine's own report on standard error. Read when the call
+    /// traps, since a guest whose allocation fails most often ends in a trap that says nothing
+    /// of it (`unreachable`, from its allocator's or engine's abort), and a user who reads
+    /// only that cannot know the fix.
+    pub(crate) fn out_of_memory(&mut self) -> Option<GuestFailure> {
+        let sign = if self.limiter.growth_failed {
+            OutOfMemorySign::GrowthFailed
+        } else if self
+            .wasi
+            .as_ref()
+            .is_some_and(|wasi| wasi.take_out_of_memory_report())
+        {
+            OutOfMemorySign::EngineReported
+        } else {
+            return None;
+        };
+        Some(GuestFailure::OutOfMemory {
+            sign,
+            memory: self.limiter.memory_bytes,
+            limit: self.limiter.max_memory_bytes,
+        })
     }
 }
 
@@ -288,6 +318,12 @@ pub(crate) struct GuestLimiter {
     /// against [`MAX_TABLE_ELEMENTS`]. May count a growth that wasmtime then failed for want of
     /// host memory, which only makes the bound stricter.
     table_elements: usize,
+    /// Whether a memory growth this limiter allowed failed anyway during the running call
+    /// (past the maximum the module declares, or for want of host memory): a sign that the
+    /// call's trap, if it traps, is an allocation that failed.
+    growth_failed: bool,
+    /// The bytes of the last growth allowed, taken back off `memory_bytes` if it then fails.
+    last_growth: usize,
 }
 
 impl ResourceLimiter for GuestLimiter {
@@ -308,6 +344,7 @@ impl ResourceLimiter for GuestLimiter {
                 requested: total,
             }));
         }
+        self.last_growth = total - self.memory_bytes.min(total);
         self.memory_bytes = total;
         Ok(true)
     }
@@ -336,6 +373,15 @@ impl ResourceLimiter for GuestLimiter {
         }
         self.table_elements = total;
         Ok(true)
+    }
+
+    fn memory_grow_failed(&mut self, _error: wasmtime::Error) -> wasmtime::Result<()> {
+        // The guest sees `memory.grow` return -1 and, most often, traps soon after.
+        self.growth_failed = true;
+        self.memory_bytes = self
+            .memory_bytes
+            .saturating_sub(std::mem::take(&mut self.last_growth));
+        Ok(())
     }
 
     fn instances(&self) -> usize {

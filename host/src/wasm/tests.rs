@@ -856,6 +856,74 @@ fn growing_memory_past_the_limit_fails_the_call() {
 }
 
 #[test]
+fn a_trap_after_a_failed_allocation_says_out_of_memory_and_what_to_do() {
+    // An allocator that finds memory.grow refused (here by the module's own maximum of 4
+    // pages, under the host's limit) aborts with `unreachable`, as Rust's and C's do: the
+    // trap alone would not tell the user that the guest ran out of memory.
+    let source = wat(&[
+        r#"(memory (export "memory") 2 4)"#,
+        VERSION,
+        ALLOC,
+        r#"(func (export "weir_process") (param i32 i32) (result i32)
+          (if (i32.eq (memory.grow (i32.const 8)) (i32.const -1)) (then unreachable))
+          (i32.const 0))"#,
+    ]);
+    let err = process_failure(&source);
+    assert_eq!(
+        err.failure,
+        GuestFailure::OutOfMemory {
+            sign: OutOfMemorySign::GrowthFailed,
+            memory: 2 * 65536,
+            limit: test_limits().max_memory_bytes,
+        },
+        "{err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains("failed in weir_process: guest ran out of memory and trapped")
+            && text.contains("keep less state"),
+        "{text}"
+    );
+    // A trap with no failed allocation in its call stays a trap.
+    let source = wat(&[
+        r#"(memory (export "memory") 2 4)"#,
+        VERSION,
+        ALLOC,
+        r#"(func (export "weir_process") (param i32 i32) (result i32) unreachable)"#,
+    ]);
+    assert!(matches!(
+        process_failure(&source).failure,
+        GuestFailure::Trap { .. }
+    ));
+}
+
+#[test]
+fn out_of_memory_names_the_limit_as_the_fix_only_near_it() {
+    let limit = 100 << 20;
+    let near = GuestFailure::OutOfMemory {
+        sign: OutOfMemorySign::EngineReported,
+        memory: 95 << 20,
+        limit,
+    }
+    .to_string();
+    assert!(
+        near.contains("raise the operator's `limits.max_memory` in the job file"),
+        "{near}"
+    );
+    let below = GuestFailure::OutOfMemory {
+        sign: OutOfMemorySign::EngineReported,
+        memory: 83 << 20,
+        limit,
+    }
+    .to_string();
+    assert!(
+        below.contains("engine's own heap ran out: keep less state")
+            && below.contains("does not help"),
+        "{below}"
+    );
+}
+
+#[test]
 fn growing_a_table_past_the_limit_fails_the_call() {
     let err = process_failure(&fixture(
         r#"(table 1 funcref)

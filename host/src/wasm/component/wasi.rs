@@ -172,6 +172,8 @@ pub const MAX_LOG_LINES_PER_SECOND: u32 = 100;
 pub(crate) struct ComponentWasi {
     ctx: WasiCtx,
     table: ResourceTable,
+    /// The standard error the context writes to, kept to read its out-of-memory report.
+    stderr: GuestLog,
 }
 
 impl std::fmt::Debug for ComponentWasi {
@@ -184,9 +186,10 @@ impl ComponentWasi {
     /// The context of an instance of `operator`'s `subtask`: nothing to reach, standard output
     /// and error to the log under those names.
     pub(crate) fn denied(operator: &str, subtask: u32) -> Self {
+        let stderr = GuestLog::new(operator, subtask, Stream::Stderr);
         let ctx = WasiCtx::builder()
             .stdout(GuestLog::new(operator, subtask, Stream::Stdout))
-            .stderr(GuestLog::new(operator, subtask, Stream::Stderr))
+            .stderr(stderr.clone())
             .allow_tcp(false)
             .allow_udp(false)
             .allow_ip_name_lookup(false)
@@ -195,8 +198,35 @@ impl ComponentWasi {
         Self {
             ctx,
             table: ResourceTable::new(),
+            stderr,
         }
     }
+
+    /// Whether the guest wrote [`OUT_OF_MEMORY`] to its standard error since the last
+    /// [`forget_out_of_memory_report`](Self::forget_out_of_memory_report), in a line or in the
+    /// line it has not ended (an engine may trap before it ends the line).
+    pub(crate) fn take_out_of_memory_report(&self) -> bool {
+        let mut log = self.stderr.lock();
+        std::mem::take(&mut log.reported_out_of_memory) || contains_out_of_memory(&log.partial)
+    }
+
+    /// Forgets an out-of-memory report, at the start of a call: only one made during the call
+    /// that traps names its failure.
+    pub(crate) fn forget_out_of_memory_report(&self) {
+        self.stderr.lock().reported_out_of_memory = false;
+    }
+}
+
+/// What the engine inside a JavaScript component (componentize-js's SpiderMonkey) writes to
+/// standard error when an allocation fails, just before it traps with `unreachable`. The host
+/// reads it only to name the failure of a call that trapped (the trap has already failed the
+/// call), so that the user reads "out of memory" and its fix rather than the trap alone.
+pub(crate) const OUT_OF_MEMORY: &str = "out of memory";
+
+/// Whether `line` holds [`OUT_OF_MEMORY`], in any case.
+fn contains_out_of_memory(line: &[u8]) -> bool {
+    line.windows(OUT_OF_MEMORY.len())
+        .any(|window| window.eq_ignore_ascii_case(OUT_OF_MEMORY.as_bytes()))
 }
 
 impl WasiView for GuestState {
@@ -240,17 +270,21 @@ impl GuestLog {
                 window_start: Instant::now(),
                 lines_in_window: 0,
                 dropped: 0,
+                reported_out_of_memory: false,
             })),
         }
     }
 
     fn write(&self, bytes: &[u8]) {
+        self.lock().write(bytes);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, LineLog> {
         // A poisoned lock only means a log line was lost to a panic elsewhere.
-        let mut log = match self.inner.lock() {
+        match self.inner.lock() {
             Ok(log) => log,
             Err(poisoned) => poisoned.into_inner(),
-        };
-        log.write(bytes);
+        }
     }
 }
 
@@ -267,6 +301,9 @@ struct LineLog {
     lines_in_window: u32,
     /// Lines dropped since the last one logged.
     dropped: u64,
+    /// Whether a line of standard error said [`OUT_OF_MEMORY`] (counted even when the line is
+    /// not logged), until [`ComponentWasi::take_out_of_memory_report`] reads it.
+    reported_out_of_memory: bool,
 }
 
 impl LineLog {
@@ -293,6 +330,9 @@ impl LineLog {
 
     /// Logs one line, or counts it when the window's lines are spent.
     fn emit(&mut self, line: &[u8]) {
+        if self.stream == Stream::Stderr && contains_out_of_memory(line) {
+            self.reported_out_of_memory = true;
+        }
         if self.window_start.elapsed().as_secs() >= 1 {
             self.window_start = Instant::now();
             self.lines_in_window = 0;
