@@ -223,8 +223,9 @@ pub(crate) enum TaskError {
     /// The task could not take up its restored state (an operator's module that cannot read
     /// it, a sink whose pending output is not where the checkpoint left it): the checkpoint
     /// cannot be restored into the job as it is. The start of a run refuses it; a restart
-    /// counts it as a failure like any other.
-    #[error("cannot take up its state from the checkpoint: {0}")]
+    /// counts it as a failure like any other. Shown as the failure it wraps, which names the
+    /// operator and subtask (the start's refusal says what it means).
+    #[error(transparent)]
     Restoring(Box<TaskError>),
     /// The host code of the task panicked: a bug in Weir, reported like a failure.
     #[error("task thread panicked: {0}")]
