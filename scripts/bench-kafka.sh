@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Runs the Kafka benchmark (docs/BENCHMARKS.md §5): Kafka → count → Kafka exactly-once through
 # the release `weir`, beside a plain librdkafka consume → produce loop with the same
-# transactions per second, on a noida-db broker of its own (installed by
-# scripts/install-kafka-broker.sh). Kept out of scripts/bench.sh, whose time it would double.
+# transactions per second, on a broker of its own: Apache Kafka (installed by
+# scripts/install-apache-kafka.sh), or noida-db with WEIR_KAFKA_BROKER=noida-db (the broker of the
+# figures BENCHMARKS.md §5 quotes). Kept out of scripts/bench.sh, whose time it would double.
 #
 #   bash scripts/bench-kafka.sh                          # what BENCHMARKS.md §5 quotes: a few minutes, plus the first release build
 #   bash scripts/bench-kafka.sh --records 200000 --seconds 10      # a quick pass

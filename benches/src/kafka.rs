@@ -2,9 +2,9 @@
 //!
 //! The exactly-once Kafka sink makes output visible only when a checkpoint completes and its
 //! transaction commits, so its throughput and its latency are the questions a user of it asks
-//! first. This module answers them on a real Kafka-protocol broker (noida-db, the one the
-//! tests use, installed by `scripts/install-kafka-broker.sh`), started on a free loopback port
-//! for the benchmark alone, and measures beside them what a plain librdkafka consume → produce
+//! first. This module answers them on the broker the tests use (Apache Kafka, installed by
+//! `scripts/install-apache-kafka.sh`, unless `WEIR_KAFKA_BROKER=noida-db` chooses the
+//! emulator), started on free loopback ports for the benchmark alone, and measures beside them what a plain librdkafka consume → produce
 //! loop with the same transactions per second gets from the same broker on the same machine:
 //!
 //! - [`run_weir_max`]: the release `weir` binary on a bounded job (`until = "end"`) over `N`
@@ -83,7 +83,7 @@ fn now_ms() -> i64 {
 // ---------------------------------------------------------------------------------------------
 // The broker
 
-/// A noida-db broker of the benchmark's own on a free loopback port, its data in a temp
+/// A broker of the benchmark's own on free loopback ports, its data in a temp
 /// folder; dropping it stops it and removes the folder. The process, and the watchdog that
 /// stops it should the benchmark die, are `weir-test-servers`'s, shared with the tests.
 pub struct Broker {
@@ -93,14 +93,14 @@ pub struct Broker {
 }
 
 impl Broker {
-    /// Installs the broker if needed (`scripts/install-kafka-broker.sh`) and starts it.
+    /// Installs the broker if needed (`weir_test_servers::kafka::install`) and starts it.
     pub fn start(root: &Path) -> Result<Broker, BenchError> {
-        let exe = weir_test_servers::kafka::install(root).map_err(wrong)?;
+        let installed = weir_test_servers::kafka::install(root).map_err(wrong)?;
         let dir = tempfile::Builder::new()
             .prefix("weir-kafka-bench-")
             .tempdir()
             .map_err(io("create a temporary directory", &std::env::temp_dir()))?;
-        let process = BrokerProcess::start(&exe, dir.path()).map_err(wrong)?;
+        let process = BrokerProcess::start(&installed, dir.path()).map_err(wrong)?;
         Ok(Broker { process, dir })
     }
 

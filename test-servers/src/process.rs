@@ -20,7 +20,8 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Runs `bash scripts/<script>` of the workspace at `root` (a no-op when the pinned version is
-/// installed) and returns the executable whose path it prints on stdout; or why it could not,
+/// installed) and returns the executable (or folder of jars) whose path it prints on stdout;
+/// or why it could not,
 /// `what` naming the server and `how` what the script does and needs. The script's messages go
 /// to this process's stderr.
 pub(crate) fn install(root: &Path, script: &str, what: &str, how: &str) -> Result<PathBuf, String> {
@@ -38,9 +39,9 @@ pub(crate) fn install(root: &Path, script: &str, what: &str, how: &str) -> Resul
         ));
     }
     let exe = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    if !exe.is_file() {
+    if !exe.exists() {
         return Err(format!(
-            "scripts/{script} named {exe:?} as the {what}, which is no file"
+            "scripts/{script} named {exe:?} as the {what}, which does not exist"
         ));
     }
     Ok(exe)
@@ -55,6 +56,7 @@ pub(crate) fn free_port() -> Result<u16, String> {
 }
 
 /// A server's output file, appended to across restarts.
+#[derive(Clone)]
 pub(crate) struct Log {
     path: PathBuf,
 }

@@ -2,15 +2,19 @@
 //! sink, and the client calls those tests make around it: topics, plain records (with headers,
 //! if asked) in, every record out (read_committed or not), a group's committed offsets.
 //!
-//! The broker is PyPI's `noida-db` (a single-broker Kafka 3.8 emulator), pinned in
-//! `tests/kafka/requirements.txt` and installed into `tests/kafka/.venv` by
-//! `scripts/install-kafka-broker.sh`, once per test process, the first time a test asks for a
-//! broker. It supports what exactly-once needs: transactions, `read_committed` and the last
-//! stable offset, `send_offsets_to_transaction`, fencing by `transactional.id`.
+//! The broker is Apache Kafka itself (one KRaft node, broker and controller in one JVM), the
+//! version pinned in `tests/kafka/apache/pom.xml`, its jars fetched with Maven into
+//! `tests/kafka/apache/lib` by `scripts/install-apache-kafka.sh`, once per test process, the
+//! first time a test asks for a broker. `WEIR_KAFKA_BROKER=noida-db` runs PyPI's `noida-db`
+//! instead (a single-broker Kafka 3.8 emulator, `scripts/install-kafka-broker.sh`), which
+//! starts in under a second where Kafka takes about five ([`Broker::kind`] says which runs).
 //!
 //! Tests share one broker ([`Broker::shared`], apart by unique topic names), or start their own
-//! when they stop and restart it ([`Broker::start`]). When neither can be had the test is
-//! skipped, loudly — or fails, under `CI=true` ([`broker_or_skip`], [`own_broker_or_skip`]).
+//! when they stop and restart it ([`Broker::start`]), or a cluster of three Apache Kafka nodes
+//! when they need replication ([`Broker::cluster`]: replication factor 3,
+//! `min.insync.replicas` 2). When neither can be had the test is
+//! skipped, loudly — or fails, under `CI=true` ([`broker_or_skip`], [`own_broker_or_skip`],
+//! [`cluster_or_skip`]).
 //!
 //! **No broker outlives the test process**: the broker process, its watchdog and its start
 //! and stop are `weir-test-servers`'s (`test-servers/`), shared with the Kafka benchmark. The
@@ -24,7 +28,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -42,7 +45,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::message::{DeliveryResult, Header, Message, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
-use weir_test_servers::kafka::BrokerProcess;
+use weir_test_servers::kafka::{BrokerProcess, ClusterProcess, Installed, Kind};
 
 use crate::support::workspace_root;
 
@@ -87,37 +90,53 @@ pub(crate) fn own_broker_or_skip(test: &str) -> Option<Broker> {
     Broker::start().map_err(|reason| skip(test, &reason)).ok()
 }
 
+/// A cluster of three Apache Kafka nodes of the test's own ([`Broker::cluster`]), or `None`
+/// as in [`broker_or_skip`].
+pub(crate) fn cluster_or_skip(test: &str) -> Option<Broker> {
+    Broker::cluster(3)
+        .map_err(|reason| skip(test, &reason))
+        .ok()
+}
+
 // ---------------------------------------------------------------------------------------------
 // The broker
 
-/// The broker's executable, installed by `scripts/install-kafka-broker.sh` once per test process
-/// (a no-op when the pinned version is there), or why it could not be.
-fn executable() -> Result<&'static Path, String> {
-    static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let started = Instant::now();
-        let exe = weir_test_servers::kafka::install(&workspace_root())?;
-        if started.elapsed() > Duration::from_secs(2) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "weir: installed the Kafka test broker in {:.1?}",
-                started.elapsed()
-            );
-        }
-        Ok(exe)
-    })
-    .as_ref()
-    .map(PathBuf::as_path)
-    .map_err(Clone::clone)
+/// The broker, installed once per test process by its script (a no-op when the pinned version
+/// is there): Apache Kafka unless `WEIR_KAFKA_BROKER=noida-db` chooses the emulator; or why
+/// it could not be.
+fn installed() -> Result<&'static Installed, String> {
+    static INSTALLED: OnceLock<Result<Installed, String>> = OnceLock::new();
+    INSTALLED
+        .get_or_init(|| {
+            let started = Instant::now();
+            let installed = weir_test_servers::kafka::install(&workspace_root())?;
+            if started.elapsed() > Duration::from_secs(2) {
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "weir: installed the Kafka test broker ({}) in {:.1?}",
+                    installed.kind.name(),
+                    started.elapsed()
+                );
+            }
+            Ok(installed)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
 }
 
-/// A running noida-db broker on a loopback port, with its data in a temp folder. Dropping it
+/// A running broker on loopback ports, with its data in a temp folder. Dropping it
 /// stops the broker (and waits for it), then removes the folder.
 pub(crate) struct Broker {
-    /// The broker process (dropped first: it stops before its folder goes).
-    process: BrokerProcess,
-    /// Holds `data/` (the broker's `--data-dir`) and `broker.log` (its output).
+    /// The broker process or processes (dropped first: they stop before their folder goes).
+    process: Nodes,
+    /// Holds each node's `data/`, `broker.log` and config.
     _dir: tempfile::TempDir,
+}
+
+/// One broker, or a cluster of Apache Kafka nodes.
+enum Nodes {
+    One(BrokerProcess),
+    Cluster(ClusterProcess),
 }
 
 impl Broker {
@@ -133,59 +152,139 @@ impl Broker {
             .map_err(Clone::clone)
     }
 
-    /// A broker of its own on a free port (installing it first if needed), answering metadata
+    /// A broker of its own on free ports (installing it first if needed), answering metadata
     /// requests; or why it could not be started.
     pub(crate) fn start() -> Result<Broker, String> {
-        let exe = executable()?;
-        let dir = tempfile::Builder::new()
-            .prefix("weir-kafka-")
-            .tempdir()
-            .map_err(|e| format!("cannot make a temp dir for the broker: {e}"))?;
-        let process = BrokerProcess::start(exe, dir.path())?;
+        let installed = installed()?;
+        let dir = temp_dir()?;
+        let process = Nodes::One(BrokerProcess::start(installed, dir.path())?);
         Ok(Broker { process, _dir: dir })
     }
 
-    /// `"127.0.0.1:PORT"`, for `bootstrap.servers`.
+    /// A cluster of `size` Apache Kafka nodes of its own (whatever `WEIR_KAFKA_BROKER` says:
+    /// the emulator has no clusters), every node answering and named in the metadata; or why
+    /// it could not be started. Topics are replicated to every node (at most 3) and need one
+    /// fewer in sync (`min.insync.replicas`).
+    pub(crate) fn cluster(size: u32) -> Result<Broker, String> {
+        static APACHE: OnceLock<Result<Installed, String>> = OnceLock::new();
+        let installed = APACHE
+            .get_or_init(|| weir_test_servers::kafka::install_kind(&workspace_root(), Kind::Apache))
+            .as_ref()
+            .map_err(Clone::clone)?;
+        let dir = temp_dir()?;
+        let process = Nodes::Cluster(ClusterProcess::start(installed, dir.path(), size)?);
+        Ok(Broker { process, _dir: dir })
+    }
+
+    /// `"127.0.0.1:PORT"` (a cluster: every node's, comma-separated), for
+    /// `bootstrap.servers`.
     pub(crate) fn bootstrap(&self) -> String {
-        self.process.bootstrap()
+        match &self.process {
+            Nodes::One(one) => one.bootstrap(),
+            Nodes::Cluster(cluster) => cluster.bootstrap(),
+        }
+    }
+
+    /// Which broker this is: Apache Kafka, or the emulator noida-db (`WEIR_KAFKA_BROKER`).
+    pub(crate) fn kind(&self) -> Kind {
+        match &self.process {
+            Nodes::One(one) => one.kind(),
+            Nodes::Cluster(_) => Kind::Apache,
+        }
+    }
+
+    /// The single broker; panics on a cluster (its nodes are addressed one by one:
+    /// [`Broker::kill_node`], [`Broker::restart_node`]).
+    fn one(&self) -> &BrokerProcess {
+        match &self.process {
+            Nodes::One(one) => one,
+            Nodes::Cluster(_) => panic!("a cluster's nodes are stopped and started one by one"),
+        }
+    }
+
+    /// [`Broker::one`], mutable.
+    fn one_mut(&mut self) -> &mut BrokerProcess {
+        match &mut self.process {
+            Nodes::One(one) => one,
+            Nodes::Cluster(_) => panic!("a cluster's nodes are stopped and started one by one"),
+        }
+    }
+
+    /// The cluster; panics on a single broker.
+    fn cluster_mut(&mut self) -> &mut ClusterProcess {
+        match &mut self.process {
+            Nodes::Cluster(cluster) => cluster,
+            Nodes::One(_) => panic!("a single broker has no nodes to address"),
+        }
+    }
+
+    /// The number of nodes: 1, or a cluster's size.
+    pub(crate) fn nodes(&self) -> usize {
+        match &self.process {
+            Nodes::One(_) => 1,
+            Nodes::Cluster(cluster) => cluster.size(),
+        }
     }
 
     /// The broker's port.
     pub(crate) fn port(&self) -> u16 {
-        self.process.port()
+        self.one().port()
     }
 
     /// Whether the broker is running (not [`Broker::stop`]ped or [`Broker::kill`]ed).
     pub(crate) fn is_running(&self) -> bool {
-        self.process.is_running()
+        self.one().is_running()
     }
 
-    /// Stops the broker as an operator would (SIGTERM; it saves its state to its data
-    /// directory) and waits for it to exit (killing it after 10 s). The port stays this
-    /// broker's for [`Broker::restart`]. Does nothing when it is not running.
+    /// Stops the broker as an operator would (SIGTERM; it shuts down in order, or, noida-db,
+    /// saves its state to its data directory) and waits for it to exit (killing it after
+    /// 20 s). The port stays this broker's for [`Broker::restart`]. Does nothing when it is not
+    /// running.
     pub(crate) fn stop(&mut self) {
-        self.process.stop();
+        self.one_mut().stop();
     }
 
-    /// Kills the broker (SIGKILL, a crash) and waits for it. It keeps only what it saved of its
-    /// own accord before (it saves every few seconds and on [`Broker::stop`]).
+    /// Kills the broker (SIGKILL, a crash) and waits for it. Apache Kafka keeps what it wrote
+    /// to its log files; noida-db only what it saved of its own accord before (it saves every
+    /// few seconds and on [`Broker::stop`]).
     pub(crate) fn kill(&mut self) {
-        self.process.kill();
+        self.one_mut().kill();
     }
 
     /// Starts the broker again on the same port and data directory (stopping it first if it
     /// runs), and waits until it answers; panics if it does not. After [`Broker::stop`] it has
     /// the topics, records and committed offsets it had.
     pub(crate) fn restart(&mut self) {
-        if let Err(e) = self.process.restart() {
+        if let Err(e) = self.one_mut().restart() {
+            panic!("{e}");
+        }
+    }
+
+    /// Kills node `i` (0-based) of a cluster (SIGKILL) and waits for it.
+    pub(crate) fn kill_node(&mut self, i: usize) {
+        self.cluster_mut().kill(i);
+    }
+
+    /// Starts node `i` of a cluster again on its ports and data, and waits until it answers;
+    /// panics if it does not.
+    pub(crate) fn restart_node(&mut self, i: usize) {
+        if let Err(e) = self.cluster_mut().restart(i) {
             panic!("{e}");
         }
     }
 
     /// Whether the broker answers a metadata request within `timeout`, or what went wrong.
     pub(crate) fn metadata(&self, timeout: Duration) -> Result<(), String> {
-        self.process.metadata(timeout)
+        self.one().metadata(timeout)
     }
+}
+
+/// A temp folder for a broker's or a cluster's files.
+fn temp_dir() -> Result<tempfile::TempDir, String> {
+    tempfile::Builder::new()
+        .prefix("weir-kafka-")
+        .tempdir()
+        .map_err(|e| format!("cannot make a temp dir for the broker: {e}"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -296,11 +395,13 @@ impl Broker {
     /// A client configuration with `bootstrap.servers` set to this broker, for clients of the
     /// test's own.
     pub(crate) fn config(&self) -> ClientConfig {
-        self.process.config()
+        let mut config = ClientConfig::new();
+        config.set("bootstrap.servers", self.bootstrap());
+        config
     }
 
-    /// Creates `name` with `partitions` partitions (replication 1: one broker), waiting for the
-    /// result; panics if it fails (an existing topic too).
+    /// Creates `name` with `partitions` partitions (replicated to every node, at most 3),
+    /// waiting for the result; panics if it fails (an existing topic too).
     pub(crate) fn create_topic(&self, name: &str, partitions: i32) {
         self.create_topic_with(name, partitions, &[]);
     }
@@ -315,7 +416,8 @@ impl Broker {
     /// [`Broker::create_topic`] with topic configs, e.g. `[("cleanup.policy", "compact")]`.
     pub(crate) fn create_topic_with(&self, name: &str, partitions: i32, configs: &[(&str, &str)]) {
         let admin = self.admin();
-        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(1));
+        let replicas = i32::try_from(self.nodes().min(3)).expect("at most 3");
+        let mut topic = NewTopic::new(name, partitions, TopicReplication::Fixed(replicas));
         for (key, value) in configs {
             topic = topic.set(key, value);
         }
