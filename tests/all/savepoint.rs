@@ -7,16 +7,22 @@ use crate::support::{
     generator_count, in_progress_files, run_cli, stop_with_savepoint,
 };
 
+/// The generator of these tests: 2 subtasks, 300 keys, 10 000 records a second, `count` in
+/// all, so that a stop after a few checkpoints comes well before the end.
+fn generator(count: u64) -> GeneratorSpec {
+    GeneratorSpec {
+        parallelism: 2,
+        seed: 5,
+        count: Some(count),
+        rate: Some(10_000.0),
+        keys: 300,
+    }
+}
+
 #[test]
 fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undisturbed_output() {
     // Three seconds of records: the stop comes well before the end.
-    let generator = GeneratorSpec {
-        parallelism: 2,
-        seed: 5,
-        count: Some(30_000),
-        rate: Some(10_000.0),
-        keys: 300,
-    };
+    let generator = generator(30_000);
     let reference = Sandbox::new("savepoint-reference");
     checkpointed(
         generator_count(&reference, &generator),
@@ -84,13 +90,7 @@ fn a_second_stop_while_the_stop_savepoint_is_in_flight_does_not_cancel_the_job()
     use crate::support::InProcess;
 
     // Ten seconds of records: the stops come well before the end.
-    let generator = GeneratorSpec {
-        parallelism: 2,
-        seed: 5,
-        count: Some(100_000),
-        rate: Some(10_000.0),
-        keys: 300,
-    };
+    let generator = generator(100_000);
     let sandbox = Sandbox::new("savepoint-twice");
     checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1)
         .write(&sandbox.job_path());
@@ -118,13 +118,7 @@ fn a_second_stop_while_the_stop_savepoint_is_in_flight_does_not_cancel_the_job()
 /// never retried by the restart strategy nor run on without the output it owes.
 #[test]
 fn a_savepoint_the_job_cannot_take_up_is_refused_at_the_start_naming_why() {
-    let generator = GeneratorSpec {
-        parallelism: 2,
-        seed: 5,
-        count: Some(30_000),
-        rate: Some(10_000.0),
-        keys: 300,
-    };
+    let generator = generator(30_000);
     let sandbox = Sandbox::new("savepoint-refused");
     checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1)
         .restart("strategy = \"fixed-delay\"\nattempts = 3\ndelay = \"10ms\"")
