@@ -143,7 +143,15 @@ fn kill_between_transactions(worker: Weir, broker: &kafka::Broker, topics: &[&st
         worker.signal("STOP");
         std::thread::sleep(Duration::from_millis(50));
         let mut watched = broker.topics("weir.wordcount.");
-        watched.extend(topics.iter().map(|t| (*t).to_owned()));
+        // A topic not made yet (a sink's marker topic before its first commit, or still being
+        // created under load) holds no transaction: only those the broker knows are watched.
+        let known = broker.topics("");
+        watched.extend(
+            topics
+                .iter()
+                .filter(|t| known.iter().any(|k| k == *t))
+                .map(|t| (*t).to_owned()),
+        );
         let open = broker
             .ends(&watched)
             .iter()
