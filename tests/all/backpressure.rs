@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpoint_dirs, number_from_env,
+    CLI_TIMEOUT, GeneratorSpec, JOB_STARTING, JobFile, Sandbox, Weir, checkpoint_dirs,
+    number_from_env,
 };
 
 /// Exit code of `weir run` when the job failed beyond its restart strategy.
@@ -192,7 +193,7 @@ fn wait_started(weir: &mut Weir) {
     assert!(
         weir.wait_until("the job to start", CLI_TIMEOUT, |w| w
             .stderr()
-            .contains(" starting; checkpoints in ")),
+            .contains(JOB_STARTING)),
         "`weir` exited before the job started:\n{}",
         weir.stderr()
     );

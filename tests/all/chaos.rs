@@ -23,7 +23,7 @@ use std::time::{Duration, Instant};
 
 use crate::report;
 use crate::support::{
-    CLI_TIMEOUT, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
+    CLI_TIMEOUT, JOB_STARTING, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
     number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
     wordcount_at, wordcount_counting_with,
@@ -33,8 +33,6 @@ use crate::support::{
 const DEFAULT_SEED: u64 = 0x5eed_c4a0_5000_0001;
 /// Killed rounds per job when `WEIR_CHAOS_ROUNDS` is not set.
 const DEFAULT_ROUNDS: u64 = 10;
-/// What `weir` logs once its modules are loaded and the job is about to start or restore.
-const STARTING: &str = " starting; checkpoints in ";
 
 /// When a round's process is killed.
 #[derive(Debug, Clone, Copy)]
@@ -181,7 +179,7 @@ fn kill_and_restore(
             )
         };
         if !weir.wait_until("the job to start", CLI_TIMEOUT, |w| {
-            w.stderr().contains(STARTING)
+            w.stderr().contains(JOB_STARTING)
         }) {
             fail(
                 "`weir` exited before the job started",

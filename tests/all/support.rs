@@ -24,6 +24,13 @@ use weir::runtime::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunOptions};
 pub(crate) const CLI_TIMEOUT: Duration = Duration::from_secs(60);
 /// The longest an in-process job may run; see [`CLI_TIMEOUT`].
 pub(crate) const JOB_TIMEOUT: Duration = Duration::from_secs(60);
+/// The longest `weir run` may take to load its modules before the job starts, on top of the
+/// timeout of [`Weir::wait`]. Compiling a component is the job's first run's alone (the module
+/// cache serves the next ones) and its cost is the machine's: a 12 MB JavaScript component
+/// compiled in 36 s on two busy cores, more than half of [`CLI_TIMEOUT`].
+pub(crate) const LOAD_TIMEOUT: Duration = Duration::from_secs(240);
+/// What `weir run` logs when its modules are loaded and the job starts.
+pub(crate) const JOB_STARTING: &str = " starting; checkpoints in ";
 
 // ---------------------------------------------------------------------------------------------
 // The `weir` binary
@@ -898,9 +905,15 @@ impl Weir {
     }
 
     /// Waits for it to exit on its own; after `timeout` kills it and fails, showing stderr.
+    ///
+    /// `timeout` counts from the job's start ([`JOB_STARTING`]), or from this call if it started
+    /// before: loading the modules has [`LOAD_TIMEOUT`] of its own, so that a component
+    /// compiled on a busy machine does not eat the time of the job itself.
     pub(crate) fn wait(mut self, timeout: Duration) -> Ended {
-        let deadline = Instant::now() + timeout;
-        while Instant::now() < deadline {
+        let called = Instant::now();
+        let mut deadline = None;
+        let mut polls = 0u32;
+        loop {
             if let Some(status) = self.try_exit() {
                 self.child = None;
                 return Ended {
@@ -908,11 +921,24 @@ impl Weir {
                     stderr: self.stderr(),
                 };
             }
+            let now = Instant::now();
+            match deadline {
+                Some(deadline) if now >= deadline => break,
+                Some(_) => {}
+                None if now >= called + LOAD_TIMEOUT + timeout => break,
+                // Its stderr read every 100 ms, not at every poll: it may be long.
+                None if polls.is_multiple_of(10) && self.stderr().contains(JOB_STARTING) => {
+                    deadline = Some(now + timeout);
+                }
+                None => {}
+            }
+            polls += 1;
             std::thread::sleep(Duration::from_millis(10));
         }
         let ended = self.kill();
         panic!(
-            "`weir` did not exit within {timeout:?}; killed it; its stderr:\n{}",
+            "`weir` did not exit within {timeout:?} of its job's start (or {LOAD_TIMEOUT:?} more \
+             before it); killed it; its stderr:\n{}",
             ended.stderr
         );
     }
