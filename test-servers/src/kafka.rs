@@ -328,6 +328,8 @@ struct ClusterNode {
     dir: PathBuf,
     /// The node's process and its watchdog; `None` while stopped.
     running: Option<Watched>,
+    /// Whether the process is paused ([`ClusterProcess::pause`]).
+    paused: bool,
 }
 
 impl ClusterProcess {
@@ -378,6 +380,7 @@ impl ClusterProcess {
                 node: *node,
                 dir,
                 running: None,
+                paused: false,
             });
         }
         for (format, log, id) in formats {
@@ -432,14 +435,23 @@ impl ClusterProcess {
         self.nodes[i].node.port
     }
 
+    /// The index of the node whose `node.id` (the broker id metadata names) is `id`.
+    pub fn index_of(&self, id: i32) -> Option<usize> {
+        self.nodes
+            .iter()
+            .position(|member| i64::from(member.node.id) == i64::from(id))
+    }
+
     /// Whether node `i` runs.
     pub fn is_running(&self, i: usize) -> bool {
         self.nodes[i].running.is_some()
     }
 
     /// Stops node `i` as an operator would (SIGTERM: a controlled shutdown, which moves its
-    /// partitions' leadership to the others) and waits for it (killing it after 20 s).
+    /// partitions' leadership to the others) and waits for it (killing it after 20 s). A
+    /// paused node is resumed first: it could not act on the SIGTERM.
     pub fn stop(&mut self, i: usize) {
+        let _ = self.resume(i);
         if let Some(running) = self.nodes[i].running.take() {
             running.stop(STOP_TIMEOUT, WHAT);
         }
@@ -447,9 +459,33 @@ impl ClusterProcess {
 
     /// Kills node `i` (SIGKILL, a crash) and waits for it.
     pub fn kill(&mut self, i: usize) {
+        self.nodes[i].paused = false;
         if let Some(running) = self.nodes[i].running.take() {
             running.kill();
         }
+    }
+
+    /// Pauses node `i` (SIGSTOP), as a long garbage collection or a frozen machine would: it
+    /// neither answers nor leaves the cluster until the controller stops hearing from it
+    /// (`broker.session.timeout.ms`) and fences it. Does nothing to a node that is not running.
+    pub fn pause(&mut self, i: usize) -> Result<(), String> {
+        let member = &mut self.nodes[i];
+        if let Some(running) = &member.running {
+            running.signal("STOP", WHAT)?;
+            member.paused = true;
+        }
+        Ok(())
+    }
+
+    /// Resumes node `i` after [`ClusterProcess::pause`] (SIGCONT); does nothing to a node that
+    /// is not paused.
+    pub fn resume(&mut self, i: usize) -> Result<(), String> {
+        let member = &mut self.nodes[i];
+        if let (true, Some(running)) = (member.paused, &member.running) {
+            running.signal("CONT", WHAT)?;
+        }
+        member.paused = false;
+        Ok(())
     }
 
     /// Starts node `i` again on its ports and data (stopping it first if it runs), and waits
@@ -500,6 +536,10 @@ impl ClusterProcess {
 
 impl Drop for ClusterProcess {
     fn drop(&mut self) {
+        // A paused node could not act on its SIGTERM.
+        for i in 0..self.nodes.len() {
+            let _ = self.resume(i);
+        }
         // SIGTERM to all first: a node waits for the quorum as it shuts down.
         let running: Vec<Watched> = self
             .nodes
@@ -694,7 +734,10 @@ fn kafka_command(lib: &Path, config: &Path) -> Command {
 /// The `server.properties` of `node` in the cluster `voters`, its log in `data`: settings for
 /// tests. Every internal topic (consumer offsets, transaction state, share-group state) gets
 /// one partition, replicated to every node (at most 3) and acknowledged by one fewer; a
-/// consumer group's first rebalance does not wait; the broker's threads are few.
+/// consumer group's first rebalance does not wait; a transaction past its timeout is aborted
+/// within a second (not ten), so tests of a stalled producer need not wait; a node that stops
+/// answering is fenced, and its partitions led by others, after 3 s (not 9: every round of a
+/// test that kills nodes waits for it); the broker's threads are few.
 fn server_properties(node: &Node, voters: &[Node], data: &Path) -> String {
     let replicas = voters.len().min(3);
     let min_isr = if replicas > 1 { replicas - 1 } else { 1 };
@@ -725,6 +768,9 @@ fn server_properties(node: &Node, voters: &[Node], data: &Path) -> String {
          share.coordinator.state.topic.replication.factor={replicas}\n\
          share.coordinator.state.topic.min.isr={min_isr}\n\
          group.initial.rebalance.delay.ms=0\n\
+         transaction.abort.timed.out.transaction.cleanup.interval.ms=1000\n\
+         broker.session.timeout.ms=3000\n\
+         broker.heartbeat.interval.ms=500\n\
          num.network.threads=2\n\
          num.io.threads=2\n\
          background.threads=2\n\

@@ -227,6 +227,21 @@ impl Watched {
         let _ = self.watchdog.wait();
     }
 
+    /// Sends the signal `name` (`STOP`, `CONT`, …) to the server, which is still our unreaped
+    /// child: its pid cannot have been reused. `what` names the server in the error.
+    pub(crate) fn signal(&self, name: &str, what: &str) -> Result<(), String> {
+        let status = Command::new("kill")
+            .arg(format!("-{name}"))
+            .arg(self.server.id().to_string())
+            .status()
+            .map_err(|e| format!("cannot run `kill -{name}` on the {what}: {e}"))?;
+        if status.success() {
+            Ok(())
+        } else {
+            Err(format!("`kill -{name}` on the {what} failed ({status})"))
+        }
+    }
+
     /// SIGKILL, after telling the watchdog to let go of the pid.
     pub(crate) fn kill(mut self) {
         self.forget_watchdog();

@@ -10,11 +10,11 @@
 //! starts in under a second where Kafka takes about five ([`Broker::kind`] says which runs).
 //!
 //! Tests share one broker ([`Broker::shared`], apart by unique topic names), or start their own
-//! when they stop and restart it ([`Broker::start`]), or a cluster of three Apache Kafka nodes
-//! when they need replication ([`Broker::cluster`]: replication factor 3,
-//! `min.insync.replicas` 2). When neither can be had the test is
+//! when they stop and restart it ([`Broker::start`]), or the cluster of three Apache Kafka
+//! nodes the tests that need replication take turns on ([`shared_cluster_or_skip`]:
+//! replication factor 3, `min.insync.replicas` 2). When none can be had the test is
 //! skipped, loudly — or fails, under `CI=true` ([`broker_or_skip`], [`own_broker_or_skip`],
-//! [`cluster_or_skip`]).
+//! [`shared_cluster_or_skip`]).
 //!
 //! **No broker outlives the test process**: the broker process, its watchdog and its start
 //! and stop are `weir-test-servers`'s (`test-servers/`), shared with the Kafka benchmark. The
@@ -29,7 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use rdkafka::ClientConfig;
@@ -90,12 +90,41 @@ pub(crate) fn own_broker_or_skip(test: &str) -> Option<Broker> {
     Broker::start().map_err(|reason| skip(test, &reason)).ok()
 }
 
-/// A cluster of three Apache Kafka nodes of the test's own ([`Broker::cluster`]), or `None`
-/// as in [`broker_or_skip`].
-pub(crate) fn cluster_or_skip(test: &str) -> Option<Broker> {
-    Broker::cluster(3)
-        .map_err(|reason| skip(test, &reason))
-        .ok()
+/// The cluster of three Apache Kafka nodes the tests that kill and pause nodes share, one test
+/// at a time (three JVMs start in 10 to 40 s: once per test process, not once per test); or
+/// `None` as in [`broker_or_skip`]. The test has it for as long as it holds the turn; it is
+/// handed over with every node running and none paused, whatever the test before did or
+/// however it ended.
+pub(crate) fn shared_cluster_or_skip(test: &str) -> Option<ClusterTurn> {
+    static CLUSTER: OnceLock<Result<Broker, String>> = OnceLock::new();
+    static TURN: Mutex<()> = Mutex::new(());
+    let cluster = CLUSTER
+        .get_or_init(|| Broker::cluster(3))
+        .as_ref()
+        .map_err(|reason| skip(test, reason))
+        .ok()?;
+    // A test that failed in its turn poisons the lock; the cluster itself is healed below.
+    let turn = TURN.lock().unwrap_or_else(PoisonError::into_inner);
+    cluster.heal();
+    Some(ClusterTurn {
+        cluster,
+        _turn: turn,
+    })
+}
+
+/// A test's turn on the shared cluster ([`shared_cluster_or_skip`]): the cluster, for as long
+/// as the turn is held.
+pub(crate) struct ClusterTurn {
+    cluster: &'static Broker,
+    _turn: MutexGuard<'static, ()>,
+}
+
+impl std::ops::Deref for ClusterTurn {
+    type Target = Broker;
+
+    fn deref(&self) -> &Broker {
+        self.cluster
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -133,10 +162,20 @@ pub(crate) struct Broker {
     _dir: tempfile::TempDir,
 }
 
-/// One broker, or a cluster of Apache Kafka nodes.
+/// One broker, or a cluster of Apache Kafka nodes. A cluster's nodes are killed, paused and
+/// started again through a lock, so that a test may do it from a thread of its own while
+/// others produce and read.
 enum Nodes {
     One(BrokerProcess),
-    Cluster(ClusterProcess),
+    Cluster {
+        /// The nodes.
+        nodes: Mutex<ClusterProcess>,
+        /// Their addresses, which never change (a node starts again on its ports): read
+        /// without the lock, which a node's start holds for seconds.
+        bootstrap: String,
+        /// How many there are.
+        size: usize,
+    },
 }
 
 impl Broker {
@@ -172,7 +211,12 @@ impl Broker {
             .as_ref()
             .map_err(Clone::clone)?;
         let dir = temp_dir()?;
-        let process = Nodes::Cluster(ClusterProcess::start(installed, dir.path(), size)?);
+        let nodes = ClusterProcess::start(installed, dir.path(), size)?;
+        let process = Nodes::Cluster {
+            bootstrap: nodes.bootstrap(),
+            size: nodes.size(),
+            nodes: Mutex::new(nodes),
+        };
         Ok(Broker { process, _dir: dir })
     }
 
@@ -181,7 +225,7 @@ impl Broker {
     pub(crate) fn bootstrap(&self) -> String {
         match &self.process {
             Nodes::One(one) => one.bootstrap(),
-            Nodes::Cluster(cluster) => cluster.bootstrap(),
+            Nodes::Cluster { bootstrap, .. } => bootstrap.clone(),
         }
     }
 
@@ -189,7 +233,7 @@ impl Broker {
     pub(crate) fn kind(&self) -> Kind {
         match &self.process {
             Nodes::One(one) => one.kind(),
-            Nodes::Cluster(_) => Kind::Apache,
+            Nodes::Cluster { .. } => Kind::Apache,
         }
     }
 
@@ -198,7 +242,9 @@ impl Broker {
     fn one(&self) -> &BrokerProcess {
         match &self.process {
             Nodes::One(one) => one,
-            Nodes::Cluster(_) => panic!("a cluster's nodes are stopped and started one by one"),
+            Nodes::Cluster { .. } => {
+                panic!("a cluster's nodes are stopped and started one by one")
+            }
         }
     }
 
@@ -206,14 +252,16 @@ impl Broker {
     fn one_mut(&mut self) -> &mut BrokerProcess {
         match &mut self.process {
             Nodes::One(one) => one,
-            Nodes::Cluster(_) => panic!("a cluster's nodes are stopped and started one by one"),
+            Nodes::Cluster { .. } => {
+                panic!("a cluster's nodes are stopped and started one by one")
+            }
         }
     }
 
-    /// The cluster; panics on a single broker.
-    fn cluster_mut(&mut self) -> &mut ClusterProcess {
-        match &mut self.process {
-            Nodes::Cluster(cluster) => cluster,
+    /// The cluster's nodes, locked; panics on a single broker.
+    fn nodes_locked(&self) -> MutexGuard<'_, ClusterProcess> {
+        match &self.process {
+            Nodes::Cluster { nodes, .. } => nodes.lock().unwrap_or_else(PoisonError::into_inner),
             Nodes::One(_) => panic!("a single broker has no nodes to address"),
         }
     }
@@ -222,7 +270,7 @@ impl Broker {
     pub(crate) fn nodes(&self) -> usize {
         match &self.process {
             Nodes::One(_) => 1,
-            Nodes::Cluster(cluster) => cluster.size(),
+            Nodes::Cluster { size, .. } => *size,
         }
     }
 
@@ -261,16 +309,57 @@ impl Broker {
     }
 
     /// Kills node `i` (0-based) of a cluster (SIGKILL) and waits for it.
-    pub(crate) fn kill_node(&mut self, i: usize) {
-        self.cluster_mut().kill(i);
+    pub(crate) fn kill_node(&self, i: usize) {
+        self.nodes_locked().kill(i);
     }
 
     /// Starts node `i` of a cluster again on its ports and data, and waits until it answers;
     /// panics if it does not.
-    pub(crate) fn restart_node(&mut self, i: usize) {
-        if let Err(e) = self.cluster_mut().restart(i) {
+    pub(crate) fn restart_node(&self, i: usize) {
+        if let Err(e) = self.nodes_locked().restart(i) {
             panic!("{e}");
         }
+    }
+
+    /// Every node of a cluster running and none paused: resumes the paused ones and starts the
+    /// stopped ones again (panicking if one does not answer).
+    pub(crate) fn heal(&self) {
+        for i in 0..self.nodes() {
+            self.resume_node(i);
+            if !self.nodes_locked().is_running(i) {
+                self.restart_node(i);
+            }
+        }
+    }
+
+    /// Pauses node `i` of a cluster (SIGSTOP); panics if it cannot.
+    pub(crate) fn pause_node(&self, i: usize) {
+        if let Err(e) = self.nodes_locked().pause(i) {
+            panic!("{e}");
+        }
+    }
+
+    /// Resumes node `i` of a cluster paused by [`Broker::pause_node`] (SIGCONT).
+    pub(crate) fn resume_node(&self, i: usize) {
+        if let Err(e) = self.nodes_locked().resume(i) {
+            panic!("{e}");
+        }
+    }
+
+    /// The index of the cluster node that leads `partition` of `topic` now, or `None` when no
+    /// node does (an election under way) or the metadata cannot be had. Internal topics count:
+    /// the leader of `__transaction_state`'s partition is the transaction coordinator.
+    pub(crate) fn leader_node(&self, topic: &str, partition: i32) -> Option<usize> {
+        let consumer: BaseConsumer = self.config().create().ok()?;
+        let metadata = consumer.fetch_metadata(Some(topic), CLIENT_TIMEOUT).ok()?;
+        let leader = metadata
+            .topics()
+            .first()?
+            .partitions()
+            .iter()
+            .find(|p| p.id() == partition)?
+            .leader();
+        self.nodes_locked().index_of(leader)
     }
 
     /// Whether the broker answers a metadata request within `timeout`, or what went wrong.

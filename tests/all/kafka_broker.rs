@@ -316,12 +316,12 @@ fn kafka_broker_stops_and_restarts_on_its_port() {
     broker.produce(&topic, &[(Some(0), None, b"after the crash")]);
 }
 
-/// The three-node cluster (`kafka::cluster_or_skip`): a topic replicated three times keeps
-/// taking acknowledged writes (`acks=all`, two in sync) with a node killed, loses none of them,
-/// and the node comes back on its ports and data.
+/// The three-node cluster (`kafka::shared_cluster_or_skip`): a topic replicated three times
+/// keeps taking acknowledged writes (`acks=all`, two in sync) with a node killed, loses none of
+/// them, and the node comes back on its ports and data.
 #[test]
 fn kafka_cluster_keeps_acknowledged_writes_with_a_node_killed() {
-    let Some(mut cluster) = kafka::cluster_or_skip("kafka_cluster_keeps_acknowledged_writes")
+    let Some(cluster) = kafka::shared_cluster_or_skip("kafka_cluster_keeps_acknowledged_writes")
     else {
         return;
     };
