@@ -261,8 +261,10 @@ pub(crate) fn difference(actual: &[String], expected: &[String]) -> Option<Strin
 
 /// The kill of one round: a named point's `N`-th hit, or only the timer.
 #[derive(Debug, Clone, Copy)]
-enum Kill {
+pub(crate) enum Kill {
+    /// At the `N`-th time the point is reached.
     At(KillPoint, u64),
+    /// Only by the timer.
     Timer,
 }
 
@@ -318,7 +320,13 @@ fn plan(rng: &mut Rng, points: &[KillPoint], rounds: u64) -> Vec<Kill> {
 
 /// Runs the stream job once with `kill`, ending it by the timer if the point is not reached
 /// in time; returns whether the point was reached and the log.
-fn crash_round(job: &Path, log: &Path, kill: Kill, timer: Duration, env: &[(&str, &str)]) -> bool {
+pub(crate) fn crash_round(
+    job: &Path,
+    log: &Path,
+    kill: Kill,
+    timer: Duration,
+    env: &[(&str, &str)],
+) -> bool {
     let armed = match kill {
         Kill::At(point, nth) => Some(format!("{point}:{nth}")),
         Kill::Timer => None,
@@ -430,10 +438,11 @@ fn chaos(
     );
     let actual = match output_lines(broker, &output) {
         Ok(lines) => lines,
-        Err(problem) => return Some(format!("{problem}\n{history}")),
+        // The rounds first, the verdict last: a long log is read from its end.
+        Err(problem) => return Some(format!("{history}\n{problem}")),
     };
     if let Some(d) = difference(&actual, &expected_counts(records)) {
-        return Some(format!("{d}\n{history}"));
+        return Some(format!("{history}\n{d}"));
     }
     let (sink, result) = match &output {
         End::Kafka(_) => (

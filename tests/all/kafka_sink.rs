@@ -335,3 +335,60 @@ fn a_record_older_than_its_topics_retention_is_reported_once_naming_the_fixes() 
         }
     }
 }
+
+/// A marker topic that deletes by time loses the marker a restore of an old checkpoint needs
+/// to know its output committed: the sink warns at start, naming the topic and the fix; the
+/// compacted one it creates itself, and one compacted by hand, draw no warning.
+#[test]
+fn a_marker_topic_that_deletes_by_time_is_reported_naming_the_fix() {
+    let Some(broker) = kafka::broker_or_skip("kafka_sink_marker_retention") else {
+        return;
+    };
+    let rows = [("k1".to_owned(), "v1".to_owned(), kafka::now_ms())];
+    for (case, markers, warned) in [
+        ("created by the sink", None, false),
+        ("created with the broker's defaults", Some(&[][..]), true),
+        (
+            "created compacted",
+            Some(&[("cleanup.policy", "compact")][..]),
+            false,
+        ),
+    ] {
+        let sandbox = Sandbox::new("kafka-sink-marker-retention");
+        let topic = kafka::unique("marker-retention");
+        broker.create_topic(&topic, 1);
+        let marker_topic = format!("{topic}.markers");
+        if let Some(configs) = markers {
+            broker.create_topic_with(&marker_topic, 1, configs);
+        }
+        let input = csv_input(&sandbox, "in.csv", &rows);
+        let sink = format!(
+            "topic = \"{topic}\"\ntransactional_id_prefix = \"{topic}.tx\"\n\
+             marker_topic = \"{marker_topic}\""
+        );
+        fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
+        let ended =
+            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        ended.assert_code(0, case);
+        let warning = format!(
+            "kafka sink \"out\": the marker topic \"{marker_topic}\" deletes records after \
+             604800000 ms"
+        );
+        assert_eq!(
+            ended.stderr.contains(&warning),
+            warned,
+            "{case}: expected {}\n{warning}\nin\n{}",
+            if warned { "" } else { "no" },
+            ended.stderr
+        );
+        if warned {
+            assert!(
+                ended.stderr.contains(&format!(
+                    "--entity-name {marker_topic} --add-config cleanup.policy=compact"
+                )),
+                "{case}: the fix is named\n{}",
+                ended.stderr
+            );
+        }
+    }
+}

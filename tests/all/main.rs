@@ -8,6 +8,8 @@ mod kafka;
 #[cfg(unix)]
 mod kafka_broker;
 #[cfg(unix)]
+mod kafka_cluster;
+#[cfg(unix)]
 mod kafka_exactly_once;
 #[cfg(unix)]
 mod kafka_faults;

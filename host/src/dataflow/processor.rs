@@ -252,6 +252,17 @@ impl TaskError {
         }
     }
 
+    /// This error, raised while the task took up its restored state, as that failure
+    /// ([`TaskError::Restoring`]) — unless it is a stop, or a failure of what the task talks to
+    /// rather than of the state (a Kafka broker that did not answer in time): the checkpoint
+    /// is not at fault, and the restart strategy may get past it.
+    pub(crate) fn while_restoring(self) -> TaskError {
+        match self {
+            TaskError::Stopped | TaskError::Kafka { .. } => self,
+            error => TaskError::Restoring(Box::new(error)),
+        }
+    }
+
     /// This error as the failure of `task`, a task chained after another; an error that
     /// already names a task chained further down keeps that name, and a stop stays a stop.
     pub(crate) fn of_chained(self, task: &TaskId) -> TaskError {
@@ -384,6 +395,26 @@ pub(crate) struct ChainedState {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_broker_that_does_not_answer_during_a_restore_is_no_refusal_of_the_checkpoint() {
+        let kafka = TaskError::Kafka {
+            connector: "kafka sink \"out\"".into(),
+            what: "cannot read the markers".into(),
+            source: Box::new(rdkafka::error::KafkaError::MessageConsumption(
+                rdkafka::types::RDKafkaErrorCode::BrokerTransportFailure,
+            )),
+        };
+        assert!(!kafka.while_restoring().is_restoring());
+        assert!(!TaskError::Stopped.while_restoring().is_restoring());
+        let state = TaskError::Restore("not a state of this operator".into()).while_restoring();
+        assert!(state.is_restoring());
+        // Shown as what it wraps.
+        assert_eq!(
+            state.to_string(),
+            "cannot restore task state: not a state of this operator"
+        );
+    }
 
     #[test]
     fn connector_failures_name_the_connector_its_path_and_what_it_was_doing() {

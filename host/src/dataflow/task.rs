@@ -176,10 +176,7 @@ impl ProcessingTask {
                 }
                 Ok(())
             };
-            restore().map_err(|e: TaskError| match e {
-                TaskError::Stopped => e,
-                e => TaskError::Restoring(Box::new(e)),
-            })?;
+            restore().map_err(TaskError::while_restoring)?;
             out.metrics.watermark.set(clocks.current());
             kill_point::reached(KillPoint::Restore);
         }
@@ -466,7 +463,7 @@ pub(crate) fn run_source(
     if let Some(RestoredState { state, .. }) = restored {
         source
             .seek(&state.inner)
-            .map_err(|e| TaskError::Restoring(Box::new(e)))?;
+            .map_err(TaskError::while_restoring)?;
         finished = state.finished;
         if let (Some(clock), Some(time)) = (clock.as_mut(), state.time.as_deref()) {
             let time = TimeState::decode(time).map_err(|e| TaskError::Restore(e.to_string()))?;

@@ -14,12 +14,16 @@ use std::fmt::Write as _;
 use std::process::ExitCode;
 
 /// The areas of the issue, in the order the document presents them, with their headings.
-const AREAS: [(&str, &str); 7] = [
+const AREAS: [(&str, &str); 8] = [
     (
         "chaos",
         "Crash recovery (SIGKILL, restart with `--restore latest`)",
     ),
     ("kafka", "Exactly-once through Kafka (SIGKILL)"),
+    (
+        "kafka-cluster",
+        "Exactly-once on a real Kafka cluster (brokers killed and paused)",
+    ),
     ("isolation", "Guest isolation"),
     ("storage", "Storage faults"),
     ("back-pressure", "Back-pressure"),
@@ -53,6 +57,14 @@ const HOW: &str = "\
   named point (`sink-commit` and `sink-committed` too) or at a random moment; what a
   read_committed consumer sees must equal an undisturbed run, in order per key within each
   partition (`WEIR_KAFKA_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> … kafka_exactly_once::`).
+- **Exactly-once on a real Kafka cluster** (`tests/all/kafka_cluster.rs`): the same Kafka →
+  count → Kafka job on three Apache Kafka nodes (replication factor 3, `min.insync.replicas`
+  2), restarting itself after failures; in every round a broker is SIGKILLed and started again
+  (the leader of an output partition, or the transaction coordinator) or the coordinator is
+  paused (SIGSTOP) past the sink's transaction timeout, while `weir` is SIGKILLed at a random
+  moment or after a checkpoint; a final run restores and finishes, and the read_committed output
+  must equal an undisturbed run's (`WEIR_CLUSTER_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> …
+  kafka_cluster::`).
 - **Guest isolation** (`tests/all/isolation.rs`): hostile guests in real jobs; each must end in a
   failure that names the operator, subtask and cause, with the restart strategy applied, bounded
   host memory and no hang.

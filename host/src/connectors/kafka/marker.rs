@@ -15,7 +15,7 @@ use rdkafka::error::KafkaError;
 use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 
-use super::{Detached, KafkaSetupError, REQUEST_TIMEOUT, WeirContext, client_config};
+use super::{Detached, KafkaSetupError, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal};
 use crate::job::KafkaSinkSettings;
 
 /// What one committed transaction of an exactly-once sink subtask says about itself.
@@ -65,6 +65,39 @@ pub(super) fn create_topic(
         &[("cleanup.policy", "compact")],
         what,
     )
+}
+
+/// Warns when the existing marker topic of `settings` deletes records by time (created by
+/// hand with the broker's defaults, say). A restore learns whether the checkpoint's transaction
+/// committed from its transactional id's newest marker; one deleted by time reads as "not
+/// committed", and the checkpoint's output is sent again: a job stopped for longer than the
+/// retention and then restored from its last checkpoint would write its last output twice.
+/// Compaction keeps the newest marker of each id forever. A warning, not a refusal: the topic
+/// may be the operator's to configure, and a job restored within the retention is safe.
+pub(super) fn warn_if_markers_expire(connector: &str, settings: &KafkaSinkSettings) {
+    let topic = &settings.marker_topic;
+    let Some(configs) = super::topic_configs(
+        &settings.bootstrap,
+        &settings.properties,
+        std::slice::from_ref(topic),
+    ) else {
+        return;
+    };
+    let Some(retention) = configs
+        .iter()
+        .find_map(|(_, values)| super::retention::time_limit(values))
+    else {
+        return;
+    };
+    tracing::warn!(
+        "{connector}: the marker topic \"{topic}\" deletes records after {retention} ms \
+         (cleanup.policy with delete, retention.ms): a restore of a checkpoint older than that \
+         finds no marker of its transaction, takes its output for uncommitted, and sends it \
+         again. Weir creates marker topics compacted; make this one so, for example \
+         `kafka-configs.sh --bootstrap-server {} --alter --entity-type topics --entity-name \
+         {topic} --add-config cleanup.policy=compact`",
+        settings.bootstrap
+    );
 }
 
 /// The newest marker of every key that starts with `prefix` — committed ones only with
@@ -132,11 +165,14 @@ pub(crate) fn read_markers(
         .iter()
         .map(|e| e.partition())
         .collect();
+    // What went wrong last while librdkafka retried (a partition's leader gone until another
+    // is elected): the error if the reads never get through.
+    let mut retried = None;
     while !remaining.is_empty() {
         if Instant::now() > deadline {
-            return Err(KafkaError::MessageConsumption(
+            return Err(retried.unwrap_or(KafkaError::MessageConsumption(
                 rdkafka::types::RDKafkaErrorCode::OperationTimedOut,
-            ));
+            )));
         }
         match consumer.poll(std::time::Duration::from_millis(100)) {
             Some(Ok(message)) => {
@@ -149,7 +185,11 @@ pub(crate) fn read_markers(
                 }
             }
             Some(Err(KafkaError::PartitionEOF(_))) | None => {}
-            Some(Err(error)) => return Err(error),
+            Some(Err(error)) if is_fatal(&error) => return Err(error),
+            Some(Err(error)) => {
+                tracing::debug!("reading the markers in \"{topic}\": {error} (retrying)");
+                retried = Some(error);
+            }
         }
         // The position passes transaction control records too, so it reaches the end.
         let positions = consumer.position()?;

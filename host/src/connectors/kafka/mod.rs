@@ -350,6 +350,16 @@ pub(crate) fn task_error(
     }
 }
 
+/// Whether a consumer error ends the task (and the job fails over by its restart strategy):
+/// librdkafka's fatal errors, and every broker of the cluster being down, which librdkafka
+/// would otherwise wait out silently for as long as it lasts. Any other error a poll returns —
+/// a dropped connection, a partition whose leader is moving — librdkafka retries by itself:
+/// the reader polls on.
+pub(crate) fn is_fatal(error: &KafkaError) -> bool {
+    matches!(error, KafkaError::MessageConsumptionFatal(_))
+        || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
+}
+
 /// Runs a future of rdkafka's admin API to completion on this thread. librdkafka's own
 /// threads do the work; the future only waits for their answer, so no reactor is needed.
 pub(crate) fn block_on<F: Future>(future: F) -> Result<F::Output, std::io::Error> {
@@ -639,15 +649,19 @@ fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), Kafka
     check_markers(connector, settings, &metadata)
 }
 
-/// Creates an exactly-once sink's marker topic when missing.
+/// Creates an exactly-once sink's marker topic when missing; warns when an existing one
+/// deletes its records by time.
 fn check_markers(
     connector: &str,
     settings: &KafkaSinkSettings,
     metadata: &Metadata,
 ) -> Result<(), KafkaSetupError> {
-    if settings.delivery == crate::job::Delivery::ExactlyOnce
-        && !topic_exists(metadata, &settings.marker_topic)
-    {
+    if settings.delivery != crate::job::Delivery::ExactlyOnce {
+        return Ok(());
+    }
+    if topic_exists(metadata, &settings.marker_topic) {
+        marker::warn_if_markers_expire(connector, settings);
+    } else {
         marker::create_topic(connector, settings)?;
     }
     Ok(())

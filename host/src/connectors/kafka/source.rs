@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use weir_abi::key_group::KeyGroups;
 
 use super::report::{STATISTICS_INTERVAL, SourceReport};
-use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
 use crate::connectors::skip_log::SkipLog;
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::metrics::TaskMetrics;
@@ -82,14 +82,6 @@ pub(crate) fn reader(
     global
         .checked_sub(first)
         .filter(|&local| local < parallelism)
-}
-
-/// Whether a consumer error ends the task (and the job fails over by its restart strategy):
-/// librdkafka's fatal errors, and every broker of the cluster being down, which librdkafka
-/// would otherwise wait out silently for as long as it lasts.
-fn is_fatal(error: &KafkaError) -> bool {
-    matches!(error, KafkaError::MessageConsumptionFatal(_))
-        || error.rdkafka_error_code() == Some(rdkafka::types::RDKafkaErrorCode::AllBrokersDown)
 }
 
 /// The longest part of a header's value a message quotes.
