@@ -31,6 +31,7 @@ use weir_abi::key_group::key_group;
 use weir_test_servers::kafka::Kind;
 
 use crate::kafka::{self, Isolation};
+use crate::kafka_cluster::BrokerFault;
 use crate::kafka_exactly_once::{End, difference, output_lines};
 use crate::support::{CLI_TIMEOUT, Rng, Sandbox, Weir, number_from_env, seed_from_env};
 
@@ -233,11 +234,22 @@ fn exchange_topic(stderr: &str) -> String {
 /// Kafka `input` → `split` → key-hash → `count` → Kafka `output`, checkpoints on `url`; the
 /// sink's transactional ids are the output's, so tests running at once never fence each other.
 fn wordcount(broker: &kafka::Broker, url: &str, input: &str, output: &str) -> String {
+    wordcount_with(broker, url, input, output, "strategy = \"none\"")
+}
+
+/// [`wordcount`] with this `[restart]` table body; the sink is its last table.
+fn wordcount_with(
+    broker: &kafka::Broker,
+    url: &str,
+    input: &str,
+    output: &str,
+    restart: &str,
+) -> String {
     format!(
         "name = \"wordcount\"\nmax_parallelism = 12\n\
          [checkpoint]\ninterval = \"200ms\"\nmin_pause = \"0ms\"\nretained = 2\n\
          directory = \"{url}\"\n\
-         [restart]\nstrategy = \"none\"\n\
+         [restart]\n{restart}\n\
          [[source]]\nname = \"in\"\ntype = \"kafka\"\nbootstrap = \"{bootstrap}\"\n\
          topics = [\"{input}\"]\n\
          [[operator]]\nname = \"split\"\nmodule = {split:?}\ninputs = [\"in\"]\n\
@@ -260,28 +272,59 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
     let Some(broker) = kafka::broker_or_skip("three_workers_killed_at_random") else {
         return;
     };
+    three_workers_killed_at_random(s3, broker, false);
+}
+
+/// The same on a three-node Apache Kafka cluster (`kafka_cluster.rs`), a broker killed and
+/// started again or paused past the transaction timeout in every round, beside the kill of a
+/// worker.
+#[test]
+fn three_workers_killed_at_random_on_a_cluster_whose_brokers_fail_write_what_one_process_writes() {
+    let Some(s3) = crate::s3::s3_or_skip("three_workers_on_a_cluster") else {
+        return;
+    };
+    let Some(cluster) = kafka::shared_cluster_or_skip("three_workers_on_a_cluster") else {
+        return;
+    };
+    three_workers_killed_at_random(s3, &cluster, true);
+}
+
+/// Three workers of the word count, one killed at a random moment in each round and started
+/// again; with `broker_faults`, a fault of `broker`'s nodes in each round too
+/// ([`BrokerFault`]). The read_committed output must be a failure-free run's, and the same
+/// job as one process must write the same.
+fn three_workers_killed_at_random(s3: &crate::s3::S3, broker: &kafka::Broker, broker_faults: bool) {
     const WORKERS: u32 = 3;
     const CHUNK: u64 = 400;
     let seed = seed_from_env("WEIR_CHAOS_SEED", 0x3_0000_0021);
     let rounds = number_from_env("WEIR_WORKER_ROUNDS", 6);
     let mut rng = Rng::new(seed);
-    let context = format!("WEIR_CHAOS_SEED={seed:#x} WEIR_WORKER_ROUNDS={rounds}");
+    let mut context = format!("WEIR_CHAOS_SEED={seed:#x} WEIR_WORKER_ROUNDS={rounds}");
     let input = kafka::unique("words-in");
     let output = kafka::unique("words-out");
     broker.create_topic(&input, 6);
     broker.create_topic(&output, 3);
     let bucket = s3.bucket("workers");
     let sandbox = Sandbox::new("workers");
-    std::fs::write(
-        sandbox.job_path(),
+    // On a cluster whose brokers fail, a worker's job may fail (a commit that cannot reach the
+    // coordinator): it restarts itself, with a transaction timeout a paused broker outlasts.
+    let job = if broker_faults {
+        wordcount_with(
+            broker,
+            &format!("s3://{bucket}/jobs/wordcount"),
+            &input,
+            &output,
+            crate::kafka_cluster::RESTART,
+        ) + &crate::kafka_cluster::sink_properties()
+    } else {
         wordcount(
             broker,
             &format!("s3://{bucket}/jobs/wordcount"),
             &input,
             &output,
-        ),
-    )
-    .unwrap();
+        )
+    };
+    std::fs::write(sandbox.job_path(), job).unwrap();
     let mut env = s3.env();
     if let Ok(filter) = std::env::var("WEIR_WORKER_LOG") {
         env.push(("RUST_LOG".to_owned(), filter));
@@ -305,31 +348,41 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
     let mut workers: Vec<Weir> = (0..WORKERS).map(&mut start).collect();
     let mut appended = 0;
     let mut kills = Vec::new();
-    for _ in 0..rounds {
+    for index in 0..rounds {
         let lines: Vec<String> = (appended..appended + CHUNK).map(line).collect();
         let rows: Vec<kafka::Produce<'_>> =
             lines.iter().map(|l| (None, None, l.as_bytes())).collect();
         broker.produce(&input, &rows);
         appended += CHUNK;
-        std::thread::sleep(Duration::from_millis(rng.between(200, 1500)));
-        let victim = rng.below(u64::from(WORKERS)) as usize;
-        for (index, worker) in workers.iter_mut().enumerate() {
-            if let Some(status) = worker.try_exit() {
-                panic!(
-                    "{context}: worker {index} exited by itself ({status}); its stderr:\n{}",
-                    worker.stderr()
-                );
+        // The broker's fault runs beside the round, from its start; the round ends when it has.
+        let fault = broker_faults.then(|| BrokerFault::of_round(index, &mut rng));
+        let faulted = std::thread::scope(|scope| {
+            let output = output.as_str();
+            let injected = fault.map(|fault| scope.spawn(move || fault.inject(broker, output)));
+            std::thread::sleep(Duration::from_millis(rng.between(200, 1500)));
+            let victim = rng.below(u64::from(WORKERS)) as usize;
+            for (index, worker) in workers.iter_mut().enumerate() {
+                if let Some(status) = worker.try_exit() {
+                    panic!(
+                        "{context}: worker {index} exited by itself ({status}); its stderr:\n{}",
+                        worker.stderr()
+                    );
+                }
             }
+            // Killed before its replacement starts: the lock of its directories is free then.
+            kill_between_transactions(
+                workers.remove(victim),
+                broker,
+                &[output, &format!("{output}.tx.markers")],
+                &context,
+            );
+            workers.insert(victim, start(victim as u32));
+            kills.push(victim);
+            injected.map(|thread| thread.join().expect("the fault's thread"))
+        });
+        if let (Some(fault), Some(did)) = (fault, faulted) {
+            context.push_str(&format!("\n  round {index}: {fault:?}: {did}"));
         }
-        // Killed before its replacement starts: the lock of its directories is free then.
-        kill_between_transactions(
-            workers.remove(victim),
-            broker,
-            &[&output, &format!("{output}.tx.markers")],
-            &context,
-        );
-        workers.insert(victim, start(victim as u32));
-        kills.push(victim);
     }
     let expected = expected_words(appended);
     let deadline = Instant::now() + Duration::from_secs(120);
