@@ -22,6 +22,8 @@ struct Keyed {
     watermarks: bool,
     /// More lines of its table.
     settings: &'static str,
+    /// The generator's distinct keys.
+    keys: u32,
 }
 
 const COUNT: Keyed = Keyed {
@@ -30,14 +32,19 @@ const COUNT: Keyed = Keyed {
     config: None,
     watermarks: false,
     settings: "",
+    keys: 400,
 };
 
+/// Dedup writes a key's first record only: over 400 keys every key has shown up within a
+/// fraction of a second, before any stop could come; over 20 000 (about 12 600 of them drawn
+/// in 20 000 records) new keys keep coming to the end.
 const DEDUP: Keyed = Keyed {
     name: "dedup",
     module: weir_tests::guests::DEDUP,
     config: None,
     watermarks: false,
     settings: "",
+    keys: 20_000,
 };
 
 /// Tumbling windows over in-order timestamps (record `i` at `i` ms): no record is ever late,
@@ -48,11 +55,12 @@ const WINDOW: Keyed = Keyed {
     config: Some("tumbling 500"),
     watermarks: true,
     settings: "",
+    keys: 400,
 };
 
 /// The job: one generator (so each key's records reach the operator in one order) → key-hash
 /// → the operator at `parallelism` → rebalance → an exactly-once file sink of 2 subtasks, with
-/// a checkpoint every 100 ms. Two seconds of records over 400 keys.
+/// a checkpoint every 100 ms. Two seconds of records over the operator's keys.
 fn job(sandbox: &Sandbox, op: &Keyed, parallelism: u32, extra: &str) -> String {
     let watermark = if op.watermarks {
         "watermark = { out_of_orderness = \"0ms\", interval = \"20ms\" }\n"
@@ -66,7 +74,7 @@ fn job(sandbox: &Sandbox, op: &Keyed, parallelism: u32, extra: &str) -> String {
     format!(
         "name = \"rescale\"\n{extra}\n\
          [checkpoint]\ninterval = \"100ms\"\nmode = \"exactly-once\"\ndirectory = {:?}\nretained = 2\n\
-         [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\ncount = 20000\nrate = 10000.0\nkeys = 400\n{watermark}\
+         [[source]]\nname = \"gen\"\ntype = \"generator\"\nseed = 3\ncount = 20000\nrate = 10000.0\nkeys = {keys}\n{watermark}\
          [[operator]]\nname = \"{}\"\nmodule = {:?}\nparallelism = {parallelism}\n{config}{}\
          inputs = [{{ from = \"gen\", partition = \"key-hash\" }}]\n\
          [[sink]]\nname = \"out\"\ntype = \"file\"\npath = {:?}\nparallelism = 2\n\
@@ -77,6 +85,7 @@ fn job(sandbox: &Sandbox, op: &Keyed, parallelism: u32, extra: &str) -> String {
         op.settings,
         sandbox.out_dir(),
         op.name,
+        keys = op.keys,
     )
 }
 
