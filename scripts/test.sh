@@ -4,19 +4,20 @@
 # and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each step says when it starts and how long the suite has run: CI's limit is the whole.
+step() { echo "== $1 ($(date -u +%H:%M:%S) UTC, ${SECONDS}s in)"; }
+step "installing what the tests need"
 bash scripts/ensure-wasm-target.sh
 bash scripts/ensure-chromium.sh
-# The Kafka broker of the connectors' tests (tests/all/kafka.rs). The tests install it themselves
-# when it is missing, so `cargo test` alone works; here it is installed before the build, where
-# a failure stops the suite with the script's own message instead of skipping those tests.
-bash scripts/install-kafka-broker.sh >/dev/null
-# Apache Kafka itself (tests/kafka/apache/pom.xml): its jars fetched with Maven, installed the
-# same way and for the same reason (about 45 MB and seconds the first time; nothing after). The
-# three-node cluster test runs it in every suite. The other Kafka tests pass on it module by
-# module (docs/ARCHITECTURE.md), but the suite keeps the emulator until a whole run of it on
-# Apache Kafka is green on the CI machine: set WEIR_KAFKA_BROKER=apache to run that.
-bash scripts/install-apache-kafka.sh >/dev/null
-export WEIR_KAFKA_BROKER="${WEIR_KAFKA_BROKER:-noida-db}"
+# Apache Kafka itself, the broker of the Kafka tests (tests/all/kafka.rs; one node, and the
+# three-node cluster of the tests that kill and pause brokers): its jars fetched with Maven
+# (tests/kafka/apache/pom.xml; about 45 MB and seconds the first time, nothing after). The tests
+# install it themselves when it is missing, so `cargo test` alone works; here it is installed
+# before the build, where a failure stops the suite with the script's own message instead of
+# skipping those tests.
+kafka_jars="$(bash scripts/install-apache-kafka.sh)"
+echo "the Kafka tests run Apache Kafka $(sed -n 's:.*<kafka.version>\([^<]*\)</kafka.version>.*:\1:p' \
+  tests/kafka/apache/pom.xml) (jars in ${kafka_jars#"$PWD/"})"
 # The S3 server of the object-storage tests (tests/all/s3.rs): moto, installed the same way and
 # for the same reason (about 300 MB and under a minute the first time; nothing after).
 bash scripts/install-s3-server.sh >/dev/null
@@ -30,9 +31,9 @@ bash scripts/install-azure-server.sh >/dev/null
 # directory it creates made durable.
 command -v strace >/dev/null 2>&1 || bash scripts/apt-install.sh "the durability test" strace
 rustup component add rustfmt clippy >/dev/null 2>&1 || true
-echo "== cargo fmt --check"
+step "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy"
+step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 # The host alone, as the release `weir` is built: without the test crates' `test-hooks` feature.
 cargo clippy -p weir --all-targets -- -D warnings
@@ -41,11 +42,12 @@ cargo clippy -p weir-sdk --target wasm32-unknown-unknown -- -D warnings
 if ! command -v python3 >/dev/null 2>&1; then
   bash scripts/apt-install.sh "the Python SDK's tests" python3
 fi
-echo "== Python SDK (python3 -m unittest)"
+step "Python SDK (python3 -m unittest)"
 python3 -m unittest discover -q -s guest-sdk/python/tests -t guest-sdk/python
 python3 -m unittest discover -q -s examples/python/count
 bash scripts/install-componentize-js.sh
-echo "== JavaScript SDK (node --test)"
+step "JavaScript SDK (node --test)"
 node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/
-echo "== cargo test"
+step "cargo test"
 cargo test --workspace
+step "done"

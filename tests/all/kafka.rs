@@ -5,9 +5,8 @@
 //! The broker is Apache Kafka itself (one KRaft node, broker and controller in one JVM), the
 //! version pinned in `tests/kafka/apache/pom.xml`, its jars fetched with Maven into
 //! `tests/kafka/apache/lib` by `scripts/install-apache-kafka.sh`, once per test process, the
-//! first time a test asks for a broker. `WEIR_KAFKA_BROKER=noida-db` runs PyPI's `noida-db`
-//! instead (a single-broker Kafka 3.8 emulator, `scripts/install-kafka-broker.sh`), which
-//! starts in under a second where Kafka takes about five ([`Broker::kind`] says which runs).
+//! first time a test asks for a broker. (The tests ran on `noida-db`, a Kafka-protocol emulator,
+//! until issue 39; what it did differently is in docs/CHECKPOINTS.md §12. No test runs it now.)
 //!
 //! Tests share one broker ([`Broker::shared`], apart by unique topic names), or start their own
 //! when they stop and restart it ([`Broker::start`]), or the cluster of three Apache Kafka
@@ -130,15 +129,15 @@ impl std::ops::Deref for ClusterTurn {
 // ---------------------------------------------------------------------------------------------
 // The broker
 
-/// The broker, installed once per test process by its script (a no-op when the pinned version
-/// is there): Apache Kafka unless `WEIR_KAFKA_BROKER=noida-db` chooses the emulator; or why
-/// it could not be.
+/// Apache Kafka, installed once per test process by its script (a no-op when the pinned
+/// version is there); or why it could not be.
 fn installed() -> Result<&'static Installed, String> {
     static INSTALLED: OnceLock<Result<Installed, String>> = OnceLock::new();
     INSTALLED
         .get_or_init(|| {
             let started = Instant::now();
-            let installed = weir_test_servers::kafka::install(&workspace_root())?;
+            let installed =
+                weir_test_servers::kafka::install_kind(&workspace_root(), Kind::Apache)?;
             if started.elapsed() > Duration::from_secs(2) {
                 let _ = writeln!(
                     std::io::stderr(),
@@ -200,16 +199,11 @@ impl Broker {
         Ok(Broker { process, _dir: dir })
     }
 
-    /// A cluster of `size` Apache Kafka nodes of its own (whatever `WEIR_KAFKA_BROKER` says:
-    /// the emulator has no clusters), every node answering and named in the metadata; or why
-    /// it could not be started. Topics are replicated to every node (at most 3) and need one
-    /// fewer in sync (`min.insync.replicas`).
+    /// A cluster of `size` Apache Kafka nodes of its own, every node answering and named in
+    /// the metadata; or why it could not be started. Topics are replicated to every node (at
+    /// most 3) and need one fewer in sync (`min.insync.replicas`).
     pub(crate) fn cluster(size: u32) -> Result<Broker, String> {
-        static APACHE: OnceLock<Result<Installed, String>> = OnceLock::new();
-        let installed = APACHE
-            .get_or_init(|| weir_test_servers::kafka::install_kind(&workspace_root(), Kind::Apache))
-            .as_ref()
-            .map_err(Clone::clone)?;
+        let installed = installed()?;
         let dir = temp_dir()?;
         let nodes = ClusterProcess::start(installed, dir.path(), size)?;
         let process = Nodes::Cluster {
@@ -226,14 +220,6 @@ impl Broker {
         match &self.process {
             Nodes::One(one) => one.bootstrap(),
             Nodes::Cluster { bootstrap, .. } => bootstrap.clone(),
-        }
-    }
-
-    /// Which broker this is: Apache Kafka, or the emulator noida-db (`WEIR_KAFKA_BROKER`).
-    pub(crate) fn kind(&self) -> Kind {
-        match &self.process {
-            Nodes::One(one) => one.kind(),
-            Nodes::Cluster { .. } => Kind::Apache,
         }
     }
 
@@ -284,17 +270,15 @@ impl Broker {
         self.one().is_running()
     }
 
-    /// Stops the broker as an operator would (SIGTERM; it shuts down in order, or, noida-db,
-    /// saves its state to its data directory) and waits for it to exit (killing it after
-    /// 20 s). The port stays this broker's for [`Broker::restart`]. Does nothing when it is not
+    /// Stops the broker as an operator would (SIGTERM; it shuts down in order) and waits for
+    /// it to exit (killing it after 20 s). The port stays this broker's for [`Broker::restart`]. Does nothing when it is not
     /// running.
     pub(crate) fn stop(&mut self) {
         self.one_mut().stop();
     }
 
-    /// Kills the broker (SIGKILL, a crash) and waits for it. Apache Kafka keeps what it wrote
-    /// to its log files; noida-db only what it saved of its own accord before (it saves every
-    /// few seconds and on [`Broker::stop`]).
+    /// Kills the broker (SIGKILL, a crash) and waits for it. Kafka keeps what it wrote to its
+    /// log files (the page cache outlives the process).
     pub(crate) fn kill(&mut self) {
         self.one_mut().kill();
     }

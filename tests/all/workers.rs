@@ -3,19 +3,11 @@
 //! stages, and three worker processes of a word count killed at random moments and restarted
 //! with their index, whose read_committed output must be a failure-free run's.
 //!
-//! **The emulator's defect, and how the chaos test steps around it there.** On Apache Kafka (the
-//! suite's broker) the chaos test kills a worker at any moment. noida-db, the Kafka emulator
-//! the suite runs with `WEIR_KAFKA_BROKER=noida-db`, hides from a read_committed fetch that starts *after* a producer's
-//! abort marker every later record of that producer — committed ones too — when the aborted
-//! transaction began before the fetch (real Kafka returns only the aborted transactions that
-//! overlap the fetch). A producer keeps its id across a fencing, so a worker killed with an
-//! exchange transaction open would have its replacement's records hidden from the next stage,
-//! which fetches as it tails: records lost to the emulator, not to Weir
-//! (`kafka_broker::kafka_broker_hides_a_producers_records_from_reads_that_start_after_its_abort`
-//! shows it, and fails once the broker is fixed). So the chaos test kills a worker only at a moment
-//! when no transaction with records is open on the job's topics (it stops the process, looks,
-//! and kills or lets it go on); a kill inside a sink's commit is the single-process chaos
-//! tests' (`kafka_exactly_once.rs`), whose reader starts at the beginning.
+//! A worker is killed at any moment, a transaction of an exchange topic or of the sink open or
+//! not: a reader that tails a topic whose writer died mid-transaction sees the replacement's
+//! commits (Kafka returns a fetch only the aborted transactions that overlap it;
+//! `kafka_broker::kafka_broker_shows_a_producers_committed_records_…`). The emulator the tests
+//! once ran hid them, and this test used to kill only between transactions there.
 //!
 //! `WEIR_WORKER_ROUNDS` sets the kills (default 6), `WEIR_CHAOS_SEED` the seed; both are
 //! printed with every failure. `WEIR_WORKER_LOG` is the workers' `RUST_LOG` (e.g.
@@ -28,7 +20,6 @@ use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::job::{Job, SinkKind, SinkPartitioning, VertexKind};
 use weir::runtime::{JobRunner, RunOptions};
 use weir_abi::key_group::key_group;
-use weir_test_servers::kafka::Kind;
 
 use crate::kafka::{self, Isolation};
 use crate::kafka_cluster::BrokerFault;
@@ -127,44 +118,6 @@ fn expected_words(lines: u64) -> Vec<String> {
         .collect();
     out.sort();
     out
-}
-
-/// SIGKILLs `worker`: at once on Apache Kafka; on noida-db at a moment when no transaction
-/// holding records is open on the job's topics between stages (`weir.wordcount.…`) or on `topics`: it stops the process, waits for
-/// what it sent to land, and kills it if every partition's last stable offset is its end, or
-/// lets it go on for a moment and looks again. See the module docs for why.
-fn kill_between_transactions(worker: Weir, broker: &kafka::Broker, topics: &[&str], context: &str) {
-    const TRIES: u32 = 200;
-    if broker.kind() == Kind::Apache {
-        // Kafka has not the emulator's defect: any moment will do.
-        worker.kill();
-        return;
-    }
-    for _ in 0..TRIES {
-        worker.signal("STOP");
-        std::thread::sleep(Duration::from_millis(50));
-        let mut watched = broker.topics("weir.wordcount.");
-        // A topic not made yet (a sink's marker topic before its first commit, or still being
-        // created under load) holds no transaction: only those the broker knows are watched.
-        let known = broker.topics("");
-        watched.extend(
-            topics
-                .iter()
-                .filter(|t| known.iter().any(|k| k == *t))
-                .map(|t| (*t).to_owned()),
-        );
-        let open = broker
-            .ends(&watched)
-            .iter()
-            .any(|(_, _, stable, end)| stable < end);
-        if !open {
-            worker.kill();
-            return;
-        }
-        worker.signal("CONT");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{context}: in {TRIES} looks, a transaction was always open on the job's topics");
 }
 
 /// For a failure: the words whose counts fell short and their key groups, and where each
@@ -370,12 +323,7 @@ fn three_workers_killed_at_random(s3: &crate::s3::S3, broker: &kafka::Broker, br
                 }
             }
             // Killed before its replacement starts: the lock of its directories is free then.
-            kill_between_transactions(
-                workers.remove(victim),
-                broker,
-                &[output, &format!("{output}.tx.markers")],
-                &context,
-            );
+            workers.remove(victim).kill();
             workers.insert(victim, start(victim as u32));
             kills.push(victim);
             injected.map(|thread| thread.join().expect("the fault's thread"))
