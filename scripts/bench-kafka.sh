@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Runs the Kafka benchmark (docs/BENCHMARKS.md §5): Kafka → count → Kafka exactly-once through
-# the release `weir`, beside a plain librdkafka consume → produce loop with the same
-# transactions per second, on a broker of its own: Apache Kafka (installed by
-# scripts/install-apache-kafka.sh), or noida-db with WEIR_KAFKA_BROKER=noida-db (the broker of the
-# figures BENCHMARKS.md §5 quotes). Kept out of scripts/bench.sh, whose time it would double.
+# the release `weir`, beside the same job as a Kafka Streams application (exactly_once_v2, its
+# commit interval Weir's checkpoint interval; benches/peers/kafka-streams, built with Maven by
+# scripts/build-kafka-streams-peer.sh) and a plain librdkafka consume → produce loop with the
+# same transactions per second, on a broker of its own: Apache Kafka (installed by
+# scripts/install-apache-kafka.sh), or noida-db with WEIR_KAFKA_BROKER=noida-db (the broker of
+# the older figures in BENCHMARKS.md §5). Each system's records/s, produce → visible latency,
+# CPU time and peak memory. Kept out of scripts/bench.sh, whose time it would double.
 #
-#   bash scripts/bench-kafka.sh                          # what BENCHMARKS.md §5 quotes: a few minutes, plus the first release build
+#   bash scripts/bench-kafka.sh --repeat 3                # what BENCHMARKS.md §5 quotes: medians of 3
 #   bash scripts/bench-kafka.sh --records 200000 --seconds 10      # a quick pass
+#   bash scripts/bench-kafka.sh --no-streams              # without Kafka Streams (no Java build)
 #
 # Arguments go to kafka-bench (`target/release/kafka-bench --help`). Results are written to
 # target/kafka-bench-results.json unless WEIR_BENCH_OUT says otherwise.

@@ -1,11 +1,13 @@
-//! Kafka → `count` → Kafka, exactly-once, against the raw limit of the same broker.
+//! Kafka → `count` → Kafka, exactly-once: Weir beside Kafka Streams and the raw limit of the
+//! same broker.
 //!
 //! The exactly-once Kafka sink makes output visible only when a checkpoint completes and its
 //! transaction commits, so its throughput and its latency are the questions a user of it asks
-//! first. This module answers them on the broker the tests use (Apache Kafka, installed by
-//! `scripts/install-apache-kafka.sh`, unless `WEIR_KAFKA_BROKER=noida-db` chooses the
-//! emulator), started on free loopback ports for the benchmark alone, and measures beside them what a plain librdkafka consume → produce
-//! loop with the same transactions per second gets from the same broker on the same machine:
+//! first, and the system they would compare it with is Kafka Streams. This module answers them
+//! on the broker the tests use (Apache Kafka, installed by `scripts/install-apache-kafka.sh`,
+//! unless `WEIR_KAFKA_BROKER=noida-db` chooses the emulator), started on free loopback ports for
+//! the benchmark alone, and runs the same job, on the same broker and the same input, three
+//! ways:
 //!
 //! - [`run_weir_max`]: the release `weir` binary on a bounded job (`until = "end"`) over `N`
 //!   pre-filled records; wall time from spawn to exit, the output checked record for record.
@@ -13,13 +15,22 @@
 //!   rate, each record's CreateTime its produce time; the Weir timestamp carries it through
 //!   `count` to the output's CreateTime, and a read_committed consumer ([`watch_latency`])
 //!   takes the time each output record becomes visible.
+//! - [`run_streams_max`] and [`run_streams_latency`]: the same two runs of the job as a Kafka
+//!   Streams application (`benches/peers/kafka-streams`, built by
+//!   `scripts/build-kafka-streams-peer.sh`): `exactly_once_v2`, the commit interval equal to
+//!   Weir's checkpoint interval, [`RAW_LOOPS`] stream threads, the count in Kafka Streams'
+//!   default store (RocksDB, with a changelog topic). In the max run it closes itself once it
+//!   has processed the records that were there when it started.
 //! - [`run_raw_max`] and [`run_raw_latency`]: [`RAW_LOOPS`] threads, each a read_committed
 //!   consumer of half the partitions and a transactional producer committing once per
 //!   interval (offsets in the transaction), counting per key in a `HashMap`.
 //!
 //! Every run is verified: the read_committed output must hold exactly one record per input
 //! record, and every key's last count must be its number of input records. A benchmark that
-//! loses or duplicates records would measure nothing.
+//! loses or duplicates records would measure nothing. Every run also records what it used
+//! ([`Usage`]): the CPU time and peak memory of the `weir` or Java process from spawn to exit,
+//! and for the raw loops, which run inside the benchmark, of the benchmark process over the
+//! max run (not over the latency run, where the producer and the watcher share the process).
 
 use std::collections::HashMap;
 use std::fs::{self, File};
@@ -46,6 +57,7 @@ use weir_test_servers::kafka::BrokerProcess;
 
 use crate::error::BenchError;
 use crate::summary::Summary;
+use crate::usage::{self, Proc, SelfMeter, Usage};
 
 /// How long one client call (create a topic, flush, commit) may take.
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(30);
@@ -102,6 +114,11 @@ impl Broker {
             .map_err(io("create a temporary directory", &std::env::temp_dir()))?;
         let process = BrokerProcess::start(&installed, dir.path()).map_err(wrong)?;
         Ok(Broker { process, dir })
+    }
+
+    /// Which broker it is (Apache Kafka unless `WEIR_KAFKA_BROKER` chose noida-db).
+    pub fn kind(&self) -> weir_test_servers::kafka::Kind {
+        self.process.kind()
     }
 
     /// The broker process's id.
@@ -428,26 +445,39 @@ fn watch_latency(
 /// A max-throughput run over pre-filled records.
 #[derive(Debug, Clone, Serialize)]
 pub struct MaxResult {
-    /// `weir` or `raw`.
+    /// `weir`, `streams` or `raw`.
     pub system: String,
+    /// Which repetition, from 1.
+    pub run: usize,
     /// Records in and out.
     pub records: u64,
-    /// Wall time, s: `weir` from spawn to exit; `raw` from creating the clients to the last
-    /// commit.
+    /// Wall time, s: `weir` and `streams` from spawn to exit; `raw` from creating the clients
+    /// to the last commit.
     pub seconds: f64,
     /// `records / seconds`.
     pub records_per_s: f64,
-    /// Transactions committed (raw) or checkpoints completed (weir).
-    pub commits: u64,
+    /// Transactions committed (raw) or checkpoints completed (weir); not counted for
+    /// `streams`.
+    pub commits: Option<u64>,
     /// Checkpoint trigger → complete, ms, over the run's checkpoints (weir only).
     pub checkpoint_duration_ms: Option<Summary>,
+    /// Spawn → ready, s (included in `seconds`): `weir` to its log line saying the job starts
+    /// (modules loaded, tasks about to run), `streams` to the application reaching RUNNING
+    /// (JVM started, consumer group joined, tasks assigned). Read every 10 ms.
+    pub ready_seconds: Option<f64>,
+    /// `weir` and `streams`: what their process used from spawn to exit; `raw`: what the
+    /// benchmark process used from creating the loops' clients to their last commit (peak
+    /// memory reset at the start, so it includes the benchmark's own baseline).
+    pub usage: Usage,
 }
 
 /// A fixed-rate run.
 #[derive(Debug, Clone, Serialize)]
 pub struct LatencyResult {
-    /// `weir` or `raw`.
+    /// `weir`, `streams` or `raw`.
     pub system: String,
+    /// Which repetition, from 1.
+    pub run: usize,
     /// What the producer did.
     pub produced: Produced,
     /// Output records a read_committed consumer saw (one per input record).
@@ -470,6 +500,11 @@ pub struct LatencyResult {
     pub samples: usize,
     /// Checkpoint trigger → complete, ms (weir only).
     pub checkpoint_duration_ms: Option<Summary>,
+    /// `weir` and `streams`: what their process used from spawn to exit (the 2 s before the
+    /// producer starts and the stop included). `raw`: not measured, both `None`: its loops
+    /// share the benchmark process with the producer and the latency watcher, whose CPU and
+    /// memory could not be told apart from theirs.
+    pub usage: Usage,
 }
 
 /// The `q` quantile (0–1) of sorted samples, by nearest rank.
@@ -483,6 +518,7 @@ fn quantile(sorted: &[i64], q: f64) -> f64 {
 
 fn latency_result(
     system: &str,
+    run: usize,
     produced: Produced,
     seen: &Seen,
     warmup_s: u64,
@@ -501,6 +537,7 @@ fn latency_result(
     let mean = samples.iter().sum::<i64>() as f64 / samples.len().max(1) as f64;
     LatencyResult {
         system: system.to_string(),
+        run,
         produced,
         records_out: seen.records,
         warmup_s,
@@ -512,6 +549,7 @@ fn latency_result(
         mean_ms: mean,
         samples: samples.len(),
         checkpoint_duration_ms,
+        usage: Usage::default(),
     }
 }
 
@@ -565,10 +603,125 @@ fn job_text(
     )
 }
 
+/// A child process of the benchmark (`weir run`, the Kafka Streams JVM), its standard output
+/// and error in a log, and the CPU time and peak memory it used, read before it is reaped
+/// ([`usage::wait_measured`]).
+struct Measured {
+    child: Child,
+    /// When it was spawned.
+    spawned: Instant,
+    /// What it is, for messages.
+    what: &'static str,
+    log: PathBuf,
+    /// What it used, once it has ended.
+    usage: Usage,
+}
+
+impl Measured {
+    /// Runs `command` with its output going to `log`.
+    fn spawn(
+        what: &'static str,
+        mut command: Command,
+        log: PathBuf,
+    ) -> Result<Measured, BenchError> {
+        let out = File::create(&log).map_err(io("create", &log))?;
+        let err = out.try_clone().map_err(io("open", &log))?;
+        let spawned = Instant::now();
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .map_err(|source| BenchError::Io {
+                action: "run",
+                path: PathBuf::from(command.get_program()),
+                source,
+            })?;
+        Ok(Measured {
+            child,
+            spawned,
+            what,
+            log,
+            usage: Usage::default(),
+        })
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits for `line` in its log, the line it writes when it is ready for input, and
+    /// returns the seconds from spawn to then (to 10 ms).
+    fn wait_for(&mut self, line: &str) -> Result<f64, BenchError> {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            if self.log_text().contains(line) {
+                return Ok(self.spawned.elapsed().as_secs_f64());
+            }
+            // Not `try_wait`, which would reap it before its figures are read.
+            if Proc::Pid(self.child.id()).exited() {
+                let status = self.child.wait().map_err(io("wait for", &self.log))?;
+                return Err(wrong(format!(
+                    "{} ended with {status} before starting: {}",
+                    self.what,
+                    tail(&self.log_text())
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(wrong(format!(
+                    "{} did not start within 120 s: {}",
+                    self.what,
+                    tail(&self.log_text())
+                )));
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Waits for it to exit on its own; fails unless it exits 0.
+    fn wait(&mut self) -> Result<(), BenchError> {
+        let (status, usage) = usage::wait_measured(&mut self.child, None)
+            .map_err(io("wait for", &self.log))?
+            .expect("a wait without a timeout ends with the process");
+        self.usage = usage;
+        if !status.success() {
+            return Err(wrong(format!(
+                "{} ended with {status}: {}",
+                self.what,
+                tail(&self.log_text())
+            )));
+        }
+        Ok(())
+    }
+
+    /// SIGTERM (`weir run` cancels the job; the Kafka Streams peer closes, committing), then
+    /// SIGKILL after 20 s.
+    fn stop(&mut self) {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        match usage::wait_measured(&mut self.child, Some(Duration::from_secs(20))) {
+            Ok(Some((_, usage))) => self.usage = usage,
+            Ok(None) | Err(_) => {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+            }
+        }
+    }
+}
+
+impl Drop for Measured {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            self.stop();
+        }
+    }
+}
+
 /// A running `weir run`.
 struct WeirProcess {
-    child: Child,
-    log: PathBuf,
+    process: Measured,
     dir: PathBuf,
 }
 
@@ -589,76 +742,15 @@ impl WeirProcess {
             job_text(setup, broker, name, &dir, input, output, until),
         )
         .map_err(io("write", &job))?;
-        let log = dir.join("weir.log");
-        let out = File::create(&log).map_err(io("create", &log))?;
-        let child = Command::new(&setup.weir)
+        let mut command = Command::new(&setup.weir);
+        command
             .arg("run")
             .arg(&job)
             .arg("--no-control")
             .env("WEIR_CACHE_DIR", &setup.cache)
-            .env("RUST_LOG", "info")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(out)
-            .spawn()
-            .map_err(io("run", &setup.weir))?;
-        Ok(WeirProcess { child, log, dir })
-    }
-
-    fn log_text(&self) -> String {
-        fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Waits for the log line saying the job starts.
-    fn wait_started(&mut self) -> Result<(), BenchError> {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            if self.log_text().contains(STARTING) {
-                return Ok(());
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                return Err(wrong(format!(
-                    "weir ended with {status} before starting: {}",
-                    self.log_text()
-                )));
-            }
-            if Instant::now() >= deadline {
-                return Err(wrong("weir did not start within 60 s"));
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-    }
-
-    /// Waits for it to exit on its own; fails unless it exits 0.
-    fn wait(&mut self) -> Result<(), BenchError> {
-        let status = self.child.wait().map_err(io("wait for", &self.log))?;
-        if !status.success() {
-            return Err(wrong(format!(
-                "weir ended with {status}: {}",
-                tail(&self.log_text())
-            )));
-        }
-        Ok(())
-    }
-
-    /// SIGTERM (`weir run` cancels the job), then SIGKILL after 20 s.
-    fn stop(&mut self) {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match self.child.try_wait() {
-                Ok(Some(_)) | Err(_) => return,
-                Ok(None) if Instant::now() >= deadline => {
-                    let _ = self.child.kill();
-                    let _ = self.child.wait();
-                    return;
-                }
-                Ok(None) => thread::sleep(Duration::from_millis(20)),
-            }
-        }
+            .env("RUST_LOG", "info");
+        let process = Measured::spawn("weir", command, dir.join("weir.log"))?;
+        Ok(WeirProcess { process, dir })
     }
 
     /// Trigger → complete of every checkpoint the job completed, ms.
@@ -666,14 +758,6 @@ impl WeirProcess {
         let mut found = Vec::new();
         collect_metadata(&self.dir.join("checkpoints"), &mut found);
         found
-    }
-}
-
-impl Drop for WeirProcess {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            self.stop();
-        }
     }
 }
 
@@ -708,22 +792,28 @@ pub fn run_weir_max(
     broker: &Broker,
     input: &str,
     records: u64,
+    run: usize,
 ) -> Result<MaxResult, BenchError> {
-    let output = "out-weir-max";
-    broker.create_topic(output, OUTPUT_PARTITIONS)?;
+    let name = format!("weir-max-{run}");
+    let output = format!("out-{name}");
+    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
     let start = Instant::now();
-    let mut weir = WeirProcess::spawn(setup, broker, "weir-max", input, output, "end")?;
-    weir.wait()?;
+    let mut weir = WeirProcess::spawn(setup, broker, &name, input, &output, "end")?;
+    let ready_seconds = weir.process.wait_for(STARTING)?;
+    weir.process.wait()?;
     let seconds = start.elapsed().as_secs_f64();
-    read_output(broker, output)?.verify("weir, max throughput", records)?;
+    read_output(broker, &output)?.verify("weir, max throughput", records)?;
     let durations = weir.checkpoint_durations();
     Ok(MaxResult {
         system: "weir".into(),
+        run,
         records,
         seconds,
         records_per_s: records as f64 / seconds,
-        commits: durations.len() as u64,
+        commits: Some(durations.len() as u64),
         checkpoint_duration_ms: Summary::of(&durations),
+        ready_seconds: Some(ready_seconds),
+        usage: weir.process.usage,
     })
 }
 
@@ -735,27 +825,32 @@ pub fn run_weir_latency(
     rate: u64,
     seconds: u64,
     warmup_s: u64,
+    run: usize,
 ) -> Result<LatencyResult, BenchError> {
-    let (input, output) = ("in-weir-latency", "out-weir-latency");
-    broker.create_topic(input, INPUT_PARTITIONS)?;
-    broker.create_topic(output, OUTPUT_PARTITIONS)?;
-    let mut weir = WeirProcess::spawn(setup, broker, "weir-latency", input, output, "never")?;
-    weir.wait_started()?;
+    let name = format!("weir-latency-{run}");
+    let (input, output) = (format!("in-{name}"), format!("out-{name}"));
+    broker.create_topic(&input, INPUT_PARTITIONS)?;
+    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+    let mut weir = WeirProcess::spawn(setup, broker, &name, &input, &output, "never")?;
+    weir.process.wait_for(STARTING)?;
     // Let the source connect and assign its partitions before the clock starts.
     thread::sleep(Duration::from_secs(2));
     let (produced, seen, start_ms) =
-        measure_latency(broker, input, output, workload, rate, seconds)?;
-    weir.stop();
+        measure_latency(broker, &input, &output, workload, rate, seconds)?;
+    weir.process.stop();
     seen.verify("weir, fixed rate", produced.records)?;
     let durations = weir.checkpoint_durations();
-    Ok(latency_result(
+    let mut result = latency_result(
         "weir",
+        run,
         produced,
         &seen,
         warmup_s,
         start_ms,
         Summary::of(&durations),
-    ))
+    );
+    result.usage = weir.process.usage;
+    Ok(result)
 }
 
 /// Runs the producer at `rate` and the latency watcher side by side.
@@ -785,6 +880,169 @@ fn measure_latency(
         let seen = watcher.join().expect("the watcher does not panic")?;
         Ok((produced?, seen, start_ms))
     })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kafka Streams
+
+/// The line the Kafka Streams peer prints once the application is RUNNING.
+const STREAMS_RUNNING: &str = "StreamsCount running";
+
+/// How the benchmark runs the Kafka Streams peer (`benches/peers/kafka-streams`).
+#[derive(Debug, Clone)]
+pub struct StreamsSetup {
+    /// The `java` to run: `$JAVA_HOME/bin/java`, else the one on `PATH`, as for the broker.
+    pub java: PathBuf,
+    /// The peer's folder: its `log4j2.properties`, and `target/` with its jar and `lib/`.
+    pub peer: PathBuf,
+    /// Its commit interval, ms: Weir's checkpoint interval.
+    pub interval_ms: u64,
+}
+
+impl StreamsSetup {
+    /// Builds the peer if needed (`scripts/build-kafka-streams-peer.sh`, a no-op when built)
+    /// and returns how to run it.
+    pub fn build(root: &Path, interval_ms: u64) -> Result<StreamsSetup, BenchError> {
+        let script = root.join("scripts").join("build-kafka-streams-peer.sh");
+        let out = Command::new("bash")
+            .arg(&script)
+            .stdin(Stdio::null())
+            .stderr(Stdio::inherit())
+            .output()
+            .map_err(io("run", &script))?;
+        if !out.status.success() {
+            return Err(wrong(format!(
+                "`bash scripts/build-kafka-streams-peer.sh` failed ({}; what it printed is \
+                 above); or leave Kafka Streams out with --no-streams",
+                out.status
+            )));
+        }
+        let peer = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+        Ok(StreamsSetup {
+            java: weir_test_servers::kafka::java(),
+            peer,
+            interval_ms,
+        })
+    }
+
+    /// `java … StreamsCount` for a run named `name` (its application id), its state under
+    /// `dir`.
+    fn command(
+        &self,
+        broker: &Broker,
+        name: &str,
+        dir: &Path,
+        input: &str,
+        output: &str,
+        until_end: bool,
+    ) -> Command {
+        let target = self.peer.join("target");
+        let mut command = Command::new(&self.java);
+        // The JVM's own defaults otherwise (heap, collector): the peer runs as a user would
+        // start it.
+        command
+            .arg(format!(
+                "-Dlog4j2.configurationFile={}",
+                self.peer.join("log4j2.properties").display()
+            ))
+            .arg("-cp")
+            .arg(format!(
+                "{}:{}",
+                target.join("kafka-streams-peer.jar").display(),
+                target.join("lib").join("*").display()
+            ))
+            .arg("dev.weir.bench.StreamsCount")
+            .args(["--bootstrap", &broker.bootstrap()])
+            .args([
+                "--input",
+                input,
+                "--output",
+                output,
+                "--application-id",
+                name,
+            ])
+            .args(["--commit-interval-ms", &self.interval_ms.to_string()])
+            .args(["--threads", &RAW_LOOPS.to_string()])
+            .arg("--state-dir")
+            .arg(dir.join("state"));
+        if until_end {
+            command.arg("--until-end");
+        }
+        command
+    }
+
+    fn spawn(
+        &self,
+        broker: &Broker,
+        name: &str,
+        input: &str,
+        output: &str,
+        until_end: bool,
+    ) -> Result<Measured, BenchError> {
+        let dir = broker.scratch().join(name);
+        fs::create_dir_all(&dir).map_err(io("create", &dir))?;
+        let command = self.command(broker, name, &dir, input, output, until_end);
+        Measured::spawn("the Kafka Streams peer", command, dir.join("streams.log"))
+    }
+}
+
+/// Kafka Streams over `records` pre-filled records of `input`: spawn → exit, the peer closing
+/// itself once it has processed every record that was there when it started (a clean close
+/// commits the last transaction).
+pub fn run_streams_max(
+    setup: &StreamsSetup,
+    broker: &Broker,
+    input: &str,
+    records: u64,
+    run: usize,
+) -> Result<MaxResult, BenchError> {
+    let name = format!("streams-max-{run}");
+    let output = format!("out-{name}");
+    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+    let start = Instant::now();
+    let mut streams = setup.spawn(broker, &name, input, &output, true)?;
+    let ready_seconds = streams.wait_for(STREAMS_RUNNING)?;
+    streams.wait()?;
+    let seconds = start.elapsed().as_secs_f64();
+    read_output(broker, &output)?.verify("Kafka Streams, max throughput", records)?;
+    Ok(MaxResult {
+        system: "streams".into(),
+        run,
+        records,
+        seconds,
+        records_per_s: records as f64 / seconds,
+        commits: None,
+        checkpoint_duration_ms: None,
+        ready_seconds: Some(ready_seconds),
+        usage: streams.usage,
+    })
+}
+
+/// Kafka Streams while the input is written at `rate` for `seconds`.
+pub fn run_streams_latency(
+    setup: &StreamsSetup,
+    broker: &Broker,
+    workload: Workload,
+    rate: u64,
+    seconds: u64,
+    warmup_s: u64,
+    run: usize,
+) -> Result<LatencyResult, BenchError> {
+    let name = format!("streams-latency-{run}");
+    let (input, output) = (format!("in-{name}"), format!("out-{name}"));
+    broker.create_topic(&input, INPUT_PARTITIONS)?;
+    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+    let mut streams = setup.spawn(broker, &name, &input, &output, false)?;
+    streams.wait_for(STREAMS_RUNNING)?;
+    // As for Weir: 2 s between ready and the first record.
+    thread::sleep(Duration::from_secs(2));
+    let (produced, seen, start_ms) =
+        measure_latency(broker, &input, &output, workload, rate, seconds)?;
+    streams.stop();
+    seen.verify("Kafka Streams, fixed rate", produced.records)?;
+    let mut result = latency_result("streams", run, produced, &seen, warmup_s, start_ms, None);
+    result.usage = streams.usage;
+    Ok(result)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -929,8 +1187,9 @@ pub fn run_raw_max(
     input: &str,
     records: u64,
     interval: Duration,
+    run: usize,
 ) -> Result<MaxResult, BenchError> {
-    let output = "out-raw-max";
+    let output = &format!("out-raw-max-{run}");
     broker.create_topic(output, OUTPUT_PARTITIONS)?;
     // Each loop's share: the records of its partitions (the input has no transactions, so
     // offsets are dense).
@@ -949,6 +1208,7 @@ pub fn run_raw_max(
         }
         shares.push(share);
     }
+    let meter = SelfMeter::start();
     let start = Instant::now();
     let commits = thread::scope(|scope| {
         let handles: Vec<_> = shares
@@ -961,7 +1221,7 @@ pub fn run_raw_max(
                         input,
                         output,
                         &raw_partitions(i),
-                        &format!("raw-max-{i}"),
+                        &format!("raw-max-{run}-{i}"),
                         interval,
                         RawEnd::Records(share),
                     )
@@ -974,14 +1234,18 @@ pub fn run_raw_max(
             .sum::<Result<u64, BenchError>>()
     })?;
     let seconds = start.elapsed().as_secs_f64();
+    let usage = meter.finish();
     read_output(broker, output)?.verify("raw loop, max throughput", records)?;
     Ok(MaxResult {
         system: "raw".into(),
+        run,
         records,
         seconds,
         records_per_s: records as f64 / seconds,
-        commits,
+        commits: Some(commits),
         checkpoint_duration_ms: None,
+        ready_seconds: None,
+        usage,
     })
 }
 
@@ -993,8 +1257,12 @@ pub fn run_raw_latency(
     seconds: u64,
     warmup_s: u64,
     interval: Duration,
+    run: usize,
 ) -> Result<LatencyResult, BenchError> {
-    let (input, output) = ("in-raw-latency", "out-raw-latency");
+    let (input, output) = (
+        &format!("in-raw-latency-{run}"),
+        &format!("out-raw-latency-{run}"),
+    );
     broker.create_topic(input, INPUT_PARTITIONS)?;
     broker.create_topic(output, OUTPUT_PARTITIONS)?;
     let done = Arc::new(AtomicBool::new(false));
@@ -1008,7 +1276,7 @@ pub fn run_raw_latency(
                         input,
                         output,
                         &raw_partitions(i),
-                        &format!("raw-latency-{i}"),
+                        &format!("raw-latency-{run}-{i}"),
                         interval,
                         RawEnd::Flag(done),
                     )
@@ -1026,6 +1294,6 @@ pub fn run_raw_latency(
     })?;
     seen.verify("raw loop, fixed rate", produced.records)?;
     Ok(latency_result(
-        "raw", produced, &seen, warmup_s, start_ms, None,
+        "raw", run, produced, &seen, warmup_s, start_ms, None,
     ))
 }

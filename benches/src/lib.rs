@@ -12,7 +12,8 @@
 //!   ([`rescale`]).
 //!
 //! - `kafka-bench` (`scripts/bench-kafka.sh`): Kafka → `count` → Kafka exactly-once through
-//!   the release `weir`, against a plain librdkafka loop on the same broker ([`kafka`]).
+//!   the release `weir`, against the same job as a Kafka Streams application and a plain
+//!   librdkafka loop on the same broker ([`kafka`]).
 //!
 //! - `workers-bench`: one job as 1, 2 and 3 worker processes of the release `weir`
 //!   ([`workers`]).
@@ -36,6 +37,7 @@ pub mod rescale;
 pub mod startup;
 pub mod state_size;
 pub mod summary;
+pub mod usage;
 pub mod workers;
 pub mod workload;
 

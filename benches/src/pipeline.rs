@@ -19,6 +19,7 @@ use weir::runtime::{JobMonitor, JobRunner, RunOptions};
 
 use crate::error::BenchError;
 use crate::summary::Summary;
+use crate::usage::{SelfMeter, Usage};
 
 /// The wasm operator in the middle of the benchmark job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -274,36 +275,6 @@ impl PipelineRun {
     }
 }
 
-/// Resets the process's peak resident memory (Linux; elsewhere nothing happens).
-fn reset_peak_rss() {
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
-}
-
-/// The process's peak resident memory since the last reset, bytes (Linux only).
-fn peak_rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kib: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kib * 1024)
-}
-
-/// CPU time the process has used so far (user and system, every thread, the finished ones
-/// included), seconds (Linux only).
-fn process_cpu_seconds() -> Option<f64> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The fields after the command name (which is in parentheses and may hold spaces): the
-    // 12th and 13th are utime and stime, in USER_HZ ticks, 100 per second on Linux.
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
-    Some((ticks(11)? + ticks(12)?) as f64 / 100.0)
-}
-
 /// How often a run samples what it has delivered, for [`PipelineRun::quarters_records_per_s`].
 pub const SAMPLE_EVERY: Duration = Duration::from_millis(100);
 
@@ -365,8 +336,7 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
 
     // The sender stays alive for the whole run: nothing is ever requested of the job.
     let (_requests, requests) = tokio::sync::mpsc::unbounded_channel();
-    reset_peak_rss();
-    let cpu_before = process_cpu_seconds();
+    let meter = SelfMeter::start();
     let start = Instant::now();
     let running = AtomicBool::new(true);
     let (outcome, samples) = std::thread::scope(|scope| {
@@ -385,10 +355,10 @@ pub fn run_once(case: &PipelineCase) -> Result<PipelineRun, BenchError> {
     });
     let outcome = outcome?;
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_seconds = process_cpu_seconds()
-        .zip(cpu_before)
-        .map(|(after, before)| after - before);
-    let peak_rss_bytes = peak_rss();
+    let Usage {
+        cpu_seconds,
+        peak_rss_bytes,
+    } = meter.finish();
     if outcome.status != JobStatus::Finished {
         return Err(BenchError::JobEnded {
             job: job_name,

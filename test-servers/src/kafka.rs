@@ -637,7 +637,8 @@ struct Node {
 }
 
 /// The `java` to run: `$JAVA_HOME/bin/java` when `JAVA_HOME` is set, else the one on `PATH`.
-fn java() -> PathBuf {
+/// Public for the benchmarks' Kafka Streams peer, which runs on the broker's Java.
+pub fn java() -> PathBuf {
     match std::env::var_os("JAVA_HOME") {
         Some(home) if !home.is_empty() => Path::new(&home).join("bin").join("java"),
         _ => PathBuf::from("java"),
