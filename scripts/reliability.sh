@@ -11,6 +11,7 @@
 #                           file → kafka and kafka → file)                     default 500
 #   WEIR_CLUSTER_ROUNDS     rounds of the kafka → kafka job on a 3-node Apache Kafka cluster,
 #                           each with a broker killed or paused                default 30
+#   WEIR_WORKER_ROUNDS      rounds of the three-worker job on that cluster     default 12
 #   WEIR_BACKPRESSURE_SECS  length of the healthy back-pressure run, seconds   default 300
 #   WEIR_FUZZ_SECS          seconds per fuzz target (0: skip fuzzing, noted)   default 300
 #   WEIR_CHAOS_SEED         seed of the kill plans (a number or `random`)      default fixed
@@ -25,6 +26,7 @@ export WEIR_CHAOS_ROUNDS="${WEIR_CHAOS_ROUNDS:-250}"
 export WEIR_KILL_POINT_ROUNDS="${WEIR_KILL_POINT_ROUNDS:-25}"
 export WEIR_KAFKA_ROUNDS="${WEIR_KAFKA_ROUNDS:-500}"
 export WEIR_CLUSTER_ROUNDS="${WEIR_CLUSTER_ROUNDS:-30}"
+export WEIR_WORKER_ROUNDS="${WEIR_WORKER_ROUNDS:-12}"
 export WEIR_BACKPRESSURE_SECS="${WEIR_BACKPRESSURE_SECS:-300}"
 fuzz_secs="${WEIR_FUZZ_SECS:-300}"
 
@@ -43,7 +45,7 @@ wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 modules=()
 wants chaos && modules+=(chaos:: kill_points:: event_time::a_restored_source_keeps_its_idle_partition_idle)
 wants kafka && modules+=(kafka_exactly_once:: kafka_source::a_restore_onto_a_topic_created_again)
-wants kafka-cluster && modules+=(kafka_cluster::)
+wants kafka-cluster && modules+=(kafka_cluster:: workers::three_workers_killed_at_random_on_a_cluster)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)
@@ -68,7 +70,7 @@ command="bash scripts/reliability.sh"
 [ -n "$areas" ] && command="WEIR_RELIABILITY_AREAS=$areas $command"
 export WEIR_RELIABILITY_COMMAND="$command (took $((elapsed / 60)) min $((elapsed % 60)) s)"
 export WEIR_RELIABILITY_COMMIT="$commit"
-export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_KAFKA_ROUNDS=$WEIR_KAFKA_ROUNDS, WEIR_CLUSTER_ROUNDS=$WEIR_CLUSTER_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
+export WEIR_RELIABILITY_SETTINGS="WEIR_CHAOS_ROUNDS=$WEIR_CHAOS_ROUNDS, WEIR_KILL_POINT_ROUNDS=$WEIR_KILL_POINT_ROUNDS, WEIR_KAFKA_ROUNDS=$WEIR_KAFKA_ROUNDS, WEIR_CLUSTER_ROUNDS=$WEIR_CLUSTER_ROUNDS, WEIR_WORKER_ROUNDS=$WEIR_WORKER_ROUNDS, WEIR_BACKPRESSURE_SECS=$WEIR_BACKPRESSURE_SECS, WEIR_FUZZ_SECS=$fuzz_secs, WEIR_CHAOS_SEED=${WEIR_CHAOS_SEED:-default}; debug build"
 export WEIR_RELIABILITY_MACHINE="$(nproc) cores, $(awk '/MemTotal/ {printf "%.0f GiB", $2/1048576}' /proc/meminfo), Linux $(uname -r), $(date -u +%Y-%m-%d)"
 touch "$rows"
 if [ -n "$areas" ]; then

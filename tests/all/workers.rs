@@ -24,6 +24,7 @@ use weir_abi::key_group::key_group;
 use crate::kafka::{self, Isolation};
 use crate::kafka_cluster::BrokerFault;
 use crate::kafka_exactly_once::{End, difference, output_lines};
+use crate::report;
 use crate::support::{CLI_TIMEOUT, Rng, Sandbox, Weir, number_from_env, seed_from_env};
 
 #[test]
@@ -418,6 +419,17 @@ fn three_workers_killed_at_random(s3: &crate::s3::S3, broker: &kafka::Broker, br
         lines,
         "{context}: the workers' output is not the single process's"
     );
+    if broker_faults {
+        report::record(&report::Row {
+            area: "kafka-cluster",
+            scenario: "three workers of a word count (stages joined by Kafka topics), one \
+                       SIGKILLed and restarted per round, beside a broker killed and restarted \
+                       or paused past the transaction timeout (3 Apache Kafka nodes)",
+            rounds,
+            faults: &format!("{rounds} broker faults and {rounds} kills of a worker"),
+            result: "read_committed output identical to a failure-free run and to one process's",
+        });
+    }
 }
 
 #[test]
