@@ -126,18 +126,14 @@ impl BrokerFault {
     }
 }
 
-/// Produces `records` to `topic` in slices over [`FEED_TIME`], so that the job has input, and
-/// checkpoints have output to commit, before, during and after the round's fault (the
-/// producer retries through it, as an idempotent producer does).
-fn feed(cluster: &Broker, topic: &str, records: &[(String, String)]) {
+/// Appends `records` to the job's `input` in slices over [`FEED_TIME`], so that the job has
+/// input, and checkpoints have output to commit, before, during and after the round's fault
+/// (the producer retries through it, as an idempotent producer does).
+fn feed(cluster: &Broker, input: &End, records: &[(String, String)]) {
     const SLICES: usize = 20;
     let started = Instant::now();
     for (i, slice) in records.chunks(records.len().div_ceil(SLICES)).enumerate() {
-        let rows: Vec<kafka::Produce<'_>> = slice
-            .iter()
-            .map(|(k, v)| (None, Some(k.as_bytes()), v.as_bytes()))
-            .collect();
-        cluster.produce(topic, &rows);
+        append(cluster, input, slice);
         let next = FEED_TIME * (i as u32 + 1) / SLICES as u32;
         std::thread::sleep(next.saturating_sub(started.elapsed()));
     }
@@ -183,8 +179,8 @@ fn kafka_to_kafka_on_a_cluster_survives_kills_of_weir_and_of_brokers_exactly_onc
     let sandbox = Sandbox::new("kafka-cluster");
     let input = rooted(&sandbox, &End::Kafka("words".into()));
     let output = rooted(&sandbox, &End::Kafka("counts".into()));
-    let (End::Kafka(input_topic), End::Kafka(output_topic)) = (&input, &output) else {
-        unreachable!("topics")
+    let End::Kafka(output_topic) = &output else {
+        unreachable!("a topic")
     };
     prepare(cluster, &input, &output);
     let job = |bounded: bool| {
@@ -211,7 +207,7 @@ fn kafka_to_kafka_on_a_cluster_survives_kills_of_weir_and_of_brokers_exactly_onc
         let log = sandbox.join(&format!("round-{index:03}.log"));
         let input_records = chunk(records - CHUNK, records);
         let (landed, did) = std::thread::scope(|scope| {
-            let feeding = scope.spawn(|| feed(cluster, input_topic, &input_records));
+            let feeding = scope.spawn(|| feed(cluster, &input, &input_records));
             let injected = scope.spawn(|| fault.inject(cluster, output_topic));
             let landed = crash_round(&stream, &log, kill, timer, &[]);
             feeding.join().expect("the feeding thread");
