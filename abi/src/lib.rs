@@ -16,7 +16,7 @@ pub mod key_group;
 pub mod rescalable;
 pub mod table;
 pub mod time;
-mod wire;
+pub mod wire;
 
 pub use batch::{Batch, BatchBuilder, DecodeError, Record, Records};
 pub use init::InitMessage;
