@@ -13,6 +13,7 @@
 //! | layer | what it is |
 //! |---|---|
 //! | [`ids`] | the shared vocabulary: [`TaskId`](ids::TaskId), [`CheckpointId`](ids::CheckpointId), [`CheckpointKind`](ids::CheckpointKind), [`Barrier`](ids::Barrier) |
+//! | [`state`] | host-kept task state: the sections a task keeps on the host beside what it runs (today its watermark and its guest's timers), each able to encode, restore and split itself by key group |
 //! | [`wasm`] | the only code that knows the ABI: one engine per job, modules checked once, guest instances with bounded calls, and [`wasm::image`] (checkpointing a guest's memory without its help) |
 //! | [`checkpoint`] | the pure coordinator (`checkpoint/coordinator.rs`), the on-disk format, layout and storage, and the choice of what to restore |
 //! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph; [`job::workers`] cuts it into the stages each worker of a job run as many processes runs |
@@ -65,5 +66,6 @@ pub mod job;
 pub mod kill_point;
 mod parallel;
 pub mod runtime;
+pub mod state;
 pub mod tools;
 pub mod wasm;

@@ -3,18 +3,18 @@
 //! Why a module of its own: a rescale rebuilds every part of a task's state for a new set of
 //! subtasks, and each part moves by its own rule — an operator's guest state by the rescalable
 //! layout ([`split_guest_states`]: keyed items by key group, lists split, unions to all), a
-//! connector's state by the connector's rule (given by the caller), timers by the key group of
-//! their key, the watermark and the inputs' clocks conservatively (the smallest); a source's
-//! splits start their clocks again. It is pure: old states in, new states out, tested without a
+//! connector's state by the connector's rule (given by the caller), the host-kept sections by
+//! the state layer's ([`crate::state::split`]: timers by the key group of their key, the
+//! watermark and the inputs' clocks conservatively). It is pure: old states in, new states out, tested without a
 //! disk or a guest. What cannot be split — an image of a guest's memory, a state in the guest's
 //! own layout, a checkpoint taken while the vertex was finishing — is refused, saying why and
 //! what to do.
 
-use weir_abi::Timers;
-use weir_abi::key_group::{KeyGroups, key_group};
+use weir_abi::key_group::KeyGroups;
 use weir_abi::rescalable::{self, Rescaled};
 
-use super::task_state::{InputTime, TaskState, TaskStateError, TimeState};
+use super::task_state::TaskState;
+use crate::state::{self, Section, Split, StateError};
 use crate::wasm::image::format::IMAGE_MAGIC;
 
 /// Why an operator's states cannot be rescaled. Each message ends with what to do.
@@ -53,31 +53,12 @@ pub enum RescaleError {
         /// The old subtask.
         subtask: u32,
     },
-    /// A timer's key is shorter than the prefix the guest declared.
-    #[error(
-        "subtask {subtask} has a timer whose key is {len} bytes long, shorter than the \
-         timer-key prefix of {prefix} bytes its state declares: the guest's timers do not \
-         follow its own layout; keep its parallelism"
-    )]
-    TimerKey {
-        /// The old subtask.
-        subtask: u32,
-        /// The timer key's length.
-        len: usize,
-        /// The declared prefix.
-        prefix: u8,
-    },
     /// A connector's state cannot be split: the connector says why.
     #[error("{0}")]
     Connector(String),
-    /// The time section of a state does not decode.
-    #[error("the time section of subtask {subtask}: {problem}")]
-    Time {
-        /// The old subtask.
-        subtask: u32,
-        /// What is wrong.
-        problem: TaskStateError,
-    },
+    /// The host-kept state (the sections, `state/`) cannot be split: the state layer says why.
+    #[error(transparent)]
+    State(#[from] StateError),
 }
 
 /// The inner states of a vertex's new subtasks, one each in order, and how many leading bytes
@@ -131,110 +112,46 @@ pub fn rescale_states(
         states,
         timer_key_prefix,
     } = split_inner(&inners)?;
-    let times = old_times(old)?;
-    let new_times = match &times {
-        Some(times) => Some(split_time(times, timer_key_prefix, new_groups)?),
-        None => None,
-    };
+    check_inputs(old)?;
+    let sections: Vec<&[Section]> = old.iter().map(|s| s.sections.as_slice()).collect();
+    let new_sections = state::split(
+        &sections,
+        Split {
+            groups: new_groups,
+            timer_key_prefix,
+        },
+    )?;
     Ok(states
         .into_iter()
-        .enumerate()
-        .map(|(subtask, inner)| TaskState {
+        .zip(new_sections)
+        .map(|(inner, sections)| TaskState {
             finished: finished != 0,
-            time: new_times.as_ref().map(|t| {
-                let t: &TimeState = &t[subtask];
-                TimeState::encode(t.watermark, &t.inputs, &t.splits, &t.timers)
-            }),
+            sections,
             inner,
         })
         .collect())
 }
 
-/// The decoded time sections of `old`, if any has one (a missing one reads as no watermark and
-/// no timers); an ended input is refused.
-fn old_times(old: &[TaskState]) -> Result<Option<Vec<TimeState>>, RescaleError> {
-    if old.iter().all(|s| s.time.is_none()) {
-        return Ok(None);
-    }
-    let mut times = Vec::with_capacity(old.len());
+/// Refuses states in which an input had ended and the task had not finished: the new subtasks'
+/// inputs would never end again.
+fn check_inputs(old: &[TaskState]) -> Result<(), RescaleError> {
     for (subtask, state) in (0..).zip(old) {
-        let time = match &state.time {
-            Some(bytes) => TimeState::decode(bytes)
-                .map_err(|problem| RescaleError::Time { subtask, problem })?,
-            None => TimeState {
-                watermark: i64::MIN,
-                ..TimeState::default()
-            },
-        };
-        if time.inputs.iter().any(|i| i.ended) && !state.finished {
+        let time = state::time_of(&state.sections)?;
+        if !state.finished && time.is_some_and(|t| t.has_ended_input()) {
             return Err(RescaleError::EndedInput { subtask });
         }
-        times.push(time);
     }
-    Ok(Some(times))
-}
-
-/// The time sections of the new subtasks: each takes the timers of its key groups, and the
-/// smallest watermark of the old subtasks (a watermark never moves back, so the smallest is
-/// the one every new subtask has surely reached; timers already fired are gone, so none fires
-/// twice). Inputs keep their clocks when every old subtask had the same inputs, each input
-/// taking its smallest watermark; otherwise the new subtasks start with none. A source's splits
-/// are not carried: which new subtask reads a split is the connector's business, and a split a
-/// subtask was given but never reads would hold its watermark back. Each new subtask learns
-/// its splits again as it reads them, from the watermark it was restored with, which never
-/// moves back.
-fn split_time(
-    old: &[TimeState],
-    prefix: u8,
-    groups: KeyGroups,
-) -> Result<Vec<TimeState>, RescaleError> {
-    let watermark = old.iter().map(|t| t.watermark).min().unwrap_or(i64::MIN);
-    let count = old.first().map_or(0, |t| t.inputs.len());
-    let inputs: Vec<InputTime> = if old.iter().all(|t| t.inputs.len() == count) {
-        (0..count)
-            .map(|i| InputTime {
-                watermark: old
-                    .iter()
-                    .map(|t| t.inputs[i].watermark)
-                    .min()
-                    .unwrap_or(i64::MIN),
-                idle: old.iter().all(|t| t.inputs[i].idle),
-                ended: old.iter().all(|t| t.inputs[i].ended),
-            })
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut new: Vec<TimeState> = (0..groups.parallelism())
-        .map(|_| TimeState {
-            watermark,
-            inputs: inputs.clone(),
-            splits: Vec::new(),
-            timers: [Timers::new(), Timers::new()],
-        })
-        .collect();
-    let prefix_len = usize::from(prefix);
-    for (subtask, time) in (0..).zip(old) {
-        for (domain, timers) in time.timers.iter().enumerate() {
-            for (timestamp, key) in timers.iter() {
-                let placed = key.get(prefix_len..).ok_or(RescaleError::TimerKey {
-                    subtask,
-                    len: key.len(),
-                    prefix,
-                })?;
-                let owner = groups.owner(key_group(placed, groups.max_parallelism()));
-                new[owner as usize].timers[domain].set(timestamp, key);
-            }
-        }
-    }
-    Ok(new)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use weir_abi::rescalable::Writer;
 
+    use weir_abi::Timers;
+
     use super::*;
+    use crate::state::time::{GuestTime, InputTime, TaskClock};
 
     fn groups(p: u32) -> KeyGroups {
         KeyGroups::new(16, p).unwrap()
@@ -267,10 +184,21 @@ mod tests {
             idle: false,
             ended: false,
         };
+        let clock = TaskClock {
+            watermark,
+            inputs: vec![input],
+            splits: Vec::new(),
+        };
         TaskState {
             finished: false,
-            time: Some(TimeState::encode(watermark, &[input], &[], &timers)),
+            sections: state::snapshot(Some(&clock), Some(&host(watermark, timers))),
             inner: writer.finish(),
+        }
+    }
+
+    fn host(watermark: i64, timers: [Timers; 2]) -> crate::state::HostState {
+        crate::state::HostState {
+            time: GuestTime { watermark, timers },
         }
     }
 
@@ -293,7 +221,7 @@ mod tests {
                 .filter(|i| i.kind == rescalable::ItemKind::Keyed)
                 .map(|i| i.key)
                 .collect();
-            let time = TimeState::decode(state.time.as_deref().unwrap()).unwrap();
+            let time = state::time_of(&state.sections).unwrap().unwrap();
             assert_eq!(time.watermark, 50);
             assert_eq!(time.inputs[0].watermark, 50);
             let timer_keys: Vec<&[u8]> = time.timers[0].iter().map(|(_, k)| &k[1..]).collect();
@@ -358,15 +286,20 @@ mod tests {
         let mut old = state(&[], groups(1), 0, 0);
         let mut timers = [Timers::new(), Timers::new()];
         timers[1].set(5, b"");
-        old.time = Some(TimeState::encode(0, &[], &[], &timers));
+        let clock = TaskClock {
+            watermark: 0,
+            inputs: Vec::new(),
+            splits: Vec::new(),
+        };
+        old.sections = state::snapshot(Some(&clock), Some(&host(0, timers)));
         let err = guest(&[old], groups(1), groups(2)).unwrap_err();
         assert_eq!(
             err,
-            RescaleError::TimerKey {
+            RescaleError::State(StateError::TimerKey {
                 subtask: 0,
                 len: 0,
                 prefix: 1
-            }
+            })
         );
     }
 }
@@ -374,25 +307,27 @@ mod tests {
 #[cfg(test)]
 mod source_tests {
     use super::*;
-    use crate::checkpoint::task_state::SplitTime;
+    use crate::state::time::{SplitTime, TaskClock};
 
     #[test]
     fn a_sources_splits_start_again_from_the_smallest_watermark() {
         let state = |splits: &[(&str, i64)], watermark| TaskState {
             finished: false,
-            time: Some(TimeState::encode(
-                watermark,
-                &[],
-                &splits
-                    .iter()
-                    .map(|(n, t)| SplitTime {
-                        name: n.to_string(),
-                        max_timestamp: *t,
-                        idle: false,
-                    })
-                    .collect::<Vec<_>>(),
-                &[Timers::new(), Timers::new()],
-            )),
+            sections: state::snapshot(
+                Some(&TaskClock {
+                    watermark,
+                    inputs: Vec::new(),
+                    splits: splits
+                        .iter()
+                        .map(|(n, t)| SplitTime {
+                            name: n.to_string(),
+                            max_timestamp: *t,
+                            idle: false,
+                        })
+                        .collect(),
+                }),
+                None,
+            ),
             inner: b"position".to_vec(),
         };
         let old = [
@@ -407,7 +342,7 @@ mod source_tests {
         })
         .unwrap();
         for state in &new {
-            let time = TimeState::decode(state.time.as_deref().unwrap()).unwrap();
+            let time = state::time_of(&state.sections).unwrap().unwrap();
             assert_eq!(time.watermark, 3);
             assert_eq!(time.splits, []);
             assert_eq!(state.inner, b"positionposition");

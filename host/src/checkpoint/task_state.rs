@@ -1,32 +1,33 @@
-//! The bytes a task stores in its state file: a small host-side envelope
-//! around the state of what the task runs (a guest's snapshot, a source's
-//! position, a sink's pre-committed files).
+//! The bytes a task stores in its state file: a small host-side envelope around the state of
+//! what the task runs (a guest's snapshot, a source's position, a sink's pre-committed files),
+//! with the sections of the task's host-kept state (`state/`) between them.
 //!
 //! ```text
 //! offset  size  field
-//! 0       1     envelope version (1)
-//! 1       1     flags: bit 0 = the task had already seen the end of all its inputs,
-//!                      bit 1 = a time section follows
-//! 2       4     (with bit 1) the time section's length T, u32 little-endian
-//! 6       T     (with bit 1) the time section: see [`TimeState`]
+//! 0       1     envelope version (2)
+//! 1       1     flags: bit 0 = the task had already seen the end of all its inputs
+//! 2       1     n, the number of sections
+//! 3       ...   n sections, each: u16 its kind (`state::SectionTag`), u32 its length L, L bytes
 //! ...     ...   the state of the source, operator or sink
 //! ```
+//! Numbers are little-endian. Version 1, written before sections, is still read: its flags'
+//! bit 1 said that one time section followed (`u32` length, then the bytes), which reads as a
+//! section of kind time. A state without sections restores with no watermark and no timers.
 //!
-//! The time section is the host's part of event time (`docs/ABI.md` §15): the task's
-//! watermark, its inputs' (or, for a source, its splits'), and its guest's timers. It is the
-//! host's and not the guest's, so it is the same whether the guest's state is its own snapshot
-//! or an image. States written before it existed have no such section and restore with no
-//! watermark and no timers.
-//! The file around it (magic, length, checksum) is [`super::format`]'s. The
-//! envelope lives beside it, in the checkpoint layer, because reading a
-//! checkpoint back decodes it and the tasks that write it sit
-//! above that layer.
+//! The file around it (magic, length, checksum) is [`super::format`]'s. The envelope lives
+//! beside it, in the checkpoint layer, because reading a checkpoint back decodes it and the
+//! tasks that write it sit above that layer; what a section holds is the state layer's.
 
-use weir_abi::Timers;
+use weir_abi::wire::{Reader, put_prefixed};
 
-const VERSION: u8 = 1;
+use crate::state::{Section, SectionTag};
+
+const VERSION: u8 = 2;
+/// The envelope before sections, which had at most a time section.
+const VERSION_1: u8 = 1;
 const FINISHED: u8 = 1;
-const HAS_TIME: u8 = 2;
+/// Version 1's flag: a time section follows.
+const V1_HAS_TIME: u8 = 2;
 
 /// One task's state at a checkpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -34,27 +35,27 @@ pub struct TaskState {
     /// The task had processed the end of all its inputs (its guest's
     /// `weir_finish` ran): after a restore it must not run again.
     pub finished: bool,
-    /// The encoded time section ([`TimeState::encode`]), if the task keeps one.
-    pub time: Option<Vec<u8>>,
+    /// The task's host-kept state, one section per kind it keeps (`state::snapshot`).
+    pub sections: Vec<Section>,
     /// The state of the source, operator or sink, opaque to the task loop.
     pub inner: Vec<u8>,
 }
 
 impl TaskState {
     /// Encodes the envelope.
+    ///
+    /// # Panics
+    /// With more than 255 sections or a section of 4 GiB or more: the state layer writes one
+    /// section per kind, each far smaller.
     pub fn encode(&self) -> Vec<u8> {
-        let time_len = self.time.as_ref().map_or(0, |t| 4 + t.len());
-        let mut out = Vec::with_capacity(2 + time_len + self.inner.len());
+        let sections: usize = self.sections.iter().map(|s| 6 + s.bytes.len()).sum();
+        let mut out = Vec::with_capacity(3 + sections + self.inner.len());
         out.push(VERSION);
-        let mut flags = if self.finished { FINISHED } else { 0 };
-        if self.time.is_some() {
-            flags |= HAS_TIME;
-        }
-        out.push(flags);
-        if let Some(time) = &self.time {
-            let len = u32::try_from(time.len()).expect("a time section is below 4 GiB");
-            out.extend_from_slice(&len.to_le_bytes());
-            out.extend_from_slice(time);
+        out.push(if self.finished { FINISHED } else { 0 });
+        out.push(u8::try_from(self.sections.len()).expect("fewer than 256 sections"));
+        for section in &self.sections {
+            out.extend_from_slice(&section.tag.code().to_le_bytes());
+            put_prefixed(&mut out, &section.bytes);
         }
         out.extend_from_slice(&self.inner);
         out
@@ -64,31 +65,46 @@ impl TaskState {
     /// that the inner state (for an image, the guest's whole memory) keeps their buffer
     /// instead of being copied into a new one.
     pub fn decode(mut bytes: Vec<u8>) -> Result<Self, TaskStateError> {
-        match *bytes.as_slice() {
-            [VERSION, flags, ..] if flags & !(FINISHED | HAS_TIME) == 0 => {
-                let mut header = 2;
-                let time = if flags & HAS_TIME != 0 {
-                    let len = bytes
-                        .get(2..6)
-                        .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-                        .ok_or(TaskStateError::TimeSection)?;
-                    let section = bytes.get(6..6 + len).ok_or(TaskStateError::TimeSection)?;
-                    header = 6 + len;
-                    Some(section.to_vec())
-                } else {
-                    None
-                };
-                bytes.drain(..header);
-                Ok(TaskState {
-                    finished: flags & FINISHED != 0,
-                    time,
-                    inner: bytes,
-                })
+        let (finished, sections, header) = match *bytes.as_slice() {
+            [VERSION, flags, count, ..] if flags & !FINISHED == 0 => {
+                let mut r = Reader::new(&bytes[3..]);
+                let mut sections = Vec::with_capacity(usize::from(count));
+                for _ in 0..count {
+                    let code = r.u16().map_err(|_| TaskStateError::Sections)?;
+                    let tag = SectionTag::from_code(code)
+                        .ok_or(TaskStateError::UnknownSection { code })?;
+                    let bytes = r.prefixed().map_err(|_| TaskStateError::Sections)?;
+                    sections.push(Section {
+                        tag,
+                        bytes: bytes.to_vec(),
+                    });
+                }
+                (flags & FINISHED != 0, sections, 3 + r.position())
             }
-            [VERSION, flags, ..] => Err(TaskStateError::UnknownFlags { flags }),
-            [version, ..] => Err(TaskStateError::UnsupportedVersion { version }),
-            [] => Err(TaskStateError::Empty),
-        }
+            [VERSION, flags] if flags & !FINISHED == 0 => return Err(TaskStateError::Sections),
+            [VERSION_1, flags, ..] if flags & !(FINISHED | V1_HAS_TIME) == 0 => {
+                let mut r = Reader::new(&bytes[2..]);
+                let mut sections = Vec::new();
+                if flags & V1_HAS_TIME != 0 {
+                    let time = r.prefixed().map_err(|_| TaskStateError::Sections)?;
+                    sections.push(Section {
+                        tag: SectionTag::Time,
+                        bytes: time.to_vec(),
+                    });
+                }
+                (flags & FINISHED != 0, sections, 2 + r.position())
+            }
+            [VERSION | VERSION_1, flags, ..] => return Err(TaskStateError::UnknownFlags { flags }),
+            [VERSION | VERSION_1] => return Err(TaskStateError::Sections),
+            [version, ..] => return Err(TaskStateError::UnsupportedVersion { version }),
+            [] => return Err(TaskStateError::Empty),
+        };
+        bytes.drain(..header);
+        Ok(TaskState {
+            finished,
+            sections,
+            inner: bytes,
+        })
     }
 }
 
@@ -105,7 +121,9 @@ pub enum TaskStateError {
         flags: u8,
     },
     /// The envelope is of another version: restore it with the build that wrote it.
-    #[error("task state envelope version {version} is not supported (this build reads {VERSION})")]
+    #[error(
+        "task state envelope version {version} is not supported (this build reads 1 and {VERSION})"
+    )]
     UnsupportedVersion {
         /// The version byte as found.
         version: u8,
@@ -113,171 +131,18 @@ pub enum TaskStateError {
     /// The state holds no bytes at all, not even the envelope's.
     #[error("task state is empty")]
     Empty,
-    /// The flags say a time section follows, and the bytes end within it.
-    #[error("task state is cut short within its time section")]
-    TimeSection,
-}
-
-/// One input's watermark in a [`TimeState`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct InputTime {
-    /// The highest watermark the input sent (`i64::MIN` before the first).
-    pub watermark: i64,
-    /// The input is idle.
-    pub idle: bool,
-    /// The input ended.
-    pub ended: bool,
-}
-
-/// One split of a source in a [`TimeState`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SplitTime {
-    /// How the source names it (`topic/partition` for Kafka).
-    pub name: String,
-    /// The largest timestamp read from it (`i64::MIN` before the first).
-    pub max_timestamp: i64,
-    /// It was idle: it had read nothing for the source's `idle_timeout`.
-    pub idle: bool,
-}
-
-/// A task's part of event time at a checkpoint: what the time section of [`TaskState`] holds.
-///
-/// ```text
-/// i64      the task's watermark (for a source: the highest it sent)
-/// u32 n    then n inputs:   i64 watermark, u8 flags (bit 0 idle, bit 1 ended)
-/// u32 m    then m splits:   u32 length + the split's name, i64 its largest timestamp
-/// twice, event time then processing time:
-///   u32 k  then k timers:   i64 timestamp, u32 length + the key
-/// u32 m    then m u8 split flags, one per split in order (bit 0 idle)
-/// ```
-/// Every number little-endian. The split flags came last, later than the rest: a section
-/// without them (written before) restores every split active.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct TimeState {
-    /// The task's watermark; for a source, the highest it sent.
-    pub watermark: i64,
-    /// A processing task's inputs, in input order.
-    pub inputs: Vec<InputTime>,
-    /// A source's splits: their names, largest timestamps and idleness.
-    pub splits: Vec<SplitTime>,
-    /// The guest's timers, event time then processing time.
-    pub timers: [Timers; 2],
-}
-
-impl TimeState {
-    /// Encodes a time section from its parts, the timers borrowed (they may be many).
-    pub fn encode(
-        watermark: i64,
-        inputs: &[InputTime],
-        splits: &[SplitTime],
-        timers: &[Timers; 2],
-    ) -> Vec<u8> {
-        let mut out = Vec::new();
-        out.extend_from_slice(&watermark.to_le_bytes());
-        push_len(&mut out, inputs.len());
-        for input in inputs {
-            out.extend_from_slice(&input.watermark.to_le_bytes());
-            out.push(u8::from(input.idle) | (u8::from(input.ended) << 1));
-        }
-        push_len(&mut out, splits.len());
-        for split in splits {
-            push_len(&mut out, split.name.len());
-            out.extend_from_slice(split.name.as_bytes());
-            out.extend_from_slice(&split.max_timestamp.to_le_bytes());
-        }
-        for domain in timers {
-            push_len(&mut out, domain.len());
-            for (timestamp, key) in domain.iter() {
-                out.extend_from_slice(&timestamp.to_le_bytes());
-                push_len(&mut out, key.len());
-                out.extend_from_slice(key);
-            }
-        }
-        push_len(&mut out, splits.len());
-        out.extend(splits.iter().map(|split| u8::from(split.idle)));
-        out
-    }
-
-    /// Decodes a time section, or says where it is cut short or malformed.
-    pub fn decode(bytes: &[u8]) -> Result<TimeState, TaskStateError> {
-        let mut r = Reader(bytes);
-        let watermark = r.i64()?;
-        let mut inputs = Vec::new();
-        for _ in 0..r.len()? {
-            let watermark = r.i64()?;
-            let flags = r.take(1)?[0];
-            inputs.push(InputTime {
-                watermark,
-                idle: flags & 1 != 0,
-                ended: flags & 2 != 0,
-            });
-        }
-        let mut splits = Vec::new();
-        for _ in 0..r.len()? {
-            let len = r.len()?;
-            let name = String::from_utf8(r.take(len)?.to_vec())
-                .map_err(|_| TaskStateError::TimeSection)?;
-            splits.push(SplitTime {
-                name,
-                max_timestamp: r.i64()?,
-                idle: false,
-            });
-        }
-        let mut timers = [Timers::new(), Timers::new()];
-        for domain in &mut timers {
-            for _ in 0..r.len()? {
-                let timestamp = r.i64()?;
-                let len = r.len()?;
-                domain.set(timestamp, r.take(len)?);
-            }
-        }
-        if !r.0.is_empty() {
-            if r.len()? != splits.len() {
-                return Err(TaskStateError::TimeSection);
-            }
-            for split in &mut splits {
-                split.idle = r.take(1)?[0] & 1 != 0;
-            }
-        }
-        if !r.0.is_empty() {
-            return Err(TaskStateError::TimeSection);
-        }
-        Ok(TimeState {
-            watermark,
-            inputs,
-            splits,
-            timers,
-        })
-    }
-}
-
-fn push_len(out: &mut Vec<u8>, len: usize) {
-    let len = u32::try_from(len).expect("a time section's counts are below 2^32");
-    out.extend_from_slice(&len.to_le_bytes());
-}
-
-/// Reads a time section front to back.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], TaskStateError> {
-        if self.0.len() < n {
-            return Err(TaskStateError::TimeSection);
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn len(&mut self) -> Result<usize, TaskStateError> {
-        let b = self.take(4)?;
-        Ok(u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
-    }
-
-    fn i64(&mut self) -> Result<i64, TaskStateError> {
-        let b = self.take(8)?;
-        Ok(i64::from_le_bytes(b.try_into().expect("8 bytes")))
-    }
+    /// The bytes end within the sections the header announces.
+    #[error("task state is cut short within its sections")]
+    Sections,
+    /// A section is of a kind this build does not know: a newer build wrote it.
+    #[error(
+        "task state has a section of kind {code}, which this build does not know: restore it \
+         with the build of Weir that wrote it"
+    )]
+    UnknownSection {
+        /// The kind's number as found.
+        code: u16,
+    },
 }
 
 /// What a restore hands a task: the state of the restored checkpoint and, when that state
@@ -310,75 +175,76 @@ impl RestoredState {
 mod tests {
     use super::*;
 
+    fn time(bytes: &[u8]) -> Section {
+        Section {
+            tag: SectionTag::Time,
+            bytes: bytes.to_vec(),
+        }
+    }
+
     #[test]
-    fn a_time_section_round_trips_beside_the_inner_state() {
-        let mut timers = [Timers::new(), Timers::new()];
-        timers[0].set(999, b"k1");
-        timers[0].set(1999, b"");
-        timers[1].set(1_700_000_000_000, b"session");
-        let inputs = [
-            InputTime {
-                watermark: 500,
-                idle: true,
-                ended: false,
-            },
-            InputTime {
-                watermark: i64::MIN,
-                idle: false,
-                ended: true,
-            },
-        ];
-        let splits = [
-            SplitTime {
-                name: "events/0".to_string(),
-                max_timestamp: 1_234,
-                idle: false,
-            },
-            SplitTime {
-                name: "events/1".to_string(),
-                max_timestamp: i64::MIN,
-                idle: true,
-            },
-        ];
-        let time = TimeState::encode(499, &inputs, &splits, &timers);
+    fn sections_round_trip_beside_the_inner_state_and_a_cut_is_refused() {
         let state = TaskState {
             finished: false,
-            time: Some(time),
+            sections: vec![time(&[1, 2, 3, 4])],
             inner: vec![7, 8, 9],
         };
-        let back = TaskState::decode(state.encode()).unwrap();
-        assert_eq!(back, state);
-        let decoded = TimeState::decode(back.time.as_deref().unwrap()).unwrap();
+        let bytes = state.encode();
+        assert_eq!(TaskState::decode(bytes.clone()).unwrap(), state);
+        // A cut within the header or the sections is refused; one within the inner state is
+        // another (shorter) inner state, which the file's frame and checksum guard.
+        let header = bytes.len() - state.inner.len();
+        for cut in 1..header {
+            assert!(
+                TaskState::decode(bytes[..cut].to_vec()).is_err(),
+                "cut at {cut}"
+            );
+        }
+        let mut unknown = bytes.clone();
+        unknown[3] = 99;
         assert_eq!(
-            decoded,
-            TimeState {
-                watermark: 499,
-                inputs: inputs.to_vec(),
-                splits: splits.to_vec(),
-                timers,
+            TaskState::decode(unknown).unwrap_err(),
+            TaskStateError::UnknownSection { code: 99 }
+        );
+    }
+
+    /// The envelope before sections: flags bit 1 and a `u32`-prefixed time section, pinned as
+    /// bytes — a checkpoint written by an earlier build restores (tests/all/event_time.rs
+    /// restores a whole one).
+    #[test]
+    fn an_envelope_written_before_sections_reads_its_time_section() {
+        let v1 = [1, 3, 2, 0, 0, 0, 0xaa, 0xbb, 5, 6];
+        assert_eq!(
+            TaskState::decode(v1.to_vec()).unwrap(),
+            TaskState {
+                finished: true,
+                sections: vec![time(&[0xaa, 0xbb])],
+                inner: vec![5, 6],
             }
         );
-        // Cut anywhere, or with a byte too many, the section is refused rather than misread —
-        // but for where the split flags begin: a section written before they existed ends
-        // there, and restores every split active.
-        let section = back.time.unwrap();
-        let before_flags = section.len() - 4 - splits.len();
-        for cut in (0..section.len()).filter(|&cut| cut != before_flags) {
-            assert!(TimeState::decode(&section[..cut]).is_err(), "cut at {cut}");
-        }
-        let older = TimeState::decode(&section[..before_flags]).unwrap();
-        assert!(older.splits.iter().all(|split| !split.idle), "{older:?}");
-        assert_eq!(older.splits[1].max_timestamp, i64::MIN);
-        let mut longer = section.clone();
-        longer.push(0);
-        assert!(TimeState::decode(&longer).is_err());
+        assert_eq!(
+            TaskState::decode(vec![1, 0, 9]).unwrap(),
+            TaskState {
+                finished: false,
+                sections: Vec::new(),
+                inner: vec![9],
+            }
+        );
+        assert_eq!(
+            TaskState::decode(vec![1, 2, 9]).unwrap_err(),
+            TaskStateError::Sections
+        );
+        assert_eq!(
+            TaskState::decode(vec![1, 4]).unwrap_err().to_string(),
+            "unknown task state flags 0x04"
+        );
     }
 
     #[test]
     fn round_trips_and_rejects_unknown_versions() {
         let s = TaskState {
             finished: true,
-            time: None,
+            sections: Vec::new(),
             inner: vec![1, 2, 3],
         };
         assert_eq!(TaskState::decode(s.encode()).unwrap(), s);
@@ -390,12 +256,8 @@ mod tests {
         );
         assert!(TaskState::decode(vec![]).is_err());
         assert_eq!(
-            TaskState::decode(vec![1, 4]).unwrap_err().to_string(),
-            "unknown task state flags 0x04"
-        );
-        assert_eq!(
-            TaskState::decode(vec![1, 2, 9]).unwrap_err(),
-            TaskStateError::TimeSection
+            TaskState::decode(vec![2, 2, 0]).unwrap_err().to_string(),
+            "unknown task state flags 0x02"
         );
     }
 }

@@ -12,7 +12,8 @@ use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
 use crate::kill_point::{self, KillPoint};
-use crate::wasm::{GuestInstance, GuestOutput, GuestSnapshot, GuestTime};
+use crate::state::HostState;
+use crate::wasm::{GuestInstance, GuestOutput, GuestSnapshot};
 
 /// Runs batches through one guest instance and routes what it emits.
 #[derive(Debug)]
@@ -116,14 +117,8 @@ impl Processor for WasmOperator {
         self.instance.next_processing_timer()
     }
 
-    fn time(&self) -> Option<&GuestTime> {
-        Some(self.instance.time())
-    }
-
-    fn restore_time(&mut self, time: GuestTime) -> Result<(), TaskError> {
-        self.instance.restore_time(time);
-        self.report_timers();
-        Ok(())
+    fn host_state(&mut self) -> Option<&mut HostState> {
+        Some(self.instance.host_state())
     }
 
     fn snapshot(&mut self, barrier: Barrier) -> Result<Vec<u8>, TaskError> {

@@ -13,7 +13,8 @@ use super::channel::Stopped;
 use super::router::{RouteError, Router};
 use super::watermark::SourceClock;
 use crate::ids::{Barrier, CheckpointId, TaskId};
-use crate::wasm::{GuestError, GuestTime};
+use crate::state::HostState;
+use crate::wasm::GuestError;
 
 /// What one [`Source::poll`] did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -363,22 +364,11 @@ pub(crate) trait Processor: Send {
         None
     }
 
-    /// The guest's watermark and timers, which a snapshot keeps beside its state; `None` for a
-    /// task without a guest.
-    fn time(&self) -> Option<&GuestTime> {
+    /// What the processor keeps on the host for its guest (`state::HostState`: the guest's
+    /// watermark and timers), which the task snapshots beside the processor's own state and
+    /// restores after it; `None` for a processor without a guest (a sink), which keeps none.
+    fn host_state(&mut self) -> Option<&mut HostState> {
         None
-    }
-
-    /// Takes back what [`time`](Self::time) returned, after the state is restored. By default
-    /// refuses timers (a task without a guest never has any).
-    fn restore_time(&mut self, time: GuestTime) -> Result<(), TaskError> {
-        if time.pending() > 0 {
-            return Err(TaskError::Restore(format!(
-                "the state holds {} timers, but this task has no guest to fire them",
-                time.pending()
-            )));
-        }
-        Ok(())
     }
 }
 

@@ -28,7 +28,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, Select};
-use weir_abi::Timers;
 use weir_abi::batch::header_record_count;
 use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 
@@ -41,13 +40,14 @@ use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll
 use super::router::{ChainedTask, Router};
 use super::watermark::{InputClock, InputWatermarks, SourceClock, Watermark, WatermarkChange};
 use crate::checkpoint::config::CheckpointMode;
-use crate::checkpoint::task_state::{InputTime, RestoredState, TaskState, TimeState};
+use crate::checkpoint::task_state::{RestoredState, TaskState};
 use crate::ids::Barrier;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::WatermarkStrategy;
 use crate::kill_point::{self, KillPoint};
-use crate::wasm::{GuestTime, wall_clock_millis};
+use crate::state::{self, time::InputTime, time::TaskClock};
+use crate::wasm::wall_clock_millis;
 
 /// Everything a task thread needs besides what it runs: what any task has ([`TaskOutputs`]),
 /// and what only a chain's head has, its own thread to stop and the driver's channel to it.
@@ -153,26 +153,22 @@ impl ProcessingTask {
         if let Some(restored) = restored {
             finished = restored.state.finished;
             let restore = || {
-                let time = restored
-                    .state
-                    .time
-                    .as_deref()
-                    .map(TimeState::decode)
-                    .transpose()
-                    .map_err(|e| TaskError::Restore(e.to_string()))?;
                 processor.restore_chain(
                     restored.chain,
                     restored.state.inner,
                     restored.resumable,
                 )?;
-                if let Some(time) = time {
+                // After the processor's own state: an image restore starts a fresh instance.
+                let host = processor.host_state();
+                let clock = state::restore(&restored.state.sections, host)
+                    .map_err(|e| TaskError::Restore(e.to_string()))?;
+                if let Some(clock) = clock {
                     let restored_inputs: Vec<InputClock> =
-                        time.inputs.iter().map(input_clock).collect();
-                    clocks = InputWatermarks::restored(inputs, time.watermark, &restored_inputs);
-                    processor.restore_time(GuestTime {
-                        watermark: time.watermark,
-                        timers: time.timers,
-                    })?;
+                        clock.inputs.iter().map(input_clock).collect();
+                    clocks = InputWatermarks::restored(inputs, clock.watermark, &restored_inputs);
+                }
+                if let Some(host) = processor.host_state() {
+                    out.metrics.set_pending_timers(host.time.pending());
                 }
                 Ok(())
             };
@@ -258,8 +254,7 @@ impl ProcessingTask {
             Message::Barrier(barrier) => {
                 match self.aligner.on_barrier(input, barrier.id, Instant::now()) {
                     AlignmentEvent::Aligned { alignment, .. } => {
-                        let time = time_section(&self.clocks, self.processor.as_ref());
-                        self.snapshot(barrier, time, alignment)?
+                        self.snapshot(barrier, alignment)?
                     }
                     AlignmentEvent::Started { waiting_for, .. } if waiting_for > 0 => {
                         kill_point::reached(KillPoint::Alignment);
@@ -340,13 +335,12 @@ impl ProcessingTask {
     }
 
     /// The snapshot at an aligned barrier: the synchronous part here, the write handed off.
-    fn snapshot(
-        &mut self,
-        barrier: Barrier,
-        time: Vec<u8>,
-        alignment: Duration,
-    ) -> Result<(), TaskError> {
+    fn snapshot(&mut self, barrier: Barrier, alignment: Duration) -> Result<(), TaskError> {
         let started = Instant::now();
+        let sections = state::snapshot(
+            Some(&task_clock(&self.clocks)),
+            self.processor.host_state().as_deref(),
+        );
         // Savepoints are self-contained: they may be moved, and nothing may build on them.
         let ChainedState {
             state: inner,
@@ -360,7 +354,7 @@ impl ProcessingTask {
         };
         let state = TaskState {
             finished: self.finished,
-            time: Some(time),
+            sections,
             inner,
         };
         let sync = started.elapsed();
@@ -415,21 +409,21 @@ fn count_late(
     Ok(())
 }
 
-/// The time section of a processing task's snapshot: its watermark, its inputs' and its
-/// guest's timers.
-fn time_section(clocks: &InputWatermarks, processor: &dyn Processor) -> Vec<u8> {
-    let inputs: Vec<InputTime> = clocks
-        .inputs()
-        .iter()
-        .map(|c| InputTime {
-            watermark: c.watermark,
-            idle: c.idle,
-            ended: c.ended,
-        })
-        .collect();
-    let none = [Timers::new(), Timers::new()];
-    let timers = processor.time().map_or(&none, |t| &t.timers);
-    TimeState::encode(clocks.current(), &inputs, &[], timers)
+/// A processing task's own clock, as its snapshot keeps it: its watermark and its inputs'.
+fn task_clock(clocks: &InputWatermarks) -> TaskClock {
+    TaskClock {
+        watermark: clocks.current(),
+        inputs: clocks
+            .inputs()
+            .iter()
+            .map(|c| InputTime {
+                watermark: c.watermark,
+                idle: c.idle,
+                ended: c.ended,
+            })
+            .collect(),
+        splits: Vec::new(),
+    }
 }
 
 /// An input's clock as a checkpoint kept it.
@@ -465,10 +459,11 @@ pub(crate) fn run_source(
             .seek(&state.inner)
             .map_err(TaskError::while_restoring)?;
         finished = state.finished;
-        if let (Some(clock), Some(time)) = (clock.as_mut(), state.time.as_deref()) {
-            let time = TimeState::decode(time).map_err(|e| TaskError::Restore(e.to_string()))?;
-            clock.restore(time.watermark, &time.splits, Instant::now());
-            env.out.metrics.watermark.set(time.watermark);
+        let restored_clock =
+            state::restore(&state.sections, None).map_err(|e| TaskError::Restore(e.to_string()))?;
+        if let (Some(clock), Some(restored)) = (clock.as_mut(), restored_clock) {
+            clock.restore(restored.watermark, &restored.splits, Instant::now());
+            env.out.metrics.watermark.set(restored.watermark);
         }
         kill_point::reached(KillPoint::Restore);
         if finished {
@@ -511,13 +506,17 @@ pub(crate) fn run_source(
                 let started = Instant::now();
                 let position = source.position();
                 positions.insert(barrier.id, position.clone());
-                let time = clock.as_ref().map(|clock| {
-                    let (sent, splits) = clock.state();
-                    TimeState::encode(sent, &[], &splits, &[Timers::new(), Timers::new()])
+                let clock = clock.as_ref().map(|clock| {
+                    let (watermark, splits) = clock.state();
+                    TaskClock {
+                        watermark,
+                        inputs: Vec::new(),
+                        splits,
+                    }
                 });
                 let state = TaskState {
                     finished,
-                    time,
+                    sections: state::snapshot(clock.as_ref(), None),
                     inner: position,
                 };
                 env.out.router.broadcast(Message::Barrier(barrier))?;

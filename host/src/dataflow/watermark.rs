@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use weir_abi::time::NO_WATERMARK;
 
-use crate::checkpoint::task_state::SplitTime;
 use crate::job::WatermarkStrategy;
+use crate::state::time::SplitTime;
 
 /// A watermark as it flows on a channel, in band with the records and barriers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

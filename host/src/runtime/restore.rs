@@ -27,12 +27,13 @@ use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::rescale::{InnerStates, RescaleError, rescale_states, split_guest_states};
 use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
-use crate::checkpoint::task_state::{RestoredState, TaskState, TimeState};
+use crate::checkpoint::task_state::{RestoredState, TaskState};
 use crate::connectors::kafka::source as kafka_source;
 use crate::connectors::{generator, inherited};
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
 use crate::job::{Job, SinkKind, SourceKind, VertexKind};
+use crate::state;
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
 /// (its directory name) and what to do.
@@ -364,11 +365,10 @@ fn holds_state(state: &TaskState) -> bool {
     if !state.inner.is_empty() {
         return true;
     }
-    state
-        .time
-        .as_deref()
-        .and_then(|time| TimeState::decode(time).ok())
-        .is_some_and(|time| time.timers.iter().any(|t| !t.is_empty()))
+    state::time_of(&state.sections)
+        .ok()
+        .flatten()
+        .is_some_and(|time| time.has_timers())
 }
 
 /// Refuses a rescale whose operator feeds a task that had an ended input: that task's inputs
@@ -379,12 +379,10 @@ fn check_downstream(matched: &StateMatch, job: &Job, checkpoint: &str) -> Result
         for edge in job.edges.iter().filter(|e| e.from == *upstream) {
             for (task, restored) in matched.states.iter().filter(|(t, _)| t.vertex == edge.to) {
                 let ended = !restored.state.finished
-                    && restored
-                        .state
-                        .time
-                        .as_deref()
-                        .and_then(|t| TimeState::decode(t).ok())
-                        .is_some_and(|t| t.inputs.iter().any(|i| i.ended));
+                    && state::time_of(&restored.state.sections)
+                        .ok()
+                        .flatten()
+                        .is_some_and(|t| t.has_ended_input());
                 if ended {
                     return Err(RestoreError::EndedDownstream {
                         upstream: upstream.clone(),
@@ -476,7 +474,7 @@ mod tests {
     fn with_inner(inner: &[u8]) -> impl Fn(&TaskId) -> TaskState {
         move |_| TaskState {
             finished: false,
-            time: None,
+            sections: Vec::new(),
             inner: inner.to_vec(),
         }
     }
@@ -501,7 +499,7 @@ mod tests {
             };
             TaskState {
                 finished: false,
-                time: None,
+                sections: Vec::new(),
                 inner,
             }
         }

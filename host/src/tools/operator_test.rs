@@ -493,7 +493,7 @@ impl OperatorTest {
                     .instantiate_for_restore(self.context(), &self.options.config)?;
                 fresh.restore(&state)?;
                 // The watermark and timers are the host's, carried as a job's checkpoint does.
-                fresh.restore_time(instance.time().clone());
+                *fresh.host_state() = instance.host_state().clone();
                 instance = fresh;
             }
         }

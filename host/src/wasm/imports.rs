@@ -224,16 +224,21 @@ pub(crate) fn change_timer_checked(
         return Err(misuse(import, state.call_name()));
     }
     if import == imports::TIMER_DELETE {
-        state.time.timers_mut(domain).delete(timestamp, key);
+        state.host.time.timers_mut(domain).delete(timestamp, key);
         return Ok(());
     }
     let limit = state.limits.max_timer_bytes;
-    if state.time.timer_bytes().saturating_add(Timers::cost(key)) > limit
-        && !state.time.timers(domain).contains(timestamp, key)
+    if state
+        .host
+        .time
+        .timer_bytes()
+        .saturating_add(Timers::cost(key))
+        > limit
+        && !state.host.time.timers(domain).contains(timestamp, key)
     {
         return Err(Abort::error(GuestFailure::TimersTooLarge { limit }));
     }
-    state.time.timers_mut(domain).set(timestamp, key);
+    state.host.time.timers_mut(domain).set(timestamp, key);
     Ok(())
 }
 
@@ -248,7 +253,7 @@ fn current_time(caller: Caller<'_, GuestState>, domain: i32) -> wasmtime::Result
 /// host's clock.
 pub(crate) fn current_time_of(state: &GuestState, domain: TimeDomain) -> i64 {
     match domain {
-        TimeDomain::Event => state.time.watermark,
+        TimeDomain::Event => state.host.time.watermark,
         TimeDomain::Processing => wall_clock_millis(),
     }
 }

@@ -15,8 +15,10 @@ use super::image::format::IMAGE_MAGIC;
 use super::image::state::ImageState;
 use super::limits::GuestLimits;
 use super::module::{Capabilities, OperatorModule, Template};
-use super::state::{Call, GuestState, GuestTime, SideBatch};
+use super::state::{Call, GuestState, SideBatch};
 use crate::ids::CheckpointId;
+use crate::state::HostState;
+use crate::state::time::GuestTime;
 
 /// Most timers one `weir_on_timers` call receives (`docs/ABI.md` §15).
 pub const MAX_TIMERS_PER_CALL: usize = 1024;
@@ -342,13 +344,14 @@ impl GuestInstance {
     /// The instance's watermark and timers: host state, which a checkpoint of the task keeps
     /// besides the guest's own (`docs/ABI.md` §15).
     pub fn time(&self) -> &GuestTime {
-        &self.store.data().time
+        &self.store.data().host.time
     }
 
-    /// Replaces the instance's watermark and timers with those of a checkpoint. Call it after
-    /// the guest's own state is restored: an image restore starts a fresh instance.
-    pub fn restore_time(&mut self, time: GuestTime) {
-        self.store.data_mut().time = time;
+    /// What the host keeps for this instance (`state::HostState`), to snapshot, or to replace
+    /// with a checkpoint's. Restore it after the guest's own state: an image restore starts a
+    /// fresh instance.
+    pub fn host_state(&mut self) -> &mut HostState {
+        &mut self.store.data_mut().host
     }
 
     /// Advances the watermark to `watermark` (nothing when it is not later than the current
@@ -365,7 +368,7 @@ impl GuestInstance {
             return Ok(());
         }
         self.check_ready(Call::OnWatermark)?;
-        self.store.data_mut().time.watermark = watermark;
+        self.store.data_mut().host.time.watermark = watermark;
         self.fire_due(TimeDomain::Event, watermark, &mut route)?;
         if self.is_component() {
             self.call_component(Call::OnWatermark, |guest, store| {
@@ -421,6 +424,7 @@ impl GuestInstance {
                 let due = self
                     .store
                     .data_mut()
+                    .host
                     .time
                     .timers_mut(domain)
                     .pop_due(time, left.min(MAX_TIMERS_PER_CALL));

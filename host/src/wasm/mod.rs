@@ -76,5 +76,5 @@ pub use instance::{
 };
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
 pub use module::{Capabilities, OperatorModule};
-pub use state::{GuestTime, SideBatch};
+pub use state::SideBatch;
 pub use toolchain::{Toolchain, ToolchainEvidence};

@@ -2,12 +2,12 @@
 //! the host imports through `Caller`.
 
 use wasmtime::ResourceLimiter;
-use weir_abi::time::NO_WATERMARK;
-use weir_abi::{TimeDomain, Timers, exports, imports};
+use weir_abi::{exports, imports};
 
 use super::component::wasi::ComponentWasi;
 use super::error::{Abort, GuestFailure, OutOfMemorySign};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
+use crate::state::HostState;
 
 /// What the host is running in the guest right now; decides which imports are allowed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -133,48 +133,6 @@ pub struct SideBatch {
     pub batch: Vec<u8>,
 }
 
-/// The time of one instance: its task's watermark, as the guest reads it, and the timers the
-/// host keeps for it (`docs/ABI.md` §15). Host state, not the guest's: checkpointed with the
-/// task in either capture mode.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestTime {
-    /// What `current_time(0)` returns: [`NO_WATERMARK`] until the first watermark.
-    pub watermark: i64,
-    /// The timers, indexed by [`TimeDomain::code`].
-    pub timers: [Timers; 2],
-}
-
-impl Default for GuestTime {
-    fn default() -> Self {
-        GuestTime {
-            watermark: NO_WATERMARK,
-            timers: [Timers::new(), Timers::new()],
-        }
-    }
-}
-
-impl GuestTime {
-    /// The timers of `domain`.
-    pub fn timers(&self, domain: TimeDomain) -> &Timers {
-        &self.timers[domain.code() as usize]
-    }
-
-    /// The timers of `domain`, to change.
-    pub(crate) fn timers_mut(&mut self, domain: TimeDomain) -> &mut Timers {
-        &mut self.timers[domain.code() as usize]
-    }
-
-    /// What every timer counts against the timer limit, over both domains.
-    pub(crate) fn timer_bytes(&self) -> usize {
-        self.timers.iter().map(Timers::bytes).sum()
-    }
-
-    /// How many timers are set, over both domains.
-    pub fn pending(&self) -> usize {
-        self.timers.iter().map(Timers::len).sum()
-    }
-}
-
 /// Host-side data of one instance, owned by its `Store`.
 #[derive(Debug)]
 pub(crate) struct GuestState {
@@ -196,8 +154,9 @@ pub(crate) struct GuestState {
     pub(crate) side_output: Vec<SideBatch>,
     /// Bytes saved by the running `weir_snapshot`.
     pub(crate) snapshot: Vec<u8>,
-    /// The watermark and the timers: kept across calls, unlike everything above.
-    pub(crate) time: GuestTime,
+    /// What the host keeps for the guest (its watermark and timers): kept across calls,
+    /// unlike everything above, and checkpointed with the task (`state::HostState`).
+    pub(crate) host: HostState,
     /// The last message logged at level error during the running call, reported with a
     /// non-zero status.
     pub(crate) last_error_log: Option<String>,
@@ -233,7 +192,7 @@ impl GuestState {
             output_bytes: 0,
             side_output: Vec::new(),
             snapshot: Vec::new(),
-            time: GuestTime::default(),
+            host: HostState::default(),
             last_error_log: None,
             limits,
             limiter: GuestLimiter {

@@ -319,9 +319,9 @@ fn the_time_survives_a_move_to_a_fresh_instance() {
     let mut first = start(TIMERS);
     record(&mut first, "a", "v-long", 7);
     advance(&mut first, 3);
-    let time = first.time().clone();
+    let host = first.host_state().clone();
     let mut second = start(TIMERS);
-    second.restore_time(time);
+    *second.host_state() = host;
     assert_eq!(second.time().timers(TimeDomain::Event).len(), 1);
     assert_eq!(advance(&mut second, 7), [vec![k("a", 7)], vec![k("", 7)]]);
 }

@@ -174,7 +174,7 @@ fn the_states_taken_are_decoded_with_their_chain_and_the_rest_dropped() {
     let envelope = |inner: &str| {
         TaskState {
             finished: false,
-            time: None,
+            sections: Vec::new(),
             inner: inner.as_bytes().to_vec(),
         }
         .encode()
@@ -232,7 +232,7 @@ fn the_states_taken_are_decoded_with_their_chain_and_the_rest_dropped() {
     assert_eq!(
         err.to_string(),
         "chk-0000000002: state of count#0 at checkpoint 1, which its image builds on: \
-         task state envelope version 7 is not supported (this build reads 1)"
+         task state envelope version 7 is not supported (this build reads 1 and 2)"
     );
     point.states.get_mut(&task).unwrap().state = Vec::new();
     let err = point.into_task_states([&task]).unwrap_err();

@@ -1,0 +1,219 @@
+//! Host-kept task state: what a task keeps on the host between barriers, beside the state of
+//! what it runs (a guest's snapshot or memory image, a source's position, a sink's files).
+//!
+//! Why a layer of its own: such state crosses the others. The guest reaches it through host
+//! imports (`wasm/`), the task loop feeds and snapshots it (`dataflow/`), and a checkpoint
+//! stores, restores and splits it by key group (`checkpoint/`). Kept here, below all three, each
+//! kind of it is one module that every one of them reads, instead of a branch in each.
+//!
+//! A task's snapshot holds its host-kept state as **sections**, each tagged with its kind
+//! ([`SectionTag`]), in the task state envelope (`checkpoint/task_state.rs`). Each kind of
+//! section knows how to encode and decode itself and how to split itself by key group for a
+//! new parallelism ([`split`]). Today there is one:
+//! - [`time`]: the task's watermark and its inputs' or splits', and its guest's timers.
+//!
+//! A new kind (keyed tables kept in an embedded store, next) is a module here, a tag, a field
+//! of [`HostState`] (what a processor keeps, reached through the one `Processor::host_state`
+//! hook of the task loop), and an arm in [`snapshot`], [`restore`] and [`split`].
+
+pub mod time;
+
+use weir_abi::key_group::KeyGroups;
+
+use self::time::{GuestTime, TaskClock, TimeState};
+
+/// The kind of a section of a task's snapshot; on disk a `u16`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum SectionTag {
+    /// [`time::TimeState`].
+    Time,
+}
+
+impl SectionTag {
+    /// Every tag this build reads.
+    pub const ALL: [SectionTag; 1] = [SectionTag::Time];
+
+    /// The tag's number on disk.
+    pub fn code(self) -> u16 {
+        match self {
+            SectionTag::Time => 1,
+        }
+    }
+
+    /// The tag numbered `code`, if this build knows it.
+    pub fn from_code(code: u16) -> Option<SectionTag> {
+        Self::ALL.into_iter().find(|tag| tag.code() == code)
+    }
+
+    /// The section's name, for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            SectionTag::Time => "time",
+        }
+    }
+}
+
+impl std::fmt::Display for SectionTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One section of a task's snapshot: its kind and its encoded bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Section {
+    /// What kind of host-kept state the bytes hold.
+    pub tag: SectionTag,
+    /// The section, encoded by its kind's module.
+    pub bytes: Vec<u8>,
+}
+
+/// Why host-kept state cannot be restored or split. Each message says what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StateError {
+    /// A section's bytes end early or hold what its kind does not write.
+    #[error(
+        "its {section} section is cut short or malformed: the state file was written by \
+         another build of Weir, or damaged; restore an earlier checkpoint"
+    )]
+    Malformed {
+        /// The section.
+        section: SectionTag,
+    },
+    /// A timer's key is shorter than the prefix the guest declared.
+    #[error(
+        "subtask {subtask} has a timer whose key is {len} bytes long, shorter than the \
+         timer-key prefix of {prefix} bytes its state declares: the guest's timers do not \
+         follow its own layout; keep its parallelism"
+    )]
+    TimerKey {
+        /// The old subtask.
+        subtask: u32,
+        /// The timer key's length.
+        len: usize,
+        /// The declared prefix.
+        prefix: u8,
+    },
+    /// The state holds timers, and the task has no guest to fire them.
+    #[error(
+        "the state holds {timers} timers, but this task has no guest to fire them: the \
+         checkpoint belongs to another job graph; restore it with the job that wrote it"
+    )]
+    TimersWithoutGuest {
+        /// How many timers the state holds.
+        timers: usize,
+    },
+}
+
+/// What a processor keeps on the host for the guest it runs, beside the guest's own state.
+/// The guest's store owns it (the host imports change it); the task loop reaches it through
+/// the processor's one `host_state` hook to snapshot and restore it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostState {
+    /// The watermark as the guest reads it, and its timers.
+    pub time: GuestTime,
+}
+
+/// The sections of a task's snapshot: its clock, if it keeps one (every processing task does;
+/// a source with a watermark strategy), with the timers of `host`, the state its processor
+/// keeps on the host (none for a source or a sink).
+pub fn snapshot(clock: Option<&TaskClock>, host: Option<&HostState>) -> Vec<Section> {
+    let mut sections = Vec::new();
+    if let Some(clock) = clock {
+        sections.push(Section {
+            tag: SectionTag::Time,
+            bytes: TimeState::encode(clock, host.map(|h| &h.time)),
+        });
+    }
+    sections
+}
+
+/// Restores what `sections` hold: `host` takes its part (for a task whose processor keeps
+/// host state), and the task's clock is returned, if a section holds one. A state written
+/// before host-kept state existed has no sections, and restores with no watermark and no
+/// timers.
+pub fn restore(
+    sections: &[Section],
+    host: Option<&mut HostState>,
+) -> Result<Option<TaskClock>, StateError> {
+    let mut clock = None;
+    let mut host = host;
+    for section in sections {
+        match section.tag {
+            SectionTag::Time => {
+                let time = TimeState::decode(&section.bytes)?;
+                clock = Some(time.clock());
+                match host.as_deref_mut() {
+                    Some(host) => host.time = time.into_guest(),
+                    None if time.has_timers() => {
+                        return Err(StateError::TimersWithoutGuest {
+                            timers: time.timers.iter().map(weir_abi::Timers::len).sum(),
+                        });
+                    }
+                    None => {}
+                }
+            }
+        }
+    }
+    Ok(clock)
+}
+
+/// The first section of kind `tag` in `sections`.
+pub fn find(sections: &[Section], tag: SectionTag) -> Option<&[u8]> {
+    sections
+        .iter()
+        .find(|s| s.tag == tag)
+        .map(|s| s.bytes.as_slice())
+}
+
+/// The time section of `sections`, decoded, if there is one.
+pub fn time_of(sections: &[Section]) -> Result<Option<TimeState>, StateError> {
+    find(sections, SectionTag::Time)
+        .map(TimeState::decode)
+        .transpose()
+}
+
+/// How a vertex's host-kept state moves to a new parallelism: the key groups of its new
+/// subtasks, and how many leading bytes of a timer's key come before the key that places it
+/// (`docs/ABI.md` §16; 0 for a task without a guest).
+#[derive(Debug, Clone, Copy)]
+pub struct Split {
+    /// The new subtasks' key groups.
+    pub groups: KeyGroups,
+    /// The guest's timer-key prefix.
+    pub timer_key_prefix: u8,
+}
+
+/// The sections of a vertex's new subtasks from those of its old ones (one list per old
+/// subtask, in order), each kind split by its own rule. A kind that some old subtask holds
+/// and another does not is split as if the other held its empty form (for time: no watermark,
+/// no timers).
+pub fn split(old: &[&[Section]], how: Split) -> Result<Vec<Vec<Section>>, StateError> {
+    let mut new: Vec<Vec<Section>> = vec![Vec::new(); how.groups.parallelism() as usize];
+    for tag in SectionTag::ALL {
+        if old.iter().all(|sections| find(sections, tag).is_none()) {
+            continue;
+        }
+        match tag {
+            SectionTag::Time => {
+                let times = old
+                    .iter()
+                    .map(|sections| {
+                        Ok(time_of(sections)?.unwrap_or(TimeState {
+                            watermark: i64::MIN,
+                            ..TimeState::default()
+                        }))
+                    })
+                    .collect::<Result<Vec<_>, StateError>>()?;
+                let split = TimeState::split(&times, how.timer_key_prefix, how.groups)?;
+                for (sections, time) in new.iter_mut().zip(split) {
+                    sections.push(Section {
+                        tag,
+                        bytes: time.to_bytes(),
+                    });
+                }
+            }
+        }
+    }
+    Ok(new)
+}
