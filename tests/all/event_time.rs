@@ -214,6 +214,67 @@ fn windows_checkpointed_as_images_and_killed_commit_the_same_windows() {
     kill_rounds("image", &["sliding 1000 500"], &["timer-firing"]);
 }
 
+/// A checkpoint written before task snapshots had sections — by the build at `471e321`, whose
+/// state files are task state envelopes of version 1 with one time section — restores: its
+/// pending timers fire, and the job commits the windows an undisturbed run commits.
+/// `tests/fixtures/before-sections/` holds that build's checkpoint directory and output after
+/// it ran [`generated_window_job`] (`sliding 1000 500`) and was killed at 1.2 s, with windows
+/// open and timers set (checkpoint 3).
+#[test]
+fn a_checkpoint_written_before_task_state_sections_restores_its_timers() {
+    let spec = "sliding 1000 500";
+    let reference = Sandbox::new("windows-reference");
+    generated_window_job(&reference, spec).write(&reference.job_path());
+    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
+        .wait(CLI_TIMEOUT)
+        .assert_code(0, spec);
+    let expected = committed_lines(&reference.out_dir());
+
+    let sandbox = Sandbox::new("windows-before-sections");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/before-sections");
+    copy_tree(&fixture.join("checkpoints"), &sandbox.checkpoint_dir());
+    copy_tree(&fixture.join("out"), &sandbox.out_dir());
+    assert!(
+        sandbox
+            .checkpoint_dir()
+            .join("chk-0000000003/window-0.state")
+            .is_file(),
+        "the fixture holds checkpoint 3"
+    );
+    generated_window_job(&sandbox, spec).write(&sandbox.job_path());
+    let run = Weir::run(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &sandbox.join("weir.log"),
+    )
+    .wait(CLI_TIMEOUT);
+    run.assert_code(0, "the run restoring the earlier build's checkpoint");
+    assert!(
+        run.stderr.contains("chk-0000000003"),
+        "it restored the fixture's checkpoint:\n{}",
+        run.stderr
+    );
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &expected,
+        "restored from a checkpoint written before sections",
+    );
+}
+
+/// Copies the files under `from` into `to`, keeping their relative paths.
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
 /// Runs each of `specs` undisturbed, then killed in eight rounds — at each named point, then at
 /// random moments — and restored with the operator checkpointed as `capture`, and compares the
 /// committed windows; each of the `required` points must have been hit.
