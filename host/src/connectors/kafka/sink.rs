@@ -38,6 +38,7 @@ use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer, PurgeConfig};
 use weir_abi::Batch;
 use weir_abi::key_group::key_group;
+use weir_abi::wire::{Reader, Short, put_len, put_prefixed};
 
 use super::marker::{self, Marker};
 use super::retention::Retention;
@@ -124,8 +125,20 @@ impl SinkState {
     }
 
     fn decode(bytes: &[u8]) -> Result<SinkState, String> {
-        let mut reader = Reader(bytes);
-        let magic = reader.take(4)?;
+        let short = |e: Short| {
+            format!(
+                "it ends early ({} bytes wanted at byte {}, {} there)",
+                e.needed,
+                e.offset,
+                bytes.len().saturating_sub(e.offset)
+            )
+        };
+        let text = |reader: &mut Reader<'_>, what: &str| {
+            let bytes = reader.prefixed().map_err(short)?;
+            String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
+        };
+        let mut reader = Reader::new(bytes);
+        let magic = reader.take(4).map_err(short)?;
         let with_names = if magic == STATE_MAGIC {
             true
         } else if magic == STATE_MAGIC_V1 {
@@ -133,34 +146,33 @@ impl SinkState {
         } else {
             return Err("it does not start with the Kafka sink's format mark".into());
         };
-        let run = reader.u64()?;
-        let parallelism = reader.u32()?;
+        let run = reader.u64().map_err(short)?;
+        let parallelism = reader.u32().map_err(short)?;
         let names = if with_names {
             Some(TxNames {
-                prefix: reader.text("the transactional id prefix")?,
-                marker_topic: reader.text("the marker topic")?,
+                prefix: text(&mut reader, "the transactional id prefix")?,
+                marker_topic: text(&mut reader, "the marker topic")?,
             })
         } else {
             None
         };
-        let count = reader.u32()?;
+        let count = reader.u32().map_err(short)?;
         let mut pending = Vec::new();
         for _ in 0..count {
-            let id = CheckpointId(reader.u64()?);
-            let batches = reader.u32()?;
+            let id = CheckpointId(reader.u64().map_err(short)?);
+            let batches = reader.u32().map_err(short)?;
             let mut list = Vec::new();
             for _ in 0..batches {
-                let len = reader.u32()? as usize;
-                let batch = reader.take(len)?;
+                let batch = reader.prefixed().map_err(short)?;
                 Batch::decode(batch).map_err(|e| format!("a pending batch is malformed: {e}"))?;
                 list.push(batch.to_vec());
             }
             pending.push((id, list));
         }
-        if !reader.0.is_empty() {
+        if reader.remaining() > 0 {
             return Err(format!(
                 "{} bytes follow the pending output",
-                reader.0.len()
+                reader.remaining()
             ));
         }
         Ok(SinkState {
@@ -190,55 +202,17 @@ fn encode_state(
     out.extend_from_slice(&run.to_le_bytes());
     out.extend_from_slice(&parallelism.to_le_bytes());
     for text in [&names.prefix, &names.marker_topic] {
-        out.extend_from_slice(&(text.len() as u32).to_le_bytes());
-        out.extend_from_slice(text.as_bytes());
+        put_prefixed(&mut out, text.as_bytes());
     }
-    out.extend_from_slice(&(pending.len() as u32).to_le_bytes());
+    put_len(&mut out, pending.len());
     for (id, batches) in pending {
         out.extend_from_slice(&id.0.to_le_bytes());
-        out.extend_from_slice(&(batches.len() as u32).to_le_bytes());
+        put_len(&mut out, batches.len());
         for batch in batches {
-            out.extend_from_slice(&(batch.len() as u32).to_le_bytes());
-            out.extend_from_slice(batch);
+            put_prefixed(&mut out, batch);
         }
     }
     out
-}
-
-/// Reads little-endian fields off a byte slice, naming a short read.
-struct Reader<'a>(&'a [u8]);
-
-impl<'a> Reader<'a> {
-    fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        if self.0.len() < n {
-            return Err(format!(
-                "it ends early ({n} bytes wanted, {} left)",
-                self.0.len()
-            ));
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-
-    fn u32(&mut self) -> Result<u32, String> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().expect("4 bytes"),
-        ))
-    }
-
-    fn u64(&mut self) -> Result<u64, String> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().expect("8 bytes"),
-        ))
-    }
-
-    /// A UTF-8 string after its length (`u32`); `what` names it in the error.
-    fn text(&mut self, what: &str) -> Result<String, String> {
-        let len = self.u32()? as usize;
-        let bytes = self.take(len)?;
-        String::from_utf8(bytes.to_vec()).map_err(|_| format!("{what} is not UTF-8"))
-    }
 }
 
 /// A number no other run of any job draws: the run's identity in its markers.
