@@ -23,7 +23,7 @@ struct Tree {
 
 /// A shared in-memory file tree; clones see the same files.
 #[derive(Debug, Clone, Default)]
-struct MemoryFiles(Arc<Mutex<Tree>>);
+pub struct MemoryFiles(Arc<Mutex<Tree>>);
 
 fn not_found() -> io::Error {
     io::Error::new(io::ErrorKind::NotFound, "no such file or directory")
@@ -244,7 +244,7 @@ impl FaultPlan {
 
 /// Another file system with faults injected on chosen writes.
 #[derive(Debug)]
-struct FaultyFiles {
+pub struct FaultyFiles {
     inner: Box<dyn Files>,
     plan: Mutex<FaultPlan>,
 }
@@ -329,8 +329,7 @@ fn removal_error(kind: io::ErrorKind) -> io::Error {
 /// Checkpoints in memory, for coordinator and runtime tests: the same rules
 /// as [`LocalStorage`] over an in-memory file tree. Clones share the files,
 /// so a test can "restart" by building a new storage from a clone.
-#[derive(Debug, Clone)]
-pub struct MemoryStorage(FileStore<MemoryFiles>);
+pub type MemoryStorage = FileStore<MemoryFiles>;
 
 impl Default for MemoryStorage {
     /// An empty storage whose (virtual) job directory is `/memory/job`.
@@ -343,41 +342,39 @@ impl MemoryStorage {
     /// An empty storage under `layout`; the paths are only names, nothing
     /// touches the disk.
     pub fn new(layout: CheckpointLayout) -> Self {
-        MemoryStorage(FileStore::new(layout, MemoryFiles::default()))
+        FileStore::over(layout, MemoryFiles::default())
     }
 
     /// Another process's view of the same files: shares them, but has claimed no
     /// generation (a clone keeps this one's claim).
     pub fn sharing(&self) -> Self {
-        MemoryStorage(FileStore::new(self.0.layout.clone(), self.0.files.clone()))
+        FileStore::over(self.layout.clone(), self.files.clone())
     }
 
     /// Every file stored, sorted by path.
     pub fn paths(&self) -> Vec<PathBuf> {
-        self.0.files.lock().files.keys().cloned().collect()
+        self.files.lock().files.keys().cloned().collect()
     }
 
     /// The raw (framed) bytes of a file, if it exists.
     pub fn raw_file(&self, path: &Path) -> Option<Vec<u8>> {
-        self.0.files.lock().files.get(path).cloned()
+        self.files.lock().files.get(path).cloned()
     }
 
     /// Replaces the raw bytes of a file (creating its directory), bypassing
     /// every check: for tests that corrupt or forge files.
     pub fn put_raw_file(&self, path: &Path, bytes: Vec<u8>) {
         if let Some(parent) = path.parent() {
-            let _ = self.0.files.create_dir(parent);
+            let _ = self.files.create_dir(parent);
         }
-        self.0.files.lock().files.insert(path.to_owned(), bytes);
+        self.files.lock().files.insert(path.to_owned(), bytes);
     }
 
     /// Removes a file, if it exists: for tests that lose files.
     pub fn remove_raw_file(&self, path: &Path) -> bool {
-        self.0.files.lock().files.remove(path).is_some()
+        self.files.lock().files.remove(path).is_some()
     }
 }
-
-delegate_to_file_store!(MemoryStorage);
 
 /// [`LocalStorage`] or [`MemoryStorage`] with faults injected on chosen
 /// writes, for tests of what the coordinator and restore do when storage
@@ -391,27 +388,26 @@ delegate_to_file_store!(MemoryStorage);
 /// read-only while a job runs. The storage-fault tests use it where the real
 /// fault cannot be produced (no right to mount a small tmpfs, or running as
 /// root, whom permissions do not stop).
-#[derive(Debug)]
-pub struct FaultyStorage(FileStore<FaultyFiles>);
+pub type FaultyStorage = FileStore<FaultyFiles>;
 
 impl FaultyStorage {
     /// Local files under `layout`, with faults.
     pub fn local(layout: CheckpointLayout) -> Self {
-        Self::over(layout, Box::new(DiskFiles))
+        Self::faulty(layout, Box::new(DiskFiles))
     }
 
     /// The files of `memory` (shared: `memory` sees what this one wrote),
     /// with faults.
     pub fn memory(memory: &MemoryStorage) -> Self {
-        Self::over(memory.0.layout.clone(), Box::new(memory.0.files.clone()))
+        Self::faulty(memory.layout.clone(), Box::new(memory.files.clone()))
     }
 
-    fn over(layout: CheckpointLayout, inner: Box<dyn Files>) -> Self {
+    fn faulty(layout: CheckpointLayout, inner: Box<dyn Files>) -> Self {
         let files = FaultyFiles {
             inner,
             plan: Mutex::new(FaultPlan::default()),
         };
-        FaultyStorage(FileStore::new(layout, files))
+        FileStore::over(layout, files)
     }
 
     /// Makes write number `write` (1-based, counted since this storage was
@@ -458,12 +454,9 @@ impl FaultyStorage {
     }
 
     fn plan(&self) -> MutexGuard<'_, FaultPlan> {
-        self.0
-            .files
+        self.files
             .plan
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
 }
-
-delegate_to_file_store!(FaultyStorage);

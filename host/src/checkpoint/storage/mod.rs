@@ -52,7 +52,6 @@ use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutErro
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
-use crate::parallel;
 
 /// Why a storage operation failed, naming the file or directory concerned.
 #[derive(Debug, Error)]
@@ -320,138 +319,17 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
     fn superseded(&self) -> Option<Generation>;
 }
 
-// ---------------------------------------------------------------------------
-// The bottom layer: a minimal file system, real or in memory.
-
-/// What a path is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-enum Entry {
-    File,
-    Dir,
-}
-
-/// The few file-system operations the checkpoint rules need. Errors use the
-/// `io::ErrorKind` of the failure (`NotFound`, `AlreadyExists`) so callers
-/// can tell those apart.
-trait Files: Send + Sync + fmt::Debug {
-    /// The whole content of a file.
-    fn read(&self, path: &Path) -> Result<Vec<u8>, IoError>;
-    /// Writes a file durably (tmp, fsync, rename or link, fsync dir).
-    fn write(&self, path: &Path, bytes: &[u8], overwrite: Overwrite) -> Result<(), IoError>;
-    /// Writes a file with no care for durability (crash simulation only).
-    #[cfg(any(test, feature = "test-hooks"))]
-    fn write_raw(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError>;
-    /// Creates a directory and its parents, durably.
-    fn create_dir(&self, dir: &Path) -> Result<(), IoError>;
-    /// What `path` is, if anything.
-    fn entry(&self, path: &Path) -> Option<Entry>;
-    /// Whether `path` is a file: [`Files::entry`], in one request where a directory costs
-    /// another (an object store's).
-    fn is_file(&self, path: &Path) -> bool {
-        self.entry(path) == Some(Entry::File)
-    }
-    /// The entries of a directory with UTF-8 names, sorted; empty if the
-    /// directory does not exist.
-    fn list_dir(&self, dir: &Path) -> Result<Vec<(String, Entry)>, IoError>;
-    /// The files directly in a directory with UTF-8 names and their lengths, sorted by name;
-    /// empty if the directory does not exist.
-    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError>;
-    /// Removes a file.
-    fn remove_file(&self, path: &Path) -> Result<(), IoError>;
-    /// Removes a directory and everything in it.
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), IoError>;
-    /// Makes the entries of a directory durable.
-    fn sync_dir(&self, dir: &Path) -> Result<(), IoError>;
-}
-
-/// The local file system.
-#[derive(Debug, Clone, Copy, Default)]
-struct DiskFiles;
-
-impl Files for DiskFiles {
-    fn read(&self, path: &Path) -> Result<Vec<u8>, IoError> {
-        parallel::read_file(path).map_err(|e| IoError::new("read", path, e))
-    }
-
-    fn write(&self, path: &Path, bytes: &[u8], overwrite: Overwrite) -> Result<(), IoError> {
-        format::write_durable(path, bytes, overwrite)
-    }
-
-    #[cfg(any(test, feature = "test-hooks"))]
-    fn write_raw(&self, path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-        std::fs::write(path, bytes).map_err(|e| IoError::new("write", path, e))
-    }
-
-    fn create_dir(&self, dir: &Path) -> Result<(), IoError> {
-        format::create_dir_durable(dir)
-    }
-
-    fn entry(&self, path: &Path) -> Option<Entry> {
-        let meta = std::fs::metadata(path).ok()?;
-        Some(if meta.is_dir() {
-            Entry::Dir
-        } else {
-            Entry::File
-        })
-    }
-
-    fn list_dir(&self, dir: &Path) -> Result<Vec<(String, Entry)>, IoError> {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-            Err(e) => return Err(IoError::new("list directory", dir, e)),
-        };
-        let mut out = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| IoError::new("list directory", dir, e))?;
-            // Names that are not UTF-8 are not ours.
-            let Ok(name) = entry.file_name().into_string() else {
-                continue;
-            };
-            if let Some(kind) = self.entry(&entry.path()) {
-                out.push((name, kind));
-            }
-        }
-        out.sort();
-        Ok(out)
-    }
-
-    fn file_sizes(&self, dir: &Path) -> Result<Vec<(String, u64)>, IoError> {
-        let mut out = Vec::new();
-        for (name, entry) in self.list_dir(dir)? {
-            if entry != Entry::File {
-                continue;
-            }
-            let path = dir.join(&name);
-            match std::fs::metadata(&path) {
-                Ok(meta) => out.push((name, meta.len())),
-                // Removed since it was listed (a running job pruned it).
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(IoError::new("read the size of", path, e)),
-            }
-        }
-        Ok(out)
-    }
-
-    fn remove_file(&self, path: &Path) -> Result<(), IoError> {
-        std::fs::remove_file(path).map_err(|e| IoError::new("remove", path, e))
-    }
-
-    fn remove_dir_all(&self, dir: &Path) -> Result<(), IoError> {
-        std::fs::remove_dir_all(dir).map_err(|e| IoError::new("remove directory", dir, e))
-    }
-
-    fn sync_dir(&self, dir: &Path) -> Result<(), IoError> {
-        format::sync_dir(dir)
-    }
-}
+mod files;
+use files::{DiskFiles, Entry, Files};
 
 // ---------------------------------------------------------------------------
 // The checkpoint rules, once, over any `Files`.
 
-/// The one implementation of [`CheckpointStorage`], over a file system.
+/// The one implementation of [`CheckpointStorage`], over a file system: [`LocalStorage`] is
+/// it over local files, [`ObjectStorage`] over an object store, and the test doubles over
+/// memory. The rules are written once; what differs is only the file system below.
 #[derive(Debug, Clone)]
-struct FileStore<F> {
+pub struct FileStore<F> {
     layout: CheckpointLayout,
     files: F,
     /// The generation this run claimed: fences metadata and history writes.
@@ -480,12 +358,34 @@ fn tolerate_missing(result: Result<(), IoError>) -> Result<bool, IoError> {
 
 impl<F: Files> FileStore<F> {
     /// The rules over `files`, under `layout`, with no generation claimed yet.
-    fn new(layout: CheckpointLayout, files: F) -> Self {
+    fn over(layout: CheckpointLayout, files: F) -> Self {
         FileStore {
             layout,
             files,
             claimed: std::sync::OnceLock::new(),
         }
+    }
+
+    /// [`StorageError::Superseded`] if a newer run claimed a generation.
+    fn fence(&self) -> Result<(), StorageError> {
+        match (self.claimed.get(), self.superseded()) {
+            (Some(&ours), Some(newer)) => Err(StorageError::Superseded {
+                ours,
+                newer,
+                dir: self.layout.job_dir().to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+}
+
+impl<F: Files> CheckpointStorage for FileStore<F> {
+    fn layout(&self) -> &CheckpointLayout {
+        &self.layout
+    }
+
+    fn generation(&self) -> Option<Generation> {
+        self.claimed.get().copied()
     }
 
     fn claim_generation(&self) -> Result<Generation, StorageError> {
@@ -565,18 +465,6 @@ impl<F: Files> FileStore<F> {
         self.files
             .is_file(&self.layout.generation_file(newer))
             .then_some(newer)
-    }
-
-    /// [`StorageError::Superseded`] if a newer run claimed a generation.
-    fn fence(&self) -> Result<(), StorageError> {
-        match (self.claimed.get(), self.superseded()) {
-            (Some(&ours), Some(newer)) => Err(StorageError::Superseded {
-                ours,
-                newer,
-                dir: self.layout.job_dir().to_owned(),
-            }),
-            _ => Ok(()),
-        }
     }
 
     fn is_complete(&self, location: &CheckpointLocation) -> bool {
@@ -824,101 +712,18 @@ impl<F: Files> FileStore<F> {
     }
 }
 
-/// Implements [`CheckpointStorage`] for a wrapper of a `FileStore` in field 0.
-macro_rules! delegate_to_file_store {
-    ($ty:ty) => {
-        impl CheckpointStorage for $ty {
-            fn layout(&self) -> &CheckpointLayout {
-                &self.0.layout
-            }
-            fn write_state(
-                &self,
-                kind: CheckpointKind,
-                id: CheckpointId,
-                task: &TaskId,
-                state: &[u8],
-            ) -> Result<StateHandle, StorageError> {
-                self.0.write_state(kind, id, task, state)
-            }
-            fn read_state(
-                &self,
-                location: &CheckpointLocation,
-                handle: &StateHandle,
-            ) -> Result<Vec<u8>, StorageError> {
-                self.0.read_state(location, handle)
-            }
-            fn write_metadata(
-                &self,
-                meta: &CheckpointMetadata,
-            ) -> Result<CheckpointLocation, StorageError> {
-                self.0.write_metadata(meta)
-            }
-            fn read_metadata(
-                &self,
-                location: &CheckpointLocation,
-            ) -> Result<CheckpointMetadata, StorageError> {
-                self.0.read_metadata(location)
-            }
-            fn discard(&self, kind: CheckpointKind, id: CheckpointId) -> Result<(), StorageError> {
-                self.0.discard(kind, id)
-            }
-            fn list(&self) -> Result<Vec<CheckpointListing>, StorageError> {
-                self.0.list()
-            }
-            fn locate(&self, path: &Path) -> Result<CheckpointLocation, StorageError> {
-                self.0.locate(path)
-            }
-            fn cleanup(&self) -> Result<Cleanup, StorageError> {
-                self.0.cleanup()
-            }
-            fn read_history(&self) -> Result<CheckpointHistory, StorageError> {
-                self.0.read_history()
-            }
-            fn is_complete(&self, location: &CheckpointLocation) -> bool {
-                self.0.is_complete(location)
-            }
-            fn files(
-                &self,
-                location: &CheckpointLocation,
-            ) -> Result<Vec<(String, u64)>, StorageError> {
-                self.0.files(location)
-            }
-            fn write_history(&self, history: &CheckpointHistory) -> Result<(), StorageError> {
-                self.0.write_history(history)
-            }
-            fn claim_generation(
-                &self,
-            ) -> Result<$crate::checkpoint::generation::Generation, StorageError> {
-                self.0.claim_generation()
-            }
-            fn generation(&self) -> Option<$crate::checkpoint::generation::Generation> {
-                self.0.claimed.get().copied()
-            }
-            fn superseded(&self) -> Option<$crate::checkpoint::generation::Generation> {
-                self.0.superseded()
-            }
-            fn storage_id(&self) -> Result<String, StorageError> {
-                self.0.storage_id()
-            }
-        }
-    };
-}
-
 // ---------------------------------------------------------------------------
 // The public implementations.
 
 /// Checkpoints as files on a local file system (the real storage).
-#[derive(Debug)]
-pub struct LocalStorage(FileStore<DiskFiles>);
+pub type LocalStorage = FileStore<DiskFiles>;
 
 impl LocalStorage {
     /// Storage under `layout`. Creates nothing until the first write.
     pub fn new(layout: CheckpointLayout) -> Self {
-        LocalStorage(FileStore::new(layout, DiskFiles))
+        FileStore::over(layout, DiskFiles)
     }
 }
-
-delegate_to_file_store!(LocalStorage);
 
 /// The storage of a job's checkpoints as its `[checkpoint]` table says: the object store it
 /// names, or local files in its directory.

@@ -42,14 +42,9 @@ use object_store::{
     RetryConfig, WriteMultipart,
 };
 
-// The names `delegate_to_file_store!` uses, besides this module's own.
-use super::{
-    CheckpointHistory, CheckpointListing, CheckpointLocation, CheckpointMetadata,
-    CheckpointStorage, Cleanup, Entry, FileStore, Files, StateHandle, StorageError,
-};
+use super::{Entry, FileStore, Files};
 use crate::checkpoint::format::{IoError, Overwrite};
 use crate::checkpoint::layout::CheckpointLayout;
-use crate::ids::{CheckpointId, CheckpointKind, TaskId};
 
 /// Writes larger than this are multipart uploads: S3 takes at most 5 GiB in one `PUT`, and a
 /// part that fails is retried alone.
@@ -295,7 +290,7 @@ impl ObjectStoreOptions {
 }
 
 /// The file system of the checkpoint rules over one bucket (see the module docs).
-pub(super) struct ObjectFiles {
+pub struct ObjectFiles {
     /// `s3://bucket`: the part of every path before the key.
     bucket_url: String,
     store: Arc<dyn ObjectStore>,
@@ -734,8 +729,7 @@ fn parse_credentials(text: &str, profile: &str) -> Option<SharedCredentials> {
 }
 
 /// Checkpoints in an S3 bucket (see the module docs).
-#[derive(Debug)]
-pub struct ObjectStorage(pub(super) FileStore<ObjectFiles>);
+pub type ObjectStorage = FileStore<ObjectFiles>;
 
 impl ObjectStorage {
     /// Storage under `layout`, whose paths are in `url`'s bucket, reached and its requests
@@ -746,14 +740,9 @@ impl ObjectStorage {
         layout: CheckpointLayout,
         requests: &ObjectStoreOptions,
     ) -> Result<Self, IoError> {
-        Ok(ObjectStorage(FileStore::new(
-            layout,
-            ObjectFiles::open(url, requests)?,
-        )))
+        Ok(FileStore::over(layout, ObjectFiles::open(url, requests)?))
     }
 }
-
-delegate_to_file_store!(ObjectStorage);
 
 #[cfg(test)]
 mod tests {
