@@ -16,15 +16,8 @@ dir="$root/tests/kafka"
 venv="$dir/.venv"
 wrapper="$venv/bin/noida-db"
 requirements="$dir/requirements.txt"
-if [ ! -f "$requirements" ]; then
-  echo "weir: $requirements is missing (it pins the broker: a line noida-db==VERSION)" >&2
-  exit 1
-fi
-pinned="$(sed -n 's/^noida-db==\([^ ]*\).*/\1/p' "$requirements")"
-if [ -z "$pinned" ]; then
-  echo "weir: $requirements pins no noida-db version (a line noida-db==VERSION)" >&2
-  exit 1
-fi
+source "$root/scripts/lib/venv.sh"
+pinned="$(pinned_version "$requirements" noida-db)"
 
 # The installed version, from the package's metadata.
 installed() {
@@ -46,30 +39,7 @@ if [ -x "$wrapper" ] && [ -x "$venv/bin/python" ] && [ "$(installed)" = "$pinned
   exit 0
 fi
 
-if ! command -v python3 >/dev/null 2>&1; then
-  bash "$root/scripts/apt-install.sh" "the Kafka test broker (Python, to install PyPI's noida-db)" \
-    python3 python3-venv
-fi
-# A Python without ensurepip (Debian's python3 without python3-venv) creates no pip.
-if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
-  bash "$root/scripts/apt-install.sh" "the Kafka test broker (python3 -m venv)" python3-venv
-fi
-
-echo "weir: installing the Kafka test broker noida-db $pinned (pip install noida-db==$pinned" \
-     "into tests/kafka/.venv)" >&2
-rm -rf "$venv"
-if ! python3 -m venv "$venv" >&2; then
-  echo "weir: python3 -m venv could not create tests/kafka/.venv: install Debian's" \
-       "python3-venv (apt-get install -y python3-venv) and try again" >&2
-  exit 1
-fi
-if ! "$venv/bin/python" -m pip install --disable-pip-version-check --no-input -q \
-     -r "$requirements" >&2; then
-  echo "weir: pip could not install noida-db==$pinned from PyPI: run" \
-       "\`tests/kafka/.venv/bin/pip install -r tests/kafka/requirements.txt\` and fix what" \
-       "it reports" >&2
-  exit 1
-fi
+venv_install "$venv" "$requirements" "the Kafka test broker noida-db $pinned"
 got="$(installed || true)"
 if [ "$got" != "$pinned" ]; then
   echo "weir: pip installed noida-db ${got:-(nothing)}, not the pinned $pinned" >&2
