@@ -42,6 +42,8 @@ cargo clippy -p weir-sdk --target wasm32-unknown-unknown -- -D warnings
 if ! command -v python3 >/dev/null 2>&1; then
   bash scripts/apt-install.sh "the Python SDK's tests" python3
 fi
+step "the host's layers (scripts/import-graph.py: no import runs back up)"
+python3 scripts/import-graph.py
 step "Python SDK (python3 -m unittest)"
 python3 -m unittest discover -q -s guest-sdk/python/tests -t guest-sdk/python
 python3 -m unittest discover -q -s examples/python/count
