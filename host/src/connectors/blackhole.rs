@@ -1,6 +1,7 @@
 //! The `blackhole` sink: drops every record (the task counts them), for benchmarks.
 
-use crate::dataflow::processor::{Processor, TaskError};
+use crate::dataflow::error::TaskError;
+use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;

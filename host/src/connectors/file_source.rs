@@ -14,8 +14,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::decode_u64_position;
 use super::skip_log::SkipLog;
+use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
-use crate::dataflow::processor::TaskError;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{FileFormat, OnError, RecordFields};
 

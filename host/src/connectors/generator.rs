@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use super::decode_u64_position;
-use crate::dataflow::processor::TaskError;
+use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{GeneratorSettings, GeneratorValues};
 

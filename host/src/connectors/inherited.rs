@@ -8,7 +8,7 @@
 //! `i mod p == j` — an old subtask goes to exactly one new one, and at the same parallelism
 //! each inherits itself — and finishes their pending output before its own.
 
-use crate::dataflow::processor::TaskError;
+use crate::dataflow::error::TaskError;
 
 /// The states of the old subtasks a new one inherits:
 ///

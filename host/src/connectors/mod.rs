@@ -30,8 +30,9 @@ use stdout_sink::StdoutSink;
 use std::sync::Arc;
 
 use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSinkMetrics, KafkaSourceMetrics};
+use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
-use crate::dataflow::processor::{Processor, Source, TaskError};
+use crate::dataflow::processor::{Processor, Source};
 use crate::job::{SinkKind, SourceKind};
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;

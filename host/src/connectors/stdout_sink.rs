@@ -6,7 +6,8 @@ use std::io::Write;
 use weir_abi::Batch;
 
 use super::write_record_line;
-use crate::dataflow::processor::{Processor, TaskError};
+use crate::dataflow::error::TaskError;
+use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;

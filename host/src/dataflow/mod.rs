@@ -4,6 +4,7 @@
 pub(crate) mod alignment;
 pub(crate) mod channel;
 pub(crate) mod connector_metrics;
+pub(crate) mod error;
 pub(crate) mod message;
 pub(crate) mod metrics;
 pub(crate) mod operator;

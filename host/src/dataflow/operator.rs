@@ -6,8 +6,9 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
-use crate::dataflow::processor::{ChainedState, Processor, TaskError};
+use crate::dataflow::processor::{ChainedState, Processor};
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::processor::TaskError;
+use super::error::TaskError;
 use crate::checkpoint::metadata::StateHandle;
 use crate::checkpoint::pending::{Acknowledgement, SnapshotCost};
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};

@@ -21,12 +21,12 @@ use std::time::{Duration, Instant};
 use crossbeam_channel::Sender;
 use weir_abi::batch::{header_record_count, set_port};
 use weir_abi::key_group::{KeyGroups, key_hash};
-use weir_abi::{Batch, BatchBuilder, DecodeError};
+use weir_abi::{Batch, BatchBuilder};
 
-use super::channel::{StopSignal, Stopped, send};
+use super::channel::{StopSignal, send};
+use super::error::{RouteError, TaskError};
 use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
-use super::processor::TaskError;
 use crate::ids::TaskId;
 use crate::job::Partitioner;
 
@@ -169,31 +169,6 @@ fn owners(groups: KeyGroups) -> Box<[u16]> {
 
 /// The main output's number.
 const MAIN_OUTPUT: u32 = 0;
-
-/// Why a task could not route its output.
-#[derive(Debug, thiserror::Error)]
-pub(crate) enum RouteError {
-    /// The job is stopping.
-    #[error(transparent)]
-    Stopped(#[from] Stopped),
-    /// A batch handed to the router was malformed (a bug in the host, since
-    /// guest output is validated by the wasm layer).
-    #[error("malformed batch: {0}")]
-    Malformed(#[from] DecodeError),
-    /// A task chained after this one failed; the error names it ([`TaskError::Chained`]).
-    #[error(transparent)]
-    Chained(Box<TaskError>),
-}
-
-impl RouteError {
-    /// The failure of a chained task's delivery: a stop stays a stop.
-    fn from_chained(error: TaskError) -> Self {
-        match error {
-            TaskError::Stopped => RouteError::Stopped(Stopped),
-            error => RouteError::Chained(Box::new(error)),
-        }
-    }
-}
 
 /// Whether `edges` is a single `forward` edge from the main output to one target
 /// ([`Router::sole_forward`]).

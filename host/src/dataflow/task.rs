@@ -33,10 +33,11 @@ use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 
 use super::alignment::{AlignmentEvent, BarrierAligner};
 use super::channel::{POLL, StopSignal};
+use super::error::TaskError;
 use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
 use super::persist::{DeclineReason, Persister};
-use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll, TaskError};
+use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll};
 use super::router::{ChainedTask, Router};
 use super::watermark::{InputClock, InputWatermarks, SourceClock, Watermark, WatermarkChange};
 use crate::checkpoint::config::CheckpointMode;

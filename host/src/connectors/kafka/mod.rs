@@ -39,7 +39,7 @@ use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
-use crate::dataflow::processor::TaskError;
+use crate::dataflow::error::TaskError;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 
 use crate::job::{

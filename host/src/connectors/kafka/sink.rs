@@ -45,7 +45,8 @@ use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
 use crate::connectors::inherited::Inherited;
 use crate::dataflow::connector_metrics::KafkaSinkMetrics;
-use crate::dataflow::processor::{Processor, TaskError};
+use crate::dataflow::error::TaskError;
+use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::{Barrier, CheckpointId};
 use crate::job::{

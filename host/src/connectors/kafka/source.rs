@@ -37,8 +37,9 @@ use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
 use crate::connectors::skip_log::SkipLog;
 use crate::dataflow::connector_metrics::KafkaSourceMetrics;
+use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
-use crate::dataflow::processor::{Source, SourceOutput, SourcePoll, TaskError};
+use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{
     Isolation, KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, OnError, PartitionShare,
     ShareBy, TopicSelection,
