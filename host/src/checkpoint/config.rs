@@ -2,10 +2,14 @@
 //! validated. Each field has the meaning of the Flink setting of the same name.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::checkpoint::layout::CheckpointLayout;
-use crate::checkpoint::storage::{ObjectStoreOptions, ObjectStoreUrl};
+use crate::checkpoint::storage::{
+    CheckpointStorage, LocalStorage, ObjectStorage, ObjectStoreOptions, ObjectStoreUrl,
+    StorageError,
+};
 
 /// How barriers from several inputs are handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,6 +65,20 @@ pub struct CheckpointConfig {
 }
 
 impl CheckpointConfig {
+    /// The storage of the job's checkpoints as this table says: the object store it names, or
+    /// local files in its directory.
+    pub fn open_storage(&self) -> Result<Arc<dyn CheckpointStorage>, StorageError> {
+        let layout = self.layout();
+        Ok(match &self.object_store {
+            Some(url) => Arc::new(ObjectStorage::open(
+                url,
+                layout,
+                &self.object_store_options,
+            )?),
+            None => Arc::new(LocalStorage::new(layout)),
+        })
+    }
+
     /// Flink's defaults, with periodic checkpoints off, storing in `directory`.
     pub fn new(directory: PathBuf) -> Self {
         CheckpointConfig {

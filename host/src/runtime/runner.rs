@@ -25,7 +25,7 @@ use crate::checkpoint::recovery::{SkipReason, next_checkpoint_id};
 use crate::checkpoint::restore::{
     VerifiedCheckpoint, restore_from_path, restore_latest, restore_latest_since,
 };
-use crate::checkpoint::storage::{self, CheckpointStorage, StorageError};
+use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
 use crate::dataflow::persist::TaskEvent;
@@ -56,7 +56,7 @@ impl JobRunner {
     /// checkpoint directory.
     pub fn new(job: Job, options: RunOptions) -> Result<Self, RunError> {
         let locks = JobLocks::acquire(&job, true)?;
-        let storage = storage::open(&job.checkpoint)?;
+        let storage = job.checkpoint.open_storage()?;
         Self::build(job, options, storage, locks)
     }
 

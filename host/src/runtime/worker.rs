@@ -90,7 +90,9 @@ impl WorkerRunner {
                 job.checkpoint.directory.display()
             );
         }
-        let history = crate::checkpoint::storage::open(&job.checkpoint)
+        let history = job
+            .checkpoint
+            .open_storage()
             .and_then(|storage| storage.storage_id())
             .map_err(|e| WorkerStartError::Stage {
                 worker,

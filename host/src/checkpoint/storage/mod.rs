@@ -37,11 +37,8 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 use thiserror::Error;
-
-use crate::checkpoint::config::CheckpointConfig;
 
 use crate::checkpoint::format::{
     self, FileKind, FormatError, FormatProblem, HEADER_LEN, IoError, Overwrite, TRAILER_LEN,
@@ -723,20 +720,6 @@ impl LocalStorage {
     pub fn new(layout: CheckpointLayout) -> Self {
         FileStore::over(layout, DiskFiles)
     }
-}
-
-/// The storage of a job's checkpoints as its `[checkpoint]` table says: the object store it
-/// names, or local files in its directory.
-pub fn open(config: &CheckpointConfig) -> Result<Arc<dyn CheckpointStorage>, StorageError> {
-    let layout = config.layout();
-    Ok(match &config.object_store {
-        Some(url) => Arc::new(ObjectStorage::open(
-            url,
-            layout,
-            &config.object_store_options,
-        )?),
-        None => Arc::new(LocalStorage::new(layout)),
-    })
 }
 
 mod object;
