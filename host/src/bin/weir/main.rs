@@ -8,6 +8,7 @@ mod human;
 mod new;
 mod run;
 mod run_worker;
+mod serve;
 
 use std::io::{IsTerminal, Write};
 use std::num::NonZeroUsize;

@@ -8,7 +8,7 @@ use weir::job::workers::Worker;
 use weir::job::{Job, JobStatus};
 use weir::runtime::{RunOptions, WorkerRequest, WorkerRunner};
 
-use crate::run::{ControlSettings, on_stop_signal, start_control};
+use crate::serve::{ControlSettings, on_stop_signal, start_control};
 use crate::{EXIT_BAD_INPUT, EXIT_CANCELED, EXIT_CANNOT_START, EXIT_JOB_FAILED};
 
 /// Runs worker `worker` of `job` to its end: every stage, each with its own control endpoint
