@@ -1,5 +1,5 @@
-//! The wasm side of the ABI: host imports, buffer ownership, the panic hook. The only `unsafe`
-//! code of the SDK lives here.
+//! The wasm side of the ABI's exports: buffer ownership, the panic hook. With `imports.rs` (the
+//! host's imports), the only `unsafe` code of the SDK.
 //!
 //! [`export!`](crate::export!) expands to one `#[unsafe(no_mangle)]` function per ABI export, each
 //! a one-line call into a function of this module. Those functions turn raw pointers into
@@ -20,67 +20,8 @@ use std::ptr::NonNull;
 use std::sync::Once;
 use std::thread::LocalKey;
 
-use weir_abi::TimeDomain;
-
 use crate::output::{Output, Sink};
-use crate::{Error, Operator, Result, State, dispatch};
-
-#[link(wasm_import_module = "weir")]
-unsafe extern "C" {
-    /// `emit(ptr, len)`: appends one output batch; the host copies it.
-    #[link_name = "emit"]
-    fn weir_emit(ptr: *const u8, len: usize);
-    /// `save_state(ptr, len)`: appends bytes to the snapshot being taken.
-    #[link_name = "save_state"]
-    fn weir_save_state(ptr: *const u8, len: usize);
-    /// `fail(ptr, len)`: fails the call with a UTF-8 message; the host stops the guest.
-    #[link_name = "fail"]
-    fn weir_fail(ptr: *const u8, len: usize);
-    /// `log(level, ptr, len)`: writes a UTF-8 line to the host's log.
-    #[link_name = "log"]
-    fn weir_log(level: i32, ptr: *const u8, len: usize);
-    /// `emit_to(name_ptr, name_len, ptr, len)`: appends one output batch to the side output
-    /// named by the UTF-8 text at `name_ptr`; the host copies both.
-    #[link_name = "emit_to"]
-    fn weir_emit_to(name_ptr: *const u8, name_len: usize, ptr: *const u8, len: usize);
-    /// `timer_set(domain, timestamp, key_ptr, key_len)`: sets a timer; the host copies the key.
-    #[link_name = "timer_set"]
-    fn weir_timer_set(domain: i32, timestamp: i64, key_ptr: *const u8, key_len: usize);
-    /// `timer_delete(domain, timestamp, key_ptr, key_len)`: deletes a timer, if set.
-    #[link_name = "timer_delete"]
-    fn weir_timer_delete(domain: i32, timestamp: i64, key_ptr: *const u8, key_len: usize);
-    /// `current_time(domain)`: the watermark (0) or the host's clock (1), in milliseconds.
-    #[link_name = "current_time"]
-    fn weir_current_time(domain: i32) -> i64;
-}
-
-// The `link_name`s above must be literals; keep them equal to the names in `weir-abi`.
-const _: () = {
-    assert!(same(weir_abi::IMPORT_MODULE, "weir"));
-    assert!(same(weir_abi::imports::EMIT, "emit"));
-    assert!(same(weir_abi::imports::SAVE_STATE, "save_state"));
-    assert!(same(weir_abi::imports::FAIL, "fail"));
-    assert!(same(weir_abi::imports::LOG, "log"));
-    assert!(same(weir_abi::imports::EMIT_TO, "emit_to"));
-    assert!(same(weir_abi::imports::TIMER_SET, "timer_set"));
-    assert!(same(weir_abi::imports::TIMER_DELETE, "timer_delete"));
-    assert!(same(weir_abi::imports::CURRENT_TIME, "current_time"));
-};
-
-const fn same(a: &str, b: &str) -> bool {
-    let (a, b) = (a.as_bytes(), b.as_bytes());
-    if a.len() != b.len() {
-        return false;
-    }
-    let mut i = 0;
-    while i < a.len() {
-        if a[i] != b[i] {
-            return false;
-        }
-        i += 1;
-    }
-    true
-}
+use crate::{Error, Operator, Result, State, dispatch, imports};
 
 /// Where the export macro keeps the operator instance: one per wasm instance.
 pub type Slot<T> = LocalKey<RefCell<Option<T>>>;
@@ -177,9 +118,7 @@ pub fn snapshot<T: Operator + State>(slot: &'static Slot<T>, _checkpoint_id: i64
     install_panic_hook();
     status(with_operator(slot, "weir_snapshot", |operator| {
         let state = operator.snapshot()?;
-        // SAFETY: `state` is a live allocation of `state.len()` bytes; the host only reads it
-        // during the call.
-        unsafe { weir_save_state(state.as_ptr(), state.len()) };
+        imports::save_state(&state);
         Ok(())
     }))
 }
@@ -211,59 +150,11 @@ pub fn checkpoint_complete<T: Operator>(slot: &'static Slot<T>, checkpoint_id: i
     ))
 }
 
-/// Sends one output batch to the host.
-pub(crate) fn emit(batch: &[u8]) {
-    // SAFETY: `batch` is a live slice; the host copies it during the call.
-    unsafe { weir_emit(batch.as_ptr(), batch.len()) }
-}
-
-/// Sends one output batch to the host for the side output `name` (1 to 255 bytes, which
-/// `Output` checks).
-pub(crate) fn emit_to(name: &str, batch: &[u8]) {
-    // SAFETY: `name` and `batch` are live slices; the host copies them during the call.
-    unsafe { weir_emit_to(name.as_ptr(), name.len(), batch.as_ptr(), batch.len()) }
-}
-
-/// Sets a timer for `key` at `timestamp` in `domain`.
-pub(crate) fn timer_set(domain: TimeDomain, timestamp: i64, key: &[u8]) {
-    // The domain codes are 0 and 1: the cast keeps them.
-    let domain = domain.code() as i32;
-    // SAFETY: `key` is a live slice; the host copies it during the call.
-    unsafe { weir_timer_set(domain, timestamp, key.as_ptr(), key.len()) }
-}
-
-/// Deletes the timer for `key` at `timestamp` in `domain`, if it is set.
-pub(crate) fn timer_delete(domain: TimeDomain, timestamp: i64, key: &[u8]) {
-    let domain = domain.code() as i32;
-    // SAFETY: `key` is a live slice; the host copies it during the call.
-    unsafe { weir_timer_delete(domain, timestamp, key.as_ptr(), key.len()) }
-}
-
-/// The current time of `domain`: the task's watermark, or the host's clock.
-pub(crate) fn current_time(domain: TimeDomain) -> i64 {
-    // SAFETY: the import takes a number and reads no memory.
-    unsafe { weir_current_time(domain.code() as i32) }
-}
-
-/// Writes a line to the host's log.
-pub(crate) fn log(level: i32, message: &str) {
-    // SAFETY: `message` is a live slice; the host copies it during the call.
-    unsafe { weir_log(level, message.as_ptr(), message.len()) }
-}
-
-/// Fails the current call with `message`. The host stops the guest inside the import.
-fn fail(message: &str) -> ! {
-    // SAFETY: `message` is a live slice; the host copies it during the call.
-    unsafe { weir_fail(message.as_ptr(), message.len()) };
-    // `fail` does not return (ABI §4); if a host let it, trap rather than run on.
-    std::process::abort()
-}
-
 /// The status an export returns: 0, or — on error — no return at all, through `fail`.
 fn status(result: Result<()>) -> i32 {
     match result {
         Ok(()) => 0,
-        Err(error) => fail(error.message()),
+        Err(error) => imports::fail(error.message()),
     }
 }
 
@@ -290,7 +181,7 @@ fn install_panic_hook() {
                 Some(at) => format!("panicked at {at}: {message}"),
                 None => format!("panicked: {message}"),
             };
-            fail(&text)
+            imports::fail(&text)
         }))
     });
 }

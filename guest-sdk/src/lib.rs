@@ -88,6 +88,9 @@ mod export;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod ffi;
+#[cfg(target_arch = "wasm32")]
+#[allow(unsafe_code)]
+mod imports;
 pub mod log;
 mod operator;
 mod output;

@@ -33,7 +33,7 @@ pub fn trace(message: &str) {
 
 #[cfg(target_arch = "wasm32")]
 fn write(level: i32, message: &str) {
-    crate::ffi::log(level, message);
+    crate::imports::log(level, message);
 }
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -16,7 +16,7 @@ use weir_abi::time::MAX_OUTPUT_NAME_BYTES;
 use weir_abi::{BatchBuilder, Record, TimeDomain};
 
 use crate::Error;
-use crate::testing::EmulatedHost;
+use crate::testing::host::EmulatedHost;
 
 /// A batch is handed on once its encoding reaches this many bytes (1 MiB), which bounds the
 /// guest memory that output takes while keeping host calls few.
@@ -46,7 +46,7 @@ struct SideBatch {
     name: String,
     /// Its records since the last flush.
     batch: BatchBuilder,
-    /// How the batch reaches the host in wasm: `ffi::emit_to`, named only where a side batch
+    /// How the batch reaches the host in wasm: `imports::emit_to`, named only where a side batch
     /// is made, in [`Output::emit_to`]. A module whose operator never emits to a side output
     /// then has no path to the import, and the linker leaves it out: such a module still loads
     /// on a host without it.
@@ -146,7 +146,7 @@ impl Output {
                     name: output.to_owned(),
                     batch: BatchBuilder::new(0),
                     #[cfg(target_arch = "wasm32")]
-                    send: crate::ffi::emit_to,
+                    send: crate::imports::emit_to,
                 });
                 self.sides.len() - 1
             }
@@ -177,7 +177,7 @@ impl Output {
         }
         match &mut self.sink {
             #[cfg(target_arch = "wasm32")]
-            Sink::Host => crate::ffi::timer_set(domain, timestamp, key),
+            Sink::Host => crate::imports::timer_set(domain, timestamp, key),
             Sink::Emulated(host) => {
                 if let Err(error) = host.timer_set(domain, timestamp, key) {
                     self.fail(error);
@@ -194,7 +194,7 @@ impl Output {
         }
         match &mut self.sink {
             #[cfg(target_arch = "wasm32")]
-            Sink::Host => crate::ffi::timer_delete(domain, timestamp, key),
+            Sink::Host => crate::imports::timer_delete(domain, timestamp, key),
             Sink::Emulated(host) => host.timer_delete(domain, timestamp, key),
         }
     }
@@ -215,7 +215,7 @@ impl Output {
     fn current_time(&self, domain: TimeDomain) -> i64 {
         match &self.sink {
             #[cfg(target_arch = "wasm32")]
-            Sink::Host => crate::ffi::current_time(domain),
+            Sink::Host => crate::imports::current_time(domain),
             Sink::Emulated(host) => host.current_time(domain),
         }
     }
@@ -264,7 +264,7 @@ impl Output {
         match &mut self.sink {
             #[cfg(target_arch = "wasm32")]
             Sink::Host => {
-                crate::ffi::emit(self.batch.as_bytes());
+                crate::imports::emit(self.batch.as_bytes());
                 self.batch.clear();
             }
             Sink::Emulated(host) => host.emit(self.batch.take_bytes()),

@@ -15,7 +15,7 @@
 //! [`assert_restore_preserves_output`] and [`assert_restore_preserves_steps`] check that
 //! checkpointing an operator does not change what it emits.
 
-mod host;
+pub(crate) mod host;
 
 use core::fmt;
 use std::collections::{BTreeMap, BTreeSet};
