@@ -15,7 +15,7 @@ use serde_json::Value;
 use weir::control::client::Method;
 use weir::control::{ControlClient, EndpointFile};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, committed_lines,
     complete_checkpoint_ids, generator_count, run_cli, weir_bin, weir_command,

@@ -21,7 +21,7 @@ use weir::kill_point::{self, KillPoint};
 use weir::runtime::RunOptions;
 use weir_tests::guests;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
     committed_lines,

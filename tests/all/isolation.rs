@@ -68,7 +68,7 @@ use std::time::Instant;
 
 use weir_tests::guests;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, weir_command,
 };

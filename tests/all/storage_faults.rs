@@ -50,7 +50,7 @@ use weir::checkpoint::storage::{CheckpointStorage, Fault, FaultyStorage, LocalSt
 use weir::job::{Job, JobStatus};
 use weir::runtime::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunOptions};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Rng, Sandbox, assert_same_output, checkpoint_dirs,
     committed_lines, generator_count, in_progress_files, run_cli, run_in_process, seed_from_env,

@@ -982,7 +982,7 @@ fn test_names_a_javascript_engine_out_of_memory() {
         ) && error.contains("the engine's own heap ran out: keep less state"),
         "{error}"
     );
-    crate::report::record(&crate::report::Row {
+    crate::support::report::record(&crate::support::report::Row {
         area: "misuse",
         scenario: "a JavaScript operator past its engine's heap (a million live objects)",
         rounds: 1,

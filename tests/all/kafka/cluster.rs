@@ -1,5 +1,5 @@
 //! Exactly-once on a real Kafka cluster whose brokers fail: the Kafka → count → Kafka job of
-//! `kafka_exactly_once.rs` on three Apache Kafka nodes (replication factor 3,
+//! `exactly_once.rs` on three Apache Kafka nodes (replication factor 3,
 //! `min.insync.replicas` 2), SIGKILLed at random moments and after checkpoints while, in the
 //! same round, a broker is killed and started again — the leader of an output partition, or
 //! the transaction coordinator — or paused (SIGSTOP) for longer than the sink's transaction
@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use weir::kill_point::KillPoint;
 
-use crate::kafka::{self, Broker};
-use crate::kafka_exactly_once::{
+use crate::kafka::exactly_once::{
     CHUNK, End, Kill, append, chunk, crash_round, difference, expected_counts, job_text_with,
     output_lines, prepare, rooted,
 };
-use crate::report;
+use crate::kafka::{self, Broker};
+use crate::support::report;
 use crate::support::{Rng, Sandbox, Weir, number_from_env, seed_from_env};
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.

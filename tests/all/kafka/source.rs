@@ -17,7 +17,7 @@ use rdkafka::client::DefaultClientContext;
 use weir::runtime::RunOptions;
 
 use crate::kafka::{self, Broker, Isolation, ProduceHeaders};
-use crate::report;
+use crate::support::report;
 use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines, savepoint_named};
 
 /// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.

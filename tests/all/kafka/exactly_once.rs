@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 use weir::kill_point::{self, KillPoint};
 
 use crate::kafka::{self, Broker, Isolation};
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, seed_from_env,
 };

@@ -1,5 +1,5 @@
 //! Checkpoints on object storage (`[checkpoint] directory = "s3://bucket/prefix"`,
-//! docs/CHECKPOINTS.md §8) against a real S3 server (moto, `s3.rs`), with the guarantees of
+//! docs/CHECKPOINTS.md §8) against a real S3 server (moto, `mod.rs`), with the guarantees of
 //! local files: a job killed with SIGKILL and restarted with `--restore latest` commits exactly
 //! the output of an undisturbed run; `weir checkpoints`, `inspect` and `verify` read the
 //! bucket; and faults between the job and the store — throttling, an upload cut off mid-way, an
@@ -20,11 +20,11 @@ use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
 use weir::checkpoint::metadata::CheckpointMetadata;
 
+use super::{S3, s3_or_skip};
 use crate::kafka;
-use crate::kafka_exactly_once::{
+use crate::kafka::exactly_once::{
     End, append, chunk, difference, expected_counts, job_text, output_lines,
 };
-use crate::s3::{S3, s3_or_skip};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
     generator_count, in_progress_files, weir_command,
@@ -757,7 +757,7 @@ fn a_checkpoint_costs_two_requests_a_task_and_a_dozen_more() {
 
 #[test]
 fn checkpoints_on_azure_blob_storage_restore_after_kills_to_exactly_the_undisturbed_output() {
-    let Some(azure) = crate::azure::azure_or_skip("checkpoints_on_azure_blob_storage") else {
+    let Some(azure) = super::azure_or_skip("checkpoints_on_azure_blob_storage") else {
         return;
     };
     const RECORDS: u64 = 300_000;

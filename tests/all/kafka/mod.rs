@@ -1,6 +1,10 @@
 //! A real Kafka-protocol broker for the tests of the Kafka source and the exactly-once Kafka
 //! sink, and the client calls those tests make around it: topics, plain records (with headers,
-//! if asked) in, every record out (read_committed or not), a group's committed offsets.
+//! if asked) in, every record out (read_committed or not), a group's committed offsets. The
+//! tests are this folder's other files: the broker itself (`broker.rs`, and `cluster.rs` for
+//! three nodes), the source (`source.rs`), the sink (`sink.rs`,
+//! `sink_between_checkpoints.rs`), exactly-once through crashes (`exactly_once.rs`), broker
+//! faults (`faults.rs`) and operations on a running job (`operations.rs`).
 //!
 //! The broker is Apache Kafka itself (one KRaft node, broker and controller in one JVM), the
 //! version pinned in `tests/kafka/apache/pom.xml`, its jars fetched with Maven into
@@ -47,6 +51,17 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 use weir_test_servers::kafka::{BrokerProcess, ClusterProcess, Installed, Kind};
 
 use crate::support::workspace_root;
+
+mod broker;
+// The jobs, the checks and the fault plans of the exactly-once tests serve the tests of faults,
+// of operations, of the cluster, of the workers and of checkpoints on object storage too.
+pub(crate) mod cluster;
+pub(crate) mod exactly_once;
+mod faults;
+mod operations;
+mod sink;
+mod sink_between_checkpoints;
+mod source;
 
 /// The longest one client call (create a topic, flush, fetch offsets) may take.
 pub(crate) const CLIENT_TIMEOUT: Duration = Duration::from_secs(20);

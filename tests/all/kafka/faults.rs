@@ -8,11 +8,11 @@ use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
-use crate::kafka::{self, Isolation};
-use crate::kafka_exactly_once::{
+use crate::kafka::exactly_once::{
     CHUNK, End, append, chunk, difference, expected_counts, job_text, job_text_with, output_lines,
     prepare,
 };
+use crate::kafka::{self, Isolation};
 use crate::support::{CLI_TIMEOUT, Sandbox, Weir};
 
 /// A loopback port nothing listens on (bound, then released).
