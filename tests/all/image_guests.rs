@@ -76,11 +76,10 @@ fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output(
         .map(|(name, _, _)| *name)
         .collect();
     if !skipped.is_empty() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "guests {skipped:?} were not built, and CI never skips them"
+        crate::support::skip(
+            &format!("the image tests of guests {skipped:?}"),
+            "they were not built",
         );
-        eprintln!("\n!!!!! SKIPPED image tests of guests not built: {skipped:?} !!!!!\n");
     }
     cases.retain(|(_, path, _)| path.is_some());
 

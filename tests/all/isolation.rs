@@ -70,7 +70,8 @@ use weir_tests::guests;
 
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, weir_command,
+    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed,
+    weir_command,
 };
 
 /// The exit code of a job that failed beyond its restart strategy (README).
@@ -851,7 +852,7 @@ fn hostile_components_fail_by_name_under_the_restart_strategy_with_bounded_host_
         if let Guest::Built { path, .. } = case.guest {
             let sandbox = Sandbox::new("isolation-warm");
             let out = weir(&sandbox, &["validate", path]);
-            assert_eq!(out.code, Some(0), "{path}: {}{}", out.stdout, out.stderr);
+            out.assert_code(0, path);
         }
     }
     run_corpus(&cases);
@@ -909,22 +910,10 @@ fn run_corpus(cases: &[Case]) {
 // ---------------------------------------------------------------------------------------------
 // The import surface
 
-/// A `weir` command's exit code and output.
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `weir ARGS` to its end, at most [`CLI_TIMEOUT`] (then kills it and fails); its output
 /// goes through files in `sandbox`, so nothing blocks on a full pipe.
-fn weir(sandbox: &Sandbox, args: &[&str]) -> Output {
-    let out = weir_command(sandbox, args, "", &[("RUST_LOG", "warn")]);
-    Output {
-        code: out.code,
-        stdout: out.stdout,
-        stderr: out.stderr,
-    }
+fn weir(sandbox: &Sandbox, args: &[&str]) -> CliOutput {
+    weir_command(sandbox, args, "", &[("RUST_LOG", "warn")])
 }
 
 /// Imports a guest might try, by what they would reach: `(reach, module, name, import type)`.

@@ -228,6 +228,18 @@ pub(crate) fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>,
     }
 }
 
+/// Fails unless `output` holds exactly the counts of the first `records` records of the input
+/// ([`expected_counts`]), each once; the failure names what differs after `context` (what the
+/// test did, a log to read).
+#[track_caller]
+pub(crate) fn assert_exact_counts(broker: &Broker, output: &End, records: u64, context: &str) {
+    let actual =
+        output_lines(broker, output).unwrap_or_else(|problem| panic!("{context}{problem}"));
+    if let Some(problem) = difference(&actual, &expected_counts(records)) {
+        panic!("{context}{problem}");
+    }
+}
+
 /// How `actual` differs from `expected` (both sorted), or `None`.
 pub(crate) fn difference(actual: &[String], expected: &[String]) -> Option<String> {
     if actual == expected {
@@ -483,6 +495,15 @@ pub(crate) fn rooted(sandbox: &Sandbox, end: &End) -> End {
     }
 }
 
+/// A Kafka input topic (`words…`) and output topic (`counts…`) of new names, created by
+/// [`prepare`]: the ends of most Kafka → count → Kafka jobs here.
+pub(crate) fn kafka_topics(broker: &Broker) -> (End, End) {
+    let input = End::Kafka(kafka::unique("words"));
+    let output = End::Kafka(kafka::unique("counts"));
+    prepare(broker, &input, &output);
+    (input, output)
+}
+
 /// Creates the topics (4 input partitions, 3 output) and the input file.
 pub(crate) fn prepare(broker: &Broker, input: &End, output: &End) {
     match input {
@@ -544,9 +565,7 @@ fn the_check_catches_the_duplicates_the_marker_check_prevents() {
         } else {
             "markers-on"
         });
-        let input = End::Kafka(kafka::unique("words"));
-        let output = End::Kafka(kafka::unique("counts"));
-        prepare(broker, &input, &output);
+        let (input, output) = kafka_topics(broker);
         let stream = sandbox.join("stream.toml");
         let bounded = sandbox.join("bounded.toml");
         fs::write(&stream, job_text(broker, &sandbox, &input, &output, false)).unwrap();
@@ -724,9 +743,7 @@ fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
         return;
     };
     let sandbox = Sandbox::new("kafka-at-least-once");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(broker, &input, &output);
+    let (input, output) = kafka_topics(broker);
     let End::Kafka(output_topic) = &output else {
         unreachable!()
     };
@@ -822,9 +839,7 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
         return;
     };
     let sandbox = Sandbox::new("kafka-sink-rescale");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(broker, &input, &output);
+    let (input, output) = kafka_topics(broker);
     let End::Kafka(output_topic) = &output else {
         unreachable!()
     };
@@ -898,10 +913,7 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
     )
     .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run at parallelism 4");
-    let actual = output_lines(broker, &output).unwrap_or_else(|problem| panic!("{problem}"));
-    if let Some(problem) = difference(&actual, &expected_counts(4 * CHUNK)) {
-        panic!("{problem}");
-    }
+    assert_exact_counts(broker, &output, 4 * CHUNK, "");
 }
 
 /// A run killed right after the sink committed a checkpoint's output (`sink-committed`), or
@@ -920,9 +932,7 @@ fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
         for kill in [KillPoint::SinkCommitted, KillPoint::SinkCommit] {
             let label = format!("{change}, killed at {kill}");
             let sandbox = Sandbox::new(&format!("kafka-sink-other-ids-{}", kafka::unique("")));
-            let input = End::Kafka(kafka::unique("words"));
-            let output = End::Kafka(kafka::unique("counts"));
-            prepare(broker, &input, &output);
+            let (input, output) = kafka_topics(broker);
             let End::Kafka(output_topic) = &output else {
                 unreachable!()
             };
@@ -988,13 +998,11 @@ fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
             )
             .wait(CLI_TIMEOUT);
             ended.assert_code(0, &format!("{label}: the restored run"));
-            let actual = output_lines(broker, &output).unwrap_or_else(|p| panic!("{label}: {p}"));
-            if let Some(problem) = difference(&actual, &expected_counts(CHUNK)) {
-                panic!(
-                    "{label}: {problem}\nthe restored run's stderr:\n{}",
-                    ended.stderr
-                );
-            }
+            let context = format!(
+                "{label}, the restored run's stderr:\n{}\n{label}: ",
+                ended.stderr
+            );
+            assert_exact_counts(broker, &output, CHUNK, &context);
             if kill == KillPoint::SinkCommit {
                 assert!(
                     ended

@@ -9,8 +9,7 @@ use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
 use crate::kafka::exactly_once::{
-    CHUNK, End, append, chunk, difference, expected_counts, job_text, job_text_with, output_lines,
-    prepare,
+    CHUNK, End, append, assert_exact_counts, chunk, job_text, job_text_with, kafka_topics,
 };
 use crate::kafka::{self, Isolation};
 use crate::support::{CLI_TIMEOUT, Sandbox, Weir};
@@ -114,9 +113,7 @@ fn the_broker_going_away_fails_the_job_over_and_it_comes_back_exact() {
         return;
     };
     let sandbox = Sandbox::new("kafka-broker-gone");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(&broker, &input, &output);
+    let (input, output) = kafka_topics(&broker);
     let restart = "strategy = \"fixed-delay\"\nattempts = 100\ndelay = \"500ms\"";
     let stream = sandbox.join("stream.toml");
     let bounded = sandbox.join("bounded.toml");
@@ -162,10 +159,8 @@ fn the_broker_going_away_fails_the_job_over_and_it_comes_back_exact() {
     )
     .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run");
-    let actual = output_lines(&broker, &output).unwrap_or_else(|p| panic!("{p}"));
-    if let Some(problem) = difference(&actual, &expected_counts(2 * CHUNK)) {
-        panic!("{problem}\nthe stream's log:\n{stream_log}");
-    }
+    let context = format!("the stream's log:\n{stream_log}\n");
+    assert_exact_counts(&broker, &output, 2 * CHUNK, &context);
 }
 
 #[test]

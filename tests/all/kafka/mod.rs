@@ -50,7 +50,7 @@ use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
 
 use weir_test_servers::kafka::{BrokerProcess, ClusterProcess, Installed, Kind};
 
-use crate::support::workspace_root;
+use crate::support::{self, workspace_root};
 
 mod broker;
 // The jobs, the checks and the fault plans of the exactly-once tests serve the tests of faults,
@@ -71,22 +71,9 @@ pub(crate) const READ_TIMEOUT: Duration = Duration::from_secs(30);
 // ---------------------------------------------------------------------------------------------
 // Skipping
 
-/// Whether this run is CI's (`CI=true`), where a test never skips for want of a broker.
-fn in_ci() -> bool {
-    std::env::var("CI").as_deref() == Ok("true")
-}
-
-/// What a test does when it cannot have a broker: fail under `CI=true`, else say loudly, straight
-/// to stderr (the harness hides what `eprintln!` prints in a passing test), that it is skipped.
+/// What a test does when it cannot have a broker: fail under `CI=true`, else say so, loudly.
 fn skip(test: &str, reason: &str) {
-    assert!(
-        !in_ci(),
-        "{test}: no Kafka broker, and CI never skips: {reason}"
-    );
-    let _ = writeln!(
-        std::io::stderr().lock(),
-        "\n!!!!! SKIPPED: {test}: no Kafka broker: {reason} !!!!!\n"
-    );
+    support::skip(test, &format!("no Kafka broker: {reason}"));
 }
 
 /// The broker shared by this test process's tests, or `None` — after saying so, loudly — when it

@@ -22,9 +22,7 @@ use weir::checkpoint::metadata::CheckpointMetadata;
 
 use super::{S3, s3_or_skip};
 use crate::kafka;
-use crate::kafka::exactly_once::{
-    End, append, chunk, difference, expected_counts, job_text, output_lines,
-};
+use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
     generator_count, in_progress_files, weir_command,
@@ -108,13 +106,7 @@ fn restore_to_the_end(
 /// `weir checkpoints verify URL` finds every checkpoint under `url` sound.
 fn verifies(sandbox: &Sandbox, url: &str, env: &[(&str, &str)]) {
     let verified = weir_command(sandbox, &["checkpoints", "verify", url], "", env);
-    assert_eq!(
-        verified.code,
-        Some(0),
-        "{}{}",
-        verified.stdout,
-        verified.stderr
-    );
+    verified.assert_code(0, "weir checkpoints verify");
     assert!(
         verified.stdout.contains("0 problems"),
         "{}",
@@ -683,10 +675,12 @@ fn a_zombie_run_completes_no_checkpoint_and_commits_no_output() {
     )
     .wait(CLI_TIMEOUT)
     .assert_code(0, "the last run");
-    let lines = output_lines(broker, &output).unwrap();
-    if let Some(problem) = difference(&lines, &expected_counts(2 * CHUNK)) {
-        panic!("read_committed output after a zombie: {problem}");
-    }
+    assert_exact_counts(
+        broker,
+        &output,
+        2 * CHUNK,
+        "read_committed output after a zombie: ",
+    );
 }
 
 #[test]

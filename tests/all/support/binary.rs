@@ -1,6 +1,8 @@
 //! What this build made for the tests: the `weir` binary (built with its test hooks on first
 //! use), the workspace it came from, and the guests built from other languages, which a machine
-//! without their toolchain may have skipped.
+//! without their toolchain may have skipped; and what a test does when something it needs — a
+//! guest, a server, a tool — is missing: it fails under `CI=true` and is skipped, loudly,
+//! elsewhere ([`skip`]).
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -81,19 +83,31 @@ fn build_weir(profile_dir: &Path) {
     );
 }
 
+/// Whether this run is CI's (`CI=true`), where a test never skips for want of a toolchain, a
+/// server or a tool.
+pub(crate) fn in_ci() -> bool {
+    std::env::var("CI").as_deref() == Ok("true")
+}
+
+/// What a test does when something it needs is missing (`what`, for `reason`): fail under
+/// `CI=true`, else say loudly that it is skipped — straight to stderr, not with `eprintln!`,
+/// which the test harness hides in a passing test.
+#[track_caller]
+pub(crate) fn skip(what: &str, reason: &str) {
+    assert!(!in_ci(), "{what}: {reason}, and CI never skips it");
+    let _ = writeln!(
+        std::io::stderr().lock(),
+        "\n!!!!! SKIPPED: {what}: {reason} !!!!!\n"
+    );
+}
+
 /// The path of a guest built from another language, or `None` — said loudly — when the build
 /// skipped it (`WEIR_SKIP_FOREIGN_GUESTS=1` and no toolchain). In CI a skipped guest fails.
 pub(crate) fn foreign(name: &str, path: Option<&'static str>) -> Option<&'static str> {
     if path.is_none() {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "the {name} guest was not built, and CI never skips it: install its toolchain"
-        );
-        // Straight to the stream, not `eprintln!`: the test harness hides what that prints.
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n!!!!! SKIPPED: the {name} guest was not built (WEIR_SKIP_FOREIGN_GUESTS=1 \
-             and its toolchain is missing); the tests of it are skipped !!!!!\n"
+        skip(
+            &format!("the tests of the {name} guest"),
+            "it was not built (WEIR_SKIP_FOREIGN_GUESTS=1 and its toolchain is missing)",
         );
     }
     path

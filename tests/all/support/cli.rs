@@ -210,6 +210,28 @@ pub(crate) struct CliOutput {
     pub(crate) stderr: String,
 }
 
+impl CliOutput {
+    /// Fails unless the command exited with `code`, showing what it printed.
+    #[track_caller]
+    pub(crate) fn assert_code(&self, code: i32, context: &str) {
+        assert_eq!(
+            self.code,
+            Some(code),
+            "{context}: exit code {:?} instead of {code}\nstdout:\n{}\nstderr:\n{}",
+            self.code,
+            self.stdout,
+            self.stderr
+        );
+    }
+
+    /// Its standard output read as JSON; fails, showing it, when it is not JSON.
+    #[track_caller]
+    pub(crate) fn stdout_json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
+    }
+}
+
 /// Runs `weir ARGS` to its end with `stdin` as its standard input and `env` set (and no
 /// `WEIR_CONTROL_TOKEN` from the test's own environment), killing it and failing after
 /// [`CLI_TIMEOUT`]. Its streams go through files in `sandbox`, so nothing blocks on a full pipe.

@@ -5,13 +5,15 @@
 //!
 //! | File            | What it holds                                                           |
 //! |-----------------|-------------------------------------------------------------------------|
-//! | `binary.rs`     | the `weir` binary of this build, the workspace root, foreign guests     |
+//! | `binary.rs`     | the `weir` binary of this build, the workspace root, foreign guests,    |
+//! |                 | and [`skip`]: what a test does when something it needs is missing       |
 //! | `sandbox.rs`    | [`Sandbox`]: a temp folder per run                                      |
 //! | `job_file.rs`   | [`JobFile`] and the jobs most tests run, their input text and output    |
 //! | `output.rs`     | committed output, in-progress files, checkpoint directories on disk     |
 //! | `cli.rs`        | [`Weir`]: `weir` as a child process; [`weir_command`] for a verb        |
-//! | `in_process.rs` | [`InProcess`]: a job run through the library in the test process        |
+//! | `in_process.rs` | [`InProcess`]: a job run through the library; a guest instance          |
 //! | `rng.rs`        | [`Rng`] and the seeds and numbers read from the environment             |
+//! | `http.rs`       | [`raw_exchange`]: a raw HTTP/1.1 request to the control server          |
 //! | `report.rs`     | rows of docs/RELIABILITY.md, written by the fault tests                 |
 //!
 //! Every item is re-exported here, so a test names `crate::support::Weir`, whatever file holds
@@ -24,6 +26,7 @@ use std::time::Duration;
 
 mod binary;
 mod cli;
+mod http;
 mod in_process;
 mod job_file;
 mod output;
@@ -33,6 +36,7 @@ mod sandbox;
 
 pub(crate) use binary::*;
 pub(crate) use cli::*;
+pub(crate) use http::*;
 pub(crate) use in_process::*;
 pub(crate) use job_file::*;
 pub(crate) use output::*;
