@@ -24,7 +24,7 @@ use weir_tests::guests;
 use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines,
+    committed_lines, run_cli,
 };
 
 /// Records of the windowed input.
@@ -166,9 +166,7 @@ fn windows_over_out_of_order_input_are_the_windows_computed_directly() {
         let csv = sandbox.join("events.csv");
         write_csv(&csv, &records);
         window_job(&sandbox, &csv, spec, BOUNDED).write(&sandbox.job_path());
-        Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-            .wait(CLI_TIMEOUT)
-            .assert_code(0, spec);
+        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, spec);
         let expected = expected_lines(spec, &records);
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
         assert_same_output(&committed_lines(&sandbox.out_dir()), &expected, spec);
@@ -231,9 +229,7 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
         // above checks that against a direct computation.)
         let reference = Sandbox::new("windows-reference");
         generated_window_job(&reference, spec).write(&reference.job_path());
-        Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-            .wait(CLI_TIMEOUT)
-            .assert_code(0, spec);
+        run_cli(&reference.job_path(), &[], &reference.join("weir.log")).assert_code(0, spec);
         let expected = committed_lines(&reference.out_dir());
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
 
@@ -286,12 +282,11 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
             }
             history.push(format!("{kill:?}: {}", ended.status));
         }
-        Weir::run(
+        run_cli(
             &sandbox.job_path(),
             &["--restore", "latest"],
             &sandbox.join("final.log"),
         )
-        .wait(CLI_TIMEOUT)
         .assert_code(0, &format!("{spec}: the final run after {history:?}"));
         assert_same_output(
             &committed_lines(&sandbox.out_dir()),
@@ -498,8 +493,7 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
 fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     let reference = Sandbox::new("lengths-reference");
     two_lengths_job(&reference).write(&reference.job_path());
-    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
         .assert_code(0, "the reference run");
     let expected = committed_lines(&reference.out_dir());
     assert!(
@@ -524,12 +518,11 @@ fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
         "{}",
         ended.stderr
     );
-    Weir::run(
+    run_cli(
         &killed.job_path(),
         &["--restore", "latest"],
         &killed.join("final.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the restored run");
     assert_same_output(
         &committed_lines(&killed.out_dir()),
@@ -564,9 +557,7 @@ fn the_shipped_windows_example_runs() {
             &format!("{:?}", guests::WINDOW),
         );
     fs::write(sandbox.job_path(), text).unwrap();
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the example");
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, "the example");
     let windows = committed_lines(&sandbox.out_dir());
     // 20 seconds of event time, 20 keys: about 400 windows, and updates on top.
     assert!(windows.len() >= 390, "{} windows", windows.len());

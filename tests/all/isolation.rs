@@ -70,7 +70,7 @@ use weir_tests::guests;
 
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed,
+    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, run_cli,
     weir_command,
 };
 
@@ -1350,7 +1350,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &control.out_dir(), 1, ("self", "forward"))
         .restart("strategy = \"none\"")
         .write(&control.job_path());
-    let ended = Weir::run(&control.job_path(), &[], &control.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&control.job_path(), &[], &control.join("weir.log"));
     ended.assert_code(EXIT_JOB_FAILED, "the control job");
     assert!(
         ended.stderr.contains(&format!(
@@ -1369,7 +1369,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &sandbox.out_dir(), 1, ("peer", "rebalance"))
         .restart("strategy = \"none\"")
         .write(&sandbox.job_path());
-    let ended = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     ended.assert_code(0, "no scanner may find the secret");
     let lines: Vec<&str> = ended.stderr.lines().collect();
     let wrote = lines
@@ -1402,7 +1402,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &fresh.out_dir(), 1, ("fresh", "forward"))
         .restart(RESTART)
         .write(&fresh.job_path());
-    let ended = Weir::run(&fresh.job_path(), &[], &fresh.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&fresh.job_path(), &[], &fresh.join("weir.log"));
     ended.assert_code(EXIT_JOB_FAILED, "the fresh-memory job");
     let traps = ended
         .stderr

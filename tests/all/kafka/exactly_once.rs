@@ -30,7 +30,7 @@ use weir::kill_point::{self, KillPoint};
 use crate::kafka::{self, Broker, Isolation};
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, seed_from_env,
+    CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, run_cli, seed_from_env,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -427,12 +427,11 @@ fn chaos(
         );
         eprintln!("{label}: round {index}: {kill:?}: landed {landed}");
     }
-    let ended = Weir::run(
+    let ended = run_cli(
         &bounded,
         &["--restore", "latest"],
         &sandbox.join("final.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    );
     if ended.code() != Some(0) {
         return Some(format!(
             "the final run ended with {}\n{history}\nits stderr:\n{}",
@@ -647,9 +646,7 @@ fn the_shipped_kafka_wordcount_example_runs() {
     let input = ["the weir holds", "the river", "holds the water"];
     let rows: Vec<kafka::Produce<'_>> = input.iter().map(|l| (None, None, l.as_bytes())).collect();
     broker.produce(&lines_topic, &rows);
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the example");
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, "the example");
     let actual = output_lines(broker, &End::Kafka(counts_topic)).unwrap_or_else(|p| panic!("{p}"));
     let mut expected: Vec<String> = [
         "the\t1", "the\t2", "the\t3", "weir\t1", "holds\t1", "holds\t2", "river\t1", "water\t1",
@@ -718,7 +715,7 @@ fn a_start_at_a_smaller_parallelism_fences_the_ids_of_the_larger_one() {
     );
     let narrow = Sandbox::new("fence-narrow");
     fs::write(narrow.job_path(), job(&narrow, 2, "end")).unwrap();
-    let ended = Weir::run(&narrow.job_path(), &[], &narrow.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&narrow.job_path(), &[], &narrow.join("weir.log"));
     ended.assert_code(0, "the run at parallelism 2");
     assert!(
         ended
@@ -778,12 +775,11 @@ fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
             &[],
         );
     }
-    Weir::run(
+    run_cli(
         &bounded,
         &["--restore", "latest"],
         &sandbox.join("final.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run");
     let records_seen = broker.read_all(output_topic, Isolation::ReadCommitted);
     let mut seen: Vec<String> = records_seen
@@ -906,12 +902,11 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
     let kill = Kill::At(KillPoint::SinkCommit, 4);
     crash_round(&job(2, "100ms", false), &log, kill, NAMED_POINT_TIME, &[]);
     append(broker, &input, &chunk(3 * CHUNK, 4 * CHUNK));
-    Weir::run(
+    run_cli(
         &job(4, "100ms", true),
         &["--restore", "latest"],
         &sandbox.join("p4.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run at parallelism 4");
     assert_exact_counts(broker, &output, 4 * CHUNK, "");
 }
@@ -991,12 +986,11 @@ fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
                 ),
                 "{label}: the sink never reached {kill}"
             );
-            let ended = Weir::run(
+            let ended = run_cli(
                 &bounded,
                 &["--restore", "latest"],
                 &sandbox.join("restored.log"),
-            )
-            .wait(CLI_TIMEOUT);
+            );
             ended.assert_code(0, &format!("{label}: the restored run"));
             let context = format!(
                 "{label}, the restored run's stderr:\n{}\n{label}: ",

@@ -25,7 +25,7 @@ use crate::kafka;
 use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
-    generator_count, in_progress_files, weir_command,
+    generator_count, in_progress_files, run_cli, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
@@ -49,8 +49,7 @@ fn reference(records: u64) -> Vec<String> {
     let sandbox = Sandbox::new("s3-reference");
     let dir = sandbox.checkpoint_dir();
     counting(&sandbox, dir.to_str().unwrap(), records, None).write(&sandbox.job_path());
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
         .assert_code(0, "the reference run");
     committed_lines(&sandbox.out_dir())
 }
