@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Installs the Apache Kafka broker the end-to-end tests run (tests/all/kafka.rs): the jars of the
-# Kafka version pinned in tests/kafka/apache/pom.xml (and what they depend on, about 45 MB),
+# Installs the Apache Kafka broker the end-to-end tests run (tests/all/kafka/mod.rs): the jars of
+# the Kafka version pinned in tests/kafka/apache/pom.xml (and what they depend on, about 45 MB),
 # fetched with Maven (`mvn dependency:copy-dependencies`) into tests/kafka/apache/lib, which is
 # git-ignored. Does nothing when that folder holds what the pom names (a stamp with the pom's
-# checksum). Needs Java 17 or newer and Maven; installs Debian's openjdk-17-jre-headless and
-# maven when they are missing (scripts/apt-install.sh). Fails loudly, naming what to do, when it
-# cannot: under CI=true as anywhere else, so CI never runs the Kafka tests without their broker.
+# checksum). Needs Java 17 or newer and Maven; installs Debian's openjdk-17-jre-headless and maven
+# when they are missing (scripts/apt-install.sh). Fails loudly, naming what to do, when it cannot:
+# under CI=true as anywhere else, so CI never runs the Kafka tests without their broker.
 #
 # Prints one line on stdout (everything else goes to stderr): the folder of the jars, for
 # `java -cp 'FOLDER/*' kafka.Kafka server.properties`.

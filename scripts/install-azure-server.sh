@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Installs the Azure Blob Storage emulator the object-storage tests run (tests/all/azure.rs):
-# npm's `azurite`, and `@azure/storage-blob` to create a container in it, at the versions
-# pinned in tests/azure/package-lock.json, into tests/azure/node_modules (about 400 MB, under
-# a minute). Does nothing when they are there and up to date. Installs Node.js and npm from
-# Debian (scripts/apt-install.sh) when they are missing; fails loudly, naming what to do, when
-# npm cannot install the packages.
+# Installs the Azure Blob Storage emulator the object-storage tests run
+# (tests/all/object_storage/mod.rs): npm's `azurite`, and `@azure/storage-blob` to create a
+# container in it, at the versions pinned in tests/azure/package-lock.json, into
+# tests/azure/node_modules (about 400 MB, under a minute). Does nothing when they are there and up
+# to date. Installs Node.js and npm from Debian (scripts/apt-install.sh) when they are missing;
+# fails loudly, naming what to do, when npm cannot install the packages.
 #
 # Prints one line on stdout (everything else goes to stderr): the path of the `azurite-blob`
 # executable, a Node.js script that serves blobs in its own process.

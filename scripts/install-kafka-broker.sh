@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the Kafka broker the end-to-end tests run (tests/all/kafka.rs): PyPI's `noida-db`, a
+# Installs the Kafka broker the end-to-end tests run (tests/all/kafka/mod.rs): PyPI's `noida-db`, a
 # single-broker Kafka-protocol emulator, at the version pinned in tests/kafka/requirements.txt,
 # into the virtual environment tests/kafka/.venv (about 40 MB). Does nothing when that version
 # is there. Creates the environment with `python3 -m venv`, installing Debian's python3-venv

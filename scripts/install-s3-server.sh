@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Installs the S3 server the object-storage tests run (tests/all/s3.rs): PyPI's `moto` with its
-# `server` extra, at the version pinned in tests/s3/requirements.txt, into the virtual
-# environment tests/s3/.venv (about 300 MB, under a minute). Does nothing when that version is
-# there. Creates the environment with `python3 -m venv`, installing Debian's python3-venv first
+# Installs the S3 server the object-storage tests run (tests/all/object_storage/mod.rs): PyPI's
+# `moto` with its `server` extra, at the version pinned in tests/s3/requirements.txt, into the
+# virtual environment tests/s3/.venv (about 300 MB, under a minute). Does nothing when that version
+# is there. Creates the environment with `python3 -m venv`, installing Debian's python3-venv first
 # when this Python lacks it (scripts/apt-install.sh); fails loudly, naming what to do, when it
 # cannot.
 #

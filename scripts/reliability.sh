@@ -44,8 +44,8 @@ wants() { [ -z "$areas" ] || [[ ",$areas," == *",$1,"* ]]; }
 # The test modules that record each area's rows.
 modules=()
 wants chaos && modules+=(chaos:: kill_points:: event_time::a_restored_source_keeps_its_idle_partition_idle)
-wants kafka && modules+=(kafka_exactly_once:: kafka_source::a_restore_onto_a_topic_created_again)
-wants kafka-cluster && modules+=(kafka_cluster:: workers::three_workers_killed_at_random_on_a_cluster)
+wants kafka && modules+=(kafka::exactly_once:: kafka::source::a_restore_onto_a_topic_created_again)
+wants kafka-cluster && modules+=(kafka::cluster:: workers::three_workers_killed_at_random_on_a_cluster)
 wants isolation && modules+=(isolation::)
 wants storage && modules+=(storage_faults::)
 wants back-pressure && modules+=(backpressure::)

@@ -9,7 +9,7 @@ step() { echo "== $1 ($(date -u +%H:%M:%S) UTC, ${SECONDS}s in)"; }
 step "installing what the tests need"
 bash scripts/ensure-wasm-target.sh
 bash scripts/ensure-chromium.sh
-# Apache Kafka itself, the broker of the Kafka tests (tests/all/kafka.rs; one node, and the
+# Apache Kafka itself, the broker of the Kafka tests (tests/all/kafka/mod.rs; one node, and the
 # three-node cluster of the tests that kill and pause brokers): its jars fetched with Maven
 # (tests/kafka/apache/pom.xml; about 45 MB and seconds the first time, nothing after). The tests
 # install it themselves when it is missing, so `cargo test` alone works; here it is installed
@@ -18,14 +18,14 @@ bash scripts/ensure-chromium.sh
 kafka_jars="$(bash scripts/install-apache-kafka.sh)"
 echo "the Kafka tests run Apache Kafka $(sed -n 's:.*<kafka.version>\([^<]*\)</kafka.version>.*:\1:p' \
   tests/kafka/apache/pom.xml) (jars in ${kafka_jars#"$PWD/"})"
-# The S3 server of the object-storage tests (tests/all/s3.rs): moto, installed the same way and
-# for the same reason (about 300 MB and under a minute the first time; nothing after).
+# The S3 server of the object-storage tests (tests/all/object_storage/mod.rs): moto, installed the
+# same way and for the same reason (about 300 MB and under a minute the first time; nothing after).
 bash scripts/install-s3-server.sh >/dev/null
 # The Kubernetes schema validator of the deployment test (tests/all/deployment.rs): PyPI's
 # kubernetes-validate, installed the same way and for the same reason (seconds the first time).
 bash scripts/install-kubernetes-validate.sh >/dev/null
-# The Azure Blob Storage emulator of the az:// checkpoint test (tests/all/azure.rs): npm's
-# azurite, installed the same way and for the same reason (about 400 MB the first time).
+# The Azure Blob Storage emulator of the az:// checkpoint test (tests/all/object_storage/mod.rs):
+# npm's azurite, installed the same way and for the same reason (about 400 MB the first time).
 bash scripts/install-azure-server.sh >/dev/null
 # strace, which the durability test (tests/all/durability.rs) runs `weir` under to see every
 # directory it creates made durable.

@@ -613,9 +613,10 @@ fn write_error(
 
 #[cfg(test)]
 mod tests {
-    //! The proxy against an upstream of the test's own: what the S3 tests (`tests/all/
-    //! s3_server.rs`) cannot show with object_store, which sends no chunked body, no HEAD
-    //! that it checks byte for byte, and no second request on a connection it chose.
+    //! The proxy against an upstream of the test's own: what the S3 tests
+    //! (`tests/all/object_storage/s3_server.rs`) cannot show with object_store, which sends no
+    //! chunked body, no HEAD that it checks byte for byte, and no second request on a connection it
+    //! chose.
 
     use std::io::{BufReader, Read as _, Write as _};
     use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};

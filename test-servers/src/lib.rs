@@ -1,6 +1,6 @@
-//! The third-party servers the tests (`tests/all/kafka.rs`, `tests/all/s3.rs`) and the
-//! benchmarks (`benches/src/kafka.rs`) run, as child processes, and a fault-injecting proxy to
-//! put in front of them. Each user wraps a server with the client calls it makes; this crate
+//! The third-party servers the tests (`tests/all/kafka/mod.rs`, `tests/all/object_storage/mod.rs`)
+//! and the benchmarks (`benches/src/kafka.rs`) run, as child processes, and a fault-injecting proxy
+//! to put in front of them. Each user wraps a server with the client calls it makes; this crate
 //! only installs, starts, watches and stops them, so that is done one way for all.
 //!
 //! - [`kafka`]: a Kafka broker (PyPI's `noida-db`), [`kafka::BrokerProcess`];

@@ -16,7 +16,7 @@
 use std::fs;
 use std::time::{Duration, Instant};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JOB_STARTING, JobFile, Sandbox, Weir, checkpoint_dirs,
     number_from_env,

@@ -8,7 +8,7 @@ use std::process::Command;
 
 use weir_tests::guests::COUNT;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{CLI_TIMEOUT, Ended, Sandbox, Weir, run_cli, weir_bin};
 
 /// A generator feeding `body` (sinks and operators reading `in`), with checkpoints in the

@@ -21,7 +21,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, JOB_STARTING, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,

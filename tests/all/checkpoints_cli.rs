@@ -12,44 +12,17 @@ use weir::checkpoint::metadata::CheckpointMetadata;
 use weir::checkpoint::storage::{CheckpointStorage as _, LocalStorage};
 
 use crate::support::{
-    GeneratorSpec, Sandbox, checkpointed, generator_count, stop_with_savepoint, weir_command,
+    CliOutput, GeneratorSpec, Sandbox, checkpointed, generator_count, stop_with_savepoint,
+    weir_command,
 };
-
-/// What one `weir checkpoints …` command did.
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn assert_code(&self, code: i32, context: &str) -> &Output {
-        assert_eq!(
-            self.code, code,
-            "{context}: exit code {} instead of {code}\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.stdout, self.stderr
-        );
-        self
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_str(&self.stdout)
-            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
-    }
-}
 
 /// Runs `weir checkpoints ARGS`, killing it after [`CLI_TIMEOUT`]; its output goes through files
 /// in `sandbox`, so nothing blocks on a full pipe.
-fn checkpoints(sandbox: &Sandbox, args: &[&str]) -> Output {
+fn checkpoints(sandbox: &Sandbox, args: &[&str]) -> CliOutput {
     let args: Vec<&str> = std::iter::once("checkpoints")
         .chain(args.iter().copied())
         .collect();
-    let out = weir_command(sandbox, &args, "", &[]);
-    Output {
-        code: out.code.unwrap_or(-1),
-        stdout: out.stdout,
-        stderr: out.stderr,
-    }
+    weir_command(sandbox, &args, "", &[])
 }
 
 fn text(path: &Path) -> &str {
@@ -156,7 +129,7 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     );
 
     // The JSON agrees with the metadata on disk: ids, kinds, paths, times and sizes.
-    let json = checkpoints(&sandbox, &[text(&dir), "--json"]).json();
+    let json = checkpoints(&sandbox, &[text(&dir), "--json"]).stdout_json();
     let entries = json["entries"].as_array().expect("entries");
     let complete: Vec<&Value> = entries
         .iter()
@@ -222,7 +195,7 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     let metadata_file = CheckpointLayout::metadata_file(&CheckpointLocation::new(&savepoint));
     let json = checkpoints(&sandbox, &["inspect", text(&metadata_file), "--json"]);
     json.assert_code(0, "weir checkpoints inspect _metadata --json");
-    let json = json.json();
+    let json = json.stdout_json();
     assert_eq!(json["status"], "complete");
     assert_eq!(json["metadata"]["checkpoint_id"], meta.checkpoint_id.0);
     let tasks = json["tasks"].as_array().unwrap();
@@ -261,12 +234,12 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     );
     let json = checkpoints(&sandbox, &["verify", text(&dir), "--json"]);
     json.assert_code(1, "weir checkpoints verify --json with a flipped byte");
-    let json = json.json();
+    let json = json.stdout_json();
     assert_eq!(json["problems"], 1);
     checkpoints(&sandbox, &["inspect", text(&savepoint)])
         .assert_code(1, "weir checkpoints inspect of the damaged savepoint");
     // The listing now points at the newest checkpoint instead.
-    let listed = checkpoints(&sandbox, &[text(&dir), "--json"]).json();
+    let listed = checkpoints(&sandbox, &[text(&dir), "--json"]).stdout_json();
     assert_eq!(listed["entries"][0]["status"], "corrupt");
     assert_eq!(listed["latest_restorable"]["kind"], "checkpoint");
 }

@@ -15,40 +15,16 @@ use serde_json::Value;
 use weir::control::client::Method;
 use weir::control::{ControlClient, EndpointFile};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, committed_lines,
-    complete_checkpoint_ids, generator_count, run_cli, weir_bin, weir_command,
+    CLI_TIMEOUT, CliOutput, GeneratorSpec, JobFile, RawAnswer, Sandbox, Weir, checkpointed,
+    committed_lines, complete_checkpoint_ids, generator_count, raw_exchange, run_cli, weir_bin,
+    weir_command,
 };
 
-/// What a CLI verb did.
-struct Verb {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `weir <args…>` (a verb) to its end, at most [`CLI_TIMEOUT`], with `env` set.
-fn verb(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> Verb {
-    let out = weir_command(sandbox, args, "", env);
-    Verb {
-        code: out.code,
-        stdout: out.stdout,
-        stderr: out.stderr,
-    }
-}
-
-impl Verb {
-    #[track_caller]
-    fn assert_code(&self, code: i32, what: &str) {
-        assert_eq!(
-            self.code,
-            Some(code),
-            "{what}: stdout:\n{}\nstderr:\n{}",
-            self.stdout,
-            self.stderr
-        );
-    }
+fn verb(sandbox: &Sandbox, args: &[&str], env: &[(&str, &str)]) -> CliOutput {
+    weir_command(sandbox, args, "", env)
 }
 
 /// The keyed count of generated records with a file sink; `count = None` runs until stopped.
@@ -768,66 +744,6 @@ fn no_control_serves_nothing_and_writes_no_control_json() {
 // ---------------------------------------------------------------------------------------------
 // Misuse: what the endpoint refuses (docs/CONTROL.md, "Threat model")
 
-/// An answer to [`raw`]: the status, the head (status line and headers) and the body.
-struct RawAnswer {
-    status: u16,
-    head: String,
-    body: String,
-}
-
-impl RawAnswer {
-    /// The value of header `name` (case-insensitive), if sent.
-    fn header(&self, name: &str) -> Option<&str> {
-        self.head.lines().skip(1).find_map(|line| {
-            let (key, value) = line.split_once(':')?;
-            key.trim()
-                .eq_ignore_ascii_case(name)
-                .then_some(value.trim())
-        })
-    }
-
-    /// The `error` of a JSON error answer, or the whole body when it is not one.
-    fn error(&self) -> String {
-        serde_json::from_str::<Value>(&self.body)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(str::to_string))
-            .unwrap_or_else(|| format!("(not a JSON error) {}", self.body))
-    }
-}
-
-/// One HTTP/1.1 exchange with the endpoint at `address` (`http://HOST:PORT`), written by hand
-/// the way `curl` or a hostile page would send it: exactly `headers` (a `Host` included, or
-/// none), then `body`. Reads the answer to the end (`Connection: close`).
-fn raw(address: &str, method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> RawAnswer {
-    use std::io::{Read, Write};
-    let host_port = address.strip_prefix("http://").expect("http://HOST:PORT");
-    let mut stream = std::net::TcpStream::connect(host_port)
-        .unwrap_or_else(|e| panic!("cannot connect to {host_port}: {e}"));
-    stream.set_read_timeout(Some(CLI_TIMEOUT)).unwrap();
-    let mut request = format!("{method} {path} HTTP/1.1\r\n");
-    for (name, value) in headers {
-        request.push_str(&format!("{name}: {value}\r\n"));
-    }
-    request.push_str(&format!(
-        "Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    ));
-    stream.write_all(request.as_bytes()).unwrap();
-    let mut answer = String::new();
-    stream.read_to_string(&mut answer).unwrap();
-    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-    let status = head
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| panic!("not an HTTP answer: {answer:?}"));
-    RawAnswer {
-        status,
-        head: head.to_string(),
-        body: body.to_string(),
-    }
-}
-
 /// The token in the job's `_control.json`, read as JSON (whatever the file's Rust type).
 fn token_in(dir: &Path) -> Option<String> {
     let text = fs::read_to_string(EndpointFile::path_in(dir)).unwrap();
@@ -886,7 +802,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         ("POST", "/api/cancel"),
     ];
     for (method, path) in no_token {
-        let answer = raw(
+        let answer = raw_exchange(
             &address,
             method,
             path,
@@ -902,7 +818,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         );
     }
     // A URL token is not taken: it leaks into browser history and Referer headers.
-    let answer = raw(
+    let answer = raw_exchange(
         &address,
         "GET",
         &format!("/api/job?token={}", token.clone().unwrap_or_default()),
@@ -923,7 +839,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         format!("evil.example.com:{port}"),
         "127.0.0.1:1".to_string(),
     ] {
-        let answer = raw(
+        let answer = raw_exchange(
             &address,
             "GET",
             "/api/job",
@@ -932,7 +848,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         );
         expect(&mut broken, &format!("Host: {wrong}"), &answer, 421, "Host");
     }
-    let answer = raw(&address, "GET", "/", &[("Host", "evil.example.com")], "");
+    let answer = raw_exchange(&address, "GET", "/", &[("Host", "evil.example.com")], "");
     expect(
         &mut broken,
         "the dashboard under Host: evil.example.com",
@@ -941,7 +857,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         "Host",
     );
     for good in [host.clone(), format!("localhost:{port}")] {
-        let answer = raw(
+        let answer = raw_exchange(
             &address,
             "GET",
             "/api/job",
@@ -954,7 +870,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     }
 
     // CSRF: a foreign Origin, even with the token and the custom header.
-    let answer = raw(
+    let answer = raw_exchange(
         &address,
         "POST",
         "/api/cancel",
@@ -975,7 +891,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     );
     // A form or a `text/plain` fetch (no preflight): refused without the custom header.
     for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
-        let answer = raw(
+        let answer = raw_exchange(
             &address,
             "POST",
             "/api/cancel",
@@ -1007,7 +923,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     if status.code != Some(0) {
         broken.push(format!("weir status with _control.json: {}", status.stderr));
     }
-    let answer = raw(
+    let answer = raw_exchange(
         &address,
         "POST",
         "/api/savepoints",
@@ -1090,7 +1006,7 @@ fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound_and_so_are
     let mut taken = 0;
     let mut refused = None;
     for _ in 0..ATTEMPTS {
-        let answer = raw(&file.address, "POST", "/api/savepoints", &headers, "");
+        let answer = raw_exchange(&file.address, "POST", "/api/savepoints", &headers, "");
         match answer.status {
             200 => taken += 1,
             429 => {
@@ -1116,7 +1032,7 @@ fn a_savepoint_flood_over_the_api_is_refused_with_429_after_the_bound_and_so_are
         "Retry-After: {retry_after}"
     );
     // A rescale takes a savepoint too: it falls under the same bound.
-    let rescale = raw(
+    let rescale = raw_exchange(
         &file.address,
         "POST",
         "/api/rescale?count=3&out=3",

@@ -43,7 +43,7 @@ fn cancelled_after_idle_checkpoints(sandbox: &Sandbox, incremental: bool) -> (Pa
     let first = word_text(7, 2_000, 10);
     fs::write(&input, &first).unwrap();
     job(sandbox, &input, true, incremental).write(&sandbox.job_path());
-    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     let expected = word_counts(&first);
     let out = sandbox.out_dir();
     let mut committed_at = None;

@@ -25,12 +25,10 @@ fn strace_or_skip(test: &str) -> Option<PathBuf> {
     if found {
         return Some(PathBuf::from("strace"));
     }
-    assert!(
-        std::env::var("CI").as_deref() != Ok("true"),
-        "{test}: strace is missing, and CI never skips this test: `bash scripts/apt-install.sh \
-         'the durability test' strace`"
+    crate::support::skip(
+        test,
+        "strace is missing (`bash scripts/apt-install.sh 'the durability test' strace`)",
     );
-    eprintln!("!! SKIPPED {test}: strace is missing (apt-get install strace)");
     None
 }
 

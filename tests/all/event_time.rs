@@ -21,10 +21,10 @@ use weir::kill_point::{self, KillPoint};
 use weir::runtime::RunOptions;
 use weir_tests::guests;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines,
+    committed_lines, run_cli,
 };
 
 /// Records of the windowed input.
@@ -131,8 +131,15 @@ fn csv_keys(watermark: &str) -> String {
 /// File source `events` (with `watermark`) → key-hash → `window` (p=2, config `spec`) →
 /// forward → file sink `out` (p=2); checkpoints every 100 ms.
 fn window_job(sandbox: &Sandbox, input: &Path, spec: &str, watermark: &str) -> JobFile {
-    let job = JobFile::new("windows")
-        .file_source_with("events", input, false, &csv_keys(watermark))
+    let job =
+        JobFile::new("windows").file_source_with("events", input, false, &csv_keys(watermark));
+    windowed(job, sandbox, spec)
+}
+
+/// `job`, whose source is `events`, continued: → key-hash → `window` (p=2, config `spec`) →
+/// forward → file sink `out` (p=2); checkpoints every 100 ms, 3 retained, no pause.
+fn windowed(job: JobFile, sandbox: &Sandbox, spec: &str) -> JobFile {
+    let job = job
         .operator(
             "window",
             guests::WINDOW,
@@ -159,9 +166,7 @@ fn windows_over_out_of_order_input_are_the_windows_computed_directly() {
         let csv = sandbox.join("events.csv");
         write_csv(&csv, &records);
         window_job(&sandbox, &csv, spec, BOUNDED).write(&sandbox.job_path());
-        Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-            .wait(CLI_TIMEOUT)
-            .assert_code(0, spec);
+        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, spec);
         let expected = expected_lines(spec, &records);
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
         assert_same_output(&committed_lines(&sandbox.out_dir()), &expected, spec);
@@ -180,21 +185,12 @@ enum Kill {
 /// forward → file sink `out` (p=2); checkpoints every 100 ms. Slow enough that kills land while
 /// windows are open and timers pending.
 fn generated_window_job(sandbox: &Sandbox, spec: &str) -> JobFile {
-    let job = JobFile::new("windows")
-        .vertex(
-            "[[source]]\nname = \"events\"\ntype = \"generator\"\nseed = 18\ncount = 40000\n\
-             rate = 20000.0\nkeys = 40\ndisorder = 500\n\
-             watermark = { out_of_orderness = \"600ms\", interval = \"5ms\" }\n",
-        )
-        .operator(
-            "window",
-            guests::WINDOW,
-            2,
-            Some(spec),
-            ("events", "key-hash"),
-        )
-        .file_sink("out", &sandbox.out_dir(), 2, ("window", "forward"));
-    checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
+    let job = JobFile::new("windows").vertex(
+        "[[source]]\nname = \"events\"\ntype = \"generator\"\nseed = 18\ncount = 40000\n\
+         rate = 20000.0\nkeys = 40\ndisorder = 500\n\
+         watermark = { out_of_orderness = \"600ms\", interval = \"5ms\" }\n",
+    );
+    windowed(job, sandbox, spec)
 }
 
 #[test]
@@ -294,9 +290,7 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
         // above checks that against a direct computation.)
         let reference = Sandbox::new("windows-reference");
         generated_window_job(&reference, spec).write(&reference.job_path());
-        Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-            .wait(CLI_TIMEOUT)
-            .assert_code(0, spec);
+        run_cli(&reference.job_path(), &[], &reference.join("weir.log")).assert_code(0, spec);
         let expected = committed_lines(&reference.out_dir());
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
 
@@ -349,12 +343,11 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
             }
             history.push(format!("{kill:?}: {}", ended.status));
         }
-        Weir::run(
+        run_cli(
             &sandbox.job_path(),
             &["--restore", "latest"],
             &sandbox.join("final.log"),
         )
-        .wait(CLI_TIMEOUT)
         .assert_code(0, &format!("{spec}: the final run after {history:?}"));
         assert_same_output(
             &committed_lines(&sandbox.out_dir()),
@@ -561,8 +554,7 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
 fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     let reference = Sandbox::new("lengths-reference");
     two_lengths_job(&reference).write(&reference.job_path());
-    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
         .assert_code(0, "the reference run");
     let expected = committed_lines(&reference.out_dir());
     assert!(
@@ -587,12 +579,11 @@ fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
         "{}",
         ended.stderr
     );
-    Weir::run(
+    run_cli(
         &killed.job_path(),
         &["--restore", "latest"],
         &killed.join("final.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the restored run");
     assert_same_output(
         &committed_lines(&killed.out_dir()),
@@ -627,9 +618,7 @@ fn the_shipped_windows_example_runs() {
             &format!("{:?}", guests::WINDOW),
         );
     fs::write(sandbox.job_path(), text).unwrap();
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the example");
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, "the example");
     let windows = committed_lines(&sandbox.out_dir());
     // 20 seconds of event time, 20 keys: about 400 windows, and updates on top.
     assert!(windows.len() >= 390, "{} windows", windows.len());
@@ -658,6 +647,29 @@ fn the_shipped_windows_example_runs() {
     );
 }
 
+/// Writes `(key, timestamp)` records to partition 0 of `topic`, each valued its key, the
+/// timestamp in header `ts`, which the Kafka jobs of this file read; partition 1 stays idle.
+fn produce_stamped(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
+    let stamps: Vec<String> = records.iter().map(|(_, ts)| ts.to_string()).collect();
+    /// One record's headers: its timestamp.
+    type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
+    let headers: Vec<Stamp<'_>> = stamps
+        .iter()
+        .map(|ts| [("ts", Some(ts.as_bytes()))])
+        .collect();
+    let rows: Vec<(crate::kafka::Produce<'_>, crate::kafka::ProduceHeaders<'_>)> = records
+        .iter()
+        .zip(&headers)
+        .map(|((key, _), header)| {
+            (
+                (Some(0), Some(key.as_bytes()), key.as_bytes()),
+                header.as_slice(),
+            )
+        })
+        .collect();
+    broker.produce_with_headers(topic, &rows);
+}
+
 /// One idle Kafka partition, Flink's classic trap: a topic of two partitions, every record in
 /// partition 0, timestamps from a header, read by one source subtask that owns both. With an
 /// idle timeout the silent partition goes idle and the windows fire; with `"off"` it holds the
@@ -669,25 +681,13 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
     };
     let topic = crate::kafka::unique("events");
     broker.create_topic(&topic, 2);
-    let stamps: Vec<String> = (0..3_000).map(|i| (i * 2).to_string()).collect();
     let keys: Vec<String> = (0..3_000).map(|i| format!("k{}", i % 5)).collect();
-    /// One record's headers: its timestamp.
-    type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
-    let headers: Vec<Stamp<'_>> = stamps
+    let records: Vec<(&str, i64)> = keys
         .iter()
-        .map(|ts| [("ts", Some(ts.as_bytes()))])
+        .zip((0..).step_by(2))
+        .map(|(key, ts)| (key.as_str(), ts))
         .collect();
-    let rows: Vec<(crate::kafka::Produce<'_>, crate::kafka::ProduceHeaders<'_>)> = keys
-        .iter()
-        .zip(&headers)
-        .map(|(key, header)| {
-            (
-                (Some(0), Some(key.as_bytes()), b"v".as_slice()),
-                header.as_slice(),
-            )
-        })
-        .collect();
-    broker.produce_with_headers(&topic, &rows);
+    produce_stamped(broker, &topic, &records);
     for (idle_timeout, fires) in [("300ms", true), ("off", false)] {
         let sandbox = Sandbox::new("idle-partition");
         let text = format!(
@@ -745,30 +745,9 @@ fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late(
     };
     let topic = crate::kafka::unique("events");
     broker.create_topic(&topic, 2);
-    /// Writes `(key, timestamp)` records to partition 0, the timestamp in header `ts`.
-    fn produce(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
-        let stamps: Vec<String> = records.iter().map(|(_, ts)| ts.to_string()).collect();
-        /// One record's headers: its timestamp.
-        type Stamp<'a> = [(&'a str, Option<&'a [u8]>); 1];
-        let headers: Vec<Stamp<'_>> = stamps
-            .iter()
-            .map(|ts| [("ts", Some(ts.as_bytes()))])
-            .collect();
-        let rows: Vec<(crate::kafka::Produce<'_>, crate::kafka::ProduceHeaders<'_>)> = records
-            .iter()
-            .zip(&headers)
-            .map(|((key, _), header)| {
-                (
-                    (Some(0), Some(key.as_bytes()), key.as_bytes()),
-                    header.as_slice(),
-                )
-            })
-            .collect();
-        broker.produce_with_headers(topic, &rows);
-    }
     let mut first: Vec<(&str, i64)> = (0..1_000).map(|ts| ("a", ts)).collect();
     first.push(("z", 1_000)); // watermark 999: `a`'s window fires on time
-    produce(broker, &topic, &first);
+    produce_stamped(broker, &topic, &first);
 
     let sandbox = Sandbox::new("idle-partition-restored");
     let late_dir = sandbox.join("late");
@@ -806,7 +785,7 @@ fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late(
     let mut second: Vec<(&str, i64)> = std::iter::repeat_n(("z", 2_100), 30_000).collect();
     second.push(("a", 500)); // too late: `a`'s window expired at 1199
     second.push(("z", 5_000)); // watermark 4999: the window [2000, 3000) fires
-    produce(broker, &topic, &second);
+    produce_stamped(broker, &topic, &second);
     let mut weir = Weir::run(
         &sandbox.job_path(),
         &["--restore", "latest"],

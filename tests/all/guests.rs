@@ -3,26 +3,17 @@
 //! was never interrupted.
 
 use weir::ids::CheckpointId;
-use weir::wasm::{GuestInstance, InstanceContext, OperatorModule, WasmEngine};
+use weir::wasm::{GuestInstance, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
+
+use crate::support::guest_instance;
 
 type Rec = (Vec<u8>, Vec<u8>, i64);
 
 fn load(path: &str) -> OperatorModule {
     let engine = WasmEngine::new().unwrap();
     engine.load_file(path).unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn instance(module: &OperatorModule, name: &str) -> GuestInstance {
-    let ctx = InstanceContext {
-        operator: name.to_string(),
-        subtask: 0,
-        parallelism: 1,
-    };
-    module
-        .instantiate(ctx, b"")
-        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn batches(input: &[Rec], size: usize) -> Vec<Vec<u8>> {
@@ -54,10 +45,10 @@ fn assert_restore_is_invisible(path: &str, name: &str, input: &[Rec], every: usi
     let module = load(path);
     let all = batches(input, 7);
 
-    let mut straight = instance(&module, name);
+    let mut straight = guest_instance(&module, name);
     let expected: Vec<Rec> = all.iter().flat_map(|b| run(&mut straight, b)).collect();
 
-    let mut current = instance(&module, name);
+    let mut current = guest_instance(&module, name);
     let mut got = Vec::new();
     for (i, b) in all.iter().enumerate() {
         got.extend(run(&mut current, b));
@@ -68,7 +59,7 @@ fn assert_restore_is_invisible(path: &str, name: &str, input: &[Rec], every: usi
             current
                 .checkpoint_complete(CheckpointId(i as u64 + 1))
                 .unwrap();
-            current = instance(&module, name);
+            current = guest_instance(&module, name);
             current.restore(&state).unwrap_or_else(|e| panic!("{e}"));
         }
     }

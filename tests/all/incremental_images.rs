@@ -49,7 +49,7 @@ fn links(
 fn pruning_keeps_the_chain_of_the_retained_checkpoint_until_a_full_image_then_removes_it() {
     let sandbox = Sandbox::new("incremental-pruning");
     job(&sandbox, 1).write(&sandbox.job_path());
-    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     let dir = sandbox.checkpoint_dir();
     // Seen: the newest checkpoint a delta with its whole chain on disk; after that, a newer
     // full image alone on disk (its predecessors pruned).
@@ -104,7 +104,7 @@ fn pruning_keeps_the_chain_of_the_retained_checkpoint_until_a_full_image_then_re
 fn a_savepoint_is_a_full_image_and_no_checkpoint_builds_on_it() {
     let sandbox = Sandbox::new("incremental-savepoint");
     job(&sandbox, 10).write(&sandbox.job_path());
-    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     let dir = sandbox.checkpoint_dir();
     running.wait_until("three checkpoints", Duration::from_secs(30), |monitor| {
         monitor.checkpoint_counts().0 >= 3

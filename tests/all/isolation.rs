@@ -68,9 +68,10 @@ use std::time::Instant;
 
 use weir_tests::guests;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, weir_command,
+    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, run_cli,
+    weir_command,
 };
 
 /// The exit code of a job that failed beyond its restart strategy (README).
@@ -851,7 +852,7 @@ fn hostile_components_fail_by_name_under_the_restart_strategy_with_bounded_host_
         if let Guest::Built { path, .. } = case.guest {
             let sandbox = Sandbox::new("isolation-warm");
             let out = weir(&sandbox, &["validate", path]);
-            assert_eq!(out.code, Some(0), "{path}: {}{}", out.stdout, out.stderr);
+            out.assert_code(0, path);
         }
     }
     run_corpus(&cases);
@@ -909,22 +910,10 @@ fn run_corpus(cases: &[Case]) {
 // ---------------------------------------------------------------------------------------------
 // The import surface
 
-/// A `weir` command's exit code and output.
-struct Output {
-    code: Option<i32>,
-    stdout: String,
-    stderr: String,
-}
-
 /// Runs `weir ARGS` to its end, at most [`CLI_TIMEOUT`] (then kills it and fails); its output
 /// goes through files in `sandbox`, so nothing blocks on a full pipe.
-fn weir(sandbox: &Sandbox, args: &[&str]) -> Output {
-    let out = weir_command(sandbox, args, "", &[("RUST_LOG", "warn")]);
-    Output {
-        code: out.code,
-        stdout: out.stdout,
-        stderr: out.stderr,
-    }
+fn weir(sandbox: &Sandbox, args: &[&str]) -> CliOutput {
+    weir_command(sandbox, args, "", &[("RUST_LOG", "warn")])
 }
 
 /// Imports a guest might try, by what they would reach: `(reach, module, name, import type)`.
@@ -1361,7 +1350,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &control.out_dir(), 1, ("self", "forward"))
         .restart("strategy = \"none\"")
         .write(&control.job_path());
-    let ended = Weir::run(&control.job_path(), &[], &control.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&control.job_path(), &[], &control.join("weir.log"));
     ended.assert_code(EXIT_JOB_FAILED, "the control job");
     assert!(
         ended.stderr.contains(&format!(
@@ -1380,7 +1369,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &sandbox.out_dir(), 1, ("peer", "rebalance"))
         .restart("strategy = \"none\"")
         .write(&sandbox.job_path());
-    let ended = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     ended.assert_code(0, "no scanner may find the secret");
     let lines: Vec<&str> = ended.stderr.lines().collect();
     let wrote = lines
@@ -1413,7 +1402,7 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
         .file_sink("out", &fresh.out_dir(), 1, ("fresh", "forward"))
         .restart(RESTART)
         .write(&fresh.job_path());
-    let ended = Weir::run(&fresh.job_path(), &[], &fresh.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&fresh.job_path(), &[], &fresh.join("weir.log"));
     ended.assert_code(EXIT_JOB_FAILED, "the fresh-memory job");
     let traps = ended
         .stderr

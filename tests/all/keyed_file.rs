@@ -13,7 +13,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use weir::kill_point;
 
 use crate::support::{
-    CLI_TIMEOUT, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
+    CLI_TIMEOUT, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
 };
 
 /// Lines in the file, of which every 37th is malformed.
@@ -110,12 +110,11 @@ fn a_keyed_jsonl_job_killed_after_a_checkpoint_resumes_mid_file_exactly_once() {
     whole.push_str(&text(&lines[half..]));
     fs::write(&input, &whole).unwrap();
     job(&sandbox, false).write(&sandbox.job_path());
-    let ended = Weir::run(
+    let ended = run_cli(
         &sandbox.job_path(),
         &["--restore", "latest"],
         &sandbox.join("restored.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    );
     ended.assert_code(0, "the restored run");
     assert!(
         ended.stderr.contains("restor") && !ended.stderr.contains("skipped malformed line 37 of"),

@@ -23,7 +23,7 @@ use std::os::unix::process::ExitStatusExt as _;
 
 use weir::kill_point::{self, KillPoint};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
     committed_lines, complete_checkpoints, in_progress_files, number_from_env, seed_from_env,
@@ -82,7 +82,7 @@ fn nth_range(point: KillPoint) -> (u64, u64) {
         KillPoint::SinkCommit => (1, 9),
         // Ten tasks restore; the first round has nothing to restore.
         KillPoint::Restore => (1, 11),
-        // Only a Kafka sink has it (`kafka_exactly_once` kills there), and only an operator
+        // Only a Kafka sink has it (`kafka::exactly_once` kills there), and only an operator
         // with timers the other (`event_time` kills there).
         KillPoint::SinkCommitted | KillPoint::TimerFiring => (1, 1),
     }

@@ -14,13 +14,11 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use weir::ids::CheckpointId;
-use weir::wasm::{
-    GuestFailure, GuestInstance, InstanceContext, OperatorModule, StateCapture, WasmEngine,
-};
+use weir::wasm::{GuestFailure, GuestInstance, OperatorModule, StateCapture, WasmEngine};
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
 
-use crate::support::foreign;
+use crate::support::{foreign, guest_instance};
 
 /// One input record: key, value, timestamp.
 type Rec = (Vec<u8>, Vec<u8>, i64);
@@ -79,14 +77,7 @@ impl Guest {
     }
 
     fn instance(&self) -> GuestInstance {
-        let context = InstanceContext {
-            operator: self.name.to_string(),
-            subtask: 0,
-            parallelism: 1,
-        };
-        self.module
-            .instantiate(context, b"")
-            .unwrap_or_else(|e| panic!("{e}"))
+        guest_instance(&self.module, self.name)
     }
 }
 

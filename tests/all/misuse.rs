@@ -9,7 +9,7 @@ use std::path::Path;
 
 use weir::kill_point::{self, KillPoint};
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpoint_dirs,
     checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,

@@ -37,7 +37,7 @@ fn job(sandbox: &Sandbox, count: Option<u64>, on_cancel: &str) -> JobFile {
 /// ever complete on disk; then cancels it. Returns the id of the last completed checkpoint.
 fn run_then_cancel(sandbox: &Sandbox, on_cancel: &str, checkpoints: u64) -> u64 {
     job(sandbox, None, on_cancel).write(&sandbox.job_path());
-    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     let dir = sandbox.checkpoint_dir();
     let mut most = 0;
     running.wait_until(

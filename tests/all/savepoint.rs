@@ -94,7 +94,7 @@ fn a_second_stop_while_the_stop_savepoint_is_in_flight_does_not_cancel_the_job()
     let sandbox = Sandbox::new("savepoint-twice");
     checkpointed(generator_count(&sandbox, &generator), &sandbox, "100ms", 1)
         .write(&sandbox.job_path());
-    let mut running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
     running.wait_until("a checkpoint", Duration::from_secs(30), |monitor| {
         monitor.checkpoint_counts().0 >= 1
     });

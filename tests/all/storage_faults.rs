@@ -41,20 +41,20 @@ use std::io::{self, Write as _};
 use std::os::unix::fs::PermissionsExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, OnceLock, mpsc};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use weir::checkpoint::layout::CheckpointLayout;
 use weir::checkpoint::restore::{restore_from_path, restore_latest};
 use weir::checkpoint::storage::{CheckpointStorage, Fault, FaultyStorage, LocalStorage};
-use weir::job::{Job, JobStatus};
-use weir::runtime::{JobMonitor, JobOutcome, JobRequest, JobRunner, RunOptions};
+use weir::job::JobStatus;
+use weir::runtime::JobMonitor;
 
-use crate::report;
+use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Rng, Sandbox, assert_same_output, checkpoint_dirs,
-    committed_lines, generator_count, in_progress_files, run_cli, run_in_process, seed_from_env,
-    weir_bin,
+    CLI_TIMEOUT, GeneratorSpec, InProcess, JobFile, Rng, Sandbox, assert_same_output,
+    checkpoint_dirs, committed_lines, generator_count, in_progress_files, run_cli, run_in_process,
+    seed_from_env, weir_bin,
 };
 
 /// Records the generator emits in every job of this module.
@@ -234,79 +234,6 @@ impl Drop for Tmpfs {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Running a job in this process on a given storage
-
-/// A job running on a thread of this test, over a storage the test chose.
-struct Running {
-    monitor: JobMonitor,
-    requests: tokio::sync::mpsc::UnboundedSender<JobRequest>,
-    outcome: mpsc::Receiver<Result<JobOutcome, String>>,
-}
-
-impl Running {
-    fn start(job_path: &Path, storage: Arc<dyn CheckpointStorage>) -> Running {
-        let job = Job::load(job_path).unwrap_or_else(|e| panic!("{e}"));
-        let runner = JobRunner::with_storage(job, RunOptions::default(), storage)
-            .unwrap_or_else(|e| panic!("cannot start the job: {e}"));
-        let monitor = runner.monitor();
-        let (requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
-        let (tx, outcome) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("storage-fault-job".into())
-            .spawn(move || {
-                let _ = tx.send(runner.run(requests_rx).map_err(|e| e.to_string()));
-            })
-            .unwrap();
-        Running {
-            monitor,
-            requests,
-            outcome,
-        }
-    }
-
-    /// Waits until `done` holds, polling every 5 ms; fails if the job ends first or after
-    /// [`CLI_TIMEOUT`].
-    fn wait_until(&self, what: &str, mut done: impl FnMut(&JobMonitor) -> bool) {
-        let deadline = Instant::now() + CLI_TIMEOUT;
-        while !done(&self.monitor) {
-            if let Ok(ended) = self.outcome.try_recv() {
-                panic!(
-                    "the job ended while waiting for {what}: {ended:?}; its checkpoint failures: \
-                     {:#?}",
-                    self.monitor.recent_failures()
-                );
-            }
-            assert!(
-                Instant::now() < deadline,
-                "waited {CLI_TIMEOUT:?} for {what}"
-            );
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Waits for the outcome, sampling the checkpoint directory meanwhile (see [`Strays`]).
-    fn join(self, strays: &mut Strays) -> JobOutcome {
-        let deadline = Instant::now() + CLI_TIMEOUT;
-        loop {
-            strays.sample();
-            match self.outcome.recv_timeout(Duration::from_millis(5)) {
-                Ok(Ok(outcome)) => return outcome,
-                Ok(Err(e)) => panic!("the job could not run: {e}"),
-                Err(mpsc::RecvTimeoutError::Timeout) if Instant::now() < deadline => {}
-                Err(_) => panic!("the job did not end within {CLI_TIMEOUT:?}"),
-            }
-        }
-    }
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        // A test that fails midway leaves no job running behind it.
-        let _ = self.requests.send(JobRequest::Cancel);
-    }
-}
-
-// ---------------------------------------------------------------------------------------------
 // What is on disk
 
 /// Samples a checkpoint directory while a job runs: the most incomplete checkpoint
@@ -480,9 +407,9 @@ impl DiskFull {
     }
 
     /// Waits for the disk to fill (real) or fills it (injected) after two completions.
-    fn fill(&self, running: &Running) {
+    fn fill(&self, running: &InProcess) {
         if let DiskFull::Injected(faulty) = self {
-            running.wait_until("two checkpoints to complete", |m| {
+            running.wait_until("two checkpoints to complete", CLI_TIMEOUT, |m| {
                 m.checkpoint_counts().0 >= 2
             });
             faulty.break_writes(io::ErrorKind::StorageFull);
@@ -511,24 +438,24 @@ fn disk_full_declines_checkpoints_until_space_is_freed_and_the_job_finishes() {
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_declines_checkpoints");
     job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = Running::start(&sandbox.job_path(), storage);
+    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
     let mut strays = Strays::new(&checkpoints);
 
     disk.fill(&running);
-    running.wait_until("checkpoints to fail for want of space", |m| {
+    running.wait_until("checkpoints to fail for want of space", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= FAILURES
     });
-    let completed_before = running.monitor.checkpoint_counts().0;
+    let completed_before = running.monitor().checkpoint_counts().0;
     assert!(completed_before >= 1, "no checkpoint completed before");
     // Many more failures, to see that their directories do not pile up.
-    running.wait_until("more checkpoints to fail", |m| {
+    running.wait_until("more checkpoints to fail", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= 2 * FAILURES
     });
     disk.free();
-    let monitor = running.monitor.clone();
-    let outcome = running.join(&mut strays);
+    let monitor = running.monitor().clone();
+    let outcome = running.join_sampling(|| strays.sample());
 
     assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
     let (completed, failed) = monitor.checkpoint_counts();
@@ -566,11 +493,11 @@ fn disk_full_beyond_the_tolerable_failures_fails_the_job_naming_the_file() {
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_beyond_the_tolerable_failures");
     job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = Running::start(&sandbox.job_path(), storage);
+    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
     let mut strays = Strays::new(&checkpoints);
     disk.fill(&running);
-    let monitor = running.monitor.clone();
-    let outcome = running.join(&mut strays);
+    let monitor = running.monitor().clone();
+    let outcome = running.join_sampling(|| strays.sample());
 
     assert_eq!(outcome.status, JobStatus::Failed, "{outcome:?}");
     let failure = outcome.failure.unwrap_or_default();
@@ -626,9 +553,9 @@ fn read_only_checkpoint_directory_declines_checkpoints_until_it_is_writable_agai
             }
         };
     job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = Running::start(&sandbox.job_path(), storage);
+    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
     let mut strays = Strays::new(&checkpoints);
-    running.wait_until("two checkpoints to complete", |m| {
+    running.wait_until("two checkpoints to complete", CLI_TIMEOUT, |m| {
         m.checkpoint_counts().0 >= 2
     });
     match (&tmpfs, &faulty) {
@@ -636,18 +563,22 @@ fn read_only_checkpoint_directory_declines_checkpoints_until_it_is_writable_agai
         (_, Some(faulty)) => faulty.break_writes(io::ErrorKind::ReadOnlyFilesystem),
         _ => unreachable!(),
     }
-    let completed_before = running.monitor.checkpoint_counts().0;
-    running.wait_until("checkpoints to fail on the read-only directory", |m| {
-        strays.sample();
-        m.checkpoint_counts().1 >= FAILURES
-    });
+    let completed_before = running.monitor().checkpoint_counts().0;
+    running.wait_until(
+        "checkpoints to fail on the read-only directory",
+        CLI_TIMEOUT,
+        |m| {
+            strays.sample();
+            m.checkpoint_counts().1 >= FAILURES
+        },
+    );
     match (&tmpfs, &faulty) {
         (Some(tmpfs), _) => tmpfs.remount("rw").unwrap(),
         (_, Some(faulty)) => faulty.heal(),
         _ => unreachable!(),
     }
-    let monitor = running.monitor.clone();
-    let outcome = running.join(&mut strays);
+    let monitor = running.monitor().clone();
+    let outcome = running.join_sampling(|| strays.sample());
 
     assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
     let (completed, failed) = monitor.checkpoint_counts();
@@ -897,19 +828,19 @@ fn permission_denied_declines_checkpoints_until_access_is_restored() {
 fn permission_denied_injected(sandbox: &Sandbox, reference: &Reference) {
     let checkpoints = sandbox.checkpoint_dir();
     let faulty = Arc::new(FaultyStorage::local(CheckpointLayout::new(&checkpoints)));
-    let running = Running::start(&sandbox.job_path(), Arc::clone(&faulty) as _);
+    let running = InProcess::start_with_storage(&sandbox.job_path(), Arc::clone(&faulty) as _);
     let mut strays = Strays::new(&checkpoints);
-    running.wait_until("two checkpoints to complete", |m| {
+    running.wait_until("two checkpoints to complete", CLI_TIMEOUT, |m| {
         m.checkpoint_counts().0 >= 2
     });
     faulty.break_writes(io::ErrorKind::PermissionDenied);
-    running.wait_until("checkpoints to be refused", |m| {
+    running.wait_until("checkpoints to be refused", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= FAILURES
     });
     faulty.heal();
-    let monitor = running.monitor.clone();
-    let outcome = running.join(&mut strays);
+    let monitor = running.monitor().clone();
+    let outcome = running.join_sampling(|| strays.sample());
     assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
     assert_reasons_name_file_and_error(
         &reasons(&monitor),
@@ -950,22 +881,26 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
     faulty.inject_metadata(2, Fault::Fail(io::ErrorKind::StorageFull));
     faulty.inject_metadata(3, Fault::CrashBeforeRename);
     job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = Running::start(&sandbox.job_path(), Arc::clone(&faulty) as _);
+    let running = InProcess::start_with_storage(&sandbox.job_path(), Arc::clone(&faulty) as _);
     let mut strays = Strays::new(&checkpoints);
-    running.wait_until("two metadata writes to fail", |m| {
+    running.wait_until("two metadata writes to fail", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= 2
     });
-    let failures = running.monitor.recent_failures();
+    let failures = running.monitor().recent_failures();
     let failed_ids: Vec<u64> = failures.iter().map(|f| f.id.0).collect();
     // Removed while the job runs, not only when it ends.
-    running.wait_until("the failed checkpoints' directories to be removed", |_| {
-        checkpoint_dirs(&checkpoints)
-            .iter()
-            .all(|c| !failed_ids.contains(&c.id))
-    });
-    let monitor = running.monitor.clone();
-    let outcome = running.join(&mut strays);
+    running.wait_until(
+        "the failed checkpoints' directories to be removed",
+        CLI_TIMEOUT,
+        |_| {
+            checkpoint_dirs(&checkpoints)
+                .iter()
+                .all(|c| !failed_ids.contains(&c.id))
+        },
+    );
+    let monitor = running.monitor().clone();
+    let outcome = running.join_sampling(|| strays.sample());
 
     assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
     assert_eq!(monitor.checkpoint_counts().1, 2, "{failures:#?}");

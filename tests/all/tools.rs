@@ -13,34 +13,12 @@ use weir_tests::guests::{
     ZIG_COUNT,
 };
 
-use crate::support::{Sandbox, weir_command};
-
-/// What one `weir` command did.
-struct Output {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-impl Output {
-    fn assert_code(&self, code: i32, context: &str) {
-        assert_eq!(
-            self.code, code,
-            "{context}: exit code {} instead of {code}\nstdout:\n{}\nstderr:\n{}",
-            self.code, self.stdout, self.stderr
-        );
-    }
-}
+use crate::support::{CliOutput, Sandbox, weir_command};
 
 /// Runs `weir ARGS` with `stdin` as its standard input, killing it after [`CLI_TIMEOUT`]. Its
 /// streams go through files in `sandbox`, so nothing can block on a full pipe.
-fn weir(sandbox: &Sandbox, args: &[&str], stdin: &str) -> Output {
-    let out = weir_command(sandbox, args, stdin, &[("RUST_LOG", "warn")]);
-    Output {
-        code: out.code.unwrap_or(-1),
-        stdout: out.stdout,
-        stderr: out.stderr,
-    }
+fn weir(sandbox: &Sandbox, args: &[&str], stdin: &str) -> CliOutput {
+    weir_command(sandbox, args, stdin, &[("RUST_LOG", "warn")])
 }
 
 /// Writes `text` to `name` in `sandbox` and returns its path as a string.
@@ -383,11 +361,7 @@ fn test_with_a_checkpoint_after_every_record_gives_the_same_output_on_every_exam
 /// as a job does, and says what is wrong when asked to use the exports it lacks.
 #[test]
 fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot_code() {
-    let Some(path) = weir_tests::guests::C_LIBC_COUNT else {
-        assert!(
-            std::env::var("CI").as_deref() != Ok("true"),
-            "the c-libc guest was not built, and CI never skips it"
-        );
+    let Some(path) = crate::support::foreign("c-libc", weir_tests::guests::C_LIBC_COUNT) else {
         return;
     };
     let sandbox = Sandbox::new("test-c-libc");
@@ -712,7 +686,7 @@ const INIT_ECHO: &str = r#"(module
 fn test_gives_the_operator_its_config_name_and_subtask() {
     let sandbox = Sandbox::new("test-init");
     let module = write(&sandbox, "echo.wat", INIT_ECHO);
-    let init_of = |out: &Output| {
+    let init_of = |out: &CliOutput| {
         let record = JsonRecord::parse(out.stdout.lines().next().unwrap()).unwrap();
         let message = InitMessage::decode(&record.value).unwrap();
         (
@@ -982,7 +956,7 @@ fn test_names_a_javascript_engine_out_of_memory() {
         ) && error.contains("the engine's own heap ran out: keep less state"),
         "{error}"
     );
-    crate::report::record(&crate::report::Row {
+    crate::support::report::record(&crate::support::report::Row {
         area: "misuse",
         scenario: "a JavaScript operator past its engine's heap (a million live objects)",
         rounds: 1,

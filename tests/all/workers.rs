@@ -1,12 +1,12 @@
 //! A job run by many workers (`weir run JOB --worker I/N`, `weir::job::workers`), against
-//! the Kafka broker of `kafka.rs` and the S3 server of `s3.rs`: the sink that joins two
-//! stages, and three worker processes of a word count killed at random moments and restarted
-//! with their index, whose read_committed output must be a failure-free run's.
+//! the Kafka broker of `kafka/mod.rs` and the S3 server of `object_storage/mod.rs`: the sink
+//! that joins two stages, and three worker processes of a word count killed at random moments
+//! and restarted with their index, whose read_committed output must be a failure-free run's.
 //!
 //! A worker is killed at any moment, a transaction of an exchange topic or of the sink open or
 //! not: a reader that tails a topic whose writer died mid-transaction sees the replacement's
 //! commits (Kafka returns a fetch only the aborted transactions that overlap it;
-//! `kafka_broker::kafka_broker_shows_a_producers_committed_records_…`). The emulator the tests
+//! `kafka::broker::kafka_broker_shows_a_producers_committed_records_…`). The emulator the tests
 //! once ran hid them, and this test used to kill only between transactions there.
 //!
 //! `WEIR_WORKER_ROUNDS` sets the kills (default 6), `WEIR_CHAOS_SEED` the seed; both are
@@ -21,10 +21,10 @@ use weir::job::{Job, SinkKind, SinkPartitioning, VertexKind};
 use weir::runtime::{JobRunner, RunOptions};
 use weir_abi::key_group::key_group;
 
+use crate::kafka::cluster::BrokerFault;
+use crate::kafka::exactly_once::{End, difference, output_lines};
 use crate::kafka::{self, Isolation};
-use crate::kafka_cluster::BrokerFault;
-use crate::kafka_exactly_once::{End, difference, output_lines};
-use crate::report;
+use crate::support::report;
 use crate::support::{CLI_TIMEOUT, Rng, Sandbox, Weir, number_from_env, seed_from_env};
 
 #[test]
@@ -220,7 +220,7 @@ fn wordcount_with(
 
 #[test]
 fn three_workers_killed_at_random_write_what_one_process_writes() {
-    let Some(s3) = crate::s3::s3_or_skip("three_workers_killed_at_random") else {
+    let Some(s3) = crate::object_storage::s3_or_skip("three_workers_killed_at_random") else {
         return;
     };
     let Some(broker) = kafka::broker_or_skip("three_workers_killed_at_random") else {
@@ -229,12 +229,12 @@ fn three_workers_killed_at_random_write_what_one_process_writes() {
     three_workers_killed_at_random(s3, broker, false);
 }
 
-/// The same on a three-node Apache Kafka cluster (`kafka_cluster.rs`), a broker killed and
+/// The same on a three-node Apache Kafka cluster (`kafka/cluster.rs`), a broker killed and
 /// started again or paused past the transaction timeout in every round, beside the kill of a
 /// worker.
 #[test]
 fn three_workers_killed_at_random_on_a_cluster_whose_brokers_fail_write_what_one_process_writes() {
-    let Some(s3) = crate::s3::s3_or_skip("three_workers_on_a_cluster") else {
+    let Some(s3) = crate::object_storage::s3_or_skip("three_workers_on_a_cluster") else {
         return;
     };
     let Some(cluster) = kafka::shared_cluster_or_skip("three_workers_on_a_cluster") else {
@@ -247,7 +247,11 @@ fn three_workers_killed_at_random_on_a_cluster_whose_brokers_fail_write_what_one
 /// again; with `broker_faults`, a fault of `broker`'s nodes in each round too
 /// ([`BrokerFault`]). The read_committed output must be a failure-free run's, and the same
 /// job as one process must write the same.
-fn three_workers_killed_at_random(s3: &crate::s3::S3, broker: &kafka::Broker, broker_faults: bool) {
+fn three_workers_killed_at_random(
+    s3: &crate::object_storage::S3,
+    broker: &kafka::Broker,
+    broker_faults: bool,
+) {
     const WORKERS: u32 = 3;
     const CHUNK: u64 = 400;
     let seed = seed_from_env("WEIR_CHAOS_SEED", 0x3_0000_0021);
@@ -268,8 +272,8 @@ fn three_workers_killed_at_random(s3: &crate::s3::S3, broker: &kafka::Broker, br
             &format!("s3://{bucket}/jobs/wordcount"),
             &input,
             &output,
-            crate::kafka_cluster::RESTART,
-        ) + &crate::kafka_cluster::sink_properties()
+            crate::kafka::cluster::RESTART,
+        ) + &crate::kafka::cluster::sink_properties()
     } else {
         wordcount(
             broker,
@@ -599,7 +603,7 @@ fn a_worker_stopped_with_savepoints_goes_on_from_them_exactly() {
 
 /// The complete checkpoints under `prefix` of `bucket`, each with the generation of the run
 /// that completed it.
-fn generations(s3: &crate::s3::S3, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
+fn generations(s3: &crate::object_storage::S3, bucket: &str, prefix: &str) -> Vec<(String, u64)> {
     s3.list(bucket, prefix)
         .into_iter()
         .filter(|(key, _)| key.ends_with("/_metadata"))
@@ -614,7 +618,7 @@ fn generations(s3: &crate::s3::S3, bucket: &str, prefix: &str) -> Vec<(String, u
 
 #[test]
 fn a_zombie_worker_completes_no_checkpoint_and_commits_no_output() {
-    let Some(s3) = crate::s3::s3_or_skip("a_zombie_worker") else {
+    let Some(s3) = crate::object_storage::s3_or_skip("a_zombie_worker") else {
         return;
     };
     let Some(broker) = kafka::broker_or_skip("a_zombie_worker") else {

@@ -1,7 +1,7 @@
 // Checks what checkpoints on az:// rely on in the Azurite emulator at the blob endpoint given:
 // a create-if-absent (If-None-Match: *) of a blob that exists is refused, so of two writers
 // of one `_metadata` (or generation, or job id) only the first succeeds. Exits 0 if it is
-// refused, 1 with the reason if not. For tests/all/azure.rs.
+// refused, 1 with the reason if not. For tests/all/object_storage/mod.rs.
 import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
 
 const [endpoint, container] = process.argv.slice(2);

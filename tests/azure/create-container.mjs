@@ -1,5 +1,6 @@
 // Creates a container in the Azurite emulator at the blob endpoint given (its well-known
-// development account), for tests/all/azure.rs: object stores cannot create containers.
+// development account), for tests/all/object_storage/mod.rs: object stores cannot create
+// containers.
 import { BlobServiceClient, StorageSharedKeyCredential } from "@azure/storage-blob";
 
 const [endpoint, container] = process.argv.slice(2);

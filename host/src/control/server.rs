@@ -769,6 +769,12 @@ fn text(status: StatusCode, content_type: &'static str, body: String) -> Answer 
     answer
 }
 
+/// The raw HTTP/1.1 exchange of the end-to-end tests, which this module's tests send too: one
+/// parser of raw answers for both.
+#[cfg(test)]
+#[path = "../../../tests/all/support/http.rs"]
+mod raw_http;
+
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -847,53 +853,15 @@ mod tests {
         ControlClient::new(running.server.url(), Some(TEST_TOKEN.into())).unwrap()
     }
 
-    /// An answer to [`raw`]: status, head (status line and headers), body.
-    struct Raw {
-        status: u16,
-        head: String,
-        body: String,
-    }
-
-    impl Raw {
-        fn header(&self, name: &str) -> Option<&str> {
-            self.head.lines().skip(1).find_map(|line| {
-                let (key, value) = line.split_once(':')?;
-                key.trim()
-                    .eq_ignore_ascii_case(name)
-                    .then_some(value.trim())
-            })
-        }
-
-        fn error(&self) -> String {
-            serde_json::from_str::<serde_json::Value>(&self.body)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_string))
-                .unwrap_or_else(|| format!("(not a JSON error) {}", self.body))
-        }
-    }
-
     /// One request written by hand, as `curl` or a hostile page sends it: exactly `headers`
-    /// (a `Host` included or not), `Connection: close`.
-    fn raw(server: &ControlServer, method: &str, path: &str, headers: &[(&str, &str)]) -> Raw {
-        use std::io::{Read, Write};
-        let mut stream = std::net::TcpStream::connect(server.address()).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let mut request = format!("{method} {path} HTTP/1.1\r\n");
-        for (name, value) in headers {
-            request.push_str(&format!("{name}: {value}\r\n"));
-        }
-        request.push_str("Content-Length: 0\r\nConnection: close\r\n\r\n");
-        stream.write_all(request.as_bytes()).unwrap();
-        let mut answer = String::new();
-        stream.read_to_string(&mut answer).unwrap();
-        let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
-        Raw {
-            status: head.split(' ').nth(1).unwrap().parse().unwrap(),
-            head: head.to_string(),
-            body: body.to_string(),
-        }
+    /// (a `Host` included or not), no body, `Connection: close`.
+    fn raw(
+        server: &ControlServer,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+    ) -> super::raw_http::RawAnswer {
+        super::raw_http::raw_exchange(server.url(), method, path, headers, "")
     }
 
     /// `Host: 127.0.0.1:PORT` of `server`.

@@ -1,5 +1,5 @@
 //! Renders `docs/RELIABILITY.md` from the rows the fault tests and the fuzz script recorded
-//! (`WEIR_RELIABILITY_LOG`, one JSON object per line; see `tests/all/report.rs`).
+//! (`WEIR_RELIABILITY_LOG`, one JSON object per line; see `tests/all/support/report.rs`).
 //! `scripts/reliability.sh` runs the scenarios and then this; nobody edits the table by hand.
 //!
 //! Usage: `reliability-table ROWS.jsonl OUTPUT.md [--only AREA,…]` with `WEIR_RELIABILITY_COMMAND`,
@@ -51,20 +51,20 @@ const HOW: &str = "\
   be those docs/WINDOWS.md gives. Repeat one with
   `WEIR_CHAOS_SEED=<seed> WEIR_CHAOS_ROUNDS=<n> cargo test -p weir-tests --test all chaos::`
   (or `WEIR_KILL_POINT_ROUNDS=<n> … kill_points::`); every failure prints its seed.
-- **Exactly-once through Kafka** (`tests/all/kafka_exactly_once.rs`, against a real
+- **Exactly-once through Kafka** (`tests/all/kafka/exactly_once.rs`, against a real
   Kafka-protocol broker): kafka (4 partitions, p=2) → key-hash → count p=2 → exactly-once Kafka
   sink p=2, and the same with a file on either side; each round appends input and is killed at a
   named point (`sink-commit` and `sink-committed` too) or at a random moment; what a
   read_committed consumer sees must equal an undisturbed run, in order per key within each
-  partition (`WEIR_KAFKA_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> … kafka_exactly_once::`).
-- **Exactly-once on a real Kafka cluster** (`tests/all/kafka_cluster.rs`): the same Kafka →
+  partition (`WEIR_KAFKA_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> … kafka::exactly_once::`).
+- **Exactly-once on a real Kafka cluster** (`tests/all/kafka/cluster.rs`): the same Kafka →
   count → Kafka job on three Apache Kafka nodes (replication factor 3, `min.insync.replicas`
   2), restarting itself after failures; in every round a broker is SIGKILLed and started again
   (the leader of an output partition, or the transaction coordinator) or the coordinator is
   paused (SIGSTOP) past the sink's transaction timeout, while `weir` is SIGKILLed at a random
   moment or after a checkpoint; a final run restores and finishes, and the read_committed output
   must equal an undisturbed run's (`WEIR_CLUSTER_ROUNDS=<n> WEIR_CHAOS_SEED=<seed> …
-  kafka_cluster::`).
+  kafka::cluster::`).
 - **Guest isolation** (`tests/all/isolation.rs`): hostile guests in real jobs; each must end in a
   failure that names the operator, subtask and cause, with the restart strategy applied, bounded
   host memory and no hang.
@@ -245,9 +245,9 @@ fn render(by_area: &BTreeMap<&str, Vec<Row>>) -> String {
         "# Reliability\n\n\
          What Weir has been shown to survive, scenario by scenario. **This file is generated** by\n\
          `scripts/reliability.sh` from the rows the fault tests record when they pass (see\n\
-         `tests/all/report.rs`) and from `scripts/fuzz.sh`; edit those, not this file. The same\n\
-         scenarios run in every CI run (`.ci/run`) with fewer rounds; the numbers below are from\n\
-         the long run described here.\n\n",
+         `tests/all/support/report.rs`) and from `scripts/fuzz.sh`; edit those, not this file.\n\
+         The same scenarios run in every CI run (`.ci/run`) with fewer rounds; the numbers below\n\
+         are from the long run described here.\n\n",
     );
     writeln!(out, "- Command: `{}`", env("WEIR_RELIABILITY_COMMAND")).unwrap();
     writeln!(out, "- Commit: `{}`", env("WEIR_RELIABILITY_COMMIT")).unwrap();

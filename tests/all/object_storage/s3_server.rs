@@ -1,4 +1,4 @@
-//! The S3 test server (`s3.rs`, moto) does what the checkpoints on object storage rely on, with
+//! The S3 test server (`mod.rs`, moto) does what the checkpoints on object storage rely on, with
 //! the client the host uses (object_store): objects in, out, listed and deleted; a conditional
 //! create refused when the key exists, and exactly one winner of a race of creates; a
 //! conditional update on the current ETag only; multipart uploads. And the fault proxy in front
@@ -18,7 +18,7 @@ use object_store::{
 };
 use weir_test_servers::fault_proxy::{Action, Fault, Seen};
 
-use crate::s3::{block_on, s3_or_skip};
+use super::{block_on, s3_or_skip};
 
 /// `PutOptions` with `mode`.
 fn mode(mode: PutMode) -> PutOptions {

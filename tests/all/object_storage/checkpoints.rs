@@ -1,5 +1,5 @@
 //! Checkpoints on object storage (`[checkpoint] directory = "s3://bucket/prefix"`,
-//! docs/CHECKPOINTS.md §8) against a real S3 server (moto, `s3.rs`), with the guarantees of
+//! docs/CHECKPOINTS.md §8) against a real S3 server (moto, `mod.rs`), with the guarantees of
 //! local files: a job killed with SIGKILL and restarted with `--restore latest` commits exactly
 //! the output of an undisturbed run; `weir checkpoints`, `inspect` and `verify` read the
 //! bucket; and faults between the job and the store — throttling, an upload cut off mid-way, an
@@ -20,14 +20,12 @@ use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
 use weir::checkpoint::metadata::CheckpointMetadata;
 
+use super::{S3, s3_or_skip};
 use crate::kafka;
-use crate::kafka_exactly_once::{
-    End, append, chunk, difference, expected_counts, job_text, output_lines,
-};
-use crate::s3::{S3, s3_or_skip};
+use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
-    generator_count, in_progress_files, weir_command,
+    generator_count, in_progress_files, run_cli, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
@@ -51,8 +49,7 @@ fn reference(records: u64) -> Vec<String> {
     let sandbox = Sandbox::new("s3-reference");
     let dir = sandbox.checkpoint_dir();
     counting(&sandbox, dir.to_str().unwrap(), records, None).write(&sandbox.job_path());
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
         .assert_code(0, "the reference run");
     committed_lines(&sandbox.out_dir())
 }
@@ -108,13 +105,7 @@ fn restore_to_the_end(
 /// `weir checkpoints verify URL` finds every checkpoint under `url` sound.
 fn verifies(sandbox: &Sandbox, url: &str, env: &[(&str, &str)]) {
     let verified = weir_command(sandbox, &["checkpoints", "verify", url], "", env);
-    assert_eq!(
-        verified.code,
-        Some(0),
-        "{}{}",
-        verified.stdout,
-        verified.stderr
-    );
+    verified.assert_code(0, "weir checkpoints verify");
     assert!(
         verified.stdout.contains("0 problems"),
         "{}",
@@ -683,10 +674,12 @@ fn a_zombie_run_completes_no_checkpoint_and_commits_no_output() {
     )
     .wait(CLI_TIMEOUT)
     .assert_code(0, "the last run");
-    let lines = output_lines(broker, &output).unwrap();
-    if let Some(problem) = difference(&lines, &expected_counts(2 * CHUNK)) {
-        panic!("read_committed output after a zombie: {problem}");
-    }
+    assert_exact_counts(
+        broker,
+        &output,
+        2 * CHUNK,
+        "read_committed output after a zombie: ",
+    );
 }
 
 #[test]
@@ -757,7 +750,7 @@ fn a_checkpoint_costs_two_requests_a_task_and_a_dozen_more() {
 
 #[test]
 fn checkpoints_on_azure_blob_storage_restore_after_kills_to_exactly_the_undisturbed_output() {
-    let Some(azure) = crate::azure::azure_or_skip("checkpoints_on_azure_blob_storage") else {
+    let Some(azure) = super::azure_or_skip("checkpoints_on_azure_blob_storage") else {
         return;
     };
     const RECORDS: u64 = 300_000;

@@ -12,8 +12,8 @@ use weir::control::client::Method;
 use weir::control::{ControlClient, EndpointFile};
 
 use crate::dashboard::{self, Chromium};
+use crate::kafka::exactly_once::{End, NO_RESTART, append, chunk, job_text_with, prepare};
 use crate::kafka::{self, Broker};
-use crate::kafka_exactly_once::{End, NO_RESTART, append, chunk, job_text_with, prepare};
 use crate::support::{CLI_TIMEOUT, Sandbox, Weir, weir_command};
 
 /// Partitions of the input topic (the source has parallelism 2: two each, by the owner hash,

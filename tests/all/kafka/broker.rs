@@ -1,4 +1,4 @@
-//! The Kafka test broker (`kafka.rs`) does what the Kafka connectors' tests rely on: records in
+//! The Kafka test broker (`mod.rs`) does what the Kafka connectors' tests rely on: records in
 //! and out of every partition, transactions that stay invisible to read_committed until they
 //! commit, a read that starts after a producer's abort marker still seeing its later commits,
 //! fencing by `transactional.id`, offsets committed with a transaction, a broker that can be

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use weir::kill_point::{self, KillPoint};
 
 use crate::kafka::{self, Broker, Isolation};
-use crate::report;
+use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, seed_from_env,
+    CLI_TIMEOUT, Rng, Sandbox, Weir, committed_lines, number_from_env, run_cli, seed_from_env,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -228,6 +228,18 @@ pub(crate) fn output_lines(broker: &Broker, output: &End) -> Result<Vec<String>,
     }
 }
 
+/// Fails unless `output` holds exactly the counts of the first `records` records of the input
+/// ([`expected_counts`]), each once; the failure names what differs after `context` (what the
+/// test did, a log to read).
+#[track_caller]
+pub(crate) fn assert_exact_counts(broker: &Broker, output: &End, records: u64, context: &str) {
+    let actual =
+        output_lines(broker, output).unwrap_or_else(|problem| panic!("{context}{problem}"));
+    if let Some(problem) = difference(&actual, &expected_counts(records)) {
+        panic!("{context}{problem}");
+    }
+}
+
 /// How `actual` differs from `expected` (both sorted), or `None`.
 pub(crate) fn difference(actual: &[String], expected: &[String]) -> Option<String> {
     if actual == expected {
@@ -415,12 +427,11 @@ fn chaos(
         );
         eprintln!("{label}: round {index}: {kill:?}: landed {landed}");
     }
-    let ended = Weir::run(
+    let ended = run_cli(
         &bounded,
         &["--restore", "latest"],
         &sandbox.join("final.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    );
     if ended.code() != Some(0) {
         return Some(format!(
             "the final run ended with {}\n{history}\nits stderr:\n{}",
@@ -481,6 +492,15 @@ pub(crate) fn rooted(sandbox: &Sandbox, end: &End) -> End {
         End::Kafka(name) => End::Kafka(kafka::unique(name)),
         End::File(name) => End::File(sandbox.join(&name.display().to_string())),
     }
+}
+
+/// A Kafka input topic (`words…`) and output topic (`counts…`) of new names, created by
+/// [`prepare`]: the ends of most Kafka → count → Kafka jobs here.
+pub(crate) fn kafka_topics(broker: &Broker) -> (End, End) {
+    let input = End::Kafka(kafka::unique("words"));
+    let output = End::Kafka(kafka::unique("counts"));
+    prepare(broker, &input, &output);
+    (input, output)
 }
 
 /// Creates the topics (4 input partitions, 3 output) and the input file.
@@ -544,9 +564,7 @@ fn the_check_catches_the_duplicates_the_marker_check_prevents() {
         } else {
             "markers-on"
         });
-        let input = End::Kafka(kafka::unique("words"));
-        let output = End::Kafka(kafka::unique("counts"));
-        prepare(broker, &input, &output);
+        let (input, output) = kafka_topics(broker);
         let stream = sandbox.join("stream.toml");
         let bounded = sandbox.join("bounded.toml");
         fs::write(&stream, job_text(broker, &sandbox, &input, &output, false)).unwrap();
@@ -628,9 +646,7 @@ fn the_shipped_kafka_wordcount_example_runs() {
     let input = ["the weir holds", "the river", "holds the water"];
     let rows: Vec<kafka::Produce<'_>> = input.iter().map(|l| (None, None, l.as_bytes())).collect();
     broker.produce(&lines_topic, &rows);
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the example");
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, "the example");
     let actual = output_lines(broker, &End::Kafka(counts_topic)).unwrap_or_else(|p| panic!("{p}"));
     let mut expected: Vec<String> = [
         "the\t1", "the\t2", "the\t3", "weir\t1", "holds\t1", "holds\t2", "river\t1", "water\t1",
@@ -699,7 +715,7 @@ fn a_start_at_a_smaller_parallelism_fences_the_ids_of_the_larger_one() {
     );
     let narrow = Sandbox::new("fence-narrow");
     fs::write(narrow.job_path(), job(&narrow, 2, "end")).unwrap();
-    let ended = Weir::run(&narrow.job_path(), &[], &narrow.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&narrow.job_path(), &[], &narrow.join("weir.log"));
     ended.assert_code(0, "the run at parallelism 2");
     assert!(
         ended
@@ -724,9 +740,7 @@ fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
         return;
     };
     let sandbox = Sandbox::new("kafka-at-least-once");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(broker, &input, &output);
+    let (input, output) = kafka_topics(broker);
     let End::Kafka(output_topic) = &output else {
         unreachable!()
     };
@@ -761,12 +775,11 @@ fn an_at_least_once_kafka_sink_loses_nothing_through_crashes() {
             &[],
         );
     }
-    Weir::run(
+    run_cli(
         &bounded,
         &["--restore", "latest"],
         &sandbox.join("final.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run");
     let records_seen = broker.read_all(output_topic, Isolation::ReadCommitted);
     let mut seen: Vec<String> = records_seen
@@ -822,9 +835,7 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
         return;
     };
     let sandbox = Sandbox::new("kafka-sink-rescale");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(broker, &input, &output);
+    let (input, output) = kafka_topics(broker);
     let End::Kafka(output_topic) = &output else {
         unreachable!()
     };
@@ -891,17 +902,13 @@ fn a_kafka_sink_rescales_exactly_once_through_crashes() {
     let kill = Kill::At(KillPoint::SinkCommit, 4);
     crash_round(&job(2, "100ms", false), &log, kill, NAMED_POINT_TIME, &[]);
     append(broker, &input, &chunk(3 * CHUNK, 4 * CHUNK));
-    Weir::run(
+    run_cli(
         &job(4, "100ms", true),
         &["--restore", "latest"],
         &sandbox.join("p4.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run at parallelism 4");
-    let actual = output_lines(broker, &output).unwrap_or_else(|problem| panic!("{problem}"));
-    if let Some(problem) = difference(&actual, &expected_counts(4 * CHUNK)) {
-        panic!("{problem}");
-    }
+    assert_exact_counts(broker, &output, 4 * CHUNK, "");
 }
 
 /// A run killed right after the sink committed a checkpoint's output (`sink-committed`), or
@@ -920,9 +927,7 @@ fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
         for kill in [KillPoint::SinkCommitted, KillPoint::SinkCommit] {
             let label = format!("{change}, killed at {kill}");
             let sandbox = Sandbox::new(&format!("kafka-sink-other-ids-{}", kafka::unique("")));
-            let input = End::Kafka(kafka::unique("words"));
-            let output = End::Kafka(kafka::unique("counts"));
-            prepare(broker, &input, &output);
+            let (input, output) = kafka_topics(broker);
             let End::Kafka(output_topic) = &output else {
                 unreachable!()
             };
@@ -981,20 +986,17 @@ fn a_restore_with_other_transactional_ids_sends_nothing_twice() {
                 ),
                 "{label}: the sink never reached {kill}"
             );
-            let ended = Weir::run(
+            let ended = run_cli(
                 &bounded,
                 &["--restore", "latest"],
                 &sandbox.join("restored.log"),
-            )
-            .wait(CLI_TIMEOUT);
+            );
             ended.assert_code(0, &format!("{label}: the restored run"));
-            let actual = output_lines(broker, &output).unwrap_or_else(|p| panic!("{label}: {p}"));
-            if let Some(problem) = difference(&actual, &expected_counts(CHUNK)) {
-                panic!(
-                    "{label}: {problem}\nthe restored run's stderr:\n{}",
-                    ended.stderr
-                );
-            }
+            let context = format!(
+                "{label}, the restored run's stderr:\n{}\n{label}: ",
+                ended.stderr
+            );
+            assert_exact_counts(broker, &output, CHUNK, &context);
             if kill == KillPoint::SinkCommit {
                 assert!(
                     ended

@@ -1,5 +1,5 @@
 //! Exactly-once on a real Kafka cluster whose brokers fail: the Kafka → count → Kafka job of
-//! `kafka_exactly_once.rs` on three Apache Kafka nodes (replication factor 3,
+//! `exactly_once.rs` on three Apache Kafka nodes (replication factor 3,
 //! `min.insync.replicas` 2), SIGKILLed at random moments and after checkpoints while, in the
 //! same round, a broker is killed and started again — the leader of an output partition, or
 //! the transaction coordinator — or paused (SIGSTOP) for longer than the sink's transaction
@@ -22,12 +22,12 @@ use std::time::{Duration, Instant};
 
 use weir::kill_point::KillPoint;
 
-use crate::kafka::{self, Broker};
-use crate::kafka_exactly_once::{
-    CHUNK, End, Kill, append, chunk, crash_round, difference, expected_counts, job_text_with,
-    output_lines, prepare, rooted,
+use crate::kafka::exactly_once::{
+    CHUNK, End, Kill, append, assert_exact_counts, chunk, crash_round, job_text_with, prepare,
+    rooted,
 };
-use crate::report;
+use crate::kafka::{self, Broker};
+use crate::support::report;
 use crate::support::{Rng, Sandbox, Weir, number_from_env, seed_from_env};
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -245,12 +245,7 @@ fn kafka_to_kafka_on_a_cluster_survives_kills_of_weir_and_of_brokers_exactly_onc
         ended.status,
         ended.stderr
     );
-    let actual = output_lines(cluster, &output).unwrap_or_else(|problem| {
-        panic!("{history}\n{problem}");
-    });
-    if let Some(problem) = difference(&actual, &expected_counts(records)) {
-        panic!("{history}\n{problem}");
-    }
+    assert_exact_counts(cluster, &output, records, &format!("{history}\n"));
     for (fault, n) in [
         (
             "the leader of an output partition SIGKILLed and restarted",
@@ -335,8 +330,6 @@ fn a_restore_while_the_marker_topics_leader_is_down_waits_for_the_cluster_and_se
         ended.status,
         ended.stderr
     );
-    let actual = output_lines(cluster, &output).unwrap_or_else(|problem| panic!("{problem}"));
-    if let Some(problem) = difference(&actual, &expected_counts(CHUNK)) {
-        panic!("after a restore with node {leader} down: {problem}");
-    }
+    let context = format!("after a restore with node {leader} down: ");
+    assert_exact_counts(cluster, &output, CHUNK, &context);
 }

@@ -17,8 +17,10 @@ use rdkafka::client::DefaultClientContext;
 use weir::runtime::RunOptions;
 
 use crate::kafka::{self, Broker, Isolation, ProduceHeaders};
-use crate::report;
-use crate::support::{CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines, savepoint_named};
+use crate::support::report;
+use crate::support::{
+    CLI_TIMEOUT, InProcess, Sandbox, Weir, committed_lines, run_cli, savepoint_named,
+};
 
 /// A Kafka source (with `source_keys`) of parallelism `parallelism` into a file sink.
 fn job(broker: &Broker, sandbox: &Sandbox, parallelism: u32, source_keys: &str) -> String {
@@ -46,9 +48,7 @@ fn produce(broker: &Broker, topic: &str, partition: i32, key: &str, values: &[&s
 /// Runs the job to its end and returns its committed lines, sorted.
 fn run_to_end(sandbox: &Sandbox, text: &str, args: &[&str]) -> Vec<String> {
     fs::write(sandbox.job_path(), text).unwrap();
-    Weir::run(&sandbox.job_path(), args, &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the job");
+    run_cli(&sandbox.job_path(), args, &sandbox.join("weir.log")).assert_code(0, "the job");
     let mut lines = committed_lines(&sandbox.out_dir());
     lines.sort();
     lines
@@ -300,9 +300,7 @@ fn headers_give_records_their_key_and_timestamp() {
         bootstrap = broker.bootstrap(),
     );
     fs::write(sandbox.job_path(), text).unwrap();
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
-        .assert_code(0, "the job");
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, "the job");
     let records: Vec<_> = broker
         .read_all(&output, Isolation::ReadCommitted)
         .into_iter()
@@ -336,7 +334,7 @@ fn a_record_without_the_mapped_header_is_skipped_or_fails_the_job() {
     // Skipped: the job finishes with the other records, and says which it dropped.
     let skip = Sandbox::new("kafka-headers-skip");
     fs::write(skip.job_path(), job(broker, &skip, 1, &keys("skip"))).unwrap();
-    let ended = Weir::run(&skip.job_path(), &[], &skip.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&skip.job_path(), &[], &skip.join("weir.log"));
     ended.assert_code(0, "the job skipping records");
     let mut lines = committed_lines(&skip.out_dir());
     lines.sort();
@@ -368,7 +366,7 @@ fn a_record_without_the_mapped_header_is_skipped_or_fails_the_job() {
     // Failing: the job fails naming the record and the header, and what to do.
     let fail = Sandbox::new("kafka-headers-fail");
     fs::write(fail.job_path(), job(broker, &fail, 1, &keys("fail"))).unwrap();
-    let ended = Weir::run(&fail.job_path(), &[], &fail.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&fail.job_path(), &[], &fail.join("weir.log"));
     ended.assert_code(1, "the job failing on a record");
     let failure = format!(
         "kafka source \"in\": the record at offset 1 of {topic}/0 has no header \"user\" for \
@@ -424,12 +422,11 @@ fn a_rescaled_source_reads_every_partition_on_from_its_offset() {
         produce_half(1);
         let bounded = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
         fs::write(sandbox.job_path(), job(broker, &sandbox, to, &bounded)).unwrap();
-        let ended = Weir::run(
+        let ended = run_cli(
             &sandbox.job_path(),
             &["--restore", savepoint],
             &sandbox.join("after.log"),
-        )
-        .wait(CLI_TIMEOUT);
+        );
         ended.assert_code(0, &format!("the source restored at parallelism {to}"));
         let said = format!("rescaled the state of `in` from 2 to {to} subtasks");
         assert!(
@@ -493,12 +490,11 @@ fn a_restore_onto_a_topic_created_again_is_refused() {
 
         let bounded = format!("topics = [\"{topic}\"]\nuntil = \"end\"");
         fs::write(sandbox.job_path(), job(broker, &sandbox, 1, &bounded)).unwrap();
-        let refused = Weir::run(
+        let refused = run_cli(
             &sandbox.job_path(),
             &["--restore", "latest"],
             &sandbox.join("restore.log"),
-        )
-        .wait(CLI_TIMEOUT);
+        );
         assert_eq!(
             refused.code(),
             Some(3),
@@ -520,12 +516,11 @@ fn a_restore_onto_a_topic_created_again_is_refused() {
             );
         }
 
-        let fresh = Weir::run(
+        let fresh = run_cli(
             &sandbox.job_path(),
             &["--fresh"],
             &sandbox.join("fresh.log"),
-        )
-        .wait(CLI_TIMEOUT);
+        );
         fresh.assert_code(0, "the fresh start");
         let lines = committed_lines(&out);
         assert_eq!(

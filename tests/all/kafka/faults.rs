@@ -8,12 +8,11 @@ use std::fs;
 use std::net::{Ipv4Addr, TcpListener};
 use std::time::{Duration, Instant};
 
-use crate::kafka::{self, Isolation};
-use crate::kafka_exactly_once::{
-    CHUNK, End, append, chunk, difference, expected_counts, job_text, job_text_with, output_lines,
-    prepare,
+use crate::kafka::exactly_once::{
+    CHUNK, End, append, assert_exact_counts, chunk, job_text, job_text_with, kafka_topics,
 };
-use crate::support::{CLI_TIMEOUT, Sandbox, Weir};
+use crate::kafka::{self, Isolation};
+use crate::support::{CLI_TIMEOUT, Sandbox, Weir, run_cli};
 
 /// A loopback port nothing listens on (bound, then released).
 fn closed_port() -> u16 {
@@ -36,7 +35,7 @@ fn brokers_that_do_not_answer_stop_the_job_at_start_naming_the_address() {
         1,
     );
     fs::write(sandbox.job_path(), text).unwrap();
-    let ended = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     ended.assert_code(3, "a job whose brokers do not answer");
     assert!(
         ended.stderr.contains(&format!(
@@ -72,8 +71,7 @@ fn a_missing_topic_stops_the_job_at_start_naming_it() {
             job_text(broker, &sandbox, &input, &output, true),
         )
         .unwrap();
-        let ended =
-            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
         ended.assert_code(3, "a job whose topic is missing");
         let name = if missing_side == "source" {
             "in"
@@ -114,9 +112,7 @@ fn the_broker_going_away_fails_the_job_over_and_it_comes_back_exact() {
         return;
     };
     let sandbox = Sandbox::new("kafka-broker-gone");
-    let input = End::Kafka(kafka::unique("words"));
-    let output = End::Kafka(kafka::unique("counts"));
-    prepare(&broker, &input, &output);
+    let (input, output) = kafka_topics(&broker);
     let restart = "strategy = \"fixed-delay\"\nattempts = 100\ndelay = \"500ms\"";
     let stream = sandbox.join("stream.toml");
     let bounded = sandbox.join("bounded.toml");
@@ -155,17 +151,14 @@ fn the_broker_going_away_fails_the_job_over_and_it_comes_back_exact() {
         stream_log.contains("kafka source \"in\"") || stream_log.contains("kafka sink \"out\""),
         "the failure does not name the connector:\n{stream_log}"
     );
-    Weir::run(
+    run_cli(
         &bounded,
         &["--restore", "latest"],
         &sandbox.join("final.log"),
     )
-    .wait(CLI_TIMEOUT)
     .assert_code(0, "the final run");
-    let actual = output_lines(&broker, &output).unwrap_or_else(|p| panic!("{p}"));
-    if let Some(problem) = difference(&actual, &expected_counts(2 * CHUNK)) {
-        panic!("{problem}\nthe stream's log:\n{stream_log}");
-    }
+    let context = format!("the stream's log:\n{stream_log}\n");
+    assert_exact_counts(&broker, &output, 2 * CHUNK, &context);
 }
 
 #[test]
@@ -204,8 +197,7 @@ fn a_record_larger_than_the_broker_takes_fails_the_task_naming_its_size_and_the_
             broker.bootstrap()
         );
         fs::write(sandbox.job_path(), text).unwrap();
-        let ended =
-            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
         ended.assert_code(1, "a job with a record too large for Kafka");
         // The generator's keys are `key-<n>`: a few bytes more than the value.
         let message = ended

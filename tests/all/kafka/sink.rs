@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 use std::fs;
 
 use crate::kafka::{self, Broker, Isolation, KafkaRecord, now_ms};
-use crate::support::{CLI_TIMEOUT, Sandbox, Weir};
+use crate::support::{Sandbox, run_cli};
 
 /// Writes `rows` (key, value, timestamp) as the csv file `name` in `sandbox`; returns its path
 /// as the job file writes it.
@@ -92,8 +92,7 @@ fn kafka_sink_routes_each_record_to_the_topic_its_key_names_exactly_once() {
          delivery = \"exactly-once\"\ntransactional_id_prefix = \"{eu}.tx\""
     );
     fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
         .assert_code(0, "a job routing by key to two topics");
     for (topic, expected) in [(&eu, &expected_eu), (&us, &expected_us)] {
         let committed = broker.read_all(topic, Isolation::ReadCommitted);
@@ -147,8 +146,7 @@ fn kafka_sink_fails_the_task_on_a_key_that_names_no_listed_topic() {
              delivery = \"{delivery}\"{transactions}"
         );
         fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-        let ended =
-            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
         ended.assert_code(1, "a record naming a topic outside the list");
         let expected = format!(
             "kafka sink \"out\": {problem}; the sink takes each record's topic from its key \
@@ -198,8 +196,7 @@ fn kafka_sink_timestamp_now_stamps_the_time_of_sending_and_record_keeps_the_reco
     );
     fs::write(sandbox.job_path(), text).unwrap();
     let before = now_ms();
-    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .wait(CLI_TIMEOUT)
+    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
         .assert_code(0, "a job with both timestamps");
     let after = now_ms();
     let stamped_records = broker.read_all(&stamped, Isolation::ReadCommitted);
@@ -241,7 +238,7 @@ fn kafka_sink_stops_at_start_when_a_listed_topic_is_missing() {
         "topic = {{ from_key = \"/\", topics = [\"{eu}\", \"{us}\"] }}\ndelivery = \"none\""
     );
     fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-    let ended = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     ended.assert_code(3, "a sink whose listed topic is missing");
     let expected = format!(
         "kafka sink \"out\": topic \"{us}\" does not exist on {}: create it (for example \
@@ -270,7 +267,7 @@ fn kafka_sink_limits_records_to_the_smallest_max_message_bytes_of_its_topics() {
          transactional_id_prefix = \"{large}.tx\""
     );
     fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-    let ended = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     ended.assert_code(1, "a record above the smallest limit of the listed topics");
     let expected = format!(
         "kafka sink \"out\": a record of {} bytes (key and value) does not fit in the limit of \
@@ -310,8 +307,7 @@ fn a_record_older_than_its_topics_retention_is_reported_once_naming_the_fixes() 
              transactional_id_prefix = \"{topic}.tx\""
         );
         fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-        let ended =
-            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
         ended.assert_code(0, case);
         let warnings = ended
             .stderr
@@ -367,8 +363,7 @@ fn a_marker_topic_that_deletes_by_time_is_reported_naming_the_fix() {
              marker_topic = \"{marker_topic}\""
         );
         fs::write(sandbox.job_path(), job(&sandbox, broker, &input, &sink)).unwrap();
-        let ended =
-            Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log")).wait(CLI_TIMEOUT);
+        let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
         ended.assert_code(0, case);
         let warning = format!(
             "kafka sink \"out\": the marker topic \"{marker_topic}\" deletes records after \
