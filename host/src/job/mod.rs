@@ -27,6 +27,7 @@ mod fingerprint;
 mod graph;
 mod kafka;
 mod paths;
+mod print;
 mod restart;
 pub mod spec;
 mod status;

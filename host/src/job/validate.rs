@@ -11,6 +11,7 @@
 //! (`generator`), Kafka (`kafka`), watermarks (`watermark`) and the graph (`graph`).
 
 use std::collections::HashMap;
+use std::fs;
 use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
@@ -136,6 +137,38 @@ pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobE
         base_dir,
     }
     .job(&spec)
+}
+
+impl Job {
+    /// Reads and validates the job file at `path`; relative paths in it are
+    /// resolved against its folder. Module files are not checked: see
+    /// [`Job::load`] and [`Job::check_modules_exist`].
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let path = path.as_ref();
+        let text = fs::read_to_string(path).map_err(|source| JobError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base_dir = path.parent().unwrap_or(Path::new(""));
+        Job::from_str(&text, base_dir, &path.display().to_string())
+    }
+
+    /// [`Job::from_file`], then [`Job::check_files`]: what `weir run` needs.
+    pub fn load(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let job = Job::from_file(path)?;
+        job.check_files()?;
+        Ok(job)
+    }
+
+    /// Parses and validates job file text. Relative paths are resolved against
+    /// `base_dir`; messages name the file `file_name`. Module files are not checked.
+    pub fn from_str(
+        text: &str,
+        base_dir: impl AsRef<Path>,
+        file_name: &str,
+    ) -> Result<Job, JobError> {
+        parse(text, base_dir.as_ref(), file_name)
+    }
 }
 
 /// Turns byte offsets of the text into lines and columns.
