@@ -12,33 +12,11 @@
 //! operator's module and a file source's file exist and are regular files), because those are
 //! all a job's paths meeting the disk, a step apart from validating the text.
 
-use std::fmt;
 use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use super::error::{JobError, Location, Problem};
+use super::error::{JobError, Location, Overlap, PathUse, Problem};
 use super::graph::{Job, SinkKind, SourceKind, Vertex, VertexKind};
-
-/// What a path of the job is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathUse {
-    /// The output directory of a file sink.
-    FileSink {
-        /// The sink.
-        name: String,
-        /// The line of its `name`.
-        line: usize,
-    },
-    /// The checkpoint directory (`checkpoint.directory`, or the default).
-    CheckpointDirectory,
-    /// The file a file source reads.
-    FileSource {
-        /// The source.
-        name: String,
-        /// The line of its `name`.
-        line: usize,
-    },
-}
 
 impl PathUse {
     /// What `vertex`'s path is for, and the path: a file sink's directory or a file source's
@@ -53,40 +31,6 @@ impl PathUse {
                 Some((PathUse::FileSource { name, line }, path))
             }
             _ => None,
-        }
-    }
-}
-
-impl fmt::Display for PathUse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PathUse::FileSink { name, line } => write!(f, "file sink \"{name}\" (line {line})"),
-            PathUse::CheckpointDirectory => f.write_str("the checkpoint directory"),
-            PathUse::FileSource { name, line } => {
-                write!(f, "file source \"{name}\" (line {line})")
-            }
-        }
-    }
-}
-
-/// How the second of two paths stands to the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overlap {
-    /// The same path.
-    Same,
-    /// The second is inside the first.
-    Inside,
-    /// The first is inside the second.
-    Around,
-}
-
-impl Overlap {
-    /// How a message says it: "`<second>` is {this} `<first>`".
-    pub fn words(self) -> &'static str {
-        match self {
-            Overlap::Same => "the same path as",
-            Overlap::Inside => "inside",
-            Overlap::Around => "around (with inside it)",
         }
     }
 }

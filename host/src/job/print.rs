@@ -13,9 +13,10 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::control::ControlConfig;
+use super::format::{FileFormat, RecordFields};
 use super::graph::{
-    FileFormat, GeneratorSettings, GeneratorValues, Job, Partitioner, RecordFields, SinkKind,
-    SourceKind, StateCapture, Vertex, VertexKind,
+    GeneratorSettings, GeneratorValues, Job, Partitioner, SinkKind, SourceKind, StateCapture,
+    Vertex, VertexKind,
 };
 use super::kafka::{
     KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, SinkTopic, TopicSelection,

@@ -6,7 +6,7 @@ use toml::Spanned;
 
 use super::{MAX_CSV_COLUMN, Validator, span_of, vertex_key};
 use crate::job::error::{JobError, Problem};
-use crate::job::graph::{FileFormat, OnError, RecordFields};
+use crate::job::format::{FileFormat, OnError, RecordFields};
 use crate::job::spec::SourceSpec;
 
 impl Validator<'_> {

@@ -9,9 +9,10 @@ use toml::Spanned;
 
 use super::{Draft, DraftEdge, Validator, span_of};
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode};
+use crate::job::error::PathUse;
 use crate::job::error::{JobError, Problem};
 use crate::job::graph::{Partitioner, SinkKind, Vertex, VertexKind};
-use crate::job::paths::{self, PathUse};
+use crate::job::paths;
 use crate::job::spec::{InputSpec, JobSpec};
 
 /// The longest side output name, in bytes of UTF-8: what a guest may pass to `emit_to`
