@@ -1,21 +1,22 @@
 //! The job graph: the validated job file (docs/ARCHITECTURE.md, Vocabulary).
 //!
-//! A [`Job`] is built only by [`Job::from_file`] or [`Job::from_str`], so every
-//! `Job` satisfies the rules docs/JOB.md lists: unique vertex names, known
-//! inputs, no cycle, forward edges between equal parallelisms, and so on.
-//! Paths in it are already resolved against the job file's folder.
+//! A [`Job`] is built only by [`Job::from_file`] or [`Job::from_str`] (job/validate.rs), or
+//! from another by [`Job::with_parallelism`], which checks the parser's rules for the values it
+//! changes; so every `Job` satisfies the rules docs/JOB.md lists: unique vertex names, known
+//! inputs, no cycle, forward edges between equal parallelisms, and so on. Paths in it are
+//! already resolved against the job file's folder.
+//!
+//! This module holds the types and the queries on them; writing a job back as a job file is
+//! [`print`](super::print), what the disk says about its paths is [`paths`](super::paths).
 
 use std::path::PathBuf;
 
 use weir_abi::key_group::KeyGroups;
 
 use super::control::ControlConfig;
-use super::error::JobError;
 use super::format::{FileFormat, OnError};
 use super::kafka::{KafkaSinkSettings, KafkaSourceSettings};
-use super::print::unspanned;
 use super::restart::RestartStrategy;
-use super::spec::InputSpec;
 use super::watermark::WatermarkStrategy;
 use crate::checkpoint::config::CheckpointConfig;
 use crate::ids::TaskId;
@@ -302,79 +303,6 @@ impl Job {
             }
         }
         job
-    }
-
-    /// This job with the parallelism of each vertex named in `changes` set to its number,
-    /// validated as its job file would be (forward edges, `max_parallelism`, the bounds): what a
-    /// live rescale runs next.
-    pub fn with_parallelism(
-        &self,
-        changes: &std::collections::BTreeMap<String, u32>,
-    ) -> Result<Job, ParallelismError> {
-        if changes.is_empty() {
-            return Err(ParallelismError::Nothing);
-        }
-        let mut spec = self.to_spec();
-        // Every partitioner written out: the shorthand of the job file would now imply another
-        // (a forward edge whose ends no longer match silently becoming a rebalance).
-        let inputs = spec
-            .operators
-            .iter_mut()
-            .map(|o| (o.name.get_ref().clone(), &mut o.inputs))
-            .chain(
-                spec.sinks
-                    .iter_mut()
-                    .map(|s| (s.name.get_ref().clone(), &mut s.inputs)),
-            );
-        for (vertex, inputs) in inputs {
-            let explicit = self.inputs_of(&vertex).map(|edge| {
-                unspanned(InputSpec::Edge {
-                    from: unspanned(edge.from.clone()),
-                    partition: Some(unspanned(edge.partitioner.name().to_owned())),
-                    output: edge.output.clone().map(unspanned),
-                })
-            });
-            *inputs = Some(unspanned(explicit.collect()));
-        }
-        for (vertex, &parallelism) in changes {
-            let slot = spec
-                .sources
-                .iter_mut()
-                .filter(|s| s.name.get_ref() == vertex)
-                .map(|s| &mut s.parallelism)
-                .chain(
-                    spec.operators
-                        .iter_mut()
-                        .filter(|o| o.name.get_ref() == vertex)
-                        .map(|o| &mut o.parallelism),
-                )
-                .chain(
-                    spec.sinks
-                        .iter_mut()
-                        .filter(|s| s.name.get_ref() == vertex)
-                        .map(|s| &mut s.parallelism),
-                )
-                .next()
-                .ok_or_else(|| ParallelismError::UnknownVertex {
-                    vertex: vertex.clone(),
-                    vertices: self.vertices.iter().map(|v| v.name.clone()).collect(),
-                })?;
-            *slot = Some(unspanned(parallelism));
-        }
-        if changes
-            .iter()
-            .all(|(vertex, &p)| self.vertex(vertex).is_some_and(|v| v.parallelism == p))
-        {
-            return Err(ParallelismError::Unchanged);
-        }
-        let text = toml::to_string(&spec).expect("a job spec is always representable in TOML");
-        Job::from_str(&text, &self.base_dir, &self.file).map_err(|e| {
-            ParallelismError::Invalid(match e {
-                JobError::Invalid { problem, .. } => problem.to_string(),
-                JobError::Syntax { message, .. } => message,
-                JobError::Read { source, .. } => source.to_string(),
-            })
-        })
     }
 
     /// The vertex named `name`.

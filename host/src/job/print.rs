@@ -456,7 +456,7 @@ fn properties_spec(properties: &[(String, String)]) -> Option<Spanned<toml::Tabl
 }
 
 /// A value with no position, for specs built in memory.
-pub(super) fn unspanned<T>(value: T) -> Spanned<T> {
+fn unspanned<T>(value: T) -> Spanned<T> {
     Spanned::new(0..0, value)
 }
 

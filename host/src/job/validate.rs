@@ -38,6 +38,7 @@ mod file;
 mod generator;
 mod graph;
 mod kafka;
+mod rescale;
 mod settings;
 mod watermark;
 
@@ -300,6 +301,43 @@ fn vertex_key(key: &str, kind: &str, name: &str) -> String {
     format!("`{key}` of {kind} \"{name}\"")
 }
 
+/// `key` written as 0 where it must be at least 1.
+fn zero(key: String) -> Problem {
+    Problem::BadValue {
+        key,
+        found: "0".into(),
+        expected: "at least 1".into(),
+    }
+}
+
+/// Refuses a job of more than [`MAX_SUBTASKS`] subtasks, given its vertices' parallelisms,
+/// with the index of the vertex that passes the bound.
+fn check_subtasks(parallelisms: &[u32]) -> Result<(), (usize, Box<Problem>)> {
+    let mut total = 0u64;
+    for (index, &parallelism) in parallelisms.iter().enumerate() {
+        total += u64::from(parallelism);
+        if total > u64::from(MAX_SUBTASKS) {
+            let problem = Problem::TooManySubtasks {
+                total: parallelisms.iter().map(|&p| u64::from(p)).sum(),
+                max: MAX_SUBTASKS,
+            };
+            return Err((index, Box::new(problem)));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses file source `name` at a parallelism above 1: one file has one reader.
+fn check_file_source_parallelism(name: &str, parallelism: u32) -> Result<(), Box<Problem>> {
+    if parallelism > 1 {
+        return Err(Box::new(Problem::FileSourceParallelism {
+            source_name: name.to_owned(),
+            parallelism,
+        }));
+    }
+    Ok(())
+}
+
 impl Validator<'_> {
     fn error(&self, span: Range<usize>, problem: Problem) -> JobError {
         JobError::Invalid {
@@ -459,7 +497,7 @@ impl Validator<'_> {
     ) -> Result<T, JobError> {
         let number = *value.get_ref();
         if number.into() == 0 {
-            return Err(self.bad_value(value.span(), key, "0".into(), "at least 1"));
+            return Err(self.error(value.span(), zero(key)));
         }
         Ok(number)
     }
@@ -537,16 +575,9 @@ impl Validator<'_> {
             drafts.push(self.sink(sink, name)?);
         }
         let max_parallelism = self.max_parallelism(spec, &mut drafts)?;
-        let mut total = 0u64;
-        for draft in &drafts {
-            total += u64::from(draft.vertex.parallelism);
-            if total > u64::from(MAX_SUBTASKS) {
-                let problem = Problem::TooManySubtasks {
-                    total: drafts.iter().map(|d| u64::from(d.vertex.parallelism)).sum(),
-                    max: MAX_SUBTASKS,
-                };
-                return Err(self.error(draft.name_span.clone(), problem));
-            }
+        let parallelisms: Vec<u32> = drafts.iter().map(|d| d.vertex.parallelism).collect();
+        if let Err((index, problem)) = check_subtasks(&parallelisms) {
+            return Err(self.error(drafts[index].name_span.clone(), *problem));
         }
         self.check_paths(spec, &drafts, &checkpoint)?;
         self.check_exactly_once_sinks(spec, &drafts, &checkpoint)?;
@@ -681,15 +712,9 @@ impl Validator<'_> {
                     };
                     return Err(self.error(spec.name.span(), problem));
                 };
-                if parallelism > 1 {
+                if let Err(problem) = check_file_source_parallelism(name, parallelism) {
                     let span = span_of(&spec.parallelism).unwrap_or(spec.name.span());
-                    return Err(self.error(
-                        span,
-                        Problem::FileSourceParallelism {
-                            source_name: name.clone(),
-                            parallelism,
-                        },
-                    ));
+                    return Err(self.error(span, *problem));
                 }
                 let (format, on_error) = self.file_format(spec, name)?;
                 SourceKind::File {

@@ -21,6 +21,20 @@ const MAX_SIDE_OUTPUT_NAME: usize = 255;
 /// The partitioners, for messages.
 const PARTITIONERS: &str = "\"forward\", \"rebalance\", \"key-hash\" or \"broadcast\"";
 
+/// Refuses a forward edge from `upstream` to `vertex` unless both have the same parallelism:
+/// subtask *i* sends to subtask *i*.
+pub(super) fn check_forward(upstream: &Vertex, vertex: &Vertex) -> Result<(), Box<Problem>> {
+    if upstream.parallelism == vertex.parallelism {
+        return Ok(());
+    }
+    Err(Box::new(Problem::ForwardParallelism {
+        from: upstream.name.clone(),
+        from_parallelism: upstream.parallelism,
+        to: vertex.name.clone(),
+        to_parallelism: vertex.parallelism,
+    }))
+}
+
 impl Validator<'_> {
     /// Refuses an exactly-once Kafka sink in a job whose checkpoints could not make its output
     /// exactly-once: it commits when a checkpoint completes, so with checkpoints off it would
@@ -210,14 +224,10 @@ impl Validator<'_> {
                                 PARTITIONERS,
                             ));
                         };
-                        if partitioner == Partitioner::Forward && !same_parallelism {
-                            let problem = Problem::ForwardParallelism {
-                                from: from_name.to_owned(),
-                                from_parallelism: upstream.parallelism,
-                                to: vertex.name.clone(),
-                                to_parallelism: vertex.parallelism,
-                            };
-                            return Err(self.error(partition.span(), problem));
+                        if partitioner == Partitioner::Forward
+                            && let Err(problem) = check_forward(upstream, vertex)
+                        {
+                            return Err(self.error(partition.span(), *problem));
                         }
                         partitioner
                     }

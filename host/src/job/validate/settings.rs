@@ -8,11 +8,14 @@ use std::ops::Range;
 use toml::Spanned;
 use weir_abi::key_group::MAX_MAX_PARALLELISM;
 
-use super::{Draft, MAX_PARALLELISM, Validator, default_max_parallelism, span_of, vertex_key};
+use super::{
+    Draft, MAX_PARALLELISM, Validator, default_max_parallelism, span_of, vertex_key, zero,
+};
 use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
 use crate::checkpoint::storage::{ObjectStoreScheme, ObjectStoreUrl};
 use crate::job::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use crate::job::error::{JobError, Problem};
+use crate::job::graph::Vertex;
 use crate::job::restart::RestartStrategy;
 use crate::job::spec::{CheckpointSpec, ControlSpec, JobSpec, LimitsSpec, RestartSpec};
 use crate::job::units::{DURATION_FORMS, format_duration};
@@ -24,6 +27,52 @@ const NONE_RESTART_KEYS: &[&str] = &["strategy"];
 const FIXED_DELAY_KEYS: &[&str] = &["strategy", "attempts", "delay"];
 /// Keys of the `exponential-delay` restart strategy.
 const EXPONENTIAL_DELAY_KEYS: &[&str] = &["strategy", "initial", "max", "multiplier", "attempts"];
+
+/// The bounds on the `parallelism` of `kind` `name`: at least 1, at most [`MAX_PARALLELISM`].
+pub(super) fn check_parallelism(
+    parallelism: u32,
+    kind: &str,
+    name: &str,
+) -> Result<(), Box<Problem>> {
+    let key = vertex_key("parallelism", kind, name);
+    if parallelism > MAX_PARALLELISM {
+        return Err(Box::new(Problem::TooLarge {
+            key,
+            found: parallelism.to_string(),
+            max: MAX_PARALLELISM.to_string(),
+            reason: "a rebalance or key-hash edge joins every subtask upstream to every subtask \
+                     downstream: 256 x 256 is 65536 channels",
+        }));
+    }
+    if parallelism == 0 {
+        return Err(Box::new(zero(key)));
+    }
+    Ok(())
+}
+
+/// Gives every vertex the job's key groups: `written` (its `max_parallelism`), or without it
+/// [`default_max_parallelism`] of the widest vertex. Refuses a vertex with more subtasks than
+/// key groups, by its index in `vertices`.
+pub(super) fn set_max_parallelism(
+    written: Option<u32>,
+    vertices: &mut [&mut Vertex],
+) -> Result<(), (usize, Box<Problem>)> {
+    let widest = vertices.iter().map(|v| v.parallelism).max().unwrap_or(1);
+    let max = written.unwrap_or_else(|| default_max_parallelism(widest));
+    for (index, vertex) in vertices.iter_mut().enumerate() {
+        if vertex.parallelism > max {
+            let problem = Problem::AboveMaxParallelism {
+                kind: vertex.kind_name(),
+                vertex: vertex.name.clone(),
+                parallelism: vertex.parallelism,
+                max_parallelism: max,
+            };
+            return Err((index, Box::new(problem)));
+        }
+        vertex.max_parallelism = max;
+    }
+    Ok(())
+}
 
 impl Validator<'_> {
     /// The `[control]` table.
@@ -375,23 +424,9 @@ impl Validator<'_> {
             }
             None => None,
         };
-        let widest = drafts
-            .iter()
-            .map(|d| d.vertex.parallelism)
-            .max()
-            .unwrap_or(1);
-        let max = written.unwrap_or_else(|| default_max_parallelism(widest));
-        for draft in drafts {
-            if draft.vertex.parallelism > max {
-                let problem = Problem::AboveMaxParallelism {
-                    kind: draft.vertex.kind_name(),
-                    vertex: draft.vertex.name.clone(),
-                    parallelism: draft.vertex.parallelism,
-                    max_parallelism: max,
-                };
-                return Err(self.error(draft.name_span.clone(), problem));
-            }
-            draft.vertex.max_parallelism = max;
+        let mut vertices: Vec<&mut Vertex> = drafts.iter_mut().map(|d| &mut d.vertex).collect();
+        if let Err((index, problem)) = set_max_parallelism(written, &mut vertices) {
+            return Err(self.error(drafts[index].name_span.clone(), *problem));
         }
         Ok(written)
     }
@@ -405,19 +440,8 @@ impl Validator<'_> {
         let Some(value) = value else {
             return Ok(1);
         };
-        let key = vertex_key("parallelism", kind, name);
-        if *value.get_ref() > MAX_PARALLELISM {
-            return Err(self.error(
-                value.span(),
-                Problem::TooLarge {
-                    key,
-                    found: value.get_ref().to_string(),
-                    max: MAX_PARALLELISM.to_string(),
-                    reason: "a rebalance or key-hash edge joins every subtask upstream to \
-                             every subtask downstream: 256 x 256 is 65536 channels",
-                },
-            ));
-        }
-        self.at_least_one(value, key)
+        check_parallelism(*value.get_ref(), kind, name)
+            .map_err(|problem| self.error(value.span(), *problem))?;
+        Ok(*value.get_ref())
     }
 }
