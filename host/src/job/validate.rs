@@ -78,6 +78,10 @@ const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path
 /// Keys of a stdout or blackhole sink.
 const PLAIN_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs"];
 
+/// What a source's `type` may be, for messages.
+const SOURCE_TYPES: &str = "\"file\", \"generator\" or \"kafka\"";
+/// What a sink's `type` may be, for messages.
+const SINK_TYPES: &str = "\"file\", \"kafka\", \"stdout\" or \"blackhole\"";
 /// What a vertex or job name may be made of.
 const NAME_RULE: &str = "1 to 64 ASCII letters, digits, '-' or '_'";
 
@@ -651,6 +655,24 @@ impl Validator<'_> {
         ))
     }
 
+    /// The required `type` of `kind` `name`; `types` says what it may be.
+    fn vertex_type<'s>(
+        &self,
+        value: &'s Option<Spanned<String>>,
+        kind: &str,
+        name: &Spanned<String>,
+        types: &'static str,
+    ) -> Result<&'s Spanned<String>, JobError> {
+        value.as_ref().ok_or_else(|| {
+            let problem = Problem::MissingKey {
+                owner: format!("{kind} \"{}\"", name.get_ref()),
+                key: "type",
+                meaning: types,
+            };
+            self.error(name.span(), problem)
+        })
+    }
+
     fn source<'s>(&self, spec: &'s SourceSpec, job: &str) -> Result<Draft<'s>, JobError> {
         self.check_vertex_name(&spec.name, "source")?;
         let name = spec.name.get_ref();
@@ -662,14 +684,7 @@ impl Validator<'_> {
                 },
             ));
         }
-        let Some(kind) = &spec.kind else {
-            let problem = Problem::MissingKey {
-                owner: format!("source \"{name}\""),
-                key: "type",
-                meaning: "\"file\", \"generator\" or \"kafka\"",
-            };
-            return Err(self.error(spec.name.span(), problem));
-        };
+        let kind = self.vertex_type(&spec.kind, "source", &spec.name, SOURCE_TYPES)?;
         let parallelism = self.parallelism(&spec.parallelism, "source", name)?;
         let present = [
             ("path", span_of(&spec.path)),
@@ -823,7 +838,7 @@ impl Validator<'_> {
                     kind.span(),
                     vertex_key("type", "source", name),
                     format!("{other:?}"),
-                    "\"file\", \"generator\" or \"kafka\"",
+                    SOURCE_TYPES,
                 ));
             }
         };
@@ -928,14 +943,7 @@ impl Validator<'_> {
         self.check_vertex_name(&spec.name, "sink")?;
         let name = spec.name.get_ref();
         self.no_watermark(spec.watermark.as_ref(), "sink", name)?;
-        let Some(kind) = &spec.kind else {
-            let problem = Problem::MissingKey {
-                owner: format!("sink \"{name}\""),
-                key: "type",
-                meaning: "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
-            };
-            return Err(self.error(spec.name.span(), problem));
-        };
+        let kind = self.vertex_type(&spec.kind, "sink", &spec.name, SINK_TYPES)?;
         let parallelism = self.parallelism(&spec.parallelism, "sink", name)?;
         let present = [
             ("path", span_of(&spec.path)),
@@ -984,7 +992,7 @@ impl Validator<'_> {
                     kind.span(),
                     vertex_key("type", "sink", name),
                     format!("{other:?}"),
-                    "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
+                    SINK_TYPES,
                 ));
             }
         };
