@@ -7,8 +7,6 @@ use std::fmt;
 use std::io;
 use std::path::PathBuf;
 
-use super::paths::{Overlap, PathUse};
-
 /// A position in the job file, counted from 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Location {
@@ -455,4 +453,59 @@ fn quoted(names: &[String]) -> String {
         .map(|n| format!("\"{n}\""))
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+/// What a path of the job is for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PathUse {
+    /// The output directory of a file sink.
+    FileSink {
+        /// The sink.
+        name: String,
+        /// The line of its `name`.
+        line: usize,
+    },
+    /// The checkpoint directory (`checkpoint.directory`, or the default).
+    CheckpointDirectory,
+    /// The file a file source reads.
+    FileSource {
+        /// The source.
+        name: String,
+        /// The line of its `name`.
+        line: usize,
+    },
+}
+
+impl fmt::Display for PathUse {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PathUse::FileSink { name, line } => write!(f, "file sink \"{name}\" (line {line})"),
+            PathUse::CheckpointDirectory => f.write_str("the checkpoint directory"),
+            PathUse::FileSource { name, line } => {
+                write!(f, "file source \"{name}\" (line {line})")
+            }
+        }
+    }
+}
+
+/// How the second of two paths stands to the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overlap {
+    /// The same path.
+    Same,
+    /// The second is inside the first.
+    Inside,
+    /// The first is inside the second.
+    Around,
+}
+
+impl Overlap {
+    /// How a message says it: "`<second>` is {this} `<first>`".
+    pub fn words(self) -> &'static str {
+        match self {
+            Overlap::Same => "the same path as",
+            Overlap::Inside => "inside",
+            Overlap::Around => "around (with inside it)",
+        }
+    }
 }

@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use super::graph::OnError;
+use super::format::OnError;
 
 /// Which topics a Kafka source reads.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -24,9 +24,11 @@
 mod control;
 mod error;
 mod fingerprint;
+mod format;
 mod graph;
 mod kafka;
 mod paths;
+mod print;
 mod restart;
 pub mod spec;
 mod status;
@@ -39,17 +41,17 @@ pub mod workers;
 mod tests;
 
 pub use control::{ADDRESS_FORMS, ControlConfig, DEFAULT_ADDRESS, parse_address};
-pub use error::{JobError, Location, Problem};
+pub use error::{JobError, Location, Overlap, PathUse, Problem};
+pub use format::{FileFormat, OnError, RecordFields};
 pub use graph::{
-    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, ParallelismError,
-    Partitioner, RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+    Edge, GeneratorSettings, GeneratorValues, Job, Operator, ParallelismError, Partitioner,
+    SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
 };
 pub use kafka::{
     Delivery, Isolation, KafkaField, KafkaSinkSettings, KafkaSourceSettings, KafkaStart,
     KafkaUntil, PartitionShare, ShareBy, SinkPartitioning, SinkTimestamp, SinkTopic,
     TopicSelection, Unrouted,
 };
-pub use paths::{Overlap, PathUse};
 pub use restart::RestartStrategy;
 pub use spec::JobSpec;
 pub use status::JobStatus;

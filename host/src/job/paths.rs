@@ -7,35 +7,16 @@
 //! directory reads the job's own output, which the sink replaces as it commits.
 //!
 //! Validation compares the paths lexically (made absolute, `.` and `..` resolved), so the
-//! check needs no disk; [`Job::check_files`](super::Job::check_files) compares them again
-//! with symlinks resolved, where the directories exist.
+//! check needs no disk; [`Job::check_files`] compares them again with symlinks resolved, where
+//! the directories exist. It is here, with the other checks of what the disk says (an
+//! operator's module and a file source's file exist and are regular files), because those are
+//! all a job's paths meeting the disk, a step apart from validating the text.
 
-use std::fmt;
+use std::fs;
 use std::path::{Component, Path, PathBuf};
 
-use super::error::Problem;
-use super::graph::{SinkKind, SourceKind, Vertex, VertexKind};
-
-/// What a path of the job is for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum PathUse {
-    /// The output directory of a file sink.
-    FileSink {
-        /// The sink.
-        name: String,
-        /// The line of its `name`.
-        line: usize,
-    },
-    /// The checkpoint directory (`checkpoint.directory`, or the default).
-    CheckpointDirectory,
-    /// The file a file source reads.
-    FileSource {
-        /// The source.
-        name: String,
-        /// The line of its `name`.
-        line: usize,
-    },
-}
+use super::error::{JobError, Location, Overlap, PathUse, Problem};
+use super::graph::{Job, SinkKind, SourceKind, Vertex, VertexKind};
 
 impl PathUse {
     /// What `vertex`'s path is for, and the path: a file sink's directory or a file source's
@@ -50,40 +31,6 @@ impl PathUse {
                 Some((PathUse::FileSource { name, line }, path))
             }
             _ => None,
-        }
-    }
-}
-
-impl fmt::Display for PathUse {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            PathUse::FileSink { name, line } => write!(f, "file sink \"{name}\" (line {line})"),
-            PathUse::CheckpointDirectory => f.write_str("the checkpoint directory"),
-            PathUse::FileSource { name, line } => {
-                write!(f, "file source \"{name}\" (line {line})")
-            }
-        }
-    }
-}
-
-/// How the second of two paths stands to the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Overlap {
-    /// The same path.
-    Same,
-    /// The second is inside the first.
-    Inside,
-    /// The first is inside the second.
-    Around,
-}
-
-impl Overlap {
-    /// How a message says it: "`<second>` is {this} `<first>`".
-    pub fn words(self) -> &'static str {
-        match self {
-            Overlap::Same => "the same path as",
-            Overlap::Inside => "inside",
-            Overlap::Around => "around (with inside it)",
         }
     }
 }
@@ -172,6 +119,93 @@ pub(crate) fn first_conflict(paths: &[(PathUse, PathBuf)]) -> Option<(usize, usi
         }
     }
     None
+}
+
+impl Job {
+    /// Checks that every operator's module file exists and is a regular file, naming the
+    /// first one that is not (at its `module` line). A separate step so a job file can
+    /// be validated — in tests, or by `weir check` — before the guests are built.
+    pub fn check_modules_exist(&self) -> Result<(), JobError> {
+        for vertex in &self.vertices {
+            let Some(operator) = vertex.operator() else {
+                continue;
+            };
+            let problem = match fs::metadata(&operator.module) {
+                Ok(meta) if meta.is_file() => continue,
+                Ok(meta) => Problem::ModuleNotAFile {
+                    operator: vertex.name.clone(),
+                    path: operator.module.clone(),
+                    kind: crate::wasm::file_kind(&meta.file_type()),
+                },
+                Err(_) => Problem::ModuleMissing {
+                    operator: vertex.name.clone(),
+                    path: operator.module.clone(),
+                },
+            };
+            return Err(self.error_at(operator.module_line, problem));
+        }
+        Ok(())
+    }
+
+    /// What validation cannot see without the disk: [`Job::check_modules_exist`]; every file
+    /// source without `follow` reads a file that exists, and no file source reads a directory,
+    /// a FIFO or a device; and no two file sinks, nor a file sink and the checkpoint directory, nor a
+    /// file source and a file sink's directory, meet once symlinks are resolved.
+    pub fn check_files(&self) -> Result<(), JobError> {
+        self.check_modules_exist()?;
+        for vertex in &self.vertices {
+            let VertexKind::Source(SourceKind::File { path, follow, .. }) = &vertex.kind else {
+                continue;
+            };
+            let problem = match fs::metadata(path) {
+                // Not a FIFO: it cannot be read again from a checkpoint's offset (and opening
+                // one with no writer blocks the task for good).
+                Ok(meta) if meta.is_file() => continue,
+                Ok(meta) => Problem::SourceNotAFile {
+                    source_name: vertex.name.clone(),
+                    path: path.clone(),
+                    kind: crate::wasm::file_kind(&meta.file_type()),
+                },
+                Err(_) if *follow => continue,
+                Err(_) => Problem::SourceMissing {
+                    source_name: vertex.name.clone(),
+                    path: path.clone(),
+                },
+            };
+            return Err(self.error_at(vertex.line, problem));
+        }
+        let mut vertices: Vec<&Vertex> = self.vertices.iter().collect();
+        vertices.sort_by_key(|v| v.line);
+        let mut uses = vec![(
+            PathUse::CheckpointDirectory,
+            canonical(&self.checkpoint.directory),
+        )];
+        let mut lines = vec![None];
+        for vertex in vertices {
+            let Some((use_, path)) = PathUse::of(vertex) else {
+                continue;
+            };
+            uses.push((use_, canonical(path)));
+            lines.push(Some(vertex.line));
+        }
+        if let Some((i, j, problem)) = first_conflict(&uses) {
+            let line = lines[j].or(lines[i]).unwrap_or(1);
+            return Err(self.error_at(line, problem));
+        }
+        Ok(())
+    }
+
+    /// A validation error at the start of `line` of the job file.
+    fn error_at(&self, line: usize, problem: Problem) -> JobError {
+        JobError::Invalid {
+            at: Location {
+                file: self.file.clone(),
+                line,
+                column: 1,
+            },
+            problem: Box::new(problem),
+        }
+    }
 }
 
 #[cfg(test)]

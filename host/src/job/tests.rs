@@ -2544,6 +2544,115 @@ fn with_parallelism_changes_the_vertices_named_and_validates_the_job_again() {
     );
 }
 
+/// A job file: `head`, then source `in` (`source`: its type and keys), operators `op0`, `op1`…
+/// at `parallelisms`, each reading the vertex before by an explicit rebalance, and a blackhole
+/// sink `out` reading the last.
+fn rebalanced_chain(head: &str, source: &str, parallelisms: &[u32]) -> String {
+    let mut text = format!("{head}name = \"t\"\n[[source]]\nname = \"in\"\n{source}\n");
+    let mut from = "in".to_string();
+    for (i, parallelism) in parallelisms.iter().enumerate() {
+        text += &format!(
+            "[[operator]]\nname = \"op{i}\"\nmodule = \"op.wasm\"\nparallelism = {parallelism}\n\
+             inputs = [{{ from = \"{from}\", partition = \"rebalance\" }}]\n"
+        );
+        from = format!("op{i}");
+    }
+    text + &format!(
+        "[[sink]]\nname = \"out\"\ntype = \"blackhole\"\n\
+         inputs = [{{ from = \"{from}\", partition = \"rebalance\" }}]\n"
+    )
+}
+
+/// The message [`Job::with_parallelism`] refuses `changes` with.
+#[track_caller]
+fn rescale_refused(job: &Job, changes: &[(&str, u32)]) -> String {
+    let changes = changes.iter().map(|&(v, p)| (v.to_string(), p)).collect();
+    match job.with_parallelism(&changes) {
+        Err(ParallelismError::Invalid(message)) => message,
+        other => panic!("expected an invalid job, got {other:?}"),
+    }
+}
+
+#[test]
+fn with_parallelism_gives_the_job_its_file_would_give() {
+    let generator = "type = \"generator\"";
+    let before = job(&rebalanced_chain("", generator, &[2, 2]));
+    // 200 subtasks take the job past the default 128 key groups: both ways give it 512.
+    for parallelisms in [[1, 1], [3, 2], [200, 256]] {
+        let changes = [
+            ("op0".to_string(), parallelisms[0]),
+            ("op1".to_string(), parallelisms[1]),
+        ]
+        .into();
+        let after = before.with_parallelism(&changes).unwrap();
+        assert_eq!(
+            after,
+            job(&rebalanced_chain("", generator, &parallelisms)),
+            "{parallelisms:?}"
+        );
+    }
+    // An input written without `partition` is a rebalance between unequal parallelisms; it
+    // stays one when they become equal, where the file's shorthand would now mean forward.
+    let shorthand = job(
+        "name = \"t\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+                         [[operator]]\nname = \"count\"\nmodule = \"count.wasm\"\n\
+                         parallelism = 2\ninputs = [\"in\"]\n\
+                         [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"count\"]\n",
+    );
+    let one = [("count".to_string(), 1)].into();
+    let after = shorthand.with_parallelism(&one).unwrap();
+    let partitioners: Vec<Partitioner> = after.edges.iter().map(|e| e.partitioner).collect();
+    assert_eq!(
+        partitioners,
+        [Partitioner::Rebalance, Partitioner::Rebalance]
+    );
+}
+
+#[test]
+fn with_parallelism_refuses_what_the_job_file_refuses_in_its_words() {
+    let generator = "type = \"generator\"";
+    let before = job(&rebalanced_chain("", generator, &[2, 2, 2, 2]));
+    let file_says = |head: &str, source: &str, parallelisms: &[u32]| {
+        invalid(&rebalanced_chain(head, source, parallelisms))
+            .1
+            .to_string()
+    };
+    // At least 1, at most MAX_PARALLELISM.
+    assert_eq!(
+        rescale_refused(&before, &[("op1", 0)]),
+        file_says("", generator, &[2, 0, 2, 2])
+    );
+    assert_eq!(
+        rescale_refused(&before, &[("op1", MAX_PARALLELISM + 1)]),
+        file_says("", generator, &[2, MAX_PARALLELISM + 1, 2, 2])
+    );
+    // At most MAX_SUBTASKS in all.
+    let widest = [MAX_PARALLELISM; 4];
+    let all: Vec<(&str, u32)> = ["op0", "op1", "op2", "op3"]
+        .into_iter()
+        .zip(widest)
+        .collect();
+    let message = rescale_refused(&before, &all);
+    assert!(message.contains(&MAX_SUBTASKS.to_string()), "{message}");
+    assert_eq!(message, file_says("", generator, &widest));
+    // No more subtasks than the key groups the file sets.
+    let head = "max_parallelism = 4\n";
+    let keyed = job(&rebalanced_chain(head, generator, &[2, 2, 2, 2]));
+    assert_eq!(
+        rescale_refused(&keyed, &[("op1", 5)]),
+        file_says(head, generator, &[2, 5, 2, 2])
+    );
+    // A file source has one reader.
+    let file = |parallelism: u32| {
+        format!("type = \"file\"\npath = \"in.txt\"\nparallelism = {parallelism}")
+    };
+    let reading = job(&rebalanced_chain("", &file(1), &[2, 2, 2, 2]));
+    assert_eq!(
+        rescale_refused(&reading, &[("in", 2)]),
+        file_says("", &file(2), &[2, 2, 2, 2])
+    );
+}
+
 #[test]
 fn checkpoints_on_object_storage_keep_the_lock_local_and_round_trip() {
     let text = format!(

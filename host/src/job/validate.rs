@@ -4,8 +4,14 @@
 //! The first problem found is reported. Checks run in file order within each
 //! step: settings tables, then vertices (names, kinds, parallelism), then
 //! inputs, then the graph as a whole (cycles, outputs nothing reads).
+//!
+//! Here: the parser's entry, the value helpers every rule uses, the job as a whole and each
+//! vertex's kind. The rules of one part each have a file below: the settings tables and
+//! parallelism (`settings`), a file source's format (`file`), a generator's values
+//! (`generator`), Kafka (`kafka`), watermarks (`watermark`) and the graph (`graph`).
 
 use std::collections::HashMap;
+use std::fs;
 use std::ops::Range;
 use std::path::Path;
 use std::time::Duration;
@@ -13,27 +19,27 @@ use std::time::Duration;
 use toml::Spanned;
 use weir_abi::key_group::{DEFAULT_MAX_PARALLELISM, MAX_MAX_PARALLELISM};
 
-use super::control::{ADDRESS_FORMS, ControlConfig, parse_address};
+use super::control::ControlConfig;
 use super::error::{JobError, Location, Problem};
 use super::graph::{
-    Edge, FileFormat, GeneratorSettings, GeneratorValues, Job, OnError, Operator, Partitioner,
-    RecordFields, SinkKind, SourceKind, StateCapture, Vertex, VertexKind,
+    Edge, GeneratorSettings, Job, Operator, Partitioner, SinkKind, SourceKind, StateCapture,
+    Vertex, VertexKind,
 };
-use super::paths::{self, PathUse};
 use super::restart::RestartStrategy;
-use super::spec::{
-    CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
-    SinkSpec, SourceSpec,
-};
+use super::spec::{InputSpec, JobSpec, OperatorSpec, SinkSpec, SourceSpec};
 use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
-use crate::checkpoint::config::{CheckpointConfig, CheckpointMode, Retention};
-use crate::checkpoint::storage::{ObjectStoreScheme, ObjectStoreUrl};
+use crate::checkpoint::config::CheckpointConfig;
 use crate::wasm::GuestLimits;
 use crate::wasm::ImagePolicy;
 
+mod file;
+mod generator;
+mod graph;
 mod kafka;
+mod rescale;
+mod settings;
 mod watermark;
 
 /// Keys of a file source.
@@ -71,29 +77,18 @@ const GENERATOR_KEYS: &[&str] = &[
 const FILE_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs", "path"];
 /// Keys of a stdout or blackhole sink.
 const PLAIN_SINK_KEYS: &[&str] = &["name", "type", "parallelism", "inputs"];
-/// Keys of the `none` restart strategy.
-const NONE_RESTART_KEYS: &[&str] = &["strategy"];
-/// Keys of the `fixed-delay` restart strategy.
-const FIXED_DELAY_KEYS: &[&str] = &["strategy", "attempts", "delay"];
-/// Keys of the `exponential-delay` restart strategy.
-const EXPONENTIAL_DELAY_KEYS: &[&str] = &["strategy", "initial", "max", "multiplier", "attempts"];
 
+/// What a source's `type` may be, for messages.
+const SOURCE_TYPES: &str = "\"file\", \"generator\" or \"kafka\"";
+/// What a sink's `type` may be, for messages.
+const SINK_TYPES: &str = "\"file\", \"kafka\", \"stdout\" or \"blackhole\"";
 /// What a vertex or job name may be made of.
 const NAME_RULE: &str = "1 to 64 ASCII letters, digits, '-' or '_'";
-/// The partitioners, for messages.
-const PARTITIONERS: &str = "\"forward\", \"rebalance\", \"key-hash\" or \"broadcast\"";
 
 /// Generator defaults (docs/JOB.md).
 const DEFAULT_GENERATOR_KEYS: u64 = 1_000;
 /// Generator default value size in bytes (docs/JOB.md).
 const DEFAULT_GENERATOR_VALUE_SIZE: usize = 16;
-/// Generator default `min` of `values = "integers"` (docs/JOB.md).
-const DEFAULT_GENERATOR_MIN: i64 = 0;
-/// Generator default `max` of `values = "integers"` (docs/JOB.md).
-const DEFAULT_GENERATOR_MAX: i64 = 99;
-/// The longest side output name, in bytes of UTF-8: what a guest may pass to `emit_to`
-/// (docs/ABI.md §15).
-const MAX_SIDE_OUTPUT_NAME: usize = 255;
 /// The largest csv column index a file source may name: a line with more columns than this
 /// is not a table anyone writes by hand, and the index must fit a TOML integer.
 pub const MAX_CSV_COLUMN: u64 = 65_535;
@@ -147,6 +142,38 @@ pub(super) fn parse(text: &str, base_dir: &Path, file: &str) -> Result<Job, JobE
         base_dir,
     }
     .job(&spec)
+}
+
+impl Job {
+    /// Reads and validates the job file at `path`; relative paths in it are
+    /// resolved against its folder. Module files are not checked: see
+    /// [`Job::load`] and [`Job::check_modules_exist`].
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let path = path.as_ref();
+        let text = fs::read_to_string(path).map_err(|source| JobError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        let base_dir = path.parent().unwrap_or(Path::new(""));
+        Job::from_str(&text, base_dir, &path.display().to_string())
+    }
+
+    /// [`Job::from_file`], then [`Job::check_files`]: what `weir run` needs.
+    pub fn load(path: impl AsRef<Path>) -> Result<Job, JobError> {
+        let job = Job::from_file(path)?;
+        job.check_files()?;
+        Ok(job)
+    }
+
+    /// Parses and validates job file text. Relative paths are resolved against
+    /// `base_dir`; messages name the file `file_name`. Module files are not checked.
+    pub fn from_str(
+        text: &str,
+        base_dir: impl AsRef<Path>,
+        file_name: &str,
+    ) -> Result<Job, JobError> {
+        parse(text, base_dir.as_ref(), file_name)
+    }
 }
 
 /// Turns byte offsets of the text into lines and columns.
@@ -276,6 +303,43 @@ fn is_valid_name(name: &str) -> bool {
 /// `` `key` of operator "count" ``.
 fn vertex_key(key: &str, kind: &str, name: &str) -> String {
     format!("`{key}` of {kind} \"{name}\"")
+}
+
+/// `key` written as 0 where it must be at least 1.
+fn zero(key: String) -> Problem {
+    Problem::BadValue {
+        key,
+        found: "0".into(),
+        expected: "at least 1".into(),
+    }
+}
+
+/// Refuses a job of more than [`MAX_SUBTASKS`] subtasks, given its vertices' parallelisms,
+/// with the index of the vertex that passes the bound.
+fn check_subtasks(parallelisms: &[u32]) -> Result<(), (usize, Box<Problem>)> {
+    let mut total = 0u64;
+    for (index, &parallelism) in parallelisms.iter().enumerate() {
+        total += u64::from(parallelism);
+        if total > u64::from(MAX_SUBTASKS) {
+            let problem = Problem::TooManySubtasks {
+                total: parallelisms.iter().map(|&p| u64::from(p)).sum(),
+                max: MAX_SUBTASKS,
+            };
+            return Err((index, Box::new(problem)));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses file source `name` at a parallelism above 1: one file has one reader.
+fn check_file_source_parallelism(name: &str, parallelism: u32) -> Result<(), Box<Problem>> {
+    if parallelism > 1 {
+        return Err(Box::new(Problem::FileSourceParallelism {
+            source_name: name.to_owned(),
+            parallelism,
+        }));
+    }
+    Ok(())
 }
 
 impl Validator<'_> {
@@ -437,7 +501,7 @@ impl Validator<'_> {
     ) -> Result<T, JobError> {
         let number = *value.get_ref();
         if number.into() == 0 {
-            return Err(self.bad_value(value.span(), key, "0".into(), "at least 1"));
+            return Err(self.error(value.span(), zero(key)));
         }
         Ok(number)
     }
@@ -515,16 +579,9 @@ impl Validator<'_> {
             drafts.push(self.sink(sink, name)?);
         }
         let max_parallelism = self.max_parallelism(spec, &mut drafts)?;
-        let mut total = 0u64;
-        for draft in &drafts {
-            total += u64::from(draft.vertex.parallelism);
-            if total > u64::from(MAX_SUBTASKS) {
-                let problem = Problem::TooManySubtasks {
-                    total: drafts.iter().map(|d| u64::from(d.vertex.parallelism)).sum(),
-                    max: MAX_SUBTASKS,
-                };
-                return Err(self.error(draft.name_span.clone(), problem));
-            }
+        let parallelisms: Vec<u32> = drafts.iter().map(|d| d.vertex.parallelism).collect();
+        if let Err((index, problem)) = check_subtasks(&parallelisms) {
+            return Err(self.error(drafts[index].name_span.clone(), *problem));
         }
         self.check_paths(spec, &drafts, &checkpoint)?;
         self.check_exactly_once_sinks(spec, &drafts, &checkpoint)?;
@@ -586,481 +643,6 @@ impl Validator<'_> {
         })
     }
 
-    /// Refuses an exactly-once Kafka sink in a job whose checkpoints could not make its output
-    /// exactly-once: it commits when a checkpoint completes, so with checkpoints off it would
-    /// never commit, and with at-least-once checkpoints the job itself may process a record
-    /// twice after a restore.
-    fn check_exactly_once_sinks(
-        &self,
-        spec: &JobSpec,
-        drafts: &[Draft<'_>],
-        checkpoint: &CheckpointConfig,
-    ) -> Result<(), JobError> {
-        let reason = if checkpoint.interval.is_none() {
-            "it commits its output when a checkpoint completes, and checkpoints are off: set \
-             `checkpoint.interval` (e.g. \"1s\")"
-        } else if checkpoint.mode == CheckpointMode::AtLeastOnce {
-            "`checkpoint.mode = \"at-least-once\"` lets the job process a record twice after a \
-             restore, so its output cannot be exactly-once: set the mode to \"exactly-once\""
-        } else {
-            return Ok(());
-        };
-        for draft in drafts {
-            if let VertexKind::Sink(SinkKind::Kafka(kafka)) = &draft.vertex.kind
-                && kafka.delivery == crate::job::kafka::Delivery::ExactlyOnce
-            {
-                let span = spec
-                    .sinks
-                    .iter()
-                    .find(|s| s.name.get_ref() == &draft.vertex.name)
-                    .and_then(|s| span_of(&s.delivery))
-                    .unwrap_or(draft.name_span.clone());
-                return Err(self.error(
-                    span,
-                    Problem::ExactlyOnceSink {
-                        sink: draft.vertex.name.clone(),
-                        reason,
-                    },
-                ));
-            }
-        }
-        Ok(())
-    }
-
-    /// Refuses file sinks whose directories are equal or nested, a file sink on, in or around
-    /// the checkpoint directory, and a file source reading inside a file sink's directory,
-    /// comparing paths lexically (see [`paths`]).
-    fn check_paths(
-        &self,
-        spec: &JobSpec,
-        drafts: &[Draft<'_>],
-        checkpoint: &CheckpointConfig,
-    ) -> Result<(), JobError> {
-        let checkpoint_span = spec.checkpoint.as_ref().and_then(|c| span_of(&c.directory));
-        let mut uses = vec![(
-            PathUse::CheckpointDirectory,
-            paths::lexical(&checkpoint.directory),
-        )];
-        let mut spans = vec![checkpoint_span];
-        let path_spans = spec
-            .sources
-            .iter()
-            .map(|s| span_of(&s.path))
-            .chain(spec.operators.iter().map(|_| None))
-            .chain(spec.sinks.iter().map(|s| span_of(&s.path)));
-        for (draft, span) in drafts.iter().zip(path_spans) {
-            let vertex = &draft.vertex;
-            let Some((use_, path)) = PathUse::of(vertex) else {
-                continue;
-            };
-            uses.push((use_, paths::lexical(path)));
-            spans.push(span);
-        }
-        let Some((i, j, problem)) = paths::first_conflict(&uses) else {
-            return Ok(());
-        };
-        let span = spans[j]
-            .clone()
-            .or_else(|| spans[i].clone())
-            .unwrap_or(spec.name.span());
-        Err(self.error(span, problem))
-    }
-
-    /// The `[control]` table.
-    fn control(&self, spec: &ControlSpec) -> Result<ControlConfig, JobError> {
-        let mut config = ControlConfig::default();
-        if let Some(enabled) = &spec.enabled {
-            config.enabled = *enabled.get_ref();
-        }
-        if let Some(address) = &spec.address {
-            config.address = parse_address(address.get_ref()).ok_or_else(|| {
-                self.bad_value(
-                    address.span(),
-                    "`control.address`".into(),
-                    format!("{:?}", address.get_ref()),
-                    ADDRESS_FORMS,
-                )
-            })?;
-        }
-        Ok(config)
-    }
-
-    fn checkpoint(
-        &self,
-        spec: &CheckpointSpec,
-        mut config: CheckpointConfig,
-    ) -> Result<CheckpointConfig, JobError> {
-        if let Some(interval) = &spec.interval {
-            config.interval = if interval.get_ref() == "off" {
-                None
-            } else {
-                let key = "`checkpoint.interval`";
-                let found = || format!("{:?}", interval.get_ref());
-                let duration =
-                    self.bounded_duration(interval, key, &format!("\"off\" or {DURATION_FORMS}"))?;
-                if duration.is_zero() {
-                    return Err(self.bad_value(
-                        interval.span(),
-                        key.into(),
-                        found(),
-                        "a duration above zero (e.g. \"1s\"), or \"off\"",
-                    ));
-                }
-                Some(duration)
-            };
-        }
-        if let Some(mode) = &spec.mode {
-            config.mode = match mode.get_ref().as_str() {
-                "exactly-once" => CheckpointMode::ExactlyOnce,
-                "at-least-once" => CheckpointMode::AtLeastOnce,
-                other => {
-                    return Err(self.bad_value(
-                        mode.span(),
-                        "`checkpoint.mode`".into(),
-                        format!("{other:?}"),
-                        "\"exactly-once\" or \"at-least-once\"",
-                    ));
-                }
-            };
-        }
-        if let Some(min_pause) = &spec.min_pause {
-            config.min_pause = self.duration(min_pause, "`checkpoint.min_pause`")?;
-        }
-        if let Some(timeout) = &spec.timeout {
-            config.timeout = self.positive_duration(timeout, "`checkpoint.timeout`")?;
-        }
-        if let Some(max_concurrent) = &spec.max_concurrent {
-            config.max_concurrent =
-                self.at_least_one(max_concurrent, "`checkpoint.max_concurrent`".into())?;
-        }
-        if let Some(on_cancel) = &spec.on_cancel {
-            config.on_cancel = match on_cancel.get_ref().as_str() {
-                "retain" => Retention::RetainOnCancel,
-                "delete" => Retention::DeleteOnCancel,
-                other => {
-                    return Err(self.bad_value(
-                        on_cancel.span(),
-                        "`checkpoint.on_cancel`".into(),
-                        format!("{other:?}"),
-                        "\"retain\" or \"delete\"",
-                    ));
-                }
-            };
-        }
-        if let Some(directory) = &spec.directory {
-            match ObjectStoreUrl::parse(directory.get_ref()) {
-                // The lock and the control file stay in the default local directory.
-                Ok(Some(url)) => config.object_store = Some(url),
-                Ok(None) => {
-                    config.directory = self.path(directory, "`checkpoint.directory`".into())?;
-                }
-                Err(problem) => {
-                    return Err(self.bad_value(
-                        directory.span(),
-                        "`checkpoint.directory`".into(),
-                        format!("{:?}", directory.get_ref()),
-                        format!(
-                            "a local directory, relative to the job file's folder, or an \
-                             s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX URL \
-                             ({problem})"
-                        ),
-                    ));
-                }
-            }
-        }
-        if let Some(retained) = &spec.retained {
-            config.retained = self.at_least_one(retained, "`checkpoint.retained`".into())? as usize;
-        }
-        if let Some(tolerable) = &spec.tolerable_failures {
-            config.tolerable_failures = *tolerable.get_ref();
-        }
-        self.object_store_options(spec, &mut config)?;
-        Ok(config)
-    }
-
-    /// The `storage_*` keys of `[checkpoint]`, which apply to object storage only.
-    fn object_store_options(
-        &self,
-        spec: &CheckpointSpec,
-        config: &mut CheckpointConfig,
-    ) -> Result<(), JobError> {
-        let present = [
-            ("storage_endpoint", span_of(&spec.storage_endpoint)),
-            ("storage_retries", span_of(&spec.storage_retries)),
-            (
-                "storage_retry_timeout",
-                span_of(&spec.storage_retry_timeout),
-            ),
-            (
-                "storage_request_timeout",
-                span_of(&spec.storage_request_timeout),
-            ),
-        ];
-        if config.object_store.is_none()
-            && let Some((key, Some(span))) = present.iter().find(|(_, span)| span.is_some())
-        {
-            return Err(self.error(
-                span.clone(),
-                Problem::NeedsSetting {
-                    key: format!("`checkpoint.{key}`"),
-                    setting: "checkpoints in a local directory".into(),
-                    fix: "it times the requests to an object store (`directory = \
-                          \"s3://bucket/prefix\"`); remove it"
-                        .into(),
-                },
-            ));
-        }
-        let requests = &mut config.object_store_options;
-        if let Some(endpoint) = &spec.storage_endpoint {
-            let url = endpoint.get_ref();
-            if config.object_store.as_ref().map(|u| u.scheme()) == Some(ObjectStoreScheme::Gcs) {
-                return Err(self.bad_value(
-                    endpoint.span(),
-                    "`checkpoint.storage_endpoint`".into(),
-                    format!("{url:?}"),
-                    "no endpoint with gs://: Google Cloud Storage has one (remove the key), an \
-                     S3-compatible or Azure store takes one",
-                ));
-            }
-            let host = url
-                .strip_prefix("http://")
-                .or_else(|| url.strip_prefix("https://"))
-                .filter(|host| !host.is_empty());
-            if host.is_none() {
-                return Err(self.bad_value(
-                    endpoint.span(),
-                    "`checkpoint.storage_endpoint`".into(),
-                    format!("{url:?}"),
-                    "the http:// or https:// URL of an S3-compatible store \
-                     (\"http://127.0.0.1:9000\")",
-                ));
-            }
-            requests.endpoint = Some(url.trim_end_matches('/').to_owned());
-        }
-        if let Some(retries) = &spec.storage_retries {
-            requests.retries = *retries.get_ref();
-        }
-        if let Some(timeout) = &spec.storage_retry_timeout {
-            requests.retry_timeout =
-                self.positive_duration(timeout, "`checkpoint.storage_retry_timeout`")?;
-        }
-        if let Some(timeout) = &spec.storage_request_timeout {
-            requests.request_timeout =
-                self.positive_duration(timeout, "`checkpoint.storage_request_timeout`")?;
-        }
-        Ok(())
-    }
-
-    /// The `[restart]` table; `job_name_span` locates a missing `strategy`.
-    fn restart(
-        &self,
-        spec: &RestartSpec,
-        job_name_span: Range<usize>,
-    ) -> Result<RestartStrategy, JobError> {
-        let Some(strategy) = &spec.strategy else {
-            let span = [
-                span_of(&spec.attempts),
-                span_of(&spec.delay),
-                span_of(&spec.initial),
-                span_of(&spec.max),
-                span_of(&spec.multiplier),
-            ]
-            .into_iter()
-            .flatten()
-            .min_by_key(|s| s.start)
-            .unwrap_or(job_name_span);
-            let meaning = "\"none\", \"fixed-delay\" or \"exponential-delay\"";
-            return Err(self.error(
-                span,
-                Problem::MissingKey {
-                    owner: "[restart]".into(),
-                    key: "strategy",
-                    meaning,
-                },
-            ));
-        };
-        let present = [
-            ("attempts", span_of(&spec.attempts)),
-            ("delay", span_of(&spec.delay)),
-            ("initial", span_of(&spec.initial)),
-            ("max", span_of(&spec.max)),
-            ("multiplier", span_of(&spec.multiplier)),
-        ];
-        let owner = &format!("restart strategy {:?}", strategy.get_ref());
-        match strategy.get_ref().as_str() {
-            "none" => {
-                self.only(&present, NONE_RESTART_KEYS, owner)?;
-                Ok(RestartStrategy::None)
-            }
-            "fixed-delay" => {
-                self.only(&present, FIXED_DELAY_KEYS, owner)?;
-                let attempts = spec
-                    .attempts
-                    .as_ref()
-                    .map_or(RestartStrategy::DEFAULT_ATTEMPTS, |a| *a.get_ref());
-                let delay = match &spec.delay {
-                    Some(delay) => self.duration(delay, "`restart.delay`")?,
-                    None => RestartStrategy::DEFAULT_DELAY,
-                };
-                Ok(RestartStrategy::FixedDelay { attempts, delay })
-            }
-            "exponential-delay" => {
-                self.only(&present, EXPONENTIAL_DELAY_KEYS, owner)?;
-                let initial = match &spec.initial {
-                    Some(initial) => self.positive_duration(initial, "`restart.initial`")?,
-                    None => RestartStrategy::DEFAULT_INITIAL,
-                };
-                let max = match &spec.max {
-                    Some(max) => {
-                        let duration = self.duration(max, "`restart.max`")?;
-                        if duration < initial {
-                            let expected = format!(
-                                "a duration of at least `restart.initial` ({})",
-                                format_duration(initial)
-                            );
-                            return Err(self.bad_value(
-                                max.span(),
-                                "`restart.max`".into(),
-                                format!("{:?}", max.get_ref()),
-                                expected,
-                            ));
-                        }
-                        duration
-                    }
-                    None => RestartStrategy::DEFAULT_MAX.max(initial),
-                };
-                let multiplier = match &spec.multiplier {
-                    Some(multiplier) => {
-                        let value = *multiplier.get_ref();
-                        if !(value.is_finite() && value >= 1.0) {
-                            return Err(self.bad_value(
-                                multiplier.span(),
-                                "`restart.multiplier`".into(),
-                                value.to_string(),
-                                "a number of at least 1.0",
-                            ));
-                        }
-                        value
-                    }
-                    None => RestartStrategy::DEFAULT_MULTIPLIER,
-                };
-                let attempts = spec.attempts.as_ref().map(|a| *a.get_ref());
-                Ok(RestartStrategy::ExponentialDelay {
-                    initial,
-                    max,
-                    multiplier,
-                    attempts,
-                })
-            }
-            other => Err(self.bad_value(
-                strategy.span(),
-                "`restart.strategy`".into(),
-                format!("{other:?}"),
-                "\"none\", \"fixed-delay\" or \"exponential-delay\"",
-            )),
-        }
-    }
-
-    /// A limits table applied over `limits`; `key` names a key for messages.
-    fn limits(
-        &self,
-        spec: &LimitsSpec,
-        mut limits: GuestLimits,
-        key: &dyn Fn(&str) -> String,
-    ) -> Result<GuestLimits, JobError> {
-        if let Some(value) = &spec.max_memory {
-            limits.max_memory_bytes = self.size(
-                value,
-                &key("max_memory"),
-                GuestLimits::MIN_MEMORY_BYTES as u64,
-            )?;
-        }
-        if let Some(value) = &spec.call_timeout {
-            limits.call_timeout = self.positive_duration(value, &key("call_timeout"))?;
-        }
-        if let Some(value) = &spec.max_output {
-            limits.max_output_bytes = self.size(value, &key("max_output"), 1)?;
-        }
-        if let Some(value) = &spec.max_state {
-            limits.max_state_bytes = self.size(value, &key("max_state"), 1)?;
-        }
-        if let Some(value) = &spec.max_timer_state {
-            limits.max_timer_bytes = self.size(value, &key("max_timer_state"), 1)?;
-        }
-        Ok(limits)
-    }
-
-    /// The job's `max_parallelism`, as written, after giving every vertex its value (when
-    /// absent, [`default_max_parallelism`]) and checking that none has a larger parallelism.
-    fn max_parallelism(
-        &self,
-        spec: &JobSpec,
-        drafts: &mut [Draft<'_>],
-    ) -> Result<Option<u32>, JobError> {
-        let written = match &spec.max_parallelism {
-            Some(value) => {
-                if *value.get_ref() > MAX_MAX_PARALLELISM {
-                    return Err(self.error(
-                        value.span(),
-                        Problem::TooLarge {
-                            key: "`max_parallelism`".into(),
-                            found: value.get_ref().to_string(),
-                            max: MAX_MAX_PARALLELISM.to_string(),
-                            reason: "every key-hash edge keeps a routing table of one entry per \
-                                     key group",
-                        },
-                    ));
-                }
-                Some(self.at_least_one(value, "`max_parallelism`".into())?)
-            }
-            None => None,
-        };
-        let widest = drafts
-            .iter()
-            .map(|d| d.vertex.parallelism)
-            .max()
-            .unwrap_or(1);
-        let max = written.unwrap_or_else(|| default_max_parallelism(widest));
-        for draft in drafts {
-            if draft.vertex.parallelism > max {
-                let problem = Problem::AboveMaxParallelism {
-                    kind: draft.vertex.kind_name(),
-                    vertex: draft.vertex.name.clone(),
-                    parallelism: draft.vertex.parallelism,
-                    max_parallelism: max,
-                };
-                return Err(self.error(draft.name_span.clone(), problem));
-            }
-            draft.vertex.max_parallelism = max;
-        }
-        Ok(written)
-    }
-
-    fn parallelism(
-        &self,
-        value: &Option<Spanned<u32>>,
-        kind: &str,
-        name: &str,
-    ) -> Result<u32, JobError> {
-        let Some(value) = value else {
-            return Ok(1);
-        };
-        let key = vertex_key("parallelism", kind, name);
-        if *value.get_ref() > MAX_PARALLELISM {
-            return Err(self.error(
-                value.span(),
-                Problem::TooLarge {
-                    key,
-                    found: value.get_ref().to_string(),
-                    max: MAX_PARALLELISM.to_string(),
-                    reason: "a rebalance or key-hash edge joins every subtask upstream to \
-                             every subtask downstream: 256 x 256 is 65536 channels",
-                },
-            ));
-        }
-        self.at_least_one(value, key)
-    }
-
     fn check_vertex_name(&self, name: &Spanned<String>, kind: &str) -> Result<(), JobError> {
         if is_valid_name(name.get_ref()) {
             return Ok(());
@@ -1071,6 +653,24 @@ impl Validator<'_> {
             format!("{:?}", name.get_ref()),
             NAME_RULE,
         ))
+    }
+
+    /// The required `type` of `kind` `name`; `types` says what it may be.
+    fn vertex_type<'s>(
+        &self,
+        value: &'s Option<Spanned<String>>,
+        kind: &str,
+        name: &Spanned<String>,
+        types: &'static str,
+    ) -> Result<&'s Spanned<String>, JobError> {
+        value.as_ref().ok_or_else(|| {
+            let problem = Problem::MissingKey {
+                owner: format!("{kind} \"{}\"", name.get_ref()),
+                key: "type",
+                meaning: types,
+            };
+            self.error(name.span(), problem)
+        })
     }
 
     fn source<'s>(&self, spec: &'s SourceSpec, job: &str) -> Result<Draft<'s>, JobError> {
@@ -1084,14 +684,7 @@ impl Validator<'_> {
                 },
             ));
         }
-        let Some(kind) = &spec.kind else {
-            let problem = Problem::MissingKey {
-                owner: format!("source \"{name}\""),
-                key: "type",
-                meaning: "\"file\", \"generator\" or \"kafka\"",
-            };
-            return Err(self.error(spec.name.span(), problem));
-        };
+        let kind = self.vertex_type(&spec.kind, "source", &spec.name, SOURCE_TYPES)?;
         let parallelism = self.parallelism(&spec.parallelism, "source", name)?;
         let present = [
             ("path", span_of(&spec.path)),
@@ -1134,15 +727,9 @@ impl Validator<'_> {
                     };
                     return Err(self.error(spec.name.span(), problem));
                 };
-                if parallelism > 1 {
+                if let Err(problem) = check_file_source_parallelism(name, parallelism) {
                     let span = span_of(&spec.parallelism).unwrap_or(spec.name.span());
-                    return Err(self.error(
-                        span,
-                        Problem::FileSourceParallelism {
-                            source_name: name.clone(),
-                            parallelism,
-                        },
-                    ));
+                    return Err(self.error(span, *problem));
                 }
                 let (format, on_error) = self.file_format(spec, name)?;
                 SourceKind::File {
@@ -1251,7 +838,7 @@ impl Validator<'_> {
                     kind.span(),
                     vertex_key("type", "source", name),
                     format!("{other:?}"),
-                    "\"file\", \"generator\" or \"kafka\"",
+                    SOURCE_TYPES,
                 ));
             }
         };
@@ -1273,273 +860,6 @@ impl Validator<'_> {
             name_span: spec.name.span(),
             inputs: None,
         })
-    }
-
-    /// A file source's `format` with its `key`, `value`, `timestamp` and `header`, and its
-    /// `on_error`.
-    fn file_format(
-        &self,
-        spec: &SourceSpec,
-        name: &str,
-    ) -> Result<(FileFormat, OnError), JobError> {
-        let key = |k: &str| vertex_key(k, "source", name);
-        let word = spec
-            .format
-            .as_ref()
-            .map_or("lines", |f| f.get_ref().as_str());
-        let fields = [
-            ("key", &spec.key),
-            ("value", &spec.value),
-            ("timestamp", &spec.timestamp),
-        ];
-        let format = match word {
-            "lines" => {
-                let with_fields = fields
-                    .iter()
-                    .filter_map(|(k, f)| f.as_ref().map(|f| (*k, f.span())));
-                let with_others = [
-                    ("header", span_of(&spec.header)),
-                    ("on_error", span_of(&spec.on_error)),
-                ];
-                let present = with_fields.chain(
-                    with_others
-                        .into_iter()
-                        .filter_map(|(k, span)| span.map(|span| (k, span))),
-                );
-                if let Some((k, span)) = present.min_by_key(|(_, span)| span.start) {
-                    let fix = match k {
-                        "header" => format!(
-                            "a header row is a csv thing; set `format = \"csv\"` or remove \
-                             `{k}`"
-                        ),
-                        "on_error" => format!(
-                            "every line is a record as it is, so no line is malformed; set \
-                             `format = \"jsonl\"` or `format = \"csv\"` to read fields, or \
-                             remove `{k}`"
-                        ),
-                        _ => format!(
-                            "a line is read whole, as the value, with an empty key; set \
-                             `format = \"jsonl\"` or `format = \"csv\"` to read fields, or \
-                             remove `{k}`"
-                        ),
-                    };
-                    return Err(self.error(
-                        span,
-                        Problem::NeedsSetting {
-                            key: key(k),
-                            setting: "`format = \"lines\"`".into(),
-                            fix,
-                        },
-                    ));
-                }
-                FileFormat::Lines
-            }
-            "jsonl" => {
-                if let Some(header) = &spec.header {
-                    return Err(self.error(
-                        header.span(),
-                        Problem::NeedsSetting {
-                            key: key("header"),
-                            setting: "`format = \"jsonl\"`".into(),
-                            fix: "a header row is a csv thing: every jsonl line is a record; \
-                                  remove `header`"
-                                .into(),
-                        },
-                    ));
-                }
-                let [k, v, t] = fields.map(|(k, f)| {
-                    f.as_ref()
-                        .map(|f| self.json_pointer(f, key(k), k))
-                        .transpose()
-                });
-                FileFormat::Jsonl(RecordFields {
-                    key: k?,
-                    value: v?,
-                    timestamp: t?,
-                })
-            }
-            "csv" => {
-                let [k, v, t] = fields.map(|(k, f)| {
-                    f.as_ref()
-                        .map(|f| self.csv_column(f, key(k), k))
-                        .transpose()
-                });
-                FileFormat::Csv {
-                    fields: RecordFields {
-                        key: k?,
-                        value: v?,
-                        timestamp: t?,
-                    },
-                    header: spec.header.as_ref().is_some_and(|h| *h.get_ref()),
-                }
-            }
-            other => {
-                let format = spec.format.as_ref().expect("a word other than the default");
-                return Err(self.bad_value(
-                    format.span(),
-                    key("format"),
-                    format!("{other:?}"),
-                    "\"lines\" (a record per line, as it is), \"jsonl\" (a JSON document per \
-                     line) or \"csv\" (comma-separated values)",
-                ));
-            }
-        };
-        let on_error = match &spec.on_error {
-            None => OnError::Fail,
-            Some(word) => self.on_error(word, key("on_error"), "a malformed line")?,
-        };
-        Ok((format, on_error))
-    }
-
-    /// A source's `on_error` word; `what` is what it applies to (`a malformed line`).
-    fn on_error(
-        &self,
-        word: &Spanned<String>,
-        key: String,
-        what: &str,
-    ) -> Result<OnError, JobError> {
-        match word.get_ref().as_str() {
-            "fail" => Ok(OnError::Fail),
-            "skip" => Ok(OnError::Skip),
-            other => Err(self.bad_value(
-                word.span(),
-                key,
-                format!("{other:?}"),
-                format!(
-                    "\"fail\" ({what} fails the task) or \"skip\" (it is dropped, counted \
-                     and logged)"
-                ),
-            )),
-        }
-    }
-
-    /// A jsonl field: a JSON pointer (RFC 6901) to a member of each line's document.
-    fn json_pointer(
-        &self,
-        field: &Spanned<toml::Value>,
-        key: String,
-        name: &str,
-    ) -> Result<String, JobError> {
-        let expected = format!(
-            "a JSON pointer starting with \"/\", such as \"/user/id\" (RFC 6901: `~` is \
-             written `~0`, a `/` inside a member's name `~1`){}",
-            if name == "value" {
-                "; leave `value` out for the whole line"
-            } else {
-                ""
-            }
-        );
-        let toml::Value::String(pointer) = field.get_ref() else {
-            return Err(self.bad_value(field.span(), key, field.get_ref().to_string(), expected));
-        };
-        let escapes_ok = pointer
-            .match_indices('~')
-            .all(|(i, _)| matches!(pointer.as_bytes().get(i + 1), Some(b'0' | b'1')));
-        if !pointer.starts_with('/') || !escapes_ok {
-            return Err(self.bad_value(field.span(), key, format!("{pointer:?}"), expected));
-        }
-        Ok(pointer.clone())
-    }
-
-    /// A csv field: a 0-based column index.
-    fn csv_column(
-        &self,
-        field: &Spanned<toml::Value>,
-        key: String,
-        name: &str,
-    ) -> Result<usize, JobError> {
-        let expected = format!(
-            "a column index from 0 to {MAX_CSV_COLUMN}, counted from 0, such as `{name} = 0`: \
-             columns are numbered, not named (`header = true` skips a header row)"
-        );
-        match field.get_ref() {
-            toml::Value::Integer(column) if (0..=MAX_CSV_COLUMN as i64).contains(column) => {
-                Ok(*column as usize)
-            }
-            other => Err(self.bad_value(field.span(), key, other.to_string(), expected)),
-        }
-    }
-
-    /// A generator's `values`, with `min` and `max` for integers.
-    fn generator_values(&self, spec: &SourceSpec, name: &str) -> Result<GeneratorValues, JobError> {
-        let key = |k: &str| vertex_key(k, "source", name);
-        let word = spec
-            .values
-            .as_ref()
-            .map_or("letters", |v| v.get_ref().as_str());
-        match word {
-            "letters" => {
-                let bound = [("min", span_of(&spec.min)), ("max", span_of(&spec.max))]
-                    .into_iter()
-                    .filter_map(|(k, span)| span.map(|span| (k, span)))
-                    .min_by_key(|(_, span)| span.start);
-                if let Some((k, span)) = bound {
-                    return Err(self.error(
-                        span,
-                        Problem::NeedsSetting {
-                            key: key(k),
-                            setting: "`values = \"letters\"`".into(),
-                            fix: format!(
-                                "letters have no range; set `values = \"integers\"` for \
-                                 integers from `min` to `max`, or remove `{k}`"
-                            ),
-                        },
-                    ));
-                }
-                Ok(GeneratorValues::Letters)
-            }
-            "integers" => {
-                if let Some(size) = &spec.value_size {
-                    return Err(self.error(
-                        size.span(),
-                        Problem::NeedsSetting {
-                            key: key("value_size"),
-                            setting: "`values = \"integers\"`".into(),
-                            fix: "an integer takes as many bytes as its decimal digits; remove \
-                                  `value_size`, or set `values = \"letters\"`"
-                                .into(),
-                        },
-                    ));
-                }
-                let min = spec
-                    .min
-                    .as_ref()
-                    .map_or(DEFAULT_GENERATOR_MIN, |m| *m.get_ref());
-                let max = spec
-                    .max
-                    .as_ref()
-                    .map_or(DEFAULT_GENERATOR_MAX, |m| *m.get_ref());
-                if min > max {
-                    let (span, k, found, expected) = if let Some(m) = &spec.max {
-                        let expected = format!(
-                            "an integer at least `min` ({min}): the range is `min` to `max`, \
-                             both included"
-                        );
-                        (m.span(), "max", max, expected)
-                    } else {
-                        // The defaults are in order, so `min` was written.
-                        let span = span_of(&spec.min).unwrap_or(spec.name.span());
-                        let expected = format!(
-                            "an integer at most `max` ({max}, its default): set `max` too, or \
-                             lower `min`"
-                        );
-                        (span, "min", min, expected)
-                    };
-                    return Err(self.bad_value(span, key(k), found.to_string(), expected));
-                }
-                Ok(GeneratorValues::Integers { min, max })
-            }
-            other => {
-                let values = spec.values.as_ref().expect("a word other than the default");
-                Err(self.bad_value(
-                    values.span(),
-                    key("values"),
-                    format!("{other:?}"),
-                    "\"letters\" (`value_size` lowercase letters) or \"integers\" (from `min` \
-                     to `max`, in decimal)",
-                ))
-            }
-        }
     }
 
     fn operator<'s>(
@@ -1623,14 +943,7 @@ impl Validator<'_> {
         self.check_vertex_name(&spec.name, "sink")?;
         let name = spec.name.get_ref();
         self.no_watermark(spec.watermark.as_ref(), "sink", name)?;
-        let Some(kind) = &spec.kind else {
-            let problem = Problem::MissingKey {
-                owner: format!("sink \"{name}\""),
-                key: "type",
-                meaning: "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
-            };
-            return Err(self.error(spec.name.span(), problem));
-        };
+        let kind = self.vertex_type(&spec.kind, "sink", &spec.name, SINK_TYPES)?;
         let parallelism = self.parallelism(&spec.parallelism, "sink", name)?;
         let present = [
             ("path", span_of(&spec.path)),
@@ -1679,7 +992,7 @@ impl Validator<'_> {
                     kind.span(),
                     vertex_key("type", "sink", name),
                     format!("{other:?}"),
-                    "\"file\", \"kafka\", \"stdout\" or \"blackhole\"",
+                    SINK_TYPES,
                 ));
             }
         };
@@ -1697,246 +1010,5 @@ impl Validator<'_> {
             name_span: spec.name.span(),
             inputs: spec.inputs.as_ref(),
         })
-    }
-
-    /// The edges of every operator and sink, by the order of their `inputs`.
-    fn edges(&self, drafts: &[Draft<'_>]) -> Result<Vec<DraftEdge>, JobError> {
-        let index: HashMap<&str, usize> = drafts
-            .iter()
-            .enumerate()
-            .map(|(i, d)| (d.vertex.name.as_str(), i))
-            .collect();
-        let known = || {
-            drafts
-                .iter()
-                .filter(|d| !matches!(d.vertex.kind, VertexKind::Sink(_)))
-                .map(|d| d.vertex.name.clone())
-                .collect::<Vec<_>>()
-        };
-        let mut edges = Vec::new();
-        for (to, draft) in drafts.iter().enumerate() {
-            let vertex = &draft.vertex;
-            if matches!(vertex.kind, VertexKind::Source(_)) {
-                continue;
-            }
-            let kind = vertex.kind_name();
-            let inputs = match draft.inputs {
-                Some(inputs) if !inputs.get_ref().is_empty() => inputs.get_ref(),
-                Some(inputs) => {
-                    return Err(self.error(
-                        inputs.span(),
-                        Problem::NoInputs {
-                            kind,
-                            vertex: vertex.name.clone(),
-                        },
-                    ));
-                }
-                None => {
-                    return Err(self.error(
-                        draft.name_span.clone(),
-                        Problem::NoInputs {
-                            kind,
-                            vertex: vertex.name.clone(),
-                        },
-                    ));
-                }
-            };
-            let first_edge = edges.len();
-            for (port, input) in inputs.iter().enumerate() {
-                let (from_name, span, partition, output) = match input.get_ref() {
-                    InputSpec::Name(from) => (from.as_str(), input.span(), None, None),
-                    InputSpec::Edge {
-                        from,
-                        partition,
-                        output,
-                    } => (
-                        from.get_ref().as_str(),
-                        from.span(),
-                        partition.as_ref(),
-                        output.as_ref(),
-                    ),
-                };
-                let Some(&from) = index.get(from_name) else {
-                    let problem = Problem::UnknownInput {
-                        kind,
-                        vertex: vertex.name.clone(),
-                        input: from_name.to_owned(),
-                        known: known(),
-                    };
-                    return Err(self.error(span, problem));
-                };
-                let upstream = &drafts[from].vertex;
-                if matches!(upstream.kind, VertexKind::Sink(_)) {
-                    let problem = Problem::InputFromSink {
-                        kind,
-                        vertex: vertex.name.clone(),
-                        sink: from_name.to_owned(),
-                    };
-                    return Err(self.error(span, problem));
-                }
-                let output = match output {
-                    Some(output) => Some(self.side_output(output, upstream, kind, vertex)?),
-                    None => None,
-                };
-                if edges[first_edge..]
-                    .iter()
-                    .any(|e: &DraftEdge| e.from == from && e.output == output)
-                {
-                    let problem = Problem::DuplicateInput {
-                        kind,
-                        vertex: vertex.name.clone(),
-                        input: from_name.to_owned(),
-                        output,
-                    };
-                    return Err(self.error(span, problem));
-                }
-                let same_parallelism = upstream.parallelism == vertex.parallelism;
-                let partitioner = match partition {
-                    None if same_parallelism => Partitioner::Forward,
-                    None => Partitioner::Rebalance,
-                    Some(partition) => {
-                        let Some(partitioner) = Partitioner::from_name(partition.get_ref()) else {
-                            let key = format!(
-                                "`partition` of input \"{from_name}\" of {kind} \"{}\"",
-                                vertex.name
-                            );
-                            return Err(self.bad_value(
-                                partition.span(),
-                                key,
-                                format!("{:?}", partition.get_ref()),
-                                PARTITIONERS,
-                            ));
-                        };
-                        if partitioner == Partitioner::Forward && !same_parallelism {
-                            let problem = Problem::ForwardParallelism {
-                                from: from_name.to_owned(),
-                                from_parallelism: upstream.parallelism,
-                                to: vertex.name.clone(),
-                                to_parallelism: vertex.parallelism,
-                            };
-                            return Err(self.error(partition.span(), problem));
-                        }
-                        partitioner
-                    }
-                };
-                let port = u32::try_from(port).expect("fewer than 2^32 inputs");
-                edges.push(DraftEdge {
-                    from,
-                    to,
-                    port,
-                    partitioner,
-                    output,
-                    span,
-                });
-            }
-        }
-        Ok(edges)
-    }
-
-    /// The `output` of an input of `vertex` (a `kind`) from `upstream`: a side output of an
-    /// operator, named as its guest names it (docs/ABI.md §15).
-    fn side_output(
-        &self,
-        output: &Spanned<String>,
-        upstream: &Vertex,
-        kind: &'static str,
-        vertex: &Vertex,
-    ) -> Result<String, JobError> {
-        let name = output.get_ref();
-        if matches!(upstream.kind, VertexKind::Source(_)) {
-            let problem = Problem::SideOutputOfSource {
-                kind,
-                vertex: vertex.name.clone(),
-                source_name: upstream.name.clone(),
-                output: name.clone(),
-            };
-            return Err(self.error(output.span(), problem));
-        }
-        if !(1..=MAX_SIDE_OUTPUT_NAME).contains(&name.len()) {
-            let found = if name.is_empty() {
-                "\"\"".to_owned()
-            } else {
-                format!("{name:?} ({} bytes)", name.len())
-            };
-            let key = format!(
-                "`output` of input \"{}\" of {kind} \"{}\"",
-                upstream.name, vertex.name
-            );
-            return Err(self.bad_value(
-                output.span(),
-                key,
-                found,
-                format!(
-                    "the name of a side output of \"{}\", 1 to {MAX_SIDE_OUTPUT_NAME} bytes of \
-                     UTF-8, as its guest passes it to `emit_to` (docs/ABI.md §15)",
-                    upstream.name
-                ),
-            ));
-        }
-        Ok(name.clone())
-    }
-
-    /// The vertices in topological order (Kahn's algorithm, ties in file
-    /// order), or the first cycle found.
-    fn topological_order(
-        &self,
-        drafts: &[Draft<'_>],
-        edges: &[DraftEdge],
-    ) -> Result<Vec<usize>, JobError> {
-        let mut in_degree = vec![0usize; drafts.len()];
-        for edge in edges {
-            in_degree[edge.to] += 1;
-        }
-        let mut placed = vec![false; drafts.len()];
-        let mut order = Vec::with_capacity(drafts.len());
-        while let Some(next) = (0..drafts.len()).find(|&i| !placed[i] && in_degree[i] == 0) {
-            placed[next] = true;
-            order.push(next);
-            for edge in edges.iter().filter(|e| e.from == next) {
-                in_degree[edge.to] -= 1;
-            }
-        }
-        if order.len() == drafts.len() {
-            return Ok(order);
-        }
-        // Every vertex left has an input from another vertex left: walking
-        // inputs backwards from the first one must come round to a vertex
-        // already seen, which closes a cycle.
-        let start = (0..drafts.len())
-            .find(|&i| !placed[i])
-            .expect("a vertex is left");
-        let mut walk = vec![start];
-        let cycle_start = loop {
-            let current = *walk.last().expect("the walk is never empty");
-            let previous = edges
-                .iter()
-                .find(|e| e.to == current && !placed[e.from])
-                .expect("a vertex left has an input left")
-                .from;
-            if let Some(at) = walk.iter().position(|&v| v == previous) {
-                break at;
-            }
-            walk.push(previous);
-        };
-        // `walk[cycle_start..]` follows edges backwards; turn it to flow order
-        // and begin at the vertex written first in the file.
-        let mut cycle: Vec<usize> = walk[cycle_start..].iter().rev().copied().collect();
-        let first = cycle
-            .iter()
-            .enumerate()
-            .min_by_key(|(_, v)| **v)
-            .map(|(i, _)| i)
-            .unwrap_or(0);
-        cycle.rotate_left(first);
-        let closing = edges
-            .iter()
-            .find(|e| e.to == cycle[0] && e.from == *cycle.last().expect("a cycle is never empty"))
-            .expect("consecutive vertices of the cycle are joined by an edge");
-        let mut names: Vec<String> = cycle
-            .iter()
-            .map(|&v| drafts[v].vertex.name.clone())
-            .collect();
-        names.push(names[0].clone());
-        Err(self.error(closing.span.clone(), Problem::Cycle { cycle: names }))
     }
 }

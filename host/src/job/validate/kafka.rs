@@ -122,9 +122,8 @@ impl Validator<'_> {
         job: &str,
     ) -> Result<KafkaSourceSettings, JobError> {
         let name = spec.name.get_ref();
-        let owner = format!("kafka source \"{name}\"");
         let key = |k: &str| vertex_key(k, "source", name);
-        let bootstrap = self.bootstrap(spec.bootstrap.as_ref(), &owner, &key, spec.name.span())?;
+        let (owner, bootstrap) = self.bootstrap("source", &spec.name, spec.bootstrap.as_ref())?;
         let topics = match (&spec.topics, &spec.topic_pattern) {
             (Some(_), Some(pattern)) => {
                 return Err(self.error(
@@ -296,9 +295,8 @@ impl Validator<'_> {
         job: &str,
     ) -> Result<KafkaSinkSettings, JobError> {
         let name = spec.name.get_ref();
-        let owner = format!("kafka sink \"{name}\"");
         let key = |k: &str| vertex_key(k, "sink", name);
-        let bootstrap = self.bootstrap(spec.bootstrap.as_ref(), &owner, &key, spec.name.span())?;
+        let (owner, bootstrap) = self.bootstrap("sink", &spec.name, spec.bootstrap.as_ref())?;
         let Some(topic) = &spec.topic else {
             return Err(self.error(
                 spec.name.span(),
@@ -403,19 +401,20 @@ impl Validator<'_> {
         })
     }
 
-    /// The required `bootstrap` of `owner`.
+    /// The required `bootstrap` of the Kafka `kind` (`"source"` or `"sink"`) named `name`,
+    /// after how messages name that vertex (`kafka sink "out"`), which both kinds go on to use.
     fn bootstrap(
         &self,
+        kind: &'static str,
+        name: &Spanned<String>,
         value: Option<&Spanned<String>>,
-        owner: &str,
-        key: &dyn Fn(&str) -> String,
-        name_span: Range<usize>,
-    ) -> Result<String, JobError> {
+    ) -> Result<(String, String), JobError> {
+        let owner = format!("kafka {kind} \"{}\"", name.get_ref());
         let Some(value) = value else {
             return Err(self.error(
-                name_span,
+                name.span(),
                 Problem::MissingKey {
-                    owner: owner.to_owned(),
+                    owner,
                     key: "bootstrap",
                     meaning: "the brokers to connect to first, e.g. bootstrap = \
                               \"kafka-1:9092,kafka-2:9092\"",
@@ -433,12 +432,12 @@ impl Validator<'_> {
         if !well_formed {
             return Err(self.bad_value(
                 value.span(),
-                key("bootstrap"),
+                vertex_key("bootstrap", kind, name.get_ref()),
                 format!("{:?}", value.get_ref()),
                 "host:port, or several separated by commas (\"kafka-1:9092,kafka-2:9092\")",
             ));
         }
-        Ok(text.to_owned())
+        Ok((owner, text.to_owned()))
     }
 
     /// A topic name; `key` says where it was written.
