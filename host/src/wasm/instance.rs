@@ -12,9 +12,10 @@ use super::engine::deadline_ticks;
 use super::error::{GuestError, GuestFailure, classify};
 use super::image::delta::ImagePolicy;
 use super::image::format::IMAGE_MAGIC;
-use super::image::state::ImageState;
+use super::image::state::{GuestSnapshot, ImageState};
+use super::inspection::Capabilities;
 use super::limits::GuestLimits;
-use super::module::{Capabilities, OperatorModule, Template};
+use super::module::{OperatorModule, Template};
 use super::state::{Call, GuestState, GuestTime, SideBatch};
 use crate::ids::CheckpointId;
 
@@ -122,17 +123,6 @@ enum Capture {
     /// incremental baseline's bookkeeping, which an instance checkpointed through its exports
     /// should not carry the size of; it is allocated once per instance.
     Image(Box<ImageState>),
-}
-
-/// What [`GuestInstance::snapshot_incremental`] took: the state, and the earlier checkpoints
-/// whose states a restore needs with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestSnapshot {
-    /// The state bytes: the guest's own snapshot, a full image, or a delta.
-    pub state: Vec<u8>,
-    /// For a delta, the checkpoints whose images it builds on, base (the full image) first,
-    /// its parent last; empty for any self-contained state.
-    pub chain: Vec<CheckpointId>,
 }
 
 impl fmt::Debug for GuestInstance {

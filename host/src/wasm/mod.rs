@@ -69,12 +69,12 @@ pub use image::delta::ImagePolicy;
 pub use imports::provided_imports;
 pub(crate) use imports::wall_clock_millis;
 pub(crate) use inspection::Inspection;
-pub use inspection::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
+pub use inspection::{Capabilities, ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
+pub use image::state::GuestSnapshot;
 pub use instance::{
-    GuestInstance, GuestOutput, GuestSnapshot, InstanceContext, MAX_TIMER_ROUNDS,
-    MAX_TIMERS_PER_CALL,
+    GuestInstance, GuestOutput, InstanceContext, MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL,
 };
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
-pub use module::{Capabilities, OperatorModule};
+pub use module::OperatorModule;
 pub use state::{GuestTime, SideBatch};
 pub use toolchain::{Toolchain, ToolchainEvidence};

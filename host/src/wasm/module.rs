@@ -14,47 +14,10 @@ use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::image::capture::{PrepareError, prepare};
 use super::image::rewrite::ImageLayout;
-use super::inspection::Inspection;
+use super::inspection::{Capabilities, Inspection};
 use super::instance::{GuestInstance, InstanceContext};
 use super::limits::GuestLimits;
 use super::state::GuestState;
-
-/// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
-/// absent").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct Capabilities {
-    /// `_initialize`: called once after instantiation.
-    pub initialize: bool,
-    /// `weir_init`: receives the init message, and so may be given a config.
-    pub init: bool,
-    /// `weir_snapshot`: saves state; without it every snapshot is empty.
-    pub snapshot: bool,
-    /// `weir_restore`: restores state; without it only an empty state can be restored.
-    pub restore: bool,
-    /// `weir_checkpoint_complete`: hears of completed checkpoints.
-    pub checkpoint_complete: bool,
-    /// `weir_finish`: may emit final records when every input has ended.
-    pub finish: bool,
-    /// `weir_on_timers`: receives fired timers, and so may set them.
-    pub on_timers: bool,
-    /// `weir_on_watermark`: hears of watermark advances.
-    pub on_watermark: bool,
-}
-
-impl Capabilities {
-    /// A component's: the world's exports are all required, so it has every one but
-    /// `_initialize`, a core toolchain's.
-    pub const COMPONENT: Capabilities = Capabilities {
-        initialize: false,
-        init: true,
-        snapshot: true,
-        restore: true,
-        checkpoint_complete: true,
-        finish: true,
-        on_timers: true,
-        on_watermark: true,
-    };
-}
 
 /// An operator's module — a core module or a component — compiled, checked against the ABI
 /// (or the world), and pre-linked with the host's imports, ready to be instantiated once per
