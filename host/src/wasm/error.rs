@@ -583,7 +583,7 @@ pub enum ModuleProblem {
         "is a WebAssembly component but not a Weir operator: it exports no \
          `weir:operator/guest@{}` interface (it exports {}); build it against the world in \
          abi/wit/operator.wit (docs/COMPONENTS.md)",
-        super::component::WORLD_VERSION,
+        weir_abi::WORLD_VERSION,
         component_exports(exports)
     )]
     NotAnOperatorComponent {

@@ -168,7 +168,9 @@ impl GuestInstance {
             ));
         }
 
-        let state = GuestState::new(context.operator.clone(), context.subtask, limits, component);
+        let extension = component
+            .then(|| super::component::store_extension(&context.operator, context.subtask));
+        let state = GuestState::new(context.operator.clone(), context.subtask, limits, extension);
         let instance_failed = |e: wasmtime::Error| {
             let (failure, backtrace) = classify(&e, limits.call_timeout, true);
             failed(Call::Instantiate, failure, backtrace)

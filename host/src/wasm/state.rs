@@ -1,11 +1,13 @@
 //! [`GuestState`]: the host's side of one guest instance, kept in its `Store` and reached by
 //! the host imports through `Caller`.
 
+use std::any::Any;
+use std::fmt;
+
 use wasmtime::ResourceLimiter;
 use weir_abi::time::NO_WATERMARK;
 use weir_abi::{TimeDomain, Timers, exports, imports};
 
-use super::component::wasi::ComponentWasi;
 use super::error::{Abort, GuestFailure, OutOfMemorySign};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 
@@ -209,22 +211,35 @@ pub(crate) struct GuestState {
     /// look it up by name on every call (`None` while `start` runs during instantiation, and
     /// for a component, whose imports receive their arguments copied).
     pub(crate) memory: Option<wasmtime::Memory>,
-    /// For a component, its WASI context, which gives it nothing to reach
-    /// ([`ComponentWasi::denied`]); `None` for a core module, which has no WASI.
-    pub(crate) wasi: Option<Box<ComponentWasi>>,
+    /// What the kind of guest keeps in the store besides: for a component, its WASI context,
+    /// which gives it nothing to reach (`component::wasi`); `None` for a core module, which has
+    /// no WASI.
+    pub(crate) extension: Option<Box<dyn StoreExtension>>,
+}
+
+/// What a store holds for one kind of guest beyond the host's state: a component's WASI
+/// context. Opaque here, so that the core code names no component type: it asks only what every
+/// call needs of it, and the component code downcasts it (through `Any`) to reach the rest.
+pub(crate) trait StoreExtension: Any + Send + fmt::Debug {
+    /// A call starts: forget any out-of-memory report of an earlier call, so that only one
+    /// made during the call that traps names its failure.
+    fn forget_out_of_memory_report(&self);
+
+    /// Whether the guest reported, since the call started, that it ran out of memory.
+    fn take_out_of_memory_report(&self) -> bool;
 }
 
 impl GuestState {
     /// State for a new instance of `operator`, about to be instantiated: a core module's, or
-    /// with `component` a component's, which has WASI and may hold several core instances and
+    /// with an `extension` (its WASI) a component's, which may hold several core instances and
     /// memories (their sizes summed against the memory limit).
     pub(crate) fn new(
         operator: String,
         subtask: u32,
         limits: GuestLimits,
-        component: bool,
+        extension: Option<Box<dyn StoreExtension>>,
     ) -> Self {
-        let wasi = component.then(|| Box::new(ComponentWasi::denied(&operator, subtask)));
+        let component = extension.is_some();
         Self {
             operator,
             subtask,
@@ -245,14 +260,14 @@ impl GuestState {
                 growth_failed: false,
             },
             memory: None,
-            wasi,
+            extension,
         }
     }
 
     /// The running call's name as the guest knows it: the core export's, or the world
     /// function's for a component.
     pub(crate) fn call_name(&self) -> &'static str {
-        self.call.name_for(self.wasi.is_some())
+        self.call.name_for(self.extension.is_some())
     }
 
     /// Marks `call` as running and forgets what the previous call left behind.
@@ -264,8 +279,8 @@ impl GuestState {
         self.snapshot.clear();
         self.last_error_log = None;
         self.limiter.growth_failed = false;
-        if let Some(wasi) = &self.wasi {
-            wasi.forget_out_of_memory_report();
+        if let Some(extension) = &self.extension {
+            extension.forget_out_of_memory_report();
         }
     }
 
@@ -278,9 +293,9 @@ impl GuestState {
         let sign = if self.limiter.growth_failed {
             OutOfMemorySign::GrowthFailed
         } else if self
-            .wasi
+            .extension
             .as_ref()
-            .is_some_and(|wasi| wasi.take_out_of_memory_report())
+            .is_some_and(|extension| extension.take_out_of_memory_report())
         {
             OutOfMemorySign::EngineReported
         } else {

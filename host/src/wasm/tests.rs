@@ -618,7 +618,7 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
     // `provided_imports` is what the isolation argument (and `docs/ABI.md` §4) relies on; the
     // linker is what guests actually get. They must be the same set.
     let engine = engine();
-    let state = super::state::GuestState::new("linker".into(), 0, engine.limits, false);
+    let state = super::state::GuestState::new("linker".into(), 0, engine.limits, None);
     let mut store = wasmtime::Store::new(engine.engine.engine(), state);
     let items: Vec<_> = engine.engine.linker().iter(&mut store).collect();
     let mut defined = Vec::new();
