@@ -42,6 +42,7 @@
 //! thread or `spawn_blocking`), never on the async reactor.
 
 pub mod component;
+mod core;
 mod engine;
 mod error;
 pub mod image;

@@ -38,8 +38,9 @@ pub struct OperatorModule {
     image: Option<Arc<ImageLayout>>,
     /// The bounds every instance runs under: in its store, and for each call.
     limits: GuestLimits,
-    /// The engine it was compiled for, whose clone keeps the epoch ticker alive.
-    engine: WasmEngine,
+    /// The engine it was compiled for, held so that its clone keeps the epoch ticker alive
+    /// (instances reach the engine through their template).
+    _engine: WasmEngine,
 }
 
 impl fmt::Debug for OperatorModule {
@@ -222,7 +223,7 @@ impl OperatorModule {
             capabilities,
             image: prepared.image,
             limits,
-            engine: engine.clone(),
+            _engine: engine.clone(),
         })
     }
 
@@ -263,7 +264,7 @@ impl OperatorModule {
             capabilities: Capabilities::COMPONENT,
             image: None,
             limits,
-            engine: engine.clone(),
+            _engine: engine.clone(),
         })
     }
 
@@ -333,11 +334,6 @@ impl OperatorModule {
     /// The pre-linked instance template.
     pub(crate) fn template(&self) -> &Template {
         &self.template
-    }
-
-    /// The engine it was compiled for.
-    pub(crate) fn engine(&self) -> &WasmEngine {
-        &self.engine
     }
 
     /// The compiled core module; `None` for a component.

@@ -4,11 +4,11 @@
 use std::any::Any;
 use std::fmt;
 
-use wasmtime::ResourceLimiter;
+use wasmtime::{Engine, ResourceLimiter, Store};
 use weir_abi::time::NO_WATERMARK;
 use weir_abi::{TimeDomain, Timers, exports, imports};
 
-use super::error::{Abort, GuestFailure, OutOfMemorySign};
+use super::error::{Abort, GuestFailure, OutOfMemorySign, classify};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 
 /// What the host is running in the guest right now; decides which imports are allowed.
@@ -122,6 +122,30 @@ impl Call {
             Some((last, [])) => last.to_string(),
             Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
             None => String::new(),
+        }
+    }
+}
+
+/// A guest call that failed, as the code that made it reports it: which call failed (not
+/// always the one asked for: `weir_alloc` fails for `weir_process`) and how. The instance turns
+/// it into its [`GuestError`](super::GuestError) and poisons itself.
+#[derive(Debug)]
+pub(crate) struct CallFailure {
+    /// The call that failed.
+    pub(crate) call: Call,
+    /// How it failed.
+    pub(crate) failure: GuestFailure,
+    /// The guest's backtrace, when it trapped with one.
+    pub(crate) backtrace: Option<String>,
+}
+
+impl CallFailure {
+    /// `call` failed with `failure`, without a backtrace.
+    pub(crate) fn new(call: Call, failure: GuestFailure) -> Self {
+        CallFailure {
+            call,
+            failure,
+            backtrace: None,
         }
     }
 }
@@ -261,6 +285,41 @@ impl GuestState {
             },
             memory: None,
             extension,
+        }
+    }
+
+    /// A store for a new instance holding `self`: its limiter registered, and the deadline of
+    /// the instantiation (`deadline_ticks`) set.
+    pub(crate) fn into_store(self, engine: &Engine, deadline_ticks: u64) -> Store<GuestState> {
+        let mut store = Store::new(engine, self);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(deadline_ticks);
+        store
+    }
+
+    /// Classifies the failure `error` of `call`. A trap after the guest ran out of memory is
+    /// reported as [`GuestFailure::OutOfMemory`], which names the fix.
+    pub(crate) fn call_failed(&mut self, call: Call, error: &wasmtime::Error) -> CallFailure {
+        let (mut failure, backtrace) = classify(error, self.limits.call_timeout, false);
+        if let GuestFailure::Trap { .. } = failure
+            && let Some(out_of_memory) = self.out_of_memory()
+        {
+            failure = out_of_memory;
+        }
+        CallFailure {
+            call,
+            failure,
+            backtrace,
+        }
+    }
+
+    /// Classifies the failure `error` of an instantiation.
+    pub(crate) fn instantiation_failed(&self, error: &wasmtime::Error) -> CallFailure {
+        let (failure, backtrace) = classify(error, self.limits.call_timeout, true);
+        CallFailure {
+            call: Call::Instantiate,
+            failure,
+            backtrace,
         }
     }
 

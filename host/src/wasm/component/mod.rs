@@ -14,6 +14,7 @@
 //!
 //! The bindings are generated from the WIT file itself, so the host cannot drift from it.
 
+pub(crate) mod instance;
 pub(crate) mod wasi;
 
 use wasmtime::Engine;
