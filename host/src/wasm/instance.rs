@@ -5,7 +5,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 use wasmtime::Store;
-use weir_abi::{BatchBuilder, InitMessage, TimeDomain};
+use weir_abi::InitMessage;
 
 use super::component::instance::ComponentBody;
 use super::core::CoreBody;
@@ -21,13 +21,12 @@ use super::module::{OperatorModule, Template};
 use super::state::{Call, CallFailure, GuestState, GuestTime, SideBatch};
 use crate::ids::CheckpointId;
 
-/// Most timers one `weir_on_timers` call receives (`docs/ABI.md` §15).
-pub const MAX_TIMERS_PER_CALL: usize = 1024;
+// The timer service: a child module, so that it reaches the instance's private members while
+// its file sits beside the other parts of the wasm layer.
+#[path = "timers.rs"]
+mod timers;
 
-/// Most rounds of firing one advance of time runs before it fails the guest: a round fires the
-/// timers due when it starts, and the next round those the guest set meanwhile at or before the
-/// time (`docs/ABI.md` §15).
-pub const MAX_TIMER_ROUNDS: usize = 64;
+pub use timers::{MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL};
 
 /// What one guest call emitted: its main output and its side outputs, each in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -370,96 +369,6 @@ impl GuestInstance {
     /// the guest's own state is restored: an image restore starts a fresh instance.
     pub fn restore_time(&mut self, time: GuestTime) {
         self.store.data_mut().time = time;
-    }
-
-    /// Advances the watermark to `watermark` (nothing when it is not later than the current
-    /// one): fires every event-time timer at or before it through `weir_on_timers`, in rounds,
-    /// then tells the guest through `weir_on_watermark` (`docs/ABI.md` §15). Each call's
-    /// output goes to `route` as soon as the call returns, so a large firing is never held at
-    /// once.
-    pub fn advance_watermark<E: From<GuestError>>(
-        &mut self,
-        watermark: i64,
-        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        if watermark <= self.time().watermark {
-            return Ok(());
-        }
-        self.check_ready(Call::OnWatermark)?;
-        self.store.data_mut().time.watermark = watermark;
-        self.fire_due(TimeDomain::Event, watermark, &mut route)?;
-        match self.body.on_watermark(&mut self.store, watermark) {
-            Ok(true) => route(self.take_output()),
-            Ok(false) => Ok(()),
-            Err(failure) => Err(self.fail(failure).into()),
-        }
-    }
-
-    /// Fires every processing-time timer at or before `now` (milliseconds since the Unix
-    /// epoch), as [`advance_watermark`](Self::advance_watermark) fires event-time timers.
-    pub fn fire_processing_timers<E: From<GuestError>>(
-        &mut self,
-        now: i64,
-        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        self.fire_due(TimeDomain::Processing, now, &mut route)
-    }
-
-    /// The time the next processing-time timer fires at, if one is set.
-    pub fn next_processing_timer(&self) -> Option<i64> {
-        self.time().timers(TimeDomain::Processing).next_due()
-    }
-
-    /// Fires the timers of `domain` due at `time` in rounds of batches of at most
-    /// [`MAX_TIMERS_PER_CALL`], routing each call's output; fails after [`MAX_TIMER_ROUNDS`]
-    /// rounds that each left new due timers behind.
-    fn fire_due<E: From<GuestError>>(
-        &mut self,
-        domain: TimeDomain,
-        time: i64,
-        route: &mut impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        for round in 0..=MAX_TIMER_ROUNDS {
-            let mut left = self.time().timers(domain).count_due(time);
-            if left == 0 {
-                return Ok(());
-            }
-            if round == MAX_TIMER_ROUNDS {
-                let failure = GuestFailure::TimerRounds {
-                    watermark: time,
-                    rounds: round,
-                };
-                return Err(self.poison(Call::OnTimers, failure, None).into());
-            }
-            while left > 0 {
-                let due = self
-                    .store
-                    .data_mut()
-                    .time
-                    .timers_mut(domain)
-                    .pop_due(time, left.min(MAX_TIMERS_PER_CALL));
-                if due.is_empty() {
-                    break;
-                }
-                left -= due.len();
-                let mut batch = BatchBuilder::new(domain.code());
-                for (timestamp, key) in &due {
-                    batch.push(key, b"", *timestamp);
-                }
-                let output = self.on_timers(&batch.into_bytes())?;
-                route(output)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs `weir_on_timers` on a batch of fired timers and returns what it emitted.
-    fn on_timers(&mut self, batch: &[u8]) -> Result<GuestOutput, GuestError> {
-        self.check_ready(Call::OnTimers)?;
-        if let Err(failure) = self.body.on_timers(&mut self.store, batch) {
-            return Err(self.fail(failure));
-        }
-        Ok(self.take_output())
     }
 
     /// What the last call emitted, taken.
