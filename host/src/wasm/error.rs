@@ -431,7 +431,7 @@ impl fmt::Display for GuestFailure {
 #[derive(Debug, thiserror::Error)]
 #[error("module `{module}`: {problem}")]
 pub struct ModuleError {
-    /// The file path, or the name given to [`WasmEngine::load_bytes`](super::WasmEngine::load_bytes).
+    /// The file path, or the name given with the bytes ([`ModuleSource`](super::ModuleSource)).
     pub module: String,
     /// What is wrong with it.
     pub problem: ModuleProblem,
@@ -628,8 +628,8 @@ pub enum ModuleProblem {
         message: String,
     },
     /// The job gives the operator a config, but its module exports no `weir_init` to receive
-    /// it ([`WasmEngine::load_operator`](super::WasmEngine::load_operator)). Displays as the
-    /// whole message, naming the operator and the module's path.
+    /// it ([`LoadOptions::config_of`](super::LoadOptions::config_of)). Displays as the whole
+    /// message, naming the operator and the module's path.
     #[error(
         "operator `{operator}` has a config, but its module {} exports no weir_init to receive \
          it: remove the config or export weir_init (docs/ABI.md §3)",

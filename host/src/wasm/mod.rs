@@ -67,15 +67,17 @@ pub use error::{
 };
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;
+pub use image::state::GuestSnapshot;
 pub use imports::provided_imports;
 pub(crate) use imports::wall_clock_millis;
 pub(crate) use inspection::Inspection;
-pub use inspection::{Capabilities, ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
-pub use image::state::GuestSnapshot;
+pub use inspection::{
+    Capabilities, ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport,
+};
 pub use instance::{
     GuestInstance, GuestOutput, InstanceContext, MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL,
 };
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
-pub use module::OperatorModule;
+pub use module::{LoadOptions, ModuleSource, OperatorModule};
 pub use state::{GuestTime, SideBatch};
 pub use toolchain::{Toolchain, ToolchainEvidence};

@@ -2,6 +2,7 @@
 //! before any of its code runs.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use wasmtime::component::Component;
 use wasmtime::{InstancePre, Module};
 
 use super::component::{self, ComponentPre};
-use super::engine::WasmEngine;
+use super::engine::{WasmEngine, file_kind};
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::image::capture::{PrepareError, prepare};
@@ -18,6 +19,68 @@ use super::inspection::{Capabilities, Inspection};
 use super::instance::{GuestInstance, InstanceContext};
 use super::limits::GuestLimits;
 use super::state::GuestState;
+
+/// Where [`OperatorModule::load`] reads a module from.
+#[derive(Debug, Clone, Copy)]
+pub enum ModuleSource<'a> {
+    /// The file at this path (binary `.wasm` or `.wat` text); errors name the path.
+    File(&'a Path),
+    /// These bytes (binary or WAT text); `name` identifies them in errors.
+    Bytes {
+        /// What errors call the module.
+        name: &'a str,
+        /// The module.
+        bytes: &'a [u8],
+    },
+}
+
+impl<'a> ModuleSource<'a> {
+    /// The module in the file at `path`.
+    pub fn file(path: &'a (impl AsRef<Path> + ?Sized)) -> Self {
+        ModuleSource::File(path.as_ref())
+    }
+
+    /// The module in `bytes`, called `name` in errors.
+    pub fn bytes(name: &'a str, bytes: &'a [u8]) -> Self {
+        ModuleSource::Bytes { name, bytes }
+    }
+
+    /// What errors call the module: the file's path, or the name given with the bytes.
+    pub fn name(&self) -> String {
+        match self {
+            ModuleSource::File(path) => path.display().to_string(),
+            ModuleSource::Bytes { name, .. } => name.to_string(),
+        }
+    }
+}
+
+/// How [`OperatorModule::load`] loads a module. The default is what a module loaded on its own
+/// gets: checkpointed through its exports ([`StateCapture::Exports`], not the job file's
+/// `auto`), the default [`GuestLimits`], and no operator's config to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions<'a> {
+    /// How its instances are checkpointed: a module checkpointed as an image is rewritten to
+    /// export its memories and mutable globals, or refused, naming why an image cannot
+    /// capture it.
+    pub capture: StateCapture,
+    /// The bounds its instances run under: each module carries its own, so the operators of
+    /// one job share an engine whatever their limits.
+    pub limits: GuestLimits,
+    /// The job's operator the module is loaded for, when that operator has a config: the
+    /// module is then refused with [`ModuleProblem::ConfigWithoutInit`] when it exports no
+    /// `weir_init` to receive it.
+    pub config_of: Option<&'a str>,
+}
+
+impl Default for LoadOptions<'_> {
+    fn default() -> Self {
+        LoadOptions {
+            capture: StateCapture::Exports,
+            limits: GuestLimits::default(),
+            config_of: None,
+        }
+    }
+}
 
 /// An operator's module — a core module or a component — compiled, checked against the ABI
 /// (or the world), and pre-linked with the host's imports, ready to be instantiated once per
@@ -123,11 +186,55 @@ fn looks_like_wat(mut bytes: &[u8]) -> bool {
 }
 
 impl OperatorModule {
+    /// Reads (from a file), compiles and checks the module `source` on `engine`, as `options`
+    /// say: the one way a module is loaded, by a job, `weir validate`, `weir test` or a test.
+    /// Errors name the file's path, or the name given with the bytes.
+    pub fn load(
+        engine: &WasmEngine,
+        source: ModuleSource<'_>,
+        options: LoadOptions<'_>,
+    ) -> Result<Self, ModuleError> {
+        let (
+            LoadOptions {
+                capture, limits, ..
+            },
+            name,
+        ) = (options, source.name());
+        let module = match source {
+            ModuleSource::File(path) => {
+                let bytes = read_module_file(path).map_err(|problem| ModuleError {
+                    module: name.clone(),
+                    problem,
+                })?;
+                Self::compile(engine, &name, &bytes, capture, limits)?
+            }
+            ModuleSource::Bytes { name, bytes } => {
+                Self::compile(engine, name, bytes, capture, limits)?
+            }
+        };
+        if let Some(operator) = options.config_of
+            && !module.capabilities().init
+        {
+            let path = match source {
+                ModuleSource::File(path) => path.to_path_buf(),
+                ModuleSource::Bytes { name, .. } => name.into(),
+            };
+            return Err(ModuleError {
+                module: name,
+                problem: ModuleProblem::ConfigWithoutInit {
+                    operator: operator.to_string(),
+                    path,
+                },
+            });
+        }
+        Ok(module)
+    }
+
     /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
     /// version, read from a throwaway instance under `limits`, which every instance gets.
     /// Under `capture`, a module checkpointed as an image is first analysed and rewritten (see
     /// [`image`](super::image)).
-    pub(crate) fn compile(
+    fn compile(
         engine: &WasmEngine,
         name: &str,
         bytes: &[u8],
@@ -368,6 +475,18 @@ impl OperatorModule {
             }
         }
     }
+}
+
+/// The bytes of the module file at `path`, refused without reading when it is not a regular
+/// file: a directory cannot be read, and a device such as `/dev/zero` would be read forever.
+pub(crate) fn read_module_file(path: &Path) -> Result<Vec<u8>, ModuleProblem> {
+    let meta = std::fs::metadata(path).map_err(ModuleProblem::Io)?;
+    if !meta.is_file() {
+        return Err(ModuleProblem::NotAFile {
+            kind: file_kind(&meta.file_type()),
+        });
+    }
+    std::fs::read(path).map_err(ModuleProblem::Io)
 }
 
 /// Checks the module's imports, memory and exports against the ABI table (see
