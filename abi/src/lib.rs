@@ -27,6 +27,12 @@ pub use time::{TimeDomain, Timers};
 /// [`exports::ABI_VERSION`]; the host refuses a guest that returns another.
 pub const ABI_VERSION: u32 = 1;
 
+/// The version of the component world `weir:operator` (`abi/wit/operator.wit`) this crate's
+/// host implements: the component front door's counterpart of [`ABI_VERSION`]. A component
+/// whose world interfaces carry another version is refused. Kept here, beside the core ABI's
+/// version, so that the host's errors can name it without depending on its component code.
+pub const WORLD_VERSION: &str = "1.0.0";
+
 /// The module name under which the host provides every import.
 pub const IMPORT_MODULE: &str = "weir";
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use wasmtime::{Caller, Config, Engine, Extern, Linker, Module, Store, Strategy};
-use weir::wasm::WasmEngine;
+use weir::wasm::{LoadOptions, ModuleSource, OperatorModule, WasmEngine};
 use weir_benches::guests::{COUNT_WASM, IDENTITY_WAT, single};
 use weir_benches::workload::Workload;
 use weir_example_count::Count;
@@ -45,7 +45,12 @@ const WORKLOAD: Workload = Workload {
 
 fn count(c: &mut Criterion) {
     let engine = WasmEngine::new().expect("engine");
-    let module = engine.load_file(COUNT_WASM).expect("count guest");
+    let module = OperatorModule::load(
+        &engine,
+        ModuleSource::file(COUNT_WASM),
+        LoadOptions::default(),
+    )
+    .expect("count guest");
     let mut group = c.benchmark_group("count");
     for size in BATCH_SIZES {
         let batches = WORKLOAD.batches(size, RING_RECORDS);
@@ -81,9 +86,9 @@ fn count(c: &mut Criterion) {
 
 fn identity(c: &mut Criterion) {
     let engine = WasmEngine::new().expect("engine");
-    let module = engine
-        .load_bytes("identity.wat", IDENTITY_WAT.as_bytes())
-        .expect("identity guest");
+    let identity = ModuleSource::bytes("identity.wat", IDENTITY_WAT.as_bytes());
+    let module =
+        OperatorModule::load(&engine, identity, LoadOptions::default()).expect("identity guest");
     let mut guest = module
         .instantiate(single("identity"), b"")
         .expect("identity instance");

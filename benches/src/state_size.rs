@@ -40,8 +40,8 @@ use weir::ids::TaskId;
 use weir::ids::{CheckpointId, CheckpointKind};
 use weir::wasm::image::format::{ImageKind, decode_full, read_header};
 use weir::wasm::{
-    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, OperatorModule,
-    StateCapture, WasmEngine,
+    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, LoadOptions, ModuleSource,
+    OperatorModule, StateCapture, WasmEngine,
 };
 use weir_example_count::Count;
 use weir_sdk::Context;
@@ -163,7 +163,12 @@ pub fn measure(
         }),
         ..EngineOptions::default()
     })?;
-    let module = engine.load_file_with(module, capture, limits)?;
+    let options = LoadOptions {
+        capture,
+        limits,
+        ..LoadOptions::default()
+    };
+    let module = OperatorModule::load(&engine, ModuleSource::file(module), options)?;
     let image = module.image_layout().is_some();
     let keys = keys_for(target_bytes);
 

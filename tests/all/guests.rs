@@ -3,7 +3,7 @@
 //! was never interrupted.
 
 use weir::ids::CheckpointId;
-use weir::wasm::{GuestInstance, OperatorModule, WasmEngine};
+use weir::wasm::{GuestInstance, LoadOptions, ModuleSource, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
 
@@ -13,7 +13,8 @@ type Rec = (Vec<u8>, Vec<u8>, i64);
 
 fn load(path: &str) -> OperatorModule {
     let engine = WasmEngine::new().unwrap();
-    engine.load_file(path).unwrap_or_else(|e| panic!("{e}"))
+    OperatorModule::load(&engine, ModuleSource::file(path), LoadOptions::default())
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn batches(input: &[Rec], size: usize) -> Vec<Vec<u8>> {

@@ -8,7 +8,7 @@ use weir::ids::CheckpointId;
 use weir::wasm::image::rewrite::{
     AddressType, GlobalValueType, ImageRefusal, RewriteError, analyze, rewrite,
 };
-use weir::wasm::{OperatorModule, WasmEngine};
+use weir::wasm::{LoadOptions, ModuleSource, OperatorModule, WasmEngine};
 use weir_abi::{Batch, BatchBuilder};
 use weir_tests::guests;
 
@@ -116,12 +116,16 @@ fn compiled_guests_are_accepted_and_their_rewrite_computes_what_they_compute() {
         assert_eq!(reserved, expected, "{name}");
 
         // The host loads, checks and runs the rewrite like the original.
-        let original = engine
-            .load_bytes(name, &bytes)
-            .unwrap_or_else(|e| panic!("{e}"));
-        let prepared = engine
-            .load_bytes(name, &rewritten)
-            .unwrap_or_else(|e| panic!("the rewrite of {name} does not load: {e}"));
+        let load = |bytes: &[u8]| {
+            OperatorModule::load(
+                &engine,
+                ModuleSource::bytes(name, bytes),
+                LoadOptions::default(),
+            )
+        };
+        let original = load(&bytes).unwrap_or_else(|e| panic!("{e}"));
+        let prepared =
+            load(&rewritten).unwrap_or_else(|e| panic!("the rewrite of {name} does not load: {e}"));
         assert_eq!(original.capabilities(), prepared.capabilities(), "{name}");
         let (emitted, snapshots) = run(&original, name);
         assert!(!emitted.is_empty(), "{name} emitted nothing");

@@ -14,7 +14,10 @@ use std::path::Path;
 use std::sync::OnceLock;
 
 use weir::ids::CheckpointId;
-use weir::wasm::{GuestFailure, GuestInstance, OperatorModule, StateCapture, WasmEngine};
+use weir::wasm::{
+    GuestFailure, GuestInstance, LoadOptions, ModuleSource, OperatorModule, StateCapture,
+    WasmEngine,
+};
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
 
@@ -70,8 +73,11 @@ fn engine() -> &'static WasmEngine {
 
 impl Guest {
     fn load(name: &'static str, path: &str, capture: StateCapture) -> Guest {
-        let module = engine()
-            .load_file_capturing(path, capture)
+        let options = LoadOptions {
+            capture,
+            ..LoadOptions::default()
+        };
+        let module = OperatorModule::load(engine(), ModuleSource::file(path), options)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         Guest { name, module }
     }

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use weir::ids::CheckpointId;
-use weir::wasm::{OperatorModule, WasmEngine};
+use weir::wasm::{LoadOptions, ModuleSource, OperatorModule, WasmEngine};
 use weir_benches::guests::single;
 use weir_benches::workload::{Workload, distinct_keys};
 
@@ -72,7 +72,10 @@ fn measure(
 ) -> Result<serde_json::Value, String> {
     let size = std::fs::metadata(path).map_err(|e| e.to_string())?.len();
     let cache = tempfile::tempdir().map_err(|e| e.to_string())?;
-    let load = |engine: &WasmEngine| engine.load_file(path).map_err(|e| e.to_string());
+    let load = |engine: &WasmEngine| {
+        OperatorModule::load(engine, ModuleSource::file(path), LoadOptions::default())
+            .map_err(|e| e.to_string())
+    };
 
     let engine = WasmEngine::with_module_cache(cache.path()).map_err(|e| e.to_string())?;
     let started = Instant::now();

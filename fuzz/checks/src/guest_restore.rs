@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use weir::ids::CheckpointId;
 use weir::wasm::{
-    GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, OperatorModule,
-    StateCapture, WasmEngine,
+    GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, LoadOptions,
+    ModuleSource, OperatorModule, WasmEngine,
 };
 use weir_abi::{Batch, BatchBuilder};
 
@@ -59,8 +59,11 @@ impl RestoreTarget {
     pub fn new() -> Self {
         let engine = WasmEngine::new().unwrap_or_else(|e| panic!("wasm engine: {e}"));
         let load = |name: &'static str, bytes: &[u8]| {
-            let module = engine
-                .load_bytes_with(name, bytes, StateCapture::Exports, LIMITS)
+            let options = LoadOptions {
+                limits: LIMITS,
+                ..LoadOptions::default()
+            };
+            let module = OperatorModule::load(&engine, ModuleSource::bytes(name, bytes), options)
                 .unwrap_or_else(|e| panic!("loading the {name} guest: {e}"));
             (name, module)
         };

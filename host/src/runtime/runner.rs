@@ -33,7 +33,8 @@ use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus, SinkKind, VertexKind};
 use crate::wasm::{
-    EngineOptions, ImagePool, ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
+    EngineOptions, ImagePool, LoadOptions, ModuleError, ModuleProblem, ModuleSource,
+    OperatorModule, StateCapture, WasmEngine,
 };
 
 /// Runs one job.
@@ -91,14 +92,12 @@ impl JobRunner {
                 Some(engine) => engine,
                 None => engine.insert(job_engine(&job, &options)?),
             };
-            let module = engine
-                .load_operator(
-                    &vertex.name,
-                    &op.module,
-                    op.state_capture,
-                    op.limits,
-                    !op.config.is_empty(),
-                )
+            let options = LoadOptions {
+                capture: op.state_capture,
+                limits: op.limits,
+                config_of: (!op.config.is_empty()).then_some(vertex.name.as_str()),
+            };
+            let module = OperatorModule::load(engine, ModuleSource::file(&op.module), options)
                 .map_err(|e| match e.problem {
                     // Its message names the operator and the module itself.
                     problem @ ModuleProblem::ConfigWithoutInit { .. } => {

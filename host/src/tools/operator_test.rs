@@ -46,7 +46,8 @@ use super::mismatch::{Mismatch, records};
 use crate::ids::CheckpointId;
 use crate::wasm::{
     EngineError, EngineOptions, GuestError, GuestInstance, GuestOutput, InstanceContext,
-    ModuleError, ModuleProblem, OperatorModule, StateCapture, WasmEngine,
+    LoadOptions, ModuleError, ModuleProblem, ModuleSource, OperatorModule, StateCapture,
+    WasmEngine,
 };
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes every
@@ -379,7 +380,11 @@ impl OperatorTest {
             module_cache: crate::runtime::default_module_cache_dir(),
             ..EngineOptions::default()
         })?;
-        let module = engine.load_file_capturing(path, capture)?;
+        let load = LoadOptions {
+            capture,
+            ..LoadOptions::default()
+        };
+        let module = OperatorModule::load(&engine, ModuleSource::file(&path), load)?;
         Self::new(module, options)
     }
 
@@ -709,6 +714,20 @@ fn read_records_file(path: &Path, what: &'static str) -> Result<Vec<JsonRecord>,
 mod tests {
     use super::*;
 
+    /// The module in `bytes`, called `name`, checkpointed as `capture` says.
+    fn load_capturing(
+        engine: &WasmEngine,
+        name: &str,
+        bytes: &[u8],
+        capture: StateCapture,
+    ) -> OperatorModule {
+        let options = LoadOptions {
+            capture,
+            ..LoadOptions::default()
+        };
+        OperatorModule::load(engine, ModuleSource::bytes(name, bytes), options).unwrap()
+    }
+
     /// Records on the given ports.
     fn on_ports(ports: &[u32]) -> Vec<JsonRecord> {
         ports
@@ -785,9 +804,8 @@ mod tests {
 
     fn leaky(options: TestOptions) -> OperatorTest {
         let engine = WasmEngine::new().unwrap();
-        let module = engine
-            .load_bytes("leaky.wat", LEAKY_COUNTER.as_bytes())
-            .unwrap();
+        let leaky = ModuleSource::bytes("leaky.wat", LEAKY_COUNTER.as_bytes());
+        let module = OperatorModule::load(&engine, leaky, LoadOptions::default()).unwrap();
         OperatorTest::new(module, options).unwrap()
     }
 
@@ -828,9 +846,7 @@ mod tests {
     /// The leaky counter loaded with its state captured as `capture` says.
     fn leaky_capturing(capture: StateCapture, options: TestOptions) -> OperatorTest {
         let engine = WasmEngine::new().unwrap();
-        let module = engine
-            .load_bytes_capturing("leaky.wat", LEAKY_COUNTER.as_bytes(), capture)
-            .unwrap();
+        let module = load_capturing(&engine, "leaky.wat", LEAKY_COUNTER.as_bytes(), capture);
         OperatorTest::new(module, options).unwrap()
     }
 
@@ -876,17 +892,18 @@ mod tests {
         let bytes = without_snapshot_exports();
         let input = on_ports(&[0, 0, 0]);
 
-        let module = engine
-            .load_bytes_capturing("total.wat", bytes.as_bytes(), StateCapture::Auto)
-            .unwrap();
+        let module = load_capturing(&engine, "total.wat", bytes.as_bytes(), StateCapture::Auto);
         let test = OperatorTest::new(module, every_record("total")).unwrap();
         let outcome = test.run(&input).unwrap();
         assert_eq!(outcome.capture, CaptureUsed::Image);
 
         // Asked for through exports it lacks, every snapshot is empty, and the error says so.
-        let module = engine
-            .load_bytes_capturing("total.wat", bytes.as_bytes(), StateCapture::Exports)
-            .unwrap();
+        let module = load_capturing(
+            &engine,
+            "total.wat",
+            bytes.as_bytes(),
+            StateCapture::Exports,
+        );
         let test = OperatorTest::new(module, every_record("total")).unwrap();
         let err = test.run(&input).unwrap_err();
         assert!(
@@ -940,9 +957,8 @@ mod tests {
     #[test]
     fn a_subtask_outside_the_parallelism_is_a_usage_error() {
         let engine = WasmEngine::new().unwrap();
-        let module = engine
-            .load_bytes("leaky.wat", LEAKY_COUNTER.as_bytes())
-            .unwrap();
+        let leaky = ModuleSource::bytes("leaky.wat", LEAKY_COUNTER.as_bytes());
+        let module = OperatorModule::load(&engine, leaky, LoadOptions::default()).unwrap();
         let options = TestOptions {
             parallelism: 2,
             subtask: 2,

@@ -3,7 +3,7 @@
 //!
 //! # Why a report and not just the load error
 //!
-//! [`WasmEngine::load_bytes`] is the verdict: a module is valid exactly when the host loads it,
+//! [`OperatorModule::load`] is the verdict: a module is valid exactly when the host loads it,
 //! so the report runs it first and never second-guesses it. But loading stops at the first
 //! problem, and an author porting a C or AssemblyScript toolchain to Weir usually has several
 //! (a WASI import, a missing export, an unexported memory) — fixing them one build at a time is
@@ -23,8 +23,9 @@ use weir_abi::{ABI_VERSION, exports};
 use crate::wasm::component;
 use crate::wasm::image::rewrite;
 use crate::wasm::{
-    Capabilities, EngineError, EngineOptions, GuestLimits, Inspection, MAX_TABLE_ELEMENTS,
-    ModuleError, ModuleProblem, StateCapture, WasmEngine, deadline_ticks, file_kind,
+    Capabilities, EngineError, EngineOptions, GuestLimits, Inspection, LoadOptions,
+    MAX_TABLE_ELEMENTS, ModuleError, ModuleProblem, ModuleSource, OperatorModule, StateCapture,
+    WasmEngine, deadline_ticks, file_kind,
 };
 pub use crate::wasm::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
 
@@ -35,7 +36,7 @@ pub use crate::wasm::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, Memo
 pub struct ValidationReport {
     /// The module's path (or the name it was given).
     pub module: String,
-    /// Whether the host loads the module: the verdict, taken from [`WasmEngine::load_bytes`].
+    /// Whether the host loads the module: the verdict, taken from [`OperatorModule::load`].
     pub valid: bool,
     /// What the module's `weir_abi_version` returns, when it could be read.
     pub abi_version: Option<i32>,
@@ -136,7 +137,11 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
     if component::is_component(bytes) {
         return validate_component(engine, name, bytes);
     }
-    let loaded = engine.load_bytes(name, bytes);
+    let loaded = OperatorModule::load(
+        engine,
+        ModuleSource::bytes(name, bytes),
+        LoadOptions::default(),
+    );
     // The compiled module to inspect: the loaded one, or compiled again when loading refused it
     // after compiling.
     let module = match &loaded {
@@ -206,7 +211,11 @@ pub fn validate_bytes(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
 /// [`validate_bytes`] for a component: loaded the way the host loads it, once (a Python
 /// component takes seconds to compile); checkpointed through its exports, never as an image.
 fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> ValidationReport {
-    let loaded = engine.load_bytes(name, bytes);
+    let loaded = OperatorModule::load(
+        engine,
+        ModuleSource::bytes(name, bytes),
+        LoadOptions::default(),
+    );
     let valid = loaded.is_ok();
     ValidationReport {
         module: name.to_string(),
@@ -265,7 +274,12 @@ fn checkpoints_report(
     bytes: &[u8],
     capabilities: Capabilities,
 ) -> CheckpointsReport {
-    let image_refused = match engine.load_bytes_capturing(name, bytes, StateCapture::Image) {
+    let image = LoadOptions {
+        capture: StateCapture::Image,
+        ..LoadOptions::default()
+    };
+    let image_refused = match OperatorModule::load(engine, ModuleSource::bytes(name, bytes), image)
+    {
         Ok(_) => None,
         // The reasons alone: the report says itself which setting they concern.
         Err(error) => Some(match wat::parse_bytes(bytes) {

@@ -25,11 +25,9 @@ use wasmtime::{
 };
 
 use super::component;
-use super::error::{EngineError, ModuleError, ModuleProblem};
-use super::image::StateCapture;
+use super::error::EngineError;
 use super::imports;
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
-use super::module::OperatorModule;
 use super::state::GuestState;
 
 /// How often the epoch advances. A call overrunning its time limit is stopped within about
@@ -43,7 +41,7 @@ const MAX_WASM_STACK: usize = 512 * 1024;
 ///
 /// Cloning is cheap and shares everything. A background thread advances the engine's epoch
 /// every [`EPOCH_TICK`] so that call deadlines fire; it stops when the last clone — and the
-/// last [`OperatorModule`] and [`GuestInstance`](super::GuestInstance) made from it, which
+/// last [`OperatorModule`](super::OperatorModule) and [`GuestInstance`](super::GuestInstance) made from it, which
 /// hold clones — is dropped.
 #[derive(Clone)]
 pub struct WasmEngine {
@@ -52,7 +50,7 @@ pub struct WasmEngine {
 
 /// How to build a [`WasmEngine`].
 ///
-/// The engine itself has no limits: each [`OperatorModule`] carries its own
+/// The engine itself has no limits: each [`OperatorModule`](super::OperatorModule) carries its own
 /// [`GuestLimits`], so one engine serves every operator of a job.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct EngineOptions {
@@ -208,95 +206,6 @@ impl WasmEngine {
         })
     }
 
-    /// Loads the module of the job's operator `operator` from `path`, as
-    /// [`load_file_with`](Self::load_file_with) does, and refuses it with
-    /// [`ModuleProblem::ConfigWithoutInit`] when the operator `has_config` but the module
-    /// exports no `weir_init` to receive it.
-    pub fn load_operator(
-        &self,
-        operator: &str,
-        path: &Path,
-        capture: StateCapture,
-        limits: GuestLimits,
-        has_config: bool,
-    ) -> Result<OperatorModule, ModuleError> {
-        let module = self.load_file_with(path, capture, limits)?;
-        if has_config && !module.capabilities().init {
-            return Err(ModuleError {
-                module: path.display().to_string(),
-                problem: ModuleProblem::ConfigWithoutInit {
-                    operator: operator.to_string(),
-                    path: path.to_path_buf(),
-                },
-            });
-        }
-        Ok(module)
-    }
-
-    /// Reads, compiles and checks the module in the file at `path` (binary `.wasm` or `.wat`
-    /// text); its instances run under the default [`GuestLimits`]. Errors name the path.
-    pub fn load_file(&self, path: impl AsRef<Path>) -> Result<OperatorModule, ModuleError> {
-        self.load_file_capturing(path, StateCapture::Exports)
-    }
-
-    /// Like [`load_file`](Self::load_file), with instances checkpointed as `capture` says: a
-    /// module checkpointed as an image is rewritten to export its memories and mutable globals,
-    /// or refused, naming why an image cannot capture it.
-    pub fn load_file_capturing(
-        &self,
-        path: impl AsRef<Path>,
-        capture: StateCapture,
-    ) -> Result<OperatorModule, ModuleError> {
-        self.load_file_with(path, capture, GuestLimits::default())
-    }
-
-    /// Like [`load_file_capturing`](Self::load_file_capturing), with instances that run under
-    /// `limits`.
-    pub fn load_file_with(
-        &self,
-        path: impl AsRef<Path>,
-        capture: StateCapture,
-        limits: GuestLimits,
-    ) -> Result<OperatorModule, ModuleError> {
-        let path = path.as_ref();
-        let name = path.display().to_string();
-        let bytes = read_module_file(path).map_err(|problem| ModuleError {
-            module: name.clone(),
-            problem,
-        })?;
-        self.load_bytes_with(&name, &bytes, capture, limits)
-    }
-
-    /// Compiles and checks the module in `bytes` (binary or WAT text); `name` identifies it in
-    /// errors. Its instances run under the default [`GuestLimits`] and are checkpointed
-    /// through its own exports ([`StateCapture::Exports`]).
-    pub fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
-        self.load_bytes_capturing(name, bytes, StateCapture::Exports)
-    }
-
-    /// Like [`load_bytes`](Self::load_bytes), with instances checkpointed as `capture` says.
-    pub fn load_bytes_capturing(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        capture: StateCapture,
-    ) -> Result<OperatorModule, ModuleError> {
-        self.load_bytes_with(name, bytes, capture, GuestLimits::default())
-    }
-
-    /// Like [`load_bytes_capturing`](Self::load_bytes_capturing), with instances that run
-    /// under `limits`: each module carries its own, so the operators of one job share an engine
-    /// whatever their limits.
-    pub fn load_bytes_with(
-        &self,
-        name: &str,
-        bytes: &[u8],
-        capture: StateCapture,
-        limits: GuestLimits,
-    ) -> Result<OperatorModule, ModuleError> {
-        OperatorModule::compile(self, name, bytes, capture, limits)
-    }
-
     /// How many modules this engine loaded from its cache of compiled modules, and how many it
     /// compiled (and stored there); `None` without a cache.
     pub fn module_cache_counts(&self) -> Option<(usize, usize)> {
@@ -355,18 +264,6 @@ pub(crate) fn deadline_ticks(call_timeout: Duration) -> u64 {
         .saturating_add(1)
 }
 
-/// The bytes of the module file at `path`, refused without reading when it is not a regular
-/// file: a directory cannot be read, and a device such as `/dev/zero` would be read forever.
-pub(crate) fn read_module_file(path: &Path) -> Result<Vec<u8>, ModuleProblem> {
-    let meta = std::fs::metadata(path).map_err(ModuleProblem::Io)?;
-    if !meta.is_file() {
-        return Err(ModuleProblem::NotAFile {
-            kind: file_kind(&meta.file_type()),
-        });
-    }
-    std::fs::read(path).map_err(ModuleProblem::Io)
-}
-
 /// What a file is, for messages about one that should be a regular file: `"a directory"`,
 /// `"a character device"`, …
 pub fn file_kind(file_type: &std::fs::FileType) -> &'static str {
@@ -400,9 +297,9 @@ pub fn file_kind(file_type: &std::fs::FileType) -> &'static str {
 /// The pooling allocator's settings for `pool`: every slot keeps the memory its instance
 /// reached resident when the instance ends.
 ///
-/// A slot holds one memory (the ABI allows no more: [`OperatorModule`] refuses a module with
+/// A slot holds one memory (the ABI allows no more: [`OperatorModule`](super::OperatorModule) refuses a module with
 /// several) and up to 4 tables of up to [`MAX_TABLE_ELEMENTS`] each; a module with more tables
-/// fails to compile for the pool and is allocated on demand instead ([`OperatorModule`] falls
+/// fails to compile for the pool and is allocated on demand instead ([`OperatorModule`](super::OperatorModule) falls
 /// back). Slots are address space reserved when the first imaged module is loaded, not memory:
 /// pages are committed only when a guest touches them.
 fn pool_settings(pool: &ImagePool) -> PoolingAllocationConfig {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use weir_abi::DecodeError;
 use weir_abi::time::{MAX_OUTPUT_NAME_BYTES, TIMER_OVERHEAD_BYTES};
 
-use super::state::Call;
+use super::call::Call;
 use super::toolchain::{Toolchain, ToolchainEvidence};
 
 /// A guest call failed. The instance that returned it is poisoned: every later call on it
@@ -431,7 +431,7 @@ impl fmt::Display for GuestFailure {
 #[derive(Debug, thiserror::Error)]
 #[error("module `{module}`: {problem}")]
 pub struct ModuleError {
-    /// The file path, or the name given to [`WasmEngine::load_bytes`](super::WasmEngine::load_bytes).
+    /// The file path, or the name given with the bytes ([`ModuleSource`](super::ModuleSource)).
     pub module: String,
     /// What is wrong with it.
     pub problem: ModuleProblem,
@@ -583,7 +583,7 @@ pub enum ModuleProblem {
         "is a WebAssembly component but not a Weir operator: it exports no \
          `weir:operator/guest@{}` interface (it exports {}); build it against the world in \
          abi/wit/operator.wit (docs/COMPONENTS.md)",
-        super::component::WORLD_VERSION,
+        weir_abi::WORLD_VERSION,
         component_exports(exports)
     )]
     NotAnOperatorComponent {
@@ -628,8 +628,8 @@ pub enum ModuleProblem {
         message: String,
     },
     /// The job gives the operator a config, but its module exports no `weir_init` to receive
-    /// it ([`WasmEngine::load_operator`](super::WasmEngine::load_operator)). Displays as the
-    /// whole message, naming the operator and the module's path.
+    /// it ([`LoadOptions::config_of`](super::LoadOptions::config_of)). Displays as the whole
+    /// message, naming the operator and the module's path.
     #[error(
         "operator `{operator}` has a config, but its module {} exports no weir_init to receive \
          it: remove the config or export weir_init (docs/ABI.md §3)",
@@ -787,4 +787,28 @@ fn provided_list() -> String {
         weir_abi::env::MODULE,
         weir_abi::env::ABORT
     )
+}
+
+/// A guest call that failed, as the code that made it reports it: which call failed (not
+/// always the one asked for: `weir_alloc` fails for `weir_process`) and how. The instance turns
+/// it into its [`GuestError`] and poisons itself.
+#[derive(Debug)]
+pub(crate) struct CallFailure {
+    /// The call that failed.
+    pub(crate) call: Call,
+    /// How it failed.
+    pub(crate) failure: GuestFailure,
+    /// The guest's backtrace, when it trapped with one.
+    pub(crate) backtrace: Option<String>,
+}
+
+impl CallFailure {
+    /// `call` failed with `failure`, without a backtrace.
+    pub(crate) fn new(call: Call, failure: GuestFailure) -> Self {
+        CallFailure {
+            call,
+            failure,
+            backtrace: None,
+        }
+    }
 }

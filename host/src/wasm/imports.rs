@@ -13,9 +13,10 @@ use weir_abi::{
     Batch, IMPORT_MODULE, IMPORTS, TimeDomain, Timers, env, exports, imports, log_level,
 };
 
+use super::call::Call;
 use super::error::{Abort, GuestFailure};
 use super::limits::{MAX_MESSAGE_BYTES, OUTPUT_BATCH_OVERHEAD};
-use super::state::{Call, GuestState, SideBatch};
+use super::state::{GuestState, SideBatch};
 
 /// Every import the host provides to guests, as `(module, name)`: the `weir` imports and
 /// `env.abort` (`docs/ABI.md` §4).

@@ -15,9 +15,48 @@ use wasmtime::{ExternType, ImportType, Module};
 use weir_abi::{EXPORTS, Export, ExportKind, IMPORT_MODULE, exports, imports};
 
 use super::error::ModuleProblem;
-use super::module::Capabilities;
 use super::signature::{describe, function, matches};
 use super::toolchain::{Toolchain, is_wasi};
+
+/// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
+/// absent").
+///
+/// Defined here, where the exports are inspected, so that the inspection imports nothing of the
+/// module and instance that use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct Capabilities {
+    /// `_initialize`: called once after instantiation.
+    pub initialize: bool,
+    /// `weir_init`: receives the init message, and so may be given a config.
+    pub init: bool,
+    /// `weir_snapshot`: saves state; without it every snapshot is empty.
+    pub snapshot: bool,
+    /// `weir_restore`: restores state; without it only an empty state can be restored.
+    pub restore: bool,
+    /// `weir_checkpoint_complete`: hears of completed checkpoints.
+    pub checkpoint_complete: bool,
+    /// `weir_finish`: may emit final records when every input has ended.
+    pub finish: bool,
+    /// `weir_on_timers`: receives fired timers, and so may set them.
+    pub on_timers: bool,
+    /// `weir_on_watermark`: hears of watermark advances.
+    pub on_watermark: bool,
+}
+
+impl Capabilities {
+    /// A component's: the world's exports are all required, so it has every one but
+    /// `_initialize`, a core toolchain's.
+    pub const COMPONENT: Capabilities = Capabilities {
+        initialize: false,
+        init: true,
+        snapshot: true,
+        restore: true,
+        checkpoint_complete: true,
+        finish: true,
+        on_timers: true,
+        on_watermark: true,
+    };
+}
 
 /// The module's exported memory (`docs/ABI.md` §1).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -4,29 +4,33 @@
 use std::borrow::Cow;
 use std::fmt;
 
-use wasmtime::{Instance, Memory, Store, TypedFunc, WasmParams, WasmResults};
-use weir_abi::{ABI_VERSION, BatchBuilder, InitMessage, TimeDomain, exports};
+use wasmtime::Store;
+use weir_abi::InitMessage;
 
-use super::component::ComponentExports;
+use super::call::Call;
+use super::component::instance::ComponentBody;
+use super::core::CoreBody;
 use super::engine::deadline_ticks;
-use super::error::{GuestError, GuestFailure, classify};
+use super::error::CallFailure;
+use super::error::{GuestError, GuestFailure};
 use super::image::delta::ImagePolicy;
 use super::image::format::IMAGE_MAGIC;
-use super::image::state::ImageState;
+use super::image::rewrite::ImageLayout;
+use super::image::state::{GuestSnapshot, ImageState};
+use super::inspection::Capabilities;
 use super::limits::GuestLimits;
-use super::module::{Capabilities, OperatorModule, Template};
-use super::state::{Call, GuestState, SideBatch};
+use super::module::{OperatorModule, Template};
+use super::state::{GuestState, SideBatch};
 use crate::ids::CheckpointId;
 use crate::state::HostState;
 use crate::state::time::GuestTime;
 
-/// Most timers one `weir_on_timers` call receives (`docs/ABI.md` §15).
-pub const MAX_TIMERS_PER_CALL: usize = 1024;
+// The timer service: a child module, so that it reaches the instance's private members while
+// its file sits beside the other parts of the wasm layer.
+#[path = "timers.rs"]
+mod timers;
 
-/// Most rounds of firing one advance of time runs before it fails the guest: a round fires the
-/// timers due when it starts, and the next round those the guest set meanwhile at or before the
-/// time (`docs/ABI.md` §15).
-pub const MAX_TIMER_ROUNDS: usize = 64;
+pub use timers::{MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL};
 
 /// What one guest call emitted: its main output and its side outputs, each in order.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -48,22 +52,9 @@ pub struct InstanceContext {
     pub parallelism: u32,
 }
 
-/// The guest's exports, looked up once per instance.
-struct Funcs {
-    abi_version: TypedFunc<(), i32>,
-    alloc: TypedFunc<i32, i32>,
-    process: TypedFunc<(i32, i32), i32>,
-    initialize: Option<TypedFunc<(), ()>>,
-    init: Option<TypedFunc<(i32, i32), i32>>,
-    snapshot: Option<TypedFunc<i64, i32>>,
-    restore: Option<TypedFunc<(i32, i32), i32>>,
-    checkpoint_complete: Option<TypedFunc<i64, i32>>,
-    finish: Option<TypedFunc<(), i32>>,
-    on_timers: Option<TypedFunc<(i32, i32), i32>>,
-    on_watermark: Option<TypedFunc<i64, i32>>,
-}
-
-/// What an instance calls: a core module's memory and exports, or a component's exports.
+/// What an instance calls: a core module's memory and exports, or a component's exports. Each
+/// body makes the calls its kind speaks and reports a failure as a [`CallFailure`]; the instance
+/// keeps the life around them (readiness, poisoning, capture), the same for either.
 #[allow(
     clippy::large_enum_variant,
     reason = "one per instance, never moved on the hot path; boxing the core exports would add \
@@ -71,15 +62,138 @@ struct Funcs {
 )]
 enum Body {
     /// A core module speaking the ABI of `docs/ABI.md`.
-    Core {
-        /// The guest's exported memory.
-        memory: Memory,
-        /// The guest's exports.
-        funcs: Funcs,
-    },
+    Core(CoreBody),
     /// A component implementing the world of `abi/wit/operator.wit`: its arguments and
     /// results are copied by the canonical ABI, so the host never touches its memories.
-    Component(ComponentExports),
+    Component(ComponentBody),
+}
+
+/// `$body`'s call `$method` on whichever body it is.
+macro_rules! each_body {
+    ($body:expr, $method:ident($($arg:expr),*)) => {
+        match $body {
+            Body::Core(core) => core.$method($($arg),*),
+            Body::Component(component) => component.$method($($arg),*),
+        }
+    };
+}
+
+impl Body {
+    /// Instantiates `module` for `context` in a new store, under `limits`.
+    fn start(
+        module: &OperatorModule,
+        context: &InstanceContext,
+        limits: GuestLimits,
+        deadline_ticks: u64,
+    ) -> Result<(Store<GuestState>, Body), CallFailure> {
+        let (operator, subtask) = (context.operator.as_str(), context.subtask);
+        match module.template() {
+            Template::Core(pre) => {
+                let (store, core) =
+                    CoreBody::start(pre, operator, subtask, limits, deadline_ticks)?;
+                Ok((store, Body::Core(core)))
+            }
+            Template::Component(pre) => {
+                let (store, component) =
+                    ComponentBody::start(pre, operator, subtask, limits, deadline_ticks)?;
+                Ok((store, Body::Component(component)))
+            }
+        }
+    }
+
+    /// `call`'s name as the guest knows it: the core export's or the world function's.
+    fn call_name(&self, call: Call) -> &'static str {
+        match self {
+            Body::Core(_) => call.name(),
+            Body::Component(_) => call.component_name(),
+        }
+    }
+
+    /// The exports an image of the instance is taken through (see [`ImageState::lookup`]).
+    fn image_state(
+        &self,
+        layout: &std::sync::Arc<ImageLayout>,
+        store: &mut Store<GuestState>,
+    ) -> Result<ImageState, CallFailure> {
+        let instantiation = |message: String| {
+            CallFailure::new(Call::Instantiate, GuestFailure::Instantiation { message })
+        };
+        match self {
+            Body::Core(core) => ImageState::lookup(layout, core.instance(), store)
+                .map_err(|e| instantiation(e.to_string())),
+            // Loading refuses to checkpoint a component as an image.
+            Body::Component(_) => Err(instantiation(
+                "a component is not checkpointed as an image".to_string(),
+            )),
+        }
+    }
+
+    /// Runs `_initialize`, for a core module that exports it.
+    fn initialize(&self, store: &mut Store<GuestState>) -> Result<(), CallFailure> {
+        match self {
+            Body::Core(core) => core.initialize(store),
+            Body::Component(_) => Ok(()),
+        }
+    }
+
+    /// Checks a core module's `weir_abi_version` (a component's world version was checked at
+    /// load).
+    fn check_version(&self, store: &mut Store<GuestState>) -> Result<(), CallFailure> {
+        match self {
+            Body::Core(core) => core.check_version(store),
+            Body::Component(_) => Ok(()),
+        }
+    }
+
+    fn init(
+        &self,
+        store: &mut Store<GuestState>,
+        message: InitMessage<'_>,
+    ) -> Result<(), CallFailure> {
+        each_body!(self, init(store, message))
+    }
+
+    fn process(&self, store: &mut Store<GuestState>, batch: &[u8]) -> Result<(), CallFailure> {
+        each_body!(self, process(store, batch))
+    }
+
+    fn finish(&self, store: &mut Store<GuestState>) -> Result<(), CallFailure> {
+        each_body!(self, finish(store))
+    }
+
+    /// Whether the guest heard of the watermark: a core module without `weir_on_watermark`
+    /// does not.
+    fn on_watermark(
+        &self,
+        store: &mut Store<GuestState>,
+        watermark: i64,
+    ) -> Result<bool, CallFailure> {
+        each_body!(self, on_watermark(store, watermark))
+    }
+
+    fn on_timers(&self, store: &mut Store<GuestState>, batch: &[u8]) -> Result<(), CallFailure> {
+        each_body!(self, on_timers(store, batch))
+    }
+
+    fn snapshot(
+        &self,
+        store: &mut Store<GuestState>,
+        checkpoint_id: CheckpointId,
+    ) -> Result<Vec<u8>, CallFailure> {
+        each_body!(self, snapshot(store, checkpoint_id))
+    }
+
+    fn restore(&self, store: &mut Store<GuestState>, state: &[u8]) -> Result<(), CallFailure> {
+        each_body!(self, restore(store, state))
+    }
+
+    fn checkpoint_complete(
+        &self,
+        store: &mut Store<GuestState>,
+        checkpoint_id: CheckpointId,
+    ) -> Result<(), CallFailure> {
+        each_body!(self, checkpoint_complete(store, checkpoint_id))
+    }
 }
 
 /// One instance of an operator's module, with its own store and memory.
@@ -104,8 +218,6 @@ pub struct GuestInstance {
     failed: Option<&'static str>,
     /// The module's bounds (copied: read on every call).
     limits: GuestLimits,
-    /// The epoch deadline every call gets, from `limits.call_timeout`.
-    deadline_ticks: u64,
     /// The module it is an instance of: a restore from an image starts a fresh instance, and
     /// the module's clone of its engine keeps the epoch ticker running.
     module: OperatorModule,
@@ -124,17 +236,6 @@ enum Capture {
     /// incremental baseline's bookkeeping, which an instance checkpointed through its exports
     /// should not carry the size of; it is allocated once per instance.
     Image(Box<ImageState>),
-}
-
-/// What [`GuestInstance::snapshot_incremental`] took: the state, and the earlier checkpoints
-/// whose states a restore needs with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuestSnapshot {
-    /// The state bytes: the guest's own snapshot, a full image, or a delta.
-    pub state: Vec<u8>,
-    /// For a delta, the checkpoints whose images it builds on, base (the full image) first,
-    /// its parent last; empty for any self-contained state.
-    pub chain: Vec<CheckpointId>,
 }
 
 impl fmt::Debug for GuestInstance {
@@ -160,143 +261,74 @@ impl GuestInstance {
     ) -> Result<Self, GuestError> {
         let limits = *module.limits();
         let deadline_ticks = deadline_ticks(limits.call_timeout);
-        let component = module.is_component();
-        let failed = |call: Call, failure, backtrace| GuestError {
+        let call_name = |call: Call| match module.template() {
+            Template::Core(_) => call.name(),
+            Template::Component(_) => call.component_name(),
+        };
+        let failed = |failure: CallFailure| GuestError {
             operator: context.operator.clone(),
             subtask: context.subtask,
-            call: call.name_for(component),
-            failure,
-            backtrace,
+            call: call_name(failure.call),
+            failure: failure.failure,
+            backtrace: failure.backtrace,
         };
         if context.subtask >= context.parallelism {
             let message = format!(
                 "subtask {} is not below the parallelism {}",
                 context.subtask, context.parallelism
             );
-            return Err(failed(
-                Call::Instantiate,
-                GuestFailure::Instantiation { message },
-                None,
-            ));
+            let failure = GuestFailure::Instantiation { message };
+            return Err(failed(CallFailure::new(Call::Instantiate, failure)));
         }
 
-        let state = GuestState::new(context.operator.clone(), context.subtask, limits, component);
-        let instance_failed = |e: wasmtime::Error| {
-            let (failure, backtrace) = classify(&e, limits.call_timeout, true);
-            failed(Call::Instantiate, failure, backtrace)
-        };
-        let pre = match module.template() {
-            Template::Core(pre) => pre,
-            Template::Component(pre) => {
-                let mut store = Store::new(module.engine().engine(), state);
-                store.limiter(|state| &mut state.limiter);
-                store.set_epoch_deadline(deadline_ticks);
-                let exports = pre.instantiate(&mut store).map_err(instance_failed)?;
-                return Ok(GuestInstance {
-                    context,
-                    store,
-                    body: Body::Component(exports),
-                    capabilities: module.capabilities(),
-                    failed: None,
-                    limits,
-                    deadline_ticks,
-                    module: module.clone(),
-                    capture: Capture::Exports,
-                });
-            }
-        };
-        let mut store = Store::new(pre.module().engine(), state);
-        store.limiter(|state| &mut state.limiter);
-        store.set_epoch_deadline(deadline_ticks);
-        let instance = pre.instantiate(&mut store).map_err(instance_failed)?;
-        let (memory, funcs) = lookup(&instance, &mut store).map_err(|e| {
-            let failure = GuestFailure::Instantiation {
-                message: format!("{e:#}"),
-            };
-            failed(Call::Instantiate, failure, None)
-        })?;
-        store.data_mut().memory = Some(memory);
-
+        let (mut store, body) =
+            Body::start(module, &context, limits, deadline_ticks).map_err(failed)?;
         let capture = match module.image() {
-            Some(layout) => {
-                let image = ImageState::lookup(layout, &instance, &mut store).map_err(|e| {
-                    let failure = GuestFailure::Instantiation {
-                        message: e.to_string(),
-                    };
-                    failed(Call::Instantiate, failure, None)
-                })?;
-                Capture::Image(Box::new(image))
-            }
+            Some(layout) => Capture::Image(Box::new(
+                body.image_state(layout, &mut store).map_err(failed)?,
+            )),
             None => Capture::Exports,
         };
 
-        let initialize_export = funcs.initialize.clone();
         let mut guest = GuestInstance {
             context,
             store,
-            body: Body::Core { memory, funcs },
+            body,
             capabilities: module.capabilities(),
             failed: None,
             limits,
-            deadline_ticks,
             module: module.clone(),
             capture,
         };
-        if !initialize {
+        if initialize {
+            guest.initialize()?;
+        } else {
             // Restoring an image: the image holds what `_initialize` did, and running it again
             // over the restored memory would redo it (C constructors, allocator set-up).
-        } else if let Some(initialize) = initialize_export {
-            guest.run(Call::Initialize, &initialize, ())?;
         }
-        let version = guest.run_export(Call::AbiVersion, |f| &f.abi_version, ())?;
-        if u32::try_from(version) != Ok(ABI_VERSION) {
-            let failure = GuestFailure::AbiVersion {
-                guest: version,
-                host: ABI_VERSION,
-            };
-            return Err(guest.poison(Call::AbiVersion, failure, None));
-        }
+        let checked = guest.body.check_version(&mut guest.store);
+        checked.map_err(|failure| guest.fail(failure))?;
         Ok(guest)
+    }
+
+    /// Runs `_initialize`, if the module exports it.
+    fn initialize(&mut self) -> Result<(), GuestError> {
+        let initialized = self.body.initialize(&mut self.store);
+        initialized.map_err(|failure| self.fail(failure))
     }
 
     /// Gives the guest its init message through `weir_init`, or refuses a non-empty `config`
     /// when the module has no `weir_init` (`docs/ABI.md` §3).
     pub(crate) fn init(&mut self, config: &[u8]) -> Result<(), GuestError> {
         self.check_ready(Call::Init)?;
-        if self.is_component() {
-            let message = InitMessageRecord {
-                operator: self.context.operator.clone(),
-                subtask: self.context.subtask,
-                parallelism: self.context.parallelism,
-                config: config.to_vec(),
-            };
-            return self
-                .call_component(Call::Init, |guest, store| guest.call_init(store, &message));
-        }
-        let Some(init) = self.core_funcs().and_then(|f| f.init.clone()) else {
-            if config.is_empty() {
-                return Ok(());
-            }
-            let failure = GuestFailure::UnusedConfig {
-                config_len: config.len(),
-            };
-            return Err(self.poison(Call::Init, failure, None));
-        };
-        let total = self.context.operator.len().saturating_add(config.len());
-        if u32::try_from(total).is_err() {
-            let failure = GuestFailure::AllocFailed { len: total };
-            return Err(self.poison(Call::Alloc, failure, None));
-        }
         let message = InitMessage {
             operator: &self.context.operator,
             subtask: self.context.subtask,
             parallelism: self.context.parallelism,
             config,
-        }
-        .encode();
-        let (ptr, len) = self.write_buffer(&message)?;
-        let status = self.run(Call::Init, &init, (ptr, len))?;
-        self.check_status(Call::Init, status)
+        };
+        let initialized = self.body.init(&mut self.store, message);
+        initialized.map_err(|failure| self.fail(failure))
     }
 
     /// Runs `weir_process` on one encoded input batch (`docs/ABI.md` §5) and returns the
@@ -307,14 +339,8 @@ impl GuestInstance {
     /// `batch` must be a well-formed batch; its port is the input it arrived on.
     pub fn process(&mut self, batch: &[u8]) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Process)?;
-        if self.is_component() {
-            self.call_component(Call::Process, |guest, store| {
-                guest.call_process(store, batch)
-            })?;
-        } else {
-            let (ptr, len) = self.write_buffer(batch)?;
-            let status = self.run_export(Call::Process, |f| &f.process, (ptr, len))?;
-            self.check_status(Call::Process, status)?;
+        if let Err(failure) = self.body.process(&mut self.store, batch) {
+            return Err(self.fail(failure));
         }
         Ok(std::mem::take(&mut self.store.data_mut().output))
     }
@@ -323,15 +349,11 @@ impl GuestInstance {
     /// [`process`](Self::process) does; no batches when the module has no `weir_finish`.
     pub fn finish(&mut self) -> Result<Vec<Vec<u8>>, GuestError> {
         self.check_ready(Call::Finish)?;
-        if self.is_component() {
-            self.call_component(Call::Finish, |guest, store| guest.call_finish(store))?;
-            return Ok(std::mem::take(&mut self.store.data_mut().output));
+        if let Err(failure) = self.body.finish(&mut self.store) {
+            return Err(self.fail(failure));
         }
-        let Some(finish) = self.core_funcs().and_then(|f| f.finish.clone()) else {
-            return Ok(Vec::new());
-        };
-        let status = self.run(Call::Finish, &finish, ())?;
-        self.check_status(Call::Finish, status)?;
+        // Empty when the module has no `weir_finish`: every call that may emit leaves its
+        // output taken, and every other call begins by clearing it.
         Ok(std::mem::take(&mut self.store.data_mut().output))
     }
 
@@ -352,122 +374,6 @@ impl GuestInstance {
     /// fresh instance.
     pub fn host_state(&mut self) -> &mut HostState {
         &mut self.store.data_mut().host
-    }
-
-    /// Advances the watermark to `watermark` (nothing when it is not later than the current
-    /// one): fires every event-time timer at or before it through `weir_on_timers`, in rounds,
-    /// then tells the guest through `weir_on_watermark` (`docs/ABI.md` §15). Each call's
-    /// output goes to `route` as soon as the call returns, so a large firing is never held at
-    /// once.
-    pub fn advance_watermark<E: From<GuestError>>(
-        &mut self,
-        watermark: i64,
-        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        if watermark <= self.time().watermark {
-            return Ok(());
-        }
-        self.check_ready(Call::OnWatermark)?;
-        self.store.data_mut().host.time.watermark = watermark;
-        self.fire_due(TimeDomain::Event, watermark, &mut route)?;
-        if self.is_component() {
-            self.call_component(Call::OnWatermark, |guest, store| {
-                guest.call_on_watermark(store, watermark)
-            })?;
-            return route(self.take_output());
-        }
-        let Some(on_watermark) = self.core_funcs().and_then(|f| f.on_watermark.clone()) else {
-            return Ok(());
-        };
-        let status = self.run(Call::OnWatermark, &on_watermark, watermark)?;
-        self.check_status(Call::OnWatermark, status)?;
-        route(self.take_output())
-    }
-
-    /// Fires every processing-time timer at or before `now` (milliseconds since the Unix
-    /// epoch), as [`advance_watermark`](Self::advance_watermark) fires event-time timers.
-    pub fn fire_processing_timers<E: From<GuestError>>(
-        &mut self,
-        now: i64,
-        mut route: impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        self.fire_due(TimeDomain::Processing, now, &mut route)
-    }
-
-    /// The time the next processing-time timer fires at, if one is set.
-    pub fn next_processing_timer(&self) -> Option<i64> {
-        self.time().timers(TimeDomain::Processing).next_due()
-    }
-
-    /// Fires the timers of `domain` due at `time` in rounds of batches of at most
-    /// [`MAX_TIMERS_PER_CALL`], routing each call's output; fails after [`MAX_TIMER_ROUNDS`]
-    /// rounds that each left new due timers behind.
-    fn fire_due<E: From<GuestError>>(
-        &mut self,
-        domain: TimeDomain,
-        time: i64,
-        route: &mut impl FnMut(GuestOutput) -> Result<(), E>,
-    ) -> Result<(), E> {
-        for round in 0..=MAX_TIMER_ROUNDS {
-            let mut left = self.time().timers(domain).count_due(time);
-            if left == 0 {
-                return Ok(());
-            }
-            if round == MAX_TIMER_ROUNDS {
-                let failure = GuestFailure::TimerRounds {
-                    watermark: time,
-                    rounds: round,
-                };
-                return Err(self.poison(Call::OnTimers, failure, None).into());
-            }
-            while left > 0 {
-                let due = self
-                    .store
-                    .data_mut()
-                    .host
-                    .time
-                    .timers_mut(domain)
-                    .pop_due(time, left.min(MAX_TIMERS_PER_CALL));
-                if due.is_empty() {
-                    break;
-                }
-                left -= due.len();
-                let mut batch = BatchBuilder::new(domain.code());
-                for (timestamp, key) in &due {
-                    batch.push(key, b"", *timestamp);
-                }
-                let output = self.on_timers(&batch.into_bytes())?;
-                route(output)?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Runs `weir_on_timers` on a batch of fired timers and returns what it emitted.
-    fn on_timers(&mut self, batch: &[u8]) -> Result<GuestOutput, GuestError> {
-        self.check_ready(Call::OnTimers)?;
-        if self.is_component() {
-            self.call_component(Call::OnTimers, |guest, store| {
-                guest.call_on_timers(store, batch)
-            })?;
-            return Ok(self.take_output());
-        }
-        let Some(on_timers) = self.core_funcs().and_then(|f| f.on_timers.clone()) else {
-            // Load time refuses a module that sets timers without this export; timers restored
-            // into one that lost it since have nowhere to go.
-            let failure = GuestFailure::Runtime {
-                message: format!(
-                    "timers fired but the module exports no {}: was it changed since the \
-                     checkpoint was taken?",
-                    exports::ON_TIMERS
-                ),
-            };
-            return Err(self.poison(Call::OnTimers, failure, None));
-        };
-        let (ptr, len) = self.write_buffer(batch)?;
-        let status = self.run(Call::OnTimers, &on_timers, (ptr, len))?;
-        self.check_status(Call::OnTimers, status)?;
-        Ok(self.take_output())
     }
 
     /// What the last call emitted, taken.
@@ -492,27 +398,8 @@ impl GuestInstance {
                 .snapshot(&mut self.store, checkpoint_id, limit)
                 .map_err(|failure| self.poison(Call::Snapshot, failure, None));
         }
-        if self.is_component() {
-            let state = self.call_component(Call::Snapshot, |guest, store| {
-                guest.call_snapshot(store, checkpoint_id.0)
-            })?;
-            let limit = self.limits.max_state_bytes;
-            if state.len() > limit {
-                let failure = GuestFailure::StateTooLarge { limit };
-                return Err(self.poison(Call::Snapshot, failure, None));
-            }
-            return Ok(state);
-        }
-        let Some(snapshot) = self.core_funcs().and_then(|f| f.snapshot.clone()) else {
-            return Ok(Vec::new());
-        };
-        let status = self.run(
-            Call::Snapshot,
-            &snapshot,
-            checkpoint_id_param(checkpoint_id),
-        )?;
-        self.check_status(Call::Snapshot, status)?;
-        Ok(std::mem::take(&mut self.store.data_mut().snapshot))
+        let snapshot = self.body.snapshot(&mut self.store, checkpoint_id);
+        snapshot.map_err(|failure| self.fail(failure))
     }
 
     /// Sets when this instance's image checkpoints may be deltas: with
@@ -584,23 +471,8 @@ impl GuestInstance {
                 .to_string();
             return Err(self.poison(Call::Restore, GuestFailure::Image { message }, None));
         }
-        if self.is_component() {
-            return self.call_component(Call::Restore, |guest, store| {
-                guest.call_restore(store, state)
-            });
-        }
-        let Some(restore) = self.core_funcs().and_then(|f| f.restore.clone()) else {
-            if state.is_empty() {
-                return Ok(());
-            }
-            let failure = GuestFailure::NoRestoreExport {
-                state_len: state.len(),
-            };
-            return Err(self.poison(Call::Restore, failure, None));
-        };
-        let (ptr, len) = self.write_buffer(state)?;
-        let status = self.run(Call::Restore, &restore, (ptr, len))?;
-        self.check_status(Call::Restore, status)
+        let restored = self.body.restore(&mut self.store, state);
+        restored.map_err(|failure| self.fail(failure))
     }
 
     /// Replaces the guest's state with the one at the end of an image chain: `chain` holds
@@ -717,23 +589,10 @@ impl GuestInstance {
     /// `weir_checkpoint_complete`; nothing when the module does not export it.
     pub fn checkpoint_complete(&mut self, checkpoint_id: CheckpointId) -> Result<(), GuestError> {
         self.check_ready(Call::CheckpointComplete)?;
-        if self.is_component() {
-            return self.call_component(Call::CheckpointComplete, |guest, store| {
-                guest.call_checkpoint_complete(store, checkpoint_id.0)
-            });
-        }
-        let Some(complete) = self
-            .core_funcs()
-            .and_then(|f| f.checkpoint_complete.clone())
-        else {
-            return Ok(());
-        };
-        let status = self.run(
-            Call::CheckpointComplete,
-            &complete,
-            checkpoint_id_param(checkpoint_id),
-        )?;
-        self.check_status(Call::CheckpointComplete, status)
+        let completed = self
+            .body
+            .checkpoint_complete(&mut self.store, checkpoint_id);
+        completed.map_err(|failure| self.fail(failure))
     }
 
     /// Who this instance is.
@@ -777,150 +636,13 @@ impl GuestInstance {
     /// Runs `_initialize` (if exported) and `weir_init` with `config`: what
     /// [`OperatorModule::instantiate`] does after starting an instance.
     fn initialize_now(&mut self, config: &[u8]) -> Result<(), GuestError> {
-        if let Some(initialize) = self.core_funcs().and_then(|f| f.initialize.clone()) {
-            self.run(Call::Initialize, &initialize, ())?;
-        }
+        self.initialize()?;
         self.init(config)
     }
 
-    /// Calls `func` as `call`, under the call deadline; a failure poisons the instance. For
-    /// optional exports, which the caller clones out of the instance (they run rarely).
-    fn run<P: WasmParams, R: WasmResults>(
-        &mut self,
-        call: Call,
-        func: &TypedFunc<P, R>,
-        params: P,
-    ) -> Result<R, GuestError> {
-        self.store.data_mut().begin(call);
-        self.store.set_epoch_deadline(self.deadline_ticks);
-        let result = func.call(&mut self.store, params);
-        self.finish_call(call, result)
-    }
-
-    /// [`run`](Self::run) for a required export, borrowed from the instance's exports rather
-    /// than cloned: cloning a `TypedFunc` costs more than the call itself (measured 64 ns,
-    /// docs/BENCHMARKS.md), and `weir_alloc` and `weir_process` run for every batch.
-    fn run_export<P: WasmParams, R: WasmResults>(
-        &mut self,
-        call: Call,
-        pick: fn(&Funcs) -> &TypedFunc<P, R>,
-        params: P,
-    ) -> Result<R, GuestError> {
-        let Body::Core { funcs, .. } = &self.body else {
-            return Err(self.poison(call, not_core(), None));
-        };
-        self.store.data_mut().begin(call);
-        self.store.set_epoch_deadline(self.deadline_ticks);
-        let result = pick(funcs).call(&mut self.store, params);
-        self.finish_call(call, result)
-    }
-
-    /// Whether the instance is a component's.
-    fn is_component(&self) -> bool {
-        matches!(self.body, Body::Component(_))
-    }
-
-    /// A core module's exports; `None` for a component.
-    fn core_funcs(&self) -> Option<&Funcs> {
-        match &self.body {
-            Body::Core { funcs, .. } => Some(funcs),
-            Body::Component(_) => None,
-        }
-    }
-
-    /// Calls a component's export as `call`, under the call deadline: `export` makes the call
-    /// on the guest's `guest` interface. The guest's `err(message)` fails the call like the
-    /// core ABI's `fail`; any failure poisons the instance.
-    fn call_component<R>(
-        &mut self,
-        call: Call,
-        export: impl FnOnce(
-            &ComponentGuest,
-            &mut Store<GuestState>,
-        ) -> wasmtime::Result<Result<R, String>>,
-    ) -> Result<R, GuestError> {
-        let Body::Component(exports) = &self.body else {
-            return Err(self.poison(call, not_core(), None));
-        };
-        self.store.data_mut().begin(call);
-        self.store.set_epoch_deadline(self.deadline_ticks);
-        let result = export(exports.weir_operator_guest(), &mut self.store);
-        match self.finish_call(call, result)? {
-            Ok(value) => Ok(value),
-            Err(message) => {
-                let message = super::imports::message(message.as_bytes());
-                Err(self.poison(call, GuestFailure::Failed { message }, None))
-            }
-        }
-    }
-
-    /// Classifies a failed guest call and poisons the instance. A trap after the guest ran out
-    /// of memory is reported as [`GuestFailure::OutOfMemory`], which names the fix.
-    fn finish_call<R>(&mut self, call: Call, result: wasmtime::Result<R>) -> Result<R, GuestError> {
-        result.map_err(|e| {
-            let (mut failure, backtrace) = classify(&e, self.limits.call_timeout, false);
-            if let GuestFailure::Trap { .. } = failure
-                && let Some(out_of_memory) = self.store.data_mut().out_of_memory()
-            {
-                failure = out_of_memory;
-            }
-            self.poison(call, failure, backtrace)
-        })
-    }
-
-    /// Fails `call` when the guest returned a non-zero status.
-    fn check_status(&mut self, call: Call, status: i32) -> Result<(), GuestError> {
-        if status == 0 {
-            return Ok(());
-        }
-        let last_message = self.store.data_mut().last_error_log.take();
-        Err(self.poison(
-            call,
-            GuestFailure::Status {
-                code: status,
-                last_message,
-            },
-            None,
-        ))
-    }
-
-    /// Copies `bytes` into a buffer the guest allocates with `weir_alloc` (`docs/ABI.md` §7)
-    /// and returns the pointer and length to pass; `(0, 0)` for no bytes.
-    fn write_buffer(&mut self, bytes: &[u8]) -> Result<(i32, i32), GuestError> {
-        if bytes.is_empty() {
-            return Ok((0, 0));
-        }
-        let Ok(len) = u32::try_from(bytes.len()) else {
-            let failure = GuestFailure::AllocFailed { len: bytes.len() };
-            return Err(self.poison(Call::Alloc, failure, None));
-        };
-        // Pointers and lengths cross the boundary as i32 holding u32 bits (`docs/ABI.md`).
-        let ptr = self.run_export(Call::Alloc, |f| &f.alloc, len as i32)? as u32;
-        if ptr == 0 {
-            return Err(self.poison(
-                Call::Alloc,
-                GuestFailure::AllocFailed { len: bytes.len() },
-                None,
-            ));
-        }
-        let Body::Core { memory, .. } = &self.body else {
-            return Err(self.poison(Call::Alloc, not_core(), None));
-        };
-        let memory = *memory;
-        let memory_len = memory.data_size(&self.store);
-        let out_of_bounds = GuestFailure::OutOfBounds {
-            what: "`weir_alloc` result",
-            ptr,
-            len,
-            memory_len,
-        };
-        let fits = (ptr as usize)
-            .checked_add(bytes.len())
-            .is_some_and(|end| end <= memory_len);
-        if !fits || memory.write(&mut self.store, ptr as usize, bytes).is_err() {
-            return Err(self.poison(Call::Alloc, out_of_bounds, None));
-        }
-        Ok((ptr as i32, len as i32))
+    /// Poisons the instance with the failure a body reported, and returns the error to report.
+    fn fail(&mut self, failure: CallFailure) -> GuestError {
+        self.poison(failure.call, failure.failure, failure.backtrace)
     }
 
     /// Marks the instance failed in `call` and returns the error to report.
@@ -948,69 +670,14 @@ impl GuestInstance {
 
     /// `call`'s name as the guest knows it: the core export's or the world function's.
     fn call_name(&self, call: Call) -> &'static str {
-        call.name_for(self.is_component())
+        self.body.call_name(call)
     }
 }
-
-/// The failure of a core-module call on a component or the reverse: a bug of the host, since
-/// every caller checks the kind first.
-fn not_core() -> GuestFailure {
-    GuestFailure::Runtime {
-        message: "the host made a core-module call on a component, or the reverse (a bug: \
-                  please report it)"
-            .to_string(),
-    }
-}
-
-/// The world's `guest` interface of a component instance.
-type ComponentGuest = super::component::bindings::exports::weir::operator::guest::Guest;
-
-/// The world's init message.
-type InitMessageRecord = super::component::bindings::weir::operator::types::InitMessage;
 
 /// The failure of an image restore into an instance checkpointed through its exports (the
 /// callers check the mode first, so it names a bug rather than a user's mistake).
 fn not_imaged() -> GuestFailure {
     GuestFailure::Image {
         message: "the module is not checkpointed as an image".to_string(),
-    }
-}
-
-/// A checkpoint id as the guest receives it: an `i64` holding the id's bits (ids are positive
-/// and far below 2^63, so the value is unchanged).
-fn checkpoint_id_param(checkpoint_id: CheckpointId) -> i64 {
-    checkpoint_id.0 as i64
-}
-
-/// Looks up the guest's memory and exports (their presence and types were checked at load).
-fn lookup(instance: &Instance, store: &mut Store<GuestState>) -> wasmtime::Result<(Memory, Funcs)> {
-    let memory = instance
-        .get_memory(&mut *store, exports::MEMORY)
-        .ok_or_else(|| wasmtime::format_err!("no exported memory named `{}`", exports::MEMORY))?;
-    let funcs = Funcs {
-        abi_version: instance.get_typed_func(&mut *store, exports::ABI_VERSION)?,
-        alloc: instance.get_typed_func(&mut *store, exports::ALLOC)?,
-        process: instance.get_typed_func(&mut *store, exports::PROCESS)?,
-        initialize: optional(instance, store, exports::INITIALIZE)?,
-        init: optional(instance, store, exports::INIT)?,
-        snapshot: optional(instance, store, exports::SNAPSHOT)?,
-        restore: optional(instance, store, exports::RESTORE)?,
-        checkpoint_complete: optional(instance, store, exports::CHECKPOINT_COMPLETE)?,
-        finish: optional(instance, store, exports::FINISH)?,
-        on_timers: optional(instance, store, exports::ON_TIMERS)?,
-        on_watermark: optional(instance, store, exports::ON_WATERMARK)?,
-    };
-    Ok((memory, funcs))
-}
-
-/// The optional export `name`, typed, or `None` when the module does not export it.
-fn optional<P: WasmParams, R: WasmResults>(
-    instance: &Instance,
-    store: &mut Store<GuestState>,
-    name: &str,
-) -> wasmtime::Result<Option<TypedFunc<P, R>>> {
-    match instance.get_func(&mut *store, name) {
-        None => Ok(None),
-        Some(func) => func.typed(&*store).map(Some),
     }
 }

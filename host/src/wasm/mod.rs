@@ -41,7 +41,9 @@
 //! Calls are synchronous and CPU-bound: run them on a thread that may block (a dedicated
 //! thread or `spawn_blocking`), never on the async reactor.
 
+mod call;
 pub mod component;
+mod core;
 mod engine;
 mod error;
 pub mod image;
@@ -66,15 +68,17 @@ pub use error::{
 };
 pub use image::StateCapture;
 pub use image::delta::ImagePolicy;
+pub use image::state::GuestSnapshot;
 pub use imports::provided_imports;
 pub(crate) use imports::wall_clock_millis;
 pub(crate) use inspection::Inspection;
-pub use inspection::{ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport};
+pub use inspection::{
+    Capabilities, ExportCheck, ExportStatus, ImportCheck, ImportStatus, MemoryReport,
+};
 pub use instance::{
-    GuestInstance, GuestOutput, GuestSnapshot, InstanceContext, MAX_TIMER_ROUNDS,
-    MAX_TIMERS_PER_CALL,
+    GuestInstance, GuestOutput, InstanceContext, MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL,
 };
 pub use limits::{GuestLimits, MAX_MESSAGE_BYTES, MAX_TABLE_ELEMENTS, OUTPUT_BATCH_OVERHEAD};
-pub use module::{Capabilities, OperatorModule};
+pub use module::{LoadOptions, ModuleSource, OperatorModule};
 pub use state::SideBatch;
 pub use toolchain::{Toolchain, ToolchainEvidence};

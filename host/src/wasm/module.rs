@@ -2,6 +2,7 @@
 //! before any of its code runs.
 
 use std::fmt;
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -9,51 +10,76 @@ use wasmtime::component::Component;
 use wasmtime::{InstancePre, Module};
 
 use super::component::{self, ComponentPre};
-use super::engine::WasmEngine;
+use super::engine::{WasmEngine, file_kind};
 use super::error::{GuestError, GuestFailure, ModuleError, ModuleProblem};
 use super::image::StateCapture;
 use super::image::capture::{PrepareError, prepare};
 use super::image::rewrite::ImageLayout;
-use super::inspection::Inspection;
+use super::inspection::{Capabilities, Inspection};
 use super::instance::{GuestInstance, InstanceContext};
 use super::limits::GuestLimits;
 use super::state::GuestState;
 
-/// Which optional exports a module has (`docs/ABI.md` §3, "When an optional export is
-/// absent").
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct Capabilities {
-    /// `_initialize`: called once after instantiation.
-    pub initialize: bool,
-    /// `weir_init`: receives the init message, and so may be given a config.
-    pub init: bool,
-    /// `weir_snapshot`: saves state; without it every snapshot is empty.
-    pub snapshot: bool,
-    /// `weir_restore`: restores state; without it only an empty state can be restored.
-    pub restore: bool,
-    /// `weir_checkpoint_complete`: hears of completed checkpoints.
-    pub checkpoint_complete: bool,
-    /// `weir_finish`: may emit final records when every input has ended.
-    pub finish: bool,
-    /// `weir_on_timers`: receives fired timers, and so may set them.
-    pub on_timers: bool,
-    /// `weir_on_watermark`: hears of watermark advances.
-    pub on_watermark: bool,
+/// Where [`OperatorModule::load`] reads a module from.
+#[derive(Debug, Clone, Copy)]
+pub enum ModuleSource<'a> {
+    /// The file at this path (binary `.wasm` or `.wat` text); errors name the path.
+    File(&'a Path),
+    /// These bytes (binary or WAT text); `name` identifies them in errors.
+    Bytes {
+        /// What errors call the module.
+        name: &'a str,
+        /// The module.
+        bytes: &'a [u8],
+    },
 }
 
-impl Capabilities {
-    /// A component's: the world's exports are all required, so it has every one but
-    /// `_initialize`, a core toolchain's.
-    pub const COMPONENT: Capabilities = Capabilities {
-        initialize: false,
-        init: true,
-        snapshot: true,
-        restore: true,
-        checkpoint_complete: true,
-        finish: true,
-        on_timers: true,
-        on_watermark: true,
-    };
+impl<'a> ModuleSource<'a> {
+    /// The module in the file at `path`.
+    pub fn file(path: &'a (impl AsRef<Path> + ?Sized)) -> Self {
+        ModuleSource::File(path.as_ref())
+    }
+
+    /// The module in `bytes`, called `name` in errors.
+    pub fn bytes(name: &'a str, bytes: &'a [u8]) -> Self {
+        ModuleSource::Bytes { name, bytes }
+    }
+
+    /// What errors call the module: the file's path, or the name given with the bytes.
+    pub fn name(&self) -> String {
+        match self {
+            ModuleSource::File(path) => path.display().to_string(),
+            ModuleSource::Bytes { name, .. } => name.to_string(),
+        }
+    }
+}
+
+/// How [`OperatorModule::load`] loads a module. The default is what a module loaded on its own
+/// gets: checkpointed through its exports ([`StateCapture::Exports`], not the job file's
+/// `auto`), the default [`GuestLimits`], and no operator's config to receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LoadOptions<'a> {
+    /// How its instances are checkpointed: a module checkpointed as an image is rewritten to
+    /// export its memories and mutable globals, or refused, naming why an image cannot
+    /// capture it.
+    pub capture: StateCapture,
+    /// The bounds its instances run under: each module carries its own, so the operators of
+    /// one job share an engine whatever their limits.
+    pub limits: GuestLimits,
+    /// The job's operator the module is loaded for, when that operator has a config: the
+    /// module is then refused with [`ModuleProblem::ConfigWithoutInit`] when it exports no
+    /// `weir_init` to receive it.
+    pub config_of: Option<&'a str>,
+}
+
+impl Default for LoadOptions<'_> {
+    fn default() -> Self {
+        LoadOptions {
+            capture: StateCapture::Exports,
+            limits: GuestLimits::default(),
+            config_of: None,
+        }
+    }
 }
 
 /// An operator's module — a core module or a component — compiled, checked against the ABI
@@ -75,8 +101,9 @@ pub struct OperatorModule {
     image: Option<Arc<ImageLayout>>,
     /// The bounds every instance runs under: in its store, and for each call.
     limits: GuestLimits,
-    /// The engine it was compiled for, whose clone keeps the epoch ticker alive.
-    engine: WasmEngine,
+    /// The engine it was compiled for, held so that its clone keeps the epoch ticker alive
+    /// (instances reach the engine through their template).
+    _engine: WasmEngine,
 }
 
 impl fmt::Debug for OperatorModule {
@@ -159,11 +186,55 @@ fn looks_like_wat(mut bytes: &[u8]) -> bool {
 }
 
 impl OperatorModule {
+    /// Reads (from a file), compiles and checks the module `source` on `engine`, as `options`
+    /// say: the one way a module is loaded, by a job, `weir validate`, `weir test` or a test.
+    /// Errors name the file's path, or the name given with the bytes.
+    pub fn load(
+        engine: &WasmEngine,
+        source: ModuleSource<'_>,
+        options: LoadOptions<'_>,
+    ) -> Result<Self, ModuleError> {
+        let (
+            LoadOptions {
+                capture, limits, ..
+            },
+            name,
+        ) = (options, source.name());
+        let module = match source {
+            ModuleSource::File(path) => {
+                let bytes = read_module_file(path).map_err(|problem| ModuleError {
+                    module: name.clone(),
+                    problem,
+                })?;
+                Self::compile(engine, &name, &bytes, capture, limits)?
+            }
+            ModuleSource::Bytes { name, bytes } => {
+                Self::compile(engine, name, bytes, capture, limits)?
+            }
+        };
+        if let Some(operator) = options.config_of
+            && !module.capabilities().init
+        {
+            let path = match source {
+                ModuleSource::File(path) => path.to_path_buf(),
+                ModuleSource::Bytes { name, .. } => name.into(),
+            };
+            return Err(ModuleError {
+                module: name,
+                problem: ModuleProblem::ConfigWithoutInit {
+                    operator: operator.to_string(),
+                    path,
+                },
+            });
+        }
+        Ok(module)
+    }
+
     /// Compiles `bytes` (binary or text) and checks it: imports, exports, memory, then the ABI
     /// version, read from a throwaway instance under `limits`, which every instance gets.
     /// Under `capture`, a module checkpointed as an image is first analysed and rewritten (see
     /// [`image`](super::image)).
-    pub(crate) fn compile(
+    fn compile(
         engine: &WasmEngine,
         name: &str,
         bytes: &[u8],
@@ -259,7 +330,7 @@ impl OperatorModule {
             capabilities,
             image: prepared.image,
             limits,
-            engine: engine.clone(),
+            _engine: engine.clone(),
         })
     }
 
@@ -300,7 +371,7 @@ impl OperatorModule {
             capabilities: Capabilities::COMPONENT,
             image: None,
             limits,
-            engine: engine.clone(),
+            _engine: engine.clone(),
         })
     }
 
@@ -372,11 +443,6 @@ impl OperatorModule {
         &self.template
     }
 
-    /// The engine it was compiled for.
-    pub(crate) fn engine(&self) -> &WasmEngine {
-        &self.engine
-    }
-
     /// The compiled core module; `None` for a component.
     pub fn core_module(&self) -> Option<&Module> {
         match &self.template {
@@ -409,6 +475,18 @@ impl OperatorModule {
             }
         }
     }
+}
+
+/// The bytes of the module file at `path`, refused without reading when it is not a regular
+/// file: a directory cannot be read, and a device such as `/dev/zero` would be read forever.
+pub(crate) fn read_module_file(path: &Path) -> Result<Vec<u8>, ModuleProblem> {
+    let meta = std::fs::metadata(path).map_err(ModuleProblem::Io)?;
+    if !meta.is_file() {
+        return Err(ModuleProblem::NotAFile {
+            kind: file_kind(&meta.file_type()),
+        });
+    }
+    std::fs::read(path).map_err(ModuleProblem::Io)
 }
 
 /// Checks the module's imports, memory and exports against the ABI table (see

@@ -1,128 +1,15 @@
 //! [`GuestState`]: the host's side of one guest instance, kept in its `Store` and reached by
 //! the host imports through `Caller`.
 
-use wasmtime::ResourceLimiter;
-use weir_abi::{exports, imports};
+use std::any::Any;
+use std::fmt;
 
-use super::component::wasi::ComponentWasi;
-use super::error::{Abort, GuestFailure, OutOfMemorySign};
+use wasmtime::{Engine, ResourceLimiter, Store};
+
+use super::call::Call;
+use super::error::{Abort, CallFailure, GuestFailure, OutOfMemorySign, classify};
 use super::limits::{GuestLimits, MAX_TABLE_ELEMENTS};
 use crate::state::HostState;
-
-/// What the host is running in the guest right now; decides which imports are allowed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Call {
-    /// Instantiation, including the module's `start` function.
-    Instantiate,
-    /// `_initialize`.
-    Initialize,
-    /// `weir_abi_version`.
-    AbiVersion,
-    /// `weir_alloc`.
-    Alloc,
-    /// `weir_init`.
-    Init,
-    /// `weir_process`: `emit` allowed.
-    Process,
-    /// `weir_finish`: `emit` allowed.
-    Finish,
-    /// `weir_snapshot`: `save_state` allowed.
-    Snapshot,
-    /// `weir_restore`.
-    Restore,
-    /// `weir_checkpoint_complete`.
-    CheckpointComplete,
-    /// `weir_on_timers`: `emit`, `emit_to` and the timer imports allowed.
-    OnTimers,
-    /// `weir_on_watermark`: `emit`, `emit_to` and the timer imports allowed.
-    OnWatermark,
-}
-
-impl Call {
-    /// The export's name, as reported in [`GuestError::call`](super::GuestError::call).
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Call::Instantiate => "instantiate",
-            Call::Initialize => exports::INITIALIZE,
-            Call::AbiVersion => exports::ABI_VERSION,
-            Call::Alloc => exports::ALLOC,
-            Call::Init => exports::INIT,
-            Call::Process => exports::PROCESS,
-            Call::Finish => exports::FINISH,
-            Call::Snapshot => exports::SNAPSHOT,
-            Call::Restore => exports::RESTORE,
-            Call::CheckpointComplete => exports::CHECKPOINT_COMPLETE,
-            Call::OnTimers => exports::ON_TIMERS,
-            Call::OnWatermark => exports::ON_WATERMARK,
-        }
-    }
-
-    /// The function's name in the component world (`abi/wit/operator.wit`), as reported for a
-    /// component's call.
-    pub(crate) fn component_name(self) -> &'static str {
-        match self {
-            Call::Instantiate => "instantiate",
-            Call::Initialize => "initialize",
-            Call::AbiVersion => "version check",
-            Call::Alloc => "alloc",
-            Call::Init => "init",
-            Call::Process => "process",
-            Call::Finish => "finish",
-            Call::Snapshot => "snapshot",
-            Call::Restore => "restore",
-            Call::CheckpointComplete => "checkpoint-complete",
-            Call::OnTimers => "on-timers",
-            Call::OnWatermark => "on-watermark",
-        }
-    }
-
-    /// The name the guest knows the call by: the world function's for a component, the core
-    /// export's otherwise.
-    pub(crate) fn name_for(self, component: bool) -> &'static str {
-        if component {
-            self.component_name()
-        } else {
-            self.name()
-        }
-    }
-
-    /// The calls during which `emit` and `emit_to` are allowed (`docs/ABI.md` §4).
-    pub(crate) const EMITTING: [Call; 4] = [
-        Call::Process,
-        Call::OnTimers,
-        Call::OnWatermark,
-        Call::Finish,
-    ];
-
-    /// The calls during which `timer_set` and `timer_delete` are allowed (`docs/ABI.md` §4).
-    pub(crate) const SETTING_TIMERS: [Call; 3] = [Call::Process, Call::OnTimers, Call::OnWatermark];
-
-    /// Whether `emit` and `emit_to` may be called during this call.
-    pub(crate) fn may_emit(self) -> bool {
-        Self::EMITTING.contains(&self)
-    }
-
-    /// Whether `timer_set` and `timer_delete` may be called during this call.
-    pub(crate) fn may_set_timers(self) -> bool {
-        Self::SETTING_TIMERS.contains(&self)
-    }
-
-    /// The calls during which `import` is allowed, for messages: `weir_process, weir_on_timers
-    /// and weir_finish`.
-    pub(crate) fn allowing(import: &str) -> String {
-        let calls: &[Call] = match import {
-            imports::SAVE_STATE => &[Call::Snapshot],
-            imports::TIMER_SET | imports::TIMER_DELETE => &Self::SETTING_TIMERS,
-            _ => &Self::EMITTING,
-        };
-        let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();
-        match names.split_last() {
-            Some((last, [])) => last.to_string(),
-            Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-            None => String::new(),
-        }
-    }
-}
 
 /// One batch emitted on a side output (`emit_to`, `docs/ABI.md` §15).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -168,22 +55,35 @@ pub(crate) struct GuestState {
     /// look it up by name on every call (`None` while `start` runs during instantiation, and
     /// for a component, whose imports receive their arguments copied).
     pub(crate) memory: Option<wasmtime::Memory>,
-    /// For a component, its WASI context, which gives it nothing to reach
-    /// ([`ComponentWasi::denied`]); `None` for a core module, which has no WASI.
-    pub(crate) wasi: Option<Box<ComponentWasi>>,
+    /// What the kind of guest keeps in the store besides: for a component, its WASI context,
+    /// which gives it nothing to reach (`component::wasi`); `None` for a core module, which has
+    /// no WASI.
+    pub(crate) extension: Option<Box<dyn StoreExtension>>,
+}
+
+/// What a store holds for one kind of guest beyond the host's state: a component's WASI
+/// context. Opaque here, so that the core code names no component type: it asks only what every
+/// call needs of it, and the component code downcasts it (through `Any`) to reach the rest.
+pub(crate) trait StoreExtension: Any + Send + fmt::Debug {
+    /// A call starts: forget any out-of-memory report of an earlier call, so that only one
+    /// made during the call that traps names its failure.
+    fn forget_out_of_memory_report(&self);
+
+    /// Whether the guest reported, since the call started, that it ran out of memory.
+    fn take_out_of_memory_report(&self) -> bool;
 }
 
 impl GuestState {
     /// State for a new instance of `operator`, about to be instantiated: a core module's, or
-    /// with `component` a component's, which has WASI and may hold several core instances and
+    /// with an `extension` (its WASI) a component's, which may hold several core instances and
     /// memories (their sizes summed against the memory limit).
     pub(crate) fn new(
         operator: String,
         subtask: u32,
         limits: GuestLimits,
-        component: bool,
+        extension: Option<Box<dyn StoreExtension>>,
     ) -> Self {
-        let wasi = component.then(|| Box::new(ComponentWasi::denied(&operator, subtask)));
+        let component = extension.is_some();
         Self {
             operator,
             subtask,
@@ -204,14 +104,49 @@ impl GuestState {
                 growth_failed: false,
             },
             memory: None,
-            wasi,
+            extension,
+        }
+    }
+
+    /// A store for a new instance holding `self`: its limiter registered, and the deadline of
+    /// the instantiation (`deadline_ticks`) set.
+    pub(crate) fn into_store(self, engine: &Engine, deadline_ticks: u64) -> Store<GuestState> {
+        let mut store = Store::new(engine, self);
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(deadline_ticks);
+        store
+    }
+
+    /// Classifies the failure `error` of `call`. A trap after the guest ran out of memory is
+    /// reported as [`GuestFailure::OutOfMemory`], which names the fix.
+    pub(crate) fn call_failed(&mut self, call: Call, error: &wasmtime::Error) -> CallFailure {
+        let (mut failure, backtrace) = classify(error, self.limits.call_timeout, false);
+        if let GuestFailure::Trap { .. } = failure
+            && let Some(out_of_memory) = self.out_of_memory()
+        {
+            failure = out_of_memory;
+        }
+        CallFailure {
+            call,
+            failure,
+            backtrace,
+        }
+    }
+
+    /// Classifies the failure `error` of an instantiation.
+    pub(crate) fn instantiation_failed(&self, error: &wasmtime::Error) -> CallFailure {
+        let (failure, backtrace) = classify(error, self.limits.call_timeout, true);
+        CallFailure {
+            call: Call::Instantiate,
+            failure,
+            backtrace,
         }
     }
 
     /// The running call's name as the guest knows it: the core export's, or the world
     /// function's for a component.
     pub(crate) fn call_name(&self) -> &'static str {
-        self.call.name_for(self.wasi.is_some())
+        self.call.name_for(self.extension.is_some())
     }
 
     /// Marks `call` as running and forgets what the previous call left behind.
@@ -223,8 +158,8 @@ impl GuestState {
         self.snapshot.clear();
         self.last_error_log = None;
         self.limiter.growth_failed = false;
-        if let Some(wasi) = &self.wasi {
-            wasi.forget_out_of_memory_report();
+        if let Some(extension) = &self.extension {
+            extension.forget_out_of_memory_report();
         }
     }
 
@@ -237,9 +172,9 @@ impl GuestState {
         let sign = if self.limiter.growth_failed {
             OutOfMemorySign::GrowthFailed
         } else if self
-            .wasi
+            .extension
             .as_ref()
-            .is_some_and(|wasi| wasi.take_out_of_memory_report())
+            .is_some_and(|extension| extension.take_out_of_memory_report())
         {
             OutOfMemorySign::EngineReported
         } else {

@@ -30,23 +30,18 @@ struct TestEngine {
 }
 
 impl TestEngine {
-    fn load_bytes(&self, name: &str, bytes: &[u8]) -> Result<OperatorModule, ModuleError> {
-        self.load_bytes_capturing(name, bytes, StateCapture::Exports)
-    }
-
-    fn load_bytes_capturing(
+    /// Loads `source` checkpointed as `capture` says, its instances under this engine's limits.
+    fn load(
         &self,
-        name: &str,
-        bytes: &[u8],
+        source: ModuleSource<'_>,
         capture: StateCapture,
     ) -> Result<OperatorModule, ModuleError> {
-        self.engine
-            .load_bytes_with(name, bytes, capture, self.limits)
-    }
-
-    fn load_file(&self, path: impl AsRef<std::path::Path>) -> Result<OperatorModule, ModuleError> {
-        self.engine
-            .load_file_with(path, StateCapture::Exports, self.limits)
+        let options = LoadOptions {
+            capture,
+            limits: self.limits,
+            ..LoadOptions::default()
+        };
+        OperatorModule::load(&self.engine, source, options)
     }
 
     fn module_cache_counts(&self) -> Option<(usize, usize)> {
@@ -112,12 +107,20 @@ fn fixture(body: &str) -> String {
 }
 
 fn load(engine: &TestEngine, source: &str) -> OperatorModule {
-    engine.load_bytes("fixture.wat", source.as_bytes()).unwrap()
+    engine
+        .load(
+            ModuleSource::bytes("fixture.wat", source.as_bytes()),
+            StateCapture::Exports,
+        )
+        .unwrap()
 }
 
 fn load_err(source: &str) -> ModuleError {
     engine()
-        .load_bytes("fixture.wat", source.as_bytes())
+        .load(
+            ModuleSource::bytes("fixture.wat", source.as_bytes()),
+            StateCapture::Exports,
+        )
         .unwrap_err()
 }
 
@@ -172,7 +175,9 @@ fn count_path() -> PathBuf {
 }
 
 fn count_module(engine: &TestEngine) -> OperatorModule {
-    engine.load_file(count_path()).unwrap()
+    engine
+        .load(ModuleSource::file(&count_path()), StateCapture::Exports)
+        .unwrap()
 }
 
 #[test]
@@ -464,7 +469,11 @@ fn with_producers(binary: &[u8], field: &str, value: &str) -> Vec<u8> {
 fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_from() {
     let source = wat(&[WASI_IMPORTS, PRELUDE, VERSION, ALLOC, PROCESS_OK]);
     let binary = wat::parse_str(&source).unwrap();
-    let load = |bytes: &[u8]| engine().load_bytes("m.wasm", bytes).unwrap_err();
+    let load = |bytes: &[u8]| {
+        engine()
+            .load(ModuleSource::bytes("m.wasm", bytes), StateCapture::Exports)
+            .unwrap_err()
+    };
 
     // Unknown toolchain: every import listed, once, and every toolchain's fix.
     let err = load(&binary);
@@ -618,7 +627,7 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
     // `provided_imports` is what the isolation argument (and `docs/ABI.md` §4) relies on; the
     // linker is what guests actually get. They must be the same set.
     let engine = engine();
-    let state = super::state::GuestState::new("linker".into(), 0, engine.limits, false);
+    let state = super::state::GuestState::new("linker".into(), 0, engine.limits, None);
     let mut store = wasmtime::Store::new(engine.engine.engine(), state);
     let items: Vec<_> = engine.engine.linker().iter(&mut store).collect();
     let mut defined = Vec::new();
@@ -668,7 +677,12 @@ fn refuses_text_that_is_not_a_module_and_files_that_do_not_exist() {
         load_err("(module (func").problem,
         ModuleProblem::Compile { .. }
     ));
-    let err = engine().load_file("/nonexistent/weir/op.wasm").unwrap_err();
+    let err = engine()
+        .load(
+            ModuleSource::file("/nonexistent/weir/op.wasm"),
+            StateCapture::Exports,
+        )
+        .unwrap_err();
     assert!(matches!(err.problem, ModuleProblem::Io(_)));
     assert_eq!(err.module, "/nonexistent/weir/op.wasm");
 }
@@ -684,7 +698,10 @@ fn refuses_a_module_whose_start_function_never_ends() {
     ));
     let started = Instant::now();
     let err = engine
-        .load_bytes("spin.wat", source.as_bytes())
+        .load(
+            ModuleSource::bytes("spin.wat", source.as_bytes()),
+            StateCapture::Exports,
+        )
         .unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(3));
     assert!(matches!(
@@ -708,7 +725,12 @@ fn refuses_a_module_whose_initial_memory_exceeds_the_limit() {
         ALLOC,
         PROCESS_OK,
     ]);
-    let err = engine.load_bytes("big.wat", source.as_bytes()).unwrap_err();
+    let err = engine
+        .load(
+            ModuleSource::bytes("big.wat", source.as_bytes()),
+            StateCapture::Exports,
+        )
+        .unwrap_err();
     assert!(matches!(
         err.problem,
         ModuleProblem::VersionCheck {
@@ -737,9 +759,19 @@ fn one_engine_loads_modules_under_different_limits_each_enforcing_its_own() {
     };
     for engine in [WasmEngine::new().unwrap(), pooled_engine(4).engine] {
         for capture in [StateCapture::Exports, StateCapture::Image] {
-            let err = engine
-                .load_bytes_with("big.wat", source.as_bytes(), capture, small)
-                .unwrap_err();
+            let load = |limits| {
+                let options = LoadOptions {
+                    capture,
+                    limits,
+                    ..LoadOptions::default()
+                };
+                OperatorModule::load(
+                    &engine,
+                    ModuleSource::bytes("big.wat", source.as_bytes()),
+                    options,
+                )
+            };
+            let err = load(small).unwrap_err();
             assert!(
                 matches!(
                     err.problem,
@@ -753,9 +785,7 @@ fn one_engine_loads_modules_under_different_limits_each_enforcing_its_own() {
                 ),
                 "{capture:?}: {err}"
             );
-            let module = engine
-                .load_bytes_with("big.wat", source.as_bytes(), capture, test_limits())
-                .unwrap();
+            let module = load(test_limits()).unwrap();
             assert_eq!(module.limits(), &test_limits());
             module.instantiate(context(0), b"").unwrap();
         }
@@ -1632,10 +1662,11 @@ fn a_module_compiled_once_is_loaded_from_the_cache_by_the_next_engine() {
     let dir = tempfile::tempdir().unwrap();
     let source = std::fs::read(count_path()).unwrap();
     let first = WasmEngine::with_module_cache(dir.path()).unwrap();
-    first.load_bytes("count.wat", &source).unwrap();
+    let count = ModuleSource::bytes("count.wat", &source);
+    OperatorModule::load(&first, count, LoadOptions::default()).unwrap();
     assert_eq!(first.module_cache_counts(), Some((0, 1)));
     let second = WasmEngine::with_module_cache(dir.path()).unwrap();
-    let module = second.load_bytes("count.wat", &source).unwrap();
+    let module = OperatorModule::load(&second, count, LoadOptions::default()).unwrap();
     assert_eq!(second.module_cache_counts(), Some((1, 0)));
     // The cached module works.
     let mut guest = module.instantiate(context(0), b"").unwrap();
@@ -1671,7 +1702,12 @@ fn a_job_engine_without_a_usable_cache_compiles_every_module_instead() {
     assert!(WasmEngine::with_options(&options).is_err());
     let engine = WasmEngine::for_job(&options).unwrap();
     assert_eq!(engine.module_cache_counts(), None);
-    engine.load_file(count_path()).unwrap();
+    OperatorModule::load(
+        &engine,
+        ModuleSource::file(&count_path()),
+        LoadOptions::default(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -1683,8 +1719,13 @@ fn an_operator_with_a_config_needs_a_module_exporting_weir_init() {
     let init = r#"(func (export "weir_init") (param i32 i32) (result i32) (i32.const 0))"#;
     std::fs::write(&with, fixture(&format!("{PROCESS_OK} {init}"))).unwrap();
     let engine = WasmEngine::new().unwrap();
-    let load = |path: &std::path::Path, has_config| {
-        engine.load_operator("op", path, StateCapture::Exports, test_limits(), has_config)
+    let load = |path: &std::path::Path, has_config: bool| {
+        let options = LoadOptions {
+            limits: test_limits(),
+            config_of: has_config.then_some("op"),
+            ..LoadOptions::default()
+        };
+        OperatorModule::load(&engine, ModuleSource::file(path), options)
     };
     let err = load(&without, true).unwrap_err();
     assert!(matches!(
@@ -1747,7 +1788,7 @@ fn image_counters(instance: &mut GuestInstance, records: usize) -> (u32, u32) {
 
 fn load_capturing(engine: &TestEngine, source: &str, capture: StateCapture) -> OperatorModule {
     engine
-        .load_bytes_capturing("image.wat", source.as_bytes(), capture)
+        .load(ModuleSource::bytes("image.wat", source.as_bytes()), capture)
         .unwrap()
 }
 
@@ -1834,7 +1875,12 @@ fn an_instance_made_for_restore_takes_the_image_in_place_or_initialises_without_
 
         // A module checkpointed through its exports gets an ordinary instance.
         let count = std::fs::read(count_path()).unwrap();
-        let exports = engine.load_bytes("count.wat", &count).unwrap();
+        let exports = engine
+            .load(
+                ModuleSource::bytes("count.wat", &count),
+                StateCapture::Exports,
+            )
+            .unwrap();
         let mut instance = exports.instantiate_for_restore(context(0), b"").unwrap();
         instance.restore(&[]).unwrap();
     }
@@ -1878,7 +1924,10 @@ fn a_module_that_does_not_fit_the_pool_is_allocated_on_demand() {
     );
     let engine = pooled_engine(4);
     let module = engine
-        .load_bytes_capturing("tables.wat", tables.as_bytes(), StateCapture::Image)
+        .load(
+            ModuleSource::bytes("tables.wat", tables.as_bytes()),
+            StateCapture::Image,
+        )
         .unwrap();
     let mut instance = module.instantiate(context(0), b"").unwrap();
     let image = instance.snapshot(CheckpointId(1)).unwrap();
@@ -1901,11 +1950,14 @@ fn exports_mode_takes_no_image_and_auto_prefers_the_guests_exports() {
 
     let count = std::fs::read(count_path()).unwrap();
     let auto = engine
-        .load_bytes_capturing("count.wat", &count, StateCapture::Auto)
+        .load(ModuleSource::bytes("count.wat", &count), StateCapture::Auto)
         .unwrap();
     assert!(auto.image_layout().is_none(), "count exports weir_snapshot");
     let image = engine
-        .load_bytes_capturing("count.wat", &count, StateCapture::Image)
+        .load(
+            ModuleSource::bytes("count.wat", &count),
+            StateCapture::Image,
+        )
         .unwrap();
     assert!(
         image.image_layout().is_some(),
@@ -1985,7 +2037,10 @@ fn a_module_an_image_cannot_capture_is_refused_naming_the_reason() {
     );
     for capture in [StateCapture::Image, StateCapture::Auto] {
         let err = engine()
-            .load_bytes_capturing("tables.wat", table_writer.as_bytes(), capture)
+            .load(
+                ModuleSource::bytes("tables.wat", table_writer.as_bytes()),
+                capture,
+            )
             .unwrap_err();
         assert!(
             matches!(err.problem, ModuleProblem::ImageRefused { .. }),
@@ -1998,7 +2053,10 @@ fn a_module_an_image_cannot_capture_is_refused_naming_the_reason() {
         );
     }
     engine()
-        .load_bytes_capturing("tables.wat", table_writer.as_bytes(), StateCapture::Exports)
+        .load(
+            ModuleSource::bytes("tables.wat", table_writer.as_bytes()),
+            StateCapture::Exports,
+        )
         .expect("exports mode does not look at tables");
 }
 
@@ -2007,10 +2065,16 @@ fn switching_between_exports_and_image_names_the_setting_to_restore_with() {
     let engine = engine();
     let count = std::fs::read(count_path()).unwrap();
     let as_exports = engine
-        .load_bytes_capturing("count.wat", &count, StateCapture::Exports)
+        .load(
+            ModuleSource::bytes("count.wat", &count),
+            StateCapture::Exports,
+        )
         .unwrap();
     let as_image = engine
-        .load_bytes_capturing("count.wat", &count, StateCapture::Image)
+        .load(
+            ModuleSource::bytes("count.wat", &count),
+            StateCapture::Image,
+        )
         .unwrap();
     let input = batch(0, &[("k", "v", 1)]);
 
@@ -2272,7 +2336,10 @@ fn random_bytes_are_not_a_module_because_the_magic_is_missing() {
         .map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8)
         .collect();
     let message = engine()
-        .load_bytes("junk.wasm", &bytes)
+        .load(
+            ModuleSource::bytes("junk.wasm", &bytes),
+            StateCapture::Exports,
+        )
         .unwrap_err()
         .to_string();
     assert!(message.contains("\\0asm"), "{message}");
@@ -2282,7 +2349,10 @@ fn random_bytes_are_not_a_module_because_the_magic_is_missing() {
 #[test]
 fn an_empty_module_says_the_file_is_empty() {
     let message = engine()
-        .load_bytes("empty.wasm", b"")
+        .load(
+            ModuleSource::bytes("empty.wasm", b""),
+            StateCapture::Exports,
+        )
         .unwrap_err()
         .to_string();
     assert!(message.contains("the file is empty"), "{message}");
@@ -2291,7 +2361,10 @@ fn an_empty_module_says_the_file_is_empty() {
 #[test]
 fn text_is_read_as_wat_when_it_looks_like_wat_or_is_named_wat() {
     let message = engine()
-        .load_bytes("notes.txt", b"hello, this is not a module")
+        .load(
+            ModuleSource::bytes("notes.txt", b"hello, this is not a module"),
+            StateCapture::Exports,
+        )
         .unwrap_err()
         .to_string();
     assert!(message.contains("\\0asm"), "{message}");
@@ -2301,7 +2374,10 @@ fn text_is_read_as_wat_when_it_looks_like_wat_or_is_named_wat() {
         ("a.wat", "module"),
     ] {
         let message = engine()
-            .load_bytes(name, text.as_bytes())
+            .load(
+                ModuleSource::bytes(name, text.as_bytes()),
+                StateCapture::Exports,
+            )
             .unwrap_err()
             .to_string();
         assert!(
@@ -2315,7 +2391,10 @@ fn text_is_read_as_wat_when_it_looks_like_wat_or_is_named_wat() {
 fn a_directory_or_a_device_as_module_file_is_not_a_regular_file() {
     let dir = tempfile::tempdir().unwrap();
     for path in [dir.path().to_path_buf(), PathBuf::from("/dev/zero")] {
-        let message = engine().load_file(&path).unwrap_err().to_string();
+        let message = engine()
+            .load(ModuleSource::file(&path), StateCapture::Exports)
+            .unwrap_err()
+            .to_string();
         assert!(
             message.contains("not a regular file"),
             "{}: {message}",

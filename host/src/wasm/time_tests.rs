@@ -54,12 +54,12 @@ fn limits() -> GuestLimits {
 }
 
 fn load_with(source: &str, limits: GuestLimits) -> Result<OperatorModule, ModuleError> {
-    WasmEngine::new().unwrap().load_bytes_with(
-        "time.wat",
-        source.as_bytes(),
-        StateCapture::Exports,
+    let options = LoadOptions {
         limits,
-    )
+        ..LoadOptions::default()
+    };
+    let source = ModuleSource::bytes("time.wat", source.as_bytes());
+    OperatorModule::load(&WasmEngine::new().unwrap(), source, options)
 }
 
 fn start(source: &str) -> GuestInstance {

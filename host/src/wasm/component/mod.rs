@@ -14,6 +14,7 @@
 //!
 //! The bindings are generated from the WIT file itself, so the host cannot drift from it.
 
+pub(crate) mod instance;
 pub(crate) mod wasi;
 
 use wasmtime::Engine;
@@ -21,7 +22,7 @@ use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 
 use super::error::ModuleProblem;
 use super::imports;
-use super::state::GuestState;
+use super::state::{GuestState, StoreExtension};
 
 pub use wasi::{ALLOWED, MAX_LOG_LINES_PER_SECOND, WASI_VERSION, WasiInterface};
 
@@ -39,8 +40,9 @@ use bindings::weir::operator::types::{Level, TimeDomain as WitTimeDomain};
 /// The world's package, without version.
 pub const WORLD_PACKAGE: &str = "weir:operator";
 
-/// The version of the world this host implements (`abi/wit/operator.wit`).
-pub const WORLD_VERSION: &str = "1.0.0";
+/// The version of the world this host implements (`abi/wit/operator.wit`), defined beside the
+/// core ABI's version in `weir-abi`.
+pub use weir_abi::WORLD_VERSION;
 
 /// The exported interface every operator component implements.
 pub const GUEST_INTERFACE: &str = "weir:operator/guest";
@@ -50,6 +52,12 @@ pub(crate) type ComponentExports = bindings::Operator;
 
 /// The pre-linked template of a component's instances.
 pub(crate) type ComponentPre = bindings::OperatorPre<GuestState>;
+
+/// What a component instance's store holds besides the host's state: its WASI context, which
+/// gives `operator`'s `subtask` nothing to reach ([`wasi::ComponentWasi::denied`]).
+pub(crate) fn store_extension(operator: &str, subtask: u32) -> Box<dyn StoreExtension> {
+    Box::new(wasi::ComponentWasi::denied(operator, subtask))
+}
 
 /// Whether `bytes` are a binary component rather than a core module: the same `\0asm` magic,
 /// then the component model's version and layer.

@@ -4,7 +4,9 @@
 //! image checkpoints of any component. The components are a few lines of WAT each; the real
 //! operators (Python, JavaScript, Rust) are run by the integration tests.
 
-use crate::wasm::{ModuleProblem, StateCapture, WasmEngine};
+use crate::wasm::{
+    LoadOptions, ModuleProblem, ModuleSource, OperatorModule, StateCapture, WasmEngine,
+};
 
 /// Loads the component written in `wat`, checkpointed as `capture` says, and returns why it
 /// was refused.
@@ -12,7 +14,11 @@ fn refusal(wat: &str, capture: StateCapture) -> ModuleProblem {
     let bytes = wat::parse_str(wat).unwrap();
     assert!(super::is_component(&bytes));
     let engine = WasmEngine::new().unwrap();
-    match engine.load_bytes_capturing("c.wasm", &bytes, capture) {
+    let options = LoadOptions {
+        capture,
+        ..LoadOptions::default()
+    };
+    match OperatorModule::load(&engine, ModuleSource::bytes("c.wasm", &bytes), options) {
         Ok(_) => panic!("the component was loaded"),
         Err(error) => error.problem,
     }

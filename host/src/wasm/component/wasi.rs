@@ -16,6 +16,7 @@
 //! `docs/COMPONENTS.md` is its user-facing copy (a test keeps the two equal); a component that
 //! imports any other interface is refused at load, naming it.
 
+use std::any::Any;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -27,7 +28,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 use wasmtime_wasi::{ResourceTable, WasiCtx, WasiCtxView, WasiView};
 
 use super::super::limits::MAX_MESSAGE_BYTES;
-use super::super::state::GuestState;
+use super::super::state::{GuestState, StoreExtension};
 
 /// One WASI interface a component may import, and what the host gives it there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -201,19 +202,21 @@ impl ComponentWasi {
             stderr,
         }
     }
+}
+
+impl StoreExtension for ComponentWasi {
+    /// Forgets an out-of-memory report, at the start of a call: only one made during the call
+    /// that traps names its failure.
+    fn forget_out_of_memory_report(&self) {
+        self.stderr.lock().reported_out_of_memory = false;
+    }
 
     /// Whether the guest wrote [`OUT_OF_MEMORY`] to its standard error since the last
     /// [`forget_out_of_memory_report`](Self::forget_out_of_memory_report), in a line or in the
     /// line it has not ended (an engine may trap before it ends the line).
-    pub(crate) fn take_out_of_memory_report(&self) -> bool {
+    fn take_out_of_memory_report(&self) -> bool {
         let mut log = self.stderr.lock();
         std::mem::take(&mut log.reported_out_of_memory) || contains_out_of_memory(&log.partial)
-    }
-
-    /// Forgets an out-of-memory report, at the start of a call: only one made during the call
-    /// that traps names its failure.
-    pub(crate) fn forget_out_of_memory_report(&self) {
-        self.stderr.lock().reported_out_of_memory = false;
     }
 }
 
@@ -233,13 +236,24 @@ impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
         // Only components reach WASI, and their instances get their context when they start;
         // a state without one (which no linker path makes) gets the same empty context.
-        let (operator, subtask) = (&self.operator, self.subtask);
-        let wasi = self
-            .wasi
-            .get_or_insert_with(|| Box::new(ComponentWasi::denied(operator, subtask)));
-        WasiCtxView {
-            ctx: &mut wasi.ctx,
-            table: &mut wasi.table,
+        let is_wasi =
+            |extension: &dyn StoreExtension| (extension as &dyn Any).is::<ComponentWasi>();
+        if !self.extension.as_deref().is_some_and(is_wasi) {
+            self.extension = Some(Box::new(ComponentWasi::denied(
+                &self.operator,
+                self.subtask,
+            )));
+        }
+        match self
+            .extension
+            .as_deref_mut()
+            .and_then(|extension| (extension as &mut dyn Any).downcast_mut::<ComponentWasi>())
+        {
+            Some(wasi) => WasiCtxView {
+                ctx: &mut wasi.ctx,
+                table: &mut wasi.table,
+            },
+            None => unreachable!("the extension was made a `ComponentWasi` just above"),
         }
     }
 }

@@ -30,8 +30,21 @@ use super::memcopy::to_owned_memory;
 use super::rewrite::ImageLayout;
 use crate::ids::CheckpointId;
 use crate::wasm::error::GuestFailure;
-use crate::wasm::instance::GuestSnapshot;
 use crate::wasm::state::GuestState;
+
+/// What [`GuestInstance::snapshot_incremental`](crate::wasm::GuestInstance::snapshot_incremental)
+/// took: the state, and the earlier checkpoints whose states a restore needs with it.
+///
+/// It lives here, beside the images that make its chains, rather than with the instance: the
+/// image code returns it, and would otherwise import the instance that imports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestSnapshot {
+    /// The state bytes: the guest's own snapshot, a full image, or a delta.
+    pub state: Vec<u8>,
+    /// For a delta, the checkpoints whose images it builds on, base (the full image) first,
+    /// its parent last; empty for any self-contained state.
+    pub chain: Vec<CheckpointId>,
+}
 
 /// The image side of one instance checkpointed as an image.
 #[derive(Debug)]
