@@ -67,6 +67,7 @@ use std::fmt;
 use std::sync::OnceLock;
 
 use thiserror::Error;
+use weir_abi::wire;
 use xxhash_rust::xxh3::{Xxh3Default, xxh3_64};
 
 pub use super::memcopy::{PAGE_SIZE, page_hash};
@@ -1208,40 +1209,43 @@ pub fn encode_full(
     Ok(table)
 }
 
-/// A bounds-checked little-endian reader over a verified header.
-struct Reader<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
+/// `weir_abi`'s reader over a header, its short reads named by the field being read.
+struct Reader<'a>(wire::Reader<'a>);
 
 impl<'a> Reader<'a> {
+    /// A reader of `bytes` from `offset`, which the caller has checked they hold.
+    fn from(bytes: &'a [u8], offset: usize) -> Self {
+        let mut reader = wire::Reader::new(bytes);
+        reader
+            .take(offset)
+            .expect("the caller checked the fixed header's length");
+        Reader(reader)
+    }
+
+    fn short(what: &str) -> impl Fn(wire::Short) -> ImageError + '_ {
+        move |_| invalid(format!("the header ends inside {what}"))
+    }
+
     fn take(&mut self, n: usize, what: &str) -> Result<&'a [u8], ImageError> {
-        let end = self
-            .at
-            .checked_add(n)
-            .filter(|&end| end <= self.bytes.len())
-            .ok_or_else(|| invalid(format!("the header ends inside {what}")))?;
-        let slice = &self.bytes[self.at..end];
-        self.at = end;
-        Ok(slice)
+        self.0.take(n).map_err(Self::short(what))
     }
 
     fn u32(&mut self, what: &str) -> Result<u32, ImageError> {
-        Ok(u32::from_le_bytes(
-            self.take(4, what)?.try_into().expect("4 bytes"),
-        ))
+        self.0.u32().map_err(Self::short(what))
     }
 
     fn u64(&mut self, what: &str) -> Result<u64, ImageError> {
-        Ok(u64::from_le_bytes(
-            self.take(8, what)?.try_into().expect("8 bytes"),
-        ))
+        self.0.u64().map_err(Self::short(what))
     }
 
     fn u128(&mut self, what: &str) -> Result<u128, ImageError> {
-        Ok(u128::from_le_bytes(
-            self.take(16, what)?.try_into().expect("16 bytes"),
-        ))
+        let bytes = self.take(16, what)?;
+        Ok(u128::from_le_bytes(bytes.try_into().expect("16 bytes")))
+    }
+
+    /// How many bytes of the header are left to read.
+    fn remaining(&self) -> usize {
+        self.0.remaining()
     }
 }
 
@@ -1262,7 +1266,7 @@ pub fn read_header(bytes: &[u8]) -> Result<ImageHeader, ImageError> {
             found,
         });
     }
-    let mut r = Reader { bytes, at: 8 };
+    let mut r = Reader::from(bytes, 8);
     let version = r.u32("the version")?;
     if version != IMAGE_FORMAT_VERSION {
         return Err(ImageError::UnsupportedVersion {
@@ -1295,10 +1299,7 @@ pub fn read_header(bytes: &[u8]) -> Result<ImageHeader, ImageError> {
 
     // From here on the header is what an encoder wrote; inconsistencies are invalid headers.
     let header = &bytes[..sum_at];
-    let mut r = Reader {
-        bytes: header,
-        at: 24,
-    };
+    let mut r = Reader::from(header, 24);
     let kind = ImageKind::from_code(kind_code)
         .ok_or_else(|| invalid(format!("unknown image kind {kind_code}")))?;
     let module_hash = r.u128("the module hash")?;
@@ -1376,7 +1377,7 @@ pub fn read_header(bytes: &[u8]) -> Result<ImageHeader, ImageError> {
     for &(index, count) in &memories {
         // The header's own length bounds the table, so a huge memory length cannot make
         // this allocate more than the image holds.
-        let remaining = (header.len() - r.at) / PAGE_HASH_LEN;
+        let remaining = r.remaining() / PAGE_HASH_LEN;
         if count > remaining as u64 {
             return Err(invalid(format!(
                 "memory {index} has {count} pages but the header holds {remaining} more page hashes"
@@ -1395,7 +1396,7 @@ pub fn read_header(bytes: &[u8]) -> Result<ImageHeader, ImageError> {
     if kind == ImageKind::Delta {
         for (list, m) in stored.iter_mut().zip(&pages.memories) {
             let count = r.u32("a stored-page count")? as usize;
-            let remaining = (header.len() - r.at) / STORED_ENTRY_LEN;
+            let remaining = r.remaining() / STORED_ENTRY_LEN;
             if count > remaining {
                 return Err(invalid(format!(
                     "memory {} stores {count} pages but the header holds {remaining} more entries",
@@ -1431,10 +1432,10 @@ pub fn read_header(bytes: &[u8]) -> Result<ImageHeader, ImageError> {
             }
         }
     }
-    if r.at != header.len() {
+    if r.remaining() != 0 {
         return Err(invalid(format!(
             "{} bytes after the last field of the header",
-            header.len() - r.at
+            r.remaining()
         )));
     }
     Ok(ImageHeader {
