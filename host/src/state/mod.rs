@@ -134,10 +134,9 @@ pub fn snapshot(clock: Option<&TaskClock>, host: Option<&HostState>) -> Vec<Sect
 /// timers.
 pub fn restore(
     sections: &[Section],
-    host: Option<&mut HostState>,
+    mut host: Option<&mut HostState>,
 ) -> Result<Option<TaskClock>, StateError> {
     let mut clock = None;
-    let mut host = host;
     for section in sections {
         match section.tag {
             SectionTag::Time => {

@@ -25,9 +25,7 @@ use crate::ids::CheckpointId;
 use crate::state::HostState;
 use crate::state::time::GuestTime;
 
-// The timer service: a child module, so that it reaches the instance's private members while
-// its file sits beside the other parts of the wasm layer.
-#[path = "timers.rs"]
+// The timer service: a child module, so that it reaches the instance's private members.
 mod timers;
 
 pub use timers::{MAX_TIMER_ROUNDS, MAX_TIMERS_PER_CALL};
