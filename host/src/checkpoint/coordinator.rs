@@ -52,7 +52,7 @@
 //!    ([`Action::Finalize`]); the checkpoint is now *finalizing*.
 //! 3. **Finalized**: the shell writes the metadata and reports the result with
 //!    [`Coordinator::finalized`]. Success completes the checkpoint
-//!    ([`Action::NotifyComplete`], [`Action::Prune`]); failure aborts it.
+//!    ([`Action::NotifyComplete`], [`Action::Tidy`]); failure aborts it.
 //! 4. **Abort** ([`Action::Abort`]) instead, at any time before step 3: on
 //!    timeout, on a task's decline, when subsumed, when the job stops running.
 //!    The shell removes its files and tells the tasks to drop its alignment.
@@ -136,6 +136,21 @@
 //!   completed checkpoints already on disk
 //!   ([`Coordinator::with_retained_checkpoints`]) so they are pruned by the
 //!   same rule as new ones.
+//! - **Retention and what is left behind.** At each completion the
+//!   coordinator decides what the storage no longer needs and hands it to the
+//!   shell as one [`Action::Tidy`]: the completed checkpoints retention drops
+//!   ([`files_to_keep`]), and, when something may have been left behind, a
+//!   sweep of the incomplete directories of aborted checkpoints and of the
+//!   shared files no checkpoint needs. Something may be left behind at the
+//!   start of a run (the one before may have crashed), after an abort (a
+//!   task's write still under way recreates what the abort removed), after a
+//!   late acknowledgement of an aborted checkpoint, after a pruned checkpoint
+//!   that named shared files, and after a removal that failed (a read-only or
+//!   failing disk). The shell reports what it could not remove
+//!   ([`Coordinator::tidied`]); a checkpoint it could not remove is retried at
+//!   the next completion, so a disk that was read-only for a moment does not
+//!   leave more than `retained` checkpoints for the rest of the run, and its
+//!   shared files stay until it is gone.
 
 use super::abort::{AbortReason, TooManyFailures};
 use std::collections::{BTreeMap, BTreeSet};
@@ -145,7 +160,8 @@ use thiserror::Error;
 
 use crate::checkpoint::config::CheckpointConfig;
 use crate::checkpoint::pending::{AckRejection, Acknowledgement, PendingCheckpoint};
-use crate::checkpoint::recovery::checkpoints_to_prune;
+use crate::checkpoint::recovery::{checkpoints_to_prune, files_to_keep};
+use crate::checkpoint::shared::References;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -205,10 +221,17 @@ pub(crate) enum Action<H> {
         /// Why.
         reason: AbortReason,
     },
-    /// Delete these completed checkpoints: they are beyond the retained count.
-    /// Never contains a savepoint.
+    /// Checkpoint `completed` completed: delete the completed checkpoints
+    /// `ids`, **newest first**, stopping at the first that cannot be removed
+    /// (a delta goes before the images it builds on, so no complete checkpoint
+    /// ever loses a link its chain needs); then report what is still there
+    /// with [`Coordinator::pruned`], which says whether to sweep. `ids` holds
+    /// those retention just dropped and those whose removal failed before,
+    /// never a savepoint, and may be empty when only a sweep is due.
     Prune {
-        /// The checkpoints to delete, oldest first.
+        /// The checkpoint whose completion issued it.
+        completed: CheckpointId,
+        /// The checkpoints to delete, newest first.
         ids: Vec<CheckpointId>,
     },
     /// Too many checkpoints failed in a row: fail the job over. The
@@ -275,6 +298,21 @@ pub(crate) enum Ignored {
         /// The task named by the message.
         task: TaskId,
     },
+}
+
+/// The sweep that follows an [`Action::Prune`]
+/// ([`Coordinator::pruned`]): what the shell lists and removes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Sweep {
+    /// The checkpoint whose completion issued the prune: only incomplete
+    /// directories and shared files of older checkpoints go
+    /// ([`stray_checkpoints`](crate::checkpoint::recovery::stray_checkpoints),
+    /// [`shared_files_to_remove`](crate::checkpoint::recovery::shared_files_to_remove)).
+    pub completed: CheckpointId,
+    /// The checkpoints pending or being finalized: nothing of theirs goes.
+    pub in_flight: BTreeSet<CheckpointId>,
+    /// The shared files a kept, not-yet-removed or in-flight checkpoint names.
+    pub needed_shared: BTreeSet<String>,
 }
 
 /// An acknowledgement the coordinator did not accept, handed back with the
@@ -365,8 +403,9 @@ pub(crate) enum CoordinatorError {
 struct Finalizing {
     kind: CheckpointKind,
     is_final: bool,
-    /// The checkpoints its tasks' image chains need.
-    links: BTreeSet<CheckpointId>,
+    /// What its tasks' states need: the checkpoints their chains build on,
+    /// the shared files they name.
+    references: References,
 }
 
 /// How a remembered checkpoint ended.
@@ -411,10 +450,17 @@ pub(crate) struct Coordinator<H> {
     pending: BTreeMap<CheckpointId, PendingCheckpoint<H>>,
     /// Checkpoints fully acknowledged, waiting for the shell's metadata write.
     finalizing: BTreeMap<CheckpointId, Finalizing>,
-    /// Completed checkpoints (not savepoints) not yet pruned, each with the
-    /// checkpoints its image chains need: the `retained` newest and what
-    /// their chains need (`recovery::kept_checkpoints`).
-    completed: BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
+    /// Completed checkpoints (not savepoints) not yet pruned, each with what
+    /// it needs on disk: the `retained` newest and what their chains need
+    /// ([`files_to_keep`]).
+    completed: BTreeMap<CheckpointId, References>,
+    /// Checkpoints pruned whose removal failed, with what they name: retried
+    /// at the next completion, their shared files kept until they are gone.
+    unpruned: BTreeMap<CheckpointId, References>,
+    /// Whether the storage may hold what nobody needs: incomplete directories
+    /// of aborted checkpoints, shared files no checkpoint names (see the
+    /// module docs). True at the start: the run before may have left some.
+    garbage_possible: bool,
     /// The newest completed checkpoint (not savepoint).
     latest_completed: Option<CheckpointId>,
     /// The newest id whose completion was notified.
@@ -471,6 +517,8 @@ impl<H> Coordinator<H> {
             pending: BTreeMap::new(),
             finalizing: BTreeMap::new(),
             completed: BTreeMap::new(),
+            unpruned: BTreeMap::new(),
+            garbage_possible: true,
             latest_completed: None,
             last_notified: None,
             consecutive_failures: 0,
@@ -481,13 +529,13 @@ impl<H> Coordinator<H> {
     }
 
     /// Hands over the completed checkpoints already on disk (after a restore),
-    /// each with the checkpoints its image chains need
-    /// ([`CheckpointMetadata::chain_links`](crate::checkpoint::metadata::CheckpointMetadata::chain_links)),
+    /// each with what it needs on disk
+    /// ([`CheckpointMetadata::references`](crate::checkpoint::metadata::CheckpointMetadata::references)),
     /// so they count toward `retained` and are pruned by the same rule as new
     /// ones, at the next completion. Ids should be below `first_id`.
     pub(crate) fn with_retained_checkpoints(
         mut self,
-        checkpoints: impl IntoIterator<Item = (CheckpointId, BTreeSet<CheckpointId>)>,
+        checkpoints: impl IntoIterator<Item = (CheckpointId, References)>,
     ) -> Self {
         self.completed.extend(checkpoints);
         if let Some(&newest) = self.completed.keys().next_back() {
@@ -519,11 +567,13 @@ impl<H> Coordinator<H> {
     }
 
     /// Checkpoints waiting for acknowledgements, oldest first.
+    #[cfg(test)]
     pub(crate) fn pending(&self) -> impl Iterator<Item = &PendingCheckpoint<H>> {
         self.pending.values()
     }
 
     /// Checkpoints fully acknowledged whose metadata the shell is writing.
+    #[cfg(test)]
     pub(crate) fn finalizing(&self) -> impl Iterator<Item = CheckpointId> + '_ {
         self.finalizing.keys().copied()
     }
@@ -623,6 +673,8 @@ impl<H> Coordinator<H> {
     ) -> Result<Vec<Action<H>>, IgnoredAck<H>> {
         let Some(pending) = self.pending.get_mut(&id) else {
             let reason = self.not_pending(id, Some(task));
+            // Its state was written after the abort removed the checkpoint's files.
+            self.garbage_possible |= matches!(reason, Ignored::Aborted { .. });
             return Err(IgnoredAck {
                 reason,
                 ack: Box::new(ack),
@@ -644,16 +696,17 @@ impl<H> Coordinator<H> {
             self.abort_pending(id, broken, now, &mut actions);
         } else if complete && let Some(pending) = self.pending.remove(&id) {
             let (kind, is_final) = (pending.kind(), pending.is_final());
-            let links = pending
-                .acks()
-                .flat_map(|(_, ack)| ack.chain.iter().copied())
-                .collect();
+            let references = References::of(
+                pending
+                    .acks()
+                    .map(|(_, ack)| (ack.chain.as_slice(), ack.shared.as_slice())),
+            );
             self.finalizing.insert(
                 id,
                 Finalizing {
                     kind,
                     is_final,
-                    links,
+                    references,
                 },
             );
             actions.push(Action::Finalize {
@@ -680,7 +733,12 @@ impl<H> Coordinator<H> {
         now: Instant,
     ) -> Result<Vec<Action<H>>, Ignored> {
         match self.pending.get(&id) {
-            None => Err(self.not_pending(id, None)),
+            None => {
+                let ignored = self.not_pending(id, None);
+                // A write that failed after the abort may have left part of a file behind.
+                self.garbage_possible |= matches!(ignored, Ignored::Aborted { .. });
+                Err(ignored)
+            }
             Some(pending) if !pending.expects(&task) => Err(Ignored::UnknownTask { id, task }),
             Some(_) => {
                 let mut actions = Vec::new();
@@ -729,6 +787,48 @@ impl<H> Coordinator<H> {
         }
         self.advance(now, &mut actions);
         Ok(actions)
+    }
+
+    /// The shell carried out the [`Action::Prune`] issued when `completed`
+    /// completed, and `not_removed` of its checkpoints are still on disk: they
+    /// are tried again at the next completion. Returns the sweep to carry out
+    /// next if something may have been left behind (then report with
+    /// [`swept`](Self::swept)).
+    pub(crate) fn pruned(
+        &mut self,
+        completed: CheckpointId,
+        not_removed: &BTreeSet<CheckpointId>,
+    ) -> Option<Sweep> {
+        self.unpruned.retain(|id, _| not_removed.contains(id));
+        if !self.garbage_possible {
+            return None;
+        }
+        let in_flight = self
+            .pending
+            .keys()
+            .chain(self.finalizing.keys())
+            .copied()
+            .collect();
+        let mut needed_shared = files_to_keep(&self.completed, self.config.retained).shared;
+        let named_elsewhere = self
+            .pending
+            .values()
+            .flat_map(|pending| pending.acks().flat_map(|(_, ack)| &ack.shared))
+            .map(|file| &file.name)
+            .chain(self.finalizing.values().flat_map(|f| &f.references.shared))
+            .chain(self.unpruned.values().flat_map(|r| &r.shared));
+        needed_shared.extend(named_elsewhere.cloned());
+        Some(Sweep {
+            completed,
+            in_flight,
+            needed_shared,
+        })
+    }
+
+    /// The shell carried out a [`Sweep`]; `failed` if something could not be
+    /// listed or removed, which the next completion sweeps again.
+    pub(crate) fn swept(&mut self, failed: bool) {
+        self.garbage_possible = failed;
     }
 
     /// Source `task` reached the end of its input. When every source has, the
@@ -895,7 +995,7 @@ impl<H> Coordinator<H> {
         let Finalizing {
             kind,
             is_final,
-            links,
+            references,
         } = finalizing;
         self.remember(id, Ended::Completed);
         self.last_completion = Some(now);
@@ -921,13 +1021,18 @@ impl<H> Coordinator<H> {
         for older in subsumed {
             self.abort_pending(older, AbortReason::Subsumed { by: id }, now, actions);
         }
-        self.completed.insert(id, links);
-        let pruned = checkpoints_to_prune(&self.completed, self.config.retained);
-        for pruned in &pruned {
-            self.completed.remove(pruned);
+        self.completed.insert(id, references);
+        for pruned in checkpoints_to_prune(&self.completed, self.config.retained) {
+            let references = self.completed.remove(&pruned).unwrap_or_default();
+            // Its shared files may be nobody's now.
+            self.garbage_possible |= !references.shared.is_empty();
+            self.unpruned.insert(pruned, references);
         }
-        if !pruned.is_empty() {
-            actions.push(Action::Prune { ids: pruned });
+        if !self.unpruned.is_empty() || self.garbage_possible {
+            actions.push(Action::Prune {
+                completed: id,
+                ids: self.unpruned.keys().rev().copied().collect(),
+            });
         }
     }
 
@@ -956,6 +1061,8 @@ impl<H> Coordinator<H> {
         actions: &mut Vec<Action<H>>,
     ) {
         self.remember(id, Ended::Aborted(kind));
+        // A task's write still under way may recreate what the abort removes.
+        self.garbage_possible = true;
         if self.ending == Ending::InFlight(id) {
             self.ending = if self.all_sources_finished() {
                 Ending::Due { since: now }

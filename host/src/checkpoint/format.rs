@@ -431,6 +431,47 @@ fn show_bytes(bytes: &[u8]) -> String {
     format!("\"{}\"", bytes.escape_ascii())
 }
 
+/// Serde for a `u64` as a `0x`-prefixed, 16-digit hex string, as the
+/// metadata writes fingerprints (JSON numbers lose precision above 2^53).
+pub(crate) mod hex_u64 {
+    use serde::{Deserializer, Serializer};
+
+    pub(crate) fn serialize<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format!("{value:#018x}"))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        super::parse_hex(deserializer)
+    }
+}
+
+/// Serde for a `u32` as a `0x`-prefixed, 8-digit hex string, as checksums
+/// are shown in error messages.
+pub(crate) mod hex_u32 {
+    use serde::{Deserializer, Serializer, de::Error};
+
+    pub(crate) fn serialize<S: Serializer>(value: &u32, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&format!("{value:#010x}"))
+    }
+
+    pub(crate) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
+        let value = super::parse_hex(deserializer)?;
+        u32::try_from(value)
+            .map_err(|_| D::Error::custom(format!("{value:#x} does not fit in 32 bits")))
+    }
+}
+
+/// Reads a `0x`-prefixed hex string.
+fn parse_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+    use serde::{Deserialize, de::Error};
+    let text = String::deserialize(deserializer)?;
+    let digits = text.strip_prefix("0x").ok_or_else(|| {
+        D::Error::custom(format!("expected a 0x-prefixed hex string, found {text:?}"))
+    })?;
+    u64::from_str_radix(digits, 16)
+        .map_err(|e| D::Error::custom(format!("bad hex number {text:?}: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,6 +18,8 @@
 //!   _id                        the id of the job's checkpoints, made by the first run
 //!   _generations/              one empty file per run that claimed a generation
 //!     0000000003               (checkpoint/generation.rs)
+//!   shared/                    files the states of several checkpoints may name
+//!     0000000007.count-1.000012.sst   <writer's checkpoint id>.<escaped vertex>-<subtask>.<name>
 //!   savepoints/                or a directory the user names
 //!     sp-0000000012/           same contents as a checkpoint directory
 //! ```
@@ -71,6 +73,10 @@ pub const SAVEPOINT_PREFIX: &str = "sp-";
 /// when the user names no other.
 pub const SAVEPOINTS_DIR: &str = "savepoints";
 
+/// The directory, inside the job's checkpoint directory, of the files the
+/// states of several checkpoints may name ([`SharedFile`](crate::checkpoint::shared::SharedFile)).
+pub const SHARED_DIR: &str = "shared";
+
 /// Width to which ids are zero-padded in directory names.
 pub const ID_WIDTH: usize = 10;
 
@@ -78,6 +84,10 @@ pub const ID_WIDTH: usize = 10;
 /// subtask, the suffix and `.tmp` the file name stays under the 255-byte
 /// limit of common file systems.
 pub const MAX_ESCAPED_VERTEX_LEN: usize = 200;
+
+/// The longest name a writer may give a shared file
+/// ([`CheckpointLayout::shared_file_name`]).
+pub const MAX_SHARED_NAME_LEN: usize = 100;
 
 /// A path that cannot be built, naming what was wrong with its input.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -100,6 +110,17 @@ pub enum LayoutError {
         escaped_len: usize,
         /// [`MAX_ESCAPED_VERTEX_LEN`].
         max: usize,
+    },
+    /// A state backend gave a shared file a name the layout does not take.
+    #[error(
+        "task {task}: shared file name {name:?} is not allowed: use 1 to {MAX_SHARED_NAME_LEN} \
+         ASCII letters, digits, '.', '_' or '-'"
+    )]
+    BadSharedName {
+        /// The task writing it.
+        task: TaskId,
+        /// The name it gave.
+        name: String,
     },
     /// A file name read from metadata is not a plain file name inside the
     /// checkpoint directory (it has a separator, is `.`/`..`, is empty…).
@@ -156,6 +177,25 @@ impl CheckpointLocation {
             Some(parent) => parent.join(name),
             None => PathBuf::from(name),
         })
+    }
+
+    /// The path of shared file `name` (read from metadata, so untrusted) of
+    /// the checkpoint at this location: in the `shared` directory beside it,
+    /// so a job's checkpoint directory restores from wherever it was moved,
+    /// as a whole (like [`chain_link`](Self::chain_link)). Refuses a name
+    /// that is not a plain file name.
+    pub fn shared_file(&self, name: &str) -> Result<PathBuf, LayoutError> {
+        let dir = match self.dir.parent() {
+            Some(parent) => parent.join(SHARED_DIR),
+            None => PathBuf::from(SHARED_DIR),
+        };
+        if !CheckpointLayout::is_plain_file_name(name) {
+            return Err(LayoutError::UnsafeFileName {
+                dir,
+                name: name.to_owned(),
+            });
+        }
+        Ok(dir.join(name))
     }
 
     /// Kind and id as spelled by the directory name, when it has the form
@@ -224,6 +264,59 @@ impl CheckpointLayout {
     /// The file that claims generation `generation`: `<job dir>/_generations/0000000003`.
     pub fn generation_file(&self, generation: Generation) -> PathBuf {
         self.generations_dir().join(generation.file_name())
+    }
+
+    /// The directory of the files the states of several checkpoints may
+    /// name: `<job dir>/shared`.
+    pub fn shared_dir(&self) -> PathBuf {
+        self.job_dir.join(SHARED_DIR)
+    }
+
+    /// The name in the shared directory of file `name` of `task`, written by
+    /// checkpoint `id`: `0000000007.count-1.000012.sst`. The writer's id comes
+    /// first, so retention can tell, without metadata, which checkpoint wrote a
+    /// file no retained checkpoint names
+    /// ([`shared_files_to_remove`](crate::checkpoint::recovery::shared_files_to_remove)).
+    /// `name` is the writer's own (a store's file name): ASCII letters,
+    /// digits, `.`, `_` and `-`, at most [`MAX_SHARED_NAME_LEN`] bytes.
+    pub fn shared_file_name(
+        id: CheckpointId,
+        task: &TaskId,
+        name: &str,
+    ) -> Result<String, LayoutError> {
+        let valid = !name.is_empty()
+            && name.len() <= MAX_SHARED_NAME_LEN
+            && name != "."
+            && name != ".."
+            && !Self::is_temp_file_name(name)
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !valid {
+            return Err(LayoutError::BadSharedName {
+                task: task.clone(),
+                name: name.to_owned(),
+            });
+        }
+        let state_file = Self::state_file_name(task)?;
+        let stem = state_file
+            .strip_suffix(STATE_SUFFIX)
+            .expect("a state file name ends with its suffix");
+        Ok(format!("{:0width$}.{stem}.{name}", id.0, width = ID_WIDTH))
+    }
+
+    /// The checkpoint that wrote shared file `name`, read from the name
+    /// [`shared_file_name`](Self::shared_file_name) gave it (or from its
+    /// temporary file's); `None` for a name it does not write.
+    pub fn shared_file_writer(name: &str) -> Option<CheckpointId> {
+        let (digits, rest) = name.split_once('.')?;
+        if digits.len() != ID_WIDTH
+            || rest.is_empty()
+            || !digits.bytes().all(|b| b.is_ascii_digit())
+        {
+            return None;
+        }
+        Some(CheckpointId(digits.parse().ok()?))
     }
 
     /// The directory holding savepoints.

@@ -21,22 +21,30 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
-use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError};
+use crate::checkpoint::format::{self, FRAME_OVERHEAD, FileKind, FormatError, hex_u32, hex_u64};
 use crate::checkpoint::generation::Generation;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::pending::Acknowledgement;
+use crate::checkpoint::shared::{References, SharedFile};
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
 /// The newest version of the metadata JSON schema this build reads, and the
-/// one it writes for a record with image chains ([`TaskStateMeta::chain`]).
+/// one it writes for a record whose states name shared files
+/// ([`TaskStateMeta::shared`]).
 ///
-/// A record without chains is written as version 1
-/// ([`METADATA_VERSION_SELF_CONTAINED`]), which builds that predate chains
-/// read; a record with chains is version 2, which they refuse by name rather
-/// than misread (they would restore a delta as if it were whole, and prune
-/// the checkpoints its chain needs).
-pub const METADATA_VERSION: u32 = 2;
+/// Each record is written in the oldest version that can read it
+/// ([`CheckpointMetadata::required_version`]): version 1
+/// ([`METADATA_VERSION_SELF_CONTAINED`]) when every state is self-contained,
+/// which every build reads; version 2 ([`METADATA_VERSION_CHAINS`]) with image
+/// chains; version 3 with shared files. A build that predates a feature
+/// refuses the record by name rather than misread it: it would restore a
+/// delta as if it were whole, or prune files a retained checkpoint needs.
+pub const METADATA_VERSION: u32 = 3;
+
+/// The schema version of a record with image chains but no shared files:
+/// readable by builds since chains.
+pub const METADATA_VERSION_CHAINS: u32 = 2;
 
 /// The schema version of a record whose every state is self-contained (no
 /// image chains): readable by every build.
@@ -86,6 +94,12 @@ pub struct TaskStateMeta {
     /// keeps them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub chain: Vec<CheckpointId>,
+    /// The files of the job's shared directory this state also needs, each
+    /// written by this checkpoint or an earlier one and kept while any
+    /// retained checkpoint names it (docs/CHECKPOINTS.md §13). Empty, and not
+    /// written, for a state that is all in its own state file.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared: Vec<SharedFile>,
 }
 
 impl TaskStateMeta {
@@ -100,6 +114,7 @@ impl TaskStateMeta {
             async_duration_ms: millis(ack.cost.async_duration),
             alignment_duration_ms: millis(ack.cost.alignment_duration),
             chain: ack.chain.clone(),
+            shared: ack.shared.clone(),
         }
     }
 }
@@ -306,6 +321,9 @@ impl CheckpointMetadata {
             if let Some(problem) = self.chain_problem(&entry.chain) {
                 return Err(format!("task {task}: {problem}"));
             }
+            if let Some(problem) = self.shared_problem(&entry.shared) {
+                return Err(format!("task {task}: {problem}"));
+            }
             if entry.state_bytes.checked_add(FRAME_OVERHEAD as u64) != Some(entry.handle.length) {
                 return Err(format!(
                     "task {task}: {} bytes of state cannot make a state file of {} bytes",
@@ -353,12 +371,51 @@ impl CheckpointMetadata {
         None
     }
 
-    /// The schema version this record needs: [`METADATA_VERSION`] when a
-    /// task's state has a chain, [`METADATA_VERSION_SELF_CONTAINED`]
-    /// otherwise (see [`METADATA_VERSION`]).
+    /// What is wrong with a task's `shared` files, if anything: each must be
+    /// a name [`CheckpointLayout::shared_file_name`] writes, by this
+    /// checkpoint or an earlier one, named once; and a savepoint has none (it
+    /// must restore alone, and outlive the job's checkpoints).
+    fn shared_problem(&self, shared: &[SharedFile]) -> Option<String> {
+        if shared.is_empty() {
+            return None;
+        }
+        if self.kind == CheckpointKind::Savepoint {
+            return Some(
+                "a savepoint's state names shared files, but a savepoint must be \
+                 self-contained"
+                    .to_string(),
+            );
+        }
+        let mut seen = BTreeSet::new();
+        for file in shared {
+            let writer = CheckpointLayout::shared_file_writer(&file.name)
+                .filter(|_| CheckpointLayout::is_plain_file_name(&file.name));
+            let Some(writer) = writer else {
+                return Some(format!(
+                    "shared file name {:?} is not one this build writes",
+                    file.name
+                ));
+            };
+            if writer > self.checkpoint_id {
+                return Some(format!(
+                    "shared file {} is written by checkpoint {writer}, after checkpoint {}",
+                    file.name, self.checkpoint_id
+                ));
+            }
+            if !seen.insert(&file.name) {
+                return Some(format!("shared file {} is named twice", file.name));
+            }
+        }
+        None
+    }
+
+    /// The schema version this record needs: the oldest that reads what its
+    /// states use (see [`METADATA_VERSION`]).
     pub fn required_version(tasks: &[TaskStateMeta]) -> u32 {
-        if tasks.iter().any(|t| !t.chain.is_empty()) {
+        if tasks.iter().any(|t| !t.shared.is_empty()) {
             METADATA_VERSION
+        } else if tasks.iter().any(|t| !t.chain.is_empty()) {
+            METADATA_VERSION_CHAINS
         } else {
             METADATA_VERSION_SELF_CONTAINED
         }
@@ -367,10 +424,17 @@ impl CheckpointMetadata {
     /// Every checkpoint some task's chain needs, ascending: what must stay
     /// on disk as long as this checkpoint does.
     pub fn chain_links(&self) -> BTreeSet<CheckpointId> {
-        self.tasks
-            .iter()
-            .flat_map(|t| t.chain.iter().copied())
-            .collect()
+        self.references().links
+    }
+
+    /// What this checkpoint needs on disk besides its directory: the
+    /// checkpoints its chains build on and the shared files its states name.
+    pub fn references(&self) -> References {
+        References::of(
+            self.tasks
+                .iter()
+                .map(|t| (t.chain.as_slice(), t.shared.as_slice())),
+        )
     }
 
     /// The entry of `task`, if it is recorded.
@@ -401,46 +465,6 @@ pub fn format_chain(chain: &[CheckpointId]) -> String {
     format!("[{}]", ids.join(", "))
 }
 
-/// Serde for a `u64` as a `0x`-prefixed, 16-digit hex string.
-mod hex_u64 {
-    use serde::{Deserializer, Serializer};
-
-    pub(super) fn serialize<S: Serializer>(value: &u64, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&format!("{value:#018x}"))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-        super::parse_hex(deserializer)
-    }
-}
-
-/// Serde for a `u32` as a `0x`-prefixed, 8-digit hex string, as checksums
-/// are shown in error messages.
-mod hex_u32 {
-    use serde::{Deserializer, Serializer, de::Error};
-
-    pub(super) fn serialize<S: Serializer>(value: &u32, serializer: S) -> Result<S::Ok, S::Error> {
-        serializer.serialize_str(&format!("{value:#010x}"))
-    }
-
-    pub(super) fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u32, D::Error> {
-        let value = super::parse_hex(deserializer)?;
-        u32::try_from(value)
-            .map_err(|_| D::Error::custom(format!("{value:#x} does not fit in 32 bits")))
-    }
-}
-
-/// Reads a `0x`-prefixed hex string.
-fn parse_hex<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
-    use serde::de::Error;
-    let text = String::deserialize(deserializer)?;
-    let digits = text.strip_prefix("0x").ok_or_else(|| {
-        D::Error::custom(format!("expected a 0x-prefixed hex string, found {text:?}"))
-    })?;
-    u64::from_str_radix(digits, 16)
-        .map_err(|e| D::Error::custom(format!("bad hex number {text:?}: {e}")))
-}
-
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
@@ -462,6 +486,7 @@ pub(crate) mod tests {
             async_duration_ms: 2,
             alignment_duration_ms: 0,
             chain: Vec::new(),
+            shared: Vec::new(),
         };
         CheckpointMetadata {
             format_version: METADATA_VERSION_SELF_CONTAINED,
@@ -513,6 +538,7 @@ pub(crate) mod tests {
                 bytes,
             },
             chain,
+            shared: Vec::new(),
         }
     }
 
@@ -611,7 +637,7 @@ pub(crate) mod tests {
             Duration::from_millis(80),
             &acks,
         );
-        assert_eq!(meta.format_version, METADATA_VERSION);
+        assert_eq!(meta.format_version, METADATA_VERSION_CHAINS);
         assert_eq!(
             meta.trigger_time_ms, 0,
             "a clock before the trigger saturates"
@@ -681,7 +707,7 @@ pub(crate) mod tests {
         let err = CheckpointMetadata::decode(p(), &meta.encode()).unwrap_err();
         assert!(
             err.to_string()
-                .ends_with("unsupported metadata version 9 (this build reads 2)"),
+                .ends_with("unsupported metadata version 9 (this build reads 3)"),
             "{err}"
         );
     }
@@ -706,6 +732,111 @@ pub(crate) mod tests {
             [CheckpointId(4), CheckpointId(5), CheckpointId(6)]
         );
         assert!(plain.chain_links().is_empty());
+    }
+
+    /// Shared file `local` of `task`, written by checkpoint `writer`.
+    fn shared(writer: u64, task: &TaskId, local: &str) -> SharedFile {
+        SharedFile {
+            name: CheckpointLayout::shared_file_name(CheckpointId(writer), task, local).unwrap(),
+            length: 1024,
+            crc32: 0xdead_beef,
+        }
+    }
+
+    #[test]
+    fn shared_files_round_trip_and_need_version_3() {
+        let mut meta = sample(CheckpointKind::Checkpoint, 7);
+        let task = meta.tasks[1].task.clone();
+        meta.tasks[1].shared = vec![
+            shared(5, &task, "000012.sst"),
+            shared(7, &task, "000020.sst"),
+        ];
+        meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
+        assert_eq!(meta.format_version, 3);
+        let bytes = meta.encode();
+        let json = std::str::from_utf8(&bytes[format::HEADER_LEN..bytes.len() - 4]).unwrap();
+        assert!(json.contains("\"0000000005.count-0.000012.sst\""), "{json}");
+        assert!(json.contains("\"0xdeadbeef\""), "{json}");
+        let decoded = CheckpointMetadata::decode(p(), &bytes).unwrap();
+        assert_eq!(decoded, meta);
+        assert_eq!(
+            decoded.references().shared,
+            [
+                "0000000005.count-0.000012.sst".to_string(),
+                "0000000007.count-0.000020.sst".to_string()
+            ]
+            .into()
+        );
+        // With a chain as well, still version 3.
+        meta.tasks[2].chain = vec![CheckpointId(6)];
+        assert_eq!(CheckpointMetadata::required_version(&meta.tasks), 3);
+        // A build before shared files refuses the record by name; this one reads both older.
+        let plain = sample(CheckpointKind::Checkpoint, 7);
+        assert!(
+            !std::str::from_utf8(&plain.encode())
+                .unwrap_or("")
+                .contains("shared")
+        );
+    }
+
+    #[test]
+    fn shared_files_are_written_by_earlier_checkpoints_named_once_and_never_a_savepoints() {
+        let task = TaskId::new("count", 0);
+        let other = "0000000003.count-0".to_string();
+        for (kind, files, needle) in [
+            (
+                CheckpointKind::Savepoint,
+                vec![shared(3, &task, "a.sst")],
+                "a savepoint must be self-contained",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![shared(8, &task, "a.sst")],
+                "is written by checkpoint 8, after checkpoint 7",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![shared(3, &task, "a.sst"), shared(3, &task, "a.sst")],
+                "is named twice",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![SharedFile {
+                    name: "../escape".into(),
+                    length: 30,
+                    crc32: 0,
+                }],
+                "is not one this build writes",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![SharedFile {
+                    name: "0000000003.x/../../escape".into(),
+                    length: 30,
+                    crc32: 0,
+                }],
+                "is not one this build writes",
+            ),
+            (
+                CheckpointKind::Checkpoint,
+                vec![SharedFile {
+                    name: other,
+                    length: 30,
+                    crc32: 0,
+                }],
+                "",
+            ),
+        ] {
+            let mut meta = sample(kind, 7);
+            meta.tasks[0].shared = files;
+            meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
+            match meta.validate() {
+                Ok(()) => assert!(needle.is_empty(), "{kind:?} should be refused: {needle}"),
+                Err(problem) => {
+                    assert!(!needle.is_empty() && problem.contains(needle), "{problem}")
+                }
+            }
+        }
     }
 
     #[test]

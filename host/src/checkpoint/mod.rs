@@ -13,6 +13,7 @@ pub mod pending;
 pub mod recovery;
 pub mod rescale;
 pub mod restore;
+pub mod shared;
 pub mod stats;
 pub mod storage;
 pub mod task_state;

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use crate::checkpoint::shared::SharedFile;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -34,6 +35,10 @@ pub struct Acknowledgement<H> {
     /// The coordinator completes a checkpoint only when every one of them is
     /// a completed checkpoint, and keeps them while it is retained.
     pub chain: Vec<CheckpointId>,
+    /// The shared files its state names (written by this checkpoint or, named
+    /// again, by earlier ones); empty for a state all in its own file. The
+    /// coordinator keeps them while a retained checkpoint names them.
+    pub shared: Vec<SharedFile>,
 }
 
 /// What one task's snapshot for one checkpoint cost: reported in its
@@ -201,6 +206,7 @@ mod tests {
                 bytes: 10,
             },
             chain: Vec::new(),
+            shared: Vec::new(),
         }
     }
 

@@ -26,18 +26,20 @@
 //!
 //! # What pruning removes
 //!
-//! Only checkpoints: the oldest completed ones beyond the `retained` newest,
-//! unless a kept checkpoint's image chain needs them (an incremental image is
-//! a delta on earlier checkpoints' images: docs/CHECKPOINTS.md §7, §10).
-//! Savepoints are never pruned and do not count towards `retained`. At least
-//! one completed checkpoint is always kept, whatever `retained` says: it is
-//! the only way back after a failure.
+//! Only checkpoints and the files they share: the oldest completed checkpoints
+//! beyond the `retained` newest, unless a kept checkpoint's image chain needs
+//! them (an incremental image is a delta on earlier checkpoints' images:
+//! docs/CHECKPOINTS.md §7, §10), and the shared files no kept checkpoint names
+//! (§13). Savepoints are never pruned and do not count towards `retained`. At
+//! least one completed checkpoint is always kept, whatever `retained` says: it
+//! is the only way back after a failure.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
+use crate::checkpoint::shared::References;
 use crate::checkpoint::storage::{CheckpointListing, ListingStatus, StorageError};
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -148,23 +150,63 @@ where
     }
 }
 
-/// Which completed checkpoints to delete so that the `retained` newest
-/// remain (at least one), with everything their image chains need.
+/// What retention keeps on disk ([`files_to_keep`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Kept {
+    /// The completed checkpoints kept.
+    pub checkpoints: BTreeSet<CheckpointId>,
+    /// The shared files they name.
+    pub shared: BTreeSet<String>,
+}
+
+/// What of the job's checkpoint storage retention keeps: the `retained`
+/// newest completed checkpoints (at least one), every checkpoint their image
+/// chains need, and every shared file those name.
 ///
 /// `completed` maps every completed checkpoint still on disk (savepoints are
-/// never pruned and are not in it) to the checkpoints its tasks' chains need
-/// ([`CheckpointMetadata::chain_links`](crate::checkpoint::metadata::CheckpointMetadata::chain_links)). A checkpoint is kept when it is
-/// among the `retained` newest, or when a kept checkpoint needs it — the
-/// closure: a checkpoint kept as a chain link keeps its own links, so every
-/// complete checkpoint left on disk can still be restored on its own. The
-/// result is sorted **newest first**: a delta is removed before the images it
-/// builds on, so a crash part-way through pruning never leaves a complete
-/// checkpoint whose chain is gone.
+/// never pruned and are not in it) to what it needs
+/// ([`CheckpointMetadata::references`](crate::checkpoint::metadata::CheckpointMetadata::references)).
+/// A checkpoint is kept when it is among the `retained` newest, or when a kept
+/// checkpoint's chain needs it — the closure: a checkpoint kept as a chain link
+/// keeps its own links and files, so every complete checkpoint left on disk can
+/// still be restored on its own. A link that is not in `completed` (gone
+/// already) is ignored. This one rule serves the coordinator, which prunes
+/// what is not kept ([`checkpoints_to_prune`], [`shared_files_to_remove`]).
+pub fn files_to_keep(completed: &BTreeMap<CheckpointId, References>, retained: usize) -> Kept {
+    let mut checkpoints: BTreeSet<CheckpointId> = completed
+        .keys()
+        .rev()
+        .take(retained.max(1))
+        .copied()
+        .collect();
+    let mut todo: Vec<CheckpointId> = checkpoints.iter().copied().collect();
+    while let Some(id) = todo.pop() {
+        for &link in completed.get(&id).into_iter().flat_map(|r| &r.links) {
+            if completed.contains_key(&link) && checkpoints.insert(link) {
+                todo.push(link);
+            }
+        }
+    }
+    let shared = checkpoints
+        .iter()
+        .filter_map(|id| completed.get(id))
+        .flat_map(|references| references.shared.iter().cloned())
+        .collect();
+    Kept {
+        checkpoints,
+        shared,
+    }
+}
+
+/// Which completed checkpoints to delete: those of `completed` that
+/// [`files_to_keep`] does not keep. The result is sorted **newest first**: a
+/// delta is removed before the images it builds on, so a crash part-way through
+/// pruning never leaves a complete checkpoint whose chain is gone.
 pub fn checkpoints_to_prune(
-    completed: &BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
+    completed: &BTreeMap<CheckpointId, References>,
     retained: usize,
 ) -> Vec<CheckpointId> {
-    let keep = kept_checkpoints(completed, retained);
+    let keep = files_to_keep(completed, retained).checkpoints;
     completed
         .keys()
         .rev()
@@ -173,29 +215,38 @@ pub fn checkpoints_to_prune(
         .collect()
 }
 
-/// The checkpoints of `completed` that pruning keeps: the `retained` newest
-/// (at least one) and, transitively, every checkpoint their chains need
-/// (see [`checkpoints_to_prune`]). A link that is not in `completed` (gone
-/// already) is ignored.
-pub fn kept_checkpoints(
-    completed: &BTreeMap<CheckpointId, BTreeSet<CheckpointId>>,
-    retained: usize,
-) -> BTreeSet<CheckpointId> {
-    let mut keep: BTreeSet<CheckpointId> = completed
-        .keys()
-        .rev()
-        .take(retained.max(1))
-        .copied()
-        .collect();
-    let mut todo: Vec<CheckpointId> = keep.iter().copied().collect();
-    while let Some(id) = todo.pop() {
-        for &link in completed.get(&id).into_iter().flatten() {
-            if completed.contains_key(&link) && keep.insert(link) {
-                todo.push(link);
-            }
-        }
-    }
-    keep
+/// The files of the job's shared directory (`found`, as listed) a running job
+/// can remove once checkpoint `completed` has completed: those no checkpoint
+/// needs (`needed`: what [`files_to_keep`] keeps, and what the acknowledgements
+/// of checkpoints in flight name), written by a checkpoint older than
+/// `completed` that is not `in_flight`. Temporary files count as written by
+/// the checkpoint their name begins with; a name no checkpoint writes
+/// ([`CheckpointLayout::shared_file_writer`]) is never removed.
+///
+/// Why the writer's id decides: a task names again only files of checkpoints
+/// it was told completed, and a checkpoint's own new files carry its id. So a
+/// file of an older checkpoint that no completed checkpoint kept names can no
+/// longer be named by anyone — the checkpoints that named it are pruned, and
+/// any newer state that still holds it is in a kept checkpoint too, since
+/// every checkpoint names all the files of its state — while a file of a
+/// checkpoint in flight, or newer, may be named by an acknowledgement still to
+/// come.
+pub fn shared_files_to_remove(
+    found: &[String],
+    needed: &BTreeSet<String>,
+    completed: CheckpointId,
+    in_flight: &BTreeSet<CheckpointId>,
+) -> Vec<String> {
+    found
+        .iter()
+        .filter(|name| {
+            let named = CheckpointLayout::temp_target(name).unwrap_or(name);
+            !needed.contains(named)
+                && CheckpointLayout::shared_file_writer(name)
+                    .is_some_and(|writer| writer < completed && !in_flight.contains(&writer))
+        })
+        .cloned()
+        .collect()
 }
 
 /// The incomplete checkpoint and savepoint directories a running job can
@@ -240,6 +291,7 @@ mod tests {
     use crate::checkpoint::format::{FileKind, FormatError, FormatProblem};
     use crate::checkpoint::metadata::CheckpointMetadata;
     use crate::checkpoint::metadata::tests::sample;
+    use crate::ids::TaskId;
     use std::path::PathBuf;
 
     const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -404,21 +456,31 @@ mod tests {
     }
 
     /// Completed checkpoints `ids`, each needing the links given for it.
-    fn completed(
-        ids: &[u64],
-        links: &[(u64, &[u64])],
-    ) -> BTreeMap<CheckpointId, BTreeSet<CheckpointId>> {
-        let mut map: BTreeMap<_, BTreeSet<_>> = ids
+    fn completed(ids: &[u64], links: &[(u64, &[u64])]) -> BTreeMap<CheckpointId, References> {
+        let mut map: BTreeMap<_, References> = ids
             .iter()
-            .map(|&id| (CheckpointId(id), BTreeSet::new()))
+            .map(|&id| (CheckpointId(id), References::default()))
             .collect();
         for &(id, needs) in links {
-            map.insert(
-                CheckpointId(id),
-                needs.iter().copied().map(CheckpointId).collect(),
-            );
+            map.insert(CheckpointId(id), chained(needs));
         }
         map
+    }
+
+    /// What a state whose chain is `links` needs.
+    fn chained(links: &[u64]) -> References {
+        References {
+            links: links.iter().copied().map(CheckpointId).collect(),
+            shared: BTreeSet::new(),
+        }
+    }
+
+    /// What a state naming the shared `files` needs.
+    fn sharing(files: &[&str]) -> References {
+        References {
+            links: BTreeSet::new(),
+            shared: files.iter().map(|f| f.to_string()).collect(),
+        }
     }
 
     fn ids(v: impl IntoIterator<Item = CheckpointId>) -> Vec<u64> {
@@ -453,10 +515,7 @@ mod tests {
                 .iter()
                 .find(|(c, _)| *c == id)
                 .map_or(&[][..], |(_, l)| l);
-            on_disk.insert(
-                CheckpointId(id),
-                links.iter().copied().map(CheckpointId).collect(),
-            );
+            on_disk.insert(CheckpointId(id), chained(links));
             let pruned = checkpoints_to_prune(&on_disk, 1);
             for id in &pruned {
                 on_disk.remove(id);
@@ -483,11 +542,77 @@ mod tests {
         // Task a: full at 4, delta at 5. Task b: full at 1, deltas 2..4, full at 5.
         // Retaining 5 keeps 4 (a's base); 4 keeps b's chain 1..3 so that it stays restorable.
         let on_disk = completed(&[1], &[(2, &[1]), (3, &[1, 2]), (4, &[1, 2, 3]), (5, &[4])]);
-        assert_eq!(ids(kept_checkpoints(&on_disk, 1)), [1, 2, 3, 4, 5]);
+        assert_eq!(ids(files_to_keep(&on_disk, 1).checkpoints), [1, 2, 3, 4, 5]);
         // A link already gone is ignored.
         let on_disk = completed(&[], &[(4, &[1, 2, 3]), (5, &[4])]);
-        assert_eq!(ids(kept_checkpoints(&on_disk, 1)), [4, 5]);
+        assert_eq!(ids(files_to_keep(&on_disk, 1).checkpoints), [4, 5]);
         assert!(checkpoints_to_prune(&on_disk, 1).is_empty());
+    }
+
+    /// The shared file `local` of task `count-0`, written by checkpoint `writer`.
+    fn shared(writer: u64, local: &str) -> String {
+        CheckpointLayout::shared_file_name(CheckpointId(writer), &TaskId::new("count", 0), local)
+            .unwrap()
+    }
+
+    #[test]
+    fn shared_files_are_kept_while_a_kept_checkpoint_names_them() {
+        // An LSM store's files: 1 writes a, b; 2 names a, b and writes c; 3 (after a
+        // compaction of a and b into d) names c, d.
+        let (a, b, c, d) = (
+            shared(1, "a.sst"),
+            shared(1, "b.sst"),
+            shared(2, "c.sst"),
+            shared(3, "d.sst"),
+        );
+        let mut on_disk = BTreeMap::new();
+        on_disk.insert(CheckpointId(1), sharing(&[&a, &b]));
+        on_disk.insert(CheckpointId(2), sharing(&[&a, &b, &c]));
+        let kept = files_to_keep(&on_disk, 1);
+        assert_eq!(ids(kept.checkpoints), [2]);
+        assert_eq!(kept.shared, [a.clone(), b.clone(), c.clone()].into());
+        on_disk.insert(CheckpointId(3), sharing(&[&c, &d]));
+        assert_eq!(
+            files_to_keep(&on_disk, 1).shared,
+            [c.clone(), d.clone()].into()
+        );
+        // Retaining two keeps what either names.
+        assert_eq!(files_to_keep(&on_disk, 2).shared, [a, b, c, d].into());
+    }
+
+    #[test]
+    fn a_checkpoint_kept_as_a_link_keeps_its_shared_files() {
+        let base = shared(1, "base.sst");
+        let mut on_disk = BTreeMap::new();
+        on_disk.insert(CheckpointId(1), sharing(&[&base]));
+        on_disk.insert(CheckpointId(2), chained(&[1]));
+        let kept = files_to_keep(&on_disk, 1);
+        assert_eq!(ids(kept.checkpoints), [1, 2]);
+        assert_eq!(kept.shared, [base].into());
+    }
+
+    #[test]
+    fn shared_files_go_once_no_checkpoint_needs_them_and_their_writer_is_done() {
+        let found = vec![
+            shared(1, "a.sst"),                           // named by a kept checkpoint
+            shared(1, "old.sst"),                         // nobody's any more: removed
+            format!("{}.1234-0.tmp", shared(2, "x.sst")), // a crash's temporary file: removed
+            shared(4, "aborted.sst"),                     // written by aborted 4: removed
+            shared(5, "new.sst"),                         // 5 is in flight: kept
+            shared(6, "newer.sst"),                       // written after the completed one: kept
+            shared(5, "acked.sst"),                       // named by 5's acknowledgement: kept
+            "notes.txt".to_string(),                      // not a name Weir writes: kept
+        ];
+        let needed = [shared(1, "a.sst"), shared(5, "acked.sst")].into();
+        let in_flight = [CheckpointId(5)].into();
+        let removed = shared_files_to_remove(&found, &needed, CheckpointId(6), &in_flight);
+        assert_eq!(
+            removed,
+            [found[1].clone(), found[2].clone(), found[3].clone()]
+        );
+        // A temporary file of a file that is needed stays: its rename may be under way.
+        let temp = format!("{}.tmp", shared(1, "a.sst"));
+        assert!(shared_files_to_remove(&[temp], &needed, CheckpointId(6), &in_flight).is_empty());
     }
 
     #[test]

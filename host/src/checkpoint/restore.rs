@@ -131,9 +131,11 @@ impl VerifiedCheckpoint {
 }
 
 /// Reads the checkpoint at `location` whole, verifying as it reads: its metadata, every state
-/// file it references (frame, length and checksum against the state handle), and every state
-/// file of the earlier checkpoints its image chains need ([`read_chain`]). Each file is read
-/// once; the first failure is returned, naming the file.
+/// file it references (frame, length and checksum against the state handle), every shared
+/// file its states name, and every state file of the earlier checkpoints its image chains need
+/// ([`read_chain`]). Each file is read once; the first failure is returned, naming the file.
+/// (No section of host-kept state names shared files yet; the one that does will read them
+/// itself, and take this verification with it rather than read them twice.)
 pub fn read_checkpoint<S>(
     storage: &S,
     location: CheckpointLocation,
@@ -146,6 +148,10 @@ where
     let mut states = BTreeMap::new();
     for entry in &metadata.tasks {
         let state = storage.read_state(&location, &entry.handle)?;
+        // The shared files are verified here and read by the section that names them.
+        for file in &entry.shared {
+            storage.read_shared(&location, file)?;
+        }
         let chain = read_chain(storage, &location, entry, &mut links)?
             .into_iter()
             .map(|link| link.bytes)

@@ -520,6 +520,7 @@ pub(crate) mod tests {
                 bytes: 42,
             },
             chain: vec![CheckpointId(1)],
+            shared: Vec::new(),
         };
         assert_eq!(
             TaskStats::acknowledged(&ack, at),

@@ -126,6 +126,9 @@ impl Persister {
                             bytes: state.len() as u64,
                         },
                         chain,
+                        // No section of host-kept state keeps files of its own yet: the
+                        // whole state is in the task's state file.
+                        shared: Vec::new(),
                     },
                 },
                 Err(e) => TaskEvent::Decline {

@@ -14,14 +14,12 @@
 //! removal itself fails (a read-only or failing disk). So the driver also
 //! removes it again when that task's late acknowledgement *or decline*
 //! arrives (the event is sent after the write returned, so nothing writes
-//! there afterwards), and after any abort, the next checkpoint to complete
-//! sweeps the incomplete directories older than itself that are not in
-//! flight ([`stray_checkpoints`]). What a crash or the end of the job leaves
-//! is removed by the storage's cleanup when the job ends and starts.
-//!
-//! A pruned checkpoint whose removal failed is removed at the next
-//! completion too: otherwise a disk that was read-only for a moment would
-//! leave more than `retained` complete checkpoints for the rest of the run.
+//! there afterwards). What may still be left, and the checkpoints and shared
+//! files retention drops, the coordinator decides ([`Action::Prune`], then
+//! [`Sweep`]); the driver only lists and removes
+//! ([`stray_checkpoints`], [`shared_files_to_remove`]) and reports what it
+//! could not. What a crash or the end of the job leaves is removed by the
+//! storage's cleanup when the job ends and starts.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::PathBuf;
@@ -36,9 +34,9 @@ use super::monitor::JobMonitor;
 use super::request::{
     JobRequest, RescaleError, RescaleReply, SavepointError, SavepointReply, SavepointTaken,
 };
-use crate::checkpoint::coordinator::{Action, Coordinator, Ignored};
+use crate::checkpoint::coordinator::{Action, Coordinator, Ignored, Sweep};
 use crate::checkpoint::metadata::{CheckpointMetadata, JobIdentity, StateHandle};
-use crate::checkpoint::recovery::stray_checkpoints;
+use crate::checkpoint::recovery::{shared_files_to_remove, stray_checkpoints};
 use crate::checkpoint::stats::TaskStats;
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::dataflow::error::TaskError;
@@ -90,15 +88,6 @@ pub(crate) struct Driver<'a> {
     pub events: &'a mut UnboundedReceiver<TaskEvent>,
     pub requests: &'a mut UnboundedReceiver<JobRequest>,
     pub monitor: &'a JobMonitor,
-    /// Whether incomplete directories of aborted checkpoints may be left on
-    /// disk: set by every abort and failed removal, cleared by a sweep at
-    /// the next completion (see the module docs). Start an attempt with
-    /// `true`: the one before may have left some.
-    pub strays_possible: bool,
-    /// Completed checkpoints pruned by the coordinator whose removal failed
-    /// (a read-only or failing disk): retried at the next completion, so a
-    /// passing fault does not leave more than `retained` behind for good.
-    pub unpruned: BTreeSet<CheckpointId>,
     /// Savepoints someone waits for, by id: answered when each completes or
     /// is aborted, and when the attempt ends before that. Start empty.
     pub replies: BTreeMap<CheckpointId, SavepointReply>,
@@ -463,9 +452,6 @@ impl Driver<'_> {
                             path: self.storage.layout().checkpoint_dir(kind, id),
                         }));
                     }
-                    if completed && (self.strays_possible || !self.unpruned.is_empty()) {
-                        self.tidy_up(id).await;
-                    }
                 }
                 Action::NotifyComplete { id, kind, is_final } => {
                     kill_point::reached(KillPoint::BeforeCommit);
@@ -520,21 +506,9 @@ impl Driver<'_> {
                     }
                     self.attempt.broadcast(&Control::Abort(id));
                     // Tasks may still be writing its files: see the module docs.
-                    self.strays_possible = true;
                     let _ = self.discard(kind, id).await;
                 }
-                Action::Prune { ids } => {
-                    // Newest first (a delta before the images it builds on); once one cannot
-                    // be removed, the older ones wait too, so no complete checkpoint ever loses
-                    // an image its chain needs.
-                    let mut failed = false;
-                    for id in ids {
-                        if failed || !self.discard(CheckpointKind::Checkpoint, id).await {
-                            failed = true;
-                            self.unpruned.insert(id);
-                        }
-                    }
-                }
+                Action::Prune { completed, ids } => self.prune(completed, ids).await,
                 Action::FailJob { reason } => {
                     // A run that was superseded stops for that, not for its failures.
                     if !matches!(end, Some(AttemptEnd::Superseded(_))) {
@@ -556,67 +530,39 @@ impl Driver<'_> {
             Err(e) => e.to_string(),
         };
         tracing::warn!("cannot remove {kind} {id}: {error}");
-        self.strays_possible = true;
         false
     }
 
-    /// After checkpoint `completed` completed: retries the prunes that
-    /// failed, and removes the incomplete directories older than it that are
-    /// not in flight (see the module docs).
-    async fn tidy_up(&mut self, completed: CheckpointId) {
-        let unpruned = std::mem::take(&mut self.unpruned);
-        let in_flight: BTreeSet<CheckpointId> = self
-            .coordinator
-            .pending()
-            .map(|p| p.id())
-            .chain(self.coordinator.finalizing())
-            .collect();
+    /// Carries out an [`Action::Prune`]: removes the checkpoints `ids`, newest
+    /// first, stopping at the first that cannot be removed; then the sweep the
+    /// coordinator asks for, if any (see the module docs).
+    async fn prune(&mut self, completed: CheckpointId, ids: Vec<CheckpointId>) {
         let storage = Arc::clone(&self.storage);
-        let tidied = tokio::task::spawn_blocking(move || {
-            let mut still_unpruned = BTreeSet::new();
-            let mut failures = Vec::new();
-            // Newest first, stopping at the first failure, as when they were first pruned.
-            for id in unpruned.into_iter().rev() {
-                if !still_unpruned.is_empty() {
-                    still_unpruned.insert(id);
-                    continue;
-                }
-                match storage.discard(CheckpointKind::Checkpoint, id) {
-                    Ok(()) => tracing::info!("removed checkpoint {id}, pruned earlier"),
-                    Err(e) => {
-                        failures.push(format!("cannot remove checkpoint {id}: {e}"));
-                        still_unpruned.insert(id);
-                    }
+        let removal = tokio::task::spawn_blocking(move || {
+            for (n, &id) in ids.iter().enumerate() {
+                if let Err(e) = storage.discard(CheckpointKind::Checkpoint, id) {
+                    tracing::warn!("cannot remove checkpoint {id}: {e}");
+                    return ids[n..].iter().copied().collect();
                 }
             }
-            let listings = match storage.list() {
-                Ok(listings) => listings,
-                Err(e) => {
-                    failures.push(format!("cannot list the checkpoints: {e}"));
-                    return (still_unpruned, failures);
-                }
-            };
-            for (kind, id) in stray_checkpoints(&listings, completed, &in_flight) {
-                match storage.discard(kind, id) {
-                    Ok(()) => tracing::info!("removed the files of aborted {kind} {id}"),
-                    Err(e) => failures.push(format!("cannot remove {kind} {id}: {e}")),
-                }
-            }
-            (still_unpruned, failures)
+            BTreeSet::new()
         })
         .await;
-        let (still_unpruned, failures) = match tidied {
-            Ok(result) => result,
-            Err(e) => (
-                BTreeSet::new(),
-                vec![format!("checkpoint cleanup panicked: {e}")],
-            ),
+        let not_removed = removal.unwrap_or_else(|e| {
+            tracing::warn!("checkpoint removal panicked: {e}");
+            BTreeSet::new()
+        });
+        let Some(sweep) = self.coordinator.pruned(completed, &not_removed) else {
+            return;
         };
+        let storage = Arc::clone(&self.storage);
+        let failures = tokio::task::spawn_blocking(move || sweep_storage(&*storage, &sweep))
+            .await
+            .unwrap_or_else(|e| vec![format!("checkpoint cleanup panicked: {e}")]);
         for failure in &failures {
             tracing::warn!("{failure}");
         }
-        self.unpruned.extend(still_unpruned);
-        self.strays_possible = !failures.is_empty();
+        self.coordinator.swept(!failures.is_empty());
     }
 
     /// Stops every task and waits for their threads. A graceful shutdown lets
@@ -669,4 +615,40 @@ async fn sleep_until(deadline: Option<Instant>) {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
     }
+}
+
+/// Carries out `sweep` on `storage`: removes the incomplete directories of
+/// aborted checkpoints and the shared files no checkpoint needs. Returns what
+/// could not be listed or removed, in words.
+fn sweep_storage(storage: &dyn CheckpointStorage, sweep: &Sweep) -> Vec<String> {
+    let mut failures = Vec::new();
+    match storage.list() {
+        Ok(listings) => {
+            for (kind, id) in stray_checkpoints(&listings, sweep.completed, &sweep.in_flight) {
+                match storage.discard(kind, id) {
+                    Ok(()) => tracing::info!("removed the files of aborted {kind} {id}"),
+                    Err(e) => failures.push(format!("cannot remove {kind} {id}: {e}")),
+                }
+            }
+        }
+        Err(e) => failures.push(format!("cannot list the checkpoints: {e}")),
+    }
+    match storage.list_shared() {
+        Ok(found) => {
+            let unneeded = shared_files_to_remove(
+                &found,
+                &sweep.needed_shared,
+                sweep.completed,
+                &sweep.in_flight,
+            );
+            if !unneeded.is_empty() {
+                match storage.remove_shared(&unneeded) {
+                    Ok(()) => tracing::debug!("removed {} shared files", unneeded.len()),
+                    Err(e) => failures.push(format!("cannot remove shared files: {e}")),
+                }
+            }
+        }
+        Err(e) => failures.push(format!("cannot list the shared files: {e}")),
+    }
+    failures
 }

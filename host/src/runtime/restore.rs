@@ -449,6 +449,7 @@ mod tests {
                     async_duration_ms: 0,
                     alignment_duration_ms: 0,
                     chain: Vec::new(),
+                    shared: Vec::new(),
                 }
             })
             .collect();

@@ -2,7 +2,7 @@
 //! restores it if asked, runs attempts, and fails over by the restart
 //! strategy from the latest completed checkpoint.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -368,8 +368,6 @@ impl JobRunner {
                 events: &mut events_rx,
                 requests,
                 monitor: &self.monitor,
-                strays_possible: true,
-                unpruned: BTreeSet::new(),
                 replies: BTreeMap::new(),
                 history,
                 rescale: None,
@@ -465,7 +463,7 @@ impl JobRunner {
         history.reserve_ahead(first_id);
         let retained = listings.iter().filter_map(|l| {
             let meta = l.metadata()?;
-            (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.chain_links()))
+            (meta.kind == CheckpointKind::Checkpoint).then(|| (l.id, meta.references()))
         });
         let tasks: Vec<TaskId> = job.tasks().collect();
         let sources: Vec<TaskId> = job.source_tasks().collect();
@@ -792,7 +790,8 @@ impl JobRunner {
         }
     }
 
-    /// Deletes every completed checkpoint (not savepoints): `on_cancel = "delete"`.
+    /// Deletes every completed checkpoint (not savepoints) and the files they
+    /// share: `on_cancel = "delete"`.
     async fn delete_checkpoints(&self) -> Result<(), RunError> {
         let storage = Arc::clone(&self.storage);
         blocking(move || {
@@ -803,6 +802,8 @@ impl JobRunner {
                     storage.discard(listing.kind, listing.id)?;
                 }
             }
+            // Savepoints never name shared files: once no checkpoint is left, none is needed.
+            storage.remove_shared(&storage.list_shared()?)?;
             Ok::<(), StorageError>(())
         })
         .await?;

@@ -5,6 +5,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::checkpoint::pending::SnapshotCost;
+use crate::checkpoint::shared::SharedFile;
 use crate::checkpoint::stats::{CheckpointStats, CheckpointStatus, TaskStats};
 
 /// What the tests read of the coordinator's state; the shell needs none of it (it acts on the
@@ -68,8 +69,12 @@ fn config() -> CheckpointConfig {
     config
 }
 
+/// A coordinator of a job whose storage holds nothing left behind (as if a sweep had just
+/// found nothing): the tests of retention and sweeps start from `Co::new` itself.
 fn coordinator(config: CheckpointConfig) -> Co {
-    Coordinator::new(config, all_tasks(), [src(0), src(1)], c(1)).unwrap()
+    let mut co = Coordinator::new(config, all_tasks(), [src(0), src(1)], c(1)).unwrap();
+    co.swept(false);
+    co
 }
 
 /// A coordinator made RUNNING at `t0`.
@@ -89,6 +94,7 @@ fn ack(id: CheckpointId, task: &TaskId) -> Acknowledgement<String> {
             bytes: 100,
         },
         chain: Vec::new(),
+        shared: Vec::new(),
     }
 }
 
@@ -114,6 +120,8 @@ fn complete(co: &mut Co, id: CheckpointId, now: Instant) -> Actions {
         "{actions:?}"
     );
     actions.extend(co.finalized(id, Ok(()), now).unwrap());
+    // The shell removes what is pruned.
+    carry_out_prune(co, &actions, &[]);
     actions
 }
 
@@ -711,15 +719,7 @@ fn completed_checkpoints_beyond_the_retained_count_are_pruned_but_never_savepoin
     for round in 0..4 {
         now += ms(100);
         let id = triggers(&co.poll(now))[0];
-        pruned.push(
-            complete(&mut co, c(id), now)
-                .into_iter()
-                .filter_map(|a| match a {
-                    Action::Prune { ids } => Some(ids),
-                    _ => None,
-                })
-                .collect::<Vec<_>>(),
-        );
+        pruned.push(pruned_ids(&complete(&mut co, c(id), now)));
         if round == 1 {
             let (sp, _) = co.trigger_savepoint(now).unwrap();
             let actions = complete(&mut co, sp, now);
@@ -727,7 +727,7 @@ fn completed_checkpoints_beyond_the_retained_count_are_pruned_but_never_savepoin
         }
     }
     // Checkpoints 1, 2, (savepoint 3), 4, 5.
-    assert_eq!(pruned, [vec![], vec![], vec![vec![c(1)]], vec![vec![c(2)]]]);
+    assert_eq!(pruned, [vec![], vec![], vec![1], vec![2]]);
     assert_eq!(co.retained().collect::<Vec<_>>(), [c(4), c(5)]);
 }
 
@@ -738,13 +738,14 @@ fn checkpoints_handed_over_from_a_restore_are_pruned_by_the_same_rule() {
     config.retained = 2;
     let mut co = Co::new(config, all_tasks(), [src(0), src(1)], c(8))
         .unwrap()
-        .with_retained_checkpoints([c(5), c(6), c(7)].map(|id| (id, BTreeSet::new())));
+        .with_retained_checkpoints([c(5), c(6), c(7)].map(|id| (id, References::default())));
     assert_eq!(co.latest_completed(), Some(c(7)));
     co.set_running(true, t0);
     co.poll(t0 + ms(100));
     let actions = complete(&mut co, c(8), t0 + ms(110));
     assert!(
         actions.contains(&Action::Prune {
+            completed: c(8),
             ids: vec![c(6), c(5)]
         }),
         "{actions:?}"
@@ -768,15 +769,25 @@ fn complete_chained(co: &mut Co, id: CheckpointId, chain: &[u64], now: Instant) 
         .any(|a| matches!(a, Action::Finalize { id: f, .. } if *f == id))
     {
         actions.extend(co.finalized(id, Ok(()), now).unwrap());
+        carry_out_prune(co, &actions, &[]);
     }
     actions
 }
 
-fn pruned(actions: &[Action<String>]) -> Vec<u64> {
+/// What a state whose chain is `ids` needs.
+fn links(ids: &[u64]) -> References {
+    References {
+        links: ids.iter().copied().map(c).collect(),
+        shared: BTreeSet::new(),
+    }
+}
+
+/// The ids of every checkpoint `actions` prune, in order.
+fn pruned_ids(actions: &[Action<String>]) -> Vec<u64> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Prune { ids } => Some(ids.iter().map(|id| id.0)),
+            Action::Prune { ids, .. } => Some(ids.iter().map(|id| id.0)),
             _ => None,
         })
         .flatten()
@@ -793,7 +804,7 @@ fn pruning_keeps_the_image_chains_of_retained_checkpoints_until_a_full_image() {
     for (i, chain) in chains.iter().enumerate() {
         let at = t0 + ms(100 * (i as u64 + 1));
         co.poll(at);
-        pruned_at.push(pruned(&complete_chained(
+        pruned_at.push(pruned_ids(&complete_chained(
             &mut co,
             c(i as u64 + 1),
             chain,
@@ -861,17 +872,192 @@ fn chains_handed_over_from_a_restore_keep_their_links() {
     let mut co = Co::new(config(), all_tasks(), [src(0), src(1)], c(8))
         .unwrap()
         .with_retained_checkpoints([
-            (c(5), BTreeSet::new()),
-            (c(6), BTreeSet::from([c(5)])),
-            (c(7), BTreeSet::from([c(5), c(6)])),
+            (c(5), References::default()),
+            (c(6), links(&[5])),
+            (c(7), links(&[5, 6])),
         ]);
     co.set_running(true, t0);
     co.poll(t0 + ms(100));
     let actions = complete_chained(&mut co, c(8), &[5, 6, 7], t0 + ms(110));
-    assert_eq!(pruned(&actions), Vec::<u64>::new());
+    assert_eq!(pruned_ids(&actions), Vec::<u64>::new());
     co.poll(t0 + ms(200));
     let actions = complete_chained(&mut co, c(9), &[], t0 + ms(210));
-    assert_eq!(pruned(&actions), [8, 7, 6, 5]);
+    assert_eq!(pruned_ids(&actions), [8, 7, 6, 5]);
+}
+
+/// Carries out the prune among `actions` as a shell whose storage could not
+/// remove `stuck` (and every older checkpoint after it); the sweep the
+/// coordinator then asks for, if any, reported as done.
+fn carry_out_prune(co: &mut Co, actions: &[Action<String>], stuck: &[u64]) -> Option<Sweep> {
+    let (completed, ids) = actions.iter().find_map(|a| match a {
+        Action::Prune { completed, ids } => Some((*completed, ids.clone())),
+        _ => None,
+    })?;
+    let not_removed = match ids.iter().position(|id| stuck.contains(&id.0)) {
+        Some(first) => ids[first..].iter().copied().collect(),
+        None => BTreeSet::new(),
+    };
+    let sweep = co.pruned(completed, &not_removed);
+    if sweep.is_some() {
+        co.swept(false);
+    }
+    sweep
+}
+
+/// A shared file of `count#0` written by checkpoint `writer`.
+fn shared_file(writer: u64, local: &str) -> SharedFile {
+    let name = crate::checkpoint::layout::CheckpointLayout::shared_file_name(
+        c(writer),
+        &TaskId::new("count", 0),
+        local,
+    )
+    .unwrap();
+    SharedFile {
+        name,
+        length: 30,
+        crc32: 7,
+    }
+}
+
+/// Every task acknowledges `id` at `now`, `count#0` naming the shared `files`;
+/// then the metadata is written.
+fn complete_sharing(co: &mut Co, id: CheckpointId, files: &[SharedFile], now: Instant) -> Actions {
+    let mut actions = Vec::new();
+    for task in all_tasks() {
+        let mut ack = ack(id, &task);
+        if task == TaskId::new("count", 0) {
+            ack.shared = files.to_vec();
+        }
+        actions.extend(co.acknowledge(id, task.clone(), ack, now).unwrap());
+    }
+    actions.extend(co.finalized(id, Ok(()), now).unwrap());
+    actions
+}
+
+#[test]
+fn the_first_completion_of_a_run_sweeps_and_later_ones_only_after_an_abort() {
+    let t0 = Instant::now();
+    let mut config = config();
+    config.tolerable_failures = 5;
+    let mut co = Co::new(config, all_tasks(), [src(0), src(1)], c(1)).unwrap();
+    co.set_running(true, t0);
+    co.poll(t0 + ms(100));
+    let actions = complete_sharing(&mut co, c(1), &[], t0 + ms(110));
+    assert_eq!(pruned_ids(&actions), Vec::<u64>::new());
+    let sweep =
+        carry_out_prune(&mut co, &actions, &[]).expect("the run before may have left files");
+    assert_eq!(sweep.completed, c(1));
+    // Nothing may be left behind: the prune of 1 comes without a sweep.
+    co.poll(t0 + ms(200));
+    let actions = complete_sharing(&mut co, c(2), &[], t0 + ms(210));
+    assert_eq!(pruned_ids(&actions), [1]);
+    assert_eq!(carry_out_prune(&mut co, &actions, &[]), None);
+    // An abort may leave files behind: the next completion sweeps.
+    co.poll(t0 + ms(300));
+    co.decline(c(3), src(0), "disk full", t0 + ms(310)).unwrap();
+    co.poll(t0 + ms(400));
+    let actions = complete_sharing(&mut co, c(4), &[], t0 + ms(410));
+    let sweep = carry_out_prune(&mut co, &actions, &[]).expect("an abort may leave files");
+    assert_eq!(sweep.completed, c(4));
+    // A sweep that failed is done again at the next completion.
+    co.swept(true);
+    co.poll(t0 + ms(500));
+    let actions = complete_sharing(&mut co, c(5), &[], t0 + ms(510));
+    assert!(carry_out_prune(&mut co, &actions, &[]).is_some());
+    co.poll(t0 + ms(600));
+    let actions = complete_sharing(&mut co, c(6), &[], t0 + ms(610));
+    assert_eq!(carry_out_prune(&mut co, &actions, &[]), None);
+}
+
+#[test]
+fn a_late_acknowledgement_of_an_aborted_checkpoint_is_swept_at_the_next_completion() {
+    let t0 = Instant::now();
+    let mut config = config();
+    config.tolerable_failures = 5;
+    let mut co = running(config, t0);
+    co.poll(t0 + ms(100));
+    co.acknowledge(c(1), src(1), ack(c(1), &src(1)), t0 + ms(105))
+        .unwrap();
+    co.decline(c(1), src(0), "disk full", t0 + ms(110)).unwrap();
+    co.poll(t0 + ms(200));
+    let actions = complete_sharing(&mut co, c(2), &[], t0 + ms(210));
+    assert!(carry_out_prune(&mut co, &actions, &[]).is_some());
+    // count#0 wrote its state of 1 after that sweep.
+    let late = co.acknowledge(
+        c(1),
+        TaskId::new("count", 0),
+        ack(c(1), &src(0)),
+        t0 + ms(220),
+    );
+    assert!(matches!(late.unwrap_err().reason, Ignored::Aborted { .. }));
+    co.poll(t0 + ms(300));
+    let actions = complete_sharing(&mut co, c(3), &[], t0 + ms(310));
+    assert!(carry_out_prune(&mut co, &actions, &[]).is_some());
+}
+
+#[test]
+fn a_pruned_checkpoint_that_could_not_be_removed_is_retried_and_its_shared_files_kept() {
+    let t0 = Instant::now();
+    let mut co = running(config(), t0);
+    let (a, b) = (shared_file(1, "a.sst"), shared_file(2, "b.sst"));
+    co.poll(t0 + ms(100));
+    let actions = complete_sharing(&mut co, c(1), std::slice::from_ref(&a), t0 + ms(110));
+    assert_eq!(carry_out_prune(&mut co, &actions, &[]), None);
+    // 2 no longer names a: pruning 1 leaves a to nobody, but 1 cannot be removed.
+    co.poll(t0 + ms(200));
+    let actions = complete_sharing(&mut co, c(2), std::slice::from_ref(&b), t0 + ms(210));
+    assert_eq!(pruned_ids(&actions), [1]);
+    let sweep = carry_out_prune(&mut co, &actions, &[1]).expect("1 named shared files");
+    assert_eq!(
+        sweep.needed_shared,
+        [a.name.clone(), b.name.clone()].into(),
+        "1 is still on disk: its files stay"
+    );
+    // The next completion tries 1 again; once it is gone, a goes too.
+    co.poll(t0 + ms(300));
+    let actions = complete_sharing(&mut co, c(3), std::slice::from_ref(&b), t0 + ms(310));
+    assert_eq!(pruned_ids(&actions), [2, 1]);
+    let sweep = carry_out_prune(&mut co, &actions, &[]).expect("1 named shared files");
+    assert_eq!(sweep.needed_shared, [b.name.clone()].into());
+    co.poll(t0 + ms(400));
+    let actions = complete_sharing(&mut co, c(4), std::slice::from_ref(&b), t0 + ms(410));
+    assert_eq!(pruned_ids(&actions), [3]);
+    let sweep = carry_out_prune(&mut co, &actions, &[]).expect("3 named shared files");
+    assert_eq!(
+        sweep.needed_shared,
+        [b.name.clone()].into(),
+        "b is still named by 4"
+    );
+}
+
+#[test]
+fn shared_files_named_by_acknowledgements_in_flight_are_needed() {
+    let t0 = Instant::now();
+    let mut config = config();
+    config.max_concurrent = 2;
+    let mut co = running(config, t0);
+    let (a, b) = (shared_file(1, "a.sst"), shared_file(2, "b.sst"));
+    co.poll(t0 + ms(100));
+    let actions = complete_sharing(&mut co, c(1), std::slice::from_ref(&a), t0 + ms(110));
+    carry_out_prune(&mut co, &actions, &[]);
+    co.poll(t0 + ms(200));
+    co.poll(t0 + ms(300));
+    assert_eq!(
+        co.pending().map(|p| p.id()).collect::<Vec<_>>(),
+        [c(2), c(3)]
+    );
+    // count#0 acknowledges 3, naming a again and its new b, before 2 completes.
+    let count = TaskId::new("count", 0);
+    let mut ack3 = ack(c(3), &count);
+    ack3.shared = vec![a.clone(), b.clone()];
+    co.acknowledge(c(3), count, ack3, t0 + ms(305)).unwrap();
+    // 2 names neither (say its count#0 state was all in its file): pruning 1 drops a from
+    // retention, but 3 in flight still names it.
+    let actions = complete_sharing(&mut co, c(2), &[], t0 + ms(310));
+    assert_eq!(pruned_ids(&actions), [1]);
+    let sweep = carry_out_prune(&mut co, &actions, &[]).expect("1 named shared files");
+    assert_eq!(sweep.in_flight, [c(3)].into());
+    assert_eq!(sweep.needed_shared, [a.name.clone(), b.name.clone()].into());
 }
 
 #[test]

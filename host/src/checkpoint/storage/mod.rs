@@ -23,13 +23,19 @@
 //!
 //! 1. each task: [`write_state`](CheckpointStorage::write_state) — creates
 //!    the checkpoint directory if needed, writes `<task>.state` durably, and
-//!    returns the [`StateHandle`] its acknowledgement carries;
+//!    returns the [`StateHandle`] its acknowledgement carries; a state kept in
+//!    several files first writes the new ones with
+//!    [`write_shared`](CheckpointStorage::write_shared) (create-if-absent, in
+//!    the job's `shared/` directory) and names them, with older ones, in its
+//!    acknowledgement;
 //! 2. the coordinator, once every task acknowledged:
 //!    [`write_metadata`](CheckpointStorage::write_metadata) — writes
 //!    `_metadata` durably, never over an existing one. That rename is the
 //!    commit point: before it the checkpoint is incomplete, after it complete;
 //! 3. pruning: [`discard`](CheckpointStorage::discard) — removes `_metadata`
-//!    first (un-publishing the checkpoint), then the rest.
+//!    first (un-publishing the checkpoint), then the rest; shared files no
+//!    retained checkpoint names go after
+//!    ([`remove_shared`](CheckpointStorage::remove_shared)).
 //!
 //! `docs/CHECKPOINTS.md` says what a crash at each step leaves behind.
 
@@ -47,6 +53,7 @@ use crate::checkpoint::generation::{CLAIM_ATTEMPTS, Generation};
 use crate::checkpoint::history::{CheckpointHistory, HistoryError};
 use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation, LayoutError, METADATA_FILE};
 use crate::checkpoint::metadata::{CheckpointMetadata, MetadataError, StateHandle};
+use crate::checkpoint::shared::SharedFile;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 
@@ -239,6 +246,41 @@ pub trait CheckpointStorage: Send + Sync + fmt::Debug {
         handle: &StateHandle,
     ) -> Result<Vec<u8>, StorageError>;
 
+    /// Writes `bytes` durably as shared file `name` of `task`, written by
+    /// checkpoint `id`, in the job's shared directory
+    /// ([`CheckpointLayout::shared_file_name`]), and returns the handle the
+    /// task's acknowledgement names it by. Create-if-absent: a file of that
+    /// name with exactly these bytes is kept as it is (a retried write, or an
+    /// object store's retried request); one with other bytes can only be left
+    /// by a write of a checkpoint that never completed (ids of completed
+    /// checkpoints are never written again), and is replaced.
+    fn write_shared(
+        &self,
+        id: CheckpointId,
+        task: &TaskId,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<SharedFile, StorageError>;
+
+    /// Reads shared file `file` of the checkpoint at `location` back and
+    /// verifies it as [`read_state`](Self::read_state) does: its frame, and
+    /// that it is the file the handle describes. It lives in the `shared`
+    /// directory beside the checkpoint's.
+    fn read_shared(
+        &self,
+        location: &CheckpointLocation,
+        file: &SharedFile,
+    ) -> Result<Vec<u8>, StorageError>;
+
+    /// The name of every file in the job's shared directory, temporary files
+    /// included; empty if there is none.
+    fn list_shared(&self) -> Result<Vec<String>, StorageError>;
+
+    /// Removes the shared files `names` (what retention no longer keeps:
+    /// [`shared_files_to_remove`](crate::checkpoint::recovery::shared_files_to_remove)).
+    /// A file already gone is no error; the first failure stops it.
+    fn remove_shared(&self, names: &[String]) -> Result<(), StorageError>;
+
     /// Publishes a checkpoint: validates `meta`, then writes its metadata
     /// durably and atomically, last, under `_metadata`. Refuses
     /// ([`StorageError::AlreadyCompleted`]) if the checkpoint already has
@@ -354,6 +396,46 @@ fn tolerate_missing(result: Result<(), IoError>) -> Result<bool, IoError> {
 }
 
 impl<F: Files> FileStore<F> {
+    /// Reads the state file at `path` and verifies it: its frame, and that it
+    /// is the file a handle of `length` bytes and checksum `crc32` describes.
+    /// Returns the payload.
+    fn read_verified(
+        &self,
+        path: PathBuf,
+        length: u64,
+        crc32: u32,
+    ) -> Result<Vec<u8>, StorageError> {
+        let mut bytes = self.files.read(&path)?;
+        let found_length = bytes.len() as u64;
+        if found_length < length {
+            // Say how long the file should be by its handle: its header may
+            // be gone with the rest.
+            return Err(FormatError {
+                kind: FileKind::State,
+                path,
+                problem: FormatProblem::Truncated {
+                    expected: length,
+                    found: found_length,
+                },
+            }
+            .into());
+        }
+        let found_crc32 = format::decode(FileKind::State, &path, &bytes)?.crc32;
+        if found_length != length || found_crc32 != crc32 {
+            return Err(StorageError::HandleMismatch {
+                path,
+                expected_length: length,
+                expected_crc32: crc32,
+                found_length,
+                found_crc32,
+            });
+        }
+        // The payload, without copying it out of the file's buffer.
+        bytes.truncate(bytes.len() - TRAILER_LEN);
+        bytes.drain(..HEADER_LEN);
+        Ok(bytes)
+    }
+
     /// The rules over `files`, under `layout`, with no generation claimed yet.
     fn over(layout: CheckpointLayout, files: F) -> Self {
         FileStore {
@@ -506,35 +588,76 @@ impl<F: Files> CheckpointStorage for FileStore<F> {
         handle: &StateHandle,
     ) -> Result<Vec<u8>, StorageError> {
         let path = CheckpointLayout::file_in(location, &handle.file)?;
-        let mut bytes = self.files.read(&path)?;
-        let found_length = bytes.len() as u64;
-        if found_length < handle.length {
-            // Say how long the file should be by its handle: its header may
-            // be gone with the rest.
-            return Err(FormatError {
-                kind: FileKind::State,
-                path,
-                problem: FormatProblem::Truncated {
-                    expected: handle.length,
-                    found: found_length,
-                },
+        self.read_verified(path, handle.length, handle.crc32)
+    }
+
+    fn write_shared(
+        &self,
+        id: CheckpointId,
+        task: &TaskId,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<SharedFile, StorageError> {
+        let name = CheckpointLayout::shared_file_name(id, task, name)?;
+        let dir = self.layout.shared_dir();
+        let path = dir.join(&name);
+        self.files.create_dir(&dir)?;
+        let framed = format::encode(FileKind::State, bytes);
+        let crc32 = format::stored_crc32(&framed).expect("an encoded file has a trailer");
+        match self.files.write(&path, &framed, Overwrite::Refuse) {
+            Ok(()) => {}
+            Err(e) if e.is_already_exists() => {
+                if self.files.read(&path).ok().as_ref() != Some(&framed) {
+                    self.files.write(&path, &framed, Overwrite::Replace)?;
+                }
             }
-            .into());
+            Err(e) => return Err(e.into()),
         }
-        let found_crc32 = format::decode(FileKind::State, &path, &bytes)?.crc32;
-        if found_length != handle.length || found_crc32 != handle.crc32 {
-            return Err(StorageError::HandleMismatch {
-                path,
-                expected_length: handle.length,
-                expected_crc32: handle.crc32,
-                found_length,
-                found_crc32,
-            });
+        Ok(SharedFile {
+            name,
+            length: framed.len() as u64,
+            crc32,
+        })
+    }
+
+    fn read_shared(
+        &self,
+        location: &CheckpointLocation,
+        file: &SharedFile,
+    ) -> Result<Vec<u8>, StorageError> {
+        let path = location.shared_file(&file.name)?;
+        self.read_verified(path, file.length, file.crc32)
+    }
+
+    fn list_shared(&self) -> Result<Vec<String>, StorageError> {
+        Ok(self
+            .files
+            .list_dir(&self.layout.shared_dir())?
+            .into_iter()
+            .filter(|(_, entry)| *entry == Entry::File)
+            .map(|(name, _)| name)
+            .collect())
+    }
+
+    fn remove_shared(&self, names: &[String]) -> Result<(), StorageError> {
+        let dir = self.layout.shared_dir();
+        let mut removed_any = false;
+        for name in names {
+            // Names come from `list_shared`, temporary files among them; still, never a path.
+            if Path::new(name).file_name() != Some(std::ffi::OsStr::new(name)) {
+                return Err(LayoutError::UnsafeFileName {
+                    dir,
+                    name: name.clone(),
+                }
+                .into());
+            }
+            let path = dir.join(name);
+            removed_any |= tolerate_missing(self.files.remove_file(&path))?;
         }
-        // The payload, without copying it out of the file's buffer.
-        bytes.truncate(bytes.len() - TRAILER_LEN);
-        bytes.drain(..HEADER_LEN);
-        Ok(bytes)
+        if removed_any {
+            self.files.sync_dir(&dir)?;
+        }
+        Ok(())
     }
 
     fn write_metadata(

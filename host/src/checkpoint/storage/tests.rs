@@ -1,6 +1,7 @@
 use super::*;
 use crate::checkpoint::generation::Generation;
 use crate::checkpoint::metadata::tests::sample;
+use crate::checkpoint::shared::SharedFile;
 use std::fs;
 use std::sync::Arc;
 
@@ -736,5 +737,124 @@ fn the_job_id_is_made_once_and_read_by_every_later_run() {
     assert!(
         error.contains("_id") && error.contains("16 hexadecimal"),
         "{error}"
+    );
+}
+
+/// Checkpoint `id` of `sample`, its `count#1` naming `shared` besides its state file.
+fn complete_sharing(storage: &dyn CheckpointStorage, id: u64, shared: Vec<SharedFile>) {
+    let mut meta = complete_unpublished(storage, id);
+    meta.tasks[1].shared = shared;
+    meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
+    storage.write_metadata(&meta).unwrap();
+}
+
+/// [`complete`] but for the metadata, which the caller publishes.
+fn complete_unpublished(storage: &dyn CheckpointStorage, id: u64) -> CheckpointMetadata {
+    let mut meta = sample(CHK, id);
+    for entry in &mut meta.tasks {
+        entry.handle = storage
+            .write_state(CHK, CheckpointId(id), &entry.task, b"s")
+            .unwrap();
+        entry.state_bytes = 1;
+    }
+    meta
+}
+
+#[test]
+fn shared_files_are_written_once_beside_the_checkpoints_and_read_back_verified() {
+    let (dir, storage) = local();
+    let task = TaskId::new("count", 1);
+    let a = storage
+        .write_shared(CheckpointId(3), &task, "000012.sst", b"table a")
+        .unwrap();
+    assert_eq!(a.name, "0000000003.count-1.000012.sst");
+    let path = dir.path().join("job/shared").join(&a.name);
+    assert_eq!(fs::read(&path).unwrap().len() as u64, a.length);
+    // Written again with the same bytes (a retried write): kept as it is.
+    let modified = fs::metadata(&path).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    assert_eq!(
+        storage
+            .write_shared(CheckpointId(3), &task, "000012.sst", b"table a")
+            .unwrap(),
+        a
+    );
+    assert_eq!(fs::metadata(&path).unwrap().modified().unwrap(), modified);
+    complete_sharing(&storage, 3, vec![a.clone()]);
+    // Checkpoint 4 names it again; a restore of either reads it from beside its directory.
+    let b = storage
+        .write_shared(CheckpointId(4), &task, "000020.sst", b"table b")
+        .unwrap();
+    complete_sharing(&storage, 4, vec![a.clone(), b.clone()]);
+    let location = storage.layout().location(CHK, CheckpointId(4));
+    assert_eq!(storage.read_shared(&location, &a).unwrap(), b"table a");
+    assert_eq!(storage.read_shared(&location, &b).unwrap(), b"table b");
+    let mut listed = storage.list_shared().unwrap();
+    listed.sort();
+    assert_eq!(listed, [a.name.clone(), b.name.clone()]);
+    crate::checkpoint::restore::verify(&storage, &location).unwrap();
+
+    // A file replaced under the same name is not the one the checkpoint names.
+    let other = storage
+        .write_shared(CheckpointId(3), &task, "000012.sst", b"table A")
+        .unwrap();
+    assert_ne!(
+        other.crc32, a.crc32,
+        "other bytes replace a file never completed"
+    );
+    let error = crate::checkpoint::restore::verify(&storage, &location).unwrap_err();
+    assert!(
+        error
+            .to_string()
+            .contains("does not match its state handle"),
+        "{error}"
+    );
+    // A missing one names the file.
+    storage
+        .remove_shared(std::slice::from_ref(&b.name))
+        .unwrap();
+    storage
+        .remove_shared(std::slice::from_ref(&b.name))
+        .unwrap();
+    let error = storage.read_shared(&location, &b).unwrap_err();
+    assert!(error.to_string().contains(&b.name), "{error}");
+    assert_eq!(
+        storage.list_shared().unwrap(),
+        std::slice::from_ref(&a.name)
+    );
+}
+
+#[test]
+fn a_shared_file_name_that_could_leave_the_directory_or_hide_is_refused() {
+    let storage = MemoryStorage::default();
+    let task = TaskId::new("count", 0);
+    for name in [
+        "",
+        ".",
+        "..",
+        "a/b",
+        "a\\b",
+        "x.tmp",
+        "ü.sst",
+        &"n".repeat(101),
+    ] {
+        let error = storage
+            .write_shared(CheckpointId(1), &task, name, b"x")
+            .unwrap_err();
+        assert!(
+            error.to_string().contains("is not allowed"),
+            "{name:?}: {error}"
+        );
+    }
+    let error = storage
+        .remove_shared(&["../chk-0000000001".to_string()])
+        .unwrap_err();
+    assert!(
+        error.to_string().contains("not a plain file name"),
+        "{error}"
+    );
+    assert!(
+        storage.list_shared().unwrap().is_empty(),
+        "no shared directory yet"
     );
 }
