@@ -1249,6 +1249,20 @@ fn verify_one(
                 message: e.to_string(),
             });
         }
+        // The files of the job's shared directory the state names.
+        for file in &entry.shared {
+            checked.files_checked += 1;
+            match storage.read_shared(&listing.location, file) {
+                Ok(_) => checked.bytes_checked += file.length,
+                Err(e) => checked.problems.push(FileProblem {
+                    file: listing
+                        .location
+                        .shared_file(&file.name)
+                        .unwrap_or_else(|_| dir.clone()),
+                    message: e.to_string(),
+                }),
+            }
+        }
     }
     if !checked.problems.is_empty() {
         if !removed_meanwhile(storage, &listing.location) {

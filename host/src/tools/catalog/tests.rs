@@ -626,3 +626,39 @@ fn lists_what_chains_need_and_verify_names_a_delta_whose_base_is_gone() {
     );
     assert_eq!(report.problems, 2, "checkpoints 2 and 3 both need 1");
 }
+
+#[test]
+fn verify_checks_the_shared_files_a_checkpoint_names_and_names_a_bad_one() {
+    let (dir, storage) = job_dir();
+    let task = TaskId::new("count", 0);
+    let mut meta = sample(CHK, 1);
+    for entry in &mut meta.tasks {
+        entry.handle = storage
+            .write_state(CHK, CheckpointId(1), &entry.task, b"s")
+            .unwrap();
+        entry.state_bytes = 1;
+    }
+    let table = storage
+        .write_shared(CheckpointId(1), &task, "000007.sst", &[7; 100])
+        .unwrap();
+    let index = meta.tasks.iter().position(|e| e.task == task).unwrap();
+    meta.tasks[index].shared = vec![table.clone()];
+    meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
+    storage.write_metadata(&meta).unwrap();
+    let report = verify(&dir.path().join("job")).unwrap();
+    assert!(report.ok(), "{report:?}");
+    let checked = &report.checkpoints[0];
+    assert_eq!(checked.files_checked, 1 + meta.tasks.len() + 1);
+
+    let path = dir.path().join("job/shared").join(&table.name);
+    flip_byte(&path, 30);
+    let report = verify(&dir.path().join("job")).unwrap();
+    assert!(!report.ok());
+    let problem = &report.checkpoints[0].problems[0];
+    assert_eq!(problem.file, path);
+    assert!(
+        problem.message.contains("checksum mismatch"),
+        "{}",
+        problem.message
+    );
+}
