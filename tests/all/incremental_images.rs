@@ -2,10 +2,11 @@
 //! the checkpoints a retained delta's chain needs and removes them once a full image makes
 //! them useless; savepoints are full images that no checkpoint builds on.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use weir::checkpoint::recovery::kept_checkpoints;
+use weir::checkpoint::recovery::files_to_keep;
+use weir::checkpoint::shared::References;
 use weir::ids::{CheckpointId, CheckpointKind};
 use weir::job::JobStatus;
 use weir::runtime::{JobRequest, RunOptions};
@@ -35,13 +36,13 @@ fn job(sandbox: &Sandbox, retained: u32) -> JobFile {
     checkpointed(job, sandbox, "50ms", retained).checkpoint("on_cancel", "retain")
 }
 
-/// The checkpoints each one's chains need, by id.
+/// What each checkpoint needs kept (its chains' links), by id.
 fn links(
     on_disk: &BTreeMap<u64, weir::checkpoint::metadata::CheckpointMetadata>,
-) -> BTreeMap<CheckpointId, BTreeSet<CheckpointId>> {
+) -> BTreeMap<CheckpointId, References> {
     on_disk
         .iter()
-        .map(|(&id, meta)| (CheckpointId(id), meta.chain_links()))
+        .map(|(&id, meta)| (CheckpointId(id), meta.references()))
         .collect()
 }
 
@@ -92,7 +93,8 @@ fn pruning_keeps_the_chain_of_the_retained_checkpoint_until_a_full_image_then_re
 
     // What is left is exactly the newest checkpoint and what its chains need.
     let on_disk = complete_checkpoints(&dir);
-    let kept: Vec<u64> = kept_checkpoints(&links(&on_disk), 1)
+    let kept: Vec<u64> = files_to_keep(&links(&on_disk), 1)
+        .checkpoints
         .into_iter()
         .map(|id| id.0)
         .collect();
