@@ -44,15 +44,6 @@ pub enum RescaleError {
         /// How many there were.
         subtasks: usize,
     },
-    /// An input of some subtask had ended at the checkpoint.
-    #[error(
-        "an input of subtask {subtask} had ended when the checkpoint was taken, and an ended \
-         input sends nothing after a restore: restore this checkpoint at the same parallelism"
-    )]
-    EndedInput {
-        /// The old subtask.
-        subtask: u32,
-    },
     /// A connector's state cannot be split: the connector says why.
     #[error("{0}")]
     Connector(String),
@@ -112,13 +103,13 @@ pub fn rescale_states(
         states,
         timer_key_prefix,
     } = split_inner(&inners)?;
-    check_inputs(old)?;
     let sections: Vec<&[Section]> = old.iter().map(|s| s.sections.as_slice()).collect();
     let new_sections = state::split(
         &sections,
         Split {
             groups: new_groups,
             timer_key_prefix,
+            finished: finished != 0,
         },
     )?;
     Ok(states
@@ -130,18 +121,6 @@ pub fn rescale_states(
             inner,
         })
         .collect())
-}
-
-/// Refuses states in which an input had ended and the task had not finished: the new subtasks'
-/// inputs would never end again.
-fn check_inputs(old: &[TaskState]) -> Result<(), RescaleError> {
-    for (subtask, state) in (0..).zip(old) {
-        let time = state::time_of(&state.sections)?;
-        if !state.finished && time.is_some_and(|t| t.has_ended_input()) {
-            return Err(RescaleError::EndedInput { subtask });
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -235,6 +214,41 @@ mod tests {
         }
         seen.sort();
         assert_eq!(seen, KEYS.map(|k| k.as_bytes().to_vec()));
+    }
+
+    #[test]
+    fn an_input_ended_before_the_task_finished_is_refused_and_a_finished_task_splits() {
+        let ended = |mut state: TaskState| {
+            let mut time = state::time_of(&state.sections).unwrap().unwrap();
+            time.inputs[0].ended = true;
+            state.sections = vec![Section {
+                tag: state::SectionTag::Time,
+                bytes: time.to_bytes(),
+            }];
+            state
+        };
+        let old = vec![
+            state(&KEYS, groups(2), 0, 50),
+            ended(state(&KEYS, groups(2), 1, 50)),
+        ];
+        let err = guest(&old, groups(2), groups(3)).unwrap_err();
+        assert_eq!(
+            err,
+            RescaleError::State(StateError::EndedInput { subtask: 1 })
+        );
+        assert!(
+            err.to_string()
+                .contains("restore this checkpoint at the same parallelism"),
+            "{err}"
+        );
+        let finished: Vec<TaskState> = old
+            .into_iter()
+            .map(|s| TaskState {
+                finished: true,
+                ..ended(s)
+            })
+            .collect();
+        assert_eq!(guest(&finished, groups(2), groups(3)).unwrap().len(), 3);
     }
 
     #[test]

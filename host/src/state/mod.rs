@@ -94,6 +94,15 @@ pub enum StateError {
         /// The declared prefix.
         prefix: u8,
     },
+    /// An input of an old subtask had ended, and the subtask had not finished.
+    #[error(
+        "an input of subtask {subtask} had ended when the checkpoint was taken, and an ended \
+         input sends nothing after a restore: restore this checkpoint at the same parallelism"
+    )]
+    EndedInput {
+        /// The old subtask.
+        subtask: u32,
+    },
     /// The state holds timers, and the task has no guest to fire them.
     #[error(
         "the state holds {timers} timers, but this task has no guest to fire them: the \
@@ -173,14 +182,19 @@ pub fn time_of(sections: &[Section]) -> Result<Option<TimeState>, StateError> {
 }
 
 /// How a vertex's host-kept state moves to a new parallelism: the key groups of its new
-/// subtasks, and how many leading bytes of a timer's key come before the key that places it
-/// (`docs/ABI.md` §16; 0 for a task without a guest).
+/// subtasks, how many leading bytes of a timer's key come before the key that places it
+/// (`docs/ABI.md` §16; 0 for a task without a guest), and whether the old subtasks had
+/// finished.
 #[derive(Debug, Clone, Copy)]
 pub struct Split {
     /// The new subtasks' key groups.
     pub groups: KeyGroups,
     /// The guest's timer-key prefix.
     pub timer_key_prefix: u8,
+    /// Whether every old subtask had finished (its inputs ended, its last output written):
+    /// then ended inputs are what is expected. Otherwise an ended input is refused, since the
+    /// new subtasks' inputs would never end again.
+    pub finished: bool,
 }
 
 /// The sections of a vertex's new subtasks from those of its old ones (one list per old
@@ -204,6 +218,10 @@ pub fn split(old: &[&[Section]], how: Split) -> Result<Vec<Vec<Section>>, StateE
                         }))
                     })
                     .collect::<Result<Vec<_>, StateError>>()?;
+                let ended = (0..).zip(&times).find(|(_, t)| t.has_ended_input());
+                if let (false, Some((subtask, _))) = (how.finished, ended) {
+                    return Err(StateError::EndedInput { subtask });
+                }
                 let split = TimeState::split(&times, how.timer_key_prefix, how.groups)?;
                 for (sections, time) in new.iter_mut().zip(split) {
                     sections.push(Section {
