@@ -1,3 +1,4 @@
+use super::verify::verify_one;
 use super::*;
 use crate::checkpoint::metadata::tests::sample;
 use crate::checkpoint::restore::tests::write_chained;
