@@ -10,6 +10,7 @@
 //!   the checkpoint, offsets committed to the consumer group when a checkpoint completes.
 //! - [`sink`]: exactly-once (the checkpoint's output in the snapshot and in a transaction that
 //!   commits, with a marker, when the checkpoint completes), at-least-once, or none.
+//! - [`error`]: why a Kafka source or sink task stops ([`error::KafkaFailure`]).
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
 //! - [`report`]: a source's offsets and lag per partition, for the displays.
 //! - [`retention`]: the sink's warning about records their topic's retention deletes at once.
@@ -19,6 +20,7 @@
 //!   against their topics, so a topic deleted and created again since the checkpoint is named
 //!   instead of read at offsets that belong to the old one.
 
+pub(crate) mod error;
 pub(crate) mod marker;
 pub(crate) mod report;
 pub(crate) mod retention;
@@ -343,11 +345,12 @@ pub(crate) fn task_error(
     if let Some(last) = context.last_error() {
         what = format!("{what} (librdkafka last reported: {last})");
     }
-    TaskError::Kafka {
+    error::KafkaFailure::Request {
         connector: connector.to_owned(),
         what,
         source: Box::new(error),
     }
+    .into()
 }
 
 /// Whether a consumer error ends the task (and the job fails over by its restart strategy):

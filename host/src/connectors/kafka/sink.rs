@@ -40,6 +40,7 @@ use weir_abi::Batch;
 use weir_abi::key_group::key_group;
 use weir_abi::wire::{Reader, Short, put_len, put_prefixed};
 
+use super::error::KafkaFailure;
 use super::marker::{self, Marker};
 use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
@@ -490,12 +491,13 @@ impl KafkaSink {
     fn check_size(&self, key: &[u8], value: &[u8]) -> Result<(), TaskError> {
         let size = key.len() + value.len();
         if size + RECORD_FRAMING > self.record_limit {
-            return Err(TaskError::KafkaRecordTooLarge {
+            return Err(KafkaFailure::RecordTooLarge {
                 connector: self.connector.clone(),
                 size,
                 limit: self.record_limit,
                 limit_source: self.limit_source.clone(),
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -530,12 +532,13 @@ impl KafkaSink {
                     producer.poll(QUEUE_FULL_WAIT);
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    return Err(TaskError::KafkaRecordTooLarge {
+                    return Err(KafkaFailure::RecordTooLarge {
                         connector: self.connector.clone(),
                         size: key.len() + value.len(),
                         limit: self.record_limit,
                         limit_source: self.limit_source.clone(),
-                    });
+                    }
+                    .into());
                 }
                 Err((error, _)) => {
                     return Err(task_error(
@@ -641,7 +644,7 @@ impl KafkaSink {
                 format!("names topic {named:?}, which is not in `topics`")
             }
         };
-        TaskError::KafkaRecordTopic {
+        KafkaFailure::RecordTopic {
             connector: self.connector.clone(),
             key: key_text,
             problem,
@@ -652,6 +655,7 @@ impl KafkaSink {
                 .collect::<Vec<_>>()
                 .join(", "),
         }
+        .into()
     }
 
     /// Fails with the first record the broker refused since the last check.

@@ -33,6 +33,7 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use weir_abi::key_group::KeyGroups;
 
+use super::error::KafkaFailure;
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
 use crate::connectors::skip_log::SkipLog;
@@ -207,13 +208,14 @@ fn unmapped_error(
     offset: i64,
     problem: Unmapped<'_>,
 ) -> TaskError {
-    TaskError::KafkaUnmappedRecord {
+    KafkaFailure::UnmappedRecord {
         connector: connector.to_owned(),
         topic: topic.clone(),
         partition: *partition,
         offset,
         problem: problem.to_string(),
     }
+    .into()
 }
 
 /// One owned partition.
