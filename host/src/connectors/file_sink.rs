@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 
 use weir_abi::Batch;
 
-use super::inherited::Inherited;
+use super::connector::{RescaleRule, SinkConnector, TaskContext};
+use super::inherited::{self, Inherited};
 use super::write_record_line;
 use crate::checkpoint::format::create_dir_durable;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
@@ -301,6 +302,28 @@ pub(crate) fn committed_parts(dir: &Path) -> std::io::Result<usize> {
         count += usize::from(committed);
     }
     Ok(count)
+}
+
+/// The `file` sink, with its output directory.
+pub(crate) struct Connector<'a> {
+    /// Where the part files go.
+    pub(crate) directory: &'a Path,
+}
+
+impl SinkConnector for Connector<'_> {
+    /// Creates the directory, and fails if it cannot.
+    fn build(&self, task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        Ok(Box::new(FileSink::new(
+            self.directory.to_path_buf(),
+            task.subtask,
+            task.parallelism,
+        )?))
+    }
+
+    /// Each old subtask's parts go to one new subtask ([`inherited`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(inherited::rescale_rule)
+    }
 }
 
 /// The file sink could not write, sync, commit or clean up a part file or its output

@@ -8,10 +8,11 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::connector::{SourceConnector, TaskContext};
 use super::decode_u64_position;
 use super::skip_log::SkipLog;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
@@ -21,6 +22,31 @@ use crate::job::{FileFormat, OnError, RecordFields};
 
 /// How long a followed file is left alone when it has nothing new.
 const FOLLOW_IDLE: Duration = Duration::from_millis(100);
+
+/// The `file` source, with its settings. It has no rescale rule: a file source runs at
+/// parallelism 1.
+pub(crate) struct Connector<'a> {
+    /// The file.
+    pub(crate) path: &'a Path,
+    /// Whether it tails the file.
+    pub(crate) follow: bool,
+    /// How a line becomes a record.
+    pub(crate) format: &'a FileFormat,
+    /// What a line the format cannot read does.
+    pub(crate) on_error: OnError,
+}
+
+impl SourceConnector for Connector<'_> {
+    fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
+        Box::new(FileSource::new(
+            self.path.to_path_buf(),
+            self.follow,
+            self.format.clone(),
+            self.on_error,
+            task.metrics,
+        ))
+    }
+}
 
 /// Why a file source stopped.
 #[derive(Debug, thiserror::Error)]

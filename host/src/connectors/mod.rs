@@ -5,14 +5,17 @@
 //! file sink its two-phase commit (pre-commit at the barrier, commit when the
 //! checkpoint completes, recover on restore).
 //!
-//! A job file names a connector by its kind ([`SourceKind`], [`SinkKind`]);
-//! [`build_source`] and [`build_sink`] turn that into the running connector, so
-//! a new connector is a new module here and one arm in each, and the task
-//! runtime never names a concrete connector. The contracts they implement,
-//! [`Source`] and [`Processor`], live beside the task loop in
+//! A job file names a connector by its kind ([`SourceKind`], [`SinkKind`]); [`source`] and
+//! [`sink`] map a kind, with its settings, to its connector ([`connector::SourceConnector`],
+//! [`connector::SinkConnector`]), which builds a subtask's source or sink
+//! ([`build_source`], [`build_sink`]) and says how its state moves to another parallelism
+//! ([`rescale_rule`]). So a new connector is a module here and one arm in [`source`] or
+//! [`sink`], and the runtime never names a concrete connector. The contracts the built tasks
+//! implement, [`Source`] and [`Processor`], live beside the task loop in
 //! [`crate::dataflow::processor`].
 
 pub(crate) mod blackhole;
+pub(crate) mod connector;
 pub(crate) mod file_sink;
 pub(crate) mod file_source;
 pub(crate) mod generator;
@@ -21,19 +24,55 @@ pub(crate) mod kafka;
 pub(crate) mod skip_log;
 pub(crate) mod stdout_sink;
 
-use blackhole::Blackhole;
-use file_sink::FileSink;
-use file_source::FileSource;
-use generator::Generator;
-use stdout_sink::StdoutSink;
-
 use std::sync::Arc;
 
-use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSinkMetrics, KafkaSourceMetrics};
+use connector::{RescaleRule, SinkConnector, SourceConnector, TaskContext};
+
 use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Processor, Source};
-use crate::job::{SinkKind, SourceKind};
+use crate::job::{SinkKind, SourceKind, VertexKind};
+
+/// The connector a job file's source `kind` names, with its settings: the one place a kind of
+/// source is registered.
+pub(crate) fn source(kind: &SourceKind) -> Box<dyn SourceConnector + '_> {
+    match kind {
+        SourceKind::File {
+            path,
+            follow,
+            format,
+            on_error,
+        } => Box::new(file_source::Connector {
+            path,
+            follow: *follow,
+            format,
+            on_error: *on_error,
+        }),
+        SourceKind::Generator(settings) => Box::new(generator::Connector(settings)),
+        SourceKind::Kafka(settings) => Box::new(kafka::source::Connector(settings)),
+    }
+}
+
+/// The connector a job file's sink `kind` names, with its settings: the one place a kind of
+/// sink is registered.
+pub(crate) fn sink(kind: &SinkKind) -> Box<dyn SinkConnector + '_> {
+    match kind {
+        SinkKind::File { directory } => Box::new(file_sink::Connector { directory }),
+        SinkKind::Kafka(settings) => Box::new(kafka::sink::Connector(settings)),
+        SinkKind::Stdout => Box::new(stdout_sink::Connector),
+        SinkKind::Blackhole => Box::new(blackhole::Connector),
+    }
+}
+
+/// The rescale rule of a source or sink vertex's connector; `None` for a connector whose state
+/// cannot move to another parallelism, and for an operator (whose states split by key group).
+pub(crate) fn rescale_rule(kind: &VertexKind) -> Option<RescaleRule> {
+    match kind {
+        VertexKind::Source(kind) => source(kind).rescale_rule(),
+        VertexKind::Sink(kind) => sink(kind).rescale_rule(),
+        VertexKind::Operator(_) => None,
+    }
+}
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
 /// `metrics` are its task's (a file source counts the lines it skips there; a Kafka source the
@@ -45,37 +84,12 @@ pub(crate) fn build_source(
     parallelism: u32,
     metrics: Arc<TaskMetrics>,
 ) -> Box<dyn Source> {
-    match kind {
-        SourceKind::File {
-            path,
-            follow,
-            format,
-            on_error,
-        } => Box::new(FileSource::new(
-            path.clone(),
-            *follow,
-            format.clone(),
-            *on_error,
-            metrics,
-        )),
-        SourceKind::Generator(settings) => {
-            Box::new(Generator::new(settings.clone(), subtask, parallelism))
-        }
-        SourceKind::Kafka(settings) => {
-            let figures = Arc::new(KafkaSourceMetrics::default());
-            metrics.set_connector(ConnectorMetrics::KafkaSource(Arc::clone(&figures)));
-            Box::new(
-                kafka::source::KafkaSource::new(
-                    name,
-                    settings.clone(),
-                    subtask,
-                    parallelism,
-                    metrics,
-                )
-                .reporting_to(figures),
-            )
-        }
-    }
+    source(kind).build(TaskContext {
+        vertex: name,
+        subtask,
+        parallelism,
+        metrics,
+    })
 }
 
 /// The sink a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;
@@ -88,23 +102,11 @@ pub(crate) fn build_sink(
     parallelism: u32,
     metrics: Arc<TaskMetrics>,
 ) -> Result<Box<dyn Processor>, TaskError> {
-    Ok(match kind {
-        SinkKind::File { directory } => {
-            Box::new(FileSink::new(directory.clone(), subtask, parallelism)?)
-        }
-        SinkKind::Kafka(settings) => {
-            let sink = kafka::sink::KafkaSink::new(name, settings.clone(), subtask, parallelism);
-            // Only an exactly-once sink has transactions to show.
-            if settings.delivery == crate::job::Delivery::ExactlyOnce {
-                let figures = Arc::new(KafkaSinkMetrics::default());
-                metrics.set_connector(ConnectorMetrics::KafkaSink(Arc::clone(&figures)));
-                Box::new(sink.reporting_to(figures))
-            } else {
-                Box::new(sink)
-            }
-        }
-        SinkKind::Stdout => Box::new(StdoutSink::default()),
-        SinkKind::Blackhole => Box::new(Blackhole),
+    sink(kind).build(TaskContext {
+        vertex: name,
+        subtask,
+        parallelism,
+        metrics,
     })
 }
 

@@ -5,12 +5,22 @@ use std::io::Write;
 
 use weir_abi::Batch;
 
+use super::connector::{SinkConnector, TaskContext};
 use super::write_record_line;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
+
+/// The `stdout` sink. It keeps no state, so it has no rescale rule.
+pub(crate) struct Connector;
+
+impl SinkConnector for Connector {
+    fn build(&self, _task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        Ok(Box::new(StdoutSink::default()))
+    }
+}
 
 /// The stdout sink could not write or flush the process's standard output (a closed pipe,
 /// typically).

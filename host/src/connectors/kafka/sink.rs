@@ -44,8 +44,10 @@ use super::error::KafkaFailure;
 use super::marker::{self, Marker};
 use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use crate::connectors::connector::{RescaleRule, SinkConnector, TaskContext};
+use crate::connectors::inherited;
 use crate::connectors::inherited::Inherited;
-use crate::dataflow::connector_metrics::KafkaSinkMetrics;
+use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSinkMetrics};
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
@@ -238,6 +240,30 @@ struct IdProducer<'a> {
     subtask: u32,
     /// The prefix of its id, and the marker topic its markers go to.
     names: &'a TxNames,
+}
+
+/// The `kafka` sink, with its settings.
+pub(crate) struct Connector<'a>(pub(crate) &'a KafkaSinkSettings);
+
+impl SinkConnector for Connector<'_> {
+    /// An exactly-once sink installs its transactions' figures in its task's metrics; the
+    /// others have no transactions to show.
+    fn build(&self, task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        let sink = KafkaSink::new(task.vertex, self.0.clone(), task.subtask, task.parallelism);
+        Ok(if self.0.delivery == Delivery::ExactlyOnce {
+            let figures = Arc::new(KafkaSinkMetrics::default());
+            task.metrics
+                .set_connector(ConnectorMetrics::KafkaSink(Arc::clone(&figures)));
+            Box::new(sink.reporting_to(figures))
+        } else {
+            Box::new(sink)
+        })
+    }
+
+    /// Each old subtask's pending output goes to one new subtask ([`inherited`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(inherited::rescale_rule)
+    }
 }
 
 /// One subtask of a Kafka sink.

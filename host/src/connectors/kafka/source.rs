@@ -36,8 +36,9 @@ use weir_abi::key_group::KeyGroups;
 use super::error::KafkaFailure;
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
+use crate::connectors::connector::{RescaleRule, SourceConnector, TaskContext};
 use crate::connectors::skip_log::SkipLog;
-use crate::dataflow::connector_metrics::KafkaSourceMetrics;
+use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSourceMetrics};
 use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
@@ -257,6 +258,33 @@ pub(crate) fn checkpointed_offsets(position: &[u8]) -> Option<Vec<(String, i32, 
             .map(|(topic, partition, at)| (topic, partition, at.next))
             .collect()
     })
+}
+
+/// The `kafka` source, with its settings.
+pub(crate) struct Connector<'a>(pub(crate) &'a KafkaSourceSettings);
+
+impl SourceConnector for Connector<'_> {
+    /// Installs its partitions' figures in its task's metrics.
+    fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
+        let figures = Arc::new(KafkaSourceMetrics::default());
+        task.metrics
+            .set_connector(ConnectorMetrics::KafkaSource(Arc::clone(&figures)));
+        Box::new(
+            KafkaSource::new(
+                task.vertex,
+                self.0.clone(),
+                task.subtask,
+                task.parallelism,
+                task.metrics,
+            )
+            .reporting_to(figures),
+        )
+    }
+
+    /// Each partition's offset moves with the partition ([`rescale_positions`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(rescale_positions)
+    }
 }
 
 /// The positions of a Kafka source's subtasks (one per old subtask, in order; empty for one
