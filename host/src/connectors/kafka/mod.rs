@@ -11,6 +11,7 @@
 //! - [`sink`]: exactly-once (the checkpoint's output in the snapshot and in a transaction that
 //!   commits, with a marker, when the checkpoint completes), at-least-once, or none.
 //! - [`error`]: why a Kafka source or sink task stops ([`error::KafkaFailure`]).
+//! - [`figures`]: what the displays show of a source (offsets, lag) and a sink (transactions).
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
 //! - [`report`]: a source's offsets and lag per partition, for the displays.
 //! - [`retention`]: the sink's warning about records their topic's retention deletes at once.
@@ -21,6 +22,7 @@
 //!   instead of read at offsets that belong to the old one.
 
 pub(crate) mod error;
+pub(crate) mod figures;
 pub(crate) mod marker;
 pub(crate) mod report;
 pub(crate) mod retention;
@@ -40,8 +42,8 @@ use rdkafka::error::KafkaError;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
-use crate::dataflow::connector_metrics::KafkaSourceMetrics;
 use crate::dataflow::error::TaskError;
+use figures::KafkaSourceMetrics;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 
 use crate::job::{

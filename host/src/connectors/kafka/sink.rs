@@ -41,13 +41,14 @@ use weir_abi::key_group::key_group;
 use weir_abi::wire::{Reader, Short, put_len, put_prefixed};
 
 use super::error::KafkaFailure;
+use super::figures::KafkaSinkMetrics;
 use super::marker::{self, Marker};
 use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
 use crate::connectors::connector::{RescaleRule, SinkConnector, TaskContext};
 use crate::connectors::inherited;
 use crate::connectors::inherited::Inherited;
-use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSinkMetrics};
+use crate::dataflow::connector_metrics::ConnectorFigures;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
@@ -253,7 +254,7 @@ impl SinkConnector for Connector<'_> {
         Ok(if self.0.delivery == Delivery::ExactlyOnce {
             let figures = Arc::new(KafkaSinkMetrics::default());
             task.metrics
-                .set_connector(ConnectorMetrics::KafkaSink(Arc::clone(&figures)));
+                .set_connector(Arc::clone(&figures) as Arc<dyn ConnectorFigures>);
             Box::new(sink.reporting_to(figures))
         } else {
             Box::new(sink)

@@ -34,11 +34,12 @@ use serde::{Deserialize, Serialize};
 use weir_abi::key_group::KeyGroups;
 
 use super::error::KafkaFailure;
+use super::figures::KafkaSourceMetrics;
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
 use crate::connectors::connector::{RescaleRule, SourceConnector, TaskContext};
 use crate::connectors::skip_log::SkipLog;
-use crate::dataflow::connector_metrics::{ConnectorMetrics, KafkaSourceMetrics};
+use crate::dataflow::connector_metrics::ConnectorFigures;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
@@ -268,7 +269,7 @@ impl SourceConnector for Connector<'_> {
     fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
         let figures = Arc::new(KafkaSourceMetrics::default());
         task.metrics
-            .set_connector(ConnectorMetrics::KafkaSource(Arc::clone(&figures)));
+            .set_connector(Arc::clone(&figures) as Arc<dyn ConnectorFigures>);
         Box::new(
             KafkaSource::new(
                 task.vertex,
