@@ -26,12 +26,18 @@ pub(crate) mod stdout_sink;
 
 use std::sync::Arc;
 
-use connector::{RescaleRule, SinkConnector, SourceConnector, TaskContext};
+use std::collections::HashMap;
 
+use connector::{
+    ConnectorSetupError, RescaleRule, RestoreCheck, SinkConnector, SourceConnector, TaskContext,
+};
+
+use crate::checkpoint::task_state::RestoredState;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Processor, Source};
-use crate::job::{SinkKind, SourceKind, VertexKind};
+use crate::ids::TaskId;
+use crate::job::{Job, SinkKind, SourceKind, VertexKind};
 
 /// The connector a job file's source `kind` names, with its settings: the one place a kind of
 /// source is registered.
@@ -72,6 +78,45 @@ pub(crate) fn rescale_rule(kind: &VertexKind) -> Option<RescaleRule> {
         VertexKind::Sink(kind) => sink(kind).rescale_rule(),
         VertexKind::Operator(_) => None,
     }
+}
+
+/// Checks every connector of `job` once before it starts ([`SourceConnector::preflight`],
+/// [`SinkConnector::preflight`]): the first that refuses stops the job.
+pub(crate) fn preflight(job: &Job) -> Result<(), ConnectorSetupError> {
+    for vertex in &job.vertices {
+        match &vertex.kind {
+            VertexKind::Source(kind) => source(kind).preflight(&vertex.name)?,
+            VertexKind::Sink(kind) => sink(kind).preflight(&vertex.name)?,
+            VertexKind::Operator(_) => {}
+        }
+    }
+    Ok(())
+}
+
+/// What the sources of `job` check before their tasks take up `states` from checkpoint
+/// `checkpoint` ([`SourceConnector::restore_check`]), to run off the async threads.
+pub(crate) fn restore_checks(
+    job: &Job,
+    states: &HashMap<TaskId, RestoredState>,
+    checkpoint: &str,
+) -> Vec<RestoreCheck> {
+    job.vertices
+        .iter()
+        .filter_map(|vertex| {
+            let VertexKind::Source(kind) = &vertex.kind else {
+                return None;
+            };
+            let own: Vec<&RestoredState> = states
+                .iter()
+                .filter(|(task, _)| task.vertex == vertex.name)
+                .map(|(_, state)| state)
+                .collect();
+            if own.is_empty() {
+                return None;
+            }
+            source(kind).restore_check(&vertex.name, &own, checkpoint)
+        })
+        .collect()
 }
 
 /// The source a job file's `kind` names, for `subtask` of `parallelism` of vertex `name`;

@@ -45,7 +45,7 @@ use super::figures::KafkaSinkMetrics;
 use super::marker::{self, Marker};
 use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
-use crate::connectors::connector::{RescaleRule, SinkConnector, TaskContext};
+use crate::connectors::connector::{ConnectorSetupError, RescaleRule, SinkConnector, TaskContext};
 use crate::connectors::inherited;
 use crate::connectors::inherited::Inherited;
 use crate::dataflow::connector_metrics::ConnectorFigures;
@@ -264,6 +264,13 @@ impl SinkConnector for Connector<'_> {
     /// Each old subtask's pending output goes to one new subtask ([`inherited`]).
     fn rescale_rule(&self) -> Option<RescaleRule> {
         Some(inherited::rescale_rule)
+    }
+
+    /// Its brokers answer, every topic its records may name exists, and an exactly-once
+    /// sink's marker topic exists (created, compacted, when missing; [`super::check_sink`]).
+    fn preflight(&self, vertex: &str) -> Result<(), ConnectorSetupError> {
+        super::check_sink(&format!("kafka sink \"{vertex}\""), self.0)
+            .map_err(ConnectorSetupError::new)
     }
 }
 

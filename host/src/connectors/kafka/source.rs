@@ -33,11 +33,15 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use weir_abi::key_group::KeyGroups;
 
+use super::KafkaSetupError;
 use super::error::KafkaFailure;
 use super::figures::KafkaSourceMetrics;
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
-use crate::connectors::connector::{RescaleRule, SourceConnector, TaskContext};
+use crate::checkpoint::task_state::RestoredState;
+use crate::connectors::connector::{
+    ConnectorSetupError, RescaleRule, RestoreCheck, SourceConnector, TaskContext,
+};
 use crate::connectors::skip_log::SkipLog;
 use crate::dataflow::connector_metrics::ConnectorFigures;
 use crate::dataflow::error::TaskError;
@@ -285,6 +289,45 @@ impl SourceConnector for Connector<'_> {
     /// Each partition's offset moves with the partition ([`rescale_positions`]).
     fn rescale_rule(&self) -> Option<RescaleRule> {
         Some(rescale_positions)
+    }
+
+    /// Its brokers answer and its topics exist ([`super::check_source`]).
+    fn preflight(&self, vertex: &str) -> Result<(), ConnectorSetupError> {
+        super::check_source(&format!("kafka source \"{vertex}\""), self.0)
+            .map_err(ConnectorSetupError::new)
+    }
+
+    /// Refuses a restore whose offsets belong to a topic deleted and created again since the
+    /// checkpoint (read at those offsets, the new topic would be skipped into or read as the
+    /// old one; [`super::check_restored_offsets`]). A check that cannot reach the brokers
+    /// only warns: the sources then fail, and the job restarts, as they would without it.
+    fn restore_check(
+        &self,
+        vertex: &str,
+        states: &[&RestoredState],
+        checkpoint: &str,
+    ) -> Option<RestoreCheck> {
+        let offsets = super::restored_offsets(states);
+        if offsets.is_empty() {
+            return None;
+        }
+        let connector = format!("kafka source \"{vertex}\"");
+        let settings = self.0.clone();
+        let checkpoint = checkpoint.to_owned();
+        Some(Box::new(move || {
+            match super::check_restored_offsets(connector, &settings, offsets, &checkpoint) {
+                Ok(()) => Ok(()),
+                Err(recreated @ KafkaSetupError::TopicRecreated { .. }) => {
+                    Err(ConnectorSetupError::new(recreated))
+                }
+                Err(other) => {
+                    tracing::warn!(
+                        "cannot check the Kafka sources' offsets before the restore: {other}"
+                    );
+                    Ok(())
+                }
+            }
+        }))
     }
 }
 
