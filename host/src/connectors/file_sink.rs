@@ -28,7 +28,7 @@ use weir_abi::Batch;
 
 use super::connector::{RescaleRule, SinkConnector, TaskContext};
 use super::inherited::{self, Inherited};
-use super::write_record_line;
+use super::record::write_record_line;
 use crate::checkpoint::format::create_dir_durable;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::processor::Processor;

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::connector::{SourceConnector, TaskContext};
-use super::decode_u64_position;
+use super::record::decode_u64_position;
 use super::skip_log::SkipLog;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::metrics::TaskMetrics;

@@ -12,7 +12,7 @@
 use std::time::{Duration, Instant};
 
 use super::connector::{RescaleRule, SourceConnector, TaskContext};
-use super::decode_u64_position;
+use super::record::decode_u64_position;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{GeneratorSettings, GeneratorValues};

@@ -6,7 +6,7 @@ use std::io::Write;
 use weir_abi::Batch;
 
 use super::connector::{SinkConnector, TaskContext};
-use super::write_record_line;
+use super::record::write_record_line;
 use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
