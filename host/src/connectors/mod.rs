@@ -155,3 +155,59 @@ pub(crate) fn build_sink(
         metrics,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The job file's vertices of every kind of source and sink, by the name of each kind.
+    fn every_kind() -> Job {
+        Job::from_str(
+            "name = \"j\"\n[checkpoint]\ninterval = \"1s\"\n\
+             [[source]]\nname = \"file\"\ntype = \"file\"\npath = \"in.txt\"\n\
+             [[source]]\nname = \"generator\"\ntype = \"generator\"\n\
+             [[source]]\nname = \"kafka\"\ntype = \"kafka\"\nbootstrap = \"k:9092\"\n\
+             topics = [\"t\"]\n\
+             [[sink]]\nname = \"file-sink\"\ntype = \"file\"\npath = \"out\"\n\
+             inputs = [\"file\"]\n\
+             [[sink]]\nname = \"kafka-sink\"\ntype = \"kafka\"\nbootstrap = \"k:9092\"\n\
+             topic = \"t\"\ninputs = [\"generator\"]\n\
+             [[sink]]\nname = \"stdout\"\ntype = \"stdout\"\ninputs = [\"kafka\"]\n\
+             [[sink]]\nname = \"blackhole\"\ntype = \"blackhole\"\ninputs = [\"kafka\"]\n",
+            "/jobs",
+            "j.toml",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn a_connector_whose_state_can_move_has_a_rescale_rule_and_the_others_none() {
+        let job = every_kind();
+        let with_rule: Vec<&str> = job
+            .vertices
+            .iter()
+            .filter(|v| rescale_rule(&v.kind).is_some())
+            .map(|v| v.name.as_str())
+            .collect();
+        // A file source runs at parallelism 1; stdout and blackhole keep no state.
+        assert_eq!(with_rule, ["generator", "kafka", "file-sink", "kafka-sink"]);
+        // The sinks hand each old subtask's state to one new one.
+        let sink = job.vertices.iter().find(|v| v.name == "file-sink").unwrap();
+        let split = rescale_rule(&sink.kind).unwrap();
+        let states = split(&[b"a".as_slice(), b"b", b"c"], 2).unwrap();
+        assert_eq!(states.len(), 2);
+    }
+
+    #[test]
+    fn connectors_that_talk_to_nothing_check_nothing_before_a_start() {
+        let job = Job::from_str(
+            "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
+             [[sink]]\nname = \"out\"\ntype = \"stdout\"\ninputs = [\"in\"]\n",
+            "/jobs",
+            "j.toml",
+        )
+        .unwrap();
+        preflight(&job).unwrap();
+        assert!(restore_checks(&job, &HashMap::new(), "chk-1").is_empty());
+    }
+}

@@ -456,6 +456,78 @@ mod tests {
     use crate::ids::{CheckpointId, CheckpointKind};
     use crate::runtime::monitor::TaskRole;
 
+    /// Figures of a connector as a test writes them: one gauge, labelled `part`.
+    #[derive(Debug)]
+    struct Parts(Vec<(&'static str, f64)>);
+
+    impl crate::dataflow::connector_metrics::ConnectorFigures for Parts {
+        fn view(&self) -> (&'static str, serde_json::Value) {
+            ("parts", serde_json::Value::Null)
+        }
+
+        fn families(&self) -> Vec<Family> {
+            vec![Family {
+                name: "weir_test_part",
+                kind: FamilyKind::Gauge,
+                help: "A part.",
+                samples: self
+                    .0
+                    .iter()
+                    .map(|(part, value)| crate::dataflow::connector_metrics::Sample {
+                        suffix: "",
+                        labels: vec![("part", (*part).to_owned())],
+                        value: *value,
+                    })
+                    .collect(),
+            }]
+        }
+    }
+
+    #[test]
+    fn a_connectors_family_is_written_once_with_every_tasks_samples_labelled_by_task() {
+        let task = |parts: Vec<(&'static str, f64)>| {
+            let metrics = Arc::new(TaskMetrics::default());
+            metrics.set_connector(Arc::new(Parts(parts)));
+            metrics
+        };
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![
+            (
+                TaskId::new("in", 0),
+                TaskRole::Source,
+                task(vec![("a", 1.0)]),
+            ),
+            (TaskId::new("in", 1), TaskRole::Source, task(Vec::new())),
+            (
+                TaskId::new("in", 2),
+                TaskRole::Source,
+                task(vec![("b", 2.0), ("c", 3.0)]),
+            ),
+        ]);
+        let mut w = TextWriter::default();
+        connector_families(&mut w, &monitor);
+        assert_eq!(
+            w.finish(),
+            "# HELP weir_test_part A part.\n# TYPE weir_test_part gauge\n\
+             weir_test_part{vertex=\"in\",subtask=\"0\",part=\"a\"} 1\n\
+             weir_test_part{vertex=\"in\",subtask=\"2\",part=\"b\"} 2\n\
+             weir_test_part{vertex=\"in\",subtask=\"2\",part=\"c\"} 3\n"
+        );
+        // A task without samples still declares the family.
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![(
+            TaskId::new("in", 0),
+            TaskRole::Source,
+            task(Vec::new()),
+        )]);
+        let mut w = TextWriter::default();
+        connector_families(&mut w, &monitor);
+        assert_eq!(
+            w.finish(),
+            "# HELP weir_test_part A part.\n# TYPE weir_test_part gauge\n"
+        );
+    }
+
     #[test]
     fn escapes_label_values_and_help() {
         assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
