@@ -18,7 +18,7 @@
 //! | [`checkpoint`] | the pure coordinator (`checkpoint/coordinator.rs`), the on-disk format, layout and storage, and the choice of what to restore |
 //! | [`job`] | the job file, parsed and validated into a [`Job`](job::Job) graph; [`job::workers`] cuts it into the stages each worker of a job run as many processes runs |
 //! | `dataflow` | the task loop, its interfaces (`Source`, `Processor` in `dataflow/processor.rs`), channels, the router and barrier alignment |
-//! | `connectors` | the sources and sinks, each built from its kind in the job file |
+//! | `connectors` | the sources and sinks: each a `SourceConnector` or `SinkConnector` that builds its tasks and owns its errors, figures, rescale rule and checks; `connectors::source`/`sink` map a job file's kind to one |
 //! | [`runtime`] | [`JobRunner`](runtime::JobRunner): attempts, the driver around the coordinator, restore, fail-over, and the [`JobMonitor`](runtime::JobMonitor) every display reads; [`WorkerRunner`](runtime::WorkerRunner): a worker's stages side by side |
 //! | [`control`] | the job's HTTP endpoint (JSON views, metrics, dashboard, actions) and its client |
 //! | [`tools`] | what the CLI offers besides running: `weir validate`, `weir test`, `weir checkpoints` |

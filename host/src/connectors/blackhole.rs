@@ -1,10 +1,20 @@
 //! The `blackhole` sink: drops every record (the task counts them), for benchmarks.
 
+use super::connector::{SinkConnector, TaskContext};
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
+
+/// The `blackhole` sink. It keeps no state, so it has no rescale rule.
+pub(crate) struct Connector;
+
+impl SinkConnector for Connector {
+    fn build(&self, _task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        Ok(Box::new(Blackhole))
+    }
+}
 
 /// Discards records.
 #[derive(Debug, Default)]

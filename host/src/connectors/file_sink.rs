@@ -26,10 +26,11 @@ use std::path::{Path, PathBuf};
 
 use weir_abi::Batch;
 
-use super::inherited::Inherited;
-use super::write_record_line;
+use super::connector::{RescaleRule, SinkConnector, TaskContext};
+use super::inherited::{self, Inherited};
+use super::record::write_record_line;
 use crate::checkpoint::format::create_dir_durable;
-use crate::dataflow::error::TaskError;
+use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
@@ -303,12 +304,54 @@ pub(crate) fn committed_parts(dir: &Path) -> std::io::Result<usize> {
     Ok(count)
 }
 
+/// The `file` sink, with its output directory.
+pub(crate) struct Connector<'a> {
+    /// Where the part files go.
+    pub(crate) directory: &'a Path,
+}
+
+impl SinkConnector for Connector<'_> {
+    /// Creates the directory, and fails if it cannot.
+    fn build(&self, task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        Ok(Box::new(FileSink::new(
+            self.directory.to_path_buf(),
+            task.subtask,
+            task.parallelism,
+        )?))
+    }
+
+    /// Each old subtask's parts go to one new subtask ([`inherited`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(inherited::rescale_rule)
+    }
+}
+
+/// The file sink could not write, sync, commit or clean up a part file or its output
+/// directory: check the disk and the directory's permissions.
+#[derive(Debug, thiserror::Error)]
+#[error("file sink {}: {what}: {source}", path.display())]
+pub(crate) struct FileSinkError {
+    /// The part file or the output directory concerned.
+    path: PathBuf,
+    /// What it was doing, such as `cannot fsync`.
+    what: &'static str,
+    /// The I/O error.
+    source: std::io::Error,
+}
+
+impl ConnectorFailure for FileSinkError {
+    fn connector(&self) -> &'static str {
+        "file"
+    }
+}
+
 fn io_error(path: &Path, what: &'static str, e: std::io::Error) -> TaskError {
-    TaskError::FileSink {
+    FileSinkError {
         path: path.to_path_buf(),
         what,
         source: e,
     }
+    .into()
 }
 
 impl Processor for FileSink {
@@ -420,6 +463,25 @@ mod tests {
     use crate::dataflow::channel::StopSignal;
     use crate::ids::CheckpointKind;
     use weir_abi::BatchBuilder;
+
+    #[test]
+    fn its_failures_name_the_sink_its_part_and_what_it_was_doing() {
+        let error = io_error(
+            Path::new("/out/part-0-0.inprogress"),
+            "cannot fsync",
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied"),
+        );
+        assert_eq!(
+            error.to_string(),
+            "file sink /out/part-0-0.inprogress: cannot fsync: permission denied"
+        );
+        let cause =
+            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            cause.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+    }
 
     fn batch(lines: &[&str]) -> Vec<u8> {
         let mut b = BatchBuilder::new(0);

@@ -8,19 +8,84 @@
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read, Seek, SeekFrom};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use super::decode_u64_position;
+use super::connector::{SourceConnector, TaskContext};
+use super::record::decode_u64_position;
 use super::skip_log::SkipLog;
-use crate::dataflow::error::TaskError;
+use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{FileFormat, OnError, RecordFields};
 
 /// How long a followed file is left alone when it has nothing new.
 const FOLLOW_IDLE: Duration = Duration::from_millis(100);
+
+/// The `file` source, with its settings. It has no rescale rule: a file source runs at
+/// parallelism 1.
+pub(crate) struct Connector<'a> {
+    /// The file.
+    pub(crate) path: &'a Path,
+    /// Whether it tails the file.
+    pub(crate) follow: bool,
+    /// How a line becomes a record.
+    pub(crate) format: &'a FileFormat,
+    /// What a line the format cannot read does.
+    pub(crate) on_error: OnError,
+}
+
+impl SourceConnector for Connector<'_> {
+    fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
+        Box::new(FileSource::new(
+            self.path.to_path_buf(),
+            self.follow,
+            self.format.clone(),
+            self.on_error,
+            task.metrics,
+        ))
+    }
+}
+
+/// Why a file source stopped.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum FileSourceError {
+    /// The file source could not open, seek in or read its file: check that the file
+    /// exists and is readable.
+    #[error("file source {}: {what}: {source}", path.display())]
+    Io {
+        /// The file it reads.
+        path: PathBuf,
+        /// What it was doing, such as `cannot read`.
+        what: &'static str,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// A line of the file source's file is not what its `format` reads, and its `on_error`
+    /// is `fail`.
+    #[error(
+        "file source {}: line {line} is not a {format} record: {problem} (fix the line, or set \
+         `on_error = \"skip\"` on the source to drop such lines)",
+        path.display()
+    )]
+    MalformedLine {
+        /// The file it reads.
+        path: PathBuf,
+        /// The line's number, from 1.
+        line: u64,
+        /// The source's `format`.
+        format: &'static str,
+        /// What is wrong with the line.
+        problem: String,
+    },
+}
+
+impl ConnectorFailure for FileSourceError {
+    fn connector(&self) -> &'static str {
+        "file"
+    }
+}
 
 /// Reads lines of a file. With `lines`, records have an empty key, the line (without its line
 /// ending) as value and the time it was read (ms since the epoch) as timestamp; the other
@@ -69,11 +134,12 @@ impl FileSource {
     }
 
     fn io_error(&self, what: &'static str, e: std::io::Error) -> TaskError {
-        TaskError::FileSource {
+        FileSourceError::Io {
             path: self.path.clone(),
             what,
             source: e,
         }
+        .into()
     }
 
     /// Opens the file at `offset`, counting the lines before it if they are not known.
@@ -127,14 +193,9 @@ impl Source for FileSource {
         for _ in 0..max {
             self.line.clear();
             let reader = self.reader.as_mut().expect("opened above");
-            let n =
-                reader
-                    .read_until(b'\n', &mut self.line)
-                    .map_err(|e| TaskError::FileSource {
-                        path: self.path.clone(),
-                        what: "cannot read",
-                        source: e,
-                    })?;
+            let n = reader
+                .read_until(b'\n', &mut self.line)
+                .map_err(|e| self.io_error("cannot read", e))?;
             if n == 0 {
                 self.skips.flush();
                 return Ok(if self.follow {
@@ -162,12 +223,13 @@ impl Source for FileSource {
                 Decoded::Header => {}
                 Decoded::Malformed(problem) => match self.on_error {
                     OnError::Fail => {
-                        return Err(TaskError::MalformedLine {
+                        return Err(FileSourceError::MalformedLine {
                             path: self.path.clone(),
                             line: number,
                             format: self.decoder.format.as_str(),
                             problem,
-                        });
+                        }
+                        .into());
                     }
                     OnError::Skip => {
                         self.metrics.add_records_skipped(1);
@@ -462,6 +524,30 @@ mod tests {
     use crate::dataflow::message::Message;
     use crate::dataflow::router::{OutputEdge, Router};
     use crate::job::Partitioner;
+
+    #[test]
+    fn its_failures_name_the_source_its_file_and_what_it_was_doing() {
+        let error = TaskError::from(FileSourceError::Io {
+            path: PathBuf::from("/in/lines.txt"),
+            what: "cannot open",
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied"),
+        });
+        assert_eq!(
+            error.to_string(),
+            "file source /in/lines.txt: cannot open: permission denied"
+        );
+        assert!(
+            format!("{error:?}").starts_with("Connector(ConnectorError { connector: \"file\", "),
+            "{error:?}"
+        );
+        // The I/O error stays reachable as the source, for whoever needs its kind.
+        let cause =
+            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
+        assert_eq!(
+            cause.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
+        );
+    }
 
     type Record = (String, String, i64);
 

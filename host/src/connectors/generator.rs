@@ -11,7 +11,8 @@
 
 use std::time::{Duration, Instant};
 
-use super::decode_u64_position;
+use super::connector::{RescaleRule, SourceConnector, TaskContext};
+use super::record::decode_u64_position;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
 use crate::job::{GeneratorSettings, GeneratorValues};
@@ -444,6 +445,24 @@ fn decode_splits(bytes: &[u8]) -> Result<(u64, Vec<Split>), &'static str> {
         return Err("a split outside its stride");
     }
     Ok((stride, splits))
+}
+
+/// The `generator` source, with its settings.
+pub(crate) struct Connector<'a>(pub(crate) &'a GeneratorSettings);
+
+impl SourceConnector for Connector<'_> {
+    fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
+        Box::new(Generator::new(
+            self.0.clone(),
+            task.subtask,
+            task.parallelism,
+        ))
+    }
+
+    /// Every split moves, with how far it got ([`rescale_positions`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(rescale_positions)
+    }
 }
 
 /// The positions of a generator's subtasks (one per old subtask, in order) for `parallelism` new

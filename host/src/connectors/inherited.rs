@@ -81,6 +81,12 @@ impl Inherited {
     }
 }
 
+/// [`rescale_states`] as a sink's [`RescaleRule`](super::connector::RescaleRule): it never
+/// fails.
+pub(crate) fn rescale_rule(old: &[&[u8]], parallelism: u32) -> Result<Vec<Vec<u8>>, String> {
+    Ok(rescale_states(old, parallelism))
+}
+
 /// The states of a sink's `parallelism` new subtasks, from its old subtasks' states (one per
 /// old subtask, in order): new subtask `j` inherits every old `i` with `i mod parallelism == j`.
 pub(crate) fn rescale_states(old: &[&[u8]], parallelism: u32) -> Vec<Vec<u8>> {

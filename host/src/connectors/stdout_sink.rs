@@ -5,12 +5,39 @@ use std::io::Write;
 
 use weir_abi::Batch;
 
-use super::write_record_line;
-use crate::dataflow::error::TaskError;
+use super::connector::{SinkConnector, TaskContext};
+use super::record::write_record_line;
+use crate::dataflow::error::{ConnectorFailure, TaskError};
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
 use crate::ids::Barrier;
 use crate::ids::CheckpointId;
+
+/// The `stdout` sink. It keeps no state, so it has no rescale rule.
+pub(crate) struct Connector;
+
+impl SinkConnector for Connector {
+    fn build(&self, _task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        Ok(Box::new(StdoutSink::default()))
+    }
+}
+
+/// The stdout sink could not write or flush the process's standard output (a closed pipe,
+/// typically).
+#[derive(Debug, thiserror::Error)]
+#[error("stdout sink: {what}: {source}")]
+pub(crate) struct StdoutSinkError {
+    /// What it was doing, such as `cannot write`.
+    what: &'static str,
+    /// The I/O error.
+    source: std::io::Error,
+}
+
+impl ConnectorFailure for StdoutSinkError {
+    fn connector(&self) -> &'static str {
+        "stdout"
+    }
+}
 
 /// Prints records to standard output.
 #[derive(Debug, Default)]
@@ -26,13 +53,13 @@ impl Processor for StdoutSink {
         for r in batch.iter() {
             write_record_line(&mut self.line, r.key, r.value);
         }
-        std::io::stdout()
-            .lock()
-            .write_all(&self.line)
-            .map_err(|e| TaskError::StdoutSink {
+        std::io::stdout().lock().write_all(&self.line).map_err(|e| {
+            StdoutSinkError {
                 what: "cannot write",
                 source: e,
-            })
+            }
+            .into()
+        })
     }
 
     fn finish(&mut self, _out: &mut Router) -> Result<(), TaskError> {
@@ -40,12 +67,10 @@ impl Processor for StdoutSink {
     }
 
     fn snapshot(&mut self, _barrier: Barrier) -> Result<Vec<u8>, TaskError> {
-        std::io::stdout()
-            .flush()
-            .map_err(|e| TaskError::StdoutSink {
-                what: "cannot flush",
-                source: e,
-            })?;
+        std::io::stdout().flush().map_err(|e| StdoutSinkError {
+            what: "cannot flush",
+            source: e,
+        })?;
         Ok(Vec::new())
     }
 
@@ -55,5 +80,22 @@ impl Processor for StdoutSink {
 
     fn checkpoint_complete(&mut self, _id: CheckpointId) -> Result<(), TaskError> {
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn its_failures_say_what_it_was_doing() {
+        let error = TaskError::from(StdoutSinkError {
+            what: "cannot write",
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "permission denied"),
+        });
+        assert_eq!(
+            error.to_string(),
+            "stdout sink: cannot write: permission denied"
+        );
     }
 }

@@ -14,6 +14,7 @@
 //! means nothing outside the process, so the two clocks read together
 //! (`now`, `wall_now`) anchor the records' instants to the wall clock.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -27,7 +28,6 @@ use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::stats::{
     CheckpointRecord, CheckpointStats, CheckpointStatus, Counts, Measure, Summary, TaskStats,
 };
-use crate::dataflow::connector_metrics::{ConnectorMetrics, PartitionFigures, SinkFigures};
 use crate::dataflow::metrics::TaskMetrics;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
@@ -141,101 +141,10 @@ pub struct TaskView {
     pub records_unwired: u64,
     /// Timers set that have not fired.
     pub pending_timers: u64,
-    /// A Kafka source subtask's partitions; absent for other tasks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kafka_source: Option<KafkaSourceView>,
-    /// An exactly-once Kafka sink subtask's transactions; absent for other tasks.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub kafka_sink: Option<KafkaSinkView>,
-}
-
-/// The `kafka_source` of a [`TaskView`]: the partitions the subtask reads.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KafkaSourceView {
-    /// One entry per partition, by topic, then number.
-    pub partitions: Vec<KafkaPartitionView>,
-}
-
-/// One partition of a [`KafkaSourceView`]. An offset not known yet is `null`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct KafkaPartitionView {
-    /// Its topic.
-    pub topic: String,
-    /// Its number.
-    pub partition: i32,
-    /// The offset the source reads next (what its next checkpoint records).
-    pub offset: Option<i64>,
-    /// The offset after the last record the source can read, as the broker last reported
-    /// it: the high watermark, or under `isolation = "read_committed"` the last stable
-    /// offset. Refreshed from librdkafka's statistics, about every 500 ms.
-    pub high_watermark: Option<i64>,
-    /// `high_watermark - offset`, never below 0: records still to read.
-    pub lag: Option<i64>,
-}
-
-impl From<&PartitionFigures> for KafkaPartitionView {
-    fn from(p: &PartitionFigures) -> Self {
-        KafkaPartitionView {
-            topic: p.topic.clone(),
-            partition: p.partition,
-            offset: p.next,
-            high_watermark: p.high_watermark,
-            lag: p.lag(),
-        }
-    }
-}
-
-/// The `kafka_sink` of a [`TaskView`]: the transactions of an exactly-once sink subtask in
-/// the current attempt, one per completed checkpoint that had output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct KafkaSinkView {
-    /// Transactions committed.
-    pub transactions_committed: u64,
-    /// Records committed in them (markers not counted).
-    pub records_committed: u64,
-    /// Transactions a restore sent again because they had not committed before a failure
-    /// (counted in `transactions_committed` too).
-    pub transactions_resent: u64,
-    /// How long a commit took, from the checkpoint's completion reaching the sink to the
-    /// commit's end, in ms (fractional); all zero before the first.
-    pub commit_duration: CommitDurationView,
-}
-
-/// The `commit_duration` of a [`KafkaSinkView`], in ms.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct CommitDurationView {
-    /// The last commit.
-    pub last: f64,
-    /// The longest commit.
-    pub max: f64,
-    /// The average commit.
-    pub avg: f64,
-    /// The median, estimated from the buckets of `weir_kafka_sink_commit_seconds`.
-    pub p50: f64,
-    /// The 99th percentile, estimated likewise.
-    pub p99: f64,
-}
-
-impl From<&SinkFigures> for KafkaSinkView {
-    fn from(f: &SinkFigures) -> Self {
-        let ms = |d: Duration| d.as_nanos() as f64 / 1e6;
-        let avg = match f.transactions {
-            0 => 0.0,
-            n => ms(f.sum) / n as f64,
-        };
-        KafkaSinkView {
-            transactions_committed: f.transactions,
-            records_committed: f.records,
-            transactions_resent: f.resent,
-            commit_duration: CommitDurationView {
-                last: ms(f.last),
-                max: ms(f.max),
-                avg,
-                p50: f.quantile(0.5).map_or(0.0, ms),
-                p99: f.quantile(0.99).map_or(0.0, ms),
-            },
-        }
-    }
+    /// What the task's connector shows of itself, under its own key (a Kafka source's
+    /// `kafka_source`, an exactly-once Kafka sink's `kafka_sink`); absent for other tasks.
+    #[serde(flatten)]
+    pub connector: BTreeMap<&'static str, serde_json::Value>,
 }
 
 /// One edge of [`JobView`].
@@ -390,21 +299,11 @@ fn task_view(
         records_late: metrics.map_or(0, |m| m.records_late()),
         records_unwired: metrics.map_or(0, |m| m.records_unwired()),
         pending_timers: metrics.map_or(0, |m| m.pending_timers()),
-        kafka_source: None,
-        kafka_sink: None,
-    };
-    let view = match metrics.and_then(|m| m.connector()) {
-        Some(ConnectorMetrics::KafkaSource(source)) => TaskView {
-            kafka_source: Some(KafkaSourceView {
-                partitions: source.partitions().iter().map(Into::into).collect(),
-            }),
-            ..view
-        },
-        Some(ConnectorMetrics::KafkaSink(sink)) => TaskView {
-            kafka_sink: Some(KafkaSinkView::from(&sink.read())),
-            ..view
-        },
-        None => view,
+        connector: metrics
+            .and_then(|m| m.connector())
+            .map(|figures| figures.view())
+            .into_iter()
+            .collect(),
     };
     (view, rates, metrics.map_or(0, |m| m.guest_calls()))
 }
@@ -944,7 +843,7 @@ mod tests {
 
     #[test]
     fn job_view_shows_a_kafka_sources_partitions_and_a_sinks_transactions() {
-        use crate::dataflow::connector_metrics::{
+        use crate::connectors::kafka::figures::{
             KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
         };
         let job = job();
@@ -962,9 +861,9 @@ mod tests {
         sink.committed(6, Duration::from_millis(8));
         sink.resent();
         let gen0 = Arc::new(TaskMetrics::default());
-        gen0.set_connector(ConnectorMetrics::KafkaSource(source));
+        gen0.set_connector(source);
         let out = Arc::new(TaskMetrics::default());
-        out.set_connector(ConnectorMetrics::KafkaSink(sink));
+        out.set_connector(sink);
         let monitor = JobMonitor::default();
         monitor.set_tasks(vec![
             (TaskId::new("gen", 0), TaskRole::Source, gen0),

@@ -16,7 +16,7 @@ use weir_abi::time::END_OF_TIME;
 
 use super::api::watermark_lag;
 use crate::checkpoint::stats::DURATION_BUCKETS;
-use crate::dataflow::connector_metrics::{COMMIT_BUCKETS, ConnectorMetrics};
+use crate::dataflow::connector_metrics::{Family, FamilyKind};
 use crate::job::{Job, JobStatus};
 use crate::runtime::JobMonitor;
 
@@ -177,7 +177,7 @@ pub fn render(job: &Job, monitor: &JobMonitor, wall_now: SystemTime) -> String {
 
     task_families(&mut w, monitor);
     watermark_families(&mut w, monitor, wall_now);
-    kafka_families(&mut w, monitor);
+    connector_families(&mut w, monitor);
     checkpoint_families(&mut w, monitor);
     w.finish()
 }
@@ -315,120 +315,49 @@ fn watermark_families(w: &mut TextWriter, monitor: &JobMonitor, wall_now: System
     }
 }
 
-/// The Kafka connectors' own figures: a source's partitions, labelled `vertex`, `subtask`,
-/// `topic` and `partition`; an exactly-once sink's transactions, labelled `vertex` and
-/// `subtask`. Only the families of connectors the attempt runs are written.
-fn kafka_families(w: &mut TextWriter, monitor: &JobMonitor) {
-    let tasks = monitor.tasks();
-    let mut partitions = Vec::new();
-    let mut sinks = Vec::new();
-    for (id, _, metrics) in &tasks {
-        let (vertex, subtask) = (id.vertex.to_string(), id.subtask.to_string());
-        match metrics.connector() {
-            Some(ConnectorMetrics::KafkaSource(source)) => {
-                for p in source.partitions() {
-                    partitions.push((vertex.clone(), subtask.clone(), p));
+/// The connectors' own figures (`ConnectorFigures::families`, `dataflow/connector_metrics.rs`):
+/// each family once, in the order the tasks first name them, with every task's samples
+/// labelled `vertex` and `subtask` before the connector's own labels. Only the families of
+/// connectors the attempt runs are written.
+fn connector_families(w: &mut TextWriter, monitor: &JobMonitor) {
+    let mut families: Vec<(Family, Vec<[String; 2]>)> = Vec::new();
+    for (id, _, metrics) in &monitor.tasks() {
+        let Some(figures) = metrics.connector() else {
+            continue;
+        };
+        let task = [id.vertex.to_string(), id.subtask.to_string()];
+        for family in figures.families() {
+            let at = match families.iter().position(|(f, _)| f.name == family.name) {
+                Some(at) => {
+                    families[at].0.samples.extend(family.samples);
+                    at
                 }
-            }
-            Some(ConnectorMetrics::KafkaSink(sink)) => sinks.push((vertex, subtask, sink.read())),
-            None => {}
+                None => {
+                    families.push((family, Vec::new()));
+                    families.len() - 1
+                }
+            };
+            // Which task each sample is of, in step with the samples.
+            let (family, tasks) = &mut families[at];
+            tasks.resize(family.samples.len(), task.clone());
         }
     }
-    if tasks
-        .iter()
-        .any(|(_, _, m)| matches!(m.connector(), Some(ConnectorMetrics::KafkaSource(_))))
-    {
-        type Read = fn(&crate::dataflow::connector_metrics::PartitionFigures) -> Option<i64>;
-        let families: [(&str, &str, Read); 3] = [
-            (
-                "weir_kafka_source_offset",
-                "The offset a Kafka source reads next in a partition (absent until it knows).",
-                |p| p.next,
-            ),
-            (
-                "weir_kafka_source_high_watermark",
-                "The offset after the last record a Kafka source can read in a partition (the last stable offset under read_committed), as librdkafka last heard from the broker (absent until it has).",
-                |p| p.high_watermark,
-            ),
-            (
-                "weir_kafka_source_lag_records",
-                "Records a Kafka source has yet to read in a partition: high watermark less offset (absent while either is unknown).",
-                |p| p.lag(),
-            ),
-        ];
-        for (family, help, read) in families {
-            w.family(family, MetricType::Gauge, help);
-            for (vertex, subtask, p) in &partitions {
-                let Some(value) = read(p) else { continue };
-                let number = p.partition.to_string();
-                w.sample(
-                    family,
-                    &[
-                        ("vertex", vertex),
-                        ("subtask", subtask),
-                        ("topic", &p.topic),
-                        ("partition", &number),
-                    ],
-                    value as f64,
-                );
-            }
-        }
-    }
-    if sinks.is_empty() {
-        return;
-    }
-    type Count = fn(&crate::dataflow::connector_metrics::SinkFigures) -> u64;
-    let counters: [(&str, &str, Count); 3] = [
-        (
-            "weir_kafka_sink_transactions_total",
-            "Transactions an exactly-once Kafka sink committed in the current attempt (one per completed checkpoint with output).",
-            |f| f.transactions,
-        ),
-        (
-            "weir_kafka_sink_records_committed_total",
-            "Records an exactly-once Kafka sink committed in those transactions.",
-            |f| f.records,
-        ),
-        (
-            "weir_kafka_sink_transactions_resent_total",
-            "Transactions a restore sent again because they had not committed before a failure.",
-            |f| f.resent,
-        ),
-    ];
-    for (family, help, read) in counters {
-        w.family(family, MetricType::Counter, help);
-        for (vertex, subtask, figures) in &sinks {
+    for (family, tasks) in &families {
+        let kind = match family.kind {
+            FamilyKind::Counter => MetricType::Counter,
+            FamilyKind::Gauge => MetricType::Gauge,
+            FamilyKind::Histogram => MetricType::Histogram,
+        };
+        w.family(family.name, kind, family.help);
+        for (sample, [vertex, subtask]) in family.samples.iter().zip(tasks) {
+            let mut labels = vec![("vertex", vertex.as_str()), ("subtask", subtask.as_str())];
+            labels.extend(sample.labels.iter().map(|(k, v)| (*k, v.as_str())));
             w.sample(
-                family,
-                &[("vertex", vertex), ("subtask", subtask)],
-                read(figures) as f64,
+                &format!("{}{}", family.name, sample.suffix),
+                &labels,
+                sample.value,
             );
         }
-    }
-    let family = "weir_kafka_sink_commit_seconds";
-    w.family(
-        family,
-        MetricType::Histogram,
-        "Time from the beginning of an exactly-once Kafka sink's transaction to its commit, records sent included.",
-    );
-    let bucket = format!("{family}_bucket");
-    for (vertex, subtask, figures) in &sinks {
-        let labels = [("vertex", vertex.as_str()), ("subtask", subtask.as_str())];
-        for (bound, count) in COMMIT_BUCKETS.iter().zip(figures.buckets) {
-            let le = format_value(*bound);
-            w.sample(&bucket, &[labels[0], labels[1], ("le", &le)], count as f64);
-        }
-        w.sample(
-            &bucket,
-            &[labels[0], labels[1], ("le", "+Inf")],
-            figures.transactions as f64,
-        );
-        w.sample(&format!("{family}_sum"), &labels, figures.sum.as_secs_f64());
-        w.sample(
-            &format!("{family}_count"),
-            &labels,
-            figures.transactions as f64,
-        );
     }
 }
 
@@ -526,6 +455,78 @@ mod tests {
     use crate::ids::TaskId;
     use crate::ids::{CheckpointId, CheckpointKind};
     use crate::runtime::monitor::TaskRole;
+
+    /// Figures of a connector as a test writes them: one gauge, labelled `part`.
+    #[derive(Debug)]
+    struct Parts(Vec<(&'static str, f64)>);
+
+    impl crate::dataflow::connector_metrics::ConnectorFigures for Parts {
+        fn view(&self) -> (&'static str, serde_json::Value) {
+            ("parts", serde_json::Value::Null)
+        }
+
+        fn families(&self) -> Vec<Family> {
+            vec![Family {
+                name: "weir_test_part",
+                kind: FamilyKind::Gauge,
+                help: "A part.",
+                samples: self
+                    .0
+                    .iter()
+                    .map(|(part, value)| crate::dataflow::connector_metrics::Sample {
+                        suffix: "",
+                        labels: vec![("part", (*part).to_owned())],
+                        value: *value,
+                    })
+                    .collect(),
+            }]
+        }
+    }
+
+    #[test]
+    fn a_connectors_family_is_written_once_with_every_tasks_samples_labelled_by_task() {
+        let task = |parts: Vec<(&'static str, f64)>| {
+            let metrics = Arc::new(TaskMetrics::default());
+            metrics.set_connector(Arc::new(Parts(parts)));
+            metrics
+        };
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![
+            (
+                TaskId::new("in", 0),
+                TaskRole::Source,
+                task(vec![("a", 1.0)]),
+            ),
+            (TaskId::new("in", 1), TaskRole::Source, task(Vec::new())),
+            (
+                TaskId::new("in", 2),
+                TaskRole::Source,
+                task(vec![("b", 2.0), ("c", 3.0)]),
+            ),
+        ]);
+        let mut w = TextWriter::default();
+        connector_families(&mut w, &monitor);
+        assert_eq!(
+            w.finish(),
+            "# HELP weir_test_part A part.\n# TYPE weir_test_part gauge\n\
+             weir_test_part{vertex=\"in\",subtask=\"0\",part=\"a\"} 1\n\
+             weir_test_part{vertex=\"in\",subtask=\"2\",part=\"b\"} 2\n\
+             weir_test_part{vertex=\"in\",subtask=\"2\",part=\"c\"} 3\n"
+        );
+        // A task without samples still declares the family.
+        let monitor = JobMonitor::default();
+        monitor.set_tasks(vec![(
+            TaskId::new("in", 0),
+            TaskRole::Source,
+            task(Vec::new()),
+        )]);
+        let mut w = TextWriter::default();
+        connector_families(&mut w, &monitor);
+        assert_eq!(
+            w.finish(),
+            "# HELP weir_test_part A part.\n# TYPE weir_test_part gauge\n"
+        );
+    }
 
     #[test]
     fn escapes_label_values_and_help() {
@@ -697,7 +698,7 @@ mod tests {
 
     #[test]
     fn renders_kafka_partitions_and_transactions_with_their_labels() {
-        use crate::dataflow::connector_metrics::{
+        use crate::connectors::kafka::figures::{
             KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
         };
         let job = crate::job::Job::from_str(
@@ -720,9 +721,9 @@ mod tests {
         sink.committed(10, Duration::from_millis(3));
         sink.committed(5, Duration::from_millis(30));
         let in_metrics = Arc::new(TaskMetrics::default());
-        in_metrics.set_connector(ConnectorMetrics::KafkaSource(source));
+        in_metrics.set_connector(source);
         let out_metrics = Arc::new(TaskMetrics::default());
-        out_metrics.set_connector(ConnectorMetrics::KafkaSink(sink));
+        out_metrics.set_connector(sink);
         let monitor = JobMonitor::default();
         monitor.set_tasks(vec![
             (TaskId::new("in", 0), TaskRole::Source, in_metrics),

@@ -4,316 +4,59 @@
 //! commit.
 //!
 //! The task loop never reads or writes them. A connector installs its figures when it is
-//! built and updates them where it does the work; the control endpoint reads them. They live
-//! on this floor, below both, because both must name them.
-//!
-//! Writing them is cheap where it happens often: a Kafka source stores plain atomics once per
-//! poll (never per record) and replaces its list of partitions, under a lock, only when its
-//! partitions change. A sink's figures change once per committed transaction, so a mutex
-//! keeps them consistent with each other.
+//! built and updates them where it does the work; the control endpoint reads them. The
+//! figures themselves are the connector's (`connectors/kafka/figures.rs`); what lives on this
+//! floor, below both, is [`ConnectorFigures`], the trait both name: a connector's part of its
+//! task's JSON view and its Prometheus families, so that the endpoint shows any connector's
+//! figures without naming one, and a new connector's figures are a change in its own folder.
 
-use std::sync::atomic::{AtomicI64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::Duration;
+use std::fmt;
 
-/// The figures of one connector, by kind.
-#[derive(Debug, Clone)]
-pub enum ConnectorMetrics {
-    /// A Kafka source's partitions.
-    KafkaSource(Arc<KafkaSourceMetrics>),
-    /// An exactly-once Kafka sink's transactions.
-    KafkaSink(Arc<KafkaSinkMetrics>),
+/// The figures one connector keeps of itself, as the displays read them.
+pub trait ConnectorFigures: Send + Sync + fmt::Debug {
+    /// Its entry in its task's JSON view (`GET /api/job`): the key (`kafka_source`) and the
+    /// value read now.
+    fn view(&self) -> (&'static str, serde_json::Value);
+
+    /// Its Prometheus families with this task's samples, read now. A family is declared
+    /// whenever a task has it, even without samples (a partition whose offsets are not known
+    /// yet); the endpoint merges the families of every task by name and labels each sample
+    /// with the task's `vertex` and `subtask` before the family's own labels.
+    fn families(&self) -> Vec<Family>;
 }
 
-/// What an offset that is not known yet is stored as (offsets are never negative).
-const UNKNOWN: i64 = -1;
-
-/// The partitions one Kafka source subtask reads.
-#[derive(Debug)]
-pub struct KafkaSourceMetrics {
-    /// The current partitions; replaced whole when the set changes, so a reader takes the
-    /// lock only to clone the `Arc`, and the source updates the figures without it.
-    partitions: Mutex<Arc<[PartitionMetrics]>>,
+/// One Prometheus family of a connector's figures.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Family {
+    /// Its name (`weir_kafka_source_offset`).
+    pub name: &'static str,
+    /// Its type.
+    pub kind: FamilyKind,
+    /// Its `# HELP` text.
+    pub help: &'static str,
+    /// Its samples, in order.
+    pub samples: Vec<Sample>,
 }
 
-impl Default for KafkaSourceMetrics {
-    fn default() -> Self {
-        KafkaSourceMetrics {
-            partitions: Mutex::new(Arc::from(Vec::new())),
-        }
-    }
+/// The type of a [`Family`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FamilyKind {
+    /// Only grows.
+    Counter,
+    /// Goes up and down.
+    Gauge,
+    /// Cumulative buckets (`_bucket`, with an `le` label), a `_sum` and a `_count`.
+    Histogram,
 }
 
-impl KafkaSourceMetrics {
-    /// The current partitions' live figures (the same ones the source updates).
-    pub fn current(&self) -> Arc<[PartitionMetrics]> {
-        Arc::clone(&self.lock())
-    }
-
-    /// Replaces the list of partitions (the source's set changed: it started, was restored,
-    /// or found new partitions).
-    pub fn replace(&self, partitions: Arc<[PartitionMetrics]>) {
-        *self.lock() = partitions;
-    }
-
-    /// A reading of every partition, in the source's order (by topic, then number).
-    pub fn partitions(&self) -> Vec<PartitionFigures> {
-        self.current().iter().map(PartitionMetrics::read).collect()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Arc<[PartitionMetrics]>> {
-        // A panic while holding this lock leaves a list behind: still readable.
-        self.partitions
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// The live figures of one partition a source reads.
-#[derive(Debug)]
-pub struct PartitionMetrics {
-    topic: String,
-    partition: i32,
-    next: AtomicI64,
-    high_watermark: AtomicI64,
-}
-
-impl PartitionMetrics {
-    /// Partition `partition` of `topic`, its offsets not known yet.
-    pub fn new(topic: &str, partition: i32) -> Self {
-        PartitionMetrics {
-            topic: topic.to_owned(),
-            partition,
-            next: AtomicI64::new(UNKNOWN),
-            high_watermark: AtomicI64::new(UNKNOWN),
-        }
-    }
-
-    /// Its topic.
-    pub fn topic(&self) -> &str {
-        &self.topic
-    }
-
-    /// Its number.
-    pub fn partition(&self) -> i32 {
-        self.partition
-    }
-
-    /// The offset the source reads next (a negative one: not known).
-    pub fn set_next(&self, offset: i64) {
-        self.next.store(offset.max(UNKNOWN), Ordering::Relaxed);
-    }
-
-    /// The offset after the last record the source can read, as the broker last said (a
-    /// negative one: not known).
-    pub fn set_high_watermark(&self, offset: i64) {
-        self.high_watermark
-            .store(offset.max(UNKNOWN), Ordering::Relaxed);
-    }
-
-    /// A reading of its figures.
-    pub fn read(&self) -> PartitionFigures {
-        let known = |offset: i64| (offset >= 0).then_some(offset);
-        PartitionFigures {
-            topic: self.topic.clone(),
-            partition: self.partition,
-            next: known(self.next.load(Ordering::Relaxed)),
-            high_watermark: known(self.high_watermark.load(Ordering::Relaxed)),
-        }
-    }
-}
-
-/// One reading of a partition's figures.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PartitionFigures {
-    /// Its topic.
-    pub topic: String,
-    /// Its number.
-    pub partition: i32,
-    /// The offset the source reads next; `None` before it knows where it starts.
-    pub next: Option<i64>,
-    /// The offset after the last record the source can read (the high watermark, or under
-    /// `read_committed` the last stable offset); `None` until the broker said.
-    pub high_watermark: Option<i64>,
-}
-
-impl PartitionFigures {
-    /// Records the source has yet to read: the high watermark less the next offset (never
-    /// below 0); `None` while either is unknown.
-    pub fn lag(&self) -> Option<i64> {
-        Some((self.high_watermark? - self.next?).max(0))
-    }
-}
-
-/// Upper bounds, in seconds, of the buckets of [`SinkFigures::buckets`]: from 1 ms (a
-/// transaction on a local broker) to 30 s (the request timeout).
-pub(crate) const COMMIT_BUCKETS: [f64; 13] = [
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0, 30.0,
-];
-
-/// The transactions of one exactly-once Kafka sink subtask.
-#[derive(Debug, Default)]
-pub struct KafkaSinkMetrics {
-    figures: Mutex<SinkFigures>,
-}
-
-impl KafkaSinkMetrics {
-    /// Counts one committed transaction of `records` records (the marker not counted) whose
-    /// commit took `took`, from the sink learning it may commit to the commit's end.
-    pub fn committed(&self, records: u64, took: Duration) {
-        let mut figures = self.lock();
-        figures.transactions += 1;
-        figures.records += records;
-        figures.last = took;
-        figures.max = figures.max.max(took);
-        figures.sum += took;
-        let seconds = took.as_secs_f64();
-        for (count, bound) in figures.buckets.iter_mut().zip(COMMIT_BUCKETS) {
-            if seconds <= bound {
-                *count += 1;
-            }
-        }
-    }
-
-    /// Counts a restore that sent a checkpoint's output again: its transaction had not
-    /// committed before the job failed. (The transaction itself counts as committed too.)
-    pub fn resent(&self) {
-        self.lock().resent += 1;
-    }
-
-    /// A reading of the figures.
-    pub fn read(&self) -> SinkFigures {
-        self.lock().clone()
-    }
-
-    fn lock(&self) -> MutexGuard<'_, SinkFigures> {
-        self.figures
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-}
-
-/// One reading of a sink's figures, all of the current attempt.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct SinkFigures {
-    /// Transactions committed.
-    pub transactions: u64,
-    /// Records committed in them.
-    pub records: u64,
-    /// Transactions a restore sent again.
-    pub resent: u64,
-    /// How long the last commit took.
-    pub last: Duration,
-    /// How long the longest commit took.
-    pub max: Duration,
-    /// How long every commit took, added up.
-    pub sum: Duration,
-    /// `buckets[i]`: commits that took at most `COMMIT_BUCKETS[i]` seconds (cumulative, as a
-    /// Prometheus histogram's buckets are).
-    pub buckets: [u64; COMMIT_BUCKETS.len()],
-}
-
-impl SinkFigures {
-    /// An estimate of quantile `q` (0 to 1) of the commit durations, interpolated within its
-    /// bucket as Prometheus' `histogram_quantile` does and never above the longest; `None`
-    /// before the first commit.
-    pub fn quantile(&self, q: f64) -> Option<Duration> {
-        if self.transactions == 0 {
-            return None;
-        }
-        let rank = q.clamp(0.0, 1.0) * self.transactions as f64;
-        let mut below = 0u64;
-        let mut lower = 0.0;
-        for (count, upper) in self.buckets.iter().zip(COMMIT_BUCKETS) {
-            if *count as f64 >= rank && *count > below {
-                let within = (rank - below as f64) / (*count - below) as f64;
-                let seconds = lower + (upper - lower) * within;
-                return Some(Duration::from_secs_f64(seconds).min(self.max));
-            }
-            below = *count;
-            lower = upper;
-        }
-        // Beyond the last bucket: the longest is the best estimate there is.
-        Some(self.max)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_partitions_lag_is_what_is_left_to_read() {
-        let metrics = KafkaSourceMetrics::default();
-        assert!(metrics.partitions().is_empty());
-        let list: Arc<[PartitionMetrics]> = Arc::from(vec![
-            PartitionMetrics::new("a", 0),
-            PartitionMetrics::new("a", 1),
-        ]);
-        metrics.replace(Arc::clone(&list));
-        let before = metrics.partitions();
-        assert_eq!((before[0].next, before[0].high_watermark), (None, None));
-        assert_eq!(before[0].lag(), None);
-        list[0].set_next(7);
-        assert_eq!(metrics.partitions()[0].lag(), None, "no watermark yet");
-        list[0].set_high_watermark(10);
-        list[1].set_next(4);
-        list[1].set_high_watermark(-1001);
-        let after = metrics.partitions();
-        assert_eq!(
-            after[0],
-            PartitionFigures {
-                topic: "a".into(),
-                partition: 0,
-                next: Some(7),
-                high_watermark: Some(10),
-            }
-        );
-        assert_eq!(after[0].lag(), Some(3));
-        assert_eq!(
-            after[1].high_watermark, None,
-            "librdkafka's 'invalid' is unknown"
-        );
-        // A watermark read before the records the source just read: no negative lag.
-        list[0].set_next(12);
-        assert_eq!(metrics.partitions()[0].lag(), Some(0));
-    }
-
-    #[test]
-    fn a_sink_counts_its_commits_in_cumulative_buckets() {
-        let metrics = KafkaSinkMetrics::default();
-        assert_eq!(metrics.read().quantile(0.5), None);
-        metrics.committed(10, Duration::from_millis(2));
-        metrics.committed(5, Duration::from_millis(20));
-        metrics.committed(0, Duration::from_millis(40));
-        metrics.resent();
-        let figures = metrics.read();
-        assert_eq!(
-            (figures.transactions, figures.records, figures.resent),
-            (3, 15, 1)
-        );
-        assert_eq!(figures.last, Duration::from_millis(40));
-        assert_eq!(figures.max, Duration::from_millis(40));
-        assert_eq!(figures.sum, Duration::from_millis(62));
-        // 1 ms, 2.5 ms, 5 ms, 10 ms, 25 ms, 50 ms, ...
-        assert_eq!(&figures.buckets[..7], &[0, 1, 1, 1, 2, 3, 3]);
-        assert_eq!(*figures.buckets.last().unwrap(), 3);
-        // The median falls in the 10–25 ms bucket, at its upper end.
-        let median = figures.quantile(0.5).unwrap();
-        assert!(
-            median > Duration::from_millis(10) && median <= Duration::from_millis(25),
-            "{median:?}"
-        );
-        // Never above the longest seen.
-        assert_eq!(figures.quantile(1.0), Some(Duration::from_millis(40)));
-    }
-
-    #[test]
-    fn a_commit_slower_than_every_bucket_is_still_counted() {
-        let metrics = KafkaSinkMetrics::default();
-        metrics.committed(1, Duration::from_secs(45));
-        let figures = metrics.read();
-        assert_eq!(figures.buckets, [0; COMMIT_BUCKETS.len()]);
-        assert_eq!(figures.quantile(0.5), Some(Duration::from_secs(45)));
-    }
+/// One sample of a [`Family`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Sample {
+    /// What follows the family's name in the sample's (`_bucket`, `_sum`, `_count` for a
+    /// histogram; empty otherwise).
+    pub suffix: &'static str,
+    /// Its labels after the task's `vertex` and `subtask`.
+    pub labels: Vec<(&'static str, String)>,
+    /// Its value.
+    pub value: f64,
 }

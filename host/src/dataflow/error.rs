@@ -3,9 +3,13 @@
 //!
 //! In a file of their own because both directions need both: a router delivers to the tasks
 //! chained after it and returns their failures, and a task returns its router's.
+//!
+//! A connector's own failures are not variants here: each connector declares its errors beside
+//! its code and implements [`ConnectorFailure`] for them, and a task carries one as
+//! [`TaskError::Connector`]. So the task loop names no concrete connector (nor its client
+//! library's error types), and a new connector adds its errors without touching this file.
 
-use std::io;
-use std::path::PathBuf;
+use std::fmt;
 
 use weir_abi::DecodeError;
 
@@ -22,119 +26,10 @@ pub(crate) enum TaskError {
     /// The guest failed (trap, timeout, bad output, its own error…).
     #[error(transparent)]
     Guest(#[from] GuestError),
-    /// The file source could not open, seek in or read its file: check that the file
-    /// exists and is readable.
-    #[error("file source {}: {what}: {source}", path.display())]
-    FileSource {
-        /// The file it reads.
-        path: PathBuf,
-        /// What it was doing, such as `cannot read`.
-        what: &'static str,
-        /// The I/O error.
-        source: io::Error,
-    },
-    /// A line of the file source's file is not what its `format` reads, and its `on_error`
-    /// is `fail`.
-    #[error(
-        "file source {}: line {line} is not a {format} record: {problem} (fix the line, or set \
-         `on_error = \"skip\"` on the source to drop such lines)",
-        path.display()
-    )]
-    MalformedLine {
-        /// The file it reads.
-        path: PathBuf,
-        /// The line's number, from 1.
-        line: u64,
-        /// The source's `format`.
-        format: &'static str,
-        /// What is wrong with the line.
-        problem: String,
-    },
-    /// The file sink could not write, sync, commit or clean up a part file or its output
-    /// directory: check the disk and the directory's permissions.
-    #[error("file sink {}: {what}: {source}", path.display())]
-    FileSink {
-        /// The part file or the output directory concerned.
-        path: PathBuf,
-        /// What it was doing, such as `cannot fsync`.
-        what: &'static str,
-        /// The I/O error.
-        source: io::Error,
-    },
-    /// The stdout sink could not write or flush the process's standard output (a closed
-    /// pipe, typically).
-    #[error("stdout sink: {what}: {source}")]
-    StdoutSink {
-        /// What it was doing, such as `cannot write`.
-        what: &'static str,
-        /// The I/O error.
-        source: io::Error,
-    },
-    /// A Kafka connector's request failed: the broker refused it, or did not answer in time.
-    #[error("{connector}: {what}: {source}")]
-    Kafka {
-        /// `kafka source "in"`.
-        connector: String,
-        /// What it was doing, and what librdkafka last reported on its own.
-        what: String,
-        /// librdkafka's error.
-        source: Box<rdkafka::error::KafkaError>,
-    },
-    /// A record read by a Kafka source lacks a header its `key`, `value` or `timestamp` names,
-    /// or its timestamp header is not an integer, and its `on_error` is `fail`.
-    #[error(
-        "{connector}: the record at offset {offset} of {topic}/{partition} has {problem} (fix \
-         the producer, or set `on_error = \"skip\"` on the source to drop such records)"
-    )]
-    KafkaUnmappedRecord {
-        /// `kafka source "in"`.
-        connector: String,
-        /// The record's topic.
-        topic: String,
-        /// Its partition.
-        partition: i32,
-        /// Its offset.
-        offset: i64,
-        /// What is wrong, naming the header and the part it maps (`no header "user" for its
-        /// key`).
-        problem: String,
-    },
-    /// A record is larger than a Kafka sink may send.
-    #[error(
-        "{connector}: a record of {size} bytes (key and value) does not fit in the limit of \
-         {limit} bytes (less about 100 bytes of framing), {limit_source}: make the operator emit \
-         smaller records, or raise the limit"
-    )]
-    KafkaRecordTooLarge {
-        /// `kafka sink "out"`.
-        connector: String,
-        /// The record's key and value, in bytes.
-        size: usize,
-        /// The limit, in bytes.
-        limit: usize,
-        /// Where the limit comes from.
-        limit_source: String,
-    },
-    /// A record's key names no topic a Kafka sink with `topic = { from_key … }` may write to:
-    /// it lacks the separator, or the text before it is none of the sink's `topics`.
-    #[error(
-        "{connector}: the record key {key} {problem}; the sink takes each record's topic from \
-         its key (`topic = {{ from_key = {separator:?}, topics = [{topics}] }}`), so a key must \
-         be <topic>{separator}<key> with one of those topics: make the operator emit such keys, \
-         or add the topic to `topics` (it must exist when the job starts)"
-    )]
-    KafkaRecordTopic {
-        /// `kafka sink "out"`.
-        connector: String,
-        /// The record's key, quoted (lossy UTF-8, its first 100 characters).
-        key: String,
-        /// What is wrong with it: `has no "/"`, `names topic "x", which is not in `topics``.
-        problem: String,
-        /// The sink's `from_key`.
-        separator: String,
-        /// The sink's `topics`, quoted and separated by commas.
-        topics: String,
-    },
+    /// A connector failed in its own way (a file it cannot read, a broker that refused a
+    /// request, a record it cannot write): its typed error, shown as it is.
+    #[error(transparent)]
+    Connector(ConnectorError),
     /// A batch on a channel was malformed.
     #[error("malformed batch on input {input}: {problem}")]
     Malformed {
@@ -184,7 +79,8 @@ impl TaskError {
     /// is not at fault, and the restart strategy may get past it.
     pub(crate) fn while_restoring(self) -> TaskError {
         match self {
-            TaskError::Stopped | TaskError::Kafka { .. } => self,
+            TaskError::Stopped => self,
+            TaskError::Connector(ref failure) if failure.0.is_external() => self,
             error => TaskError::Restoring(Box::new(error)),
         }
     }
@@ -199,6 +95,54 @@ impl TaskError {
                 error: Box::new(error),
             },
         }
+    }
+}
+
+/// A connector's own error, as a task carries it: what a connector implements for each of its
+/// error types, so that [`TaskError`] can hold any of them behind one variant.
+pub(crate) trait ConnectorFailure: std::error::Error + Send + Sync + 'static {
+    /// The connector that failed, by the `type` a job file names it with (`file`, `kafka`,
+    /// `stdout`).
+    fn connector(&self) -> &'static str;
+
+    /// Whether this is a failure of what the connector talks to (a broker that did not answer
+    /// in time) rather than of the state it was restoring: raised while a task takes up its
+    /// restored state, such a failure does not refuse the checkpoint
+    /// ([`TaskError::while_restoring`]), and the restart strategy may get past it. `false`
+    /// unless a connector says otherwise.
+    fn is_external(&self) -> bool {
+        false
+    }
+}
+
+/// One connector's failure behind [`TaskError::Connector`]: shown as the connector's error
+/// (its message, and its cause as the source); its debug form names the connector first.
+pub(crate) struct ConnectorError(Box<dyn ConnectorFailure>);
+
+impl fmt::Debug for ConnectorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ConnectorError")
+            .field("connector", &self.0.connector())
+            .field("failure", &self.0)
+            .finish()
+    }
+}
+
+impl fmt::Display for ConnectorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for ConnectorError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
+}
+
+impl<E: ConnectorFailure> From<E> for TaskError {
+    fn from(failure: E) -> Self {
+        TaskError::Connector(ConnectorError(Box::new(failure)))
     }
 }
 
@@ -247,17 +191,40 @@ impl RouteError {
 mod tests {
     use super::*;
 
+    /// A connector's failure as a test writes one.
+    #[derive(Debug, thiserror::Error)]
+    #[error("test connector: {what}")]
+    struct Failure {
+        what: &'static str,
+        external: bool,
+        #[source]
+        source: std::io::Error,
+    }
+
+    impl ConnectorFailure for Failure {
+        fn connector(&self) -> &'static str {
+            "test"
+        }
+
+        fn is_external(&self) -> bool {
+            self.external
+        }
+    }
+
+    fn failure(what: &'static str, external: bool) -> TaskError {
+        Failure {
+            what,
+            external,
+            source: std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        }
+        .into()
+    }
+
     #[test]
-    fn a_broker_that_does_not_answer_during_a_restore_is_no_refusal_of_the_checkpoint() {
-        let kafka = TaskError::Kafka {
-            connector: "kafka sink \"out\"".into(),
-            what: "cannot read the markers".into(),
-            source: Box::new(rdkafka::error::KafkaError::MessageConsumption(
-                rdkafka::types::RDKafkaErrorCode::BrokerTransportFailure,
-            )),
-        };
-        assert!(!kafka.while_restoring().is_restoring());
+    fn a_connector_failure_of_what_it_talks_to_during_a_restore_is_no_refusal_of_the_checkpoint() {
+        assert!(!failure("no answer", true).while_restoring().is_restoring());
         assert!(!TaskError::Stopped.while_restoring().is_restoring());
+        assert!(failure("bad state", false).while_restoring().is_restoring());
         let state = TaskError::Restore("not a state of this operator".into()).while_restoring();
         assert!(state.is_restoring());
         // Shown as what it wraps.
@@ -268,39 +235,19 @@ mod tests {
     }
 
     #[test]
-    fn connector_failures_name_the_connector_its_path_and_what_it_was_doing() {
-        let io = || io::Error::new(io::ErrorKind::PermissionDenied, "permission denied");
-        let source = TaskError::FileSource {
-            path: PathBuf::from("/in/lines.txt"),
-            what: "cannot open",
-            source: io(),
-        };
-        assert_eq!(
-            source.to_string(),
-            "file source /in/lines.txt: cannot open: permission denied"
+    fn a_connector_failure_is_shown_as_the_connectors_own_error_with_its_cause() {
+        let error = failure("cannot read", false);
+        assert_eq!(error.to_string(), "test connector: cannot read");
+        assert!(
+            format!("{error:?}").starts_with("Connector(ConnectorError { connector: \"test\", "),
+            "{error:?}"
         );
-        let sink = TaskError::FileSink {
-            path: PathBuf::from("/out/part-0-0.inprogress"),
-            what: "cannot fsync",
-            source: io(),
-        };
+        // The cause stays reachable as the source, for whoever needs its kind.
+        let cause =
+            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
         assert_eq!(
-            sink.to_string(),
-            "file sink /out/part-0-0.inprogress: cannot fsync: permission denied"
-        );
-        let stdout = TaskError::StdoutSink {
-            what: "cannot write",
-            source: io(),
-        };
-        assert_eq!(
-            stdout.to_string(),
-            "stdout sink: cannot write: permission denied"
-        );
-        // The I/O error stays reachable as the source, for whoever needs its kind.
-        let cause = std::error::Error::source(&sink).and_then(|e| e.downcast_ref::<io::Error>());
-        assert_eq!(
-            cause.map(io::Error::kind),
-            Some(io::ErrorKind::PermissionDenied)
+            cause.map(std::io::Error::kind),
+            Some(std::io::ErrorKind::PermissionDenied)
         );
     }
 }

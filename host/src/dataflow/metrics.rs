@@ -3,11 +3,11 @@
 //! read by anyone. A connector may add figures of its own
 //! ([`connector`](TaskMetrics::connector)), which the task loop never looks at.
 
-use std::sync::OnceLock;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::connector_metrics::ConnectorMetrics;
+use super::connector_metrics::ConnectorFigures;
 
 /// Live counters of one task.
 #[derive(Debug, Default)]
@@ -40,7 +40,7 @@ pub struct TaskMetrics {
     pub pending_timers: AtomicU64,
     /// What the task's connector reports of itself (a Kafka source's partitions, a Kafka
     /// sink's transactions), set once when it is built; empty for other tasks.
-    connector: OnceLock<ConnectorMetrics>,
+    connector: OnceLock<Arc<dyn ConnectorFigures>>,
 }
 
 impl TaskMetrics {
@@ -98,12 +98,12 @@ impl TaskMetrics {
 
     /// Installs the figures the task's connector keeps of itself; a second call is ignored
     /// (a task has one connector).
-    pub fn set_connector(&self, figures: ConnectorMetrics) {
+    pub fn set_connector(&self, figures: Arc<dyn ConnectorFigures>) {
         let _ = self.connector.set(figures);
     }
 
     /// The figures the task's connector keeps of itself, if it keeps any.
-    pub fn connector(&self) -> Option<&ConnectorMetrics> {
+    pub fn connector(&self) -> Option<&Arc<dyn ConnectorFigures>> {
         self.connector.get()
     }
 

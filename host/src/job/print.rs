@@ -5,7 +5,12 @@
 //! Apart from the graph because writing a job out needs the job file's shape ([`spec`]) and
 //! its words for every setting, which the graph's own queries do not.
 //!
+//! The keys of a Kafka source or sink are written by [`kafka`], beside the rules that read
+//! them in `validate/kafka.rs`.
+//!
 //! [`spec`]: super::spec
+
+mod kafka;
 
 use std::path::Path;
 use std::time::Duration;
@@ -17,9 +22,6 @@ use super::format::{FileFormat, RecordFields};
 use super::graph::{
     GeneratorSettings, GeneratorValues, Job, Partitioner, SinkKind, SourceKind, StateCapture,
     Vertex, VertexKind,
-};
-use super::kafka::{
-    KafkaField, KafkaSourceSettings, KafkaStart, KafkaUntil, SinkTopic, TopicSelection,
 };
 use super::restart::RestartStrategy;
 use super::spec::{
@@ -157,7 +159,7 @@ impl Job {
                                 }
                             }
                         }
-                        SourceKind::Kafka(kafka) => kafka_source_spec(&mut source, kafka),
+                        SourceKind::Kafka(settings) => kafka::source_spec(&mut source, settings),
                     }
                     spec.sources.push(source);
                 }
@@ -200,15 +202,8 @@ impl Job {
                             sink.path = Some(unspanned(self.relative(directory)));
                             "file"
                         }
-                        SinkKind::Kafka(kafka) => {
-                            sink.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
-                            sink.topic = Some(unspanned(sink_topic_spec(&kafka.topic)));
-                            sink.timestamp = Some(unspanned(kafka.timestamp.as_str().into()));
-                            sink.delivery = Some(unspanned(kafka.delivery.as_str().into()));
-                            sink.transactional_id_prefix =
-                                Some(unspanned(kafka.transactional_id_prefix.clone()));
-                            sink.marker_topic = Some(unspanned(kafka.marker_topic.clone()));
-                            sink.properties = properties_spec(&kafka.properties);
+                        SinkKind::Kafka(settings) => {
+                            kafka::sink_spec(&mut sink, settings);
                             "kafka"
                         }
                         SinkKind::Stdout => "stdout",
@@ -371,88 +366,6 @@ fn fields_spec<F>(
     source.key = fields.key.as_ref().map(|f| unspanned(write(f)));
     source.value = fields.value.as_ref().map(|f| unspanned(write(f)));
     source.timestamp = fields.timestamp.as_ref().map(|f| unspanned(write(f)));
-}
-
-/// Writes the keys of a Kafka source.
-fn kafka_source_spec(source: &mut SourceSpec, kafka: &KafkaSourceSettings) {
-    source.kind = Some(unspanned("kafka".into()));
-    source.bootstrap = Some(unspanned(kafka.bootstrap.clone()));
-    match &kafka.topics {
-        TopicSelection::Names(names) => {
-            source.topics = Some(unspanned(names.iter().cloned().map(unspanned).collect()));
-        }
-        TopicSelection::Pattern(pattern) => {
-            source.topic_pattern = Some(unspanned(pattern.clone()));
-        }
-    }
-    source.start = Some(unspanned(match kafka.start {
-        KafkaStart::Earliest => toml::Value::String("earliest".into()),
-        KafkaStart::Latest => toml::Value::String("latest".into()),
-        KafkaStart::Committed => toml::Value::String("committed".into()),
-        KafkaStart::Timestamp(ms) => {
-            toml::Value::Table(toml::Table::from_iter([("timestamp".into(), ms.into())]))
-        }
-    }));
-    source.until = Some(unspanned(
-        match kafka.until {
-            KafkaUntil::Never => "never",
-            KafkaUntil::End => "end",
-        }
-        .into(),
-    ));
-    source.isolation = Some(unspanned(kafka.isolation.as_str().into()));
-    source.group = Some(unspanned(kafka.group.clone()));
-    source.discovery_interval = Some(unspanned(
-        kafka
-            .discovery_interval
-            .map_or_else(|| "off".to_owned(), format_duration),
-    ));
-    source.properties = properties_spec(&kafka.properties);
-    let field = |field: &KafkaField, part: &str| {
-        unspanned(match field {
-            KafkaField::Record => toml::Value::String(part.into()),
-            KafkaField::Header(name) => toml::Value::Table(toml::Table::from_iter([(
-                "header".into(),
-                toml::Value::String(name.clone()),
-            )])),
-        })
-    };
-    source.key = Some(field(&kafka.key, "key"));
-    source.value = Some(field(&kafka.value, "value"));
-    source.timestamp = Some(field(&kafka.timestamp, "timestamp"));
-    // Refused without a header to apply to, so written only with one.
-    if kafka.maps_headers() {
-        source.on_error = Some(unspanned(kafka.on_error.as_str().into()));
-    }
-}
-
-/// The `topic` of a Kafka sink: a name, or the `{ from_key, topics }` table.
-fn sink_topic_spec(topic: &SinkTopic) -> toml::Value {
-    match topic {
-        SinkTopic::Fixed(name) => toml::Value::String(name.clone()),
-        SinkTopic::FromKey { separator, topics } => toml::Value::Table(toml::Table::from_iter([
-            (
-                "from_key".to_owned(),
-                toml::Value::String(separator.clone()),
-            ),
-            (
-                "topics".to_owned(),
-                toml::Value::Array(topics.iter().cloned().map(toml::Value::String).collect()),
-            ),
-        ])),
-    }
-}
-
-/// The `properties` table of a Kafka connector; absent when empty.
-fn properties_spec(properties: &[(String, String)]) -> Option<Spanned<toml::Table>> {
-    (!properties.is_empty()).then(|| {
-        unspanned(
-            properties
-                .iter()
-                .map(|(k, v)| (k.clone(), toml::Value::String(v.clone())))
-                .collect(),
-        )
-    })
 }
 
 /// A value with no position, for specs built in memory.

@@ -38,9 +38,11 @@ pub enum RunError {
         /// The job's checkpoint directory.
         directory: std::path::PathBuf,
     },
-    /// A Kafka connector's brokers or topics are not what the job file says.
+    /// A connector's check refused the job or the restore: what it talks to is not what the
+    /// job file says (a Kafka connector's brokers or topics), or no longer what the
+    /// checkpoint read (a topic created again).
     #[error(transparent)]
-    Kafka(#[from] crate::connectors::kafka::KafkaSetupError),
+    Connector(#[from] crate::connectors::connector::ConnectorSetupError),
     /// The runtime could not be set up.
     #[error("{0}")]
     Setup(String),

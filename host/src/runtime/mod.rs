@@ -23,7 +23,7 @@ mod worker;
 
 use std::path::PathBuf;
 
-pub use crate::connectors::kafka::KafkaSetupError;
+pub use crate::connectors::connector::ConnectorSetupError;
 pub use error::RunError;
 pub use monitor::{CheckpointFailure, CheckpointSummary, JobMonitor, RestoredCheckpoint};
 pub use request::{

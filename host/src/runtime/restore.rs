@@ -15,8 +15,8 @@
 //! checkpointed with (docs/ABI.md §16): a job file that sets another
 //! `max_parallelism` is refused, and its parallelism may change only up to them, its
 //! states split and merged by key group. A source or sink whose parallelism changed
-//! has its states split by its connector's rule (generator, Kafka source, file and
-//! Kafka sinks); any other that kept state is refused.
+//! has its states split by its connector's rescale rule (`connectors::rescale_rule`); one
+//! whose connector has none and that kept state is refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -28,11 +28,10 @@ use crate::checkpoint::rescale::{InnerStates, RescaleError, rescale_states, spli
 use crate::checkpoint::restore::EnvelopeError;
 use crate::checkpoint::storage::StorageError;
 use crate::checkpoint::task_state::{RestoredState, TaskState};
-use crate::connectors::kafka::source as kafka_source;
-use crate::connectors::{generator, inherited};
+use crate::connectors;
 use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
-use crate::job::{Job, SinkKind, SourceKind, VertexKind};
+use crate::job::{Job, VertexKind};
 use crate::state;
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
@@ -252,23 +251,14 @@ pub(crate) fn match_states(
             // A connector whose state can move says how. A file source runs at parallelism 1,
             // and the stdout and blackhole sinks keep no state: one that has some anyway (a
             // checkpoint not of this job) is refused.
-            let split: ConnectorSplit = match &v.kind {
-                VertexKind::Sink(SinkKind::File { .. } | SinkKind::Kafka(_)) => {
-                    |old, p| Ok(inherited::rescale_states(old, p))
-                }
-                VertexKind::Source(SourceKind::Kafka(_)) => kafka_source::rescale_positions,
-                VertexKind::Source(SourceKind::Generator(_)) => generator::rescale_positions,
-                VertexKind::Source(SourceKind::File { .. })
-                | VertexKind::Sink(SinkKind::Stdout | SinkKind::Blackhole)
-                | VertexKind::Operator(_) => {
-                    return Err(RestoreError::ParallelismChanged {
-                        kind: v.kind_name(),
-                        vertex: vertex.to_string(),
-                        old,
-                        new: v.parallelism,
-                        checkpoint: checkpoint.to_string(),
-                    });
-                }
+            let Some(split) = connectors::rescale_rule(&v.kind) else {
+                return Err(RestoreError::ParallelismChanged {
+                    kind: v.kind_name(),
+                    vertex: vertex.to_string(),
+                    old,
+                    new: v.parallelism,
+                    checkpoint: checkpoint.to_string(),
+                });
             };
             let new_states = rescale_states(&by_subtask(own, old), v.key_groups(), |inners| {
                 let states = split(inners, v.parallelism).map_err(RescaleError::Connector)?;
@@ -330,10 +320,6 @@ pub(crate) fn match_states(
     check_downstream(&matched, job, checkpoint)?;
     Ok(matched)
 }
-
-/// How a connector's states, one per old subtask, become the states of the new subtasks (as
-/// many as the `u32`), or why they cannot.
-type ConnectorSplit = fn(&[&[u8]], u32) -> Result<Vec<Vec<u8>>, String>;
 
 impl StateMatch {
     /// Takes `states`, one per new subtask of `vertex`, split from `old` subtasks for `new`.
@@ -402,6 +388,7 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::metadata::{METADATA_VERSION, StateHandle, TaskStateMeta};
+    use crate::connectors::inherited;
     use crate::ids::CheckpointId;
 
     /// A job with a generator of parallelism `source`, an operator `op_name` of parallelism

@@ -116,7 +116,7 @@ impl JobRunner {
         }
         // Brokers that do not answer or topics that do not exist stop the job here, named,
         // instead of failing its tasks over and over.
-        crate::connectors::kafka::preflight(&job)?;
+        crate::connectors::preflight(&job)?;
         let counts = engine.as_ref().and_then(WasmEngine::module_cache_counts);
         if let (Some(dir), Some((cached, compiled))) = (&options.module_cache, counts) {
             tracing::info!(
@@ -514,8 +514,7 @@ impl JobRunner {
             match_states(&metadata, &name, &for_match, allow, states)
         })
         .await?;
-        self.check_kafka_offsets(job, &matched.states, &label)
-            .await?;
+        self.check_restore(job, &matched.states, &label).await?;
         for vertex in &matched.dropped {
             tracing::warn!(
                 "dropping the state of `{vertex}` from {label}: the job has no such vertex"
@@ -534,47 +533,27 @@ impl JobRunner {
         Ok((job.with_key_groups(&matched.key_groups), matched.states))
     }
 
-    /// Refuses a restore whose Kafka source offsets belong to a topic deleted and created
-    /// again since the checkpoint `label` (read at those offsets, the new topic would be
-    /// skipped into or read as the old one). A check that cannot reach the brokers only
-    /// warns: the sources then fail, and the job restarts, as they would without it.
-    async fn check_kafka_offsets(
+    /// Runs the sources' checks of a restore from the checkpoint `label`
+    /// (`connectors::restore_checks`: a Kafka source refuses offsets that belong to a topic
+    /// deleted and created again), off the async threads; the first that refuses stops the
+    /// restore.
+    async fn check_restore(
         &self,
         job: &Job,
         states: &HashMap<TaskId, RestoredState>,
         label: &str,
     ) -> Result<(), RunError> {
-        use crate::connectors::kafka::{KafkaSetupError, check_restored_offsets};
-        use crate::job::SourceKind;
-        let kafka_sources: HashMap<TaskId, RestoredState> = states
-            .iter()
-            .filter(|(task, _)| {
-                job.vertices.iter().any(|v| {
-                    v.name == task.vertex
-                        && matches!(v.kind, VertexKind::Source(SourceKind::Kafka(_)))
-                })
-            })
-            .map(|(task, state)| (task.clone(), state.clone()))
-            .collect();
-        if kafka_sources.is_empty() {
+        let checks = crate::connectors::restore_checks(job, states, label);
+        if checks.is_empty() {
             return Ok(());
         }
-        let job = job.clone();
-        let checkpoint = label.to_owned();
-        let checked = blocking(move || {
-            Ok::<_, RunError>(check_restored_offsets(&job, &kafka_sources, &checkpoint))
-        })
-        .await?;
-        match checked {
-            Ok(()) => Ok(()),
-            Err(recreated @ KafkaSetupError::TopicRecreated { .. }) => Err(recreated.into()),
-            Err(other) => {
-                tracing::warn!(
-                    "cannot check the Kafka sources' offsets before the restore: {other}"
-                );
-                Ok(())
+        blocking(move || {
+            for check in checks {
+                check()?;
             }
-        }
+            Ok::<_, RunError>(())
+        })
+        .await
     }
 
     /// The end of a run that a newer run of the job superseded: failed, never restarted.

@@ -10,22 +10,27 @@
 //!   the checkpoint, offsets committed to the consumer group when a checkpoint completes.
 //! - [`sink`]: exactly-once (the checkpoint's output in the snapshot and in a transaction that
 //!   commits, with a marker, when the checkpoint completes), at-least-once, or none.
+//! - [`error`]: why a Kafka source or sink task stops ([`error::KafkaFailure`]).
+//! - [`figures`]: what the displays show of a source (offsets, lag) and a sink (transactions).
 //! - [`marker`]: the marker records the exactly-once sink writes and reads back.
 //! - [`report`]: a source's offsets and lag per partition, for the displays.
 //! - [`retention`]: the sink's warning about records their topic's retention deletes at once.
-//! - [`preflight`]: a job's brokers and topics checked once before it starts, so a wrong
-//!   address or a missing topic stops it with exit code 3 instead of failing over forever.
+//! - [`check_source`], [`check_sink`]: a connector's brokers and topics checked once before
+//!   the job starts (its connector's `preflight`), so a wrong address or a missing topic
+//!   stops it with exit code 3 instead of failing over forever.
 //! - [`check_restored_offsets`]: before a restore, the sources' checkpointed offsets checked
 //!   against their topics, so a topic deleted and created again since the checkpoint is named
 //!   instead of read at offsets that belong to the old one.
 
+pub(crate) mod error;
+pub(crate) mod figures;
 pub(crate) mod marker;
 pub(crate) mod report;
 pub(crate) mod retention;
 pub(crate) mod sink;
 pub(crate) mod source;
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,14 +43,12 @@ use rdkafka::error::KafkaError;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
 
-use crate::dataflow::connector_metrics::KafkaSourceMetrics;
+use crate::checkpoint::task_state::RestoredState;
 use crate::dataflow::error::TaskError;
+use figures::KafkaSourceMetrics;
 use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
 
-use crate::job::{
-    Job, KafkaSinkSettings, KafkaSourceSettings, ShareBy, SinkKind, SinkPartitioning, SinkTopic,
-    SourceKind, VertexKind,
-};
+use crate::job::{KafkaSinkSettings, KafkaSourceSettings, ShareBy, SinkPartitioning, SinkTopic};
 
 /// How long one request to the brokers (metadata, offsets, a transaction's init or commit)
 /// may take before the task fails and the job fails over.
@@ -56,7 +59,7 @@ pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Why a job with Kafka connectors cannot start: its brokers or topics are not what the job
 /// file says.
 #[derive(Debug, thiserror::Error)]
-pub enum KafkaSetupError {
+pub(crate) enum KafkaSetupError {
     /// No broker of `bootstrap` answered.
     #[error(
         "{connector}: cannot reach the brokers at {bootstrap} within {}s: {cause}; check that \
@@ -343,11 +346,12 @@ pub(crate) fn task_error(
     if let Some(last) = context.last_error() {
         what = format!("{what} (librdkafka last reported: {last})");
     }
-    TaskError::Kafka {
+    error::KafkaFailure::Request {
         connector: connector.to_owned(),
         what,
         source: Box::new(error),
     }
+    .into()
 }
 
 /// Whether a consumer error ends the task (and the job fails over by its restart strategy):
@@ -407,26 +411,27 @@ pub(crate) fn topic_configs(
     Some(configs)
 }
 
-/// Checks every Kafka connector of `job` before it starts: the brokers answer, the topics
-/// the job reads and writes exist (every topic a sink's records may name), and the
-/// exactly-once sinks' marker topics exist (created, compacted, when missing).
-pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
-    for vertex in &job.vertices {
-        match &vertex.kind {
-            VertexKind::Source(SourceKind::Kafka(settings)) => {
-                check_source(&format!("kafka source \"{}\"", vertex.name), settings)?
-            }
-            VertexKind::Sink(SinkKind::Kafka(settings)) => {
-                check_sink(&format!("kafka sink \"{}\"", vertex.name), settings)?
-            }
-            _ => {}
+/// Every partition's offset in the restored states of one Kafka source's subtasks (after a
+/// rescale each subtask holds every partition's, the same); a finished subtask's are not
+/// read again.
+pub(crate) fn restored_offsets(states: &[&RestoredState]) -> BTreeMap<(String, i32), i64> {
+    let mut offsets = BTreeMap::new();
+    for restored in states {
+        if restored.state.finished {
+            continue;
+        }
+        for (topic, partition, next) in
+            source::checkpointed_offsets(&restored.state.inner).unwrap_or_default()
+        {
+            offsets.insert((topic, partition), next);
         }
     }
-    Ok(())
+    offsets
 }
 
-/// Checks, before a restore, that the topics every Kafka source of `job` reads are still the
-/// logs the checkpoint `checkpoint` read: `states` are the tasks' states it restores.
+/// Checks, before a restore, that the topics the Kafka source `connector` (with `settings`)
+/// reads are still the logs the checkpoint `checkpoint` read: `offsets` are its partitions'
+/// offsets in the checkpoint ([`restored_offsets`]).
 ///
 /// A topic deleted and created again under the same name starts over at offset 0, and the
 /// checkpoint's offsets, which a restore seeks to, then mean nothing. Kafka knows a topic by
@@ -439,79 +444,61 @@ pub(crate) fn preflight(job: &Job) -> Result<(), KafkaSetupError> {
 /// shorter). A topic recreated and written past the old offsets before the restore shows
 /// neither and goes unnoticed (docs/OPERATIONS.md says so).
 pub(crate) fn check_restored_offsets(
-    job: &Job,
-    states: &HashMap<crate::ids::TaskId, crate::checkpoint::task_state::RestoredState>,
+    connector: String,
+    settings: &KafkaSourceSettings,
+    offsets: BTreeMap<(String, i32), i64>,
     checkpoint: &str,
 ) -> Result<(), KafkaSetupError> {
-    for vertex in &job.vertices {
-        let VertexKind::Source(SourceKind::Kafka(settings)) = &vertex.kind else {
+    if offsets.is_empty() {
+        return Ok(());
+    }
+    let metadata = reachable_metadata(&connector, &settings.bootstrap, &settings.properties)?;
+    let mut config = client_config(&settings.bootstrap, &settings.properties);
+    config.set("isolation.level", "read_uncommitted");
+    let request = |what: String, e: KafkaError| KafkaSetupError::Request {
+        connector: connector.clone(),
+        what,
+        cause: e.to_string(),
+    };
+    let consumer: BaseConsumer<WeirContext> = config
+        .create_with_context(WeirContext::helper())
+        .map_err(|e| {
+            request(
+                "cannot create a client with the source's settings".into(),
+                e,
+            )
+        })?;
+    let consumer = Detached::new(consumer);
+    for ((topic, partition), offset) in offsets {
+        // A topic gone altogether is the source's own business (it warns, and preflight
+        // refuses a named topic that is missing).
+        let Some(listed) = metadata
+            .topics()
+            .iter()
+            .find(|t| t.name() == topic && t.error().is_none())
+        else {
             continue;
         };
-        // Every partition's offset, from the subtask that reads it (after a rescale each
-        // subtask holds every partition's, the same).
-        let mut offsets: std::collections::BTreeMap<(String, i32), i64> = Default::default();
-        for (task, restored) in states {
-            if task.vertex != vertex.name || restored.state.finished {
-                continue;
-            }
-            for (topic, partition, next) in
-                source::checkpointed_offsets(&restored.state.inner).unwrap_or_default()
-            {
-                offsets.insert((topic, partition), next);
-            }
-        }
-        if offsets.is_empty() {
-            continue;
-        }
-        let connector = format!("kafka source \"{}\"", vertex.name);
-        let metadata = reachable_metadata(&connector, &settings.bootstrap, &settings.properties)?;
-        let mut config = client_config(&settings.bootstrap, &settings.properties);
-        config.set("isolation.level", "read_uncommitted");
-        let request = |what: String, e: KafkaError| KafkaSetupError::Request {
-            connector: connector.clone(),
-            what,
-            cause: e.to_string(),
+        let partitions = listed.partitions().len();
+        let end = if usize::try_from(partition).is_ok_and(|p| p < partitions) && offset > 0 {
+            let (_, high) = consumer
+                .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
+                .map_err(|e| {
+                    request(format!("cannot read the offsets of {topic}/{partition}"), e)
+                })?;
+            Some(high)
+        } else {
+            None
         };
-        let consumer: BaseConsumer<WeirContext> = config
-            .create_with_context(WeirContext::helper())
-            .map_err(|e| {
-                request(
-                    "cannot create a client with the source's settings".into(),
-                    e,
-                )
-            })?;
-        let consumer = Detached::new(consumer);
-        for ((topic, partition), offset) in offsets {
-            // A topic gone altogether is the source's own business (it warns, and preflight
-            // refuses a named topic that is missing).
-            let Some(listed) = metadata
-                .topics()
-                .iter()
-                .find(|t| t.name() == topic && t.error().is_none())
-            else {
-                continue;
-            };
-            let partitions = listed.partitions().len();
-            let end = if usize::try_from(partition).is_ok_and(|p| p < partitions) && offset > 0 {
-                let (_, high) = consumer
-                    .fetch_watermarks(&topic, partition, REQUEST_TIMEOUT)
-                    .map_err(|e| {
-                        request(format!("cannot read the offsets of {topic}/{partition}"), e)
-                    })?;
-                Some(high)
-            } else {
-                None
-            };
-            if let Some(evidence) = recreation_evidence(partition, offset, partitions, end) {
-                return Err(KafkaSetupError::TopicRecreated {
-                    connector,
-                    checkpoint: checkpoint.to_owned(),
-                    topic,
-                    partition,
-                    offset,
-                    evidence,
-                });
-            }
+        if let Some(evidence) = recreation_evidence(partition, offset, partitions, end) {
+            return Err(KafkaSetupError::TopicRecreated {
+                connector,
+                checkpoint: checkpoint.to_owned(),
+                topic,
+                partition,
+                offset,
+                evidence,
+            });
         }
     }
     Ok(())
@@ -570,7 +557,10 @@ fn topic_exists(metadata: &Metadata, topic: &str) -> bool {
         .any(|t| t.name() == topic && t.error().is_none() && !t.partitions().is_empty())
 }
 
-fn check_source(connector: &str, settings: &KafkaSourceSettings) -> Result<(), KafkaSetupError> {
+pub(crate) fn check_source(
+    connector: &str,
+    settings: &KafkaSourceSettings,
+) -> Result<(), KafkaSetupError> {
     let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
     match &settings.topics {
         crate::job::TopicSelection::Names(names) => {
@@ -620,7 +610,10 @@ fn check_source(connector: &str, settings: &KafkaSourceSettings) -> Result<(), K
     Ok(())
 }
 
-fn check_sink(connector: &str, settings: &KafkaSinkSettings) -> Result<(), KafkaSetupError> {
+pub(crate) fn check_sink(
+    connector: &str,
+    settings: &KafkaSinkSettings,
+) -> Result<(), KafkaSetupError> {
     let metadata = reachable_metadata(connector, &settings.bootstrap, &settings.properties)?;
     let key = match settings.topic {
         SinkTopic::Fixed(_) => "`topic`",

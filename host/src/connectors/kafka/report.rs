@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::dataflow::connector_metrics::{KafkaSourceMetrics, PartitionMetrics};
+use super::figures::{KafkaSourceMetrics, PartitionMetrics};
 
 /// How often librdkafka reports its statistics, so how fresh a partition's end is, unless the
 /// job file's `properties` set `statistics.interval.ms`.

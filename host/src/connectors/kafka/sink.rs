@@ -40,11 +40,15 @@ use weir_abi::Batch;
 use weir_abi::key_group::key_group;
 use weir_abi::wire::{Reader, Short, put_len, put_prefixed};
 
+use super::error::KafkaFailure;
+use super::figures::KafkaSinkMetrics;
 use super::marker::{self, Marker};
 use super::retention::Retention;
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, task_error};
+use crate::connectors::connector::{ConnectorSetupError, RescaleRule, SinkConnector, TaskContext};
+use crate::connectors::inherited;
 use crate::connectors::inherited::Inherited;
-use crate::dataflow::connector_metrics::KafkaSinkMetrics;
+use crate::dataflow::connector_metrics::ConnectorFigures;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::processor::Processor;
 use crate::dataflow::router::Router;
@@ -237,6 +241,37 @@ struct IdProducer<'a> {
     subtask: u32,
     /// The prefix of its id, and the marker topic its markers go to.
     names: &'a TxNames,
+}
+
+/// The `kafka` sink, with its settings.
+pub(crate) struct Connector<'a>(pub(crate) &'a KafkaSinkSettings);
+
+impl SinkConnector for Connector<'_> {
+    /// An exactly-once sink installs its transactions' figures in its task's metrics; the
+    /// others have no transactions to show.
+    fn build(&self, task: TaskContext<'_>) -> Result<Box<dyn Processor>, TaskError> {
+        let sink = KafkaSink::new(task.vertex, self.0.clone(), task.subtask, task.parallelism);
+        Ok(if self.0.delivery == Delivery::ExactlyOnce {
+            let figures = Arc::new(KafkaSinkMetrics::default());
+            task.metrics
+                .set_connector(Arc::clone(&figures) as Arc<dyn ConnectorFigures>);
+            Box::new(sink.reporting_to(figures))
+        } else {
+            Box::new(sink)
+        })
+    }
+
+    /// Each old subtask's pending output goes to one new subtask ([`inherited`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(inherited::rescale_rule)
+    }
+
+    /// Its brokers answer, every topic its records may name exists, and an exactly-once
+    /// sink's marker topic exists (created, compacted, when missing; [`super::check_sink`]).
+    fn preflight(&self, vertex: &str) -> Result<(), ConnectorSetupError> {
+        super::check_sink(&format!("kafka sink \"{vertex}\""), self.0)
+            .map_err(ConnectorSetupError::new)
+    }
 }
 
 /// One subtask of a Kafka sink.
@@ -490,12 +525,13 @@ impl KafkaSink {
     fn check_size(&self, key: &[u8], value: &[u8]) -> Result<(), TaskError> {
         let size = key.len() + value.len();
         if size + RECORD_FRAMING > self.record_limit {
-            return Err(TaskError::KafkaRecordTooLarge {
+            return Err(KafkaFailure::RecordTooLarge {
                 connector: self.connector.clone(),
                 size,
                 limit: self.record_limit,
                 limit_source: self.limit_source.clone(),
-            });
+            }
+            .into());
         }
         Ok(())
     }
@@ -530,12 +566,13 @@ impl KafkaSink {
                     producer.poll(QUEUE_FULL_WAIT);
                 }
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::MessageSizeTooLarge), _)) => {
-                    return Err(TaskError::KafkaRecordTooLarge {
+                    return Err(KafkaFailure::RecordTooLarge {
                         connector: self.connector.clone(),
                         size: key.len() + value.len(),
                         limit: self.record_limit,
                         limit_source: self.limit_source.clone(),
-                    });
+                    }
+                    .into());
                 }
                 Err((error, _)) => {
                     return Err(task_error(
@@ -641,7 +678,7 @@ impl KafkaSink {
                 format!("names topic {named:?}, which is not in `topics`")
             }
         };
-        TaskError::KafkaRecordTopic {
+        KafkaFailure::RecordTopic {
             connector: self.connector.clone(),
             key: key_text,
             problem,
@@ -652,6 +689,7 @@ impl KafkaSink {
                 .collect::<Vec<_>>()
                 .join(", "),
         }
+        .into()
     }
 
     /// Fails with the first record the broker refused since the last check.

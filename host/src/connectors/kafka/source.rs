@@ -33,10 +33,17 @@ use rdkafka::{Message, Offset, TopicPartitionList};
 use serde::{Deserialize, Serialize};
 use weir_abi::key_group::KeyGroups;
 
+use super::KafkaSetupError;
+use super::error::KafkaFailure;
+use super::figures::KafkaSourceMetrics;
 use super::report::{STATISTICS_INTERVAL, SourceReport};
 use super::{Detached, REQUEST_TIMEOUT, WeirContext, client_config, is_fatal, task_error};
+use crate::checkpoint::task_state::RestoredState;
+use crate::connectors::connector::{
+    ConnectorSetupError, RescaleRule, RestoreCheck, SourceConnector, TaskContext,
+};
 use crate::connectors::skip_log::SkipLog;
-use crate::dataflow::connector_metrics::KafkaSourceMetrics;
+use crate::dataflow::connector_metrics::ConnectorFigures;
 use crate::dataflow::error::TaskError;
 use crate::dataflow::metrics::TaskMetrics;
 use crate::dataflow::processor::{Source, SourceOutput, SourcePoll};
@@ -207,13 +214,14 @@ fn unmapped_error(
     offset: i64,
     problem: Unmapped<'_>,
 ) -> TaskError {
-    TaskError::KafkaUnmappedRecord {
+    KafkaFailure::UnmappedRecord {
         connector: connector.to_owned(),
         topic: topic.clone(),
         partition: *partition,
         offset,
         problem: problem.to_string(),
     }
+    .into()
 }
 
 /// One owned partition.
@@ -255,6 +263,72 @@ pub(crate) fn checkpointed_offsets(position: &[u8]) -> Option<Vec<(String, i32, 
             .map(|(topic, partition, at)| (topic, partition, at.next))
             .collect()
     })
+}
+
+/// The `kafka` source, with its settings.
+pub(crate) struct Connector<'a>(pub(crate) &'a KafkaSourceSettings);
+
+impl SourceConnector for Connector<'_> {
+    /// Installs its partitions' figures in its task's metrics.
+    fn build(&self, task: TaskContext<'_>) -> Box<dyn Source> {
+        let figures = Arc::new(KafkaSourceMetrics::default());
+        task.metrics
+            .set_connector(Arc::clone(&figures) as Arc<dyn ConnectorFigures>);
+        Box::new(
+            KafkaSource::new(
+                task.vertex,
+                self.0.clone(),
+                task.subtask,
+                task.parallelism,
+                task.metrics,
+            )
+            .reporting_to(figures),
+        )
+    }
+
+    /// Each partition's offset moves with the partition ([`rescale_positions`]).
+    fn rescale_rule(&self) -> Option<RescaleRule> {
+        Some(rescale_positions)
+    }
+
+    /// Its brokers answer and its topics exist ([`super::check_source`]).
+    fn preflight(&self, vertex: &str) -> Result<(), ConnectorSetupError> {
+        super::check_source(&format!("kafka source \"{vertex}\""), self.0)
+            .map_err(ConnectorSetupError::new)
+    }
+
+    /// Refuses a restore whose offsets belong to a topic deleted and created again since the
+    /// checkpoint (read at those offsets, the new topic would be skipped into or read as the
+    /// old one; [`super::check_restored_offsets`]). A check that cannot reach the brokers
+    /// only warns: the sources then fail, and the job restarts, as they would without it.
+    fn restore_check(
+        &self,
+        vertex: &str,
+        states: &[&RestoredState],
+        checkpoint: &str,
+    ) -> Option<RestoreCheck> {
+        let offsets = super::restored_offsets(states);
+        if offsets.is_empty() {
+            return None;
+        }
+        let connector = format!("kafka source \"{vertex}\"");
+        let settings = self.0.clone();
+        let checkpoint = checkpoint.to_owned();
+        Some(Box::new(move || {
+            match super::check_restored_offsets(connector, &settings, offsets, &checkpoint) {
+                Ok(()) => Ok(()),
+                Err(recreated @ KafkaSetupError::TopicRecreated { .. }) => {
+                    Err(ConnectorSetupError::new(recreated))
+                }
+                Err(other) => {
+                    tracing::warn!(
+                        "cannot check the Kafka sources' offsets before the restore: {other}"
+                    );
+                    Ok(())
+                }
+            }
+        }))
+    }
 }
 
 /// The positions of a Kafka source's subtasks (one per old subtask, in order; empty for one
