@@ -19,6 +19,7 @@ pub(crate) mod plan;
 mod request;
 mod restore;
 mod runner;
+mod start;
 mod worker;
 
 use std::path::PathBuf;
