@@ -53,19 +53,9 @@ pub struct StartupResult {
 
 /// The `weir` binary built next to this benchmark (`cargo build --release -p weir`).
 fn weir_binary() -> Result<PathBuf, BenchError> {
-    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
-        action: "find the benchmark's own path",
-        path: PathBuf::from("."),
-        source,
-    })?;
-    let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !bin.is_file() {
-        return Err(BenchError::Wrong(format!(
-            "{} is missing: build it first with `cargo build --release -p weir` (scripts/bench.sh does)",
-            bin.display()
-        )));
-    }
-    Ok(bin)
+    crate::weir_beside_exe(
+        "build it first with `cargo build --release -p weir` (scripts/bench.sh does)",
+    )
 }
 
 pub(crate) fn write(path: &Path, text: &str) -> Result<(), BenchError> {

@@ -147,14 +147,7 @@ impl System {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kafka-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_benches::exit_code("kafka-bench", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {

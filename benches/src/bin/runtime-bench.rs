@@ -117,14 +117,7 @@ enum Chaining {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("runtime-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_benches::exit_code("runtime-bench", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {
