@@ -25,6 +25,7 @@ use weir_benches::kafka::{
 };
 use weir_benches::report::{Machine, load_average};
 use weir_benches::summary::Summary;
+use weir_benches::usage::Usage;
 
 /// Kafka → count → Kafka exactly-once (the release `weir`, and Kafka Streams), and the raw
 /// limit of the same broker: max throughput over pre-filled records, and produce → visible
@@ -112,6 +113,33 @@ struct RunLoad {
     run: usize,
     before: String,
     after: String,
+}
+
+impl RunLoad {
+    /// Runs `measure`, run `run` of `kind` for `system`, between two readings of the load: the
+    /// one before is printed first, and both are kept in `loads`.
+    fn around<R>(
+        loads: &mut Vec<RunLoad>,
+        system: System,
+        kind: &'static str,
+        run: usize,
+        measure: impl FnOnce() -> Result<R, BenchError>,
+    ) -> Result<R, BenchError> {
+        let before = load();
+        eprintln!(
+            "== load before {} {kind} run {run}: {before}",
+            system.name()
+        );
+        let result = measure()?;
+        loads.push(RunLoad {
+            system: system.name(),
+            kind,
+            run,
+            before,
+            after: load(),
+        });
+        Ok(result)
+    }
 }
 
 /// One system's medians over the repetitions.
@@ -205,33 +233,23 @@ fn run(args: &Args) -> Result<(), BenchError> {
         prefill_seconds = Some(s);
         for run in 1..=repeat {
             for system in rotated(&systems, run) {
-                let before = load();
-                eprintln!("== load before {} max run {run}: {before}", system.name());
-                let r = match system {
-                    System::Weir => kafka::run_weir_max(&setup, &broker, input, args.records, run)?,
+                let r = RunLoad::around(&mut loads, system, "max", run, || match system {
+                    System::Weir => kafka::run_weir_max(&setup, &broker, input, args.records, run),
                     System::Streams => kafka::run_streams_max(
                         streams.as_ref().expect("built unless --no-streams"),
                         &broker,
                         input,
                         args.records,
                         run,
-                    )?,
-                    System::Raw => kafka::run_raw_max(&broker, input, args.records, interval, run)?,
-                };
-                loads.push(RunLoad {
-                    system: system.name(),
-                    kind: "max",
-                    run,
-                    before,
-                    after: load(),
-                });
+                    ),
+                    System::Raw => kafka::run_raw_max(&broker, input, args.records, interval, run),
+                })?;
                 eprintln!(
-                    "  {} max run {run}: {:.0} records/s in {:.2} s, cpu {} s, peak rss {} MiB",
+                    "  {} max run {run}: {:.0} records/s in {:.2} s, {}",
                     r.system,
                     r.records_per_s,
                     r.seconds,
-                    opt(r.usage.cpu_seconds, 2),
-                    opt(r.usage.peak_rss_mib(), 0)
+                    used(&r.usage)
                 );
                 max.push(r);
             }
@@ -241,12 +259,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
     if !args.no_latency {
         for run in 1..=repeat {
             for system in rotated(&systems, run) {
-                let before = load();
-                eprintln!(
-                    "== load before {} latency run {run}: {before}",
-                    system.name()
-                );
-                let r = match system {
+                let r = RunLoad::around(&mut loads, system, "latency", run, || match system {
                     System::Weir => kafka::run_weir_latency(
                         &setup,
                         &broker,
@@ -255,7 +268,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         args.seconds,
                         args.warmup_s,
                         run,
-                    )?,
+                    ),
                     System::Streams => kafka::run_streams_latency(
                         streams.as_ref().expect("built unless --no-streams"),
                         &broker,
@@ -264,7 +277,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         args.seconds,
                         args.warmup_s,
                         run,
-                    )?,
+                    ),
                     System::Raw => kafka::run_raw_latency(
                         &broker,
                         workload,
@@ -273,22 +286,14 @@ fn run(args: &Args) -> Result<(), BenchError> {
                         args.warmup_s,
                         interval,
                         run,
-                    )?,
-                };
-                loads.push(RunLoad {
-                    system: system.name(),
-                    kind: "latency",
-                    run,
-                    before,
-                    after: load(),
-                });
+                    ),
+                })?;
                 eprintln!(
-                    "  {} latency run {run}: p50 {} ms, p99 {} ms, cpu {} s, peak rss {} MiB",
+                    "  {} latency run {run}: p50 {} ms, p99 {} ms, {}",
                     r.system,
                     r.p50_ms,
                     r.p99_ms,
-                    opt(r.usage.cpu_seconds, 2),
-                    opt(r.usage.peak_rss_mib(), 0)
+                    used(&r.usage)
                 );
                 latency.push(r);
             }
@@ -470,6 +475,15 @@ fn from_ready(r: &MaxResult) -> Option<f64> {
 /// `/proc/loadavg`, or `?`.
 fn load() -> String {
     load_average().unwrap_or_else(|| "?".into())
+}
+
+/// What a run's process used, as its progress line ends: `cpu 1.23 s, peak rss 45 MiB`.
+fn used(usage: &Usage) -> String {
+    format!(
+        "cpu {} s, peak rss {} MiB",
+        opt(usage.cpu_seconds, 2),
+        opt(usage.peak_rss_mib(), 0)
+    )
 }
 
 /// A figure with `digits` decimals, or `–` when it was not measured.
