@@ -20,8 +20,8 @@ use serde::Serialize;
 use weir_benches::BenchError;
 use weir_benches::guests::COUNT_WASM;
 use weir_benches::kafka::{
-    self, Broker, INPUT_PARTITIONS, LatencyResult, MaxResult, RAW_LOOPS, StreamsSetup, WeirSetup,
-    Workload,
+    self, Broker, FixedRate, INPUT_PARTITIONS, LatencyResult, MaxResult, RAW_LOOPS, StreamsSetup,
+    WeirSetup, Workload,
 };
 use weir_benches::report::{Machine, load_average};
 use weir_benches::summary::Summary;
@@ -257,36 +257,23 @@ fn run(args: &Args) -> Result<(), BenchError> {
     }
     let mut latency = Vec::new();
     if !args.no_latency {
+        let load = FixedRate {
+            workload,
+            rate: args.rate,
+            seconds: args.seconds,
+            warmup_s: args.warmup_s,
+        };
         for run in 1..=repeat {
             for system in rotated(&systems, run) {
                 let r = RunLoad::around(&mut loads, system, "latency", run, || match system {
-                    System::Weir => kafka::run_weir_latency(
-                        &setup,
-                        &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
-                        run,
-                    ),
+                    System::Weir => kafka::run_weir_latency(&setup, &broker, load, run),
                     System::Streams => kafka::run_streams_latency(
                         streams.as_ref().expect("built unless --no-streams"),
                         &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
+                        load,
                         run,
                     ),
-                    System::Raw => kafka::run_raw_latency(
-                        &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
-                        interval,
-                        run,
-                    ),
+                    System::Raw => kafka::run_raw_latency(&broker, load, interval, run),
                 })?;
                 eprintln!(
                     "  {} latency run {run}: p50 {} ms, p99 {} ms, {}",
