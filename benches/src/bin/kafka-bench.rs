@@ -23,7 +23,7 @@ use weir_benches::kafka::{
     self, Broker, FixedRate, INPUT_PARTITIONS, LatencyResult, MaxResult, RAW_LOOPS, StreamsSetup,
     WeirSetup, Workload,
 };
-use weir_benches::report::{Machine, load_average};
+use weir_benches::report::{self, Machine, load_average};
 use weir_benches::summary::Summary;
 use weir_benches::usage::Usage;
 
@@ -429,13 +429,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             medians,
             loads,
         };
-        let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
-        std::fs::write(path, json).map_err(|source| BenchError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
-        println!("results written to {}", path.display());
+        report::write_json(path, &report)?;
     }
     Ok(())
 }

@@ -315,13 +315,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             rescale: rescales,
             object_storage: object_stores,
         };
-        let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
-        std::fs::write(path, json).map_err(|source| BenchError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
-        println!("results written to {}", path.display());
+        report::write_json(path, &report)?;
     }
     Ok(())
 }
