@@ -472,24 +472,23 @@ fn opt(value: Option<f64>, digits: usize) -> String {
     value.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
+/// `f` over the `results` that are `mine`, summarised.
+fn of_system<R>(
+    results: &[R],
+    mine: impl Fn(&R) -> bool,
+    f: fn(&R) -> Option<f64>,
+) -> Option<Summary> {
+    let values: Vec<f64> = results.iter().filter(|r| mine(r)).filter_map(f).collect();
+    Summary::of(&values)
+}
+
 /// `system`'s medians over its runs.
 fn medians_of(system: System, max: &[MaxResult], latency: &[LatencyResult]) -> Medians {
     let name = system.name();
-    let of_max = |f: fn(&MaxResult) -> Option<f64>| {
-        let values: Vec<f64> = max
-            .iter()
-            .filter(|r| r.system == name)
-            .filter_map(f)
-            .collect();
-        Summary::of(&values)
-    };
+    let of_max =
+        |f: fn(&MaxResult) -> Option<f64>| of_system(max, |r: &MaxResult| r.system == name, f);
     let of_latency = |f: fn(&LatencyResult) -> Option<f64>| {
-        let values: Vec<f64> = latency
-            .iter()
-            .filter(|r| r.system == name)
-            .filter_map(f)
-            .collect();
-        Summary::of(&values)
+        of_system(latency, |r: &LatencyResult| r.system == name, f)
     };
     Medians {
         system: name.to_string(),
