@@ -310,11 +310,7 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
         &[],
     );
     cancel.assert_code(0, "weir cancel");
-    assert!(
-        cancel.stderr.contains("job `gencount` is cancelling"),
-        "{}",
-        cancel.stderr
-    );
+    cancel.assert_stderr_contains("job `gencount` is cancelling");
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(130, "a job cancelled through its endpoint");
     assert!(
@@ -476,13 +472,7 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
         savepoint.display()
     );
     assert!(savepoint.starts_with(&dir), "{}", savepoint.display());
-    assert!(
-        taken
-            .stderr
-            .contains("restore with `weir run JOB --restore"),
-        "{}",
-        taken.stderr
-    );
+    taken.assert_stderr_contains("restore with `weir run JOB --restore");
     let checkpoints = client(&file).get_json("/api/checkpoints").unwrap();
     assert_eq!(
         checkpoints["latest"]["savepoint"]["external_path"],
@@ -628,11 +618,7 @@ fn off_loopback_requests_need_the_token_the_job_writes_to_control_json() {
     status.assert_code(0, "weir status reads the token from _control.json");
     let status = verb(&sandbox, &["status", "--address", &file.address], &[]);
     status.assert_code(4, "weir status --address without a token");
-    assert!(
-        status.stderr.contains("requires the job's token"),
-        "{}",
-        status.stderr
-    );
+    status.assert_stderr_contains("requires the job's token");
     let status = verb(
         &sandbox,
         &["status", "--address", &file.address],
@@ -654,14 +640,10 @@ fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
 
     let absent = verb(&sandbox, &["status", dir_arg], &[]);
     absent.assert_code(3, "no _control.json");
-    assert!(
-        absent.stderr.contains(&format!(
-            "no running job found in {dir_arg}: is it running? it writes {dir_arg}/_control.json \
+    absent.assert_stderr_contains(&format!(
+        "no running job found in {dir_arg}: is it running? it writes {dir_arg}/_control.json \
              while it runs"
-        )),
-        "{}",
-        absent.stderr
-    );
+    ));
 
     // A file left by a process that is gone (killed with SIGKILL, say).
     let mut dead = Command::new("true").spawn().unwrap();
@@ -696,14 +678,8 @@ fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
     .unwrap();
     let refused = verb(&sandbox, &["status", dir_arg], &[]);
     refused.assert_code(3, "nothing answers");
-    assert!(
-        refused
-            .stderr
-            .contains("cannot connect to the control endpoint")
-            && refused.stderr.contains("is stale"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_contains("cannot connect to the control endpoint");
+    refused.assert_stderr_contains("is stale");
     let refused = verb(&sandbox, &["savepoint", "--address", &stale.address], &[]);
     refused.assert_code(3, "savepoint --address of nothing");
 

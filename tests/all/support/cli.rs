@@ -224,12 +224,48 @@ impl CliOutput {
         );
     }
 
+    /// Fails unless its standard error contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_contains(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, true);
+    }
+
+    /// Fails if its standard error contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_lacks(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, false);
+    }
+
+    /// Fails unless its standard output contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stdout_contains(&self, text: &str) {
+        assert_stream("stdout", &self.stdout, text, true);
+    }
+
+    /// Fails if its standard output contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stdout_lacks(&self, text: &str) {
+        assert_stream("stdout", &self.stdout, text, false);
+    }
+
     /// Its standard output read as JSON; fails, showing it, when it is not JSON.
     #[track_caller]
     pub(crate) fn stdout_json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
+}
+
+/// Fails unless `stream`, what a command printed on its standard output or error (`name`),
+/// contains `text` when it should and lacks it when it should not.
+#[track_caller]
+fn assert_stream(name: &str, stream: &str, text: &str, should: bool) {
+    let says = if should { "lacks" } else { "contains" };
+    assert_eq!(
+        stream.contains(text),
+        should,
+        "{name} {says} {text:?}:\n{stream}"
+    );
 }
 
 /// Runs `weir ARGS` to its end with `stdin` as its standard input and `env` set (and no
