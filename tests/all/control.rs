@@ -749,6 +749,12 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     let port = host.rsplit_once(':').unwrap().1.to_string();
     let token = token_in(&dir);
     let bearer = format!("Bearer {}", token.clone().unwrap_or_default());
+    // A request with `Host: host`, the token as a bearer, then `more`.
+    let with_token = |method: &str, path: &str, host: &str, more: &[(&str, &str)], body: &str| {
+        let mut headers = vec![("Host", host), ("Authorization", bearer.as_str())];
+        headers.extend_from_slice(more);
+        raw_exchange(&address, method, path, &headers, body)
+    };
     // Each rule checked, every broken one listed (not just the first).
     let mut broken: Vec<String> = Vec::new();
 
@@ -815,13 +821,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         format!("evil.example.com:{port}"),
         "127.0.0.1:1".to_string(),
     ] {
-        let answer = raw_exchange(
-            &address,
-            "GET",
-            "/api/job",
-            &[("Host", &wrong), ("Authorization", &bearer)],
-            "",
-        );
+        let answer = with_token("GET", "/api/job", &wrong, &[], "");
         expect(&mut broken, &format!("Host: {wrong}"), &answer, 421, "Host");
     }
     let answer = raw_exchange(&address, "GET", "/", &[("Host", "evil.example.com")], "");
@@ -833,31 +833,18 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         "Host",
     );
     for good in [host.clone(), format!("localhost:{port}")] {
-        let answer = raw_exchange(
-            &address,
-            "GET",
-            "/api/job",
-            &[("Host", &good), ("Authorization", &bearer)],
-            "",
-        );
+        let answer = with_token("GET", "/api/job", &good, &[], "");
         if answer.status != 200 {
             broken.push(format!("Host: {good} with the token: {}", answer.body));
         }
     }
 
     // CSRF: a foreign Origin, even with the token and the custom header.
-    let answer = raw_exchange(
-        &address,
-        "POST",
-        "/api/cancel",
-        &[
-            ("Host", &host),
-            ("Authorization", &bearer),
-            ("Origin", "http://evil.example.com"),
-            ("X-Weir-Request", "1"),
-        ],
-        "",
-    );
+    let origin = [
+        ("Origin", "http://evil.example.com"),
+        ("X-Weir-Request", "1"),
+    ];
+    let answer = with_token("POST", "/api/cancel", &host, &origin, "");
     expect(
         &mut broken,
         "POST /api/cancel from Origin: http://evil.example.com",
@@ -867,17 +854,8 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     );
     // A form or a `text/plain` fetch (no preflight): refused without the custom header.
     for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
-        let answer = raw_exchange(
-            &address,
-            "POST",
-            "/api/cancel",
-            &[
-                ("Host", &host),
-                ("Authorization", &bearer),
-                ("Content-Type", content_type),
-            ],
-            "x",
-        );
+        let content = [("Content-Type", content_type)];
+        let answer = with_token("POST", "/api/cancel", &host, &content, "x");
         expect(
             &mut broken,
             &format!("POST /api/cancel as {content_type}"),
@@ -899,18 +877,11 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     if status.code != Some(0) {
         broken.push(format!("weir status with _control.json: {}", status.stderr));
     }
-    let answer = raw_exchange(
-        &address,
-        "POST",
-        "/api/savepoints",
-        &[
-            ("Host", &host),
-            ("Authorization", &bearer),
-            ("Origin", &address),
-            ("Content-Type", "application/json"),
-        ],
-        "",
-    );
+    let json = [
+        ("Origin", address.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let answer = with_token("POST", "/api/savepoints", &host, &json, "");
     if answer.status != 200 {
         broken.push(format!("a same-origin JSON savepoint: {}", answer.body));
     }
