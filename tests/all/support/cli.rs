@@ -76,6 +76,24 @@ impl Weir {
         }
     }
 
+    /// `weir run JOB ARGS` with the kill point `point` (`NAME:N`) armed, waited for to its end
+    /// (killed there, or ended on its own if it never reaches the point), at most
+    /// [`CLI_TIMEOUT`]; its standard error goes to `stderr_file`.
+    pub(crate) fn run_to_kill_point(
+        job: &Path,
+        args: &[&str],
+        point: &str,
+        stderr_file: &Path,
+    ) -> Ended {
+        Weir::run_with_env(
+            job,
+            args,
+            &[(weir::kill_point::ENV_VAR, point)],
+            stderr_file,
+        )
+        .wait(CLI_TIMEOUT)
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
