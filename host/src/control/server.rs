@@ -549,16 +549,33 @@ fn login(state: &State, query: Option<&str>) -> Answer {
     answer
 }
 
+/// `409 Conflict` when the job is not running; `why` says why the request needs it running.
+fn not_running(target: &ControlTarget, why: &str) -> Option<Answer> {
+    let status = target.monitor.status();
+    (status != JobStatus::Running).then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("the job is {status}, not RUNNING: {why}"),
+        )
+    })
+}
+
+/// Sends `request` to the job; `409 Conflict` when it has ended, with nothing left to `what`.
+fn unsent(target: &ControlTarget, request: JobRequest, what: &str) -> Option<Answer> {
+    target.requests.send(request).is_err().then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("the job has ended: there is nothing to {what}"),
+        )
+    })
+}
+
 /// `POST /api/savepoints` (`stop = false`, bounded by [`SavepointLimit`])
 /// and `POST /api/stop`.
 async fn savepoint(state: &State, stop: bool) -> Answer {
     let target = &state.target;
-    let status = target.monitor.status();
-    if status != JobStatus::Running {
-        return error(
-            StatusCode::CONFLICT,
-            format!("the job is {status}, not RUNNING: savepoints are taken of a running job"),
-        );
+    if let Some(refused) = not_running(target, "savepoints are taken of a running job") {
+        return refused;
     }
     // Held until the answer (or until the request is abandoned).
     let _permit = if stop {
@@ -571,11 +588,8 @@ async fn savepoint(state: &State, stop: bool) -> Answer {
         }
     };
     let (request, answer) = JobRequest::savepoint(stop);
-    if target.requests.send(request).is_err() {
-        return error(
-            StatusCode::CONFLICT,
-            "the job has ended: there is nothing to take a savepoint of".into(),
-        );
+    if let Some(ended) = unsent(target, request, "take a savepoint of") {
+        return ended;
     }
     let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN;
     match tokio::time::timeout(bound, answer).await {
@@ -614,12 +628,8 @@ async fn rescale(state: &State, query: Option<&str>) -> Answer {
         Ok(parallelism) => parallelism,
         Err(problem) => return error(StatusCode::BAD_REQUEST, problem),
     };
-    let status = target.monitor.status();
-    if status != JobStatus::Running {
-        return error(
-            StatusCode::CONFLICT,
-            format!("the job is {status}, not RUNNING: only a running job is rescaled"),
-        );
+    if let Some(refused) = not_running(target, "only a running job is rescaled") {
+        return refused;
     }
     // A rescale takes a savepoint (never pruned), so it is bounded with them: a loop of
     // rescales would otherwise fill the disk as a loop of savepoints once did.
@@ -628,11 +638,8 @@ async fn rescale(state: &State, query: Option<&str>) -> Answer {
         Err(refused) => return too_many(&refused),
     };
     let (request, answer) = JobRequest::rescale(parallelism);
-    if target.requests.send(request).is_err() {
-        return error(
-            StatusCode::CONFLICT,
-            "the job has ended: there is nothing to rescale".into(),
-        );
+    if let Some(ended) = unsent(target, request, "rescale") {
+        return ended;
     }
     let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN + RESTORE_MARGIN;
     match tokio::time::timeout(bound, answer).await {
