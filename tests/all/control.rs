@@ -493,11 +493,7 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
         &sandbox.join("restore.log"),
     );
     ended.assert_code(0, "the run restored from the savepoint");
-    assert!(
-        ended.stderr.contains(&format!("restoring from {restore}")),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {restore}"));
     assert_exactly_once(
         &committed_lines(&sandbox.out_dir()),
         RECORDS,
@@ -704,16 +700,8 @@ fn no_control_serves_nothing_and_writes_no_control_json() {
         &sandbox.join("run.log"),
     );
     ended.assert_code(0, "a job without a control endpoint");
-    assert!(
-        ended.stderr.contains("control endpoint off"),
-        "{}",
-        ended.stderr
-    );
-    assert!(
-        !ended.stderr.contains("control endpoint at"),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains("control endpoint off");
+    ended.assert_stderr_lacks("control endpoint at");
     assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
 }
 

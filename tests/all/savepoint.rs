@@ -60,11 +60,7 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
     let restore = savepoint.to_str().unwrap();
     let ended = run_cli(&job, &["--restore", restore], &sandbox.join("restore.log"));
     ended.assert_code(0, "the run restored from the savepoint");
-    assert!(
-        ended.stderr.contains(&format!("restoring from {restore}")),
-        "the job should restore {restore}:\n{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {restore}"));
     assert_committed_output(
         &sandbox.out_dir(),
         &expected,

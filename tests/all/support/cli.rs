@@ -42,6 +42,18 @@ impl Ended {
             self.stderr
         );
     }
+
+    /// Fails unless its stderr contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_contains(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, true);
+    }
+
+    /// Fails if its stderr contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_lacks(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, false);
+    }
 }
 
 impl Weir {
