@@ -5,21 +5,13 @@
 use weir_guest_build::Guest;
 
 fn main() {
-    let count = Guest {
-        package: "weir-example-count",
-        env: "WEIR_GUEST_COUNT",
-    };
-    let uppercase = Guest {
-        package: "weir-example-uppercase",
-        env: "WEIR_GUEST_UPPERCASE",
-    };
-    let window = Guest {
-        package: "weir-example-window",
-        env: "WEIR_GUEST_WINDOW",
-    };
-    let split = Guest {
-        package: "weir-example-split",
-        env: "WEIR_GUEST_SPLIT",
-    };
-    weir_guest_build::build(&[count, uppercase, window, split], &[]);
+    // Each guest's package, and the variable its path reaches the benchmarks in.
+    let guests = [
+        ("weir-example-count", "WEIR_GUEST_COUNT"),
+        ("weir-example-uppercase", "WEIR_GUEST_UPPERCASE"),
+        ("weir-example-window", "WEIR_GUEST_WINDOW"),
+        ("weir-example-split", "WEIR_GUEST_SPLIT"),
+    ]
+    .map(|(package, env)| Guest { package, env });
+    weir_guest_build::build(&guests, &[]);
 }

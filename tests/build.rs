@@ -135,17 +135,10 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "AssemblyScript count (examples/assemblyscript)",
         script: "examples/assemblyscript/build.sh",
         args: &[],
-        sources: &[
-            "examples/assemblyscript/assembly",
-            "examples/assemblyscript/package.json",
-            "examples/assemblyscript/package-lock.json",
-            "examples/assemblyscript/build.sh",
-            "scripts/install-assemblyscript.sh",
-        ],
+        sources: ASSEMBLYSCRIPT_COUNT,
         toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT",
-        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
-                examples/assemblyscript",
+        needs: ASSEMBLYSCRIPT_NEEDS,
     },
     // The same AssemblyScript count on the runtimes with a real allocator and garbage
     // collector, whose state lives in globals and memory: image checkpoints must carry both.
@@ -153,33 +146,19 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         name: "AssemblyScript count, minimal runtime",
         script: "examples/assemblyscript/build.sh",
         args: &["minimal"],
-        sources: &[
-            "examples/assemblyscript/assembly",
-            "examples/assemblyscript/package.json",
-            "examples/assemblyscript/package-lock.json",
-            "examples/assemblyscript/build.sh",
-            "scripts/install-assemblyscript.sh",
-        ],
+        sources: ASSEMBLYSCRIPT_COUNT,
         toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT_MINIMAL",
-        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
-                examples/assemblyscript",
+        needs: ASSEMBLYSCRIPT_NEEDS,
     },
     ForeignGuest {
         name: "AssemblyScript count, incremental runtime",
         script: "examples/assemblyscript/build.sh",
         args: &["incremental"],
-        sources: &[
-            "examples/assemblyscript/assembly",
-            "examples/assemblyscript/package.json",
-            "examples/assemblyscript/package-lock.json",
-            "examples/assemblyscript/build.sh",
-            "scripts/install-assemblyscript.sh",
-        ],
+        sources: ASSEMBLYSCRIPT_COUNT,
         toolchain: &[],
         env: "WEIR_GUEST_AS_COUNT_INCREMENTAL",
-        needs: "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `npm ci` in \
-                examples/assemblyscript",
+        needs: ASSEMBLYSCRIPT_NEEDS,
     },
     // The count as a component of the world (docs/COMPONENTS.md), from Rust for WASI 0.2.
     ForeignGuest {
@@ -238,6 +217,19 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         needs: JS_NEEDS,
     },
 ];
+
+/// The AssemblyScript count and its build, which its three runtimes share.
+const ASSEMBLYSCRIPT_COUNT: &[&str] = &[
+    "examples/assemblyscript/assembly",
+    "examples/assemblyscript/package.json",
+    "examples/assemblyscript/package-lock.json",
+    "examples/assemblyscript/build.sh",
+    "scripts/install-assemblyscript.sh",
+];
+
+/// What the AssemblyScript count needs when its script cannot install it.
+const ASSEMBLYSCRIPT_NEEDS: &str = "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then \
+                                    `npm ci` in examples/assemblyscript";
 
 /// What the JavaScript guests need when their script cannot install it.
 const JS_NEEDS: &str = "Node.js 20+ with npm (`apt-get install -y nodejs npm`), then `bash \

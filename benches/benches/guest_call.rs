@@ -25,8 +25,8 @@ use std::time::Duration;
 
 use criterion::{BenchmarkId, Criterion, Throughput};
 use wasmtime::{Caller, Config, Engine, Extern, Linker, Module, Store, Strategy};
-use weir::wasm::{LoadOptions, ModuleSource, OperatorModule, WasmEngine};
-use weir_benches::guests::{COUNT_WASM, IDENTITY_WAT, single};
+use weir::wasm::{InstanceContext, LoadOptions, ModuleSource, OperatorModule, WasmEngine};
+use weir_benches::guests::{COUNT_WASM, IDENTITY_WAT};
 use weir_benches::workload::Workload;
 use weir_example_count::Count;
 use weir_sdk::Context;
@@ -57,7 +57,7 @@ fn count(c: &mut Criterion) {
         group.throughput(Throughput::Elements(size as u64));
 
         let mut guest = module
-            .instantiate(single("count"), b"")
+            .instantiate(InstanceContext::single("count"), b"")
             .expect("count instance");
         for batch in WORKLOAD.every_key(1024) {
             guest.process(&batch).expect("warm-up batch");
@@ -90,7 +90,7 @@ fn identity(c: &mut Criterion) {
     let module =
         OperatorModule::load(&engine, identity, LoadOptions::default()).expect("identity guest");
     let mut guest = module
-        .instantiate(single("identity"), b"")
+        .instantiate(InstanceContext::single("identity"), b"")
         .expect("identity instance");
     let mut group = c.benchmark_group("identity");
     for size in BATCH_SIZES {

@@ -1,7 +1,5 @@
 //! The guest modules the benchmarks load.
 
-use weir::wasm::InstanceContext;
-
 /// The `count` example built for wasm32 in release by this crate's build script.
 pub const COUNT_WASM: &str = env!("WEIR_GUEST_COUNT");
 
@@ -33,12 +31,3 @@ pub const IDENTITY_WAT: &str = r#"
     (call $emit (local.get $ptr) (local.get $len))
     (i32.const 0)))
 "#;
-
-/// The context of the single instance of `operator` the benchmarks drive directly.
-pub fn single(operator: &str) -> InstanceContext {
-    InstanceContext {
-        operator: operator.to_string(),
-        subtask: 0,
-        parallelism: 1,
-    }
-}

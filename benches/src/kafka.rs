@@ -189,6 +189,20 @@ impl Workload {
     }
 }
 
+/// The load of a fixed-rate run, the same for every system: what is written, how fast and for
+/// how long, and how much of the start the latency figures leave out.
+#[derive(Debug, Clone, Copy)]
+pub struct FixedRate {
+    /// The records written.
+    pub workload: Workload,
+    /// Records per second.
+    pub rate: u64,
+    /// How long the producer writes, s.
+    pub seconds: u64,
+    /// Records produced in the first this many seconds are left out of the latency figures.
+    pub warmup_s: u64,
+}
+
 /// A plain producer (idempotent, librdkafka's default batching) for the input.
 pub(crate) fn input_producer(broker: &Broker) -> Result<BaseProducer, BenchError> {
     broker
@@ -794,74 +808,151 @@ pub fn run_weir_max(
     records: u64,
     run: usize,
 ) -> Result<MaxResult, BenchError> {
-    let name = format!("weir-max-{run}");
-    let output = format!("out-{name}");
-    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+    let this = ProcessRun::new(broker, "weir", "max", run, "weir", STARTING);
+    let output = this.output()?;
     let start = Instant::now();
-    let mut weir = WeirProcess::spawn(setup, broker, &name, input, &output, "end")?;
-    let ready_seconds = weir.process.wait_for(STARTING)?;
-    weir.process.wait()?;
-    let seconds = start.elapsed().as_secs_f64();
-    read_output(broker, &output)?.verify("weir, max throughput", records)?;
+    let mut weir = WeirProcess::spawn(setup, broker, &this.name, input, &output, "end")?;
+    let mut result = this.max(&mut weir.process, start, &output, records)?;
     let durations = weir.checkpoint_durations();
-    Ok(MaxResult {
-        system: "weir".into(),
-        run,
-        records,
-        seconds,
-        records_per_s: records as f64 / seconds,
-        commits: Some(durations.len() as u64),
-        checkpoint_duration_ms: Summary::of(&durations),
-        ready_seconds: Some(ready_seconds),
-        usage: weir.process.usage,
-    })
-}
-
-/// Weir as a stream while the input is written at `rate` for `seconds`.
-pub fn run_weir_latency(
-    setup: &WeirSetup,
-    broker: &Broker,
-    workload: Workload,
-    rate: u64,
-    seconds: u64,
-    warmup_s: u64,
-    run: usize,
-) -> Result<LatencyResult, BenchError> {
-    let name = format!("weir-latency-{run}");
-    let (input, output) = (format!("in-{name}"), format!("out-{name}"));
-    broker.create_topic(&input, INPUT_PARTITIONS)?;
-    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
-    let mut weir = WeirProcess::spawn(setup, broker, &name, &input, &output, "never")?;
-    weir.process.wait_for(STARTING)?;
-    // Let the source connect and assign its partitions before the clock starts.
-    thread::sleep(Duration::from_secs(2));
-    let (produced, seen, start_ms) =
-        measure_latency(broker, &input, &output, workload, rate, seconds)?;
-    weir.process.stop();
-    seen.verify("weir, fixed rate", produced.records)?;
-    let durations = weir.checkpoint_durations();
-    let mut result = latency_result(
-        "weir",
-        run,
-        produced,
-        &seen,
-        warmup_s,
-        start_ms,
-        Summary::of(&durations),
-    );
-    result.usage = weir.process.usage;
+    result.commits = Some(durations.len() as u64);
+    result.checkpoint_duration_ms = Summary::of(&durations);
     Ok(result)
 }
 
-/// Runs the producer at `rate` and the latency watcher side by side.
+/// Weir as a stream while the input is written at the `load`'s rate.
+pub fn run_weir_latency(
+    setup: &WeirSetup,
+    broker: &Broker,
+    load: FixedRate,
+    run: usize,
+) -> Result<LatencyResult, BenchError> {
+    let this = ProcessRun::new(broker, "weir", "latency", run, "weir", STARTING);
+    let (input, output) = this.topics()?;
+    let mut weir = WeirProcess::spawn(setup, broker, &this.name, &input, &output, "never")?;
+    let mut result = this.latency(&mut weir.process, &input, &output, load)?;
+    result.checkpoint_duration_ms = Summary::of(&weir.checkpoint_durations());
+    Ok(result)
+}
+
+/// One run of a system that runs as a process (`weir`, the Kafka Streams peer): what its
+/// max-throughput and fixed-rate runs do alike around the process they spawn.
+struct ProcessRun<'a> {
+    broker: &'a Broker,
+    /// `weir` or `streams`, as the results name it.
+    system: &'static str,
+    /// Which repetition, from 1.
+    run: usize,
+    /// `{system}-{max|latency}-{run}`: its folder, topics and Kafka Streams application id.
+    name: String,
+    /// What messages call it: `weir`, `Kafka Streams`.
+    what: &'static str,
+    /// The line the process logs once it is ready for input.
+    ready: &'static str,
+}
+
+impl<'a> ProcessRun<'a> {
+    fn new(
+        broker: &'a Broker,
+        system: &'static str,
+        kind: &str,
+        run: usize,
+        what: &'static str,
+        ready: &'static str,
+    ) -> ProcessRun<'a> {
+        ProcessRun {
+            broker,
+            system,
+            run,
+            name: format!("{system}-{kind}-{run}"),
+            what,
+            ready,
+        }
+    }
+
+    /// Its output topic, `out-{name}`, created.
+    fn output(&self) -> Result<String, BenchError> {
+        let output = format!("out-{}", self.name);
+        self.broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+        Ok(output)
+    }
+
+    /// Its input topic, `in-{name}`, and its output topic, both created.
+    fn topics(&self) -> Result<(String, String), BenchError> {
+        let input = format!("in-{}", self.name);
+        self.broker.create_topic(&input, INPUT_PARTITIONS)?;
+        Ok((input, self.output()?))
+    }
+
+    /// A max-throughput run of `process`, spawned at `start` over `records` pre-filled
+    /// records: the time to its ready line and to its exit, the output checked. Commits and
+    /// checkpoint durations are left for the caller, which knows whether it has them.
+    fn max(
+        &self,
+        process: &mut Measured,
+        start: Instant,
+        output: &str,
+        records: u64,
+    ) -> Result<MaxResult, BenchError> {
+        let ready_seconds = process.wait_for(self.ready)?;
+        process.wait()?;
+        let seconds = start.elapsed().as_secs_f64();
+        let what = format!("{}, max throughput", self.what);
+        read_output(self.broker, output)?.verify(&what, records)?;
+        Ok(MaxResult {
+            system: self.system.into(),
+            run: self.run,
+            records,
+            seconds,
+            records_per_s: records as f64 / seconds,
+            commits: None,
+            checkpoint_duration_ms: None,
+            ready_seconds: Some(ready_seconds),
+            usage: process.usage,
+        })
+    }
+
+    /// A fixed-rate run of `process`, which reads `input` and writes `output`. Checkpoint
+    /// durations are left for the caller.
+    fn latency(
+        &self,
+        process: &mut Measured,
+        input: &str,
+        output: &str,
+        load: FixedRate,
+    ) -> Result<LatencyResult, BenchError> {
+        process.wait_for(self.ready)?;
+        // Let the source connect and assign its partitions before the clock starts.
+        thread::sleep(Duration::from_secs(2));
+        let (produced, seen, start_ms) = measure_latency(self.broker, input, output, load)?;
+        process.stop();
+        seen.verify(&format!("{}, fixed rate", self.what), produced.records)?;
+        let mut result = latency_result(
+            self.system,
+            self.run,
+            produced,
+            &seen,
+            load.warmup_s,
+            start_ms,
+            None,
+        );
+        result.usage = process.usage;
+        Ok(result)
+    }
+}
+
+/// Runs the producer at the `load`'s rate and the latency watcher side by side.
 fn measure_latency(
     broker: &Broker,
     input: &str,
     output: &str,
-    workload: Workload,
-    rate: u64,
-    seconds: u64,
+    load: FixedRate,
 ) -> Result<(Produced, Seen, i64), BenchError> {
+    let FixedRate {
+        workload,
+        rate,
+        seconds,
+        ..
+    } = load;
     let expected = Arc::new(AtomicU64::new(u64::MAX));
     let stop = Arc::new(AtomicBool::new(false));
     thread::scope(|scope| {
@@ -887,6 +978,8 @@ fn measure_latency(
 
 /// The line the Kafka Streams peer prints once the application is RUNNING.
 const STREAMS_RUNNING: &str = "StreamsCount running";
+/// What messages call the Kafka Streams peer's runs.
+const STREAMS: &str = "Kafka Streams";
 
 /// How the benchmark runs the Kafka Streams peer (`benches/peers/kafka-streams`).
 #[derive(Debug, Clone)]
@@ -996,53 +1089,24 @@ pub fn run_streams_max(
     records: u64,
     run: usize,
 ) -> Result<MaxResult, BenchError> {
-    let name = format!("streams-max-{run}");
-    let output = format!("out-{name}");
-    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
+    let this = ProcessRun::new(broker, "streams", "max", run, STREAMS, STREAMS_RUNNING);
+    let output = this.output()?;
     let start = Instant::now();
-    let mut streams = setup.spawn(broker, &name, input, &output, true)?;
-    let ready_seconds = streams.wait_for(STREAMS_RUNNING)?;
-    streams.wait()?;
-    let seconds = start.elapsed().as_secs_f64();
-    read_output(broker, &output)?.verify("Kafka Streams, max throughput", records)?;
-    Ok(MaxResult {
-        system: "streams".into(),
-        run,
-        records,
-        seconds,
-        records_per_s: records as f64 / seconds,
-        commits: None,
-        checkpoint_duration_ms: None,
-        ready_seconds: Some(ready_seconds),
-        usage: streams.usage,
-    })
+    let mut streams = setup.spawn(broker, &this.name, input, &output, true)?;
+    this.max(&mut streams, start, &output, records)
 }
 
-/// Kafka Streams while the input is written at `rate` for `seconds`.
+/// Kafka Streams while the input is written at the `load`'s rate.
 pub fn run_streams_latency(
     setup: &StreamsSetup,
     broker: &Broker,
-    workload: Workload,
-    rate: u64,
-    seconds: u64,
-    warmup_s: u64,
+    load: FixedRate,
     run: usize,
 ) -> Result<LatencyResult, BenchError> {
-    let name = format!("streams-latency-{run}");
-    let (input, output) = (format!("in-{name}"), format!("out-{name}"));
-    broker.create_topic(&input, INPUT_PARTITIONS)?;
-    broker.create_topic(&output, OUTPUT_PARTITIONS)?;
-    let mut streams = setup.spawn(broker, &name, &input, &output, false)?;
-    streams.wait_for(STREAMS_RUNNING)?;
-    // As for Weir: 2 s between ready and the first record.
-    thread::sleep(Duration::from_secs(2));
-    let (produced, seen, start_ms) =
-        measure_latency(broker, &input, &output, workload, rate, seconds)?;
-    streams.stop();
-    seen.verify("Kafka Streams, fixed rate", produced.records)?;
-    let mut result = latency_result("streams", run, produced, &seen, warmup_s, start_ms, None);
-    result.usage = streams.usage;
-    Ok(result)
+    let this = ProcessRun::new(broker, "streams", "latency", run, STREAMS, STREAMS_RUNNING);
+    let (input, output) = this.topics()?;
+    let mut streams = setup.spawn(broker, &this.name, &input, &output, false)?;
+    this.latency(&mut streams, &input, &output, load)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1249,13 +1313,10 @@ pub fn run_raw_max(
     })
 }
 
-/// The raw loops while the input is written at `rate` for `seconds`.
+/// The raw loops while the input is written at the `load`'s rate.
 pub fn run_raw_latency(
     broker: &Broker,
-    workload: Workload,
-    rate: u64,
-    seconds: u64,
-    warmup_s: u64,
+    load: FixedRate,
     interval: Duration,
     run: usize,
 ) -> Result<LatencyResult, BenchError> {
@@ -1284,7 +1345,7 @@ pub fn run_raw_latency(
             })
             .collect();
         thread::sleep(Duration::from_secs(2));
-        let measured = measure_latency(broker, input, output, workload, rate, seconds);
+        let measured = measure_latency(broker, input, output, load);
         done.store(true, Ordering::SeqCst);
         let loops = handles
             .into_iter()
@@ -1294,6 +1355,12 @@ pub fn run_raw_latency(
     })?;
     seen.verify("raw loop, fixed rate", produced.records)?;
     Ok(latency_result(
-        "raw", run, produced, &seen, warmup_s, start_ms, None,
+        "raw",
+        run,
+        produced,
+        &seen,
+        load.warmup_s,
+        start_ms,
+        None,
     ))
 }

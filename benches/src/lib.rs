@@ -46,6 +46,12 @@ pub use error::BenchError;
 /// The release `weir` beside the running benchmark binary, which the benchmarks that run whole
 /// jobs as processes start; an error saying how to build it when it is missing.
 pub fn release_weir() -> Result<std::path::PathBuf, BenchError> {
+    weir_beside_exe("build it with `cargo build --release -p weir --bin weir`")
+}
+
+/// The `weir` binary in the folder of the running benchmark binary; when it is missing, an
+/// error naming it and ending in `how_to_build`, which says how this benchmark's users get it.
+pub(crate) fn weir_beside_exe(how_to_build: &str) -> Result<std::path::PathBuf, BenchError> {
     let exe = std::env::current_exe().map_err(|source| BenchError::Io {
         action: "find the benchmark's own path",
         path: std::path::PathBuf::from("."),
@@ -54,9 +60,21 @@ pub fn release_weir() -> Result<std::path::PathBuf, BenchError> {
     let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
     if !bin.is_file() {
         return Err(BenchError::Wrong(format!(
-            "{} is missing: build it with `cargo build --release -p weir --bin weir`",
+            "{} is missing: {how_to_build}",
             bin.display()
         )));
     }
     Ok(bin)
+}
+
+/// The exit of a benchmark binary whose work is `outcome`: success, or the error on standard
+/// error after the binary's `name` (`kafka-bench: …`) and a failing exit code.
+pub fn exit_code(name: &str, outcome: Result<(), BenchError>) -> std::process::ExitCode {
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{name}: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }

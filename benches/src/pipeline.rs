@@ -485,6 +485,10 @@ pub fn measure(
             .collect();
         Summary::of(&samples)
     };
+    // A figure of each run that has it.
+    let each = |f: fn(&PipelineRun) -> Option<f64>| {
+        Summary::of(&done.iter().filter_map(f).collect::<Vec<_>>())
+    };
     let rates: Vec<f64> = done.iter().map(|r| r.records_per_s).collect();
     Ok(PipelineResult {
         case: case.clone(),
@@ -495,30 +499,10 @@ pub fn measure(
         checkpoint_sync_ms: all(|c| c.max_sync_ms),
         checkpoint_async_ms: all(|c| c.max_async_ms),
         checkpoint_bytes: all(|c| c.state_bytes),
-        peak_rss_bytes: Summary::of(
-            &done
-                .iter()
-                .filter_map(|r| r.peak_rss_bytes.map(|b| b as f64))
-                .collect::<Vec<_>>(),
-        ),
-        cores_used: Summary::of(
-            &done
-                .iter()
-                .filter_map(PipelineRun::cores_used)
-                .collect::<Vec<_>>(),
-        ),
-        first_quarter_records_per_s: Summary::of(
-            &done
-                .iter()
-                .filter_map(|r| r.quarters_records_per_s.map(|q| q.0))
-                .collect::<Vec<_>>(),
-        ),
-        last_quarter_records_per_s: Summary::of(
-            &done
-                .iter()
-                .filter_map(|r| r.quarters_records_per_s.map(|q| q.1))
-                .collect::<Vec<_>>(),
-        ),
+        peak_rss_bytes: each(|r| r.peak_rss_bytes.map(|b| b as f64)),
+        cores_used: each(PipelineRun::cores_used),
+        first_quarter_records_per_s: each(|r| r.quarters_records_per_s.map(|q| q.0)),
+        last_quarter_records_per_s: each(|r| r.quarters_records_per_s.map(|q| q.1)),
         runs: done,
     })
 }

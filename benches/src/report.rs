@@ -186,6 +186,18 @@ fn find_benchmarks(dir: &Path, found: &mut Vec<PathBuf>) -> Result<(), BenchErro
     Ok(())
 }
 
+/// Writes a benchmark's results to `path` as pretty JSON, and says where on standard output.
+pub fn write_json(path: &Path, results: &impl Serialize) -> Result<(), BenchError> {
+    let json = serde_json::to_vec_pretty(results).expect("results serialize to JSON");
+    std::fs::write(path, json).map_err(|source| BenchError::Io {
+        action: "write",
+        path: path.to_path_buf(),
+        source,
+    })?;
+    println!("results written to {}", path.display());
+    Ok(())
+}
+
 fn read_json(path: &Path) -> Result<Value, BenchError> {
     let bytes = std::fs::read(path).map_err(|source| BenchError::Io {
         action: "read",

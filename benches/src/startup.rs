@@ -53,19 +53,9 @@ pub struct StartupResult {
 
 /// The `weir` binary built next to this benchmark (`cargo build --release -p weir`).
 fn weir_binary() -> Result<PathBuf, BenchError> {
-    let exe = std::env::current_exe().map_err(|source| BenchError::Io {
-        action: "find the benchmark's own path",
-        path: PathBuf::from("."),
-        source,
-    })?;
-    let bin = exe.with_file_name(format!("weir{}", std::env::consts::EXE_SUFFIX));
-    if !bin.is_file() {
-        return Err(BenchError::Wrong(format!(
-            "{} is missing: build it first with `cargo build --release -p weir` (scripts/bench.sh does)",
-            bin.display()
-        )));
-    }
-    Ok(bin)
+    crate::weir_beside_exe(
+        "build it first with `cargo build --release -p weir` (scripts/bench.sh does)",
+    )
 }
 
 pub(crate) fn write(path: &Path, text: &str) -> Result<(), BenchError> {
@@ -232,6 +222,22 @@ impl Running {
             running,
         })
     }
+
+    /// Polls every `every` until `done` says so of the job's figures, or the job ends first.
+    fn wait_until(&self, every: Duration, done: impl Fn(&JobMonitor) -> bool) {
+        while !done(&self.monitor) && !self.running.is_finished() {
+            std::thread::sleep(every);
+        }
+    }
+
+    /// Sends `request` and waits for the job's outcome; `what` names the run if it panicked.
+    fn end(self, request: JobRequest, what: &str) -> Result<JobOutcome, BenchError> {
+        let _ = self.requests.send(request);
+        self.running
+            .join()
+            .map_err(|_| BenchError::Wrong(format!("the {what} run panicked")))?
+            .map_err(BenchError::from)
+    }
 }
 
 /// Runs the count job until every key was likely seen (`keys · ln keys` records, twice), then
@@ -241,19 +247,10 @@ pub(crate) fn take_savepoint(job: &Path, keys: u64, cache: &Path) -> Result<Path
         module_cache: Some(cache.to_path_buf()),
         ..RunOptions::default()
     };
-    let Running {
-        monitor,
-        requests,
-        running,
-    } = Running::start(job, options)?;
+    let job = Running::start(job, options)?;
     let enough = (2.0 * keys as f64 * (keys as f64).ln()) as u64;
-    while monitor.records_out() < enough && !running.is_finished() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let _ = requests.send(JobRequest::StopWithSavepoint);
-    let outcome = running
-        .join()
-        .map_err(|_| BenchError::Wrong("the savepoint run panicked".into()))??;
+    job.wait_until(Duration::from_millis(20), |m| m.records_out() >= enough);
+    let outcome = job.end(JobRequest::StopWithSavepoint, "savepoint")?;
     outcome.savepoint.ok_or_else(|| {
         BenchError::Wrong(format!(
             "the savepoint run ended {:?} without a savepoint: {}",
@@ -271,19 +268,10 @@ pub(crate) fn restore_once(job: &Path, savepoint: &Path, cache: &Path) -> Result
         module_cache: Some(cache.to_path_buf()),
         ..RunOptions::default()
     };
-    let Running {
-        monitor,
-        requests,
-        running,
-    } = Running::start(job, options)?;
-    while monitor.records_out() == 0 && !running.is_finished() {
-        std::thread::sleep(Duration::from_micros(200));
-    }
+    let job = Running::start(job, options)?;
+    job.wait_until(Duration::from_micros(200), |m| m.records_out() > 0);
     let ms = start.elapsed().as_secs_f64() * 1e3;
-    let _ = requests.send(JobRequest::Cancel);
-    let outcome = running
-        .join()
-        .map_err(|_| BenchError::Wrong("the restored run panicked".into()))??;
+    let outcome = job.end(JobRequest::Cancel, "restored")?;
     if outcome.status != JobStatus::Canceled {
         return Err(BenchError::Wrong(format!(
             "the restored run ended {:?} before it was cancelled: {}",

@@ -40,15 +40,14 @@ use weir::ids::TaskId;
 use weir::ids::{CheckpointId, CheckpointKind};
 use weir::wasm::image::format::{ImageKind, decode_full, read_header};
 use weir::wasm::{
-    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, LoadOptions, ModuleSource,
-    OperatorModule, StateCapture, WasmEngine,
+    EngineOptions, GuestInstance, GuestLimits, ImagePolicy, ImagePool, InstanceContext,
+    LoadOptions, ModuleSource, OperatorModule, StateCapture, WasmEngine,
 };
 use weir_example_count::Count;
 use weir_sdk::Context;
 use weir_sdk::testing::Harness;
 
 use crate::error::BenchError;
-use crate::guests::single;
 use crate::summary::Summary;
 use crate::workload::distinct_keys;
 
@@ -172,7 +171,7 @@ pub fn measure(
     let image = module.image_layout().is_some();
     let keys = keys_for(target_bytes);
 
-    let mut guest = module.instantiate(single("count"), b"")?;
+    let mut guest = module.instantiate(InstanceContext::single("count"), b"")?;
     let start = Instant::now();
     for batch in distinct_keys(0..keys, 0, FILL_BATCH) {
         guest.process(&batch)?;
@@ -202,7 +201,8 @@ pub fn measure(
 
         // The previous restored instance ends first, as a failed attempt's do.
         drop(restored.take());
-        let (mut fresh, ms) = timed(|| module.instantiate_for_restore(single("count"), b""))?;
+        let (mut fresh, ms) =
+            timed(|| module.instantiate_for_restore(InstanceContext::single("count"), b""))?;
         instantiate_ms.push(ms);
         let location = storage.layout().location(CheckpointKind::Checkpoint, id);
         let (bytes, ms) = timed(|| storage.read_state(&location, &handle))?;
@@ -312,7 +312,8 @@ fn measure_deltas(
             ),
         ] {
             drop(restored.take());
-            let mut fresh = module.instantiate_for_restore(single("count"), b"")?;
+            let mut fresh =
+                module.instantiate_for_restore(InstanceContext::single("count"), b"")?;
             fresh.set_image_policy(policy);
             let state = state.clone();
             let ((), ms) = timed(|| fresh.restore_chain_owned(chain, state, true))?;

@@ -100,33 +100,19 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     for vertex in ["gen ", "count ", "out "] {
         assert!(first_row.contains(vertex), "operators: {first_row}");
     }
-    assert!(
-        listed.stdout.contains(&format!(
-            "latest restorable: savepoint {newest} (every file verified)\n  {}\n",
-            savepoint.display()
-        )),
-        "{}",
-        listed.stdout
-    );
-    assert!(
-        listed
-            .stdout
-            .contains(&format!("--restore {}", savepoint.display())),
-        "{}",
-        listed.stdout
-    );
+    listed.assert_stdout_contains(&format!(
+        "latest restorable: savepoint {newest} (every file verified)\n  {}\n",
+        savepoint.display()
+    ));
+    listed.assert_stdout_contains(&format!("--restore {}", savepoint.display()));
     // Given the job file, the hint names it.
     let by_job = checkpoints(&sandbox, &[text(&sandbox.job_path())]);
     by_job.assert_code(0, "weir checkpoints JOB.toml");
-    assert!(
-        by_job.stdout.contains(&format!(
-            "restore with: weir run {} --restore {}",
-            sandbox.job_path().display(),
-            savepoint.display()
-        )),
-        "{}",
-        by_job.stdout
-    );
+    by_job.assert_stdout_contains(&format!(
+        "restore with: weir run {} --restore {}",
+        sandbox.job_path().display(),
+        savepoint.display()
+    ));
 
     // The JSON agrees with the metadata on disk: ids, kinds, paths, times and sizes.
     let json = checkpoints(&sandbox, &[text(&dir), "--json"]).stdout_json();
@@ -225,13 +211,7 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     failed.assert_code(1, "weir checkpoints verify with a flipped byte");
     // Which check catches the flip (the checksum, or the frame's length or version fields of
     // a small file) depends on where the middle byte falls; the problem must name the file.
-    assert!(
-        failed
-            .stdout
-            .contains(&format!("  problem: state file {}: ", damaged.display())),
-        "{}",
-        failed.stdout
-    );
+    failed.assert_stdout_contains(&format!("  problem: state file {}: ", damaged.display()));
     let json = checkpoints(&sandbox, &["verify", text(&dir), "--json"]);
     json.assert_code(1, "weir checkpoints verify --json with a flipped byte");
     let json = json.stdout_json();
@@ -251,15 +231,11 @@ fn paths_that_are_not_checkpoints_exit_2_saying_what_to_pass() {
     fs::create_dir(&empty).unwrap();
     let out = checkpoints(&sandbox, &[text(&empty)]);
     out.assert_code(2, "an empty directory");
-    assert!(
-        out.stderr.contains(&format!(
-            "{} is not a checkpoint directory: it holds no chk-N/ or sp-N/ directories; pass the \
+    out.assert_stderr_contains(&format!(
+        "{} is not a checkpoint directory: it holds no chk-N/ or sp-N/ directories; pass the \
              job's checkpoint directory (job file: [checkpoint] directory)",
-            empty.display()
-        )),
-        "{}",
-        out.stderr
-    );
+        empty.display()
+    ));
     let missing = sandbox.join("missing");
     for args in [
         vec!["verify", text(&missing)],

@@ -310,11 +310,7 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
         &[],
     );
     cancel.assert_code(0, "weir cancel");
-    assert!(
-        cancel.stderr.contains("job `gencount` is cancelling"),
-        "{}",
-        cancel.stderr
-    );
+    cancel.assert_stderr_contains("job `gencount` is cancelling");
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(130, "a job cancelled through its endpoint");
     assert!(
@@ -476,13 +472,7 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
         savepoint.display()
     );
     assert!(savepoint.starts_with(&dir), "{}", savepoint.display());
-    assert!(
-        taken
-            .stderr
-            .contains("restore with `weir run JOB --restore"),
-        "{}",
-        taken.stderr
-    );
+    taken.assert_stderr_contains("restore with `weir run JOB --restore");
     let checkpoints = client(&file).get_json("/api/checkpoints").unwrap();
     assert_eq!(
         checkpoints["latest"]["savepoint"]["external_path"],
@@ -503,11 +493,7 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
         &sandbox.join("restore.log"),
     );
     ended.assert_code(0, "the run restored from the savepoint");
-    assert!(
-        ended.stderr.contains(&format!("restoring from {restore}")),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {restore}"));
     assert_exactly_once(
         &committed_lines(&sandbox.out_dir()),
         RECORDS,
@@ -628,11 +614,7 @@ fn off_loopback_requests_need_the_token_the_job_writes_to_control_json() {
     status.assert_code(0, "weir status reads the token from _control.json");
     let status = verb(&sandbox, &["status", "--address", &file.address], &[]);
     status.assert_code(4, "weir status --address without a token");
-    assert!(
-        status.stderr.contains("requires the job's token"),
-        "{}",
-        status.stderr
-    );
+    status.assert_stderr_contains("requires the job's token");
     let status = verb(
         &sandbox,
         &["status", "--address", &file.address],
@@ -654,14 +636,10 @@ fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
 
     let absent = verb(&sandbox, &["status", dir_arg], &[]);
     absent.assert_code(3, "no _control.json");
-    assert!(
-        absent.stderr.contains(&format!(
-            "no running job found in {dir_arg}: is it running? it writes {dir_arg}/_control.json \
+    absent.assert_stderr_contains(&format!(
+        "no running job found in {dir_arg}: is it running? it writes {dir_arg}/_control.json \
              while it runs"
-        )),
-        "{}",
-        absent.stderr
-    );
+    ));
 
     // A file left by a process that is gone (killed with SIGKILL, say).
     let mut dead = Command::new("true").spawn().unwrap();
@@ -696,14 +674,8 @@ fn verbs_say_when_no_job_runs_or_its_control_json_is_stale() {
     .unwrap();
     let refused = verb(&sandbox, &["status", dir_arg], &[]);
     refused.assert_code(3, "nothing answers");
-    assert!(
-        refused
-            .stderr
-            .contains("cannot connect to the control endpoint")
-            && refused.stderr.contains("is stale"),
-        "{}",
-        refused.stderr
-    );
+    refused.assert_stderr_contains("cannot connect to the control endpoint");
+    refused.assert_stderr_contains("is stale");
     let refused = verb(&sandbox, &["savepoint", "--address", &stale.address], &[]);
     refused.assert_code(3, "savepoint --address of nothing");
 
@@ -728,16 +700,8 @@ fn no_control_serves_nothing_and_writes_no_control_json() {
         &sandbox.join("run.log"),
     );
     ended.assert_code(0, "a job without a control endpoint");
-    assert!(
-        ended.stderr.contains("control endpoint off"),
-        "{}",
-        ended.stderr
-    );
-    assert!(
-        !ended.stderr.contains("control endpoint at"),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains("control endpoint off");
+    ended.assert_stderr_lacks("control endpoint at");
     assert!(!EndpointFile::path_in(&sandbox.checkpoint_dir()).exists());
 }
 
@@ -773,6 +737,12 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     let port = host.rsplit_once(':').unwrap().1.to_string();
     let token = token_in(&dir);
     let bearer = format!("Bearer {}", token.clone().unwrap_or_default());
+    // A request with `Host: host`, the token as a bearer, then `more`.
+    let with_token = |method: &str, path: &str, host: &str, more: &[(&str, &str)], body: &str| {
+        let mut headers = vec![("Host", host), ("Authorization", bearer.as_str())];
+        headers.extend_from_slice(more);
+        raw_exchange(&address, method, path, &headers, body)
+    };
     // Each rule checked, every broken one listed (not just the first).
     let mut broken: Vec<String> = Vec::new();
 
@@ -839,13 +809,7 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         format!("evil.example.com:{port}"),
         "127.0.0.1:1".to_string(),
     ] {
-        let answer = raw_exchange(
-            &address,
-            "GET",
-            "/api/job",
-            &[("Host", &wrong), ("Authorization", &bearer)],
-            "",
-        );
+        let answer = with_token("GET", "/api/job", &wrong, &[], "");
         expect(&mut broken, &format!("Host: {wrong}"), &answer, 421, "Host");
     }
     let answer = raw_exchange(&address, "GET", "/", &[("Host", "evil.example.com")], "");
@@ -857,31 +821,18 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
         "Host",
     );
     for good in [host.clone(), format!("localhost:{port}")] {
-        let answer = raw_exchange(
-            &address,
-            "GET",
-            "/api/job",
-            &[("Host", &good), ("Authorization", &bearer)],
-            "",
-        );
+        let answer = with_token("GET", "/api/job", &good, &[], "");
         if answer.status != 200 {
             broken.push(format!("Host: {good} with the token: {}", answer.body));
         }
     }
 
     // CSRF: a foreign Origin, even with the token and the custom header.
-    let answer = raw_exchange(
-        &address,
-        "POST",
-        "/api/cancel",
-        &[
-            ("Host", &host),
-            ("Authorization", &bearer),
-            ("Origin", "http://evil.example.com"),
-            ("X-Weir-Request", "1"),
-        ],
-        "",
-    );
+    let origin = [
+        ("Origin", "http://evil.example.com"),
+        ("X-Weir-Request", "1"),
+    ];
+    let answer = with_token("POST", "/api/cancel", &host, &origin, "");
     expect(
         &mut broken,
         "POST /api/cancel from Origin: http://evil.example.com",
@@ -891,17 +842,8 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     );
     // A form or a `text/plain` fetch (no preflight): refused without the custom header.
     for content_type in ["text/plain", "application/x-www-form-urlencoded"] {
-        let answer = raw_exchange(
-            &address,
-            "POST",
-            "/api/cancel",
-            &[
-                ("Host", &host),
-                ("Authorization", &bearer),
-                ("Content-Type", content_type),
-            ],
-            "x",
-        );
+        let content = [("Content-Type", content_type)];
+        let answer = with_token("POST", "/api/cancel", &host, &content, "x");
         expect(
             &mut broken,
             &format!("POST /api/cancel as {content_type}"),
@@ -923,18 +865,11 @@ fn the_endpoint_refuses_a_missing_token_a_foreign_host_or_origin_and_simple_post
     if status.code != Some(0) {
         broken.push(format!("weir status with _control.json: {}", status.stderr));
     }
-    let answer = raw_exchange(
-        &address,
-        "POST",
-        "/api/savepoints",
-        &[
-            ("Host", &host),
-            ("Authorization", &bearer),
-            ("Origin", &address),
-            ("Content-Type", "application/json"),
-        ],
-        "",
-    );
+    let json = [
+        ("Origin", address.as_str()),
+        ("Content-Type", "application/json"),
+    ];
+    let answer = with_token("POST", "/api/savepoints", &host, &json, "");
     if answer.status != 200 {
         broken.push(format!("a same-origin JSON savepoint: {}", answer.body));
     }

@@ -20,8 +20,8 @@ use weir::job::JobStatus;
 use weir::runtime::{JobRequest, RunOptions};
 
 use crate::support::{
-    InProcess, JobFile, Sandbox, assert_same_output, checkpoint_dirs, checkpointed,
-    committed_lines, complete_checkpoint_ids, complete_checkpoints, in_progress_files, run_cli,
+    InProcess, JobFile, Sandbox, assert_committed_output, assert_same_output, checkpoint_dirs,
+    checkpointed, committed_lines, complete_checkpoint_ids, complete_checkpoints, run_cli,
     word_counts, word_text, wordcount,
 };
 
@@ -142,15 +142,10 @@ fn restore_skips(
         ended.stderr
     );
     let both = format!("{first}{second}");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    assert_committed_output(
+        &sandbox.out_dir(),
         &word_counts(&both),
         "after restoring the previous checkpoint",
-    );
-    assert_eq!(
-        in_progress_files(&sandbox.out_dir()),
-        Vec::<String>::new(),
-        "in-progress parts remain"
     );
 }
 

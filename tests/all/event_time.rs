@@ -17,7 +17,7 @@ use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use weir::kill_point::{self, KillPoint};
+use weir::kill_point::KillPoint;
 use weir::runtime::RunOptions;
 use weir_tests::guests;
 
@@ -310,13 +310,12 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
             let log = sandbox.join(&format!("round-{round_set}-{round}.log"));
             let args = ["--restore", "latest"];
             let ended = match kill {
-                Kill::At(point, nth) => Weir::run_with_env(
+                Kill::At(point, nth) => Weir::run_to_kill_point(
                     &sandbox.job_path(),
                     &args,
-                    &[(kill_point::ENV_VAR, &format!("{point}:{nth}"))],
+                    &format!("{point}:{nth}"),
                     &log,
-                )
-                .wait(CLI_TIMEOUT),
+                ),
                 Kill::After(ms) => {
                     let mut weir = Weir::run(&sandbox.job_path(), &args, &log);
                     let deadline = Instant::now() + Duration::from_millis(ms);
@@ -567,13 +566,12 @@ fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     // still know it ended, or it never reaches the end of time and its last windows never fire.
     let killed = Sandbox::new("lengths-killed");
     two_lengths_job(&killed).write(&killed.job_path());
-    let ended = Weir::run_with_env(
+    let ended = Weir::run_to_kill_point(
         &killed.job_path(),
         &[],
-        &[(kill_point::ENV_VAR, "after-snapshot:12")],
+        "after-snapshot:12",
         &killed.join("killed.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    );
     assert!(
         ended.stderr.contains("kill point `after-snapshot` reached"),
         "{}",

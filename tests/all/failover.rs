@@ -10,8 +10,8 @@ use weir::job::JobStatus;
 use weir_tests::guests;
 
 use crate::support::{
-    GeneratorSpec, JobFile, Sandbox, assert_same_output, checkpointed, committed_lines,
-    in_progress_files, run_cli, run_in_process,
+    GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed, committed_lines,
+    run_cli, run_in_process,
 };
 
 /// Records the generator emits; its timestamps are 0..RECORDS.
@@ -76,16 +76,7 @@ fn guest_panic_fails_over_from_the_latest_checkpoint_and_commits_exactly_once() 
         "one failure, one restart, then to the end (two restarts mean the restart found no \
          completed checkpoint, so `flaky` was not restored and failed again): {outcome:?}"
     );
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &expected,
-        "after a failover",
-    );
-    assert_eq!(
-        in_progress_files(&sandbox.out_dir()),
-        Vec::<String>::new(),
-        "in-progress parts remain"
-    );
+    assert_committed_output(&sandbox.out_dir(), &expected, "after a failover");
 }
 
 #[test]

@@ -18,12 +18,11 @@ use std::path::{Path, PathBuf};
 use wasm_encoder::{Encode as _, RawSection};
 use wasmparser::{Parser, Payload};
 
-use weir::kill_point;
 use weir_tests::guests;
 
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines, run_cli,
+    GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
+    run_cli,
 };
 
 /// The job: a generator (p=2) → key-hash → `count` (p=2) → forward → exactly-once file sink,
@@ -108,13 +107,12 @@ fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output(
         job(&sandbox, module, capture, Some(8_000.0)).write(&sandbox.job_path());
         // Killed after the 14th snapshot of any task (6 tasks: in the third checkpoint, after two
         // complete ones): the job is mid-way.
-        let killed = Weir::run_with_env(
+        let killed = Weir::run_to_kill_point(
             &sandbox.job_path(),
             &[],
-            &[(kill_point::ENV_VAR, "after-snapshot:14")],
+            "after-snapshot:14",
             &sandbox.join("killed.log"),
-        )
-        .wait(CLI_TIMEOUT);
+        );
         assert_eq!(
             killed.status.signal(),
             Some(9),

@@ -10,10 +10,8 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::process::ExitStatusExt as _;
 
-use weir::kill_point;
-
 use crate::support::{
-    CLI_TIMEOUT, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
+    JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
 };
 
 /// Lines in the file, of which every 37th is malformed.
@@ -85,13 +83,12 @@ fn a_keyed_jsonl_job_killed_after_a_checkpoint_resumes_mid_file_exactly_once() {
 
     // Following the first half, killed right after its third checkpoint completes.
     job(&sandbox, true).write(&sandbox.job_path());
-    let ended = Weir::run_with_env(
+    let ended = Weir::run_to_kill_point(
         &sandbox.job_path(),
         &[],
-        &[(kill_point::ENV_VAR, "before-commit:3")],
+        "before-commit:3",
         &sandbox.join("killed.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    );
     assert!(
         matches!(ended.status.signal(), Some(9 | 6))
             && ended.stderr.contains("kill point `before-commit` reached"),

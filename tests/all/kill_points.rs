@@ -182,13 +182,7 @@ fn kill_at_every_named_point(capture: &str, per_point: u64) {
     for (index, &(point, nth)) in rounds.iter().enumerate() {
         let armed = format!("{point}:{nth}");
         let log = chaos.join(&format!("round-{index:03}.log"));
-        let ended = Weir::run_with_env(
-            &job,
-            &["--restore", "latest"],
-            &[(kill_point::ENV_VAR, &armed)],
-            &log,
-        )
-        .wait(CLI_TIMEOUT);
+        let ended = Weir::run_to_kill_point(&job, &["--restore", "latest"], &armed, &log);
         let said = format!("kill point `{point}` reached");
         // SIGKILL, or SIGABRT where the `kill` program could not be run.
         let killed = matches!(ended.status.signal(), Some(9 | 6));

@@ -7,7 +7,7 @@
 use std::fs;
 use std::path::Path;
 
-use weir::kill_point::{self, KillPoint};
+use weir::kill_point::KillPoint;
 
 use crate::support::report;
 use crate::support::{
@@ -266,13 +266,7 @@ fn checkpoint_ids_never_repeat_after_a_crash_between_trigger_and_completion() {
     counting_job(&sandbox, 12_000, Some(6_000.0), 1_000).write(&sandbox.job_path());
     let job = sandbox.job_path();
     let kill_at = format!("{}:3", KillPoint::MetadataWrite);
-    let killed = Weir::run_with_env(
-        &job,
-        &[],
-        &[(kill_point::ENV_VAR, &kill_at)],
-        &sandbox.join("killed.log"),
-    )
-    .wait(CLI_TIMEOUT);
+    let killed = Weir::run_to_kill_point(&job, &[], &kill_at, &sandbox.join("killed.log"));
     assert!(
         killed.code().is_none(),
         "the run should die at {kill_at}:\n{}",

@@ -3,8 +3,8 @@
 //! the output of a run that was never stopped.
 
 use crate::support::{
-    Ended, GeneratorSpec, JobFile, Sandbox, assert_same_output, checkpointed, committed_lines,
-    generator_count, in_progress_files, run_cli, stop_with_savepoint,
+    Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed, committed_lines,
+    generator_count, run_cli, stop_with_savepoint,
 };
 
 /// The generator of these tests: 2 subtasks, 300 keys, 10 000 records a second, `count` in
@@ -60,20 +60,11 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
     let restore = savepoint.to_str().unwrap();
     let ended = run_cli(&job, &["--restore", restore], &sandbox.join("restore.log"));
     ended.assert_code(0, "the run restored from the savepoint");
-    assert!(
-        ended.stderr.contains(&format!("restoring from {restore}")),
-        "the job should restore {restore}:\n{}",
-        ended.stderr
-    );
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    ended.assert_stderr_contains(&format!("restoring from {restore}"));
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "after a stop with a savepoint and a restore",
-    );
-    assert_eq!(
-        in_progress_files(&sandbox.out_dir()),
-        Vec::<String>::new(),
-        "in-progress parts remain"
     );
     assert!(
         savepoint.join("_metadata").is_file(),

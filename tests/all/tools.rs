@@ -64,11 +64,7 @@ fn validate_reports_every_example_guest_valid() {
         out.assert_code(0, name);
         let header = format!("module {path} is a valid Weir operator (ABI 1)");
         assert!(out.stdout.starts_with(&header), "{name}:\n{}", out.stdout);
-        assert!(
-            out.stdout.contains("ok       weir_process"),
-            "{}",
-            out.stdout
-        );
+        out.assert_stdout_contains("ok       weir_process");
 
         let out = weir(&sandbox, &["validate", "--json", path], "");
         out.assert_code(0, name);
@@ -291,11 +287,7 @@ fn validate_of_a_file_that_cannot_be_read_is_a_usage_error() {
     let path = sandbox.join("nothing.wasm");
     let out = weir(&sandbox, &["validate", path.to_str().unwrap()], "");
     out.assert_code(2, "missing file");
-    assert!(
-        out.stderr.contains("cannot read the module"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("cannot read the module");
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -382,7 +374,7 @@ fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot
         let out = weir(&sandbox, &args, "");
         out.assert_code(0, capture);
         assert_eq!(out.stdout, plain.stdout, "{capture}");
-        assert!(out.stderr.contains("40 images restored"), "{}", out.stderr);
+        out.assert_stderr_contains("40 images restored");
     }
     let args = [
         "test",
@@ -396,12 +388,7 @@ fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot
     ];
     let out = weir(&sandbox, &args, "");
     out.assert_code(1, "exports");
-    assert!(
-        out.stderr
-            .contains("exports no weir_snapshot, so every snapshot is empty"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("exports no weir_snapshot, so every snapshot is empty");
 }
 
 /// A running total kept in a global, with no snapshot code at all: a job checkpoints it as an
@@ -473,28 +460,15 @@ fn test_checkpoints_a_module_without_snapshot_code_as_an_image_as_a_job_does() {
         "--checkpoint auto",
         "first difference at record 2",
     ] {
-        assert!(out.stderr.contains(says), "{says}: {}", out.stderr);
+        out.assert_stderr_contains(says);
     }
-    assert!(
-        !out.stderr.contains("snapshot or restore loses"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_lacks("snapshot or restore loses");
 
     // `weir validate` says the same: its checkpoints line and its exports table agree.
     let out = weir(&sandbox, &["validate", &module], "");
     out.assert_code(0, "validate");
-    assert!(
-        out.stdout
-            .contains("checkpoints:  as an image of its memory and globals"),
-        "{}",
-        out.stdout
-    );
-    assert!(
-        !out.stdout.contains("every snapshot is empty"),
-        "{}",
-        out.stdout
-    );
+    out.assert_stdout_contains("checkpoints:  as an image of its memory and globals");
+    out.assert_stdout_lacks("every snapshot is empty");
     let snapshot_row = out
         .stdout
         .lines()
@@ -508,11 +482,7 @@ fn test_checkpoints_a_module_without_snapshot_code_as_an_image_as_a_job_does() {
         &input,
     );
     out.assert_code(2, "an unknown capture");
-    assert!(
-        out.stderr.contains("exports, image, auto"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("exports, image, auto");
 }
 
 #[test]
@@ -546,7 +516,7 @@ fn test_expect_passes_on_the_same_output_and_fails_with_a_diff_otherwise() {
     );
     pass.assert_code(0, "--expect with the same output");
     assert!(pass.stdout.is_empty(), "{}", pass.stdout);
-    assert!(pass.stderr.contains("output matches"), "{}", pass.stderr);
+    pass.assert_stderr_contains("output matches");
 
     let mut lines: Vec<&str> = out.stdout.lines().collect();
     let wrong = lines[4].replace("\"value\":\"1\"", "\"value\":\"99\"");
@@ -559,22 +529,9 @@ fn test_expect_passes_on_the_same_output_and_fails_with_a_diff_otherwise() {
         "",
     );
     fail.assert_code(1, "--expect with a changed record");
-    assert!(
-        fail.stderr.contains("first difference at record 5"),
-        "{}",
-        fail.stderr
-    );
-    assert!(
-        fail.stderr.contains(&format!("expected: {wrong}")),
-        "{}",
-        fail.stderr
-    );
-    assert!(
-        fail.stderr
-            .contains(&format!("actual:   {}", out.stdout.lines().nth(4).unwrap())),
-        "{}",
-        fail.stderr
-    );
+    fail.assert_stderr_contains("first difference at record 5");
+    fail.assert_stderr_contains(&format!("expected: {wrong}"));
+    fail.assert_stderr_contains(&format!("actual:   {}", out.stdout.lines().nth(4).unwrap()));
 
     let short_file = write(
         &sandbox,
@@ -587,16 +544,8 @@ fn test_expect_passes_on_the_same_output_and_fails_with_a_diff_otherwise() {
         "",
     );
     fail.assert_code(1, "--expect with fewer records");
-    assert!(
-        fail.stderr.contains("first difference at record 4"),
-        "{}",
-        fail.stderr
-    );
-    assert!(
-        fail.stderr.contains("(nothing: it ends after 3 records)"),
-        "{}",
-        fail.stderr
-    );
+    fail.assert_stderr_contains("first difference at record 4");
+    fail.assert_stderr_contains("(nothing: it ends after 3 records)");
 }
 
 #[test]
@@ -633,12 +582,7 @@ fn test_names_the_bad_input_line() {
     let input = "{\"value\": \"a\"}\n\n{\"value\": {\"base64\": \"not base64!\"}}\n";
     let out = weir(&sandbox, &["test", COUNT], input);
     out.assert_code(2, "bad input");
-    assert!(
-        out.stderr
-            .contains("stdin line 3: `value` is not valid base64"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("stdin line 3: `value` is not valid base64");
 
     let file = write(
         &sandbox,
@@ -647,12 +591,7 @@ fn test_names_the_bad_input_line() {
     );
     let out = weir(&sandbox, &["test", COUNT, "--input", &file], "");
     out.assert_code(2, "bad timestamp");
-    assert!(
-        out.stderr
-            .contains(&format!("{file} line 1: `timestamp` must be")),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains(&format!("{file} line 1: `timestamp` must be"));
 }
 
 /// A guest that emits its init message as the value of one record per batch, to show what
@@ -732,12 +671,7 @@ fn test_gives_the_operator_its_config_name_and_subtask() {
         "",
     );
     out.assert_code(2, "subtask out of range");
-    assert!(
-        out.stderr
-            .contains("subtask 2 is not below the parallelism 2"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("subtask 2 is not below the parallelism 2");
 }
 
 #[test]
@@ -755,12 +689,7 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
     );
     let out = weir(&sandbox, &["test", &trap], "{\"value\": \"v\"}\n");
     out.assert_code(1, "trap");
-    assert!(
-        out.stderr
-            .contains("operator `trap` subtask 0 failed in weir_process: guest trap"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("operator `trap` subtask 0 failed in weir_process: guest trap");
 
     // A counter that keeps a running total but never snapshots it.
     let forgetful = write(
@@ -794,37 +723,14 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
         &input,
     );
     out.assert_code(1, "forgetful with checkpoints");
-    assert!(
-        out.stderr.contains("differs from the output without them"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("differs from the output without them");
     // Batches of two records, each emitting the running total: 2, 4 — or 2, 2 when the total
     // is lost in the restore after the first batch.
-    assert!(
-        out.stderr.contains("first difference at record 2"),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains(r#"without checkpoints: {"key":"","value":"4""#),
-        "{}",
-        out.stderr
-    );
-    assert!(
-        out.stderr
-            .contains(r#"with checkpoints:    {"key":"","value":"2""#),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("first difference at record 2");
+    out.assert_stderr_contains(r#"without checkpoints: {"key":"","value":"4""#);
+    out.assert_stderr_contains(r#"with checkpoints:    {"key":"","value":"2""#);
     assert!(out.stdout.is_empty(), "{}", out.stdout);
-    assert!(
-        out.stderr
-            .contains("checkpointed through its weir_snapshot and weir_restore"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_contains("checkpointed through its weir_snapshot and weir_restore");
 
     // An image holds the total its snapshot forgets.
     let out = weir(
@@ -840,7 +746,7 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
         &input,
     );
     out.assert_code(0, "forgetful checkpointed as an image");
-    assert!(out.stderr.contains("2 images restored"), "{}", out.stderr);
+    out.assert_stderr_contains("2 images restored");
 
     let out = weir(
         &sandbox,
@@ -880,13 +786,9 @@ fn test_names_a_broken_image_restore_of_a_real_guest() {
         "--checkpoint exports",
         "first difference at record 3",
     ] {
-        assert!(out.stderr.contains(says), "{says}: {}", out.stderr);
+        out.assert_stderr_contains(says);
     }
-    assert!(
-        !out.stderr.contains("snapshot or restore loses"),
-        "{}",
-        out.stderr
-    );
+    out.assert_stderr_lacks("snapshot or restore loses");
 }
 
 /// A guest whose `weir_restore` needs more memory than its module allows: its snapshot is
@@ -918,14 +820,10 @@ fn test_restores_the_end_state_and_names_a_restore_that_ran_out_of_memory() {
         &input,
     );
     out.assert_code(1, "the end state cannot be restored");
-    assert!(
-        out.stderr.contains(
-            "failed in weir_restore: guest ran out of memory and trapped (its memory could not \
-             grow)"
-        ) && out.stderr.contains("keep less state"),
-        "{}",
-        out.stderr
+    out.assert_stderr_contains(
+        "failed in weir_restore: guest ran out of memory and trapped (its memory could not grow)",
     );
+    out.assert_stderr_contains("keep less state");
 }
 
 /// The JavaScript engine inside a component gives up at about a million live objects, well

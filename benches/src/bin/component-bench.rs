@@ -20,8 +20,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use weir::ids::CheckpointId;
-use weir::wasm::{LoadOptions, ModuleSource, OperatorModule, WasmEngine};
-use weir_benches::guests::single;
+use weir::wasm::{InstanceContext, LoadOptions, ModuleSource, OperatorModule, WasmEngine};
 use weir_benches::workload::{Workload, distinct_keys};
 
 fn main() -> ExitCode {
@@ -93,7 +92,7 @@ fn measure(
     let instantiate = median(20, || {
         let started = Instant::now();
         module
-            .instantiate(single(name), b"")
+            .instantiate(InstanceContext::single(name), b"")
             .map_err(|e| e.to_string())?;
         Ok(started.elapsed())
     })?;
@@ -128,7 +127,7 @@ fn records_per_second(module: &OperatorModule, name: &str, records: u64) -> Resu
         value_size: 16,
     };
     let mut instance = module
-        .instantiate(single(name), b"")
+        .instantiate(InstanceContext::single(name), b"")
         .map_err(|e| e.to_string())?;
     for batch in workload.every_key(1024) {
         instance.process(&batch).map_err(|e| e.to_string())?;
@@ -148,7 +147,7 @@ fn state_costs(
     keys: u64,
 ) -> Result<serde_json::Value, String> {
     let mut instance = module
-        .instantiate(single(name), b"")
+        .instantiate(InstanceContext::single(name), b"")
         .map_err(|e| e.to_string())?;
     for batch in distinct_keys(0..keys, 16, 1024) {
         instance.process(&batch).map_err(|e| e.to_string())?;
@@ -163,7 +162,7 @@ fn state_costs(
     })?;
     let restore = median(3, || {
         let mut fresh = module
-            .instantiate(single(name), b"")
+            .instantiate(InstanceContext::single(name), b"")
             .map_err(|e| e.to_string())?;
         let started = Instant::now();
         fresh.restore(&state).map_err(|e| e.to_string())?;

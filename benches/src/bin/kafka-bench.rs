@@ -20,11 +20,12 @@ use serde::Serialize;
 use weir_benches::BenchError;
 use weir_benches::guests::COUNT_WASM;
 use weir_benches::kafka::{
-    self, Broker, INPUT_PARTITIONS, LatencyResult, MaxResult, RAW_LOOPS, StreamsSetup, WeirSetup,
-    Workload,
+    self, Broker, FixedRate, INPUT_PARTITIONS, LatencyResult, MaxResult, RAW_LOOPS, StreamsSetup,
+    WeirSetup, Workload,
 };
-use weir_benches::report::{Machine, load_average};
+use weir_benches::report::{self, Machine, load_average};
 use weir_benches::summary::Summary;
+use weir_benches::usage::Usage;
 
 /// Kafka → count → Kafka exactly-once (the release `weir`, and Kafka Streams), and the raw
 /// limit of the same broker: max throughput over pre-filled records, and produce → visible
@@ -114,6 +115,33 @@ struct RunLoad {
     after: String,
 }
 
+impl RunLoad {
+    /// Runs `measure`, run `run` of `kind` for `system`, between two readings of the load: the
+    /// one before is printed first, and both are kept in `loads`.
+    fn around<R>(
+        loads: &mut Vec<RunLoad>,
+        system: System,
+        kind: &'static str,
+        run: usize,
+        measure: impl FnOnce() -> Result<R, BenchError>,
+    ) -> Result<R, BenchError> {
+        let before = load();
+        eprintln!(
+            "== load before {} {kind} run {run}: {before}",
+            system.name()
+        );
+        let result = measure()?;
+        loads.push(RunLoad {
+            system: system.name(),
+            kind,
+            run,
+            before,
+            after: load(),
+        });
+        Ok(result)
+    }
+}
+
 /// One system's medians over the repetitions.
 #[derive(Debug, Serialize)]
 struct Medians {
@@ -147,14 +175,7 @@ impl System {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("kafka-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_benches::exit_code("kafka-bench", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {
@@ -212,33 +233,23 @@ fn run(args: &Args) -> Result<(), BenchError> {
         prefill_seconds = Some(s);
         for run in 1..=repeat {
             for system in rotated(&systems, run) {
-                let before = load();
-                eprintln!("== load before {} max run {run}: {before}", system.name());
-                let r = match system {
-                    System::Weir => kafka::run_weir_max(&setup, &broker, input, args.records, run)?,
+                let r = RunLoad::around(&mut loads, system, "max", run, || match system {
+                    System::Weir => kafka::run_weir_max(&setup, &broker, input, args.records, run),
                     System::Streams => kafka::run_streams_max(
                         streams.as_ref().expect("built unless --no-streams"),
                         &broker,
                         input,
                         args.records,
                         run,
-                    )?,
-                    System::Raw => kafka::run_raw_max(&broker, input, args.records, interval, run)?,
-                };
-                loads.push(RunLoad {
-                    system: system.name(),
-                    kind: "max",
-                    run,
-                    before,
-                    after: load(),
-                });
+                    ),
+                    System::Raw => kafka::run_raw_max(&broker, input, args.records, interval, run),
+                })?;
                 eprintln!(
-                    "  {} max run {run}: {:.0} records/s in {:.2} s, cpu {} s, peak rss {} MiB",
+                    "  {} max run {run}: {:.0} records/s in {:.2} s, {}",
                     r.system,
                     r.records_per_s,
                     r.seconds,
-                    opt(r.usage.cpu_seconds, 2),
-                    opt(r.usage.peak_rss_mib(), 0)
+                    used(&r.usage)
                 );
                 max.push(r);
             }
@@ -246,56 +257,30 @@ fn run(args: &Args) -> Result<(), BenchError> {
     }
     let mut latency = Vec::new();
     if !args.no_latency {
+        let load = FixedRate {
+            workload,
+            rate: args.rate,
+            seconds: args.seconds,
+            warmup_s: args.warmup_s,
+        };
         for run in 1..=repeat {
             for system in rotated(&systems, run) {
-                let before = load();
-                eprintln!(
-                    "== load before {} latency run {run}: {before}",
-                    system.name()
-                );
-                let r = match system {
-                    System::Weir => kafka::run_weir_latency(
-                        &setup,
-                        &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
-                        run,
-                    )?,
+                let r = RunLoad::around(&mut loads, system, "latency", run, || match system {
+                    System::Weir => kafka::run_weir_latency(&setup, &broker, load, run),
                     System::Streams => kafka::run_streams_latency(
                         streams.as_ref().expect("built unless --no-streams"),
                         &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
+                        load,
                         run,
-                    )?,
-                    System::Raw => kafka::run_raw_latency(
-                        &broker,
-                        workload,
-                        args.rate,
-                        args.seconds,
-                        args.warmup_s,
-                        interval,
-                        run,
-                    )?,
-                };
-                loads.push(RunLoad {
-                    system: system.name(),
-                    kind: "latency",
-                    run,
-                    before,
-                    after: load(),
-                });
+                    ),
+                    System::Raw => kafka::run_raw_latency(&broker, load, interval, run),
+                })?;
                 eprintln!(
-                    "  {} latency run {run}: p50 {} ms, p99 {} ms, cpu {} s, peak rss {} MiB",
+                    "  {} latency run {run}: p50 {} ms, p99 {} ms, {}",
                     r.system,
                     r.p50_ms,
                     r.p99_ms,
-                    opt(r.usage.cpu_seconds, 2),
-                    opt(r.usage.peak_rss_mib(), 0)
+                    used(&r.usage)
                 );
                 latency.push(r);
             }
@@ -444,13 +429,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             medians,
             loads,
         };
-        let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
-        std::fs::write(path, json).map_err(|source| BenchError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
-        println!("results written to {}", path.display());
+        report::write_json(path, &report)?;
     }
     Ok(())
 }
@@ -479,29 +458,37 @@ fn load() -> String {
     load_average().unwrap_or_else(|| "?".into())
 }
 
+/// What a run's process used, as its progress line ends: `cpu 1.23 s, peak rss 45 MiB`.
+fn used(usage: &Usage) -> String {
+    format!(
+        "cpu {} s, peak rss {} MiB",
+        opt(usage.cpu_seconds, 2),
+        opt(usage.peak_rss_mib(), 0)
+    )
+}
+
 /// A figure with `digits` decimals, or `–` when it was not measured.
 fn opt(value: Option<f64>, digits: usize) -> String {
     value.map_or("–".into(), |v| format!("{v:.digits$}"))
 }
 
+/// `f` over the `results` that are `mine`, summarised.
+fn of_system<R>(
+    results: &[R],
+    mine: impl Fn(&R) -> bool,
+    f: fn(&R) -> Option<f64>,
+) -> Option<Summary> {
+    let values: Vec<f64> = results.iter().filter(|r| mine(r)).filter_map(f).collect();
+    Summary::of(&values)
+}
+
 /// `system`'s medians over its runs.
 fn medians_of(system: System, max: &[MaxResult], latency: &[LatencyResult]) -> Medians {
     let name = system.name();
-    let of_max = |f: fn(&MaxResult) -> Option<f64>| {
-        let values: Vec<f64> = max
-            .iter()
-            .filter(|r| r.system == name)
-            .filter_map(f)
-            .collect();
-        Summary::of(&values)
-    };
+    let of_max =
+        |f: fn(&MaxResult) -> Option<f64>| of_system(max, |r: &MaxResult| r.system == name, f);
     let of_latency = |f: fn(&LatencyResult) -> Option<f64>| {
-        let values: Vec<f64> = latency
-            .iter()
-            .filter(|r| r.system == name)
-            .filter_map(f)
-            .collect();
-        Summary::of(&values)
+        of_system(latency, |r: &LatencyResult| r.system == name, f)
     };
     Medians {
         system: name.to_string(),

@@ -117,14 +117,7 @@ enum Chaining {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("runtime-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_benches::exit_code("runtime-bench", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {
@@ -322,13 +315,7 @@ fn run(args: &Args) -> Result<(), BenchError> {
             rescale: rescales,
             object_storage: object_stores,
         };
-        let json = serde_json::to_vec_pretty(&report).expect("results serialize to JSON");
-        std::fs::write(path, json).map_err(|source| BenchError::Io {
-            action: "write",
-            path: path.clone(),
-            source,
-        })?;
-        println!("results written to {}", path.display());
+        report::write_json(path, &report)?;
     }
     Ok(())
 }

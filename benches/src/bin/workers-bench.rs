@@ -40,13 +40,7 @@ struct Args {
 }
 
 fn main() -> ExitCode {
-    match run(&Args::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
-            eprintln!("workers-bench: {e}");
-            ExitCode::FAILURE
-        }
-    }
+    weir_benches::exit_code("workers-bench", run(&Args::parse()))
 }
 
 fn run(args: &Args) -> Result<(), BenchError> {

@@ -157,13 +157,8 @@ fn check_refused(name: &str, mut instance: GuestInstance, error: &GuestError) {
 
 /// A fresh instance of `module`, initialised with an empty config.
 fn start(name: &str, module: &OperatorModule) -> GuestInstance {
-    let context = InstanceContext {
-        operator: OPERATOR.into(),
-        subtask: 0,
-        parallelism: 1,
-    };
     module
-        .instantiate(context, b"")
+        .instantiate(InstanceContext::single(OPERATOR), b"")
         .unwrap_or_else(|e| panic!("{name}: cannot instantiate: {e}"))
 }
 

@@ -528,6 +528,18 @@ mod tests {
         );
     }
 
+    /// Fails unless every one of `lines` is a whole line of `text`, naming the first missing.
+    #[track_caller]
+    fn assert_lines(text: &str, lines: &[impl AsRef<str>]) {
+        for line in lines {
+            let line = line.as_ref();
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in:\n{text}"
+            );
+        }
+    }
+
     #[test]
     fn escapes_label_values_and_help() {
         assert_eq!(escape_label_value(r#"a"b\c"#), r#"a\"b\\c"#);
@@ -659,33 +671,31 @@ mod tests {
         ] {
             assert!(families.contains(family), "{family} missing:\n{text}");
         }
-        for line in [
-            "weir_job_status{status=\"RUNNING\"} 1",
-            "weir_job_status{status=\"FAILED\"} 0",
-            "weir_job_uptime_seconds 5",
-            "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"} 12",
-            "weir_task_records_skipped_total{vertex=\"gen\",subtask=\"0\"} 2",
-            "weir_task_records_skipped_total{vertex=\"out\",subtask=\"0\"} 0",
-            "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
-            "weir_task_watermark_milliseconds{vertex=\"gen\",subtask=\"0\"} 12000",
-            "weir_task_watermark_lag_milliseconds{vertex=\"gen\",subtask=\"0\"} 3000",
-            // The end of input is the end of time: later than any timestamp, and no lag.
-            "weir_task_watermark_milliseconds{vertex=\"out\",subtask=\"0\"} +Inf",
-            "weir_task_records_late_total{vertex=\"gen\",subtask=\"0\"} 6",
-            "weir_task_records_late_total{vertex=\"out\",subtask=\"0\"} 0",
-            "weir_task_records_unwired_total{vertex=\"out\",subtask=\"0\"} 9",
-            "weir_task_pending_timers{vertex=\"gen\",subtask=\"0\"} 4",
-            "weir_checkpoints_completed_total 1",
-            "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",
-            "weir_checkpoint_duration_seconds_bucket{le=\"0.05\"} 1",
-            "weir_checkpoint_duration_seconds_bucket{le=\"+Inf\"} 1",
-            "weir_checkpoint_duration_seconds_count 1",
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "no line {line:?} in:\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "weir_job_status{status=\"RUNNING\"} 1",
+                "weir_job_status{status=\"FAILED\"} 0",
+                "weir_job_uptime_seconds 5",
+                "weir_task_records_out_total{vertex=\"gen\",subtask=\"0\"} 12",
+                "weir_task_records_skipped_total{vertex=\"gen\",subtask=\"0\"} 2",
+                "weir_task_records_skipped_total{vertex=\"out\",subtask=\"0\"} 0",
+                "weir_task_busy_seconds_total{vertex=\"gen\",subtask=\"0\"} 1.5",
+                "weir_task_watermark_milliseconds{vertex=\"gen\",subtask=\"0\"} 12000",
+                "weir_task_watermark_lag_milliseconds{vertex=\"gen\",subtask=\"0\"} 3000",
+                // The end of input is the end of time: later than any timestamp, and no lag.
+                "weir_task_watermark_milliseconds{vertex=\"out\",subtask=\"0\"} +Inf",
+                "weir_task_records_late_total{vertex=\"gen\",subtask=\"0\"} 6",
+                "weir_task_records_late_total{vertex=\"out\",subtask=\"0\"} 0",
+                "weir_task_records_unwired_total{vertex=\"out\",subtask=\"0\"} 9",
+                "weir_task_pending_timers{vertex=\"gen\",subtask=\"0\"} 4",
+                "weir_checkpoints_completed_total 1",
+                "weir_checkpoint_duration_seconds_bucket{le=\"0.025\"} 0",
+                "weir_checkpoint_duration_seconds_bucket{le=\"0.05\"} 1",
+                "weir_checkpoint_duration_seconds_bucket{le=\"+Inf\"} 1",
+                "weir_checkpoint_duration_seconds_count 1",
+            ],
+        );
         assert!(
             !text.contains("weir_kafka_"),
             "no Kafka families without Kafka connectors:\n{text}"
@@ -744,7 +754,7 @@ mod tests {
         }
         let p0 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"0\"";
         let p1 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"1\"";
-        for line in [
+        assert_lines(&text, &[
             format!("weir_kafka_source_offset{{{p0}}} 40"),
             format!("weir_kafka_source_offset{{{p1}}} 7"),
             format!("weir_kafka_source_high_watermark{{{p0}}} 42"),
@@ -760,12 +770,7 @@ mod tests {
                 .into(),
             "weir_kafka_sink_commit_seconds_sum{vertex=\"out\",subtask=\"0\"} 0.033".into(),
             "weir_kafka_sink_commit_seconds_count{vertex=\"out\",subtask=\"0\"} 2".into(),
-        ] {
-            assert!(
-                text.lines().any(|l| l == line),
-                "no line {line:?} in:\n{text}"
-            );
-        }
+        ]);
         // Partition 1's end is not known yet: no high watermark, no lag.
         assert!(!text.contains(&format!("weir_kafka_source_lag_records{{{p1}}}")));
         // Neither task has a watermark yet: the families are declared, without samples.

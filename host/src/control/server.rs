@@ -549,16 +549,33 @@ fn login(state: &State, query: Option<&str>) -> Answer {
     answer
 }
 
+/// `409 Conflict` when the job is not running; `why` says why the request needs it running.
+fn not_running(target: &ControlTarget, why: &str) -> Option<Answer> {
+    let status = target.monitor.status();
+    (status != JobStatus::Running).then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("the job is {status}, not RUNNING: {why}"),
+        )
+    })
+}
+
+/// Sends `request` to the job; `409 Conflict` when it has ended, with nothing left to `what`.
+fn unsent(target: &ControlTarget, request: JobRequest, what: &str) -> Option<Answer> {
+    target.requests.send(request).is_err().then(|| {
+        error(
+            StatusCode::CONFLICT,
+            format!("the job has ended: there is nothing to {what}"),
+        )
+    })
+}
+
 /// `POST /api/savepoints` (`stop = false`, bounded by [`SavepointLimit`])
 /// and `POST /api/stop`.
 async fn savepoint(state: &State, stop: bool) -> Answer {
     let target = &state.target;
-    let status = target.monitor.status();
-    if status != JobStatus::Running {
-        return error(
-            StatusCode::CONFLICT,
-            format!("the job is {status}, not RUNNING: savepoints are taken of a running job"),
-        );
+    if let Some(refused) = not_running(target, "savepoints are taken of a running job") {
+        return refused;
     }
     // Held until the answer (or until the request is abandoned).
     let _permit = if stop {
@@ -571,11 +588,8 @@ async fn savepoint(state: &State, stop: bool) -> Answer {
         }
     };
     let (request, answer) = JobRequest::savepoint(stop);
-    if target.requests.send(request).is_err() {
-        return error(
-            StatusCode::CONFLICT,
-            "the job has ended: there is nothing to take a savepoint of".into(),
-        );
+    if let Some(ended) = unsent(target, request, "take a savepoint of") {
+        return ended;
     }
     let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN;
     match tokio::time::timeout(bound, answer).await {
@@ -614,12 +628,8 @@ async fn rescale(state: &State, query: Option<&str>) -> Answer {
         Ok(parallelism) => parallelism,
         Err(problem) => return error(StatusCode::BAD_REQUEST, problem),
     };
-    let status = target.monitor.status();
-    if status != JobStatus::Running {
-        return error(
-            StatusCode::CONFLICT,
-            format!("the job is {status}, not RUNNING: only a running job is rescaled"),
-        );
+    if let Some(refused) = not_running(target, "only a running job is rescaled") {
+        return refused;
     }
     // A rescale takes a savepoint (never pruned), so it is bounded with them: a loop of
     // rescales would otherwise fill the disk as a loop of savepoints once did.
@@ -628,11 +638,8 @@ async fn rescale(state: &State, query: Option<&str>) -> Answer {
         Err(refused) => return too_many(&refused),
     };
     let (request, answer) = JobRequest::rescale(parallelism);
-    if target.requests.send(request).is_err() {
-        return error(
-            StatusCode::CONFLICT,
-            "the job has ended: there is nothing to rescale".into(),
-        );
+    if let Some(ended) = unsent(target, request, "rescale") {
+        return ended;
     }
     let bound = target.job.checkpoint.timeout + SAVEPOINT_MARGIN + RESTORE_MARGIN;
     match tokio::time::timeout(bound, answer).await {
@@ -862,6 +869,23 @@ mod tests {
         headers: &[(&str, &str)],
     ) -> super::raw_http::RawAnswer {
         super::raw_http::raw_exchange(server.url(), method, path, headers, "")
+    }
+
+    impl Running {
+        /// A request by hand to the server as a client with the token sends it: `Host: host`,
+        /// then `Authorization: Bearer` [`TEST_TOKEN`], then `more`.
+        fn with_token(
+            &self,
+            host: &str,
+            method: &str,
+            path: &str,
+            more: &[(&str, &str)],
+        ) -> super::raw_http::RawAnswer {
+            let bearer = format!("Bearer {TEST_TOKEN}");
+            let mut headers = vec![("Host", host), ("Authorization", bearer.as_str())];
+            headers.extend_from_slice(more);
+            raw(&self.server, method, path, &headers)
+        }
     }
 
     /// `Host: 127.0.0.1:PORT` of `server`.
@@ -1167,16 +1191,11 @@ mod tests {
         // A client with the token gets a fresh link, under the Host it named.
         let port = running.server.address().port();
         let localhost = format!("localhost:{port}");
-        let bearer = format!("Bearer {TEST_TOKEN}");
-        let fresh = raw(
-            &running.server,
+        let fresh = running.with_token(
+            &localhost,
             "POST",
             "/api/dashboard-login",
-            &[
-                ("Host", &localhost),
-                ("Authorization", &bearer),
-                ("X-Weir-Request", "1"),
-            ],
+            &[("X-Weir-Request", "1")],
         );
         assert_eq!(fresh.status, 200, "{}", fresh.body);
         let fresh: serde_json::Value = serde_json::from_str(&fresh.body).unwrap();
@@ -1259,13 +1278,7 @@ mod tests {
             &[("Host", &host)],
         );
         assert_eq!(query.status, 401, "a token in the URL is not taken");
-        let bearer = format!("Bearer {TEST_TOKEN}");
-        let answer = raw(
-            &running.server,
-            "GET",
-            "/api/job",
-            &[("Host", &host), ("Authorization", &bearer)],
-        );
+        let answer = running.with_token(&host, "GET", "/api/job", &[]);
         assert_eq!(answer.status, 200, "{}", answer.body);
         assert_eq!(running.monitor.status(), JobStatus::Running);
     }
@@ -1281,12 +1294,7 @@ mod tests {
             format!("localhost:{port}"),
             format!("LOCALHOST:{port}"),
         ] {
-            let answer = raw(
-                &running.server,
-                "GET",
-                "/api/job",
-                &[("Host", &good), ("Authorization", &bearer)],
-            );
+            let answer = running.with_token(&good, "GET", "/api/job", &[]);
             assert_eq!(answer.status, 200, "Host: {good}: {}", answer.body);
         }
         for bad in [
@@ -1298,12 +1306,7 @@ mod tests {
             format!("localhost.evil.example.com:{port}"),
         ] {
             for path in ["/api/job", "/", "/metrics"] {
-                let answer = raw(
-                    &running.server,
-                    "GET",
-                    path,
-                    &[("Host", &bad), ("Authorization", &bearer)],
-                );
+                let answer = running.with_token(&bad, "GET", path, &[]);
                 assert_eq!(answer.status, 421, "Host: {bad} {path}: {}", answer.body);
                 assert!(answer.error().contains("Host"), "{}", answer.error());
             }
@@ -1321,18 +1324,12 @@ mod tests {
     fn a_foreign_origin_is_refused_and_the_own_one_let_in() {
         let running = start_guarded();
         let host = own_host(&running.server);
-        let bearer = format!("Bearer {TEST_TOKEN}");
         for foreign in ["http://evil.example.com", "null", "http://localhost:1"] {
-            let answer = raw(
-                &running.server,
+            let answer = running.with_token(
+                &host,
                 "POST",
                 "/api/cancel",
-                &[
-                    ("Host", &host),
-                    ("Authorization", &bearer),
-                    ("Origin", foreign),
-                    ("X-Weir-Request", "1"),
-                ],
+                &[("Origin", foreign), ("X-Weir-Request", "1")],
             );
             assert_eq!(answer.status, 403, "Origin: {foreign}: {}", answer.body);
             assert!(answer.error().contains("Origin"), "{}", answer.error());
@@ -1342,16 +1339,11 @@ mod tests {
             running.monitor.checkpoint_counts().0 >= 1
         });
         let own = format!("http://{host}");
-        let answer = raw(
-            &running.server,
+        let answer = running.with_token(
+            &host,
             "POST",
             "/api/savepoints",
-            &[
-                ("Host", &host),
-                ("Authorization", &bearer),
-                ("Origin", &own),
-                ("Content-Type", "application/json"),
-            ],
+            &[("Origin", &own), ("Content-Type", "application/json")],
         );
         assert_eq!(answer.status, 200, "{}", answer.body);
     }
@@ -1360,16 +1352,17 @@ mod tests {
     fn a_state_changing_request_needs_json_or_the_custom_header() {
         let running = start_guarded();
         let host = own_host(&running.server);
-        let bearer = format!("Bearer {TEST_TOKEN}");
         for content_type in [
             None,
             Some("text/plain"),
             Some("application/x-www-form-urlencoded"),
             Some("multipart/form-data; boundary=x"),
         ] {
-            let mut headers = vec![("Host", host.as_str()), ("Authorization", bearer.as_str())];
-            headers.extend(content_type.map(|c| ("Content-Type", c)));
-            let answer = raw(&running.server, "POST", "/api/cancel", &headers);
+            let content_type: Vec<_> = content_type
+                .map(|c| ("Content-Type", c))
+                .into_iter()
+                .collect();
+            let answer = running.with_token(&host, "POST", "/api/cancel", &content_type);
             assert_eq!(answer.status, 403, "{content_type:?}: {}", answer.body);
             assert!(
                 answer.error().contains("X-Weir-Request: 1"),
@@ -1378,16 +1371,7 @@ mod tests {
             );
         }
         assert_eq!(running.monitor.status(), JobStatus::Running);
-        let answer = raw(
-            &running.server,
-            "POST",
-            "/api/cancel",
-            &[
-                ("Host", &host),
-                ("Authorization", &bearer),
-                ("X-Weir-Request", "1"),
-            ],
-        );
+        let answer = running.with_token(&host, "POST", "/api/cancel", &[("X-Weir-Request", "1")]);
         assert_eq!(answer.status, 202, "{}", answer.body);
     }
 
@@ -1395,14 +1379,8 @@ mod tests {
     fn every_answer_says_no_store_and_no_referrer() {
         let running = start_guarded();
         let host = own_host(&running.server);
-        let bearer = format!("Bearer {TEST_TOKEN}");
         for path in ["/", "/app.js", "/api/job", "/metrics", "/nothing"] {
-            let answer = raw(
-                &running.server,
-                "GET",
-                path,
-                &[("Host", &host), ("Authorization", &bearer)],
-            );
+            let answer = running.with_token(&host, "GET", path, &[]);
             assert_eq!(
                 answer.header("Referrer-Policy"),
                 Some("no-referrer"),

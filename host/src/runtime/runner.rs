@@ -727,14 +727,17 @@ mod tests {
         assert_eq!(image_pool(&job(1, 0)), None);
     }
 
-    /// Runs `runner` on a thread; returns its monitor and the outcome's receiver.
+    /// Runs `job` with the default options on `storage`, on a thread; returns its monitor,
+    /// the outcome's receiver (see [`ended`]) and the sender of its requests.
     fn spawn(
-        runner: JobRunner,
+        job: Job,
+        storage: Arc<dyn CheckpointStorage>,
     ) -> (
         JobMonitor,
         std::sync::mpsc::Receiver<Result<JobOutcome, RunError>>,
         tokio::sync::mpsc::UnboundedSender<JobRequest>,
     ) {
+        let runner = JobRunner::with_storage(job, RunOptions::default(), storage).unwrap();
         let monitor = runner.monitor();
         let (requests, requests_rx) = tokio::sync::mpsc::unbounded_channel();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -742,6 +745,14 @@ mod tests {
             let _ = tx.send(runner.run(requests_rx));
         });
         (monitor, rx, requests)
+    }
+
+    /// The outcome of a run [`spawn`] started, which must end within 20 s.
+    fn ended(outcome: &std::sync::mpsc::Receiver<Result<JobOutcome, RunError>>) -> JobOutcome {
+        outcome
+            .recv_timeout(Duration::from_secs(20))
+            .unwrap()
+            .unwrap()
     }
 
     fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
@@ -777,13 +788,7 @@ mod tests {
             "strategy = \"fixed-delay\"\nattempts = 1\ndelay = \"50ms\"",
         );
         let job = Job::from_str(&text, "/jobs", "j.toml").unwrap();
-        let runner = JobRunner::with_storage(
-            job,
-            RunOptions::default(),
-            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
-        )
-        .unwrap();
-        let (monitor, outcome, requests) = spawn(runner);
+        let (monitor, outcome, requests) = spawn(job, Arc::clone(&faulty) as _);
         wait_for("two checkpoints", || monitor.checkpoint_counts().0 >= 2);
         let first_attempt = monitor.with_checkpoint_stats(|s| s.history().next().unwrap().id);
         faulty.break_writes(io::ErrorKind::StorageFull);
@@ -794,10 +799,7 @@ mod tests {
             monitor.checkpoint_counts().0 >= before + 2
         });
         requests.send(JobRequest::Cancel).unwrap();
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = ended(&outcome);
         assert_eq!(outcome.status, JobStatus::Canceled, "{outcome:?}");
         assert_eq!(monitor.failures(), 1);
         let (completed, failed) = monitor.checkpoint_counts();
@@ -847,13 +849,7 @@ mod tests {
     fn a_full_disk_declines_checkpoints_and_leaves_no_directories_behind() {
         let memory = MemoryStorage::default();
         let faulty = Arc::new(FaultyStorage::memory(&memory));
-        let runner = JobRunner::with_storage(
-            job(1_000_000, 1_000),
-            RunOptions::default(),
-            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
-        )
-        .unwrap();
-        let (monitor, outcome, requests) = spawn(runner);
+        let (monitor, outcome, requests) = spawn(job(1_000_000, 1_000), Arc::clone(&faulty) as _);
         wait_for("a checkpoint to complete", || {
             monitor.checkpoint_counts().0 >= 1
         });
@@ -875,10 +871,7 @@ mod tests {
             monitor.checkpoint_counts().0 > completed
         });
         requests.send(JobRequest::Cancel).unwrap();
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = ended(&outcome);
         assert_eq!(outcome.status, JobStatus::Canceled, "{outcome:?}");
 
         let failures = monitor.recent_failures();
@@ -918,17 +911,8 @@ mod tests {
         // The first removal is the pruning of checkpoint 1 when checkpoint 2 completes: the
         // file system is read-only for that moment.
         faulty.inject_removal(1, io::ErrorKind::ReadOnlyFilesystem);
-        let runner = JobRunner::with_storage(
-            job(4_000, 0),
-            RunOptions::default(),
-            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
-        )
-        .unwrap();
-        let (monitor, outcome, _requests) = spawn(runner);
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let (monitor, outcome, _requests) = spawn(job(4_000, 0), Arc::clone(&faulty) as _);
+        let outcome = ended(&outcome);
         assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
         assert!(monitor.checkpoint_counts().0 >= 3, "{monitor:?}");
         // One checkpoint is retained, not two: checkpoint 1 went at a later completion.
@@ -940,22 +924,13 @@ mod tests {
     #[test]
     fn a_run_superseded_by_a_newer_one_stops_without_completing_another_checkpoint() {
         let memory = MemoryStorage::default();
-        let runner = JobRunner::with_storage(
-            job(1_000_000, 0),
-            RunOptions::default(),
-            Arc::new(memory.clone()),
-        )
-        .unwrap();
-        let (monitor, outcome, _requests) = spawn(runner);
+        let (monitor, outcome, _requests) = spawn(job(1_000_000, 0), Arc::new(memory.clone()));
         wait_for("two checkpoints", || monitor.checkpoint_counts().0 >= 2);
         // Another process starts the job on the same storage.
         let newer = memory.sharing();
         assert_eq!(newer.claim_generation().unwrap(), Generation(2));
         let completed_at_claim = monitor.checkpoint_counts().0;
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = ended(&outcome);
         assert_eq!(outcome.status, JobStatus::Failed, "{outcome:?}");
         assert_eq!(outcome.restarts, 0, "{outcome:?}");
         let failure = outcome.failure.unwrap();
@@ -984,17 +959,8 @@ mod tests {
         // claim one does not start).
         faulty.claim_generation().unwrap();
         faulty.break_writes(io::ErrorKind::ReadOnlyFilesystem);
-        let runner = JobRunner::with_storage(
-            job(1_000_000, 2),
-            RunOptions::default(),
-            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
-        )
-        .unwrap();
-        let (monitor, outcome, _requests) = spawn(runner);
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let (monitor, outcome, _requests) = spawn(job(1_000_000, 2), Arc::clone(&faulty) as _);
+        let outcome = ended(&outcome);
         assert_eq!(outcome.status, JobStatus::Failed, "{outcome:?}");
         let failure = outcome.failure.unwrap();
         assert!(
@@ -1014,17 +980,8 @@ mod tests {
             2,
             crate::checkpoint::storage::Fault::Fail(io::ErrorKind::StorageFull),
         );
-        let runner = JobRunner::with_storage(
-            job(4_000, 1),
-            RunOptions::default(),
-            Arc::clone(&faulty) as Arc<dyn CheckpointStorage>,
-        )
-        .unwrap();
-        let (monitor, outcome, _requests) = spawn(runner);
-        let outcome = outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let (monitor, outcome, _requests) = spawn(job(4_000, 1), Arc::clone(&faulty) as _);
+        let outcome = ended(&outcome);
         // One failure is tolerated: the next checkpoint completes and resets the count.
         assert_eq!(outcome.status, JobStatus::Finished, "{outcome:?}");
         let failures = monitor.recent_failures();

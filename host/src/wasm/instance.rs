@@ -50,6 +50,18 @@ pub struct InstanceContext {
     pub parallelism: u32,
 }
 
+impl InstanceContext {
+    /// The only instance of `operator`: subtask 0 of 1, as a tool, a check or a benchmark
+    /// that drives one instance outside a job starts it.
+    pub fn single(operator: impl Into<String>) -> InstanceContext {
+        InstanceContext {
+            operator: operator.into(),
+            subtask: 0,
+            parallelism: 1,
+        }
+    }
+}
+
 /// What an instance calls: a core module's memory and exports, or a component's exports. Each
 /// body makes the calls its kind speaks and reports a failure as a [`CallFailure`]; the instance
 /// keeps the life around them (readiness, poisoning, capture), the same for either.

@@ -459,11 +459,7 @@ impl OperatorModule {
     /// Reads the ABI version from a throwaway instance (`docs/ABI.md` §10), so an
     /// incompatible guest is refused at load time rather than when the job starts.
     fn check_abi_version(&self) -> Result<(), ModuleProblem> {
-        let context = InstanceContext {
-            operator: self.name.to_string(),
-            subtask: 0,
-            parallelism: 1,
-        };
+        let context = InstanceContext::single(self.name.to_string());
         match GuestInstance::start(self, context, true) {
             Ok(_) => Ok(()),
             Err(GuestError {

@@ -101,6 +101,14 @@ fn wat(parts: &[&str]) -> String {
     format!("(module\n{}\n)", parts.join("\n"))
 }
 
+/// A module that does nothing and also imports `imports`: what a load must refuse, or accept,
+/// for its imports alone.
+fn importing(imports: &[&str]) -> String {
+    let mut parts = imports.to_vec();
+    parts.extend([PRELUDE, VERSION, ALLOC, PROCESS_OK]);
+    wat(&parts)
+}
+
 /// A well-formed guest (prelude, version, alloc) with the functions in `body`.
 fn fixture(body: &str) -> String {
     wat(&[PRELUDE, VERSION, ALLOC, body])
@@ -467,7 +475,7 @@ fn with_producers(binary: &[u8], field: &str, value: &str) -> Vec<u8> {
 
 #[test]
 fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_from() {
-    let source = wat(&[WASI_IMPORTS, PRELUDE, VERSION, ALLOC, PROCESS_OK]);
+    let source = importing(&[WASI_IMPORTS]);
     let binary = wat::parse_str(&source).unwrap();
     let load = |bytes: &[u8]| {
         engine()
@@ -557,13 +565,9 @@ fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_f
     }
 
     // AssemblyScript writes no producers section; its `env.abort` import gives it away.
-    let source = wat(&[
+    let source = importing(&[
         WASI_IMPORTS,
         r#"(import "env" "abort" (func (param i32 i32 i32 i32)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
     ]);
     let err = load_err(&source);
     assert!(
@@ -579,13 +583,9 @@ fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_f
     assert!(err.to_string().contains("wasi-shim"), "{err}");
 
     // A component interface counts as WASI too; other imports keep their own problem.
-    let source = wat(&[
+    let source = importing(&[
         r#"(import "wasi:cli/stdout@0.2.0" "get-stdout" (func (result i32)))"#,
         r#"(import "env" "seed" (func (result f64)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
     ]);
     let err = load_err(&source);
     assert!(
@@ -596,12 +596,8 @@ fn wasi_imports_are_one_problem_with_the_fix_for_the_toolchain_the_module_came_f
 
 #[test]
 fn refuses_imports_the_host_does_not_provide() {
-    let source = wat(&[
+    let source = importing(&[
         r#"(import "wasi_snapshot_preview1" "fd_write" (func (param i32 i32 i32 i32) (result i32)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
     ]);
     let err = load_err(&source);
     assert!(matches!(
@@ -609,13 +605,7 @@ fn refuses_imports_the_host_does_not_provide() {
         ModuleProblem::WasiImports { imports, .. } if imports == &["wasi_snapshot_preview1.fd_write"]
     ));
 
-    let source = wat(&[
-        r#"(import "weir" "clock" (func))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
-    ]);
+    let source = importing(&[r#"(import "weir" "clock" (func))"#]);
     assert!(matches!(
         load_err(&source).problem,
         ModuleProblem::UnknownImport { .. }
@@ -1345,13 +1335,7 @@ fn assemblyscript_strings_are_read_within_bounds_and_cut() {
 
 #[test]
 fn only_abort_is_provided_from_env_and_with_its_own_signature() {
-    let source = wat(&[
-        r#"(import "env" "seed" (func (result f64)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
-    ]);
+    let source = importing(&[r#"(import "env" "seed" (func (result f64)))"#]);
     let err = load_err(&source);
     assert!(
         matches!(&err.problem, ModuleProblem::UnknownImport { module, name } if module == "env" && name == "seed")
@@ -1362,13 +1346,7 @@ fn only_abort_is_provided_from_env_and_with_its_own_signature() {
         "{err}"
     );
 
-    let source = wat(&[
-        r#"(import "env" "abort" (func (param i32 i32)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
-    ]);
+    let source = importing(&[r#"(import "env" "abort" (func (param i32 i32)))"#]);
     let err = load_err(&source);
     assert!(
         matches!(&err.problem, ModuleProblem::BadImportSignature { module, name, .. } if module == "env" && name == "abort")
@@ -1379,13 +1357,7 @@ fn only_abort_is_provided_from_env_and_with_its_own_signature() {
         "{err}"
     );
     // `abort` is not provided under `weir`.
-    let source = wat(&[
-        r#"(import "weir" "abort" (func (param i32 i32 i32 i32)))"#,
-        PRELUDE,
-        VERSION,
-        ALLOC,
-        PROCESS_OK,
-    ]);
+    let source = importing(&[r#"(import "weir" "abort" (func (param i32 i32 i32 i32)))"#]);
     assert!(matches!(
         load_err(&source).problem,
         ModuleProblem::UnknownImport { .. }

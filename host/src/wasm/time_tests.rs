@@ -67,11 +67,7 @@ fn start(source: &str) -> GuestInstance {
 }
 
 fn start_with(source: &str, limits: GuestLimits) -> GuestInstance {
-    let context = InstanceContext {
-        operator: "windows".to_string(),
-        subtask: 0,
-        parallelism: 1,
-    };
+    let context = InstanceContext::single("windows");
     load_with(source, limits)
         .unwrap()
         .instantiate(context, b"")

@@ -42,6 +42,18 @@ impl Ended {
             self.stderr
         );
     }
+
+    /// Fails unless its stderr contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_contains(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, true);
+    }
+
+    /// Fails if its stderr contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_lacks(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, false);
+    }
 }
 
 impl Weir {
@@ -74,6 +86,24 @@ impl Weir {
             stderr: stderr_file.to_path_buf(),
             started: Instant::now(),
         }
+    }
+
+    /// `weir run JOB ARGS` with the kill point `point` (`NAME:N`) armed, waited for to its end
+    /// (killed there, or ended on its own if it never reaches the point), at most
+    /// [`CLI_TIMEOUT`]; its standard error goes to `stderr_file`.
+    pub(crate) fn run_to_kill_point(
+        job: &Path,
+        args: &[&str],
+        point: &str,
+        stderr_file: &Path,
+    ) -> Ended {
+        Weir::run_with_env(
+            job,
+            args,
+            &[(weir::kill_point::ENV_VAR, point)],
+            stderr_file,
+        )
+        .wait(CLI_TIMEOUT)
     }
 
     /// The process id.
@@ -224,12 +254,48 @@ impl CliOutput {
         );
     }
 
+    /// Fails unless its standard error contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_contains(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, true);
+    }
+
+    /// Fails if its standard error contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stderr_lacks(&self, text: &str) {
+        assert_stream("stderr", &self.stderr, text, false);
+    }
+
+    /// Fails unless its standard output contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stdout_contains(&self, text: &str) {
+        assert_stream("stdout", &self.stdout, text, true);
+    }
+
+    /// Fails if its standard output contains `text`, showing what it holds.
+    #[track_caller]
+    pub(crate) fn assert_stdout_lacks(&self, text: &str) {
+        assert_stream("stdout", &self.stdout, text, false);
+    }
+
     /// Its standard output read as JSON; fails, showing it, when it is not JSON.
     #[track_caller]
     pub(crate) fn stdout_json(&self) -> serde_json::Value {
         serde_json::from_str(&self.stdout)
             .unwrap_or_else(|e| panic!("stdout is not JSON ({e}):\n{}", self.stdout))
     }
+}
+
+/// Fails unless `stream`, what a command printed on its standard output or error (`name`),
+/// contains `text` when it should and lacks it when it should not.
+#[track_caller]
+fn assert_stream(name: &str, stream: &str, text: &str, should: bool) {
+    let says = if should { "lacks" } else { "contains" };
+    assert_eq!(
+        stream.contains(text),
+        should,
+        "{name} {says} {text:?}:\n{stream}"
+    );
 }
 
 /// Runs `weir ARGS` to its end with `stdin` as its standard input and `env` set (and no

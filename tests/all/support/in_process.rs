@@ -135,12 +135,7 @@ pub(crate) fn run_in_process(job: &Path) -> JobOutcome {
 /// A fresh instance of `module` as subtask 0 of 1 of operator `name`, with an empty config.
 #[track_caller]
 pub(crate) fn guest_instance(module: &OperatorModule, name: &str) -> GuestInstance {
-    let context = InstanceContext {
-        operator: name.to_string(),
-        subtask: 0,
-        parallelism: 1,
-    };
     module
-        .instantiate(context, b"")
+        .instantiate(InstanceContext::single(name), b"")
         .unwrap_or_else(|e| panic!("{name}: {e}"))
 }

@@ -38,6 +38,19 @@ pub(crate) fn in_progress_files(dir: &Path) -> Vec<String> {
     names
 }
 
+/// Asserts that the file sink's committed output in `dir` is `expected` (see
+/// [`assert_same_output`]) and that no in-progress part is left beside it: what a job that
+/// ended cleanly after a failure, a restore or a stop must leave.
+#[track_caller]
+pub(crate) fn assert_committed_output(dir: &Path, expected: &[String], context: &str) {
+    assert_same_output(&committed_lines(dir), expected, context);
+    assert_eq!(
+        in_progress_files(dir),
+        Vec::<String>::new(),
+        "{context}: in-progress parts remain"
+    );
+}
+
 /// Asserts that two sorted multisets of lines are equal; otherwise fails with how many lines
 /// are missing and how many extra, and a few of each.
 pub(crate) fn assert_same_output(actual: &[String], expected: &[String], context: &str) {

@@ -702,6 +702,18 @@ fn percent(value: Option<f64>) -> String {
 mod tests {
     use super::*;
 
+    /// Fails unless every one of `lines` is a whole line of `text`, naming the first missing.
+    #[track_caller]
+    fn assert_lines(text: &str, lines: &[impl AsRef<str>]) {
+        for line in lines {
+            let line = line.as_ref();
+            assert!(
+                text.lines().any(|l| l == line),
+                "no line {line:?} in:\n{text}"
+            );
+        }
+    }
+
     #[test]
     fn rescale_reads_vertex_equals_parallelism_and_says_what_is_wrong() {
         assert_eq!(parse_change("count=3"), Ok(("count".to_string(), 3)));
@@ -741,19 +753,17 @@ mod tests {
             ]
         });
         let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
-        for expected in [
-            "kafka source in  lag 7 records over 3 partitions (1 not known yet)",
-            "  topic  partition  subtask  offset  high watermark  lag",
-            "  words          1        1       3              10    7",
-            "  words          0        0       5               5    0",
-            "  words          2        1       0               -    -",
-            "kafka sink out  3 transactions committed, 12 records, commit p50 4.1 ms, max 14 ms",
-        ] {
-            assert!(
-                text.lines().any(|l| l == expected),
-                "no line {expected:?} in:\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "kafka source in  lag 7 records over 3 partitions (1 not known yet)",
+                "  topic  partition  subtask  offset  high watermark  lag",
+                "  words          1        1       3              10    7",
+                "  words          0        0       5               5    0",
+                "  words          2        1       0               -    -",
+                "kafka sink out  3 transactions committed, 12 records, commit p50 4.1 ms, max 14 ms",
+            ],
+        );
         assert!(!text.contains("kafka source count") && !text.contains("kafka sink count"));
     }
 
@@ -783,19 +793,17 @@ mod tests {
         let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
         // Columns of counts only when one is not zero (here late and timers, not unwired);
         // the time only when the watermark reads as one, the lag likewise.
-        for expected in [
-            "vertex   watermark                                   lag  late  timers",
-            "clicks   1764469922091 (2025-11-30T02:32:02.091Z)  1.2 s     0       0",
-            "windows  1764469921000 (2025-11-30T02:32:01.000Z)  2.3 s    12     340",
-            "counter  48211                                         -     0       0",
-            "done     end of input                                  -     0       0",
-            "out      -                                             -     0       0",
-        ] {
-            assert!(
-                text.lines().any(|l| l == expected),
-                "no line {expected:?} in:\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "vertex   watermark                                   lag  late  timers",
+                "clicks   1764469922091 (2025-11-30T02:32:02.091Z)  1.2 s     0       0",
+                "windows  1764469921000 (2025-11-30T02:32:01.000Z)  2.3 s    12     340",
+                "counter  48211                                         -     0       0",
+                "done     end of input                                  -     0       0",
+                "out      -                                             -     0       0",
+            ],
+        );
     }
 
     #[test]
@@ -839,22 +847,20 @@ mod tests {
             }
         });
         let text = render_status("http://127.0.0.1:9", &job, &checkpoints);
-        for expected in [
-            "job          wc (pid 7, http://127.0.0.1:9)",
-            "status       RUNNING for 12.3 s, 1 restart",
-            "vertex  kind      tasks  records in  records out  in/s  out/s  busy  back-pressured",
-            "count   operator      2          10           10     5      5   50%             12%",
-            "checkpoints  3 completed, 1 failed, 0 in progress (4 triggered)",
-            "latest completed  checkpoint 3, 2.0 s ago, took 35 ms, 2.0 KiB, /data/wc/chk-0000000003",
-            "latest savepoint  none",
-            "latest failed     checkpoint 2, 10.0 s ago, took 1.0 s, 0 B: expired",
-            "restored from savepoint 1 (/sp)",
-            "rescaled     count 1 → 2",
-        ] {
-            assert!(
-                text.lines().any(|l| l == expected),
-                "no line {expected:?} in:\n{text}"
-            );
-        }
+        assert_lines(
+            &text,
+            &[
+                "job          wc (pid 7, http://127.0.0.1:9)",
+                "status       RUNNING for 12.3 s, 1 restart",
+                "vertex  kind      tasks  records in  records out  in/s  out/s  busy  back-pressured",
+                "count   operator      2          10           10     5      5   50%             12%",
+                "checkpoints  3 completed, 1 failed, 0 in progress (4 triggered)",
+                "latest completed  checkpoint 3, 2.0 s ago, took 35 ms, 2.0 KiB, /data/wc/chk-0000000003",
+                "latest savepoint  none",
+                "latest failed     checkpoint 2, 10.0 s ago, took 1.0 s, 0 B: expired",
+                "restored from savepoint 1 (/sp)",
+                "rescaled     count 1 → 2",
+            ],
+        );
     }
 }
