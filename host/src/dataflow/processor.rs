@@ -38,7 +38,10 @@ impl<'a> SourceOutput<'a> {
     }
 
     /// Emits one record.
-    #[inline]
+    ///
+    /// Always inlined into the source's loop, with the router's push beneath it: see
+    /// [`Router::push`].
+    #[inline(always)]
     pub(crate) fn push(
         &mut self,
         key: &[u8],

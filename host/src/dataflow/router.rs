@@ -239,8 +239,10 @@ impl Router {
     ///
     /// Inlined into the sources' loops: with a sole `forward` edge this is a batch builder's
     /// push and a size check, where a call choosing an edge and a target per record was 5 % of
-    /// a chained stateless job's time.
-    #[inline]
+    /// a chained stateless job's time. Forced (`always`, down to
+    /// [`push_into`](Self::push_into)): left to LLVM's cost model, a move of the error types to
+    /// another file (`235719d`) was enough to take it out of line again, +40 instructions a
+    /// record under callgrind (docs/BENCHMARKS.md §2).
     pub(crate) fn push(
         &mut self,
         key: &[u8],
@@ -296,7 +298,11 @@ impl Router {
 
     /// Appends one record to the batch pending for target `i` of edge `e`, and sends that
     /// batch once it is full.
-    #[inline]
+    ///
+    /// Always inlined, and the send kept out of line ([`send_builder`](Self::send_builder) is
+    /// cold): left to the cost model, this was inlined or not depending on which codegen unit
+    /// the error types landed in, and the call cost ~40 instructions a record (5 %) when not.
+    #[inline(always)]
     fn push_into(
         &mut self,
         e: usize,
@@ -396,6 +402,10 @@ impl Router {
         Ok(())
     }
 
+    /// Sends the batch pending for target `i` of `edge`: once per full batch, so out of the
+    /// per-record path ([`push_into`](Self::push_into)).
+    #[cold]
+    #[inline(never)]
     fn send_builder(&mut self, edge: usize, i: usize) -> Result<(), RouteError> {
         self.report_out();
         let edge = &mut self.edges[edge];
