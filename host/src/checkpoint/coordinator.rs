@@ -52,7 +52,7 @@
 //!    ([`Action::Finalize`]); the checkpoint is now *finalizing*.
 //! 3. **Finalized**: the shell writes the metadata and reports the result with
 //!    [`Coordinator::finalized`]. Success completes the checkpoint
-//!    ([`Action::NotifyComplete`], [`Action::Tidy`]); failure aborts it.
+//!    ([`Action::NotifyComplete`], [`Action::Prune`]); failure aborts it.
 //! 4. **Abort** ([`Action::Abort`]) instead, at any time before step 3: on
 //!    timeout, on a task's decline, when subsumed, when the job stops running.
 //!    The shell removes its files and tells the tasks to drop its alignment.
@@ -138,16 +138,16 @@
 //!   same rule as new ones.
 //! - **Retention and what is left behind.** At each completion the
 //!   coordinator decides what the storage no longer needs and hands it to the
-//!   shell as one [`Action::Tidy`]: the completed checkpoints retention drops
+//!   shell as one [`Action::Prune`]: the completed checkpoints retention drops
 //!   ([`files_to_keep`]), and, when something may have been left behind, a
-//!   sweep of the incomplete directories of aborted checkpoints and of the
-//!   shared files no checkpoint needs. Something may be left behind at the
+//!   [`Sweep`] of the incomplete directories of aborted checkpoints and of the
+//!   shared files no checkpoint needs ([`Coordinator::pruned`]). Something may be left behind at the
 //!   start of a run (the one before may have crashed), after an abort (a
 //!   task's write still under way recreates what the abort removed), after a
 //!   late acknowledgement of an aborted checkpoint, after a pruned checkpoint
 //!   that named shared files, and after a removal that failed (a read-only or
 //!   failing disk). The shell reports what it could not remove
-//!   ([`Coordinator::tidied`]); a checkpoint it could not remove is retried at
+//!   ([`Coordinator::pruned`], [`Coordinator::swept`]); a checkpoint it could not remove is retried at
 //!   the next completion, so a disk that was read-only for a moment does not
 //!   leave more than `retained` checkpoints for the rest of the run, and its
 //!   shared files stay until it is gone.

@@ -24,7 +24,7 @@
 //! `chk-N/` and `savepoints/sp-N/`), a directory of savepoints (holding
 //! `sp-N/`, such as one a user named for savepoints), a job file (`.toml`:
 //! its `[checkpoint] directory`), or the `s3://bucket/prefix` URL of a job's
-//! checkpoints on object storage. [`inspect`] takes one checkpoint or
+//! checkpoints on object storage. [`inspect`](fn@inspect) takes one checkpoint or
 //! savepoint: its directory (or URL) or its `_metadata` file.
 //!
 //! # How deep each command looks
@@ -32,14 +32,14 @@
 //! | | metadata | state file present, length | state file read, checksum |
 //! |---|---|---|---|
 //! | [`list`] | every checkpoint | every checkpoint | the latest restorable one only (as `--restore latest` does) |
-//! | [`inspect`] | the one | the one | the one |
-//! | [`verify`] | every checkpoint | every checkpoint | every checkpoint |
+//! | [`inspect`](fn@inspect) | the one | the one | the one |
+//! | [`verify`](fn@verify) | every checkpoint | every checkpoint | every checkpoint |
 //!
 //! # Incomplete checkpoints are warnings
 //!
 //! A directory without `_metadata` is what a running job's in-flight
 //! checkpoint looks like, and what a crash leaves (removed at the next
-//! start). A restore skips it, so it endangers nothing: [`verify`] reports it
+//! start). A restore skips it, so it endangers nothing: [`verify`](fn@verify) reports it
 //! as a warning, never a failure, so that verifying a running job's
 //! directory does not fail for a checkpoint being written. A corrupt
 //! `_metadata`, or a bad state file of a complete checkpoint, cannot come from

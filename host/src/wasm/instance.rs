@@ -212,7 +212,7 @@ impl Body {
 /// life for either, so callers never learn which it is.
 ///
 /// Every method is one call of the ABI (`docs/ABI.md` §2–§7), bounded by its module's
-/// [`GuestLimits`](super::GuestLimits). A failed call poisons the instance: later calls return
+/// [`GuestLimits`]. A failed call poisons the instance: later calls return
 /// [`GuestFailure::Poisoned`] without running guest code. Calls take `&mut self`, so they never
 /// overlap; the instance is `Send` and may move between threads between calls.
 pub struct GuestInstance {

@@ -17,7 +17,7 @@
 //!   checkpoint) is a conditional `PUT` (`If-None-Match: *`), so a completed checkpoint is never
 //!   overwritten — not by a retry, not by a zombie still running after its replacement started;
 //! - every request is retried by `object_store` on throttling, server errors and dropped
-//!   connections, with exponential backoff, within a bound ([`retry_config`]); what still fails
+//!   connections, with exponential backoff, within a bound (`ObjectStoreOptions::retry_config`); what still fails
 //!   is an error naming the operation and the path, as a local disk's would be.
 //!
 //! Credentials come from where AWS tools look for them — the `AWS_*` environment variables,

@@ -1,7 +1,7 @@
 //! The Kafka connectors' figures: a source's offsets and lag per partition, an exactly-once
 //! sink's transactions and how long they take to commit, and how the displays show them (its
 //! task's JSON view, its Prometheus families) through
-//! [`ConnectorFigures`](crate::dataflow::connector_metrics::ConnectorFigures).
+//! [`ConnectorFigures`].
 //!
 //! In the connector's folder because they are the connector's: the task loop never reads or
 //! writes them, and the control endpoint reads them through the trait, so neither names them.

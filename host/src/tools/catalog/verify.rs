@@ -79,7 +79,7 @@ pub fn verify(path: &Path) -> Result<VerifyReport, CatalogError> {
     verify_source(CatalogSource::resolve(path)?)
 }
 
-/// [`verify`] over an already resolved source.
+/// [`verify`](fn@verify) over an already resolved source.
 pub fn verify_source(source: CatalogSource) -> Result<VerifyReport, CatalogError> {
     let storage = source.storage()?;
     let storage = storage.as_ref();

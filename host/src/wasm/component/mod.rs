@@ -9,7 +9,7 @@
 //! [`OperatorModule`](super::OperatorModule) and [`GuestInstance`](super::GuestInstance) a
 //! component runs exactly where a core module does, and the dataflow and checkpoint code never
 //! learn which it is. This module holds what differs: reading the world's version off a
-//! component, refusing imports outside the world and the denied WASI of [`wasi`], and the host
+//! component, refusing imports outside the world and the denied WASI of `wasi`, and the host
 //! side of the world's `host` interface, which shares every check with the core imports.
 //!
 //! The bindings are generated from the WIT file itself, so the host cannot drift from it.
@@ -65,7 +65,7 @@ pub fn is_component(bytes: &[u8]) -> bool {
     wasmparser::Parser::is_component(bytes)
 }
 
-/// Defines WASI (every interface, most of which [`check_imports`] then refuses) and the world's
+/// Defines WASI (every interface, most of which [`wasi::allowed`] then refuses) and the world's
 /// `host` interface in `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
