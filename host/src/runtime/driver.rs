@@ -538,6 +538,7 @@ impl Driver<'_> {
     /// coordinator asks for, if any (see the module docs).
     async fn prune(&mut self, completed: CheckpointId, ids: Vec<CheckpointId>) {
         let storage = Arc::clone(&self.storage);
+        let all: BTreeSet<CheckpointId> = ids.iter().copied().collect();
         let removal = tokio::task::spawn_blocking(move || {
             for (n, &id) in ids.iter().enumerate() {
                 if let Err(e) = storage.discard(CheckpointKind::Checkpoint, id) {
@@ -548,9 +549,10 @@ impl Driver<'_> {
             BTreeSet::new()
         })
         .await;
+        // A removal that panicked may have removed any of them: try them all again.
         let not_removed = removal.unwrap_or_else(|e| {
             tracing::warn!("checkpoint removal panicked: {e}");
-            BTreeSet::new()
+            all
         });
         let Some(sweep) = self.coordinator.pruned(completed, &not_removed) else {
             return;

@@ -218,8 +218,9 @@ pub fn split(old: &[&[Section]], how: Split) -> Result<Vec<Vec<Section>>, StateE
                         }))
                     })
                     .collect::<Result<Vec<_>, StateError>>()?;
-                let ended = (0..).zip(&times).find(|(_, t)| t.has_ended_input());
-                if let (false, Some((subtask, _))) = (how.finished, ended) {
+                if !how.finished
+                    && let Some((subtask, _)) = (0..).zip(&times).find(|(_, t)| t.has_ended_input())
+                {
                     return Err(StateError::EndedInput { subtask });
                 }
                 let split = TimeState::split(&times, how.timer_key_prefix, how.groups)?;

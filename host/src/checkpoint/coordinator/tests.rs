@@ -100,12 +100,27 @@ fn ack(id: CheckpointId, task: &TaskId) -> Acknowledgement<String> {
 
 /// Every task acknowledges `id` at `now`; the actions of all the calls.
 fn ack_all(co: &mut Co, id: CheckpointId, now: Instant) -> Actions {
+    ack_all_with(co, id, now, |_| {})
+}
+
+/// Every task acknowledges `id` at `now`, `count#0` with its acknowledgement changed by
+/// `count`; the actions of all the calls.
+fn ack_all_with(
+    co: &mut Co,
+    id: CheckpointId,
+    now: Instant,
+    count: impl FnOnce(&mut Acknowledgement<String>),
+) -> Actions {
+    let mut count = Some(count);
     let mut actions = Vec::new();
     for task in all_tasks() {
-        actions.extend(
-            co.acknowledge(id, task.clone(), ack(id, &task), now)
-                .unwrap(),
-        );
+        let mut ack = ack(id, &task);
+        if task == TaskId::new("count", 0)
+            && let Some(change) = count.take()
+        {
+            change(&mut ack);
+        }
+        actions.extend(co.acknowledge(id, task.clone(), ack, now).unwrap());
     }
     actions
 }
@@ -756,14 +771,9 @@ fn checkpoints_handed_over_from_a_restore_are_pruned_by_the_same_rule() {
 /// Every task acknowledges `id` at `now`, `count#0` with a state that
 /// builds on `chain`; then the metadata is written if all went in.
 fn complete_chained(co: &mut Co, id: CheckpointId, chain: &[u64], now: Instant) -> Actions {
-    let mut actions = Vec::new();
-    for task in all_tasks() {
-        let mut ack = ack(id, &task);
-        if task == TaskId::new("count", 0) {
-            ack.chain = chain.iter().copied().map(c).collect();
-        }
-        actions.extend(co.acknowledge(id, task.clone(), ack, now).unwrap());
-    }
+    let mut actions = ack_all_with(co, id, now, |ack| {
+        ack.chain = chain.iter().copied().map(c).collect();
+    });
     if actions
         .iter()
         .any(|a| matches!(a, Action::Finalize { id: f, .. } if *f == id))
@@ -922,14 +932,7 @@ fn shared_file(writer: u64, local: &str) -> SharedFile {
 /// Every task acknowledges `id` at `now`, `count#0` naming the shared `files`;
 /// then the metadata is written.
 fn complete_sharing(co: &mut Co, id: CheckpointId, files: &[SharedFile], now: Instant) -> Actions {
-    let mut actions = Vec::new();
-    for task in all_tasks() {
-        let mut ack = ack(id, &task);
-        if task == TaskId::new("count", 0) {
-            ack.shared = files.to_vec();
-        }
-        actions.extend(co.acknowledge(id, task.clone(), ack, now).unwrap());
-    }
+    let mut actions = ack_all_with(co, id, now, |ack| ack.shared = files.to_vec());
     actions.extend(co.finalized(id, Ok(()), now).unwrap());
     actions
 }

@@ -11,6 +11,18 @@ const SP: CheckpointKind = CheckpointKind::Savepoint;
 /// Writes every task of `sample(kind, id)` with state `"<vertex>-<subtask>@<id>"`
 /// and publishes the metadata.
 fn complete(storage: &dyn CheckpointStorage, kind: CheckpointKind, id: u64) -> CheckpointMetadata {
+    let meta = with_states(storage, kind, id);
+    storage.write_metadata(&meta).unwrap();
+    meta
+}
+
+/// The metadata of `sample(kind, id)`, every task's state `"<vertex>-<subtask>@<id>"`
+/// written; the caller publishes it.
+fn with_states(
+    storage: &dyn CheckpointStorage,
+    kind: CheckpointKind,
+    id: u64,
+) -> CheckpointMetadata {
     let mut meta = sample(kind, id);
     for entry in &mut meta.tasks {
         let state = format!("{}-{}@{id}", entry.task.vertex, entry.task.subtask);
@@ -19,7 +31,6 @@ fn complete(storage: &dyn CheckpointStorage, kind: CheckpointKind, id: u64) -> C
             .unwrap();
         entry.state_bytes = state.len() as u64;
     }
-    storage.write_metadata(&meta).unwrap();
     meta
 }
 
@@ -742,22 +753,10 @@ fn the_job_id_is_made_once_and_read_by_every_later_run() {
 
 /// Checkpoint `id` of `sample`, its `count#1` naming `shared` besides its state file.
 fn complete_sharing(storage: &dyn CheckpointStorage, id: u64, shared: Vec<SharedFile>) {
-    let mut meta = complete_unpublished(storage, id);
+    let mut meta = with_states(storage, CHK, id);
     meta.tasks[1].shared = shared;
     meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
     storage.write_metadata(&meta).unwrap();
-}
-
-/// [`complete`] but for the metadata, which the caller publishes.
-fn complete_unpublished(storage: &dyn CheckpointStorage, id: u64) -> CheckpointMetadata {
-    let mut meta = sample(CHK, id);
-    for entry in &mut meta.tasks {
-        entry.handle = storage
-            .write_state(CHK, CheckpointId(id), &entry.task, b"s")
-            .unwrap();
-        entry.state_bytes = 1;
-    }
-    meta
 }
 
 #[test]

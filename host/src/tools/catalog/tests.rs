@@ -15,6 +15,18 @@ fn write_checkpoint(
     id: u64,
     bytes: usize,
 ) -> CheckpointMetadata {
+    let meta = with_states(storage, kind, id, bytes);
+    storage.write_metadata(&meta).unwrap();
+    meta
+}
+
+/// [`write_checkpoint`] but for the metadata, which the caller publishes.
+fn with_states(
+    storage: &dyn CheckpointStorage,
+    kind: CheckpointKind,
+    id: u64,
+    bytes: usize,
+) -> CheckpointMetadata {
     let mut meta = sample(kind, id);
     for entry in &mut meta.tasks {
         let state = vec![b'a' + (id % 26) as u8; bytes];
@@ -23,7 +35,6 @@ fn write_checkpoint(
             .unwrap();
         entry.state_bytes = state.len() as u64;
     }
-    storage.write_metadata(&meta).unwrap();
     meta
 }
 
@@ -632,13 +643,7 @@ fn lists_what_chains_need_and_verify_names_a_delta_whose_base_is_gone() {
 fn verify_checks_the_shared_files_a_checkpoint_names_and_names_a_bad_one() {
     let (dir, storage) = job_dir();
     let task = TaskId::new("count", 0);
-    let mut meta = sample(CHK, 1);
-    for entry in &mut meta.tasks {
-        entry.handle = storage
-            .write_state(CHK, CheckpointId(1), &entry.task, b"s")
-            .unwrap();
-        entry.state_bytes = 1;
-    }
+    let mut meta = with_states(&storage, CHK, 1, 1);
     let table = storage
         .write_shared(CheckpointId(1), &task, "000007.sst", &[7; 100])
         .unwrap();
