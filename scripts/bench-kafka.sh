@@ -17,6 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-wasm-target.sh
+bash scripts/ensure-libclang.sh
+source scripts/lib/rocksdb.sh
 CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 export CARGO_TARGET_DIR
 out="$(realpath -m "${WEIR_BENCH_OUT:-$CARGO_TARGET_DIR/kafka-bench-results.json}")"

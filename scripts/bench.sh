@@ -14,6 +14,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/ensure-wasm-target.sh
+bash scripts/ensure-libclang.sh
+source scripts/lib/rocksdb.sh
 
 # Absolute, because criterion runs with the bench crate as its working directory.
 CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
