@@ -16,6 +16,7 @@
 //! of [`HostState`] (what a processor keeps, reached through the one `Processor::host_state`
 //! hook of the task loop), and an arm in [`snapshot`], [`restore`] and [`split`].
 
+pub mod keyed;
 pub mod time;
 
 use weir_abi::key_group::KeyGroups;

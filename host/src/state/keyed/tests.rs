@@ -1,0 +1,407 @@
+//! One conformance suite for every keyed store: each test runs against the memory store and the
+//! RocksDB store, and the random test checks both against a plain sorted map.
+
+use std::collections::BTreeMap;
+
+use tempfile::TempDir;
+
+use super::memory::MemoryBackend;
+use super::rocks::{RocksBackend, StoreBudget};
+use super::{Backend, KeyedStore, StoreError, StoreKey, Writes, copy_groups};
+
+/// The backends under test, by name, with a small budget for RocksDB so tests spill early.
+fn backends() -> Vec<(&'static str, Box<dyn Backend>)> {
+    vec![
+        ("memory", Box::new(MemoryBackend)),
+        (
+            "rocksdb",
+            Box::new(RocksBackend::new(StoreBudget::new(8 << 20))),
+        ),
+    ]
+}
+
+/// Runs `test` once per backend, each in a fresh directory.
+fn for_each_backend(test: impl Fn(&str, &dyn Backend, &TempDir)) {
+    for (name, backend) in backends() {
+        let dir = TempDir::new().unwrap();
+        test(name, backend.as_ref(), &dir);
+    }
+}
+
+fn key(group: u32, state: u16, key: &str) -> Vec<u8> {
+    StoreKey::to_vec(group, state, key.as_bytes())
+}
+
+fn put(store: &mut dyn KeyedStore, entries: &[(&[u8], &[u8])]) {
+    let mut writes = Writes::new();
+    for (k, v) in entries {
+        writes.put(k.to_vec(), v.to_vec());
+    }
+    store.write(&writes).unwrap();
+}
+
+/// Every entry of `store`, in order.
+fn all(store: &dyn KeyedStore) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::new();
+    store
+        .scan(&[][..]..&[0xff][..], &mut |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            true
+        })
+        .unwrap();
+    out
+}
+
+#[test]
+fn store_keys_order_by_key_group_then_state_then_key() {
+    let a = key(1, 9, "zz");
+    let b = key(2, 0, "a");
+    let c = key(2, 1, "");
+    let d = key(2, 1, "a");
+    assert!(a < b && b < c && c < d);
+    assert_eq!(StoreKey::decode(&d), Some((2, 1, &b"a"[..])));
+    assert_eq!(StoreKey::decode(&[0, 1, 2]), None);
+    // A range of groups is the range between their starts.
+    assert!(StoreKey::group_start(2).as_slice() <= b.as_slice());
+    assert!(d.as_slice() < StoreKey::group_start(3).as_slice());
+}
+
+#[test]
+fn reads_see_writes_and_deletions_and_the_last_write_of_a_key_wins() {
+    for_each_backend(|name, backend, dir| {
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let (a, b, c) = (key(0, 0, "a"), key(0, 0, "b"), key(5, 1, "c"));
+        put(store.as_mut(), &[(&a, b"1"), (&b, b"2")]);
+        let mut writes = Writes::new();
+        writes.put(c.clone(), b"3".to_vec());
+        writes.delete(a.clone());
+        writes.put(b.clone(), b"first".to_vec());
+        writes.put(b.clone(), b"second".to_vec());
+        store.write(&writes).unwrap();
+        let got = store
+            .get_many(&[a.as_slice(), b.as_slice(), c.as_slice()])
+            .unwrap();
+        assert_eq!(
+            got,
+            vec![None, Some(b"second".to_vec()), Some(b"3".to_vec())],
+            "{name}"
+        );
+        assert_eq!(store.get(&c).unwrap(), Some(b"3".to_vec()), "{name}");
+        assert_eq!(store.get(&key(9, 9, "none")).unwrap(), None, "{name}");
+        assert!(store.get_many(&[]).unwrap().is_empty(), "{name}");
+    });
+}
+
+#[test]
+fn a_scan_visits_its_range_in_key_order_and_stops_when_asked() {
+    for_each_backend(|name, backend, dir| {
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let keys: Vec<Vec<u8>> = (0..20u32)
+            .map(|i| key(i % 5, 0, &format!("k{i:02}")))
+            .collect();
+        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
+        put(store.as_mut(), &entries);
+        let (from, to) = (StoreKey::group_start(1), StoreKey::group_start(3));
+        let mut seen = Vec::new();
+        store
+            .scan(&from[..]..&to[..], &mut |k, _| {
+                seen.push(k.to_vec());
+                true
+            })
+            .unwrap();
+        let mut expected: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| matches!(StoreKey::decode(k), Some((1 | 2, _, _))))
+            .cloned()
+            .collect();
+        expected.sort();
+        assert_eq!(seen, expected, "{name}");
+        let mut first_two = Vec::new();
+        store
+            .scan(&from[..]..&to[..], &mut |k, _| {
+                first_two.push(k.to_vec());
+                first_two.len() < 2
+            })
+            .unwrap();
+        assert_eq!(first_two, expected[..2], "{name}");
+        let mut none = 0;
+        store
+            .scan(&to[..]..&from[..], &mut |_, _| {
+                none += 1;
+                true
+            })
+            .unwrap();
+        assert_eq!(none, 0, "{name}: an empty range");
+    });
+}
+
+#[test]
+fn retaining_key_groups_deletes_every_state_of_the_others() {
+    for_each_backend(|name, backend, dir| {
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let keys: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| key(i % 8, (i % 3) as u16, &i.to_string()))
+            .collect();
+        let entries: Vec<(&[u8], &[u8])> = keys.iter().map(|k| (k.as_slice(), &b"v"[..])).collect();
+        put(store.as_mut(), &entries);
+        store.retain_groups(2..5).unwrap();
+        let left = all(store.as_ref());
+        let mut expected: Vec<Vec<u8>> = keys
+            .iter()
+            .filter(|k| matches!(StoreKey::decode(k), Some((2..5, _, _))))
+            .cloned()
+            .collect();
+        expected.sort();
+        assert_eq!(
+            left.into_iter().map(|(k, _)| k).collect::<Vec<_>>(),
+            expected,
+            "{name}"
+        );
+    });
+}
+
+#[test]
+fn a_checkpoint_opens_as_the_store_was_and_does_not_change_after() {
+    for_each_backend(|name, backend, dir| {
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let (a, b) = (key(3, 0, "a"), key(4, 0, "b"));
+        put(store.as_mut(), &[(&a, b"1"), (&b, b"2")]);
+        let checkpoint = store.checkpoint(&dir.path().join("c1")).unwrap();
+        assert!(!checkpoint.files.is_empty(), "{name}");
+        assert_eq!(
+            checkpoint.total_len(),
+            checkpoint.files.iter().map(|f| f.len).sum::<u64>()
+        );
+        // The store goes on; the checkpoint stays.
+        put(store.as_mut(), &[(&a, b"changed")]);
+        let mut writes = Writes::new();
+        writes.delete(b.clone());
+        store.write(&writes).unwrap();
+        let expected = vec![(a.clone(), b"1".to_vec()), (b.clone(), b"2".to_vec())];
+        let mut first = backend
+            .open_checkpoint(&checkpoint.dir, &dir.path().join("r1"))
+            .unwrap();
+        assert_eq!(all(first.as_ref()), expected, "{name}");
+        // A store opened from a checkpoint is a store of its own: its writes reach neither the
+        // checkpoint nor the store it came from.
+        put(first.as_mut(), &[(&b, b"restored-and-changed")]);
+        first.checkpoint(&dir.path().join("c2")).unwrap();
+        let second = backend
+            .open_checkpoint(&checkpoint.dir, &dir.path().join("r2"))
+            .unwrap();
+        assert_eq!(all(second.as_ref()), expected, "{name}");
+        assert_eq!(store.get(&b).unwrap(), None, "{name}");
+        assert_eq!(store.get(&a).unwrap(), Some(b"changed".to_vec()), "{name}");
+    });
+}
+
+#[test]
+fn a_store_opens_only_a_checkpoint_and_only_into_an_empty_directory() {
+    for_each_backend(|name, backend, dir| {
+        let not_one = dir.path().join("not-a-checkpoint");
+        std::fs::create_dir(&not_one).unwrap();
+        std::fs::write(not_one.join("entries"), b"something else").unwrap();
+        std::fs::write(not_one.join("README"), b"hello").unwrap();
+        let opened = backend.open_checkpoint(&not_one, &dir.path().join("work"));
+        assert!(
+            matches!(opened, Err(StoreError::NotACheckpoint { .. })),
+            "{name}: {:?}",
+            opened.err()
+        );
+        let busy = dir.path().join("busy");
+        std::fs::create_dir(&busy).unwrap();
+        std::fs::write(busy.join("file"), b"x").unwrap();
+        let created = backend.create(&busy);
+        assert!(
+            matches!(created, Err(StoreError::Unexpected(_))),
+            "{name}: {:?}",
+            created.err()
+        );
+    });
+}
+
+#[test]
+fn copying_key_groups_merges_the_parts_of_old_stores_a_new_subtask_owns() {
+    for_each_backend(|name, backend, dir| {
+        let mut left = backend.create(&dir.path().join("left")).unwrap();
+        let mut right = backend.create(&dir.path().join("right")).unwrap();
+        for g in 0..4 {
+            put(left.as_mut(), &[(&key(g, 0, "l"), b"L")]);
+        }
+        for g in 4..8 {
+            put(right.as_mut(), &[(&key(g, 0, "r"), b"R")]);
+        }
+        // The new subtask owns groups 2..6: half of each.
+        let mut new = backend.create(&dir.path().join("new")).unwrap();
+        let copied = copy_groups(left.as_ref(), new.as_mut(), 2..6, 1).unwrap()
+            + copy_groups(right.as_ref(), new.as_mut(), 2..6, 1000).unwrap();
+        assert_eq!(copied, 4, "{name}");
+        let groups: Vec<u32> = all(new.as_ref())
+            .iter()
+            .map(|(k, _)| StoreKey::decode(k).unwrap().0)
+            .collect();
+        assert_eq!(groups, vec![2, 3, 4, 5], "{name}");
+    });
+}
+
+/// A SplitMix64 step: the random test's source, seeded so a failure repeats.
+fn next(seed: &mut u64) -> u64 {
+    *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *seed;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn random_writes_checkpoints_and_restores_agree_with_a_sorted_map() {
+    let seed0 = std::env::var("WEIR_STORE_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0x5eed_u64);
+    for_each_backend(|name, backend, dir| {
+        let mut seed = seed0;
+        let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+        let mut store = backend.create(&dir.path().join("work-0")).unwrap();
+        for round in 0..12 {
+            let mut writes = Writes::new();
+            for _ in 0..(next(&mut seed) % 400) {
+                let k = key(
+                    (next(&mut seed) % 16) as u32,
+                    (next(&mut seed) % 3) as u16,
+                    &format!("{}", next(&mut seed) % 300),
+                );
+                if next(&mut seed).is_multiple_of(4) {
+                    writes.delete(k.clone());
+                    model.remove(&k);
+                } else {
+                    let v = next(&mut seed).to_le_bytes().to_vec();
+                    writes.put(k.clone(), v.clone());
+                    model.insert(k, v);
+                }
+            }
+            store.write(&writes).unwrap();
+            let probe: Vec<Vec<u8>> = (0..50)
+                .map(|_| {
+                    key(
+                        (next(&mut seed) % 16) as u32,
+                        (next(&mut seed) % 3) as u16,
+                        &format!("{}", next(&mut seed) % 300),
+                    )
+                })
+                .collect();
+            let refs: Vec<&[u8]> = probe.iter().map(Vec::as_slice).collect();
+            let expected: Vec<Option<Vec<u8>>> =
+                probe.iter().map(|k| model.get(k).cloned()).collect();
+            assert_eq!(
+                store.get_many(&refs).unwrap(),
+                expected,
+                "{name} round {round} (seed {seed0})"
+            );
+            // Now and then, continue from a checkpoint, as a restore does.
+            if next(&mut seed).is_multiple_of(3) {
+                let checkpoint = store
+                    .checkpoint(&dir.path().join(format!("checkpoint-{round}")))
+                    .unwrap();
+                store = backend
+                    .open_checkpoint(&checkpoint.dir, &dir.path().join(format!("work-{round}")))
+                    .unwrap();
+            }
+            let model_entries: Vec<(Vec<u8>, Vec<u8>)> =
+                model.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+            assert_eq!(
+                all(store.as_ref()),
+                model_entries,
+                "{name} round {round} (seed {seed0})"
+            );
+        }
+    });
+}
+
+/// The embedded store's checkpoints are incremental: a checkpoint after a small change names
+/// again the immutable files of the one before, so only the new ones need storing.
+#[test]
+fn rocksdb_checkpoints_after_a_small_change_share_most_bytes_with_the_one_before() {
+    let dir = TempDir::new().unwrap();
+    let backend = RocksBackend::new(StoreBudget::new(8 << 20));
+    let mut store = backend.create_store(&dir.path().join("work")).unwrap();
+    let mut seed = 7;
+    let mut value = || -> Vec<u8> {
+        (0..13)
+            .flat_map(|_| next(&mut seed).to_le_bytes())
+            .collect()
+    };
+    for chunk in 0..10u32 {
+        let mut writes = Writes::new();
+        for i in 0..10_000u32 {
+            let n = chunk * 10_000 + i;
+            writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), value());
+        }
+        store.write(&writes).unwrap();
+    }
+    let first = store.checkpoint(&dir.path().join("c1")).unwrap();
+    // 1 % of the keys change.
+    let mut writes = Writes::new();
+    for n in (0..100_000u32).step_by(100) {
+        writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), value());
+    }
+    store.write(&writes).unwrap();
+    let second = store.checkpoint(&dir.path().join("c2")).unwrap();
+    let before: std::collections::HashSet<&str> = first
+        .files
+        .iter()
+        .filter(|f| f.immutable)
+        .map(|f| f.name.as_str())
+        .collect();
+    let new_bytes: u64 = second
+        .files
+        .iter()
+        .filter(|f| !(f.immutable && before.contains(f.name.as_str())))
+        .map(|f| f.len)
+        .sum();
+    assert!(
+        !before.is_empty() && new_bytes * 10 <= second.total_len(),
+        "the second checkpoint's new files hold {new_bytes} of its {} bytes: {:?} then {:?}",
+        second.total_len(),
+        first.files,
+        second.files
+    );
+}
+
+/// State several times the budget stays readable: what does not fit the cache is in files.
+#[test]
+fn rocksdb_holds_state_many_times_its_memory_budget() {
+    let dir = TempDir::new().unwrap();
+    let budget = StoreBudget::new(4 << 20);
+    let backend = RocksBackend::new(budget.clone());
+    let mut store = backend.create_store(&dir.path().join("work")).unwrap();
+    let mut seed = 1;
+    // 40 MB of values that do not compress, ten times the budget.
+    for chunk in 0..40u32 {
+        let mut writes = Writes::new();
+        for i in 0..1000u32 {
+            let n = chunk * 1000 + i;
+            let mut v: Vec<u8> = (0..125)
+                .flat_map(|_| next(&mut seed).to_le_bytes())
+                .collect();
+            v[..4].copy_from_slice(&n.to_le_bytes());
+            writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), v);
+        }
+        store.write(&writes).unwrap();
+    }
+    for n in (0..40_000u32).step_by(997) {
+        let v = store
+            .get(&StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()))
+            .unwrap()
+            .unwrap_or_else(|| panic!("key {n} is lost"));
+        assert_eq!(v[..4], n.to_le_bytes());
+    }
+    let on_disk: u64 = std::fs::read_dir(store.dir())
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(
+        on_disk > budget.bytes() as u64,
+        "only {on_disk} bytes on disk: the state did not leave memory"
+    );
+}
