@@ -27,6 +27,7 @@
 
 pub mod memory;
 pub mod rocks;
+pub mod snapshot;
 #[cfg(test)]
 mod tests;
 

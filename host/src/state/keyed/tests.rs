@@ -405,3 +405,72 @@ fn rocksdb_holds_state_many_times_its_memory_budget() {
         "only {on_disk} bytes on disk: the state did not leave memory"
     );
 }
+
+/// A store's checkpoint kept as the job's checkpoint keeps it: immutable files stored once as
+/// shared files (here a map standing in for the storage), the rest inline in the snapshot; a
+/// store laid out from the snapshot alone holds what the store held.
+#[test]
+fn a_store_restores_from_its_snapshot_and_the_shared_files_it_names() {
+    use std::collections::HashMap;
+
+    use super::snapshot::{StoreSnapshot, Uploads};
+    use crate::ids::CheckpointId;
+
+    for_each_backend(|name, backend, dir| {
+        let mut shared: HashMap<(CheckpointId, String), Vec<u8>> = HashMap::new();
+        let mut uploads = Uploads::new();
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let mut model = BTreeMap::new();
+        let mut seed = 11;
+        let mut snapshot = StoreSnapshot::default();
+        for id in 1..=4u64 {
+            let mut writes = Writes::new();
+            for _ in 0..2000 {
+                let k = key(
+                    (next(&mut seed) % 32) as u32,
+                    0,
+                    &(next(&mut seed) % 5000).to_string(),
+                );
+                let v = next(&mut seed).to_le_bytes().to_vec();
+                model.insert(k.clone(), v.clone());
+                writes.put(k, v);
+            }
+            store.write(&writes).unwrap();
+            let id = CheckpointId(id);
+            let checkpoint = store
+                .checkpoint(&dir.path().join(format!("local-{}", id.0)))
+                .unwrap();
+            let plan = uploads.plan(id, &checkpoint);
+            for file in &plan.upload {
+                let bytes = std::fs::read(checkpoint.dir.join(file)).unwrap();
+                assert!(shared.insert((id, file.clone()), bytes).is_none());
+            }
+            snapshot = StoreSnapshot {
+                kept: plan.kept,
+                inline: plan
+                    .inline
+                    .iter()
+                    .map(|f| (f.clone(), std::fs::read(checkpoint.dir.join(f)).unwrap()))
+                    .collect(),
+            };
+            snapshot = StoreSnapshot::decode(&snapshot.encode()).unwrap();
+            uploads.completed(id);
+        }
+        // The checkpoint directories are gone (another machine): only the snapshot and the
+        // shared files are left.
+        for id in 1..=4 {
+            std::fs::remove_dir_all(dir.path().join(format!("local-{id}"))).unwrap();
+        }
+        let laid_out = dir.path().join("restore");
+        snapshot
+            .materialise(&laid_out, |file| {
+                Ok(shared[&(file.writer, file.name.clone())].clone())
+            })
+            .unwrap();
+        let restored = backend
+            .open_checkpoint(&laid_out, &dir.path().join("work-restored"))
+            .unwrap();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = model.into_iter().collect();
+        assert_eq!(all(restored.as_ref()), expected, "{name}");
+    });
+}
