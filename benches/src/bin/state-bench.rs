@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use weir::ids::CheckpointId;
+use weir::state::keyed::cache::CachedBackend;
 use weir::state::keyed::memory::MemoryBackend;
 use weir::state::keyed::rocks::{RocksBackend, StoreBudget};
 use weir::state::keyed::snapshot::Uploads;
@@ -47,6 +48,9 @@ struct Args {
     /// The memory budget of the RocksDB stores, MiB.
     #[arg(long, default_value_t = 512)]
     budget_mib: usize,
+    /// Keys held by a write-back cache in front of the store; 0: none.
+    #[arg(long, default_value_t = 0)]
+    cache_keys: usize,
     /// The share of keys that change between the two checkpoints, percent.
     #[arg(long, default_value_t = 1.0)]
     change_percent: f64,
@@ -143,9 +147,18 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn run(args: &Args, dir: &Path) -> Result<(), String> {
-    let backend: Box<dyn Backend> = match args.backend {
-        Which::Rocksdb => Box::new(RocksBackend::new(StoreBudget::new(args.budget_mib << 20))),
-        Which::Memory => Box::new(MemoryBackend),
+    let rocksdb = || RocksBackend::new(StoreBudget::new(args.budget_mib << 20));
+    let backend: Box<dyn Backend> = match (args.backend, args.cache_keys) {
+        (Which::Rocksdb, 0) => Box::new(rocksdb()),
+        (Which::Memory, 0) => Box::new(MemoryBackend),
+        (Which::Rocksdb, capacity) => Box::new(CachedBackend {
+            inner: rocksdb(),
+            capacity,
+        }),
+        (Which::Memory, capacity) => Box::new(CachedBackend {
+            inner: MemoryBackend,
+            capacity,
+        }),
     };
     let mut store = backend
         .create(&dir.join("work"))
@@ -176,15 +189,19 @@ fn run(args: &Args, dir: &Path) -> Result<(), String> {
     let second_time = started.elapsed();
     let second_bytes = stored_bytes(&second, &mut uploads, 2);
     let started = Instant::now();
-    let restored = backend
+    let mut restored = backend
         .open_checkpoint(&second.dir, &dir.join("restored"))
         .map_err(|e| e.to_string())?;
     let probe = store_key(args.keys / 2);
     restored.get(&probe).map_err(|e| e.to_string())?;
     let restore_time = started.elapsed();
     println!(
-        "| {:?} | {} | {:.2} M/s | {:.2} M/s | {:.0} ms, {:.1} MiB | {:.0} ms, {:.2} MiB ({:.1} %) | {:.0} ms | {} |",
+        "| {:?}{} | {} | {:.2} M/s | {:.2} M/s | {:.0} ms, {:.1} MiB | {:.0} ms, {:.2} MiB ({:.1} %) | {:.0} ms | {} |",
         args.backend,
+        match args.cache_keys {
+            0 => String::new(),
+            n => format!(", cache of {n} keys"),
+        },
         args.keys,
         args.keys as f64 / loaded.as_secs_f64() / 1e6,
         args.records as f64 / counted.as_secs_f64() / 1e6,

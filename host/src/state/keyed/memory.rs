@@ -40,7 +40,7 @@ impl MemoryStore {
 }
 
 impl KeyedStore for MemoryStore {
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         Ok(keys
             .iter()
             .map(|key| self.entries.get(*key).cloned())
@@ -58,7 +58,7 @@ impl KeyedStore for MemoryStore {
     }
 
     fn scan(
-        &self,
+        &mut self,
         range: Range<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {

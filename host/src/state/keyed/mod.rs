@@ -25,6 +25,7 @@
 //! files): those are the ones an incremental checkpoint uploads once and names again in later
 //! checkpoints (`checkpoint/shared.rs`).
 
+pub mod cache;
 pub mod memory;
 pub mod rocks;
 pub mod snapshot;
@@ -239,7 +240,7 @@ impl StoreError {
 /// One task's keyed state: the entries of the store keys ([`StoreKey`]) of its key groups.
 pub trait KeyedStore: Send {
     /// The value of each of `keys`, in order.
-    fn get_many(&self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
 
     /// Applies `writes`, all or none.
     fn write(&mut self, writes: &Writes) -> Result<(), StoreError>;
@@ -247,7 +248,7 @@ pub trait KeyedStore: Send {
     /// Calls `visit` with each entry whose store key is in `range`, in key order, until it
     /// returns `false`.
     fn scan(
-        &self,
+        &mut self,
         range: Range<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError>;
@@ -261,7 +262,7 @@ pub trait KeyedStore: Send {
     fn checkpoint(&mut self, dir: &Path) -> Result<StoreCheckpoint, StoreError>;
 
     /// The value of `key`.
-    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
+    fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.get_many(&[key])?.pop().flatten())
     }
 }
@@ -284,7 +285,7 @@ pub trait Backend {
 /// time: how a subtask's store takes in the part of another old subtask's store it now owns
 /// when a vertex is rescaled.
 pub fn copy_groups(
-    from: &dyn KeyedStore,
+    from: &mut dyn KeyedStore,
     into: &mut dyn KeyedStore,
     groups: Range<u32>,
     batch: usize,
