@@ -641,7 +641,8 @@ mod tests {
 
     use super::*;
     use crate::checkpoint::generation::Generation;
-    use crate::checkpoint::storage::{FaultyStorage, ListingStatus, MemoryStorage};
+    use crate::checkpoint::storage::tests::status_word;
+    use crate::checkpoint::storage::{FaultyStorage, MemoryStorage};
 
     /// generator → blackhole: no guest, so it runs in a unit test. A checkpoint every
     /// 10 ms; `count` records at 20 000 a second.
@@ -768,14 +769,7 @@ mod tests {
             .list()
             .unwrap()
             .iter()
-            .map(|l| {
-                let status = match l.status {
-                    ListingStatus::Complete(_) => "complete",
-                    ListingStatus::Incomplete => "incomplete",
-                    ListingStatus::Corrupt(_) => "corrupt",
-                };
-                (l.id.0, status)
-            })
+            .map(|l| (l.id.0, status_word(&l.status)))
             .collect()
     }
 

@@ -1,7 +1,7 @@
 use super::verify::verify_one;
 use super::*;
-use crate::checkpoint::metadata::tests::sample;
 use crate::checkpoint::restore::tests::write_chained;
+use crate::checkpoint::storage::tests::with_states_of;
 use crate::ids::TaskId;
 
 const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -27,15 +27,7 @@ fn with_states(
     id: u64,
     bytes: usize,
 ) -> CheckpointMetadata {
-    let mut meta = sample(kind, id);
-    for entry in &mut meta.tasks {
-        let state = vec![b'a' + (id % 26) as u8; bytes];
-        entry.handle = storage
-            .write_state(kind, CheckpointId(id), &entry.task, &state)
-            .unwrap();
-        entry.state_bytes = state.len() as u64;
-    }
-    meta
+    with_states_of(storage, kind, id, |_| vec![b'a' + (id % 26) as u8; bytes])
 }
 
 /// A job directory `job` in a temp dir with its storage.
