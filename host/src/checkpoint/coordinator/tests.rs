@@ -810,18 +810,8 @@ fn pruning_keeps_the_image_chains_of_retained_checkpoints_until_a_full_image() {
             at,
         )));
     }
-    let none = Vec::<u64>::new();
-    assert_eq!(
-        pruned_at,
-        [
-            none.clone(),
-            none.clone(),
-            none.clone(),
-            none.clone(),
-            vec![4, 3, 2, 1],
-            none
-        ]
-    );
+    let none: &[u64] = &[];
+    assert_eq!(pruned_at, [none, none, none, none, &[4, 3, 2, 1], none]);
     assert_eq!(co.retained().collect::<Vec<_>>(), [c(5), c(6)]);
 }
 
