@@ -15,19 +15,9 @@ fn write_checkpoint(
     id: u64,
     bytes: usize,
 ) -> CheckpointMetadata {
-    let meta = with_states(storage, kind, id, bytes);
+    let meta = with_states_of(storage, kind, id, |_| vec![b'a' + (id % 26) as u8; bytes]);
     storage.write_metadata(&meta).unwrap();
     meta
-}
-
-/// [`write_checkpoint`] but for the metadata, which the caller publishes.
-fn with_states(
-    storage: &dyn CheckpointStorage,
-    kind: CheckpointKind,
-    id: u64,
-    bytes: usize,
-) -> CheckpointMetadata {
-    with_states_of(storage, kind, id, |_| vec![b'a' + (id % 26) as u8; bytes])
 }
 
 /// A job directory `job` in a temp dir with its storage.
@@ -635,7 +625,7 @@ fn lists_what_chains_need_and_verify_names_a_delta_whose_base_is_gone() {
 fn verify_checks_the_shared_files_a_checkpoint_names_and_names_a_bad_one() {
     let (dir, storage) = job_dir();
     let task = TaskId::new("count", 0);
-    let mut meta = with_states(&storage, CHK, 1, 1);
+    let mut meta = with_states_of(&storage, CHK, 1, |_| b"b".to_vec());
     let table = storage
         .write_shared(CheckpointId(1), &task, "000007.sst", &[7; 100])
         .unwrap();
