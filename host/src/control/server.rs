@@ -521,7 +521,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::storage::{CheckpointStorage, MemoryStorage};
     use crate::control::client::{ClientError, ControlClient};
-    use crate::runtime::{JobOutcome, JobRunner, RunError, RunOptions};
+    use crate::runtime::{JobOutcome, JobRunner, RunError, RunOptions, wait_for};
 
     /// generator → blackhole (no guest: it runs in a unit test), a checkpoint
     /// every 20 ms, unbounded: it runs until cancelled or stopped.
@@ -638,14 +638,6 @@ mod tests {
     /// `Host: 127.0.0.1:PORT` of `server`.
     fn own_host(server: &ControlServer) -> String {
         server.url().trim_start_matches("http://").to_string()
-    }
-
-    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "waited 20 s for {what}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 
     #[test]

@@ -635,7 +635,7 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io;
     use std::time::{Duration, Instant};
 
@@ -756,7 +756,9 @@ mod tests {
             .unwrap()
     }
 
-    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    /// Returns once `done` holds, polling it; fails naming `what` after 20 s. (The control
+    /// server's tests wait with it too.)
+    pub(crate) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !done() {
             assert!(Instant::now() < deadline, "waited 20 s for {what}");
