@@ -29,7 +29,7 @@ fn with_states(
 }
 
 /// The metadata of `sample(kind, id)`, every task's state `state(task)` written through
-/// `storage`; the caller publishes it. (The catalog's tests write theirs with it too.)
+/// `storage`; the caller publishes it. (The catalog and restore tests write theirs with it too.)
 pub(crate) fn with_states_of(
     storage: &dyn CheckpointStorage,
     kind: CheckpointKind,
