@@ -11,46 +11,28 @@
 # runs it.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/lib/install.sh"
 dir="$root/benches/peers/kafka-streams"
 pom="$dir/pom.xml"
 stamp="$dir/target/.built"
-if [ ! -f "$pom" ]; then
-  echo "weir: $pom is missing (it builds kafka-bench's Kafka Streams peer)" >&2
-  exit 1
-fi
+require_file "$pom" "it builds kafka-bench's Kafka Streams peer"
 # What the stamp holds: the checksum of the pom and every source, so editing either rebuilds.
 want="$(cd "$dir" && find pom.xml src -type f | LC_ALL=C sort | xargs sha256sum | sha256sum \
   | cut -d' ' -f1)"
 built() {
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$dir/target/kafka-streams-peer.jar" ]
+  stamp_holds "$stamp" "$want" && [ -f "$dir/target/kafka-streams-peer.jar" ]
 }
-if built; then
+if done_or_locked "$dir/.build.lock" built; then
   echo "$dir"
   exit 0
 fi
-exec 9>"$dir/.build.lock"
-flock 9
-if built; then
-  echo "$dir"
-  exit 0
-fi
-for tool in java mvn; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "weir: the Kafka Streams peer needs $tool (Java 17 or newer, and Maven):" \
-         "\`bash scripts/install-apache-kafka.sh\` installs both" >&2
-    exit 1
-  fi
-done
+require_commands "the Kafka Streams peer needs Java 17 or newer and Maven" \
+  "\`bash scripts/install-apache-kafka.sh\` installs both" java mvn
 echo "weir: building the Kafka Streams peer (mvn -B -q package in benches/peers/kafka-streams)" >&2
-out="$(mktemp)"
-trap 'rm -f "$out"' EXIT
 rm -rf "$dir/target"
-if ! mvn -B -q -f "$pom" package >"$out" 2>&1; then
-  tail -40 "$out" >&2
-  echo "weir: Maven could not build the Kafka Streams peer (what it printed is above): run" \
-       "\`mvn -f benches/peers/kafka-streams/pom.xml package\` and fix what it reports" >&2
-  exit 1
-fi
+mvn_quietly "build the Kafka Streams peer" \
+  "run \`mvn -f benches/peers/kafka-streams/pom.xml package\` and fix what it reports" \
+  -f "$pom" package
 if [ ! -f "$dir/target/kafka-streams-peer.jar" ]; then
   echo "weir: Maven ran, but wrote no target/kafka-streams-peer.jar" >&2
   exit 1

@@ -11,14 +11,12 @@
 # `java -cp 'FOLDER/*' kafka.Kafka server.properties`.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$root/scripts/lib/install.sh"
 dir="$root/tests/kafka/apache"
 pom="$dir/pom.xml"
 lib="$dir/lib"
 stamp="$lib/.installed"
-if [ ! -f "$pom" ]; then
-  echo "weir: $pom is missing (it pins the Apache Kafka test broker)" >&2
-  exit 1
-fi
+require_file "$pom" "it pins the Apache Kafka test broker"
 version="$(sed -n 's:.*<kafka.version>\([^<]*\)</kafka.version>.*:\1:p' "$pom")"
 if [ -z "$version" ]; then
   echo "weir: $pom pins no Kafka version (a line <kafka.version>VERSION</kafka.version>)" >&2
@@ -28,17 +26,10 @@ fi
 want="$(sha256sum "$pom" | cut -d' ' -f1)"
 
 installed() {
-  [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && [ -f "$lib/kafka_2.13-$version.jar" ]
+  stamp_holds "$stamp" "$want" && [ -f "$lib/kafka_2.13-$version.jar" ]
 }
-if installed; then
-  echo "$lib"
-  exit 0
-fi
-
 # Test processes may run this at the same time: one installs, the others wait and find it done.
-exec 9>"$dir/.install.lock"
-flock 9
-if installed; then
+if done_or_locked "$dir/.install.lock" installed; then
   echo "$lib"
   exit 0
 fi
@@ -60,17 +51,12 @@ fi
 echo "weir: installing the Kafka test broker Apache Kafka $version (mvn" \
      "dependency:copy-dependencies into tests/kafka/apache/lib)" >&2
 rm -rf "$lib.new"
-out="$(mktemp)"
-trap 'rm -f "$out"; rm -rf "$lib.new"' EXIT
-if ! mvn -B -q -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
-     -DoutputDirectory="$lib.new" >"$out" 2>&1; then
-  tail -40 "$out" >&2
-  echo "weir: Maven could not fetch Apache Kafka $version's jars (what it printed is above):" \
-       "run \`mvn -f tests/kafka/apache/pom.xml dependency:copy-dependencies" \
-       "-DoutputDirectory=tests/kafka/apache/lib\` and fix what it reports (network, proxy in" \
-       "~/.m2/settings.xml)" >&2
-  exit 1
-fi
+trap 'rm -rf "$lib.new"' EXIT
+fix="run \`mvn -f tests/kafka/apache/pom.xml dependency:copy-dependencies"
+fix+=" -DoutputDirectory=tests/kafka/apache/lib\` and fix what it reports (network, proxy in"
+fix+=" ~/.m2/settings.xml)"
+mvn_quietly "fetch Apache Kafka $version's jars" "$fix" \
+  -f "$pom" dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$lib.new"
 if [ ! -f "$lib.new/kafka_2.13-$version.jar" ]; then
   echo "weir: Maven ran, but fetched no kafka_2.13-$version.jar (into $lib.new)" >&2
   exit 1

@@ -7,32 +7,11 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 dir="$root/guest-sdk/js"
+source "$root/scripts/lib/node.sh"
 
-if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
-  bash "$root/scripts/apt-install.sh" "the JavaScript guest SDK (guest-sdk/js)" nodejs npm
-fi
-for tool in node npm; do
-  if ! command -v "$tool" >/dev/null 2>&1; then
-    echo "weir: the JavaScript guest SDK needs Node.js 20 or newer with npm, and \`$tool\` is" \
-         "still not on PATH: install them (Debian: apt-get install -y nodejs npm)" >&2
-    exit 1
-  fi
-done
-major="$(node -p 'process.versions.node.split(".")[0]')"
-if [ "$major" -lt 20 ]; then
-  echo "weir: the JavaScript guest SDK needs Node.js 20 or newer; this is $(node --version):" \
-       "install a newer nodejs" >&2
-  exit 1
-fi
-
-installed="$dir/node_modules/.package-lock.json"
-if [ -f "$dir/node_modules/@bytecodealliance/componentize-js/package.json" ] \
-   && [ -f "$installed" ] && ! [ "$dir/package-lock.json" -nt "$installed" ]; then
+install_node_if_missing "the JavaScript guest SDK (guest-sdk/js)"
+require_node "the JavaScript guest SDK" 20
+if npm_installed "$dir" node_modules/@bytecodealliance/componentize-js/package.json; then
   exit 0
 fi
-echo "weir: installing componentize-js and the JavaScript SDK's tools (npm ci in guest-sdk/js)" >&2
-if ! (cd "$dir" && npm ci --no-audit --no-fund); then
-  echo "weir: npm could not install the JavaScript SDK's packages: run \`npm ci\` in" \
-       "guest-sdk/js and fix what it reports" >&2
-  exit 1
-fi
+npm_ci "$dir" "componentize-js and the JavaScript SDK's tools"

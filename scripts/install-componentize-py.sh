@@ -23,7 +23,4 @@ fi
 
 venv_install "$venv" "$requirements" "componentize-py $pinned for the Python guest SDK"
 got="$("$venv/bin/componentize-py" --version)"
-if [ "$got" != "componentize-py $pinned" ]; then
-  echo "weir: pip installed $got, not the pinned componentize-py $pinned" >&2
-  exit 1
-fi
+venv_require_pinned componentize-py "${got#componentize-py }" "$pinned"

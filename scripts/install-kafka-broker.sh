@@ -40,11 +40,7 @@ if [ -x "$wrapper" ] && [ -x "$venv/bin/python" ] && [ "$(installed)" = "$pinned
 fi
 
 venv_install "$venv" "$requirements" "the Kafka test broker noida-db $pinned"
-got="$(installed || true)"
-if [ "$got" != "$pinned" ]; then
-  echo "weir: pip installed noida-db ${got:-(nothing)}, not the pinned $pinned" >&2
-  exit 1
-fi
+venv_require_pinned noida-db "$(installed || true)" "$pinned"
 if ! native; then
   echo "weir: pip installed noida-db $pinned, but its package has no native noida-db" \
        "executable (noida_db/noida-db in tests/kafka/.venv); is there a wheel for this" \

@@ -32,17 +32,8 @@ fi
 
 venv_install "$venv" "$requirements" \
   "the Kubernetes schema validator kubernetes-validate $pinned (seconds)"
-got="$(installed || true)"
-if [ "$got" != "$pinned" ]; then
-  echo "weir: pip installed kubernetes-validate ${got:-(nothing, or without PyYAML)}," \
-       "not the pinned $pinned" >&2
-  exit 1
-fi
-if ! venv_runnable "$venv" "$exe"; then
-  echo "weir: pip installed kubernetes-validate $pinned, but" \
-       "tests/kubernetes/.venv/bin/kubernetes-validate is missing or does not run" \
-       "tests/kubernetes/.venv/bin/python: remove tests/kubernetes/.venv and run" \
-       "\`bash scripts/install-kubernetes-validate.sh\` again" >&2
-  exit 1
-fi
+venv_require_pinned kubernetes-validate "$(installed || true)" "$pinned" \
+  "nothing, or without PyYAML"
+venv_require_runnable "$venv" "$exe" "kubernetes-validate $pinned" \
+  install-kubernetes-validate.sh
 echo "$exe"

@@ -30,16 +30,7 @@ if [ -x "$venv/bin/python" ] && [ "$(installed)" = "$pinned" ] && venv_runnable 
 fi
 
 venv_install "$venv" "$requirements" "the S3 test server moto $pinned (under a minute)"
-got="$(installed || true)"
-if [ "$got" != "$pinned" ]; then
-  echo "weir: pip installed moto ${got:-(nothing, or without Flask)}," \
-       "not the pinned $pinned with its server extra" >&2
-  exit 1
-fi
-if ! venv_runnable "$venv" "$exe"; then
-  echo "weir: pip installed moto $pinned, but tests/s3/.venv/bin/moto_server is missing or" \
-       "does not run tests/s3/.venv/bin/python: remove tests/s3/.venv and run" \
-       "\`bash scripts/install-s3-server.sh\` again" >&2
-  exit 1
-fi
+venv_require_pinned moto "$(installed || true)" "$pinned" \
+  "nothing, or without its server extra's Flask"
+venv_require_runnable "$venv" "$exe" "moto $pinned" install-s3-server.sh
 echo "$exe"

@@ -21,8 +21,4 @@ if [ -x "$venv/bin/python" ] \
 fi
 
 venv_install "$venv" "$requirements" "Zig $pinned"
-got="$("$venv/bin/python" -m ziglang version)"
-if [ "$got" != "$pinned" ]; then
-  echo "weir: pip installed Zig $got, not the pinned $pinned" >&2
-  exit 1
-fi
+venv_require_pinned Zig "$("$venv/bin/python" -m ziglang version)" "$pinned"

@@ -27,22 +27,10 @@ use weir::wasm::image::format::{
     CheckpointImage, GlobalBits, GlobalValue, Image, MemoryImage, PAGE_SIZE, PageTable,
     decode_full, encode_full,
 };
+use weir_test_servers::rng::Rng;
 
 /// Memory sizes, in MB (rounded down to whole pages).
 const SIZES_MB: [usize; 3] = [1, 10, 100];
-
-/// A splitmix64 stream: reproducible memory contents without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-}
 
 /// A memory of `mb` MB of pseudo-random bytes, with a few globals.
 fn image(mb: usize, rng: &mut Rng) -> Image {
@@ -85,7 +73,7 @@ fn one_percent_dirty(image: &Image, rng: &mut Rng) -> Image {
 }
 
 fn images(c: &mut Criterion) {
-    let mut rng = Rng(1);
+    let mut rng = Rng::new(1);
     for mb in SIZES_MB {
         let previous = image(mb, &mut rng);
         let current = one_percent_dirty(&previous, &mut rng);

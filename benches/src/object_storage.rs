@@ -20,6 +20,7 @@ use weir::checkpoint::storage::{
     ObjectStoreUrl, StaticCredentials,
 };
 use weir::ids::{CheckpointId, CheckpointKind, TaskId};
+use weir_test_servers::rng::Rng;
 use weir_test_servers::s3::{self as server, S3Process};
 
 use crate::error::BenchError;
@@ -93,15 +94,7 @@ pub fn measure(
 /// `bytes` of state that does not compress to nothing (no layer here compresses, but the
 /// bytes should look like a real snapshot's).
 fn state_of(bytes: u64) -> Vec<u8> {
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    (0..bytes)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    Rng::new(0x5eed).bytes(bytes as usize)
 }
 
 /// `runs` writes and reads of `state` (after one of each not counted), each checkpoint

@@ -2,6 +2,7 @@
 //! `generator` source makes them, so the micro-benchmarks see the job benchmarks' keys.
 
 use weir_abi::BatchBuilder;
+use weir_test_servers::rng::splitmix64;
 
 /// Deterministic records: record `i` has key `key-<n>` with `n` a SplitMix64 hash of
 /// (`seed`, `i`) modulo `keys`, a value of `value_size` lowercase letters from the same hash,
@@ -88,12 +89,4 @@ pub fn distinct_keys(
 fn push_key(key: &mut Vec<u8>, n: u64) {
     key.extend_from_slice(b"key-");
     key.extend_from_slice(n.to_string().as_bytes());
-}
-
-/// A well-mixed 64-bit hash step (SplitMix64), as the generator source uses.
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }

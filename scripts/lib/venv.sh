@@ -62,3 +62,25 @@ venv_runnable() {
   local venv="$1" exe="$2"
   [ -x "$exe" ] && [ "$(head -n 1 "$exe")" = "#!$venv/bin/python" ]
 }
+
+# Fails unless `got`, the version of `package` found installed after `venv_install` (or
+# nothing), is the `pinned` one; `missing` says what nothing means ("nothing" by default).
+venv_require_pinned() {
+  local package="$1" got="$2" pinned="$3" missing="${4:-nothing}"
+  if [ "$got" != "$pinned" ]; then
+    echo "weir: pip installed $package ${got:-($missing)}, not the pinned $pinned" >&2
+    return 1
+  fi
+}
+
+# Fails unless the executable `exe` of the environment `venv` runs ([`venv_runnable`]), after
+# `venv_install` put `what` there; says to start again from a fresh environment with `script`.
+venv_require_runnable() {
+  local venv="$1" exe="$2" what="$3" script="$4"
+  if ! venv_runnable "$venv" "$exe"; then
+    local rel_venv="${venv#"$root"/}"
+    echo "weir: pip installed $what, but ${exe#"$root"/} is missing or does not run" \
+         "$rel_venv/bin/python: remove $rel_venv and run \`bash scripts/$script\` again" >&2
+    return 1
+  fi
+}

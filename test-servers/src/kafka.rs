@@ -797,7 +797,7 @@ fn cluster_id(first: &Node) -> String {
     let mut state = nanos ^ (u64::from(std::process::id()) << 32) ^ ports;
     let mut bytes = [0u8; 16];
     for chunk in bytes.chunks_mut(8) {
-        chunk.copy_from_slice(&splitmix64(&mut state).to_le_bytes());
+        chunk.copy_from_slice(&crate::rng::splitmix64_next(&mut state).to_le_bytes());
     }
     // The top bit clear: the first character is one of A-Z, a-f.
     bytes[0] &= 0x7f;
@@ -817,15 +817,6 @@ fn cluster_id(first: &Node) -> String {
         id.push(char::from(ALPHABET[((bits << (6 - held)) & 63) as usize]));
     }
     id
-}
-
-/// One step of SplitMix64: well-mixed bits from a counter.
-fn splitmix64(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[cfg(test)]

@@ -7,7 +7,9 @@
 //! - [`s3`]: an S3 server (PyPI's `moto`), [`s3::S3Process`];
 //! - [`fault_proxy`]: an HTTP/1.1 proxy that answers chosen requests with an error, delays
 //!   them, cuts them off or drops them, [`fault_proxy::FaultProxy`] (a thread in the caller's
-//!   process, not a server of its own).
+//!   process, not a server of its own);
+//! - [`rng`]: SplitMix64, the seeded generator the tests and benchmarks share (the Kafka
+//!   broker's cluster ids use it too).
 //!
 //! Every server is installed from its package registry into a git-ignored folder of the
 //! workspace by a script of its own (`scripts/install-kafka-broker.sh`,
@@ -26,4 +28,5 @@ pub mod fault_proxy;
 mod http;
 pub mod kafka;
 mod process;
+pub mod rng;
 pub mod s3;

@@ -193,6 +193,39 @@ struct Case {
     max_rss_mib: u64,
 }
 
+impl Case {
+    /// A core-module case that fails the same way in `weir_process` on every attempt, without
+    /// checkpoints or limits, within [`RSS_MIB`]; a case that differs says how with `..`.
+    fn new(name: &'static str, faults: &'static str, guest: Guest, failure: Vec<String>) -> Case {
+        Case {
+            name,
+            faults,
+            guest,
+            checkpoints: false,
+            limits: "",
+            call: "weir_process",
+            failures_in_call: ATTEMPTS,
+            failure,
+            max_rss_mib: RSS_MIB,
+        }
+    }
+
+    /// A component case: as [`Case::new`], failing in the world's `process`, within
+    /// [`COMPONENT_RSS_MIB`].
+    fn component(
+        name: &'static str,
+        faults: &'static str,
+        guest: Guest,
+        failure: Vec<String>,
+    ) -> Case {
+        Case {
+            call: "process",
+            max_rss_mib: COMPONENT_RSS_MIB,
+            ..Case::new(name, faults, guest, failure)
+        }
+    }
+}
+
 /// The bound on the host's peak RSS for cases that do not aim at memory: the `weir` debug
 /// binary itself takes about 30 MiB.
 const RSS_MIB: u64 = 256;
@@ -206,231 +239,178 @@ fn corpus() -> Vec<Case> {
         )]
     };
     vec![
-        Case {
-            name: "trap (unreachable) in weir_process",
-            faults: "`unreachable` on the first batch",
-            guest: Guest::Wat(hostile(
+        Case::new(
+            "trap (unreachable) in weir_process",
+            "`unreachable` on the first batch",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32) (unreachable))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest trap: wasm `unreachable` instruction executed".into()],
-            max_rss_mib: RSS_MIB,
-        },
+            vec!["guest trap: wasm `unreachable` instruction executed".into()],
+        ),
         Case {
-            name: "endless loop in weir_process",
-            faults: "`loop br` forever, call_timeout 200ms",
-            guest: Guest::Wat(hostile(
-                r#"(func (export "weir_process") (param i32 i32) (result i32)
-                  (loop $forever (br $forever)) (i32.const 0))"#,
-            )),
-            checkpoints: false,
             limits: "call_timeout = \"200ms\"",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest ran longer than the call time limit of 200ms".into()],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "endless loop in weir_process",
+                "`loop br` forever, call_timeout 200ms",
+                Guest::Wat(hostile(
+                    r#"(func (export "weir_process") (param i32 i32) (result i32)
+                      (loop $forever (br $forever)) (i32.const 0))"#,
+                )),
+                vec!["guest ran longer than the call time limit of 200ms".into()],
+            )
         },
         Case {
-            name: "memory bomb: memory.grow and fill, 1 MiB at a time",
-            faults: "grows and touches memory without end, max_memory 64MiB",
-            guest: Guest::Wat(hostile(
-                r#"(func (export "weir_process") (param i32 i32) (result i32) (local $at i32)
-                  (loop $more
-                    ;; memory.grow returns the old size in pages: the new MiB starts there.
-                    (local.set $at (i32.mul (memory.grow (i32.const 16)) (i32.const 65536)))
-                    (memory.fill (local.get $at) (i32.const 171) (i32.const 1048576))
-                    (br $more))
-                  (i32.const 0))"#,
-            )),
-            checkpoints: false,
             limits: "max_memory = \"64MiB\"",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
-                "guest memory would grow to 67371008 bytes, past the limit of 67108864 bytes"
-                    .into(),
-            ],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "memory bomb: memory.grow and fill, 1 MiB at a time",
+                "grows and touches memory without end, max_memory 64MiB",
+                Guest::Wat(hostile(
+                    r#"(func (export "weir_process") (param i32 i32) (result i32) (local $at i32)
+                      (loop $more
+                        ;; memory.grow returns the old size in pages: the new MiB starts there.
+                        (local.set $at (i32.mul (memory.grow (i32.const 16)) (i32.const 65536)))
+                        (memory.fill (local.get $at) (i32.const 171) (i32.const 1048576))
+                        (br $more))
+                      (i32.const 0))"#,
+                )),
+                vec![
+                    "guest memory would grow to 67371008 bytes, past the limit of 67108864 bytes"
+                        .into(),
+                ],
+            )
         },
-        Case {
-            name: "table bomb: 64 tables grown by a million filled elements each",
-            faults: "table.grow with a function reference, table after table",
-            guest: Guest::Wat(hostile(&table_bomb(64))),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
+        Case::new(
+            "table bomb: 64 tables grown by a million filled elements each",
+            "table.grow with a function reference, table after table",
+            Guest::Wat(hostile(&table_bomb(64))),
+            vec![
                 "guest tables would hold 2097152 elements in all, past the limit of 1048576".into(),
             ],
-            max_rss_mib: RSS_MIB,
-        },
-        Case {
-            name: "unbounded recursion in weir_process",
-            faults: "a function calling itself without end",
-            guest: Guest::Wat(hostile(
+        ),
+        Case::new(
+            "unbounded recursion in weir_process",
+            "a function calling itself without end",
+            Guest::Wat(hostile(
                 r#"(func $deeper (param $n i64) (result i64)
                   (i64.add (call $deeper (i64.add (local.get $n) (i64.const 1))) (local.get $n)))
                 (func (export "weir_process") (param i32 i32) (result i32)
                   (drop (call $deeper (i64.const 0))) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest stack overflow".into()],
-            max_rss_mib: RSS_MIB,
-        },
-        Case {
-            name: "out-of-bounds pointer to emit",
-            faults: "emit(-16, 100)",
-            guest: Guest::Wat(hostile(
+            vec!["guest stack overflow".into()],
+        ),
+        Case::new(
+            "out-of-bounds pointer to emit",
+            "emit(-16, 100)",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (call $emit (i32.const -16) (i32.const 100)) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: oob("`emit` batch", "4294967280..4294967280+100"),
-            max_rss_mib: RSS_MIB,
-        },
-        Case {
-            name: "out-of-bounds length to emit",
-            faults: "emit(16, -1): the end overflows 32 bits",
-            guest: Guest::Wat(hostile(
+            oob("`emit` batch", "4294967280..4294967280+100"),
+        ),
+        Case::new(
+            "out-of-bounds length to emit",
+            "emit(16, -1): the end overflows 32 bits",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (call $emit (i32.const 16) (i32.const -1)) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: oob("`emit` batch", "16..16+4294967295"),
-            max_rss_mib: RSS_MIB,
-        },
+            oob("`emit` batch", "16..16+4294967295"),
+        ),
         Case {
-            name: "out-of-bounds range to save_state",
-            faults: "save_state(262100, 100): straddles the end of memory",
-            guest: Guest::Wat(hostile(&format!(
-                r#"{PROCESS_OK}
-                (func (export "weir_snapshot") (param i64) (result i32)
-                  (call $save_state (i32.const 262100) (i32.const 100)) (i32.const 0))"#
-            ))),
             checkpoints: true,
-            limits: "",
             call: "weir_snapshot",
-            failures_in_call: ATTEMPTS,
-            failure: oob("`save_state` bytes", "262100..262100+100"),
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "out-of-bounds range to save_state",
+                "save_state(262100, 100): straddles the end of memory",
+                Guest::Wat(hostile(&format!(
+                    r#"{PROCESS_OK}
+                    (func (export "weir_snapshot") (param i64) (result i32)
+                      (call $save_state (i32.const 262100) (i32.const 100)) (i32.const 0))"#
+                ))),
+                oob("`save_state` bytes", "262100..262100+100"),
+            )
         },
-        Case {
-            name: "out-of-bounds message to fail",
-            faults: "fail(262144, 1): just past the end",
-            guest: Guest::Wat(hostile(
+        Case::new(
+            "out-of-bounds message to fail",
+            "fail(262144, 1): just past the end",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (call $fail (i32.const 262144) (i32.const 1)) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: oob("`fail` message", "262144..262144+1"),
-            max_rss_mib: RSS_MIB,
-        },
-        Case {
-            name: "out-of-bounds message to log",
-            faults: "log(0, -16, 16)",
-            guest: Guest::Wat(hostile(
+            oob("`fail` message", "262144..262144+1"),
+        ),
+        Case::new(
+            "out-of-bounds message to log",
+            "log(0, -16, 16)",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (call $log (i32.const 0) (i32.const -16) (i32.const 16)) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: oob("`log` message", "4294967280..4294967280+16"),
-            max_rss_mib: RSS_MIB,
-        },
-        Case {
-            name: "out-of-bounds strings to env.abort",
-            faults: "abort(-16, 262150, 7, 3)",
-            guest: Guest::Wat(hostile(
+            oob("`log` message", "4294967280..4294967280+16"),
+        ),
+        Case::new(
+            "out-of-bounds strings to env.abort",
+            "abort(-16, 262150, 7, 3)",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (call $abort (i32.const -16) (i32.const 262150) (i32.const 7) (i32.const 3))
                   (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
+            vec![
                 "guest aborted: <unreadable string at 4294967280: outside the guest memory> \
                  (at <unreadable string at 262150: outside the guest memory>:7:3)"
                     .into(),
             ],
-            max_rss_mib: RSS_MIB,
-        },
+        ),
         Case {
-            name: "weir_alloc returns a pointer outside memory",
-            faults: "weir_alloc returns -65536: the host must not write there",
-            guest: Guest::Wat(hostile(&format!(
-                r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const -65536))
-                {PROCESS_OK}"#
-            ))),
-            checkpoints: false,
-            limits: "",
             call: "weir_alloc",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
-                "`weir_alloc` result at 4294901760..4294901760+".into(),
-                "lies outside the guest memory of 262144 bytes".into(),
-            ],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "weir_alloc returns a pointer outside memory",
+                "weir_alloc returns -65536: the host must not write there",
+                Guest::Wat(hostile(&format!(
+                    r#"(func (export "weir_alloc") (param i32) (result i32) (i32.const -65536))
+                    {PROCESS_OK}"#
+                ))),
+                vec![
+                    "`weir_alloc` result at 4294901760..4294901760+".into(),
+                    "lies outside the guest memory of 262144 bytes".into(),
+                ],
+            )
         },
-        Case {
-            name: "malformed output batch",
-            faults: "emits 8 bytes announcing one record",
-            guest: Guest::Wat(hostile(
+        Case::new(
+            "malformed output batch",
+            "emits 8 bytes announcing one record",
+            Guest::Wat(hostile(
                 r#"(data (i32.const 1024) "\01\00\00\00\00\00\00\00")
                 (func (export "weir_process") (param i32 i32) (result i32)
                   (call $emit (i32.const 1024) (i32.const 8)) (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
+            vec![
                 "guest emitted a malformed batch: record 0 needs 8 bytes at offset 8 but the \
                  batch ends at 8"
                     .into(),
             ],
-            max_rss_mib: RSS_MIB,
-        },
+        ),
         Case {
-            name: "huge output: one 192 MiB batch",
-            faults: "emit(16 MiB, 192 MiB) of untouched memory, max_output 1MiB",
-            guest: Guest::Wat(hostile(
-                r#"(func (export "weir_process") (param i32 i32) (result i32)
-                  ;; 224 MiB in all, never touched: resident only if the host copies it.
-                  (drop (memory.grow (i32.const 3580)))
-                  (call $emit (i32.const 16777216) (i32.const 201326592)) (i32.const 0))"#,
-            )),
-            checkpoints: false,
             limits: "max_output = \"1MiB\"",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest emitted more than 1048576 bytes in one call".into()],
             // A copy of the batch alone would take 192 MiB.
             max_rss_mib: 128,
+            ..Case::new(
+                "huge output: one 192 MiB batch",
+                "emit(16 MiB, 192 MiB) of untouched memory, max_output 1MiB",
+                Guest::Wat(hostile(
+                    r#"(func (export "weir_process") (param i32 i32) (result i32)
+                      ;; 224 MiB in all, never touched: resident only if the host copies it.
+                      (drop (memory.grow (i32.const 3580)))
+                      (call $emit (i32.const 16777216) (i32.const 201326592)) (i32.const 0))"#,
+                )),
+                vec!["guest emitted more than 1048576 bytes in one call".into()],
+            )
         },
-        Case {
-            name: "huge output: 1 MiB batches emitted without end",
-            faults: "emit of one valid 1 MiB batch in an endless loop, max_output 64MiB",
-            guest: Guest::Wat(hostile(
+        Case::new(
+            "huge output: 1 MiB batches emitted without end",
+            "emit of one valid 1 MiB batch in an endless loop, max_output 64MiB",
+            Guest::Wat(hostile(
                 r#"(func (export "weir_process") (param i32 i32) (result i32)
                   (drop (memory.grow (i32.const 28)))
                   ;; At 1 MiB: record count 1, port 0, timestamp 0, key_len 0,
@@ -441,122 +421,109 @@ fn corpus() -> Vec<Case> {
                     (call $emit (i32.const 1048576) (i32.const 1048576)) (br $again))
                   (i32.const 0))"#,
             )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest emitted more than 67108864 bytes in one call".into()],
-            max_rss_mib: RSS_MIB,
-        },
+            vec!["guest emitted more than 67108864 bytes in one call".into()],
+        ),
         Case {
-            name: "huge output: empty batches emitted without end",
-            faults: "emit of an 8-byte empty batch in an endless loop, max_output 64MiB",
-            guest: Guest::Wat(hostile(
-                r#"(func (export "weir_process") (param i32 i32) (result i32)
-                  (loop $again (call $emit (i32.const 1024) (i32.const 8)) (br $again))
-                  (i32.const 0))"#,
-            )),
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest emitted more than 67108864 bytes in one call".into()],
             // Before each batch counted an overhead and batches were joined, one attempt took
             // the host to 470 MiB; with the overhead only, three attempts to 158 MiB.
             max_rss_mib: 96,
+            ..Case::new(
+                "huge output: empty batches emitted without end",
+                "emit of an 8-byte empty batch in an endless loop, max_output 64MiB",
+                Guest::Wat(hostile(
+                    r#"(func (export "weir_process") (param i32 i32) (result i32)
+                      (loop $again (call $emit (i32.const 1024) (i32.const 8)) (br $again))
+                      (i32.const 0))"#,
+                )),
+                vec!["guest emitted more than 67108864 bytes in one call".into()],
+            )
         },
         Case {
-            name: "snapshot that fails with a status",
-            faults: "weir_snapshot logs an error and returns 3",
-            guest: Guest::Wat(hostile(&format!(
-                r#"{PROCESS_OK}
-                {message}
-                (func (export "weir_snapshot") (param i64) (result i32)
-                  (call $log (i32.const 0) (i32.const 1024) (i32.const {len})) (i32.const 3))"#,
-                message = data(1024, SNAPSHOT_ERROR),
-                len = SNAPSHOT_ERROR.len(),
-            ))),
             checkpoints: true,
-            limits: "",
             call: "weir_snapshot",
-            failures_in_call: ATTEMPTS,
-            failure: vec![format!(
-                "guest returned status 3 (last error it logged: {SNAPSHOT_ERROR})"
-            )],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "snapshot that fails with a status",
+                "weir_snapshot logs an error and returns 3",
+                Guest::Wat(hostile(&format!(
+                    r#"{PROCESS_OK}
+                    {message}
+                    (func (export "weir_snapshot") (param i64) (result i32)
+                      (call $log (i32.const 0) (i32.const 1024) (i32.const {len})) (i32.const 3))"#,
+                    message = data(1024, SNAPSHOT_ERROR),
+                    len = SNAPSHOT_ERROR.len(),
+                ))),
+                vec![format!(
+                    "guest returned status 3 (last error it logged: {SNAPSHOT_ERROR})"
+                )],
+            )
         },
         Case {
-            name: "snapshot past the state limit",
-            faults: "saves 2 × 200000 bytes, max_state 256KiB",
-            guest: Guest::Wat(hostile(&format!(
-                r#"{PROCESS_OK}
-                (func (export "weir_snapshot") (param i64) (result i32)
-                  (call $save_state (i32.const 0) (i32.const 200000))
-                  (call $save_state (i32.const 0) (i32.const 200000)) (i32.const 0))"#
-            ))),
             checkpoints: true,
             limits: "max_state = \"256KiB\"",
             call: "weir_snapshot",
-            failures_in_call: ATTEMPTS,
-            failure: vec!["guest saved a snapshot larger than 262144 bytes".into()],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "snapshot past the state limit",
+                "saves 2 × 200000 bytes, max_state 256KiB",
+                Guest::Wat(hostile(&format!(
+                    r#"{PROCESS_OK}
+                    (func (export "weir_snapshot") (param i64) (result i32)
+                      (call $save_state (i32.const 0) (i32.const 200000))
+                      (call $save_state (i32.const 0) (i32.const 200000)) (i32.const 0))"#
+                ))),
+                vec!["guest saved a snapshot larger than 262144 bytes".into()],
+            )
         },
         Case {
-            name: "restore that traps",
-            faults: "fails after a completed checkpoint; weir_restore is `unreachable`",
-            guest: Guest::Wat(hostile(&format!(
-                r#"{armed}
-                (func (export "weir_snapshot") (param i64) (result i32)
-                  (call $save_state (i32.const 0) (i32.const 4)) (i32.const 0))
-                (func (export "weir_restore") (param i32 i32) (result i32) (unreachable))"#,
-                armed = armed()
-            ))),
             checkpoints: true,
-            limits: "",
             call: "weir_restore",
             failures_in_call: ATTEMPTS - 1,
-            failure: vec!["guest trap: wasm `unreachable` instruction executed".into()],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "restore that traps",
+                "fails after a completed checkpoint; weir_restore is `unreachable`",
+                Guest::Wat(hostile(&format!(
+                    r#"{armed}
+                    (func (export "weir_snapshot") (param i64) (result i32)
+                      (call $save_state (i32.const 0) (i32.const 4)) (i32.const 0))
+                    (func (export "weir_restore") (param i32 i32) (result i32) (unreachable))"#,
+                    armed = armed()
+                ))),
+                vec!["guest trap: wasm `unreachable` instruction executed".into()],
+            )
         },
         Case {
-            name: "restore given garbage",
-            faults: "snapshot saves a bogus length prefix; restore trusts it and copies",
-            guest: Guest::Wat(hostile(&format!(
-                r#"{armed}
-                (data (i32.const 1024) "\f0\ff\ff\7f")
-                (func (export "weir_snapshot") (param i64) (result i32)
-                  (call $save_state (i32.const 1024) (i32.const 4)) (i32.const 0))
-                ;; Reads a length from the state and copies that many bytes after it.
-                (func (export "weir_restore") (param $ptr i32) (param $len i32) (result i32)
-                  (memory.copy (i32.const 2048)
-                    (i32.add (local.get $ptr) (i32.const 4)) (i32.load (local.get $ptr)))
-                  (i32.const 0))"#,
-                armed = armed()
-            ))),
             checkpoints: true,
-            limits: "",
             call: "weir_restore",
             failures_in_call: ATTEMPTS - 1,
-            failure: vec!["guest trap: out of bounds memory access".into()],
-            max_rss_mib: RSS_MIB,
+            ..Case::new(
+                "restore given garbage",
+                "snapshot saves a bogus length prefix; restore trusts it and copies",
+                Guest::Wat(hostile(&format!(
+                    r#"{armed}
+                    (data (i32.const 1024) "\f0\ff\ff\7f")
+                    (func (export "weir_snapshot") (param i64) (result i32)
+                      (call $save_state (i32.const 1024) (i32.const 4)) (i32.const 0))
+                    ;; Reads a length from the state and copies that many bytes after it.
+                    (func (export "weir_restore") (param $ptr i32) (param $len i32) (result i32)
+                      (memory.copy (i32.const 2048)
+                        (i32.add (local.get $ptr) (i32.const 4)) (i32.load (local.get $ptr)))
+                      (i32.const 0))"#,
+                    armed = armed()
+                ))),
+                vec!["guest trap: out of bounds memory access".into()],
+            )
         },
-        Case {
-            name: "Rust panic with a message (weir-sdk)",
-            faults: "`panic!` in process, through the SDK's panic hook",
-            guest: Guest::Built {
+        Case::new(
+            "Rust panic with a message (weir-sdk)",
+            "`panic!` in process, through the SDK's panic hook",
+            Guest::Built {
                 path: guests::FLAKY,
                 config: "fail_at=50",
             },
-            checkpoints: false,
-            limits: "",
-            call: "weir_process",
-            failures_in_call: ATTEMPTS,
-            failure: vec![
+            vec![
                 "guest failed:".into(),
                 "flaky: injected failure at timestamp 50".into(),
             ],
-            max_rss_mib: RSS_MIB,
-        },
+        ),
     ]
 }
 
@@ -572,87 +539,64 @@ fn component_corpus() -> Vec<Case> {
         let python = |config| Guest::Built { path, config };
         cases.extend([
             Case {
-                name: "Python: endless loop in process",
-                faults: "`while True: pass`, call_timeout 500ms",
-                guest: python("loop"),
-                checkpoints: false,
                 limits: "call_timeout = \"500ms\"",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["guest ran longer than the call time limit of 500ms".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
+                ..Case::component(
+                    "Python: endless loop in process",
+                    "`while True: pass`, call_timeout 500ms",
+                    python("loop"),
+                    vec!["guest ran longer than the call time limit of 500ms".into()],
+                )
             },
             Case {
-                name: "Python: unbounded allocation in process",
-                faults: "appends 1 MiB to a list forever, max_memory 160MiB",
-                guest: python("allocate"),
-                checkpoints: false,
                 limits: "max_memory = \"160MiB\"",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["past the limit of 167772160 bytes".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
+                ..Case::component(
+                    "Python: unbounded allocation in process",
+                    "appends 1 MiB to a list forever, max_memory 160MiB",
+                    python("allocate"),
+                    vec!["past the limit of 167772160 bytes".into()],
+                )
             },
-            Case {
-                name: "Python: open(\"/etc/passwd\") in process",
-                faults: "reads a file of the host",
-                guest: python("open-file"),
-                checkpoints: false,
-                limits: "",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["FileNotFoundError".into(), "/etc/passwd".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
-            },
-            Case {
-                name: "Python: a TCP socket to 127.0.0.1:9 in process",
-                faults: "opens a socket and connects it",
-                guest: python("socket"),
-                checkpoints: false,
-                limits: "",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["Error".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
-            },
+            Case::component(
+                "Python: open(\"/etc/passwd\") in process",
+                "reads a file of the host",
+                python("open-file"),
+                vec!["FileNotFoundError".into(), "/etc/passwd".into()],
+            ),
+            Case::component(
+                "Python: a TCP socket to 127.0.0.1:9 in process",
+                "opens a socket and connects it",
+                python("socket"),
+                vec!["Error".into()],
+            ),
         ]);
     }
     if let Some(path) = crate::support::foreign("hostile JavaScript", guests::JS_HOSTILE) {
         let javascript = |config| Guest::Built { path, config };
         cases.extend([
             Case {
-                name: "JavaScript: endless loop in process",
-                faults: "`for (;;) spins++`, call_timeout 500ms",
-                guest: javascript("loop"),
-                checkpoints: false,
                 limits: "call_timeout = \"500ms\"",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["guest ran longer than the call time limit of 500ms".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
+                ..Case::component(
+                    "JavaScript: endless loop in process",
+                    "`for (;;) spins++`, call_timeout 500ms",
+                    javascript("loop"),
+                    vec!["guest ran longer than the call time limit of 500ms".into()],
+                )
             },
             Case {
-                name: "JavaScript: unbounded allocation in process",
-                faults: "keeps every object it makes, max_memory 48MiB",
-                guest: javascript("allocate"),
-                checkpoints: false,
                 limits: "max_memory = \"48MiB\"",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["past the limit of 50331648 bytes".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
+                ..Case::component(
+                    "JavaScript: unbounded allocation in process",
+                    "keeps every object it makes, max_memory 48MiB",
+                    javascript("allocate"),
+                    vec!["past the limit of 50331648 bytes".into()],
+                )
             },
-            Case {
-                name: "JavaScript: fetch(\"http://127.0.0.1:9/\") in process",
-                faults: "reaches for the network",
-                guest: javascript("fetch"),
-                checkpoints: false,
-                limits: "",
-                call: "process",
-                failures_in_call: ATTEMPTS,
-                failure: vec!["guest trap".into()],
-                max_rss_mib: COMPONENT_RSS_MIB,
-            },
+            Case::component(
+                "JavaScript: fetch(\"http://127.0.0.1:9/\") in process",
+                "reaches for the network",
+                javascript("fetch"),
+                vec!["guest trap".into()],
+            ),
         ]);
     }
     cases

@@ -21,7 +21,7 @@ use weir::wasm::{
 use weir_abi::BatchBuilder;
 use weir_tests::guests;
 
-use crate::support::{foreign, guest_instance};
+use crate::support::{Rng, foreign, guest_instance};
 
 /// One input record: key, value, timestamp.
 type Rec = (Vec<u8>, Vec<u8>, i64);
@@ -31,28 +31,6 @@ type Emitted = Vec<Vec<u8>>;
 
 /// The seeds every randomised test runs with.
 const SEEDS: [u64; 3] = [1, 0x5eed, 0xdead_beef];
-
-/// A small, seeded pseudo-random generator (SplitMix64): reproducible without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n`.
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
-}
 
 /// A count guest under test: its name for messages, and its module.
 struct Guest {
@@ -145,19 +123,19 @@ fn random_input(rng: &mut Rng, n: usize) -> Vec<Rec> {
         vec![b'k'; 1000],
     ];
     keys.extend((0..40).map(|i| format!("key-{i}").into_bytes()));
-    let random_len = 1 + rng.below(8);
+    let random_len = 1 + rng.index(8);
     keys.push(rng.bytes(random_len));
     (0..n)
         .map(|_| {
             // Squaring a uniform index favours the first keys.
-            let pick = rng.below(keys.len());
+            let pick = rng.index(keys.len());
             let key = keys[pick * pick / keys.len()].clone();
-            let value_len = rng.below(24);
+            let value_len = rng.index(24);
             let value = rng.bytes(value_len);
-            let timestamp = match rng.below(50) {
+            let timestamp = match rng.index(50) {
                 0 => i64::MIN,
                 1 => i64::MAX,
-                _ => rng.next() as i64 >> rng.below(64),
+                _ => rng.next_u64() as i64 >> rng.index(64),
             };
             (key, value, timestamp)
         })
@@ -168,7 +146,7 @@ fn random_input(rng: &mut Rng, n: usize) -> Vec<Rec> {
 fn batches(rng: &mut Rng, input: &[Rec], size: usize) -> Vec<Vec<u8>> {
     let mut all = Vec::new();
     for chunk in input.chunks(size) {
-        if rng.below(10) == 0 {
+        if rng.index(10) == 0 {
             all.push(BatchBuilder::new(0).into_bytes());
         }
         let mut batch = BatchBuilder::new(0);
@@ -216,7 +194,7 @@ fn run(
     let mut out = Vec::new();
     for batch in batches {
         out.push(instance.process(batch).unwrap_or_else(|e| panic!("{e}")));
-        if restore_one_in.is_some_and(|k| rng.below(k) == 0) {
+        if restore_one_in.is_some_and(|k| rng.index(k) == 0) {
             checkpoint += 1;
             let state = instance
                 .snapshot(CheckpointId(checkpoint))
@@ -280,7 +258,7 @@ fn assert_same_output(got: &[Emitted], want: &[Emitted], what: &str) {
 fn count_in_every_language_emits_byte_identical_batches() {
     let guests = every_count_guest();
     for seed in SEEDS {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let input = random_input(&mut rng, 1500);
         for size in [1, 2, 7, 64, 500, 1500] {
             let batches = batches(&mut rng, &input, size);
@@ -332,14 +310,14 @@ fn count_in_every_language_is_unchanged_by_image_restores_at_random_points() {
 /// does. `how` follows the guest's name in messages.
 fn assert_unchanged_by_restores(guests: &[Guest], cases: &[(usize, usize)], how: &str) {
     for seed in SEEDS {
-        let mut rng = Rng(seed);
+        let mut rng = Rng::new(seed);
         let input = random_input(&mut rng, 1200);
         for &(size, restore_one_in) in cases {
             let batches = batches(&mut rng, &input, size);
             let want = expected(&batches);
             for guest in guests {
                 // Each guest restores at its own random points, drawn from the seed.
-                let mut points = Rng(seed ^ size as u64);
+                let mut points = Rng::new(seed ^ size as u64);
                 let got = run(guest, &batches, &mut points, Some(restore_one_in));
                 let what = format!(
                     "{}{how} (seed {seed:#x}, batches of {size}, restore after 1 call in \
@@ -360,7 +338,7 @@ fn wat_c_assemblyscript_and_zig_count_restore_each_others_snapshots() {
         .into_iter()
         .filter(|g| g.name != "rust-count")
         .collect();
-    let mut rng = Rng(SEEDS[1]);
+    let mut rng = Rng::new(SEEDS[1]);
     let input = random_input(&mut rng, 800);
     let batches = batches(&mut rng, &input, 50);
     let (first, rest) = batches.split_at(batches.len() / 2);

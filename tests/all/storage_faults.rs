@@ -302,6 +302,22 @@ fn temp_files(dir: &Path) -> Vec<PathBuf> {
     found
 }
 
+/// What a job that met a storage fault and finished must leave behind: nothing of its failed
+/// checkpoints ([`Strays::assert_none_left`]), the reference output (`what` names the job in the
+/// message), and a checkpoint that restores ([`assert_left_checkpoint_restores`], whose count it
+/// returns).
+fn assert_recovered(
+    sandbox: &Sandbox,
+    reference: &Reference,
+    strays: &Strays,
+    checkpoints: &Path,
+    what: &str,
+) -> u64 {
+    strays.assert_none_left();
+    assert_same_output(&committed_lines(&sandbox.out_dir()), &reference.lines, what);
+    assert_left_checkpoint_restores(sandbox, checkpoints)
+}
+
 /// The one complete checkpoint in `checkpoints` (one is retained), which must restore: `weir
 /// run --restore PATH` with the job's checkpoints now going to an ordinary directory ends the
 /// job with the reference output and no in-progress part left.
@@ -460,13 +476,13 @@ fn disk_full_declines_checkpoints_until_space_is_freed_and_the_job_finishes() {
         completed > completed_before,
         "no checkpoint completed after the space was freed"
     );
-    strays.assert_none_left();
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &reference.lines,
+    let restored = assert_recovered(
+        &sandbox,
+        reference,
+        &strays,
+        &checkpoints,
         "the job that ran out of space",
     );
-    let restored = assert_left_checkpoint_restores(&sandbox, &checkpoints);
 
     report::record(&report::Row {
         area: "storage",
@@ -586,13 +602,13 @@ fn read_only_checkpoint_directory_declines_checkpoints_until_it_is_writable_agai
         completed > completed_before,
         "no checkpoint completed after the directory became writable"
     );
-    strays.assert_none_left();
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &reference.lines,
+    let restored = assert_recovered(
+        &sandbox,
+        reference,
+        &strays,
+        &checkpoints,
         "the job whose checkpoint directory was read-only for a while",
     );
-    let restored = assert_left_checkpoint_restores(&sandbox, &checkpoints);
 
     report::record(&report::Row {
         area: "storage",
@@ -797,13 +813,13 @@ fn permission_denied_declines_checkpoints_until_access_is_restored() {
         completed > completed_before,
         "no checkpoint completed after access was restored:\n{log}"
     );
-    strays.assert_none_left();
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &reference.lines,
+    let restored = assert_recovered(
+        &sandbox,
+        reference,
+        &strays,
+        &checkpoints,
         "the job whose checkpoint directory was not writable for a while",
     );
-    let restored = assert_left_checkpoint_restores(&sandbox, &checkpoints);
 
     report::record(&report::Row {
         area: "storage",
@@ -842,13 +858,13 @@ fn permission_denied_injected(sandbox: &Sandbox, reference: &Reference) {
         &checkpoints,
         "Permission denied (os error 13)",
     );
-    strays.assert_none_left();
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &reference.lines,
+    let restored = assert_recovered(
+        sandbox,
+        reference,
+        &strays,
+        &checkpoints,
         "the job whose checkpoint writes were refused for a while",
     );
-    let restored = assert_left_checkpoint_restores(sandbox, &checkpoints);
     let (completed, failed) = monitor.checkpoint_counts();
     report::record(&report::Row {
         area: "storage",
@@ -937,13 +953,13 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
         .id
         .0;
     assert!(last > failed_ids[1], "nothing completed after the failures");
-    strays.assert_none_left();
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &reference.lines,
+    let restored = assert_recovered(
+        &sandbox,
+        reference,
+        &strays,
+        &checkpoints,
         "the job whose metadata writes failed twice",
     );
-    let restored = assert_left_checkpoint_restores(&sandbox, &checkpoints);
 
     report::record(&report::Row {
         area: "storage",

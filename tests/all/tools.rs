@@ -360,7 +360,8 @@ fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot
     let input = write(&sandbox, "input.jsonl", &example_input());
     let plain = weir(&sandbox, &["test", path, "--input", &input], "");
     plain.assert_code(0, "without checkpoints");
-    for capture in ["auto", "image"] {
+    // `weir test` with a checkpoint after every record, taken as `capture` says.
+    let checkpointed = |capture: &str| {
         let args = [
             "test",
             path,
@@ -371,22 +372,15 @@ fn test_with_a_checkpoint_after_every_record_passes_the_c_count_without_snapshot
             "--checkpoint",
             capture,
         ];
-        let out = weir(&sandbox, &args, "");
+        weir(&sandbox, &args, "")
+    };
+    for capture in ["auto", "image"] {
+        let out = checkpointed(capture);
         out.assert_code(0, capture);
         assert_eq!(out.stdout, plain.stdout, "{capture}");
         out.assert_stderr_contains("40 images restored");
     }
-    let args = [
-        "test",
-        path,
-        "--input",
-        &input,
-        "--checkpoint-every",
-        "1",
-        "--checkpoint",
-        "exports",
-    ];
-    let out = weir(&sandbox, &args, "");
+    let out = checkpointed("exports");
     out.assert_code(1, "exports");
     out.assert_stderr_contains("exports no weir_snapshot, so every snapshot is empty");
 }
@@ -691,28 +685,17 @@ fn test_reports_guest_failures_and_state_lost_across_a_restore() {
     out.assert_code(1, "trap");
     out.assert_stderr_contains("operator `trap` subtask 0 failed in weir_process: guest trap");
 
-    // A counter that keeps a running total but never snapshots it.
+    // The running total of TOTAL_WITHOUT_SNAPSHOT with snapshot exports that save nothing: a
+    // checkpoint loses it.
     let forgetful = write(
         &sandbox,
         "forgetful.wat",
-        r#"(module
-          (import "weir" "emit" (func $emit (param i32 i32)))
-          (memory (export "memory") 1)
-          (global $seen (mut i32) (i32.const 0))
-          (func (export "weir_abi_version") (result i32) (i32.const 1))
-          (func (export "weir_alloc") (param i32) (result i32) (i32.const 1024))
-          (func (export "weir_snapshot") (param i64) (result i32) (i32.const 0))
-          (func (export "weir_restore") (param i32 i32) (result i32) (i32.const 0))
-          (func (export "weir_process") (param $ptr i32) (param i32) (result i32)
-            (global.set $seen (i32.add (global.get $seen) (i32.load (local.get $ptr))))
-            (i32.store (i32.const 16) (i32.const 1))
-            (i32.store (i32.const 20) (i32.const 0))
-            (i64.store (i32.const 24) (i64.const 0))
-            (i32.store (i32.const 32) (i32.const 0))
-            (i32.store (i32.const 36) (i32.const 1))
-            (i32.store8 (i32.const 40) (i32.add (i32.const 48) (global.get $seen)))
-            (call $emit (i32.const 16) (i32.const 25))
-            (i32.const 0)))"#,
+        &TOTAL_WITHOUT_SNAPSHOT.replace(
+            r#"  (func (export "weir_process")"#,
+            r#"  (func (export "weir_snapshot") (param i64) (result i32) (i32.const 0))
+  (func (export "weir_restore") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "weir_process")"#,
+        ),
     );
     let input = "{\"value\": \"\"}\n".repeat(4);
     let out = weir(&sandbox, &["test", &forgetful, "--batch-size", "1"], &input);

@@ -522,18 +522,8 @@ mod tests {
             }
             pruned_at.push(ids(pruned));
         }
-        let none = Vec::<u64>::new();
-        assert_eq!(
-            pruned_at,
-            [
-                none.clone(),
-                none.clone(),
-                none.clone(),
-                none.clone(),
-                vec![4, 3, 2, 1],
-                none
-            ]
-        );
+        let none: &[u64] = &[];
+        assert_eq!(pruned_at, [none, none, none, none, &[4, 3, 2, 1], none]);
         assert_eq!(ids(on_disk.keys().copied()), [5, 6]);
     }
 

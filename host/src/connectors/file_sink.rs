@@ -475,10 +475,8 @@ mod tests {
             error.to_string(),
             "file sink /out/part-0-0.inprogress: cannot fsync: permission denied"
         );
-        let cause =
-            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
         assert_eq!(
-            cause.map(std::io::Error::kind),
+            crate::dataflow::error::io_source_kind(&error),
             Some(std::io::ErrorKind::PermissionDenied)
         );
     }

@@ -541,10 +541,8 @@ mod tests {
             "{error:?}"
         );
         // The I/O error stays reachable as the source, for whoever needs its kind.
-        let cause =
-            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
         assert_eq!(
-            cause.map(std::io::Error::kind),
+            crate::dataflow::error::io_source_kind(&error),
             Some(std::io::ErrorKind::PermissionDenied)
         );
     }

@@ -306,9 +306,17 @@ fn write_signed_decimal(out: &mut [u8], n: i64) -> usize {
     }
 }
 
-/// A well-mixed 64-bit hash step (SplitMix64).
-fn splitmix64(x: u64) -> u64 {
-    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+/// A well-mixed 64-bit hash step (SplitMix64): the bits SplitMix64 yields after the counter
+/// `x`.
+fn splitmix64(mut x: u64) -> u64 {
+    splitmix64_next(&mut x)
+}
+
+/// One step of SplitMix64 over the counter `state`: advances it and returns well-mixed bits.
+/// The host's tests draw their random contents from it too (`wasm::image::format::tests`).
+pub(crate) fn splitmix64_next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)

@@ -521,7 +521,7 @@ mod tests {
     use super::*;
     use crate::checkpoint::storage::{CheckpointStorage, MemoryStorage};
     use crate::control::client::{ClientError, ControlClient};
-    use crate::runtime::{JobOutcome, JobRunner, RunError, RunOptions};
+    use crate::runtime::{JobOutcome, JobRunner, RunError, RunOptions, wait_for};
 
     /// generator → blackhole (no guest: it runs in a unit test), a checkpoint
     /// every 20 ms, unbounded: it runs until cancelled or stopped.
@@ -604,6 +604,21 @@ mod tests {
     }
 
     impl Running {
+        /// How the job ended, waiting at most 20 s for it to.
+        fn outcome(&self) -> JobOutcome {
+            self.outcome
+                .recv_timeout(Duration::from_secs(20))
+                .unwrap()
+                .unwrap()
+        }
+
+        /// Returns once the job has completed a checkpoint.
+        fn wait_for_a_checkpoint(&self) {
+            wait_for("a completed checkpoint", || {
+                self.monitor.checkpoint_counts().0 >= 1
+            });
+        }
+
         /// A request by hand to the server as a client with the token sends it: `Host: host`,
         /// then `Authorization: Bearer` [`TEST_TOKEN`], then `more`.
         fn with_token(
@@ -623,14 +638,6 @@ mod tests {
     /// `Host: 127.0.0.1:PORT` of `server`.
     fn own_host(server: &ControlServer) -> String {
         server.url().trim_start_matches("http://").to_string()
-    }
-
-    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while !done() {
-            assert!(Instant::now() < deadline, "waited 20 s for {what}");
-            std::thread::sleep(Duration::from_millis(5));
-        }
     }
 
     #[test]
@@ -686,11 +693,7 @@ mod tests {
 
         let cancel = client.post_json("/api/cancel").unwrap();
         assert_eq!(cancel["status"], "CANCELING");
-        let outcome = running
-            .outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = running.outcome();
         assert_eq!(outcome.status, JobStatus::Canceled);
         // The server outlives the job: it answers, and refuses what needs a running job.
         let job = client.get_json("/api/job").unwrap();
@@ -714,15 +717,9 @@ mod tests {
     fn stop_answers_with_the_savepoint_and_the_job_finishes() {
         let running = start("127.0.0.1:0");
         let client = client(&running);
-        wait_for("a completed checkpoint", || {
-            running.monitor.checkpoint_counts().0 >= 1
-        });
+        running.wait_for_a_checkpoint();
         let taken = client.post_json("/api/stop").unwrap();
-        let outcome = running
-            .outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = running.outcome();
         assert_eq!(outcome.status, JobStatus::Finished);
         assert_eq!(
             outcome.savepoint.unwrap().display().to_string(),
@@ -734,9 +731,7 @@ mod tests {
     fn rescale_goes_on_at_the_new_parallelism_and_refuses_what_it_cannot_do() {
         let running = start("127.0.0.1:0");
         let client = client(&running);
-        wait_for("a completed checkpoint", || {
-            running.monitor.checkpoint_counts().0 >= 1
-        });
+        running.wait_for_a_checkpoint();
         // The blackhole holds no state: it takes any parallelism.
         let done = client.post_json("/api/rescale?out=3").unwrap();
         assert_eq!(
@@ -782,11 +777,7 @@ mod tests {
         assert_eq!(job["vertices"][0]["parallelism"], 3);
         assert_eq!(job["vertices"][1]["parallelism"], 3);
         client.post_json("/api/cancel").unwrap();
-        let outcome = running
-            .outcome
-            .recv_timeout(Duration::from_secs(20))
-            .unwrap()
-            .unwrap();
+        let outcome = running.outcome();
         assert_eq!(outcome.status, JobStatus::Canceled);
     }
 
@@ -904,21 +895,12 @@ mod tests {
         assert_eq!(none.status, 403);
 
         // The cookie lets the page in; a forged one does not.
-        let answer = raw(
-            &running.server,
-            "GET",
-            "/api/job",
-            &[("Host", &host), ("Cookie", &pair)],
-        );
-        assert_eq!(answer.status, 200, "{}", answer.body);
         let forged = format!("{name}{}", "0".repeat(32));
-        let answer = raw(
-            &running.server,
-            "GET",
-            "/api/job",
-            &[("Host", &host), ("Cookie", &forged)],
-        );
-        assert_eq!(answer.status, 401, "{}", answer.body);
+        for (cookie, status) in [(&pair, 200), (&forged, 401)] {
+            let headers = [("Host", host.as_str()), ("Cookie", cookie.as_str())];
+            let answer = raw(&running.server, "GET", "/api/job", &headers);
+            assert_eq!(answer.status, status, "{cookie}: {}", answer.body);
+        }
 
         // A client with the token gets a fresh link, under the Host it named.
         let port = running.server.address().port();
@@ -1067,9 +1049,7 @@ mod tests {
             assert!(answer.error().contains("Origin"), "{}", answer.error());
         }
         assert_eq!(running.monitor.status(), JobStatus::Running);
-        wait_for("a completed checkpoint", || {
-            running.monitor.checkpoint_counts().0 >= 1
-        });
+        running.wait_for_a_checkpoint();
         let own = format!("http://{host}");
         let answer = running.with_token(
             &host,

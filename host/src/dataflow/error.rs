@@ -187,6 +187,16 @@ impl RouteError {
     }
 }
 
+/// The kind of the I/O error `error` keeps as its source, if it keeps one: what a caller that
+/// needs the kind finds. The tests of every error that wraps an I/O error check it with this.
+#[cfg(test)]
+pub(crate) fn io_source_kind(error: &dyn std::error::Error) -> Option<std::io::ErrorKind> {
+    error
+        .source()
+        .and_then(|e| e.downcast_ref::<std::io::Error>())
+        .map(std::io::Error::kind)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,10 +253,8 @@ mod tests {
             "{error:?}"
         );
         // The cause stays reachable as the source, for whoever needs its kind.
-        let cause =
-            std::error::Error::source(&error).and_then(|e| e.downcast_ref::<std::io::Error>());
         assert_eq!(
-            cause.map(std::io::Error::kind),
+            crate::dataflow::error::io_source_kind(&error),
             Some(std::io::ErrorKind::PermissionDenied)
         );
     }

@@ -35,6 +35,13 @@ fn syntax(text: &str) -> (usize, String) {
     }
 }
 
+/// Fails unless `text` is refused at `line` for the value `found` of `key`.
+#[track_caller]
+fn assert_bad_value(text: &str, line: usize, key: &str, found: &str) {
+    assert_eq!(bad_value(text), (line, key.to_owned(), found.to_owned()));
+}
+
+/// The line, key and found value of a bad-value error.
 #[track_caller]
 fn bad_value(text: &str) -> (usize, String, String) {
     match invalid(text) {
@@ -128,6 +135,11 @@ inputs = [{ from = "join", partition = "rebalance" }, { from = "split", partitio
 enabled = false
 address = "0.0.0.0:9250"
 "#;
+
+/// [`MINIMAL`] with the table `[name]` holding `keys` (TOML lines), before its source.
+fn with_table(name: &str, keys: &str) -> String {
+    MINIMAL.replace("[[source]]", &format!("[{name}]\n{keys}\n[[source]]"))
+}
 
 fn wordcount_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/jobs/wordcount.toml")
@@ -279,27 +291,21 @@ fn default_limits_are_those_of_the_abi() {
 
 #[test]
 fn restart_defaults_to_fixed_delay_when_checkpoints_are_on() {
-    let text = MINIMAL.replace("[[source]]", "[checkpoint]\ninterval = \"5s\"\n[[source]]");
+    let text = with_table("checkpoint", "interval = \"5s\"");
     assert_eq!(job(&text).restart, RestartStrategy::DEFAULT_FIXED_DELAY);
 }
 
 #[test]
 fn interval_off_disables_periodic_checkpoints() {
-    let text = MINIMAL.replace("[[source]]", "[checkpoint]\ninterval = \"off\"\n[[source]]");
+    let text = with_table("checkpoint", "interval = \"off\"");
     assert_eq!(job(&text).checkpoint.interval, None);
 }
 
 #[test]
 fn strategy_keys_default_when_absent() {
-    let fixed = MINIMAL.replace(
-        "[[source]]",
-        "[restart]\nstrategy = \"fixed-delay\"\n[[source]]",
-    );
+    let fixed = with_restart("strategy = \"fixed-delay\"");
     assert_eq!(job(&fixed).restart, RestartStrategy::DEFAULT_FIXED_DELAY);
-    let exponential = MINIMAL.replace(
-        "[[source]]",
-        "[restart]\nstrategy = \"exponential-delay\"\n[[source]]",
-    );
+    let exponential = with_restart("strategy = \"exponential-delay\"");
     assert_eq!(
         job(&exponential).restart,
         RestartStrategy::ExponentialDelay {
@@ -674,7 +680,7 @@ fn fingerprint_changes_with_the_shape() {
 
 #[test]
 fn unknown_key_is_named_with_its_line_and_the_allowed_keys() {
-    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\nsede = 1");
+    let text = generator_with("sede = 1");
     let (line, message) = syntax(&text);
     assert_eq!(line, 5);
     assert!(
@@ -700,10 +706,7 @@ fn wrong_type_names_the_key_and_the_expected_type() {
 
 #[test]
 fn negative_count_is_a_syntax_error_on_its_line() {
-    let text = MINIMAL.replace(
-        "[[source]]",
-        "[checkpoint]\nmax_concurrent = -1\n[[source]]",
-    );
+    let text = with_table("checkpoint", "max_concurrent = -1");
     let (line, message) = syntax(&text);
     assert_eq!(line, 3);
     assert!(
@@ -749,10 +752,7 @@ fn input_table_with_unknown_key_is_refused() {
 
 #[test]
 fn errors_display_as_file_line_column_message() {
-    let text = MINIMAL.replace(
-        "type = \"generator\"",
-        "type = \"generator\"\nparallelism = 0",
-    );
+    let text = generator_with("parallelism = 0");
     let err = parse(&text).unwrap_err();
     assert_eq!(
         err.to_string(),
@@ -784,10 +784,7 @@ fn unreadable_file_names_the_path() {
 
 #[test]
 fn bad_duration_lists_the_allowed_forms() {
-    let text = MINIMAL.replace(
-        "[[source]]",
-        "[checkpoint]\ntimeout = \"5 sec\"\n[[source]]",
-    );
+    let text = with_table("checkpoint", "timeout = \"5 sec\"");
     let (line, problem) = invalid(&text);
     assert_eq!(line, 3);
     let Problem::BadValue {
@@ -807,7 +804,7 @@ fn bad_duration_lists_the_allowed_forms() {
 
 #[test]
 fn bad_size_lists_the_allowed_forms() {
-    let text = MINIMAL.replace("[[source]]", "[limits]\nmax_state = \"1TB\"\n[[source]]");
+    let text = with_table("limits", "max_state = \"1TB\"");
     let (line, problem) = invalid(&text);
     assert_eq!(line, 3);
     assert!(
@@ -818,11 +815,8 @@ fn bad_size_lists_the_allowed_forms() {
 
 #[test]
 fn memory_limit_below_one_wasm_page_is_refused() {
-    let text = MINIMAL.replace("[[source]]", "[limits]\nmax_memory = \"1KiB\"\n[[source]]");
-    assert_eq!(
-        bad_value(&text),
-        (3, "`limits.max_memory`".into(), "\"1KiB\"".into())
-    );
+    let text = with_table("limits", "max_memory = \"1KiB\"");
+    assert_bad_value(&text, 3, "`limits.max_memory`", "\"1KiB\"");
 }
 
 #[test]
@@ -841,13 +835,11 @@ name = "out"
 type = "stdout"
 inputs = ["op"]
 "#;
-    assert_eq!(
-        bad_value(text),
-        (
-            9,
-            "`limits.call_timeout` of operator \"op\"".into(),
-            "\"0s\"".into()
-        )
+    assert_bad_value(
+        text,
+        9,
+        "`limits.call_timeout` of operator \"op\"",
+        "\"0s\"",
     );
 }
 
@@ -857,60 +849,33 @@ fn zero_interval_is_refused() {
         "[[source]]",
         "\n[checkpoint]\ninterval = \"0ms\"\n[[source]]",
     );
-    assert_eq!(
-        bad_value(&text),
-        (4, "`checkpoint.interval`".into(), "\"0ms\"".into())
-    );
+    assert_bad_value(&text, 4, "`checkpoint.interval`", "\"0ms\"");
 }
 
 #[test]
 fn zero_timeout_is_refused() {
-    let text = MINIMAL.replace(
-        "[[source]]",
-        "[checkpoint]\ninterval = \"1s\"\ntimeout = \"0s\"\n[[source]]",
-    );
-    assert_eq!(
-        bad_value(&text),
-        (4, "`checkpoint.timeout`".into(), "\"0s\"".into())
-    );
+    let text = with_table("checkpoint", "interval = \"1s\"\ntimeout = \"0s\"");
+    assert_bad_value(&text, 4, "`checkpoint.timeout`", "\"0s\"");
 }
 
 #[test]
 fn zero_max_concurrent_is_refused() {
-    let text = MINIMAL.replace("[[source]]", "[checkpoint]\nmax_concurrent = 0\n[[source]]");
-    assert_eq!(
-        bad_value(&text),
-        (3, "`checkpoint.max_concurrent`".into(), "0".into())
-    );
+    let text = with_table("checkpoint", "max_concurrent = 0");
+    assert_bad_value(&text, 3, "`checkpoint.max_concurrent`", "0");
 }
 
 #[test]
 fn zero_retained_is_refused() {
-    let text = MINIMAL.replace("[[source]]", "[checkpoint]\n\nretained = 0\n[[source]]");
-    assert_eq!(
-        bad_value(&text),
-        (4, "`checkpoint.retained`".into(), "0".into())
-    );
+    let text = with_table("checkpoint", "\nretained = 0");
+    assert_bad_value(&text, 4, "`checkpoint.retained`", "0");
 }
 
 #[test]
 fn unknown_mode_and_retention_words_are_refused() {
-    let mode = MINIMAL.replace(
-        "[[source]]",
-        "[checkpoint]\nmode = \"exactly_once\"\n[[source]]",
-    );
-    assert_eq!(
-        bad_value(&mode),
-        (3, "`checkpoint.mode`".into(), "\"exactly_once\"".into())
-    );
-    let retention = MINIMAL.replace(
-        "[[source]]",
-        "[checkpoint]\non_cancel = \"keep\"\n[[source]]",
-    );
-    assert_eq!(
-        bad_value(&retention),
-        (3, "`checkpoint.on_cancel`".into(), "\"keep\"".into())
-    );
+    let mode = with_table("checkpoint", "mode = \"exactly_once\"");
+    assert_bad_value(&mode, 3, "`checkpoint.mode`", "\"exactly_once\"");
+    let retention = with_table("checkpoint", "on_cancel = \"keep\"");
+    assert_bad_value(&retention, 3, "`checkpoint.on_cancel`", "\"keep\"");
 }
 
 #[test]
@@ -919,10 +884,7 @@ fn zero_parallelism_is_refused() {
         "type = \"blackhole\"",
         "type = \"blackhole\"\nparallelism = 0",
     );
-    assert_eq!(
-        bad_value(&text),
-        (8, "`parallelism` of sink \"out\"".into(), "0".into())
-    );
+    assert_bad_value(&text, 8, "`parallelism` of sink \"out\"", "0");
 }
 
 #[test]
@@ -946,26 +908,17 @@ fn file_source_with_parallelism_above_one_is_refused() {
 #[test]
 fn bad_vertex_and_job_names_are_refused() {
     let text = MINIMAL.replace("name = \"out\"", "name = \"out put\"");
-    assert_eq!(
-        bad_value(&text),
-        (6, "`name` of a sink".into(), "\"out put\"".into())
-    );
+    assert_bad_value(&text, 6, "`name` of a sink", "\"out put\"");
     let text = MINIMAL.replace("name = \"t\"", "name = \"../t\"");
-    assert_eq!(bad_value(&text), (1, "`name`".into(), "\"../t\"".into()));
+    assert_bad_value(&text, 1, "`name`", "\"../t\"");
 }
 
 #[test]
 fn unknown_source_and_sink_types_are_refused() {
     let text = MINIMAL.replace("\"generator\"", "\"pulsar\"");
-    assert_eq!(
-        bad_value(&text),
-        (4, "`type` of source \"in\"".into(), "\"pulsar\"".into())
-    );
+    assert_bad_value(&text, 4, "`type` of source \"in\"", "\"pulsar\"");
     let text = MINIMAL.replace("\"blackhole\"", "\"s3\"");
-    assert_eq!(
-        bad_value(&text),
-        (7, "`type` of sink \"out\"".into(), "\"s3\"".into())
-    );
+    assert_bad_value(&text, 7, "`type` of sink \"out\"", "\"s3\"");
 }
 
 #[test]
@@ -981,11 +934,8 @@ fn unknown_partitioner_is_refused() {
 
 #[test]
 fn generator_rate_must_be_positive() {
-    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\nrate = 0");
-    assert_eq!(
-        bad_value(&text),
-        (5, "`rate` of source \"in\"".into(), "0".into())
-    );
+    let text = generator_with("rate = 0");
+    assert_bad_value(&text, 5, "`rate` of source \"in\"", "0");
 }
 
 #[test]
@@ -1023,10 +973,7 @@ inputs = ["op"]
 
 #[test]
 fn keys_of_another_type_are_refused() {
-    let text = MINIMAL.replace(
-        "type = \"generator\"",
-        "type = \"generator\"\nfollow = true",
-    );
+    let text = generator_with("follow = true");
     let (line, problem) = invalid(&text);
     assert_eq!(line, 5);
     assert_eq!(
@@ -1065,8 +1012,9 @@ fn keys_of_another_type_are_refused() {
 
 // ---- errors: the restart strategy -----------------------------------------
 
-fn with_restart(table: &str) -> String {
-    MINIMAL.replace("[[source]]", &format!("[restart]\n{table}\n[[source]]"))
+/// [`MINIMAL`] with the `[restart]` table `keys` (TOML lines).
+fn with_restart(keys: &str) -> String {
+    with_table("restart", keys)
 }
 
 #[test]
@@ -1112,28 +1060,19 @@ fn exponential_keys_on_fixed_delay_and_any_key_on_none_are_refused() {
 #[test]
 fn multiplier_below_one_is_refused() {
     let text = with_restart("strategy = \"exponential-delay\"\nmultiplier = 0.5");
-    assert_eq!(
-        bad_value(&text),
-        (4, "`restart.multiplier`".into(), "0.5".into())
-    );
+    assert_bad_value(&text, 4, "`restart.multiplier`", "0.5");
 }
 
 #[test]
 fn max_below_initial_is_refused() {
     let text = with_restart("strategy = \"exponential-delay\"\ninitial = \"2s\"\nmax = \"1s\"");
-    assert_eq!(
-        bad_value(&text),
-        (5, "`restart.max`".into(), "\"1s\"".into())
-    );
+    assert_bad_value(&text, 5, "`restart.max`", "\"1s\"");
 }
 
 #[test]
 fn unknown_or_missing_strategy_is_refused() {
     let text = with_restart("strategy = \"always\"");
-    assert_eq!(
-        bad_value(&text),
-        (3, "`restart.strategy`".into(), "\"always\"".into())
-    );
+    assert_bad_value(&text, 3, "`restart.strategy`", "\"always\"");
     let (line, problem) = invalid(&with_restart("attempts = 3"));
     assert_eq!(line, 3);
     assert!(matches!(
@@ -1202,7 +1141,7 @@ fn input_from_a_sink_is_refused() {
 
 #[test]
 fn source_with_inputs_is_refused() {
-    let text = MINIMAL.replace("type = \"generator\"", "type = \"generator\"\ninputs = []");
+    let text = generator_with("inputs = []");
     assert_eq!(
         invalid(&text),
         (
@@ -1634,10 +1573,7 @@ fn a_file_source_reading_a_file_sinks_directory_is_refused() {
 
 #[test]
 fn parallelism_is_bounded_per_vertex_and_in_total() {
-    let text = MINIMAL.replace(
-        "type = \"generator\"",
-        "type = \"generator\"\nparallelism = 1000000000",
-    );
+    let text = generator_with("parallelism = 1000000000");
     let message = refused(&text);
     assert!(message.contains("at most 256"), "{message}");
     // 5 vertices of 256 each: 1280 subtasks.
@@ -1702,10 +1638,7 @@ fn a_duration_too_large_for_its_knob_says_it_overflows_or_is_too_long() {
         let m = message_of(table, key, "9999999h");
         assert!(m.contains("at most"), "{key}: {m}");
     }
-    let restart = MINIMAL.replace(
-        "[[source]]",
-        "[restart]\nstrategy = \"fixed-delay\"\ndelay = \"9999999h\"\n[[source]]",
-    );
+    let restart = with_restart("strategy = \"fixed-delay\"\ndelay = \"9999999h\"");
     assert!(refused(&restart).contains("at most"));
     // A long but sane interval stays valid.
     job(&with("checkpoint", "interval", "24h"));
@@ -1713,10 +1646,7 @@ fn a_duration_too_large_for_its_knob_says_it_overflows_or_is_too_long() {
 
 #[test]
 fn the_timer_limit_is_a_size_the_guests_get() {
-    let text = MINIMAL.replace(
-        "[[source]]",
-        "[limits]\nmax_timer_state = \"1MiB\"\n[[source]]",
-    );
+    let text = with_table("limits", "max_timer_state = \"1MiB\"");
     let job = job(&text);
     assert_eq!(job.limits.max_timer_bytes, 1 << 20);
     assert!(
@@ -2473,10 +2403,7 @@ fn max_parallelism_defaults_to_128_and_grows_with_a_wider_job() {
     let minimal = job(MINIMAL);
     assert_eq!(minimal.max_parallelism, None);
     assert!(minimal.vertices.iter().all(|v| v.max_parallelism == 128));
-    let wide = job(&MINIMAL.replace(
-        "type = \"generator\"",
-        "type = \"generator\"\nparallelism = 200",
-    ));
+    let wide = job(&generator_with("parallelism = 200"));
     // One and a half times the widest vertex, to a power of two.
     assert!(wide.vertices.iter().all(|v| v.max_parallelism == 512));
     let set = job(&format!("max_parallelism = 16\n{MINIMAL}"));
@@ -2487,13 +2414,7 @@ fn max_parallelism_defaults_to_128_and_grows_with_a_wider_job() {
 
 #[test]
 fn max_parallelism_is_at_least_every_parallelism_and_bounded() {
-    let narrow = format!(
-        "max_parallelism = 2\n{}",
-        MINIMAL.replace(
-            "type = \"generator\"",
-            "type = \"generator\"\nparallelism = 3"
-        )
-    );
+    let narrow = format!("max_parallelism = 2\n{}", generator_with("parallelism = 3"));
     let message = refused(&narrow);
     assert!(
         message.contains("has parallelism 3, more than the job's max_parallelism of 2"),

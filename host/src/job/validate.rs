@@ -292,6 +292,15 @@ fn span_of<T>(value: &Option<Spanned<T>>) -> Option<Range<usize>> {
     value.as_ref().map(Spanned::span)
 }
 
+/// The key of `keys` present (with a span) that comes first in the file, with its span.
+fn first_present<'k>(
+    keys: impl IntoIterator<Item = (&'k str, Option<Range<usize>>)>,
+) -> Option<(&'k str, Range<usize>)> {
+    keys.into_iter()
+        .filter_map(|(k, span)| span.map(|span| (k, span)))
+        .min_by_key(|(_, span)| span.start)
+}
+
 /// Whether `name` is a valid job or vertex name.
 fn is_valid_name(name: &str) -> bool {
     (1..=64).contains(&name.len())
@@ -371,6 +380,40 @@ impl Validator<'_> {
         )
     }
 
+    /// `key` needs `setting` (another key's value) and does not have it: `fix` says what to do.
+    fn needs_setting(
+        &self,
+        span: Range<usize>,
+        key: String,
+        setting: impl Into<String>,
+        fix: impl Into<String>,
+    ) -> JobError {
+        self.error(
+            span,
+            Problem::NeedsSetting {
+                key,
+                setting: setting.into(),
+                fix: fix.into(),
+            },
+        )
+    }
+
+    /// The value `choices` pairs with the word `value` holds, or a bad value at `key` that
+    /// names `expected` (the words, each with what it means).
+    fn word<T: Copy>(
+        &self,
+        value: &Spanned<String>,
+        key: String,
+        choices: &[(&str, T)],
+        expected: impl Into<String>,
+    ) -> Result<T, JobError> {
+        let text = value.get_ref();
+        match choices.iter().find(|(word, _)| word == text) {
+            Some(&(_, chosen)) => Ok(chosen),
+            None => Err(self.bad_value(value.span(), key, format!("{text:?}"), expected)),
+        }
+    }
+
     /// Refuses the first present key that is not in `allowed`.
     fn only(
         &self,
@@ -438,12 +481,46 @@ impl Validator<'_> {
 
     fn positive_duration(&self, value: &Spanned<String>, key: &str) -> Result<Duration, JobError> {
         let duration = self.duration(value, key)?;
+        self.above_zero(
+            value,
+            duration,
+            key.to_owned(),
+            "a duration above zero, e.g. \"10s\"",
+        )
+    }
+
+    /// A duration above zero, or `"off"` (`None`); a zero duration is a bad value at `key`
+    /// naming `expected`.
+    fn duration_or_off(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        expected: &str,
+    ) -> Result<Option<Duration>, JobError> {
+        if value.get_ref() == "off" {
+            return Ok(None);
+        }
+        let duration =
+            self.bounded_duration(value, key, &format!("\"off\" or {DURATION_FORMS}"))?;
+        self.above_zero(value, duration, key.to_owned(), expected)
+            .map(Some)
+    }
+
+    /// `duration`, read from `text`, unless it is zero: then a bad value at `key` naming
+    /// `expected`.
+    fn above_zero(
+        &self,
+        text: &Spanned<String>,
+        duration: Duration,
+        key: String,
+        expected: &str,
+    ) -> Result<Duration, JobError> {
         if duration.is_zero() {
             return Err(self.bad_value(
-                value.span(),
-                key.to_owned(),
-                format!("{:?}", value.get_ref()),
-                "a duration above zero, e.g. \"10s\"",
+                text.span(),
+                key,
+                format!("{:?}", text.get_ref()),
+                expected,
             ));
         }
         Ok(duration)

@@ -33,6 +33,9 @@ pub use request::{
 };
 pub use restore::RestoreError;
 pub use runner::JobRunner;
+/// The runner tests' wait for a condition, which the control server's tests share.
+#[cfg(test)]
+pub(crate) use runner::tests::wait_for;
 pub use worker::{StageOutcome, WorkerRequest, WorkerRunner, WorkerStartError};
 
 use crate::job::JobStatus;

@@ -635,13 +635,14 @@ where
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::io;
     use std::time::{Duration, Instant};
 
     use super::*;
     use crate::checkpoint::generation::Generation;
-    use crate::checkpoint::storage::{FaultyStorage, ListingStatus, MemoryStorage};
+    use crate::checkpoint::storage::tests::status_word;
+    use crate::checkpoint::storage::{FaultyStorage, MemoryStorage};
 
     /// generator → blackhole: no guest, so it runs in a unit test. A checkpoint every
     /// 10 ms; `count` records at 20 000 a second.
@@ -755,7 +756,9 @@ mod tests {
             .unwrap()
     }
 
-    fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
+    /// Returns once `done` holds, polling it; fails naming `what` after 20 s. (The control
+    /// server's tests wait with it too.)
+    pub(crate) fn wait_for(what: &str, mut done: impl FnMut() -> bool) {
         let deadline = Instant::now() + Duration::from_secs(20);
         while !done() {
             assert!(Instant::now() < deadline, "waited 20 s for {what}");
@@ -768,14 +771,7 @@ mod tests {
             .list()
             .unwrap()
             .iter()
-            .map(|l| {
-                let status = match l.status {
-                    ListingStatus::Complete(_) => "complete",
-                    ListingStatus::Incomplete => "incomplete",
-                    ListingStatus::Corrupt(_) => "corrupt",
-                };
-                (l.id.0, status)
-            })
+            .map(|l| (l.id.0, status_word(&l.status)))
             .collect()
     }
 

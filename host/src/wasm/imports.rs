@@ -39,8 +39,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
     linker.func_wrap(IMPORT_MODULE, imports::FAIL, fail)?;
     linker.func_wrap(IMPORT_MODULE, imports::LOG, log)?;
     linker.func_wrap(IMPORT_MODULE, imports::EMIT_TO, emit_to)?;
-    linker.func_wrap(IMPORT_MODULE, imports::TIMER_SET, timer_set)?;
-    linker.func_wrap(IMPORT_MODULE, imports::TIMER_DELETE, timer_delete)?;
+    for timer in [imports::TIMER_SET, imports::TIMER_DELETE] {
+        linker.func_wrap(IMPORT_MODULE, timer, timer_import(timer))?;
+    }
     linker.func_wrap(IMPORT_MODULE, imports::CURRENT_TIME, current_time)?;
     linker.func_wrap(env::MODULE, env::ABORT, abort)?;
     Ok(())
@@ -56,7 +57,7 @@ fn emit(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Res
     let memory = guest_memory(&mut caller)?;
     let (data, state) = memory.data_and_store_mut(&mut caller);
     let bytes = guest_range(data, "`emit` batch", ptr, len)?;
-    append_checked(state, bytes)
+    emit_checked(state, bytes)
 }
 
 /// What `emit` does with the guest's batch, for both front doors: refused outside the calls
@@ -65,11 +66,6 @@ pub(crate) fn emit_checked(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Re
     if !state.call.may_emit() {
         return Err(misuse(imports::EMIT, state.call_name()));
     }
-    append_checked(state, bytes)
-}
-
-/// Checks and counts a main-output batch, then appends it.
-fn append_checked(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Result<()> {
     charge_batch(state, bytes)?;
     append_output(&mut state.output, bytes);
     Ok(())
@@ -153,43 +149,19 @@ fn charge_batch(state: &mut GuestState, bytes: &[u8]) -> wasmtime::Result<()> {
     Ok(())
 }
 
-/// `timer_set(domain, timestamp, key_ptr, key_len)`: sets a timer (`docs/ABI.md` §15), within
-/// the instance's timer limit; allowed during the calls that may set timers
-/// ([`Call::may_set_timers`]).
-fn timer_set(
-    caller: Caller<'_, GuestState>,
-    domain: i32,
-    timestamp: i64,
-    key_ptr: i32,
-    key_len: i32,
-) -> wasmtime::Result<()> {
-    change_timer(
-        caller,
-        imports::TIMER_SET,
-        domain,
-        timestamp,
-        key_ptr,
-        key_len,
-    )
-}
-
-/// `timer_delete(domain, timestamp, key_ptr, key_len)`: deletes a timer if it is set; allowed
-/// where `timer_set` is.
-fn timer_delete(
-    caller: Caller<'_, GuestState>,
-    domain: i32,
-    timestamp: i64,
-    key_ptr: i32,
-    key_len: i32,
-) -> wasmtime::Result<()> {
-    change_timer(
-        caller,
-        imports::TIMER_DELETE,
-        domain,
-        timestamp,
-        key_ptr,
-        key_len,
-    )
+/// `timer_set(domain, timestamp, key_ptr, key_len)` (`import` = [`imports::TIMER_SET`]): sets a
+/// timer (`docs/ABI.md` §15), within the instance's timer limit; allowed during the calls that
+/// may set timers ([`Call::may_set_timers`]). `timer_delete(domain, timestamp, key_ptr,
+/// key_len)` ([`imports::TIMER_DELETE`]): deletes a timer if it is set; allowed where
+/// `timer_set` is. The two take the same arguments and differ only in what [`change_timer`]
+/// does with them.
+fn timer_import(
+    import: &'static str,
+) -> impl Fn(Caller<'_, GuestState>, i32, i64, i32, i32) -> wasmtime::Result<()> + Send + Sync + 'static
+{
+    move |caller, domain, timestamp, key_ptr, key_len| {
+        change_timer(caller, import, domain, timestamp, key_ptr, key_len)
+    }
 }
 
 /// What `timer_set` (`import` = [`imports::TIMER_SET`]) and `timer_delete` do.

@@ -3,35 +3,9 @@
 use std::io::Write as _;
 use std::time::SystemTime;
 
-/// A small seeded random source (SplitMix64): the same seed gives the same choices.
-#[derive(Debug, Clone)]
-pub(crate) struct Rng(u64);
-
-impl Rng {
-    /// A source seeded with `seed`.
-    pub(crate) fn new(seed: u64) -> Rng {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// A number in `0..n` (`n > 0`).
-    pub(crate) fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n
-    }
-
-    /// A number in `lo..hi`.
-    pub(crate) fn between(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.below(hi - lo)
-    }
-}
+/// The small seeded random source every test shares (SplitMix64): the same seed gives the
+/// same choices.
+pub(crate) use weir_test_servers::rng::Rng;
 
 /// The seed named by the environment variable `var` (a number, or `random` for one taken from
 /// the clock), else `default`. Printed, so that any run can be repeated.

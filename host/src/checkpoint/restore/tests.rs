@@ -2,6 +2,7 @@ use super::*;
 use crate::checkpoint::layout::CheckpointLayout;
 use crate::checkpoint::metadata::tests::sample;
 use crate::checkpoint::recovery::LatestSelection;
+use crate::checkpoint::storage::tests::with_states_of;
 use crate::checkpoint::storage::{LocalStorage, MemoryStorage};
 use std::fs;
 
@@ -18,15 +19,13 @@ fn skipped(selection: &LatestSelection<VerifiedCheckpoint>) -> Vec<String> {
 
 /// Writes every task of `sample(kind, id)` and publishes the metadata.
 fn write_checkpoint(storage: &dyn CheckpointStorage, kind: CheckpointKind, id: u64) {
-    let mut meta = sample(kind, id);
-    for entry in &mut meta.tasks {
-        let state = format!("{}@{id}", entry.task);
-        entry.handle = storage
-            .write_state(kind, CheckpointId(id), &entry.task, state.as_bytes())
-            .unwrap();
-        entry.state_bytes = state.len() as u64;
-    }
+    let meta = with_states_of(storage, kind, id, |task| state_of(task, id));
     storage.write_metadata(&meta).unwrap();
+}
+
+/// The state every test checkpoint holds for `task`: `<task>@<id>`.
+fn state_of(task: &TaskId, id: u64) -> Vec<u8> {
+    format!("{task}@{id}").into_bytes()
 }
 
 fn local_with(ids: &[u64]) -> (tempfile::TempDir, LocalStorage) {
@@ -121,14 +120,9 @@ fn restores_previous_checkpoint_when_the_newest_is_incomplete() {
 /// Checkpoint `id` where `count#0`'s state builds on `chain`; each task's state is
 /// `<task>@<id>`.
 pub(crate) fn write_chained(storage: &dyn CheckpointStorage, id: u64, chain: &[u64]) {
-    let mut meta = sample(CHK, id);
+    let mut meta = with_states_of(storage, CHK, id, |task| state_of(task, id));
     meta.format_version = crate::checkpoint::metadata::METADATA_VERSION;
     for entry in &mut meta.tasks {
-        let state = format!("{}@{id}", entry.task);
-        entry.handle = storage
-            .write_state(CHK, CheckpointId(id), &entry.task, state.as_bytes())
-            .unwrap();
-        entry.state_bytes = state.len() as u64;
         if entry.task == TaskId::new("count", 0) {
             entry.chain = chain.iter().copied().map(CheckpointId).collect();
         }

@@ -857,4 +857,4 @@ mod doubles;
 pub use doubles::{Fault, FaultyStorage, MemoryStorage};
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -23,15 +23,37 @@ fn with_states(
     kind: CheckpointKind,
     id: u64,
 ) -> CheckpointMetadata {
+    with_states_of(storage, kind, id, |task| {
+        format!("{}-{}@{id}", task.vertex, task.subtask).into_bytes()
+    })
+}
+
+/// The metadata of `sample(kind, id)`, every task's state `state(task)` written through
+/// `storage`; the caller publishes it. (The catalog and restore tests write theirs with it too.)
+pub(crate) fn with_states_of(
+    storage: &dyn CheckpointStorage,
+    kind: CheckpointKind,
+    id: u64,
+    state: impl Fn(&TaskId) -> Vec<u8>,
+) -> CheckpointMetadata {
     let mut meta = sample(kind, id);
     for entry in &mut meta.tasks {
-        let state = format!("{}-{}@{id}", entry.task.vertex, entry.task.subtask);
+        let state = state(&entry.task);
         entry.handle = storage
-            .write_state(kind, CheckpointId(id), &entry.task, state.as_bytes())
+            .write_state(kind, CheckpointId(id), &entry.task, &state)
             .unwrap();
         entry.state_bytes = state.len() as u64;
     }
     meta
+}
+
+/// The word the tests compare a listing's status by.
+pub(crate) fn status_word(status: &ListingStatus) -> &'static str {
+    match status {
+        ListingStatus::Complete(_) => "complete",
+        ListingStatus::Incomplete => "incomplete",
+        ListingStatus::Corrupt(_) => "corrupt",
+    }
 }
 
 fn local() -> (tempfile::TempDir, LocalStorage) {
@@ -45,14 +67,7 @@ fn statuses(storage: &dyn CheckpointStorage) -> Vec<(String, &'static str)> {
         .list()
         .unwrap()
         .iter()
-        .map(|l| {
-            let status = match l.status {
-                ListingStatus::Complete(_) => "complete",
-                ListingStatus::Incomplete => "incomplete",
-                ListingStatus::Corrupt(_) => "corrupt",
-            };
-            (l.name(), status)
-        })
+        .map(|l| (l.name(), status_word(&l.status)))
         .collect()
 }
 

@@ -4,8 +4,8 @@
 
 use toml::Spanned;
 
-use super::{MAX_CSV_COLUMN, Validator, span_of, vertex_key};
-use crate::job::error::{JobError, Problem};
+use super::{MAX_CSV_COLUMN, Validator, first_present, span_of, vertex_key};
+use crate::job::error::JobError;
 use crate::job::format::{FileFormat, OnError, RecordFields};
 use crate::job::spec::SourceSpec;
 
@@ -29,19 +29,11 @@ impl Validator<'_> {
         ];
         let format = match word {
             "lines" => {
-                let with_fields = fields
-                    .iter()
-                    .filter_map(|(k, f)| f.as_ref().map(|f| (*k, f.span())));
-                let with_others = [
+                let keys = fields.iter().map(|(k, f)| (*k, span_of(f))).chain([
                     ("header", span_of(&spec.header)),
                     ("on_error", span_of(&spec.on_error)),
-                ];
-                let present = with_fields.chain(
-                    with_others
-                        .into_iter()
-                        .filter_map(|(k, span)| span.map(|span| (k, span))),
-                );
-                if let Some((k, span)) = present.min_by_key(|(_, span)| span.start) {
+                ]);
+                if let Some((k, span)) = first_present(keys) {
                     let fix = match k {
                         "header" => format!(
                             "a header row is a csv thing; set `format = \"csv\"` or remove \
@@ -58,28 +50,18 @@ impl Validator<'_> {
                              remove `{k}`"
                         ),
                     };
-                    return Err(self.error(
-                        span,
-                        Problem::NeedsSetting {
-                            key: key(k),
-                            setting: "`format = \"lines\"`".into(),
-                            fix,
-                        },
-                    ));
+                    return Err(self.needs_setting(span, key(k), "`format = \"lines\"`", fix));
                 }
                 FileFormat::Lines
             }
             "jsonl" => {
                 if let Some(header) = &spec.header {
-                    return Err(self.error(
+                    return Err(self.needs_setting(
                         header.span(),
-                        Problem::NeedsSetting {
-                            key: key("header"),
-                            setting: "`format = \"jsonl\"`".into(),
-                            fix: "a header row is a csv thing: every jsonl line is a record; \
-                                  remove `header`"
-                                .into(),
-                        },
+                        key("header"),
+                        "`format = \"jsonl\"`",
+                        "a header row is a csv thing: every jsonl line is a record; \
+                         remove `header`",
                     ));
                 }
                 let [k, v, t] = fields.map(|(k, f)| {
@@ -133,19 +115,15 @@ impl Validator<'_> {
         key: String,
         what: &str,
     ) -> Result<OnError, JobError> {
-        match word.get_ref().as_str() {
-            "fail" => Ok(OnError::Fail),
-            "skip" => Ok(OnError::Skip),
-            other => Err(self.bad_value(
-                word.span(),
-                key,
-                format!("{other:?}"),
-                format!(
-                    "\"fail\" ({what} fails the task) or \"skip\" (it is dropped, counted \
-                     and logged)"
-                ),
-            )),
-        }
+        self.word(
+            word,
+            key,
+            &[("fail", OnError::Fail), ("skip", OnError::Skip)],
+            format!(
+                "\"fail\" ({what} fails the task) or \"skip\" (it is dropped, counted and \
+                 logged)"
+            ),
+        )
     }
 
     /// A jsonl field: a JSON pointer (RFC 6901) to a member of each line's document.

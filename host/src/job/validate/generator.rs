@@ -1,8 +1,8 @@
 //! The rules of a generator source's values (docs/JOB.md, "Generator sources"): `values`, with
 //! `min` and `max` for integers.
 
-use super::{Validator, span_of, vertex_key};
-use crate::job::error::{JobError, Problem};
+use super::{Validator, first_present, span_of, vertex_key};
+use crate::job::error::JobError;
 use crate::job::graph::GeneratorValues;
 use crate::job::spec::SourceSpec;
 
@@ -25,36 +25,28 @@ impl Validator<'_> {
             .map_or("letters", |v| v.get_ref().as_str());
         match word {
             "letters" => {
-                let bound = [("min", span_of(&spec.min)), ("max", span_of(&spec.max))]
-                    .into_iter()
-                    .filter_map(|(k, span)| span.map(|span| (k, span)))
-                    .min_by_key(|(_, span)| span.start);
-                if let Some((k, span)) = bound {
-                    return Err(self.error(
+                let bounds = [("min", span_of(&spec.min)), ("max", span_of(&spec.max))];
+                if let Some((k, span)) = first_present(bounds) {
+                    return Err(self.needs_setting(
                         span,
-                        Problem::NeedsSetting {
-                            key: key(k),
-                            setting: "`values = \"letters\"`".into(),
-                            fix: format!(
-                                "letters have no range; set `values = \"integers\"` for \
-                                 integers from `min` to `max`, or remove `{k}`"
-                            ),
-                        },
+                        key(k),
+                        "`values = \"letters\"`",
+                        format!(
+                            "letters have no range; set `values = \"integers\"` for \
+                             integers from `min` to `max`, or remove `{k}`"
+                        ),
                     ));
                 }
                 Ok(GeneratorValues::Letters)
             }
             "integers" => {
                 if let Some(size) = &spec.value_size {
-                    return Err(self.error(
+                    return Err(self.needs_setting(
                         size.span(),
-                        Problem::NeedsSetting {
-                            key: key("value_size"),
-                            setting: "`values = \"integers\"`".into(),
-                            fix: "an integer takes as many bytes as its decimal digits; remove \
-                                  `value_size`, or set `values = \"letters\"`"
-                                .into(),
-                        },
+                        key("value_size"),
+                        "`values = \"integers\"`",
+                        "an integer takes as many bytes as its decimal digits; remove \
+                         `value_size`, or set `values = \"letters\"`",
                     ));
                 }
                 let min = spec

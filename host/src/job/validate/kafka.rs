@@ -19,7 +19,6 @@ use crate::job::kafka::{
     KafkaUntil, SinkTimestamp, SinkTopic, TopicSelection,
 };
 use crate::job::spec::{SinkSpec, SourceSpec};
-use crate::job::units::DURATION_FORMS;
 
 /// Keys of a Kafka source.
 pub(super) const KAFKA_SOURCE_KEYS: &[&str] = &[
@@ -126,13 +125,11 @@ impl Validator<'_> {
         let (owner, bootstrap) = self.bootstrap("source", &spec.name, spec.bootstrap.as_ref())?;
         let topics = match (&spec.topics, &spec.topic_pattern) {
             (Some(_), Some(pattern)) => {
-                return Err(self.error(
+                return Err(self.needs_setting(
                     pattern.span(),
-                    Problem::NeedsSetting {
-                        key: key("topic_pattern"),
-                        setting: "`topics`".into(),
-                        fix: "name the topics, or give a pattern, not both".into(),
-                    },
+                    key("topic_pattern"),
+                    "`topics`",
+                    "name the topics, or give a pattern, not both",
                 ));
             }
             (Some(topics), None) => {
@@ -186,30 +183,27 @@ impl Validator<'_> {
             None => KafkaStart::Earliest,
             Some(start) => self.kafka_start(start, key("start"))?,
         };
-        let until = match spec.until.as_ref().map(|u| (u, u.get_ref().as_str())) {
-            None | Some((_, "never")) => KafkaUntil::Never,
-            Some((_, "end")) => KafkaUntil::End,
-            Some((until, other)) => {
-                return Err(self.bad_value(
-                    until.span(),
-                    key("until"),
-                    format!("{other:?}"),
-                    "\"never\" (a stream) or \"end\" (stop at the end each partition had \
-                     when the job first started)",
-                ));
-            }
+        let until = match &spec.until {
+            None => KafkaUntil::Never,
+            Some(until) => self.word(
+                until,
+                key("until"),
+                &[("never", KafkaUntil::Never), ("end", KafkaUntil::End)],
+                "\"never\" (a stream) or \"end\" (stop at the end each partition had when the \
+                 job first started)",
+            )?,
         };
-        let isolation = match spec.isolation.as_ref().map(|i| (i, i.get_ref().as_str())) {
-            None | Some((_, "read_committed")) => Isolation::ReadCommitted,
-            Some((_, "read_uncommitted")) => Isolation::ReadUncommitted,
-            Some((isolation, other)) => {
-                return Err(self.bad_value(
-                    isolation.span(),
-                    key("isolation"),
-                    format!("{other:?}"),
-                    "\"read_committed\" or \"read_uncommitted\"",
-                ));
-            }
+        let isolation = match &spec.isolation {
+            None => Isolation::ReadCommitted,
+            Some(isolation) => self.word(
+                isolation,
+                key("isolation"),
+                &[
+                    ("read_committed", Isolation::ReadCommitted),
+                    ("read_uncommitted", Isolation::ReadUncommitted),
+                ],
+                "\"read_committed\" or \"read_uncommitted\"",
+            )?,
         };
         let group = match &spec.group {
             None => format!("weir.{job}.{name}"),
@@ -225,23 +219,11 @@ impl Validator<'_> {
         };
         let discovery_interval = match &spec.discovery_interval {
             None => Some(DEFAULT_DISCOVERY_INTERVAL),
-            Some(d) if d.get_ref() == "off" => None,
-            Some(d) => {
-                let duration = self.bounded_duration(
-                    d,
-                    &key("discovery_interval"),
-                    &format!("\"off\" or {DURATION_FORMS}"),
-                )?;
-                if duration.is_zero() {
-                    return Err(self.bad_value(
-                        d.span(),
-                        key("discovery_interval"),
-                        format!("{:?}", d.get_ref()),
-                        "a duration above zero (e.g. \"1m\"), or \"off\"",
-                    ));
-                }
-                Some(duration)
-            }
+            Some(d) => self.duration_or_off(
+                d,
+                &key("discovery_interval"),
+                "a duration above zero (e.g. \"1m\"), or \"off\"",
+            )?,
         };
         let properties = self.kafka_properties(spec.properties.as_ref(), &key("properties"))?;
         let [record_key, value, timestamp] = [
@@ -267,19 +249,15 @@ impl Validator<'_> {
         };
         if let Some(word) = &spec.on_error {
             if !settings.maps_headers() {
-                return Err(self.error(
+                return Err(self.needs_setting(
                     word.span(),
-                    Problem::NeedsSetting {
-                        key: key("on_error"),
-                        setting: "`key`, `value` and `timestamp` read from the Kafka record \
-                                  itself"
-                            .into(),
-                        fix: "every Kafka record has a key, a value and a timestamp, so none \
-                              can fail; `on_error` applies to a record that lacks a header \
-                              the source maps (`key = { header = \"NAME\" }`, or `value`, or \
-                              `timestamp`): map one, or remove `on_error`"
-                            .into(),
-                    },
+                    key("on_error"),
+                    "`key`, `value` and `timestamp` read from the Kafka record \
+                     itself",
+                    "every Kafka record has a key, a value and a timestamp, so none \
+                     can fail; `on_error` applies to a record that lacks a header \
+                     the source maps (`key = { header = \"NAME\" }`, or `value`, or \
+                     `timestamp`): map one, or remove `on_error`",
                 ));
             }
             settings.on_error =
@@ -310,31 +288,31 @@ impl Validator<'_> {
             ));
         };
         let topic = self.sink_topic(topic, &owner, &key)?;
-        let timestamp = match spec.timestamp.as_ref().map(|t| (t, t.get_ref().as_str())) {
-            None | Some((_, "record")) => SinkTimestamp::Record,
-            Some((_, "now")) => SinkTimestamp::Now,
-            Some((timestamp, other)) => {
-                return Err(self.bad_value(
-                    timestamp.span(),
-                    key("timestamp"),
-                    format!("{other:?}"),
-                    "\"record\" (the record's timestamp, which must be milliseconds since the \
-                     epoch) or \"now\" (the time the record is sent)",
-                ));
-            }
+        let timestamp = match &spec.timestamp {
+            None => SinkTimestamp::Record,
+            Some(timestamp) => self.word(
+                timestamp,
+                key("timestamp"),
+                &[
+                    ("record", SinkTimestamp::Record),
+                    ("now", SinkTimestamp::Now),
+                ],
+                "\"record\" (the record's timestamp, which must be milliseconds since the \
+                 epoch) or \"now\" (the time the record is sent)",
+            )?,
         };
-        let delivery = match spec.delivery.as_ref().map(|d| (d, d.get_ref().as_str())) {
-            None | Some((_, "exactly-once")) => Delivery::ExactlyOnce,
-            Some((_, "at-least-once")) => Delivery::AtLeastOnce,
-            Some((_, "none")) => Delivery::None,
-            Some((delivery, other)) => {
-                return Err(self.bad_value(
-                    delivery.span(),
-                    key("delivery"),
-                    format!("{other:?}"),
-                    "\"exactly-once\", \"at-least-once\" or \"none\"",
-                ));
-            }
+        let delivery = match &spec.delivery {
+            None => Delivery::ExactlyOnce,
+            Some(delivery) => self.word(
+                delivery,
+                key("delivery"),
+                &[
+                    ("exactly-once", Delivery::ExactlyOnce),
+                    ("at-least-once", Delivery::AtLeastOnce),
+                    ("none", Delivery::None),
+                ],
+                "\"exactly-once\", \"at-least-once\" or \"none\"",
+            )?,
         };
         if delivery != Delivery::ExactlyOnce {
             for (k, span) in [
@@ -345,14 +323,11 @@ impl Validator<'_> {
                 ("marker_topic", span_of(&spec.marker_topic)),
             ] {
                 if let Some(span) = span {
-                    return Err(self.error(
+                    return Err(self.needs_setting(
                         span,
-                        Problem::NeedsSetting {
-                            key: key(k),
-                            setting: format!("`delivery = \"{}\"`", delivery.as_str()),
-                            fix: "only an exactly-once sink uses transactions; remove the key"
-                                .into(),
-                        },
+                        key(k),
+                        format!("`delivery = \"{}\"`", delivery.as_str()),
+                        "only an exactly-once sink uses transactions; remove the key",
                     ));
                 }
             }

@@ -18,7 +18,7 @@ use crate::job::error::{JobError, Problem};
 use crate::job::graph::Vertex;
 use crate::job::restart::RestartStrategy;
 use crate::job::spec::{CheckpointSpec, ControlSpec, JobSpec, LimitsSpec, RestartSpec};
-use crate::job::units::{DURATION_FORMS, format_duration};
+use crate::job::units::format_duration;
 use crate::wasm::GuestLimits;
 
 /// Keys of the `none` restart strategy.
@@ -100,37 +100,22 @@ impl Validator<'_> {
         mut config: CheckpointConfig,
     ) -> Result<CheckpointConfig, JobError> {
         if let Some(interval) = &spec.interval {
-            config.interval = if interval.get_ref() == "off" {
-                None
-            } else {
-                let key = "`checkpoint.interval`";
-                let found = || format!("{:?}", interval.get_ref());
-                let duration =
-                    self.bounded_duration(interval, key, &format!("\"off\" or {DURATION_FORMS}"))?;
-                if duration.is_zero() {
-                    return Err(self.bad_value(
-                        interval.span(),
-                        key.into(),
-                        found(),
-                        "a duration above zero (e.g. \"1s\"), or \"off\"",
-                    ));
-                }
-                Some(duration)
-            };
+            config.interval = self.duration_or_off(
+                interval,
+                "`checkpoint.interval`",
+                "a duration above zero (e.g. \"1s\"), or \"off\"",
+            )?;
         }
         if let Some(mode) = &spec.mode {
-            config.mode = match mode.get_ref().as_str() {
-                "exactly-once" => CheckpointMode::ExactlyOnce,
-                "at-least-once" => CheckpointMode::AtLeastOnce,
-                other => {
-                    return Err(self.bad_value(
-                        mode.span(),
-                        "`checkpoint.mode`".into(),
-                        format!("{other:?}"),
-                        "\"exactly-once\" or \"at-least-once\"",
-                    ));
-                }
-            };
+            config.mode = self.word(
+                mode,
+                "`checkpoint.mode`".into(),
+                &[
+                    ("exactly-once", CheckpointMode::ExactlyOnce),
+                    ("at-least-once", CheckpointMode::AtLeastOnce),
+                ],
+                "\"exactly-once\" or \"at-least-once\"",
+            )?;
         }
         if let Some(min_pause) = &spec.min_pause {
             config.min_pause = self.duration(min_pause, "`checkpoint.min_pause`")?;
@@ -143,18 +128,15 @@ impl Validator<'_> {
                 self.at_least_one(max_concurrent, "`checkpoint.max_concurrent`".into())?;
         }
         if let Some(on_cancel) = &spec.on_cancel {
-            config.on_cancel = match on_cancel.get_ref().as_str() {
-                "retain" => Retention::RetainOnCancel,
-                "delete" => Retention::DeleteOnCancel,
-                other => {
-                    return Err(self.bad_value(
-                        on_cancel.span(),
-                        "`checkpoint.on_cancel`".into(),
-                        format!("{other:?}"),
-                        "\"retain\" or \"delete\"",
-                    ));
-                }
-            };
+            config.on_cancel = self.word(
+                on_cancel,
+                "`checkpoint.on_cancel`".into(),
+                &[
+                    ("retain", Retention::RetainOnCancel),
+                    ("delete", Retention::DeleteOnCancel),
+                ],
+                "\"retain\" or \"delete\"",
+            )?;
         }
         if let Some(directory) = &spec.directory {
             match ObjectStoreUrl::parse(directory.get_ref()) {
@@ -208,15 +190,12 @@ impl Validator<'_> {
         if config.object_store.is_none()
             && let Some((key, Some(span))) = present.iter().find(|(_, span)| span.is_some())
         {
-            return Err(self.error(
+            return Err(self.needs_setting(
                 span.clone(),
-                Problem::NeedsSetting {
-                    key: format!("`checkpoint.{key}`"),
-                    setting: "checkpoints in a local directory".into(),
-                    fix: "it times the requests to an object store (`directory = \
-                          \"s3://bucket/prefix\"`); remove it"
-                        .into(),
-                },
+                format!("`checkpoint.{key}`"),
+                "checkpoints in a local directory",
+                "it times the requests to an object store (`directory = \
+                 \"s3://bucket/prefix\"`); remove it",
             ));
         }
         let requests = &mut config.object_store_options;

@@ -1,8 +1,6 @@
 //! The rules of a source's `watermark` table (docs/JOB.md, "Watermarks"), and the refusal of
 //! one on an operator or a sink.
 
-use std::time::Duration;
-
 use toml::Spanned;
 
 use super::{Validator, vertex_key};
@@ -28,18 +26,12 @@ impl Validator<'_> {
         if let Some(value) = &spec.idle_timeout {
             let forms = format!("\"off\" or {DURATION_FORMS}");
             let text = self.duration_text(value, key("idle_timeout"), &forms)?;
-            strategy.idle_timeout = if text.get_ref() == "off" {
-                None
-            } else {
-                let timeout = self.bounded_duration(&text, &key("idle_timeout"), &forms)?;
-                Some(self.above_zero(
-                    &text,
-                    timeout,
-                    key("idle_timeout"),
-                    "a duration above zero, e.g. \"10s\", or \"off\" (then an idle split holds \
-                     the watermark back)",
-                )?)
-            };
+            strategy.idle_timeout = self.duration_or_off(
+                &text,
+                &key("idle_timeout"),
+                "a duration above zero, e.g. \"10s\", or \"off\" (then an idle split holds the \
+                 watermark back)",
+            )?;
         }
         if let Some(value) = &spec.interval {
             let text = self.duration_text(value, key("interval"), DURATION_FORMS)?;
@@ -84,24 +76,5 @@ impl Validator<'_> {
             toml::Value::String(text) => Ok(Spanned::new(value.span(), text.clone())),
             other => Err(self.bad_value(value.span(), key, other.to_string(), forms)),
         }
-    }
-
-    /// `duration`, read from `text`, unless it is zero.
-    fn above_zero(
-        &self,
-        text: &Spanned<String>,
-        duration: Duration,
-        key: String,
-        expected: &str,
-    ) -> Result<Duration, JobError> {
-        if duration.is_zero() {
-            return Err(self.bad_value(
-                text.span(),
-                key,
-                format!("{:?}", text.get_ref()),
-                expected,
-            ));
-        }
-        Ok(duration)
     }
 }

@@ -1,7 +1,7 @@
 use super::verify::verify_one;
 use super::*;
-use crate::checkpoint::metadata::tests::sample;
 use crate::checkpoint::restore::tests::write_chained;
+use crate::checkpoint::storage::tests::with_states_of;
 use crate::ids::TaskId;
 
 const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -15,26 +15,8 @@ fn write_checkpoint(
     id: u64,
     bytes: usize,
 ) -> CheckpointMetadata {
-    let meta = with_states(storage, kind, id, bytes);
+    let meta = with_states_of(storage, kind, id, |_| vec![b'a' + (id % 26) as u8; bytes]);
     storage.write_metadata(&meta).unwrap();
-    meta
-}
-
-/// [`write_checkpoint`] but for the metadata, which the caller publishes.
-fn with_states(
-    storage: &dyn CheckpointStorage,
-    kind: CheckpointKind,
-    id: u64,
-    bytes: usize,
-) -> CheckpointMetadata {
-    let mut meta = sample(kind, id);
-    for entry in &mut meta.tasks {
-        let state = vec![b'a' + (id % 26) as u8; bytes];
-        entry.handle = storage
-            .write_state(kind, CheckpointId(id), &entry.task, &state)
-            .unwrap();
-        entry.state_bytes = state.len() as u64;
-    }
     meta
 }
 
@@ -643,7 +625,7 @@ fn lists_what_chains_need_and_verify_names_a_delta_whose_base_is_gone() {
 fn verify_checks_the_shared_files_a_checkpoint_names_and_names_a_bad_one() {
     let (dir, storage) = job_dir();
     let task = TaskId::new("count", 0);
-    let mut meta = with_states(&storage, CHK, 1, 1);
+    let mut meta = with_states_of(&storage, CHK, 1, |_| b"b".to_vec());
     let table = storage
         .write_shared(CheckpointId(1), &task, "000007.sst", &[7; 100])
         .unwrap();

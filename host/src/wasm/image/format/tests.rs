@@ -2,16 +2,12 @@ use proptest::prelude::*;
 
 use super::*;
 
-/// A small deterministic generator (splitmix64) for test memories.
+/// A small deterministic generator (SplitMix64, the generator source's) for test memories.
 pub(crate) struct Rng(pub(crate) u64);
 
 impl Rng {
     pub(crate) fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        crate::connectors::generator::splitmix64_next(&mut self.0)
     }
 
     pub(crate) fn fill(&mut self, bytes: &mut [u8]) {
