@@ -26,14 +26,10 @@ if [ "$(uname -s)-$(uname -m)" != Linux-x86_64 ] || ! getconf GNU_LIBC_VERSION >
   exit 0
 fi
 dir="$root/target/rocksdb/$version"
-if [ -f "$dir/librocksdb.so" ]; then
-  echo "$dir"
-  exit 0
-fi
+source "$root/scripts/lib/install.sh"
+installed() { [ -f "$dir/librocksdb.so" ]; }
 mkdir -p "$root/target/rocksdb"
-exec 9>"$root/target/rocksdb/.install.lock"
-flock 9
-if [ -f "$dir/librocksdb.so" ]; then
+if done_or_locked "$root/target/rocksdb/.install.lock" installed; then
   echo "$dir"
   exit 0
 fi
@@ -50,14 +46,9 @@ rm -rf "$new"
 mkdir -p "$new"
 out="$(mktemp)"
 trap 'rm -f "$out"; rm -rf "$new"' EXIT
-if ! mvn -B -q dependency:copy -Dartifact="org.rocksdb:rocksdbjni:$version" \
-     -DoutputDirectory="$new" >"$out" 2>&1; then
-  tail -40 "$out" >&2
-  echo "weir: Maven could not fetch org.rocksdb:rocksdbjni:$version (what it printed is above):" \
-       "fix what it reports (network, proxy in ~/.m2/settings.xml), or build RocksDB from source" \
-       "by leaving ROCKSDB_LIB_DIR unset" >&2
-  exit 1
-fi
+mvn_quietly "fetch org.rocksdb:rocksdbjni:$version" \
+  "fix what it reports (network, proxy in ~/.m2/settings.xml), or build RocksDB from source by leaving ROCKSDB_LIB_DIR unset" \
+  dependency:copy -Dartifact="org.rocksdb:rocksdbjni:$version" -DoutputDirectory="$new"
 jar="$new/rocksdbjni-$version.jar"
 if ! (cd "$new" && unzip -q -o "$jar" librocksdbjni-linux64.so); then
   echo "weir: $jar holds no librocksdbjni-linux64.so: this version's Java package has no Linux" \
