@@ -180,9 +180,8 @@ impl KeyedStore for RocksStore {
         range: Range<&[u8]>,
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {
-        if range.start >= range.end {
-            return Ok(());
-        }
+        // An empty range needs no test of its own: the first key at or after its start is at
+        // or past its end, the upper bound.
         let mut read = ReadOptions::default();
         read.set_iterate_upper_bound(range.end);
         // A scan (a rescale's copy, a dump) reads every block once: keep the cache for the keys
