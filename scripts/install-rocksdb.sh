@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Installs the RocksDB library that host-kept keyed state links (docs/STATE.md, "Building it"), so a
-# build need not compile RocksDB's C++: 343 files, about 18 minutes of both cores of a
-# CI machine (measured: docs/STATE.md). The library is the RocksDB project's own release build of exactly the version the
-# `librocksdb-sys` crate bundles (read from Cargo.lock), as published in its Java package
-# (`org.rocksdb:rocksdbjni`, fetched with Maven): its Linux x86-64 library exports RocksDB's C
-# API, the one the crate's bindings call. It is copied to target/rocksdb/VERSION/librocksdb.so.
+# Installs the RocksDB library that host-kept keyed state links (docs/STATE.md, "Building it"),
+# so a build need not compile RocksDB's C++: 343 files, about 18 minutes of both cores of a CI
+# machine (measured there). The library is the RocksDB project's own release build of exactly
+# the version the `librocksdb-sys` crate bundles (read from Cargo.lock), as published in its
+# Java package (`org.rocksdb:rocksdbjni`, fetched with Maven): its Linux x86-64 library exports
+# RocksDB's C API, the one the crate's bindings call. It is copied to
+# target/rocksdb/VERSION/librocksdb.so.
 #
 # Prints that folder on stdout (for ROCKSDB_LIB_DIR), or nothing on a platform the package has
 # no library for (then the crate compiles RocksDB from source, as it does when nothing is set).
