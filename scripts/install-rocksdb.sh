@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the RocksDB library that host-kept keyed state links (docs/STATE.md, "Building it"),
 # so a build need not compile RocksDB's C++: 343 files, about 18 minutes of both cores of a CI
-# machine (measured there). The library is the RocksDB project's own release build of exactly
+# machine (sampled on one like it). The library is the RocksDB project's own release build of exactly
 # the version the `librocksdb-sys` crate bundles (read from Cargo.lock), as published in its
 # Java package (`org.rocksdb:rocksdbjni`, fetched with Maven): its Linux x86-64 library exports
 # RocksDB's C API, the one the crate's bindings call. It is copied to
