@@ -24,8 +24,8 @@ use std::path::{Path, PathBuf};
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
-    BlockBasedOptions, Cache, DB, DBCompressionType, LogLevel, Options, ReadOptions, WriteBatch,
-    WriteBufferManager, WriteOptions,
+    BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, LogLevel, Options,
+    ReadOptions, WriteBatch, WriteBufferManager, WriteOptions,
 };
 
 use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, prepare_dir};
@@ -76,6 +76,14 @@ impl StoreBudget {
         table.set_cache_index_and_filter_blocks(true);
         table.set_pin_l0_filter_and_index_blocks_in_cache(true);
         table.set_bloom_filter(10.0, false);
+        // Index and filter in partitions of a few KiB, a small top level pinned: a table file
+        // of millions of keys has a filter of megabytes, larger than a shard of the cache, which
+        // was then read from its file again at every lookup (profiled: a keyed count over 10
+        // million keys ran 12 times slower than over 1 million, copying filter blocks).
+        table.set_index_type(BlockBasedIndexType::TwoLevelIndexSearch);
+        table.set_partition_filters(true);
+        table.set_metadata_block_size(4096);
+        table.set_pin_top_level_index_and_filter(true);
         let mut options = Options::default();
         options.create_if_missing(true);
         options.set_block_based_table_factory(&table);
