@@ -25,8 +25,7 @@ mkdir -p "$out_dir"
 bash guest-sdk/python/build.sh "$out_dir/py-count.wasm" examples/python/count/count.py
 bash guest-sdk/js/build.sh "$out_dir/js-count.wasm" examples/js/count/count.js
 bash examples/rust-component/build.sh "$out_dir/rust-component-count.wasm"
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 cargo build --release -p weir-benches --bin component-bench --bin runtime-bench
 
 echo "== load before: $(cat /proc/loadavg)"

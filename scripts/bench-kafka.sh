@@ -16,9 +16,7 @@
 # target/kafka-bench-results.json unless WEIR_BENCH_OUT says otherwise.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/ensure-wasm-target.sh
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}")"
 export CARGO_TARGET_DIR
 out="$(realpath -m "${WEIR_BENCH_OUT:-$CARGO_TARGET_DIR/kafka-bench-results.json}")"

@@ -13,9 +13,7 @@
 # recorded before and after.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/ensure-wasm-target.sh
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 
 # Absolute, because criterion runs with the bench crate as its working directory.
 CARGO_TARGET_DIR="$(realpath -m "${CARGO_TARGET_DIR:-target}")"

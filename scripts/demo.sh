@@ -20,8 +20,7 @@ if [ -n "${WEIR_DEMO_BIN:-}" ] && [ -n "${WEIR_DEMO_SPLIT:-}" ] && [ -n "${WEIR_
 else
   echo "== building the operators (wasm) and weir (release; the first time takes minutes)"
   bash scripts/build-guests.sh
-  bash scripts/ensure-libclang.sh
-  source scripts/lib/rocksdb.sh
+  source scripts/lib/host-build.sh
   cargo build --release -p weir
   target=${CARGO_TARGET_DIR:-target}
   case $target in /*) ;; *) target=$PWD/$target ;; esac

@@ -43,9 +43,7 @@ fi
 
 # The restore target embeds the Rust count guest. Build it here with the default (stable)
 # toolchain, which has the wasm32 target; fuzz/checks/build.rs picks it up from this variable.
-bash scripts/ensure-wasm-target.sh
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 cargo build --release --target wasm32-unknown-unknown -p weir-example-count
 export WEIR_FUZZ_GUEST_COUNT=$root/target/wasm32-unknown-unknown/release/weir_example_count.wasm
 

@@ -35,9 +35,7 @@ mkdir -p "$(dirname "$rows")"
 rm -f "$rows"
 export WEIR_RELIABILITY_LOG="$rows"
 
-bash scripts/ensure-wasm-target.sh
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 # What is measured is the tree as it is now; say so if it differs from the commit.
 commit="$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . || echo ' + uncommitted changes')"
 started=$(date +%s)

@@ -7,9 +7,7 @@ cd "$(dirname "$0")/.."
 # Each step says when it starts and how long the suite has run: CI's limit is the whole.
 step() { echo "== $1 ($(date -u +%H:%M:%S) UTC, ${SECONDS}s in)"; }
 step "installing what the tests need"
-bash scripts/ensure-wasm-target.sh
-bash scripts/ensure-libclang.sh
-source scripts/lib/rocksdb.sh
+source scripts/lib/host-build.sh
 bash scripts/ensure-chromium.sh
 # Apache Kafka itself, the broker of the Kafka tests (tests/all/kafka/mod.rs; one node, and the
 # three-node cluster of the tests that kill and pause brokers): its jars fetched with Maven

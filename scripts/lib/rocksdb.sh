@@ -1,5 +1,6 @@
-# Sourced by every script that builds the host: links RocksDB's prebuilt library when this
-# platform has one (scripts/install-rocksdb.sh), instead of compiling its C++ from source.
+# Sourced by scripts/lib/host-build.sh (so by every script that builds the host), and by hand
+# before running cargo: links RocksDB's prebuilt library when this platform has one
+# (scripts/install-rocksdb.sh), instead of compiling its C++ from source.
 #
 # Sets ROCKSDB_LIB_DIR for the `librocksdb-sys` crate's build, and LD_LIBRARY_PATH for the test
 # and bench binaries it runs (the `weir` binary needs neither: host/build.rs gives it the
