@@ -22,6 +22,8 @@ use weir::state::keyed::snapshot::Uploads;
 use weir::state::keyed::{Backend, KeyedStore, StoreCheckpoint, StoreKey, Writes};
 use weir_abi::key_group::{DEFAULT_MAX_PARALLELISM, key_group};
 use weir_benches::report::load_average;
+// The keys' order, seeded.
+use weir_test_servers::rng::splitmix64_next as next;
 
 #[derive(Debug, Clone, Copy, ValueEnum)]
 enum Which {
@@ -54,15 +56,6 @@ struct Args {
     /// The share of keys that change between the two checkpoints, percent.
     #[arg(long, default_value_t = 1.0)]
     change_percent: f64,
-}
-
-/// A SplitMix64 step: the keys' order, seeded.
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 /// The store key of count key `n`: the word as the count example's keys look, in its group.
@@ -129,6 +122,24 @@ fn load(store: &mut dyn KeyedStore, keys: u64, batch: usize) -> Duration {
     started.elapsed()
 }
 
+/// Checkpoint `id` of `store` into `dir`: how long it took, and the bytes it stores (the files
+/// `uploads` has it upload plus the inline ones); the checkpoint then counts as completed.
+fn checkpoint(
+    store: &mut dyn KeyedStore,
+    dir: &Path,
+    uploads: &mut Uploads,
+    id: u64,
+) -> Result<(Duration, u64, StoreCheckpoint), String> {
+    let started = Instant::now();
+    let checkpoint = store
+        .checkpoint(&dir.join(format!("checkpoint-{id}")))
+        .map_err(|e| e.to_string())?;
+    let took = started.elapsed();
+    let bytes = stored_bytes(&checkpoint, uploads, id);
+    uploads.completed(CheckpointId(id));
+    Ok((took, bytes, checkpoint))
+}
+
 /// The bytes a checkpoint stores: the files `uploads` has it upload plus the inline ones.
 fn stored_bytes(checkpoint: &StoreCheckpoint, uploads: &mut Uploads, id: u64) -> u64 {
     let plan = uploads.plan(CheckpointId(id), checkpoint);
@@ -173,21 +184,10 @@ fn run(args: &Args, dir: &Path) -> Result<(), String> {
         &mut seed,
     );
     let mut uploads = Uploads::new();
-    let started = Instant::now();
-    let first = store
-        .checkpoint(&dir.join("checkpoint-1"))
-        .map_err(|e| e.to_string())?;
-    let first_time = started.elapsed();
-    let first_bytes = stored_bytes(&first, &mut uploads, 1);
-    uploads.completed(CheckpointId(1));
+    let (first_time, first_bytes, _) = checkpoint(store.as_mut(), dir, &mut uploads, 1)?;
     let changed = (args.keys as f64 * args.change_percent / 100.0) as u64;
     count(store.as_mut(), args.keys, changed, args.batch, &mut seed);
-    let started = Instant::now();
-    let second = store
-        .checkpoint(&dir.join("checkpoint-2"))
-        .map_err(|e| e.to_string())?;
-    let second_time = started.elapsed();
-    let second_bytes = stored_bytes(&second, &mut uploads, 2);
+    let (second_time, second_bytes, second) = checkpoint(store.as_mut(), dir, &mut uploads, 2)?;
     let started = Instant::now();
     let mut restored = backend
         .open_checkpoint(&second.dir, &dir.join("restored"))

@@ -313,7 +313,8 @@ fn splitmix64(mut x: u64) -> u64 {
 }
 
 /// One step of SplitMix64 over the counter `state`: advances it and returns well-mixed bits.
-/// The host's tests draw their random contents from it too (`wasm::image::format::tests`).
+/// The host's tests draw their random contents from it too (`wasm::image::format::tests`,
+/// `state::keyed::tests`).
 pub(crate) fn splitmix64_next(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
     let mut z = *state;

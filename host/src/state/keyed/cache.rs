@@ -92,16 +92,6 @@ impl Cached {
         self.clock += 1;
         self.clock
     }
-
-    /// How many keys it holds now.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
-    /// Whether it holds none.
-    pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
 }
 
 impl KeyedStore for Cached {

@@ -6,7 +6,8 @@
 //! Why a module of its own: every language reaches keyed state the same way (host imports, one
 //! batched call), and the task loop, the checkpoint and a rescale all reach the store through
 //! one trait, [`KeyedStore`]. Two stores implement it, and one conformance suite (`tests.rs`)
-//! holds them to the same contract:
+//! holds them, alone and each behind [`cache::Cached`] (a write-back cache of hot keys), to
+//! the same contract:
 //! - [`memory::MemoryStore`]: a sorted map in the host's memory, checkpointed whole; the test
 //!   double, and the reference the other is checked against;
 //! - [`rocks::RocksStore`]: an embedded RocksDB instance per task, all of a process's instances

@@ -64,11 +64,6 @@ impl StoreBudget {
         self.bytes
     }
 
-    /// What the budget's cache holds now, write buffers included, in bytes.
-    pub fn used(&self) -> usize {
-        self.cache.get_usage()
-    }
-
     /// The options of a store opened within this budget.
     fn options(&self) -> Options {
         let mut table = BlockBasedOptions::default();
@@ -244,11 +239,6 @@ impl RocksBackend {
     /// Stores within `budget`.
     pub fn new(budget: StoreBudget) -> Self {
         RocksBackend { budget }
-    }
-
-    /// The budget its stores share.
-    pub fn budget(&self) -> &StoreBudget {
-        &self.budget
     }
 
     /// A store in `dir`, concretely (for tests and tools that look at the instance).

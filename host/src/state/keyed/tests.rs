@@ -5,6 +5,9 @@ use std::collections::BTreeMap;
 
 use tempfile::TempDir;
 
+// The random tests' source, seeded so a failure repeats: the generator source's SplitMix64.
+use crate::connectors::generator::splitmix64_next as next;
+
 use super::cache::CachedBackend;
 use super::memory::MemoryBackend;
 use super::rocks::{RocksBackend, StoreBudget};
@@ -256,15 +259,6 @@ fn copying_key_groups_merges_the_parts_of_old_stores_a_new_subtask_owns() {
             .collect();
         assert_eq!(groups, vec![2, 3, 4, 5], "{name}");
     });
-}
-
-/// A SplitMix64 step: the random test's source, seeded so a failure repeats.
-fn next(seed: &mut u64) -> u64 {
-    *seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    let mut z = *seed;
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
 }
 
 #[test]
