@@ -14,6 +14,7 @@ pub mod batch;
 pub mod init;
 pub mod key_group;
 pub mod rescalable;
+pub mod state;
 pub mod table;
 pub mod time;
 pub mod wire;
@@ -91,6 +92,12 @@ pub mod imports {
     /// `(domain: i32) -> i64`: the current time of a domain: the task's watermark, or the
     /// host's clock.
     pub const CURRENT_TIME: &str = "current_time";
+    /// `state_get(ptr, len) -> i32`: reads host-kept keyed state (§17).
+    pub const STATE_GET: &str = "state_get";
+    /// `state_result(ptr)`: copies out what the last `state_get` read (§17).
+    pub const STATE_RESULT: &str = "state_result";
+    /// `state_write(ptr, len)`: writes host-kept keyed state (§17).
+    pub const STATE_WRITE: &str = "state_write";
 }
 
 /// The one import the host provides outside [`IMPORT_MODULE`]: AssemblyScript's `env.abort`.

@@ -67,7 +67,7 @@ impl Signature {
         params: &[ValType::I32],
         results: &[ValType::I32],
     };
-    /// `(ptr: i32, len: i32) -> i32`: exports taking a buffer.
+    /// `(ptr: i32, len: i32) -> i32`: exports taking a buffer, and the `state_get` import.
     pub const BUFFER: Signature = Signature {
         params: &[ValType::I32, ValType::I32],
         results: &[ValType::I32],
@@ -80,6 +80,11 @@ impl Signature {
     /// `(ptr: i32, len: i32)`: imports taking a guest buffer.
     pub const PTR_LEN: Signature = Signature {
         params: &[ValType::I32, ValType::I32],
+        results: &[],
+    };
+    /// `(ptr: i32)`: the `state_result` import.
+    pub const PTR: Signature = Signature {
+        params: &[ValType::I32],
         results: &[],
     };
     /// `(level: i32, ptr: i32, len: i32)`: the `log` import.
@@ -247,7 +252,7 @@ pub struct Import {
 
 /// Every import the host provides, in the order of `docs/ABI.md` §4. A module importing
 /// anything else is refused.
-pub const IMPORTS: [Import; 9] = [
+pub const IMPORTS: [Import; 12] = [
     Import {
         module: IMPORT_MODULE,
         name: imports::EMIT,
@@ -287,6 +292,21 @@ pub const IMPORTS: [Import; 9] = [
         module: IMPORT_MODULE,
         name: imports::CURRENT_TIME,
         signature: Signature::CURRENT_TIME,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::STATE_GET,
+        signature: Signature::BUFFER,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::STATE_RESULT,
+        signature: Signature::PTR,
+    },
+    Import {
+        module: IMPORT_MODULE,
+        name: imports::STATE_WRITE,
+        signature: Signature::PTR_LEN,
     },
     Import {
         module: env::MODULE,

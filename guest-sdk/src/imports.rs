@@ -34,6 +34,15 @@ unsafe extern "C" {
     /// `current_time(domain)`: the watermark (0) or the host's clock (1), in milliseconds.
     #[link_name = "current_time"]
     fn weir_current_time(domain: i32) -> i64;
+    /// `state_get(ptr, len)`: reads host-kept keyed state; returns the result's length.
+    #[link_name = "state_get"]
+    fn weir_state_get(ptr: *const u8, len: usize) -> i32;
+    /// `state_result(ptr)`: copies the last `state_get`'s result to `ptr`.
+    #[link_name = "state_result"]
+    fn weir_state_result(ptr: *mut u8);
+    /// `state_write(ptr, len)`: writes host-kept keyed state; the host copies the request.
+    #[link_name = "state_write"]
+    fn weir_state_write(ptr: *const u8, len: usize);
 }
 
 // The `link_name`s above must be literals; keep them equal to the names in `weir-abi`.
@@ -47,6 +56,9 @@ const _: () = {
     assert!(same(weir_abi::imports::TIMER_SET, "timer_set"));
     assert!(same(weir_abi::imports::TIMER_DELETE, "timer_delete"));
     assert!(same(weir_abi::imports::CURRENT_TIME, "current_time"));
+    assert!(same(weir_abi::imports::STATE_GET, "state_get"));
+    assert!(same(weir_abi::imports::STATE_RESULT, "state_result"));
+    assert!(same(weir_abi::imports::STATE_WRITE, "state_write"));
 };
 
 const fn same(a: &str, b: &str) -> bool {
@@ -116,4 +128,26 @@ pub(crate) fn fail(message: &str) -> ! {
     unsafe { weir_fail(message.as_ptr(), message.len()) };
     // `fail` does not return (ABI §4); if a host let it, trap rather than run on.
     std::process::abort()
+}
+
+/// Reads host-kept keyed state: the result of the read request `request` (`docs/ABI.md` §17).
+pub(crate) fn state_get(request: &[u8]) -> Vec<u8> {
+    // SAFETY: `request` is a live slice; the host copies it during the call.
+    let len = unsafe { weir_state_get(request.as_ptr(), request.len()) };
+    // The host fails the call rather than return a negative length.
+    let len = len as usize;
+    let mut result = Vec::with_capacity(len);
+    // SAFETY: `result` has room for `len` bytes, which the host writes in full before the
+    // call returns (it fails the call otherwise); only then is the length set.
+    unsafe {
+        weir_state_result(result.as_mut_ptr());
+        result.set_len(len);
+    }
+    result
+}
+
+/// Writes host-kept keyed state: the write request `request` (`docs/ABI.md` §17).
+pub(crate) fn state_write(request: &[u8]) {
+    // SAFETY: `request` is a live slice; the host copies it during the call.
+    unsafe { weir_state_write(request.as_ptr(), request.len()) }
 }

@@ -88,6 +88,7 @@ mod export;
 #[doc(hidden)]
 #[allow(unsafe_code)]
 pub mod ffi;
+pub mod host_state;
 #[cfg(target_arch = "wasm32")]
 #[allow(unsafe_code)]
 mod imports;

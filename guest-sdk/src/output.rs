@@ -220,6 +220,36 @@ impl Output {
         }
     }
 
+    /// The result of the read request `request` for host-kept keyed state
+    /// ([`crate::host_state`]); empty, with the fault recorded, when the emulated host refuses
+    /// it (the wasm host fails the call itself).
+    pub(crate) fn state_get(&mut self, request: &[u8]) -> Vec<u8> {
+        match &mut self.sink {
+            #[cfg(target_arch = "wasm32")]
+            Sink::Host => crate::imports::state_get(request),
+            Sink::Emulated(host) => match host.state_get(request) {
+                Ok(result) => result,
+                Err(error) => {
+                    self.fail(error);
+                    Vec::new()
+                }
+            },
+        }
+    }
+
+    /// Applies the write request `request` to host-kept keyed state ([`crate::host_state`]).
+    pub(crate) fn state_write(&mut self, request: &[u8]) {
+        match &mut self.sink {
+            #[cfg(target_arch = "wasm32")]
+            Sink::Host => crate::imports::state_write(request),
+            Sink::Emulated(host) => {
+                if let Err(error) = host.state_write(request) {
+                    self.fail(error);
+                }
+            }
+        }
+    }
+
     /// Whether the running call may use the timer import `import`; records the fault if not.
     fn may_use_timers(&mut self, import: &str) -> bool {
         if self.call.may_use_timers() {

@@ -27,6 +27,7 @@ use weir_abi::time::{END_OF_TIME, NO_WATERMARK};
 use weir_abi::{Batch, BatchBuilder, Record, TimeDomain, Timers};
 
 pub(crate) use self::host::EmulatedHost;
+use self::host::KeyedEntries;
 use crate::output::{Output, Sink};
 use crate::{Context, Error, Operator, Result, State, dispatch};
 
@@ -139,6 +140,8 @@ pub struct Checkpoint {
     timers: [Timers; 2],
     /// The task's watermark.
     watermark: i64,
+    /// The host-kept keyed state ([`crate::host_state`]).
+    keyed: KeyedEntries,
 }
 
 impl Checkpoint {
@@ -338,6 +341,7 @@ impl<T: Operator + State> Harness<T> {
             state,
             timers,
             watermark,
+            keyed: self.output.emulated_ref().keyed().clone(),
         })
     }
 
@@ -346,9 +350,9 @@ impl<T: Operator + State> Harness<T> {
     /// (it is a clock), nor the side outputs (they are output).
     pub fn restore_checkpoint(&mut self, checkpoint: &Checkpoint) -> Result<()> {
         self.restore_into_fresh(&checkpoint.state)?;
-        self.output
-            .emulated()
-            .restore(checkpoint.timers.clone(), checkpoint.watermark);
+        let host = self.output.emulated();
+        host.restore(checkpoint.timers.clone(), checkpoint.watermark);
+        host.set_keyed(checkpoint.keyed.clone());
         Ok(())
     }
 
@@ -402,16 +406,26 @@ impl<T: Operator + State> Harness<T> {
                 }
             }
         }
+        // Host-kept keyed state goes where its key's group goes, as the host splits its stores.
+        let mut keyed: Vec<KeyedEntries> = (0..parallelism).map(|_| KeyedEntries::new()).collect();
+        for checkpoint in checkpoints {
+            for ((state, key), value) in &checkpoint.keyed {
+                let owner = new.owner(key_group(key, max_parallelism)) as usize;
+                keyed[owner].insert((*state, key.clone()), value.clone());
+            }
+        }
         (0..parallelism)
             .zip(rescaled.states)
             .zip(timers)
-            .map(|((subtask, state), timers)| {
+            .zip(keyed)
+            .map(|(((subtask, state), timers), keyed)| {
                 let context = context.clone().with_subtask(subtask, parallelism);
                 let mut harness = Harness::<T>::new(context)?;
                 harness.restore_checkpoint(&Checkpoint {
                     state,
                     timers,
                     watermark,
+                    keyed,
                 })?;
                 Ok(harness)
             })

@@ -1075,6 +1075,9 @@ fn the_host_provides_exactly_the_imports_abi_md_lists() {
             "fail",
             "log",
             "save_state",
+            "state_get",
+            "state_result",
+            "state_write",
             "timer_delete",
             "timer_set"
         ]

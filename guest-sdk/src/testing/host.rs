@@ -8,6 +8,9 @@
 //! cannot differ, and their memory is bounded the host's default way. The harness
 //! ([`Harness`](super::Harness)) moves the watermark and the clock and fires the timers.
 
+use std::collections::BTreeMap;
+
+use weir_abi::state as wire;
 use weir_abi::time::{NO_WATERMARK, TIMER_OVERHEAD_BYTES};
 use weir_abi::{TimeDomain, Timers};
 
@@ -30,7 +33,12 @@ pub(crate) struct EmulatedHost {
     clock: i64,
     /// The most bytes the timers may take: [`MAX_TIMER_STATE`] (tests lower it).
     max_timer_state: usize,
+    /// Host-kept keyed state (`docs/ABI.md` §17), by state and key.
+    keyed: KeyedEntries,
 }
+
+/// Host-kept keyed state as the harness keeps it: each value by its state and key.
+pub(crate) type KeyedEntries = BTreeMap<(u16, Vec<u8>), Vec<u8>>;
 
 impl EmulatedHost {
     /// An instance's host before its first call: no output, no timers, no watermark yet, the
@@ -43,7 +51,46 @@ impl EmulatedHost {
             watermark: NO_WATERMARK,
             clock: 0,
             max_timer_state: MAX_TIMER_STATE,
+            keyed: KeyedEntries::new(),
         }
+    }
+
+    /// `state_get` and `state_result`: the result of a read request, or the host's refusal.
+    pub(crate) fn state_get(&mut self, request: &[u8]) -> Result<Vec<u8>, String> {
+        let mut result = Vec::new();
+        for entry in wire::reads(request) {
+            let (state, key) = entry.map_err(|e| format!("state_get: {e}"))?;
+            wire::put_result(
+                &mut result,
+                self.keyed.get(&(state, key.to_vec())).map(Vec::as_slice),
+            );
+        }
+        Ok(result)
+    }
+
+    /// `state_write`: applies a write request whole, or refuses it and changes nothing.
+    pub(crate) fn state_write(&mut self, request: &[u8]) -> Result<(), String> {
+        let writes = wire::writes(request)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("state_write: {e}"))?;
+        for write in writes {
+            let key = (write.state, write.key.to_vec());
+            match write.value {
+                Some(value) => self.keyed.insert(key, value.to_vec()),
+                None => self.keyed.remove(&key),
+            };
+        }
+        Ok(())
+    }
+
+    /// The host-kept keyed state, as a checkpoint keeps it.
+    pub(crate) fn keyed(&self) -> &KeyedEntries {
+        &self.keyed
+    }
+
+    /// Replaces the host-kept keyed state, as a restore does.
+    pub(crate) fn set_keyed(&mut self, keyed: KeyedEntries) {
+        self.keyed = keyed;
     }
 
     /// `emit`: keeps one main output batch.

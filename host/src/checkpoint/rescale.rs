@@ -178,6 +178,7 @@ mod tests {
     fn host(watermark: i64, timers: [Timers; 2]) -> crate::state::HostState {
         crate::state::HostState {
             time: GuestTime { watermark, timers },
+            keyed: None,
         }
     }
 

@@ -20,6 +20,7 @@ use std::path::Path;
 use crate::checkpoint::layout::CheckpointLocation;
 use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateMeta, format_chain};
 use crate::checkpoint::recovery::{LatestSelection, choose_latest};
+use crate::checkpoint::shared::SharedFile;
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::{RestoredState, TaskState, TaskStateError};
 use crate::ids::{CheckpointId, CheckpointKind, TaskId};
@@ -52,6 +53,8 @@ pub struct VerifiedState {
     /// The contents of the state files of the same task at the earlier checkpoints its image
     /// builds on, base first; empty for a self-contained state.
     pub chain: Vec<Vec<u8>>,
+    /// The shared files the state names, verified, with their bytes.
+    pub shared: Vec<(SharedFile, Vec<u8>)>,
 }
 
 /// A state file that verified, whose contents are not a task state envelope this build reads.
@@ -123,6 +126,7 @@ impl VerifiedCheckpoint {
                 state,
                 chain,
                 resumable: self.resumable,
+                shared: files.shared,
             };
             restored.insert(task.clone(), state);
         }
@@ -134,8 +138,7 @@ impl VerifiedCheckpoint {
 /// file it references (frame, length and checksum against the state handle), every shared
 /// file its states name, and every state file of the earlier checkpoints its image chains need
 /// ([`read_chain`]). Each file is read once; the first failure is returned, naming the file.
-/// (No section of host-kept state names shared files yet; the one that does will read them
-/// itself, and take this verification with it rather than read them twice.)
+/// The shared files are kept as read, for the keyed state that names them to be laid out from.
 pub fn read_checkpoint<S>(
     storage: &S,
     location: CheckpointLocation,
@@ -148,15 +151,23 @@ where
     let mut states = BTreeMap::new();
     for entry in &metadata.tasks {
         let state = storage.read_state(&location, &entry.handle)?;
-        // The shared files are verified here and read by the section that names them.
-        for file in &entry.shared {
-            storage.read_shared(&location, file)?;
-        }
+        let shared = entry
+            .shared
+            .iter()
+            .map(|file| Ok((file.clone(), storage.read_shared(&location, file)?)))
+            .collect::<Result<Vec<_>, StorageError>>()?;
         let chain = read_chain(storage, &location, entry, &mut links)?
             .into_iter()
             .map(|link| link.bytes)
             .collect();
-        states.insert(entry.task.clone(), VerifiedState { state, chain });
+        states.insert(
+            entry.task.clone(),
+            VerifiedState {
+                state,
+                chain,
+                shared,
+            },
+        );
     }
     let resumable = metadata.kind == CheckpointKind::Checkpoint
         && location

@@ -20,6 +20,7 @@
 
 use weir_abi::wire::{Reader, put_prefixed};
 
+use crate::checkpoint::shared::SharedFile;
 use crate::state::{Section, SectionTag};
 
 const VERSION: u8 = 2;
@@ -158,6 +159,9 @@ pub struct RestoredState {
     /// of the job's checkpoints, false for a savepoint (it may be moved or deleted, so no
     /// checkpoint may need it).
     pub resumable: bool,
+    /// The shared files the state names (its keyed state's kept files), each verified against
+    /// its handle, with its bytes.
+    pub shared: Vec<(SharedFile, Vec<u8>)>,
 }
 
 impl RestoredState {
@@ -167,6 +171,7 @@ impl RestoredState {
             state,
             chain: Vec::new(),
             resumable: false,
+            shared: Vec::new(),
         }
     }
 }

@@ -30,6 +30,10 @@ pub(crate) enum TaskError {
     /// request, a record it cannot write): its typed error, shown as it is.
     #[error(transparent)]
     Connector(ConnectorError),
+    /// The task's keyed state store failed (its disk full or failing); the message says what
+    /// it was doing and where.
+    #[error(transparent)]
+    Store(#[from] crate::state::keyed::StoreError),
     /// A batch on a channel was malformed.
     #[error("malformed batch on input {input}: {problem}")]
     Malformed {

@@ -36,7 +36,9 @@ use super::channel::{POLL, StopSignal};
 use super::error::TaskError;
 use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
-use super::persist::{DeclineReason, Persister};
+use super::persist::{
+    DeclineReason, Persister, SharedHandles, StoreUpload, TaskSnapshot, restored_files,
+};
 use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll};
 use super::router::{ChainedTask, Router};
 use super::watermark::{InputClock, InputWatermarks, SourceClock, Watermark, WatermarkChange};
@@ -47,7 +49,7 @@ use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::WatermarkStrategy;
 use crate::kill_point::{self, KillPoint};
-use crate::state::{self, time::InputTime, time::TaskClock};
+use crate::state::{self, SharedFiles, time::InputTime, time::TaskClock};
 use crate::wasm::wall_clock_millis;
 
 /// Everything a task thread needs besides what it runs: what any task has ([`TaskOutputs`]),
@@ -138,6 +140,8 @@ pub(crate) struct ProcessingTask {
     ended: Vec<bool>,
     /// Whether every input ended and the processor finished.
     finished: bool,
+    /// The shared files its keyed state has stored or was restored from, if it keeps some.
+    shared: SharedHandles,
 }
 
 impl ProcessingTask {
@@ -151,6 +155,7 @@ impl ProcessingTask {
     ) -> Result<Self, TaskError> {
         let mut finished = false;
         let mut clocks = InputWatermarks::new(inputs);
+        let shared = SharedHandles::default();
         if let Some(restored) = restored {
             finished = restored.state.finished;
             let restore = || {
@@ -161,7 +166,12 @@ impl ProcessingTask {
                 )?;
                 // After the processor's own state: an image restore starts a fresh instance.
                 let host = processor.host_state();
-                let clock = state::restore(&restored.state.sections, host)
+                let mut fetch = restored_files(&out.id.vertex, restored.shared, &shared);
+                let files = SharedFiles {
+                    fetch: &mut fetch,
+                    resumable: restored.resumable,
+                };
+                let clock = state::restore(&restored.state.sections, host, Some(files))
                     .map_err(|e| TaskError::Restore(e.to_string()))?;
                 if let Some(clock) = clock {
                     let restored_inputs: Vec<InputClock> =
@@ -190,6 +200,7 @@ impl ProcessingTask {
             aligner: BarrierAligner::new(inputs, mode),
             ended,
             finished,
+            shared,
         })
     }
 
@@ -197,14 +208,27 @@ impl ProcessingTask {
     /// passes it on to the tasks chained after this one.
     fn on_control(&mut self, control: &Control) -> Result<(), TaskError> {
         match *control {
-            Control::Complete(id) => self.processor.checkpoint_complete(id)?,
+            Control::Complete(id) => {
+                if let Some(keyed) = self.keyed() {
+                    keyed.completed(id);
+                }
+                self.processor.checkpoint_complete(id)?;
+            }
             Control::Abort(id) => {
                 self.aligner.abort(id);
+                if let Some(keyed) = self.keyed() {
+                    keyed.aborted(id);
+                }
                 self.processor.checkpoint_aborted(id)?;
             }
             Control::Trigger(_) | Control::Shutdown => return Ok(()),
         }
         self.out.router.control_chained(control)
+    }
+
+    /// The keyed state its processor keeps on the host, if it keeps some.
+    fn keyed(&mut self) -> Option<&mut state::keyed::section::KeyedState> {
+        self.processor.host_state().and_then(|h| h.keyed.as_mut())
     }
 
     /// When the next processing-time timer of this task or of one chained after it is due.
@@ -342,6 +366,14 @@ impl ProcessingTask {
             Some(&task_clock(&self.clocks)),
             self.processor.host_state().as_deref(),
         );
+        // A savepoint's keyed state names no shared file: it stands alone.
+        let savepoint = barrier.kind == CheckpointKind::Savepoint;
+        let store = state::snapshot_store(self.processor.host_state(), barrier.id, savepoint)?.map(
+            |pending| StoreUpload {
+                pending,
+                handles: Arc::clone(&self.shared),
+            },
+        );
         // Savepoints are self-contained: they may be moved, and nothing may build on them.
         let ChainedState {
             state: inner,
@@ -361,9 +393,14 @@ impl ProcessingTask {
         let sync = started.elapsed();
         self.out.router.broadcast(Message::Barrier(barrier))?;
         kill_point::reached(KillPoint::AfterSnapshot);
+        let snapshot = TaskSnapshot {
+            state,
+            store,
+            chain,
+        };
         self.out
             .persister
-            .persist(barrier, self.out.id.clone(), state, chain, sync, alignment);
+            .persist(barrier, self.out.id.clone(), snapshot, sync, alignment);
         Ok(())
     }
 }
@@ -460,8 +497,8 @@ pub(crate) fn run_source(
             .seek(&state.inner)
             .map_err(TaskError::while_restoring)?;
         finished = state.finished;
-        let restored_clock =
-            state::restore(&state.sections, None).map_err(|e| TaskError::Restore(e.to_string()))?;
+        let restored_clock = state::restore(&state.sections, None, None)
+            .map_err(|e| TaskError::Restore(e.to_string()))?;
         if let (Some(clock), Some(restored)) = (clock.as_mut(), restored_clock) {
             clock.restore(restored.watermark, &restored.splits, Instant::now());
             env.out.metrics.watermark.set(restored.watermark);
@@ -525,8 +562,7 @@ pub(crate) fn run_source(
                 env.out.persister.persist(
                     barrier,
                     env.out.id.clone(),
-                    state,
-                    Vec::new(),
+                    TaskSnapshot::whole(state),
                     started.elapsed(),
                     Duration::ZERO,
                 );

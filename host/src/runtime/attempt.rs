@@ -27,7 +27,9 @@ use crate::dataflow::router::{OutputEdge, Router, Target};
 use crate::dataflow::task::{ProcessingTask, TaskEnv, TaskOutputs, run_processor, run_source};
 use crate::ids::TaskId;
 use crate::job::{Job, SinkKind, VertexKind, WatermarkStrategy};
+use crate::state::keyed::section::KeyedStores;
 use crate::wasm::{ImagePolicy, InstanceContext, OperatorModule};
+use weir_abi::key_group::KeyGroups;
 
 /// The running tasks of one attempt.
 pub(crate) struct Attempt {
@@ -66,6 +68,8 @@ impl Attempt {
 pub(crate) struct AttemptResources<'a> {
     pub job: &'a Job,
     pub modules: &'a HashMap<String, OperatorModule>,
+    /// The process's keyed state stores, if an operator keeps keyed state on the host.
+    pub keyed: Option<&'a Arc<KeyedStores>>,
     pub storage: Arc<dyn CheckpointStorage>,
     pub runtime: tokio::runtime::Handle,
     pub events: UnboundedSender<TaskEvent>,
@@ -99,6 +103,9 @@ enum ProcessorWork {
         ctx: InstanceContext,
         config: Vec<u8>,
         image_policy: ImagePolicy,
+        /// Where its keyed state is kept, and the key groups of its operator, if it keeps
+        /// some on the host.
+        keyed: Option<(Arc<KeyedStores>, KeyGroups)>,
     },
     Sink {
         kind: SinkKind,
@@ -231,26 +238,34 @@ fn start_all(
                     watermark: vertex.watermark,
                 },
             ),
-            VertexKind::Operator(op) => (
-                TaskRole::Operator,
-                Work::Processor(Box::new(ProcessorWork::Operator {
-                    module: res
-                        .modules
-                        .get(&id.vertex)
-                        .expect("every operator's module is loaded")
-                        .clone(),
-                    ctx: InstanceContext {
-                        operator: id.vertex.clone(),
-                        subtask: id.subtask,
-                        parallelism: vertex.parallelism,
-                    },
-                    config: op.config.clone(),
-                    image_policy: ImagePolicy {
-                        full_every: op.image_full_every,
-                        ..ImagePolicy::default()
-                    },
-                })),
-            ),
+            VertexKind::Operator(op) => {
+                let module = res
+                    .modules
+                    .get(&id.vertex)
+                    .expect("every operator's module is loaded");
+                let keyed = module
+                    .capabilities()
+                    .keyed_state
+                    .then(|| res.keyed.expect("made when an operator keeps keyed state"))
+                    .map(|stores| (Arc::clone(stores), vertex.key_groups()));
+                (
+                    TaskRole::Operator,
+                    Work::Processor(Box::new(ProcessorWork::Operator {
+                        module: module.clone(),
+                        keyed,
+                        ctx: InstanceContext {
+                            operator: id.vertex.clone(),
+                            subtask: id.subtask,
+                            parallelism: vertex.parallelism,
+                        },
+                        config: op.config.clone(),
+                        image_policy: ImagePolicy {
+                            full_every: op.image_full_every,
+                            ..ImagePolicy::default()
+                        },
+                    })),
+                )
+            }
             VertexKind::Sink(kind) => (
                 TaskRole::Sink,
                 Work::Processor(Box::new(ProcessorWork::Sink {
@@ -454,6 +469,7 @@ fn build_processor(
             ctx,
             config,
             image_policy,
+            keyed,
         } => {
             // An instance about to be restored from an image takes the image in place
             // (with an instance pool, in the slot its predecessor left resident).
@@ -463,6 +479,9 @@ fn build_processor(
                 module.instantiate(ctx, &config)?
             };
             instance.set_image_policy(image_policy);
+            if let Some((stores, groups)) = keyed {
+                instance.host_state().keyed = Some(stores.create(&id.vertex, id.subtask, groups)?);
+            }
             Ok(Box::new(WasmOperator::new(instance, Arc::clone(metrics))))
         }
         ProcessorWork::Sink { kind, parallelism } => build_sink(

@@ -26,6 +26,7 @@ use weir_abi::key_group::KeyGroups;
 use crate::checkpoint::metadata::CheckpointMetadata;
 use crate::checkpoint::rescale::{InnerStates, RescaleError, rescale_states, split_guest_states};
 use crate::checkpoint::restore::EnvelopeError;
+use crate::checkpoint::shared::SharedFile;
 use crate::checkpoint::storage::StorageError;
 use crate::checkpoint::task_state::{RestoredState, TaskState};
 use crate::connectors;
@@ -311,11 +312,29 @@ pub(crate) fn match_states(
                 },
             ))
         })?;
+        // The shared files of each old subtask (its keyed state's), for the new subtasks
+        // whose key groups it owned some of: their restore takes its store's part.
+        let mut shared_of: Vec<Vec<(SharedFile, Vec<u8>)>> = vec![Vec::new(); old as usize];
+        for (task, state) in &own {
+            if let Some(slot) = shared_of.get_mut(task.subtask as usize) {
+                slot.clone_from(&state.shared);
+            }
+        }
         let new_states = rescale_states(&by_subtask(own, old), new_groups, |inners| {
             split_guest_states(inners, old_groups, new_groups)
         })
         .map_err(rescale_error)?;
-        matched.insert_rescaled(vertex, old, v.parallelism, new_states);
+        let shared = (0..v.parallelism).map(|j| {
+            let wanted = new_groups.range(j);
+            (0..old)
+                .filter(|&i| {
+                    let had = old_groups.range(i);
+                    had.start < wanted.end && wanted.start < had.end
+                })
+                .flat_map(|i| shared_of[i as usize].iter().cloned())
+                .collect()
+        });
+        matched.insert_rescaled_with(vertex, old, v.parallelism, new_states, shared);
     }
     check_downstream(&matched, job, checkpoint)?;
     Ok(matched)
@@ -324,9 +343,26 @@ pub(crate) fn match_states(
 impl StateMatch {
     /// Takes `states`, one per new subtask of `vertex`, split from `old` subtasks for `new`.
     fn insert_rescaled(&mut self, vertex: &str, old: u32, new: u32, states: Vec<TaskState>) {
-        for (subtask, state) in (0..).zip(states) {
-            self.states
-                .insert(TaskId::new(vertex, subtask), RestoredState::alone(state));
+        let none = std::iter::repeat_with(Vec::new);
+        self.insert_rescaled_with(vertex, old, new, states, none);
+    }
+
+    /// [`insert_rescaled`](Self::insert_rescaled), each new subtask with the shared files its
+    /// keyed state's parts name.
+    fn insert_rescaled_with(
+        &mut self,
+        vertex: &str,
+        old: u32,
+        new: u32,
+        states: Vec<TaskState>,
+        shared: impl Iterator<Item = Vec<(SharedFile, Vec<u8>)>>,
+    ) {
+        for ((subtask, state), shared) in (0..).zip(states).zip(shared) {
+            let restored = RestoredState {
+                shared,
+                ..RestoredState::alone(state)
+            };
+            self.states.insert(TaskId::new(vertex, subtask), restored);
         }
         self.rescaled.push((vertex.to_string(), old, new));
     }
@@ -345,10 +381,10 @@ fn by_subtask(own: Vec<(TaskId, RestoredState)>, parallelism: u32) -> Vec<TaskSt
 }
 
 /// Whether a task state holds anything a restore must carry: a guest's state, a source's
-/// position, a sink's pre-committed output, or a timer (a watermark alone is not worth refusing
-/// a new parallelism for, nor keeping key groups).
+/// position, a sink's pre-committed output, keyed state kept on the host, or a timer (a
+/// watermark alone is not worth refusing a new parallelism for, nor keeping key groups).
 fn holds_state(state: &TaskState) -> bool {
-    if !state.inner.is_empty() {
+    if !state.inner.is_empty() || state::find(&state.sections, state::SectionTag::Keyed).is_some() {
         return true;
     }
     state::time_of(&state.sections)

@@ -29,6 +29,7 @@ use crate::dataflow::persist::TaskEvent;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus, VertexKind};
+use crate::state::keyed::section::KeyedStores;
 use crate::wasm::{
     EngineOptions, ImagePool, LoadOptions, ModuleError, ModuleProblem, ModuleSource,
     OperatorModule, StateCapture, WasmEngine,
@@ -43,6 +44,8 @@ pub struct JobRunner {
     pub(super) monitor: JobMonitor,
     /// The job's directories, owned by this run until it ends.
     locks: JobLocks,
+    /// Where and within what memory its operators keep keyed state on the host, if one does.
+    keyed: Option<Arc<KeyedStores>>,
 }
 
 impl JobRunner {
@@ -111,6 +114,20 @@ impl JobRunner {
             }
             modules.insert(vertex.name.clone(), module);
         }
+        // One store budget and one directory for the whole process, made only when an operator
+        // keeps keyed state on the host.
+        let keyed = if modules.values().any(|m| m.capabilities().keyed_state) {
+            let dir = std::env::temp_dir().join(format!(
+                "weir-state-{}-{}",
+                job.name,
+                std::process::id()
+            ));
+            let stores = KeyedStores::rocksdb(KeyedStores::DEFAULT_MEMORY, dir)
+                .map_err(|e| RunError::Setup(e.to_string()))?;
+            Some(Arc::new(stores))
+        } else {
+            None
+        };
         // Brokers that do not answer or topics that do not exist stop the job here, named,
         // instead of failing its tasks over and over.
         crate::connectors::preflight(&job)?;
@@ -128,6 +145,7 @@ impl JobRunner {
             storage,
             monitor: JobMonitor::default(),
             locks,
+            keyed,
         })
     }
 
@@ -470,6 +488,7 @@ impl JobRunner {
         let resources = AttemptResources {
             job,
             modules: &self.modules,
+            keyed: self.keyed.as_ref(),
             storage: Arc::clone(&self.storage),
             runtime: handle.clone(),
             events: events.clone(),

@@ -10,34 +10,43 @@
 //! ([`SectionTag`]), in the task state envelope (`checkpoint/task_state.rs`). Each kind of
 //! section knows how to encode and decode itself and how to split itself by key group for a
 //! new parallelism ([`split`]). Today there is one:
-//! - [`time`]: the task's watermark and its inputs' or splits', and its guest's timers.
+//! - [`time`]: the task's watermark and its inputs' or splits', and its guest's timers;
+//! - [`keyed`]: the keyed state its guest keeps in an embedded store (`docs/ABI.md` §17),
+//!   whose section is a [`keyed::snapshot::StoreSnapshot`] naming the store's files.
 //!
-//! A new kind (keyed tables kept in an embedded store, next) is a module here, a tag, a field
-//! of [`HostState`] (what a processor keeps, reached through the one `Processor::host_state`
-//! hook of the task loop), and an arm in [`snapshot`], [`restore`] and [`split`].
+//! A new kind is a module here, a tag, a field of [`HostState`] (what a processor keeps,
+//! reached through the one `Processor::host_state` hook of the task loop), and an arm in
+//! [`snapshot`], [`restore`] and [`split`].
 
 pub mod keyed;
 pub mod time;
 
 use weir_abi::key_group::KeyGroups;
 
+use self::keyed::StoreError;
+use self::keyed::section::{KeyedState, PendingStore};
+use self::keyed::snapshot::{KeptFile, KeyedSection, StoreSnapshot};
 use self::time::{GuestTime, TaskClock, TimeState};
+use crate::ids::CheckpointId;
 
 /// The kind of a section of a task's snapshot; on disk a `u16`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum SectionTag {
     /// [`time::TimeState`].
     Time,
+    /// [`keyed::snapshot::StoreSnapshot`].
+    Keyed,
 }
 
 impl SectionTag {
     /// Every tag this build reads.
-    pub const ALL: [SectionTag; 1] = [SectionTag::Time];
+    pub const ALL: [SectionTag; 2] = [SectionTag::Time, SectionTag::Keyed];
 
     /// The tag's number on disk.
     pub fn code(self) -> u16 {
         match self {
             SectionTag::Time => 1,
+            SectionTag::Keyed => 2,
         }
     }
 
@@ -50,6 +59,7 @@ impl SectionTag {
     pub fn name(self) -> &'static str {
         match self {
             SectionTag::Time => "time",
+            SectionTag::Keyed => "keyed",
         }
     }
 }
@@ -113,20 +123,33 @@ pub enum StateError {
         /// How many timers the state holds.
         timers: usize,
     },
+    /// The state holds keyed state, and the task keeps none on the host.
+    #[error(
+        "the state holds keyed state kept on the host, but this task's operator does not use \
+         it (it does not import `state_get`): the checkpoint belongs to another version of the \
+         operator; restore it with the operator that wrote it"
+    )]
+    KeyedWithoutStore,
+    /// The keyed state cannot be restored.
+    #[error("its keyed state cannot be restored: {0}")]
+    Store(String),
 }
 
 /// What a processor keeps on the host for the guest it runs, beside the guest's own state.
 /// The guest's store owns it (the host imports change it); the task loop reaches it through
 /// the processor's one `host_state` hook to snapshot and restore it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 pub struct HostState {
     /// The watermark as the guest reads it, and its timers.
     pub time: GuestTime,
+    /// The guest's keyed state, when its operator keeps some on the host.
+    pub keyed: Option<KeyedState>,
 }
 
-/// The sections of a task's snapshot: its clock, if it keeps one (every processing task does;
-/// a source with a watermark strategy), with the timers of `host`, the state its processor
-/// keeps on the host (none for a source or a sink).
+/// The sections of a task's snapshot taken whole: its clock, if it keeps one (every
+/// processing task does; a source with a watermark strategy), with the timers of `host`, the
+/// state its processor keeps on the host (none for a source or a sink). The keyed state's
+/// section is made off the task's thread ([`snapshot_store`]).
 pub fn snapshot(clock: Option<&TaskClock>, host: Option<&HostState>) -> Vec<Section> {
     let mut sections = Vec::new();
     if let Some(clock) = clock {
@@ -138,6 +161,40 @@ pub fn snapshot(clock: Option<&TaskClock>, host: Option<&HostState>) -> Vec<Sect
     sections
 }
 
+/// The synchronous half of checkpoint `id` of `host`'s keyed state, if it keeps some
+/// (`self_contained` for a savepoint): the store's files, which [`PendingStore::finish`] then
+/// stores off the task's thread and makes the [`SectionTag::Keyed`] section of.
+pub fn snapshot_store(
+    host: Option<&mut HostState>,
+    id: CheckpointId,
+    self_contained: bool,
+) -> Result<Option<PendingStore>, StoreError> {
+    host.and_then(|h| h.keyed.as_mut())
+        .map(|keyed| keyed.snapshot(id, self_contained))
+        .transpose()
+}
+
+/// The section of kind [`SectionTag::Keyed`] of subtask `subtask` whose store's checkpoint
+/// `snapshot` describes.
+pub fn keyed_section(subtask: u32, snapshot: StoreSnapshot) -> Section {
+    Section {
+        tag: SectionTag::Keyed,
+        bytes: KeyedSection::of(subtask, snapshot).encode(),
+    }
+}
+
+/// The bytes of a kept file of the given (old) subtask's store, verified.
+pub type FetchShared<'a> = &'a mut dyn FnMut(u32, &KeptFile) -> Result<Vec<u8>, StoreError>;
+
+/// How a restore reaches the files a keyed section keeps as shared files, and whether later
+/// checkpoints may name them again.
+pub struct SharedFiles<'a> {
+    /// The bytes of each kept file.
+    pub fetch: FetchShared<'a>,
+    /// Whether the files belong to this job's own checkpoints.
+    pub resumable: bool,
+}
+
 /// Restores what `sections` hold: `host` takes its part (for a task whose processor keeps
 /// host state), and the task's clock is returned, if a section holds one. A state written
 /// before host-kept state existed has no sections, and restores with no watermark and no
@@ -145,6 +202,7 @@ pub fn snapshot(clock: Option<&TaskClock>, host: Option<&HostState>) -> Vec<Sect
 pub fn restore(
     sections: &[Section],
     mut host: Option<&mut HostState>,
+    mut shared: Option<SharedFiles<'_>>,
 ) -> Result<Option<TaskClock>, StateError> {
     let mut clock = None;
     for section in sections {
@@ -161,6 +219,21 @@ pub fn restore(
                     }
                     None => {}
                 }
+            }
+            SectionTag::Keyed => {
+                let keyed_section =
+                    KeyedSection::decode(&section.bytes).ok_or(StateError::Malformed {
+                        section: section.tag,
+                    })?;
+                let (Some(keyed), Some(shared)) = (
+                    host.as_deref_mut().and_then(|h| h.keyed.as_mut()),
+                    shared.as_mut(),
+                ) else {
+                    return Err(StateError::KeyedWithoutStore);
+                };
+                keyed
+                    .restore(&keyed_section, shared.resumable, &mut *shared.fetch)
+                    .map_err(|e| StateError::Store(e.to_string()))?;
             }
         }
     }
@@ -229,6 +302,37 @@ pub fn split(old: &[&[Section]], how: Split) -> Result<Vec<Vec<Section>>, StateE
                     sections.push(Section {
                         tag,
                         bytes: time.to_bytes(),
+                    });
+                }
+            }
+            SectionTag::Keyed => {
+                // Each new subtask takes the parts of every old subtask that owned some of its
+                // key groups; its restore keeps only its own groups of each.
+                let max = how.groups.max_parallelism();
+                let old_groups = u32::try_from(old.len())
+                    .ok()
+                    .and_then(|p| KeyGroups::new(max, p))
+                    .ok_or(StateError::Malformed { section: tag })?;
+                let olds = old
+                    .iter()
+                    .map(|sections| match find(sections, tag) {
+                        Some(bytes) => KeyedSection::decode(bytes)
+                            .ok_or(StateError::Malformed { section: tag }),
+                        None => Ok(KeyedSection::default()),
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                for (j, sections) in (0..).zip(new.iter_mut()) {
+                    let wanted = how.groups.range(j);
+                    let mut parts = KeyedSection::default();
+                    for (i, old) in (0..).zip(&olds) {
+                        let had = old_groups.range(i);
+                        if had.start < wanted.end && wanted.start < had.end {
+                            parts.parts.extend(old.parts.iter().cloned());
+                        }
+                    }
+                    sections.push(Section {
+                        tag,
+                        bytes: parts.encode(),
                     });
                 }
             }

@@ -497,8 +497,9 @@ impl OperatorTest {
                     .module
                     .instantiate_for_restore(self.context(), &self.options.config)?;
                 fresh.restore(&state)?;
-                // The watermark and timers are the host's, carried as a job's checkpoint does.
-                *fresh.host_state() = instance.host_state().clone();
+                // The watermark, timers and keyed state are the host's: they move to the fresh
+                // instance as they are, as a job's checkpoint carries them.
+                *fresh.host_state() = std::mem::take(instance.host_state());
                 instance = fresh;
             }
         }

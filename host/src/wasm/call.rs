@@ -107,6 +107,7 @@ impl Call {
         let calls: &[Call] = match import {
             imports::SAVE_STATE => &[Call::Snapshot],
             imports::TIMER_SET | imports::TIMER_DELETE => &Self::SETTING_TIMERS,
+            // Host-kept keyed state is read and written where output is made.
             _ => &Self::EMITTING,
         };
         let names: Vec<&str> = calls.iter().map(|c| c.name()).collect();

@@ -165,6 +165,27 @@ pub enum GuestFailure {
         /// The limit, in bytes.
         limit: usize,
     },
+    /// The guest passed a malformed request to a keyed-state import (`docs/ABI.md` §17).
+    StateRequest {
+        /// The import it called.
+        import: &'static str,
+        /// What is wrong with the request.
+        problem: String,
+    },
+    /// The guest called `state_result` with no `state_get` result waiting.
+    NoStateResult,
+    /// The guest called a keyed-state import in an instance given no store: one a tool runs
+    /// outside a job without host-kept state.
+    NoKeyedState {
+        /// The import it called.
+        import: &'static str,
+    },
+    /// The store of the task's keyed state failed under a guest's request: the host's
+    /// failure (a disk full or failing), reported with the call that met it.
+    StateStore {
+        /// What the store said.
+        message: String,
+    },
     /// The guest passed a time domain other than 0 and 1 to a timer or clock import.
     TimeDomain {
         /// The import it called.
@@ -379,6 +400,24 @@ impl fmt::Display for GuestFailure {
                  {TIMER_OVERHEAD_BYTES} bytes): delete timers it no longer needs, or raise \
                  `limits.max_timer_state`"
             ),
+            GuestFailure::StateRequest { import, problem } => write!(
+                f,
+                "guest passed a malformed request to `{import}`: {problem} (the layout is in \
+                 docs/ABI.md §17)"
+            ),
+            GuestFailure::NoStateResult => write!(
+                f,
+                "guest called `{}` with no result waiting: call `{}` first, then copy its \
+                 result once",
+                weir_abi::imports::STATE_RESULT,
+                weir_abi::imports::STATE_GET
+            ),
+            GuestFailure::NoKeyedState { import } => write!(
+                f,
+                "guest called `{import}`, but it runs without a keyed state store (a tool \
+                 running it outside a job); run it in a job, or with `weir test`"
+            ),
+            GuestFailure::StateStore { message } => write!(f, "{message}"),
             GuestFailure::TimeDomain { import, code } => write!(
                 f,
                 "guest called `{import}` with time domain {code}; the domains are 0 (event \

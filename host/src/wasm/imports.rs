@@ -43,6 +43,9 @@ pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result
         linker.func_wrap(IMPORT_MODULE, timer, timer_import(timer))?;
     }
     linker.func_wrap(IMPORT_MODULE, imports::CURRENT_TIME, current_time)?;
+    linker.func_wrap(IMPORT_MODULE, imports::STATE_GET, state_get)?;
+    linker.func_wrap(IMPORT_MODULE, imports::STATE_RESULT, state_result)?;
+    linker.func_wrap(IMPORT_MODULE, imports::STATE_WRITE, state_write)?;
     linker.func_wrap(env::MODULE, env::ABORT, abort)?;
     Ok(())
 }
@@ -213,6 +216,103 @@ pub(crate) fn change_timer_checked(
     }
     state.host.time.timers_mut(domain).set(timestamp, key);
     Ok(())
+}
+
+/// `state_get(ptr, len) -> i32`: reads the entries the read request at `ptr` names from the
+/// task's keyed state (`docs/ABI.md` §17), keeps the result for `state_result`, and returns its
+/// length; allowed where `emit` is.
+fn state_get(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<i32> {
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let request = guest_range(data, "`state_get` request", ptr, len)?;
+    let result = state_get_checked(state, request)?;
+    // The result is at most the guest's memory's worth of values (each read is of a value it
+    // wrote, within the 16 MiB limit, and a guest allocates the result in its own memory).
+    i32::try_from(result).map_err(|_| {
+        Abort::error(GuestFailure::StateRequest {
+            import: imports::STATE_GET,
+            problem: format!(
+                "its result would be {result} bytes, over 2 GiB: read fewer keys at once"
+            ),
+        })
+    })
+}
+
+/// What `state_get` does with the guest's request: refused outside the calls that may make
+/// output, read, and the result kept; returns its length.
+pub(crate) fn state_get_checked(state: &mut GuestState, request: &[u8]) -> wasmtime::Result<usize> {
+    let keyed = keyed_state(state, imports::STATE_GET)?;
+    let mut result = Vec::new();
+    keyed
+        .get(request, &mut result)
+        .map_err(|e| keyed_failure(imports::STATE_GET, e))?;
+    let len = result.len();
+    state.state_result = Some(result);
+    Ok(len)
+}
+
+/// `state_result(ptr)`: copies the result of the last `state_get` to `ptr`, once.
+fn state_result(mut caller: Caller<'_, GuestState>, ptr: i32) -> wasmtime::Result<()> {
+    let Some(result) = caller.data_mut().state_result.take() else {
+        return Err(Abort::error(GuestFailure::NoStateResult));
+    };
+    let memory = guest_memory(&mut caller)?;
+    let len = i32::try_from(result.len()).expect("state_get returned the length as an i32");
+    let data = memory.data_mut(&mut caller);
+    let out = guest_range_mut(data, "`state_result` buffer", ptr, len)?;
+    out.copy_from_slice(&result);
+    Ok(())
+}
+
+/// `state_write(ptr, len)`: applies the write request at `ptr` to the task's keyed state
+/// (`docs/ABI.md` §17); allowed where `emit` is.
+fn state_write(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime::Result<()> {
+    let memory = guest_memory(&mut caller)?;
+    let (data, state) = memory.data_and_store_mut(&mut caller);
+    let request = guest_range(data, "`state_write` request", ptr, len)?;
+    state_write_checked(state, request)
+}
+
+/// What `state_write` does with the guest's request: refused outside the calls that may make
+/// output, and applied whole.
+pub(crate) fn state_write_checked(state: &mut GuestState, request: &[u8]) -> wasmtime::Result<()> {
+    keyed_state(state, imports::STATE_WRITE)?
+        .write(request)
+        .map_err(|e| keyed_failure(imports::STATE_WRITE, e))
+}
+
+/// The instance's keyed state, for `import` during the running call: refused where output may
+/// not be made, and in an instance given no store.
+fn keyed_state<'a>(
+    state: &'a mut GuestState,
+    import: &'static str,
+) -> wasmtime::Result<&'a mut crate::state::keyed::section::KeyedState> {
+    if !state.call.may_emit() {
+        return Err(misuse(import, state.call_name()));
+    }
+    state
+        .host
+        .keyed
+        .as_mut()
+        .ok_or_else(|| Abort::error(GuestFailure::NoKeyedState { import }))
+}
+
+/// The failure of a keyed-state import: the guest's for a malformed request, the store's
+/// otherwise.
+fn keyed_failure(
+    import: &'static str,
+    error: crate::state::keyed::section::KeyedError,
+) -> wasmtime::Error {
+    use crate::state::keyed::section::KeyedError;
+    Abort::error(match error {
+        KeyedError::Request(problem) => GuestFailure::StateRequest {
+            import,
+            problem: problem.to_string(),
+        },
+        KeyedError::Store(e) => GuestFailure::StateStore {
+            message: e.to_string(),
+        },
+    })
 }
 
 /// `current_time(domain) -> i64`: the task's watermark (domain 0) or the host's clock in
@@ -418,17 +518,41 @@ pub(crate) fn guest_range<'a>(
     ptr: i32,
     len: i32,
 ) -> wasmtime::Result<&'a [u8]> {
+    let range = checked_range(memory.len(), what, ptr, len)?;
+    Ok(&memory[range])
+}
+
+/// [`guest_range`], writable.
+fn guest_range_mut<'a>(
+    memory: &'a mut [u8],
+    what: &'static str,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<&'a mut [u8]> {
+    let range = checked_range(memory.len(), what, ptr, len)?;
+    Ok(&mut memory[range])
+}
+
+/// The range `ptr..ptr+len` of a memory of `memory_len` bytes, or an [`Abort`] naming `what`
+/// when it does not fit.
+fn checked_range(
+    memory_len: usize,
+    what: &'static str,
+    ptr: i32,
+    len: i32,
+) -> wasmtime::Result<std::ops::Range<usize>> {
     let (ptr, len) = (ptr as u32, len as u32);
     let start = ptr as usize;
     start
         .checked_add(len as usize)
-        .and_then(|end| memory.get(start..end))
+        .filter(|&end| end <= memory_len)
+        .map(|end| start..end)
         .ok_or_else(|| {
             Abort::error(GuestFailure::OutOfBounds {
                 what,
                 ptr,
                 len,
-                memory_len: memory.len(),
+                memory_len,
             })
         })
 }

@@ -41,6 +41,9 @@ pub struct Capabilities {
     pub on_timers: bool,
     /// `weir_on_watermark`: hears of watermark advances.
     pub on_watermark: bool,
+    /// Imports `state_get` or `state_write`: keeps keyed state on the host (`docs/ABI.md` §17),
+    /// so each of its tasks gets a store.
+    pub keyed_state: bool,
 }
 
 impl Capabilities {
@@ -55,6 +58,7 @@ impl Capabilities {
         finish: true,
         on_timers: true,
         on_watermark: true,
+        keyed_state: false,
     };
 }
 
@@ -219,6 +223,10 @@ impl Inspection {
             finish: has(exports::FINISH),
             on_timers: has(exports::ON_TIMERS),
             on_watermark: has(exports::ON_WATERMARK),
+            keyed_state: self.imports.iter().any(|i| {
+                i.module == IMPORT_MODULE
+                    && [imports::STATE_GET, imports::STATE_WRITE].contains(&i.name.as_str())
+            }),
         }
     }
 

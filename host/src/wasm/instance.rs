@@ -574,6 +574,8 @@ impl GuestInstance {
         fresh.set_image_policy(policy);
         match fresh.write_image(chain, state, resume) {
             Ok(()) => {
+                // The keyed state is the task's, not the instance's: it stays.
+                fresh.host_state().keyed = self.host_state().keyed.take();
                 *self = fresh;
                 Ok(())
             }

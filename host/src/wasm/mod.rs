@@ -57,6 +57,8 @@ mod state;
 mod toolchain;
 
 #[cfg(test)]
+mod state_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod time_tests;

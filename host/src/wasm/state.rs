@@ -41,6 +41,8 @@ pub(crate) struct GuestState {
     pub(crate) side_output: Vec<SideBatch>,
     /// Bytes saved by the running `weir_snapshot`.
     pub(crate) snapshot: Vec<u8>,
+    /// The result of the last `state_get`, until `state_result` copies it out.
+    pub(crate) state_result: Option<Vec<u8>>,
     /// What the host keeps for the guest (its watermark and timers): kept across calls,
     /// unlike everything above, and checkpointed with the task (`state::HostState`).
     pub(crate) host: HostState,
@@ -92,6 +94,7 @@ impl GuestState {
             output_bytes: 0,
             side_output: Vec::new(),
             snapshot: Vec::new(),
+            state_result: None,
             host: HostState::default(),
             last_error_log: None,
             limits,

@@ -642,8 +642,9 @@ fn the_linker_defines_exactly_the_provided_imports_with_their_signatures() {
     assert_eq!(defined, listed);
     assert_eq!(
         listed.len(),
-        9,
-        "weir.emit/save_state/fail/log, the four of event time, and env.abort"
+        12,
+        "weir.emit/save_state/fail/log, the four of event time, the three of keyed state, and \
+         env.abort"
     );
 }
 

@@ -315,7 +315,7 @@ fn the_time_survives_a_move_to_a_fresh_instance() {
     let mut first = start(TIMERS);
     record(&mut first, "a", "v-long", 7);
     advance(&mut first, 3);
-    let host = first.host_state().clone();
+    let host = std::mem::take(first.host_state());
     let mut second = start(TIMERS);
     *second.host_state() = host;
     assert_eq!(second.time().timers(TimeDomain::Event).len(), 1);

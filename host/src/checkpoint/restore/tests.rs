@@ -192,6 +192,7 @@ fn the_states_taken_are_decoded_with_their_chain_and_the_rest_dropped() {
             VerifiedState {
                 state: envelope(&format!("{}@2", entry.task)),
                 chain,
+                shared: Vec::new(),
             },
         );
     }

@@ -29,6 +29,7 @@
 pub mod cache;
 pub mod memory;
 pub mod rocks;
+pub mod section;
 pub mod snapshot;
 #[cfg(test)]
 mod tests;

@@ -129,6 +129,52 @@ impl StoreSnapshot {
     }
 }
 
+/// What a task's keyed section holds: the store checkpoints its store is made of, each with the
+/// subtask whose checkpoint it is. A checkpoint writes one, of the task itself; a rescale gives
+/// a new subtask those of every old subtask that owned some of its key groups, and the restore
+/// keeps only its own groups of each.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyedSection {
+    /// The parts, each `(old subtask, its store's snapshot)`.
+    pub parts: Vec<(u32, StoreSnapshot)>,
+}
+
+impl KeyedSection {
+    /// The section of one store's snapshot, of subtask `subtask`.
+    pub fn of(subtask: u32, snapshot: StoreSnapshot) -> Self {
+        KeyedSection {
+            parts: vec![(subtask, snapshot)],
+        }
+    }
+
+    /// The section's bytes: a version byte, the number of parts, and each part's subtask and
+    /// its snapshot's bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![VERSION];
+        put_len(&mut out, self.parts.len());
+        for (subtask, snapshot) in &self.parts {
+            out.extend_from_slice(&subtask.to_le_bytes());
+            put_prefixed(&mut out, &snapshot.encode());
+        }
+        out
+    }
+
+    /// The section `bytes` encode; `None` when they are cut short or hold something else.
+    pub fn decode(bytes: &[u8]) -> Option<KeyedSection> {
+        let mut reader = Reader::new(bytes);
+        if reader.u8().ok()? != VERSION {
+            return None;
+        }
+        let mut section = KeyedSection::default();
+        for _ in 0..reader.u32().ok()? {
+            let subtask = reader.u32().ok()?;
+            let snapshot = StoreSnapshot::decode(reader.prefixed().ok()?)?;
+            section.parts.push((subtask, snapshot));
+        }
+        (reader.remaining() == 0).then_some(section)
+    }
+}
+
 /// Whether `name` names a file in a directory and nothing else: not empty, no separator, not
 /// `.` or `..`.
 fn is_plain_name(name: &str) -> bool {

@@ -485,3 +485,115 @@ fn a_store_restores_from_its_snapshot_and_the_shared_files_it_names() {
         assert_eq!(all(restored.as_mut()), expected, "{name}");
     });
 }
+
+/// Keyed states checkpointed at parallelism 2, their sections split for 3 subtasks and those
+/// checkpointed and split for 1: each key comes back in the subtask that owns its group, with
+/// its value, and in no other. How host-kept state rescales, through its checkpoints' files.
+#[test]
+fn keyed_states_split_and_merge_by_key_group_through_their_checkpoints() {
+    use std::collections::HashMap;
+    use std::sync::Arc;
+
+    use weir_abi::key_group::{KeyGroups, key_group};
+    use weir_abi::state as wire;
+
+    use super::section::KeyedState;
+    use super::snapshot::KeyedSection;
+    use crate::ids::CheckpointId;
+    use crate::state::{Section, SectionTag, Split, split};
+
+    let backends: Vec<(&str, Arc<dyn Backend + Send + Sync>)> = vec![
+        ("memory", Arc::new(MemoryBackend)),
+        (
+            "cached rocksdb",
+            Arc::new(CachedBackend {
+                inner: RocksBackend::new(StoreBudget::new(8 << 20)),
+                capacity: 16,
+            }),
+        ),
+    ];
+    let max = 16;
+    let keys: Vec<String> = (0..300).map(|i| format!("key-{i}")).collect();
+    let value = |key: &str| format!("{key}!").into_bytes();
+    let read = |state: &mut KeyedState, key: &str| {
+        let mut request = Vec::new();
+        wire::put_read(&mut request, 3, key.as_bytes());
+        let mut result = Vec::new();
+        state.get(&request, &mut result).unwrap();
+        wire::results(&result)
+            .next()
+            .unwrap()
+            .unwrap()
+            .map(<[u8]>::to_vec)
+    };
+    for (name, backend) in backends {
+        let dir = TempDir::new().unwrap();
+        // What the checkpoints stored as shared files, by subtask, writer and name.
+        let mut stored: HashMap<(u32, u64, String), Vec<u8>> = HashMap::new();
+        let checkpoint = |stored: &mut HashMap<_, _>, state: &mut KeyedState, subtask, id| {
+            let pending = state.snapshot(CheckpointId(id), false).unwrap();
+            let snapshot = pending
+                .finish(|file, bytes| {
+                    stored.insert((subtask, id, file.to_string()), bytes);
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap();
+            vec![Section {
+                tag: SectionTag::Keyed,
+                bytes: KeyedSection::of(subtask, snapshot).encode(),
+            }]
+        };
+        let groups = |p| KeyGroups::new(max, p).unwrap();
+        let mut sections = Vec::new();
+        for subtask in 0..2 {
+            let mut state = KeyedState::create(
+                Arc::clone(&backend),
+                dir.path().join(format!("a{subtask}")),
+                subtask,
+                groups(2),
+            )
+            .unwrap();
+            let mut request = Vec::new();
+            for key in keys
+                .iter()
+                .filter(|k| groups(2).owner(key_group(k.as_bytes(), max)) == subtask)
+            {
+                wire::put_write(&mut request, 3, key.as_bytes(), Some(&value(key)));
+            }
+            state.write(&request).unwrap();
+            sections.push(checkpoint(&mut stored, &mut state, subtask, 1));
+        }
+        for (parallelism, id) in [(3, 2), (1, 3)] {
+            let old: Vec<&[Section]> = sections.iter().map(Vec::as_slice).collect();
+            let how = Split {
+                groups: groups(parallelism),
+                timer_key_prefix: 0,
+                finished: false,
+            };
+            let new = split(&old, how).unwrap();
+            let mut next = Vec::new();
+            for (subtask, sections) in (0..).zip(new) {
+                let dir = dir.path().join(format!("p{parallelism}-{subtask}"));
+                let mut state =
+                    KeyedState::create(Arc::clone(&backend), dir, subtask, groups(parallelism))
+                        .unwrap();
+                let section = KeyedSection::decode(&sections[0].bytes).unwrap();
+                state
+                    .restore(&section, true, |source, kept| {
+                        Ok(stored[&(source, kept.writer.0, kept.name.clone())].clone())
+                    })
+                    .unwrap();
+                for key in &keys {
+                    let owns = groups(parallelism).owner(key_group(key.as_bytes(), max)) == subtask;
+                    assert_eq!(
+                        read(&mut state, key),
+                        owns.then(|| value(key)),
+                        "{name}: {key} at subtask {subtask} of {parallelism}"
+                    );
+                }
+                next.push(checkpoint(&mut stored, &mut state, subtask, id));
+            }
+            sections = next;
+        }
+    }
+}

@@ -1,0 +1,363 @@
+//! A task's keyed state as a section of its snapshot: the store its guest reads and writes
+//! through the `state_*` imports (`docs/ABI.md` §17), what its checkpoints have stored, and the
+//! two halves of a checkpoint of it.
+//!
+//! Why a type of its own: the imports (`wasm/`), the task loop and its persister (`dataflow/`)
+//! and the restore (`runtime/`) each do one thing with a task's store, and this is the one place
+//! that knows how those things fit: where the store works on disk, how a guest's request
+//! becomes store keys, which files a checkpoint uploads.
+//!
+//! **A checkpoint** has a synchronous half, at the barrier ([`KeyedState::snapshot`]: the
+//! cache's writes applied and the store's own checkpoint taken, hard links on the task's disk)
+//! and an asynchronous half, off the task's thread ([`PendingStore::finish`]: the new immutable
+//! files uploaded as shared files, the rest read to go inline, the local copy removed). The
+//! task's state file then holds the [`StoreSnapshot`].
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use weir_abi::key_group::{KeyGroups, key_group};
+use weir_abi::state::{self as wire, RequestError};
+
+use super::snapshot::{KeptFile, KeyedSection, Plan, StoreSnapshot, Uploads};
+use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, copy_groups};
+use crate::ids::CheckpointId;
+
+/// Why a guest's request to its keyed state failed.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyedError {
+    /// The request is malformed: the guest's failure.
+    #[error("its request is malformed: {0}")]
+    Request(RequestError),
+    /// The store failed: the host's, and the task restarts from its last checkpoint.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A task's keyed state: its store, in a directory of its own.
+pub struct KeyedState {
+    backend: Arc<dyn Backend + Send + Sync>,
+    store: Box<dyn KeyedStore>,
+    /// The task's directory: its live store in `store-<n>`, its checkpoints being stored in
+    /// `checkpoint-<id>`, a restore being laid out in `restore-<n>`.
+    dir: PathBuf,
+    /// The `n` of the live store's directory: a restore opens a new one beside it.
+    generation: u32,
+    /// Which subtask of its operator the task is.
+    subtask: u32,
+    /// How many key groups the operator's keys fall into.
+    max_parallelism: u32,
+    /// The key groups the task owns.
+    groups: Range<u32>,
+    uploads: Uploads,
+}
+
+impl std::fmt::Debug for KeyedState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedState")
+            .field("dir", &self.dir)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyedState {
+    /// An empty state working in `dir` (created; whatever it held is removed), with stores of
+    /// `backend`, for subtask `subtask` of an operator whose keys fall into `groups`.
+    pub fn create(
+        backend: Arc<dyn Backend + Send + Sync>,
+        dir: PathBuf,
+        subtask: u32,
+        groups: KeyGroups,
+    ) -> Result<Self, StoreError> {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StoreError::io("clear the task's state directory", &dir, e))?;
+        }
+        let store = backend.create(&dir.join("store-0"))?;
+        Ok(KeyedState {
+            backend,
+            store,
+            dir,
+            generation: 0,
+            subtask,
+            max_parallelism: groups.max_parallelism(),
+            groups: groups.range(subtask),
+            uploads: Uploads::new(),
+        })
+    }
+
+    /// Answers the read request `request` (`weir_abi::state`), appending the result to `out`.
+    pub fn get(&mut self, request: &[u8], out: &mut Vec<u8>) -> Result<(), KeyedError> {
+        let mut keys = Vec::new();
+        for entry in wire::reads(request) {
+            let (state, key) = entry.map_err(KeyedError::Request)?;
+            keys.push(self.store_key(state, key));
+        }
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        for value in self.store.get_many(&keys)? {
+            wire::put_result(out, value.as_deref());
+        }
+        Ok(())
+    }
+
+    /// Applies the write request `request` (`weir_abi::state`), all of it or, when it is
+    /// malformed, none.
+    pub fn write(&mut self, request: &[u8]) -> Result<(), KeyedError> {
+        let mut writes = Writes::new();
+        for entry in wire::writes(request) {
+            let entry = entry.map_err(KeyedError::Request)?;
+            let key = self.store_key(entry.state, entry.key);
+            match entry.value {
+                Some(value) => writes.put(key, value.to_vec()),
+                None => writes.delete(key),
+            }
+        }
+        if !writes.is_empty() {
+            self.store.write(&writes)?;
+        }
+        Ok(())
+    }
+
+    fn store_key(&self, state: u16, key: &[u8]) -> Vec<u8> {
+        StoreKey::to_vec(key_group(key, self.max_parallelism), state, key)
+    }
+
+    /// The synchronous half of checkpoint `id`: the store's checkpoint, taken now on the
+    /// task's disk, and what to do with its files. A `self_contained` one (a savepoint) names
+    /// no shared file: every file goes inline, and nothing later builds on it.
+    pub fn snapshot(
+        &mut self,
+        id: CheckpointId,
+        self_contained: bool,
+    ) -> Result<PendingStore, StoreError> {
+        let dir = self.dir.join(format!("checkpoint-{}", id.0));
+        if dir.exists() {
+            // Left by an attempt at the same id that failed before its upload finished.
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StoreError::io("remove an unfinished checkpoint", &dir, e))?;
+        }
+        let checkpoint = self.store.checkpoint(&dir)?;
+        let plan = if self_contained {
+            Plan {
+                upload: Vec::new(),
+                inline: checkpoint.files.iter().map(|f| f.name.clone()).collect(),
+                kept: Vec::new(),
+            }
+        } else {
+            self.uploads.plan(id, &checkpoint)
+        };
+        Ok(PendingStore { checkpoint, plan })
+    }
+
+    /// Checkpoint `id` completed: later checkpoints name its files instead of storing them.
+    pub fn completed(&mut self, id: CheckpointId) {
+        self.uploads.completed(id);
+    }
+
+    /// Checkpoint `id` was aborted: its files may be swept, so nothing names them.
+    pub fn aborted(&mut self, id: CheckpointId) {
+        self.uploads.aborted(id);
+    }
+
+    /// Replaces the state with the one `section` describes, the kept files of each part from
+    /// `fetch(part's subtask, file)`. When the section is this subtask's own checkpoint and
+    /// `resumable` (it belongs to this job's own checkpoints), later checkpoints name its kept
+    /// files again; otherwise they store everything anew.
+    ///
+    /// A section split by a rescale has a part of each old subtask that owned some of this
+    /// one's key groups: the first is opened and clipped to this subtask's groups (two range
+    /// deletions, made on every restore), and the entries of its groups in the others are
+    /// copied in.
+    pub fn restore(
+        &mut self,
+        section: &KeyedSection,
+        resumable: bool,
+        mut fetch: impl FnMut(u32, &KeptFile) -> Result<Vec<u8>, StoreError>,
+    ) -> Result<(), StoreError> {
+        let generation = self.generation + 1;
+        let mut store = None;
+        for (i, (source, snapshot)) in section.parts.iter().enumerate() {
+            let laid_out = self.dir.join(format!("restore-{generation}-{i}"));
+            if laid_out.exists() {
+                std::fs::remove_dir_all(&laid_out).map_err(|e| {
+                    StoreError::io("clear a directory to restore into", &laid_out, e)
+                })?;
+            }
+            snapshot.materialise(&laid_out, |kept| fetch(*source, kept))?;
+            let work = match store {
+                None => self.dir.join(format!("store-{generation}")),
+                Some(_) => self.dir.join(format!("merge-{generation}-{i}")),
+            };
+            let mut opened = self.backend.open_checkpoint(&laid_out, &work)?;
+            let _ = std::fs::remove_dir_all(&laid_out);
+            match store.as_mut() {
+                None => {
+                    // A subtask of the same index may own other groups after a rescale: the
+                    // clip is always made (two range deletions).
+                    opened.retain_groups(self.groups.clone())?;
+                    store = Some(opened);
+                }
+                Some(into) => {
+                    copy_groups(&mut *opened, &mut **into, self.groups.clone(), 64 * 1024)?;
+                    drop(opened);
+                    let _ = std::fs::remove_dir_all(&work);
+                }
+            }
+        }
+        let store = match store {
+            Some(store) => store,
+            // No part: the empty state (a section of a rescale whose old subtasks owned none
+            // of these groups cannot be written, but an empty state is what it would mean).
+            None => self
+                .backend
+                .create(&self.dir.join(format!("store-{generation}")))?,
+        };
+        let old = std::mem::replace(&mut self.store, store);
+        drop(old);
+        let _ = std::fs::remove_dir_all(self.dir.join(format!("store-{}", self.generation)));
+        self.generation = generation;
+        self.uploads = match section.parts.as_slice() {
+            [(source, snapshot)] if resumable && *source == self.subtask => {
+                Uploads::restored(snapshot)
+            }
+            _ => Uploads::new(),
+        };
+        Ok(())
+    }
+
+    /// The section that says what `snapshot`, a checkpoint of this state's store, holds.
+    pub fn section(&self, snapshot: StoreSnapshot) -> KeyedSection {
+        KeyedSection::of(self.subtask, snapshot)
+    }
+
+    /// Where the state works.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+}
+
+impl Drop for KeyedState {
+    /// The state lives as long as its task: its directory goes with it. (Its checkpoints are
+    /// in the job's checkpoint storage.)
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// The asynchronous half of a checkpoint of a task's store: its files, taken at the barrier,
+/// and the plan for them.
+#[derive(Debug)]
+pub struct PendingStore {
+    checkpoint: StoreCheckpoint,
+    plan: Plan,
+}
+
+impl PendingStore {
+    /// Stores the checkpoint: each new immutable file through `upload(name, bytes)`, the rest
+    /// read to go inline; returns what the task's state file says of the store. The local copy
+    /// is removed, stored or not.
+    pub fn finish<E: From<StoreError>>(
+        self,
+        mut upload: impl FnMut(&str, Vec<u8>) -> Result<(), E>,
+    ) -> Result<StoreSnapshot, E> {
+        let dir = self.checkpoint.dir.clone();
+        let result = (|| {
+            let read = |name: &str| {
+                let path = dir.join(name);
+                std::fs::read(&path)
+                    .map_err(|e| StoreError::io("read a checkpoint's file", &path, e))
+            };
+            for name in &self.plan.upload {
+                upload(name, read(name)?)?;
+            }
+            let inline = self
+                .plan
+                .inline
+                .iter()
+                .map(|name| Ok((name.clone(), read(name)?)))
+                .collect::<Result<Vec<_>, StoreError>>()?;
+            Ok(StoreSnapshot {
+                kept: self.plan.kept.clone(),
+                inline,
+            })
+        })();
+        let _ = std::fs::remove_dir_all(&dir);
+        result
+    }
+
+    /// The files it keeps as shared files: those it uploads and those it names again.
+    pub fn kept(&self) -> &[KeptFile] {
+        &self.plan.kept
+    }
+}
+
+/// The keyed state of one process's tasks: one backend within one memory budget, and one
+/// directory the tasks' stores work in, removed when the process is done with it.
+pub struct KeyedStores {
+    backend: Arc<dyn Backend + Send + Sync>,
+    dir: PathBuf,
+}
+
+impl std::fmt::Debug for KeyedStores {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyedStores")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl KeyedStores {
+    /// How much memory the stores share when the job does not say: the block cache and the
+    /// write buffers of every task's store together (Flink's managed memory for RocksDB is of
+    /// this order per task manager slot).
+    pub const DEFAULT_MEMORY: usize = 512 << 20;
+    /// How many hot keys each task keeps in front of its store ([`super::cache`]).
+    pub const CACHE_KEYS: usize = 64 * 1024;
+
+    /// RocksDB stores within `memory` bytes, each behind a cache of hot keys, working in `dir`
+    /// (created; what it held is removed).
+    pub fn rocksdb(memory: usize, dir: PathBuf) -> Result<Self, StoreError> {
+        let backend = super::cache::CachedBackend {
+            inner: super::rocks::RocksBackend::new(super::rocks::StoreBudget::new(memory)),
+            capacity: Self::CACHE_KEYS,
+        };
+        Self::with_backend(Arc::new(backend), dir)
+    }
+
+    /// Stores of `backend`, working in `dir` (created; what it held is removed).
+    pub fn with_backend(
+        backend: Arc<dyn Backend + Send + Sync>,
+        dir: PathBuf,
+    ) -> Result<Self, StoreError> {
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir)
+                .map_err(|e| StoreError::io("clear the state directory", &dir, e))?;
+        }
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| StoreError::io("create the state directory", &dir, e))?;
+        Ok(KeyedStores { backend, dir })
+    }
+
+    /// An empty keyed state for subtask `subtask` of `vertex`, whose keys fall into `groups`.
+    pub fn create(
+        &self,
+        vertex: &str,
+        subtask: u32,
+        groups: KeyGroups,
+    ) -> Result<KeyedState, StoreError> {
+        KeyedState::create(
+            Arc::clone(&self.backend),
+            self.dir.join(format!("{vertex}-{subtask}")),
+            subtask,
+            groups,
+        )
+    }
+}
+
+impl Drop for KeyedStores {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
