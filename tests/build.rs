@@ -27,6 +27,11 @@ const GUESTS: &[Guest] = &[
         package: "weir-example-count",
         env: "WEIR_GUEST_COUNT",
     },
+    // The count with its counts kept on the host (docs/STATE.md).
+    Guest {
+        package: "weir-example-host-count",
+        env: "WEIR_GUEST_HOST_COUNT",
+    },
     Guest {
         package: "weir-example-window",
         env: "WEIR_GUEST_WINDOW",

@@ -3,6 +3,10 @@
 /// The `count` example built for wasm32 in release by this crate's build script.
 pub const COUNT_WASM: &str = env!("WEIR_GUEST_COUNT");
 
+/// The `host-count` example (the count with its counts kept on the host), built like
+/// [`COUNT_WASM`].
+pub const HOST_COUNT_WASM: &str = env!("WEIR_GUEST_HOST_COUNT");
+
 /// The `uppercase` example (a stateless filter and map), built like [`COUNT_WASM`].
 pub const UPPERCASE_WASM: &str = env!("WEIR_GUEST_UPPERCASE");
 

@@ -27,6 +27,9 @@ use crate::usage::{SelfMeter, Usage};
 pub enum BenchOperator {
     /// The keyed running count (`examples/rust/count`) behind a `key-hash` edge.
     Count,
+    /// The same keyed count with its counts kept on the host (`examples/rust/host-count`,
+    /// docs/STATE.md), behind a `key-hash` edge.
+    HostCount,
     /// The stateless filter and map (`examples/rust/uppercase`) behind a `forward` edge.
     Uppercase,
     /// A tumbling count per key and second of event time (`examples/rust/window`, `tumbling
@@ -53,6 +56,7 @@ impl BenchOperator {
     pub fn name(self) -> &'static str {
         match self {
             BenchOperator::Count => "count",
+            BenchOperator::HostCount => "host-count",
             BenchOperator::Uppercase => "uppercase",
             BenchOperator::Window => "window",
             BenchOperator::WindowWide => "window-wide",
@@ -91,6 +95,7 @@ impl BenchOperator {
         let from_env = |var: &str| PathBuf::from(std::env::var_os(var).unwrap_or_default());
         match self {
             BenchOperator::Count => crate::guests::COUNT_WASM.into(),
+            BenchOperator::HostCount => crate::guests::HOST_COUNT_WASM.into(),
             BenchOperator::Uppercase => crate::guests::UPPERCASE_WASM.into(),
             BenchOperator::Window | BenchOperator::WindowWide => crate::guests::WINDOW_WASM.into(),
             BenchOperator::PyCount => from_env("WEIR_BENCH_PY_COUNT"),
@@ -106,6 +111,7 @@ impl std::str::FromStr for BenchOperator {
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s {
             "count" => Ok(BenchOperator::Count),
+            "host-count" => Ok(BenchOperator::HostCount),
             "uppercase" => Ok(BenchOperator::Uppercase),
             "window" => Ok(BenchOperator::Window),
             "window-wide" => Ok(BenchOperator::WindowWide),
@@ -113,7 +119,7 @@ impl std::str::FromStr for BenchOperator {
             "js-count" => Ok(BenchOperator::JsCount),
             "rust-component-count" => Ok(BenchOperator::RustComponentCount),
             other => Err(format!(
-                "unknown operator {other:?}: expected count, uppercase, window, window-wide, \
+                "unknown operator {other:?}: expected count, host-count, uppercase, window, window-wide, \
                  py-count, js-count or rust-component-count"
             )),
         }

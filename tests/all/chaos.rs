@@ -431,3 +431,13 @@ fn kill_and_restore_wordcount_at_changing_parallelisms_commits_exactly_the_undis
         |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
     );
 }
+
+#[test]
+fn kill_and_restore_wordcount_with_the_count_kept_on_the_host_commits_the_undisturbed_output() {
+    kill_and_restore_wordcount_counting_with(
+        "wordcount-host-state",
+        "Rust, counts kept on the host",
+        Some(weir_tests::guests::HOST_COUNT),
+        8_000,
+    );
+}

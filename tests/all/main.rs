@@ -38,6 +38,8 @@ mod durability;
 mod event_time;
 mod failover;
 #[cfg(unix)]
+mod host_state;
+#[cfg(unix)]
 mod image_guests;
 mod incremental_images;
 #[cfg(unix)]

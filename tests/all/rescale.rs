@@ -35,6 +35,17 @@ const COUNT: Keyed = Keyed {
     keys: 400,
 };
 
+/// The count with its counts kept on the host (docs/STATE.md): no guest state at all, its
+/// counts split and merged by the host's stores.
+const HOST_COUNT: Keyed = Keyed {
+    name: "count",
+    module: weir_tests::guests::HOST_COUNT,
+    config: None,
+    watermarks: false,
+    settings: "",
+    keys: 400,
+};
+
 /// Dedup writes a key's first record only: over 400 keys every key has shown up within a
 /// fraction of a second, before any stop could come; over 20 000 (about 12 600 of them drawn
 /// in 20 000 records) new keys keep coming to the end.
@@ -173,6 +184,11 @@ fn assert_rescales(op: &Keyed, targets: &[u32]) {
 #[test]
 fn a_count_savepointed_at_two_restores_at_one_three_and_four_with_the_same_output() {
     assert_rescales(&COUNT, &[1, 3, 4]);
+}
+
+#[test]
+fn a_count_kept_on_the_host_savepointed_at_two_restores_at_one_three_and_four_alike() {
+    assert_rescales(&HOST_COUNT, &[1, 3, 4]);
 }
 
 #[test]

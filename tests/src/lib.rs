@@ -10,6 +10,9 @@ pub mod guests {
     pub const SPLIT: &str = env!("WEIR_GUEST_SPLIT");
     /// `examples/rust/count`, compiled to wasm.
     pub const COUNT: &str = env!("WEIR_GUEST_COUNT");
+    /// `examples/rust/host-count`, compiled to wasm: the count with its counts kept on the host
+    /// (`weir_sdk::host_state`), record for record the same output.
+    pub const HOST_COUNT: &str = env!("WEIR_GUEST_HOST_COUNT");
     /// `examples/rust/window`, compiled to wasm: a keyed count per event-time window, the
     /// windows chosen by its config (`tumbling 1000 lateness 200 late-output late`).
     pub const WINDOW: &str = env!("WEIR_GUEST_WINDOW");

@@ -44,7 +44,8 @@ struct Args {
     #[arg(long, default_value_t = 20.0)]
     min_seconds: f64,
     /// The operators to run between generator and blackhole, comma-separated: `count` (keyed
-    /// running count), `uppercase` (stateless filter and map), `window` and `window-wide`
+    /// running count), `host-count` (the same, its counts kept on the host), `uppercase`
+    /// (stateless filter and map), `window` and `window-wide`
     /// (a tumbling count per event-time window of 1000 or 1 000 000 records), and the count as
     /// a component: `py-count`, `js-count`, `rust-component-count` (their modules from
     /// `$WEIR_BENCH_PY_COUNT` and the like; `scripts/bench-components.sh` sets them).

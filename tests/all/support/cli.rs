@@ -43,6 +43,22 @@ impl Ended {
         );
     }
 
+    /// Fails unless the process was killed at the kill point `point` (its name, without
+    /// `:N`): by SIGKILL, or SIGABRT where the `kill` program could not be run, having said so.
+    #[track_caller]
+    pub(crate) fn assert_killed_at(&self, point: &str, context: &str) {
+        use std::os::unix::process::ExitStatusExt as _;
+        assert!(
+            matches!(self.status.signal(), Some(9 | 6))
+                && self
+                    .stderr
+                    .contains(&format!("kill point `{point}` reached")),
+            "{context}: `weir` should be killed at `{point}`, and ended with {}; its stderr:\n{}",
+            self.status,
+            self.stderr
+        );
+    }
+
     /// Fails unless its stderr contains `text`, showing what it holds.
     #[track_caller]
     pub(crate) fn assert_stderr_contains(&self, text: &str) {

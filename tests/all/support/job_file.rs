@@ -337,7 +337,7 @@ pub(crate) fn wordcount_at(sandbox: &Sandbox, input: &Path, parallelism: u32) ->
 }
 
 /// The word count with `count` (its module and parallelism) reaching the sink by `to_sink`.
-fn wordcount_of(
+pub(crate) fn wordcount_of(
     sandbox: &Sandbox,
     input: &Path,
     follow: bool,

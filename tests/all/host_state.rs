@@ -1,0 +1,146 @@
+//! Keyed state kept on the host (docs/STATE.md, `docs/ABI.md` §17): the word count whose
+//! counts live in the task's embedded store (`examples/rust/host-count`) rather than in the
+//! operator's memory.
+//!
+//! The process is killed with SIGKILL right after its third checkpoint completes, and the job
+//! restored with `--restore latest` in a new process: its counts come back from the shared
+//! files the checkpoints stored (each of the store's table files once, named again by later
+//! checkpoints) and the inline files of its state file, and the committed output must be the
+//! word counts of the whole input, each exactly once. The random kills of every phase are
+//! `chaos::kill_and_restore_wordcount_with_the_count_kept_on_the_host_…`.
+//!
+//! A rescale from a checkpoint (shared files, not a savepoint's inline copy): killed after a
+//! checkpoint at parallelism 2, restored at 3, killed again, restored at 1; each new subtask's
+//! store is laid out from the old stores that owned its key groups, clipped to its own.
+
+use std::fs;
+use std::path::Path;
+
+use crate::support::{
+    JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
+    word_counts, word_text, wordcount_counting_with, wordcount_of,
+};
+
+/// The files of every `shared` directory below `dir`: the shared files of the job's
+/// checkpoints.
+fn shared_files(dir: &Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !path.is_dir() {
+            continue;
+        }
+        if entry.file_name() == "shared" {
+            found.extend(
+                fs::read_dir(&path)
+                    .unwrap()
+                    .flatten()
+                    .map(|f| f.file_name().to_string_lossy().into_owned()),
+            );
+        } else {
+            found.extend(shared_files(&path));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
+    let sandbox = Sandbox::new("host-state-restore");
+    let input = sandbox.join("words.txt");
+    let text = word_text(20_261_207, 12_000, 30);
+    fs::write(&input, &text).unwrap();
+    let job = wordcount_counting_with(&sandbox, &input, false, weir_tests::guests::HOST_COUNT);
+    checkpointed(job, &sandbox, "50ms", 2)
+        .checkpoint("min_pause", "0ms")
+        .write(&sandbox.job_path());
+
+    let ended = Weir::run_to_kill_point(
+        &sandbox.job_path(),
+        &[],
+        "before-commit:3",
+        &sandbox.join("killed.log"),
+    );
+    ended.assert_killed_at("before-commit", "the first run");
+    // The counts' table files went to the shared directory, named by the checkpoint that
+    // stored them and the count's subtask.
+    let shared = shared_files(&sandbox.checkpoint_dir());
+    assert!(
+        shared
+            .iter()
+            .any(|name| name.contains("count") && name.ends_with(".sst")),
+        "the checkpoints store the counts' table files as shared files, found {shared:?}"
+    );
+
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &sandbox.join("restored.log"),
+    );
+    ended.assert_code(0, "the restored run");
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &word_counts(&text),
+        "the word counts of the whole input, once",
+    );
+}
+
+/// The word count at `parallelism`, its counts kept on the host, reaching the sink by
+/// `rebalance` (so the sink's parallelism stays 2 whatever the count's).
+fn wordcount_at(sandbox: &Sandbox, input: &Path, parallelism: u32) -> JobFile {
+    let count = (weir_tests::guests::HOST_COUNT, parallelism);
+    let job = wordcount_of(sandbox, input, false, count, "rebalance");
+    checkpointed(job, sandbox, "50ms", 2).checkpoint("min_pause", "0ms")
+}
+
+#[test]
+fn a_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
+    let sandbox = Sandbox::new("host-state-rescale");
+    let input = sandbox.join("words.txt");
+    let text = word_text(20_261_208, 16_000, 30);
+    fs::write(&input, &text).unwrap();
+    for (parallelism, restore, kill) in [
+        (2, None, "before-commit:3"),
+        (3, Some("latest"), "before-commit:2"),
+    ] {
+        wordcount_at(&sandbox, &input, parallelism).write(&sandbox.job_path());
+        let args: Vec<&str> = restore.map(|r| vec!["--restore", r]).unwrap_or_default();
+        let log = sandbox.join(&format!("at-{parallelism}.log"));
+        let ended = Weir::run_to_kill_point(&sandbox.job_path(), &args, kill, &log);
+        ended.assert_killed_at(
+            "before-commit",
+            &format!("the run at parallelism {parallelism}"),
+        );
+        if restore.is_some() {
+            assert!(
+                ended
+                    .stderr
+                    .contains("rescaled the state of `count` from 2 to 3 subtasks"),
+                "{}",
+                ended.stderr
+            );
+        }
+    }
+    wordcount_at(&sandbox, &input, 1).write(&sandbox.job_path());
+    let ended = run_cli(
+        &sandbox.job_path(),
+        &["--restore", "latest"],
+        &sandbox.join("at-1.log"),
+    );
+    ended.assert_code(0, "the run restored at parallelism 1");
+    assert!(
+        ended
+            .stderr
+            .contains("rescaled the state of `count` from 3 to 1 subtasks"),
+        "{}",
+        ended.stderr
+    );
+    assert_same_output(
+        &committed_lines(&sandbox.out_dir()),
+        &word_counts(&text),
+        "the word counts of the whole input, once, across parallelism 2, 3 and 1",
+    );
+}
