@@ -136,6 +136,9 @@ pub struct BrokerProcess {
     /// Apache Kafka: its controller's port on 127.0.0.1 (the KRaft quorum's), kept across
     /// restarts too; the data remembers it. Unused for noida-db.
     controller_port: u16,
+    /// Apache Kafka: the port on 127.0.0.1 its metadata tells clients to connect to, when
+    /// not its own ([`BrokerProcess::start_advertising`]).
+    advertised_port: Option<u16>,
     /// Holds `data/` (the broker's data directory) and `broker.log` (its output).
     dir: PathBuf,
     /// The broker process and its watchdog; `None` while stopped.
@@ -147,12 +150,40 @@ impl BrokerProcess {
     /// and waits until it answers a metadata request; or why it could not. If the starting
     /// process dies, the watchdog removes `dir`.
     pub fn start(installed: &Installed, dir: &Path) -> Result<BrokerProcess, String> {
+        BrokerProcess::start_with(installed, dir, None)
+    }
+
+    /// [`BrokerProcess::start`], but the broker's metadata tells clients to reach it at
+    /// 127.0.0.1:`advertised`, the port of a relay of the caller's in front of its own: a
+    /// client then makes every connection after its first to the relay (the broker's address
+    /// in the metadata is where a client sends its requests), and the relay can fail the ones
+    /// a test picks. Apache Kafka only.
+    pub fn start_advertising(
+        installed: &Installed,
+        dir: &Path,
+        advertised: u16,
+    ) -> Result<BrokerProcess, String> {
+        if installed.kind != Kind::Apache {
+            return Err(format!(
+                "{} cannot advertise another address than its own",
+                installed.kind.name()
+            ));
+        }
+        BrokerProcess::start_with(installed, dir, Some(advertised))
+    }
+
+    /// [`BrokerProcess::start`], advertising `advertised` if given.
+    fn start_with(
+        installed: &Installed,
+        dir: &Path,
+        advertised_port: Option<u16>,
+    ) -> Result<BrokerProcess, String> {
         process::on_free_port(|port| {
             let controller_port = match installed.kind {
                 Kind::Apache => process::free_port()?,
                 Kind::NoidaDb => 0,
             };
-            if controller_port == port {
+            if controller_port == port || advertised_port.is_some_and(|a| a == port) {
                 return Err(format!("the free ports for the broker were both {port}"));
             }
             // A failed start leaves a half-formatted data directory behind: start afresh.
@@ -161,6 +192,7 @@ impl BrokerProcess {
                 installed: installed.clone(),
                 port,
                 controller_port,
+                advertised_port,
                 dir: dir.to_path_buf(),
                 running: None,
             };
@@ -257,6 +289,7 @@ impl BrokerProcess {
                     id: 1,
                     port: self.port,
                     controller_port: self.controller_port,
+                    advertised_port: self.advertised_port.unwrap_or(self.port),
                 };
                 let lib = &self.installed.path;
                 let config = write_config(&self.dir, &node, &[node])?;
@@ -358,6 +391,7 @@ impl ClusterProcess {
                 id: i + 1,
                 port: ports[2 * i as usize],
                 controller_port: ports[2 * i as usize + 1],
+                advertised_port: ports[2 * i as usize],
             })
             .collect();
         let id = cluster_id(&nodes[0]);
@@ -634,6 +668,8 @@ struct Node {
     port: u16,
     /// Its controller port, for the KRaft quorum.
     controller_port: u16,
+    /// The client port its metadata names: its own, or a relay's in front of it.
+    advertised_port: u16,
 }
 
 /// The `java` to run: `$JAVA_HOME/bin/java` when `JAVA_HOME` is set, else the one on `PATH`.
@@ -752,7 +788,7 @@ fn server_properties(node: &Node, voters: &[Node], data: &Path) -> String {
          node.id={id}\n\
          controller.quorum.voters={quorum}\n\
          listeners=PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller}\n\
-         advertised.listeners=PLAINTEXT://127.0.0.1:{port}\n\
+         advertised.listeners=PLAINTEXT://127.0.0.1:{advertised}\n\
          controller.listener.names=CONTROLLER\n\
          inter.broker.listener.name=PLAINTEXT\n\
          listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT\n\
@@ -780,6 +816,7 @@ fn server_properties(node: &Node, voters: &[Node], data: &Path) -> String {
         id = node.id,
         quorum = quorum.join(","),
         port = node.port,
+        advertised = node.advertised_port,
         controller = node.controller_port,
         data = data.display(),
     )
@@ -829,6 +866,7 @@ mod tests {
             id: 1,
             port: 9092,
             controller_port: 9093,
+            advertised_port: 9092,
         };
         for _ in 0..100 {
             let id = cluster_id(&node);

@@ -1,6 +1,7 @@
 //! What a job with Kafka connectors does when Kafka is not what it expects: brokers that do not
 //! answer at start (exit 3, naming the address), a topic that does not exist (exit 3, naming
-//! it), the broker going away mid-run (the job fails over by its restart strategy, naming the
+//! it), the connection lost while the sink creates its marker topic at start (tried again),
+//! the broker going away mid-run (the job fails over by its restart strategy, naming the
 //! cause, and its output is exact once the broker is back), a record larger than the broker
 //! takes (the task fails naming the record's size and the limit).
 
@@ -11,6 +12,7 @@ use std::time::{Duration, Instant};
 use crate::kafka::exactly_once::{
     CHUNK, End, append, assert_exact_counts, chunk, job_text, job_text_with, kafka_topics,
 };
+use crate::kafka::relay::{CREATE_TOPICS, Relay};
 use crate::kafka::{self, Isolation};
 use crate::support::{CLI_TIMEOUT, Sandbox, Weir, run_cli};
 
@@ -87,6 +89,42 @@ fn a_missing_topic_stops_the_job_at_start_naming_it() {
             ended.stderr
         );
     }
+}
+
+/// The exactly-once sink creates its marker topic before the job starts; a broker killed, or a
+/// controller moving, while that request is in flight fails it with the connection, for a
+/// while only. The job tries again and runs to its exact output, instead of stopping with exit
+/// code 3 (the workers' broker chaos test saw a worker starting during a broker's kill exit so:
+/// "cannot create the marker topic … BrokerTransportFailure").
+#[test]
+fn a_connection_lost_while_the_marker_topic_is_created_is_tried_again() {
+    let relay = Relay::start();
+    let Some(broker) = kafka::own_broker_behind_or_skip("marker-topic-retried", &relay) else {
+        return;
+    };
+    let sandbox = Sandbox::new("kafka-marker-topic-retried");
+    let (input, output) = kafka_topics(&broker);
+    append(&broker, &input, &chunk(0, CHUNK));
+    // Every connection of the job through the relay, its first too.
+    let text = job_text(&broker, &sandbox, &input, &output, true)
+        .replace(&broker.bootstrap(), &relay.address());
+    fs::write(sandbox.job_path(), text).unwrap();
+    // The job's first two tries at creating the marker topic lose their connection.
+    relay.cut(CREATE_TOPICS, 2);
+    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    ended.assert_code(
+        0,
+        "a job whose marker topic's creation lost its connection twice",
+    );
+    assert_eq!(
+        relay.cut_count(),
+        2,
+        "the job did not try to create its marker topic twice through the relay; its \
+         stderr:\n{}",
+        ended.stderr
+    );
+    let context = format!("its stderr:\n{}\n", ended.stderr);
+    assert_exact_counts(&broker, &output, CHUNK, &context);
 }
 
 /// Waits until the output topic shows at least one committed record.

@@ -4,7 +4,8 @@
 //! tests are this folder's other files: the broker itself (`broker.rs`, and `cluster.rs` for
 //! three nodes), the source (`source.rs`), the sink (`sink.rs`,
 //! `sink_between_checkpoints.rs`), exactly-once through crashes (`exactly_once.rs`), broker
-//! faults (`faults.rs`) and operations on a running job (`operations.rs`).
+//! faults (`faults.rs`, through a relay that cuts chosen requests: `relay.rs`) and operations on
+//! a running job (`operations.rs`).
 //!
 //! The broker is Apache Kafka itself (one KRaft node, broker and controller in one JVM), the
 //! version pinned in `tests/kafka/apache/pom.xml`, its jars fetched with Maven into
@@ -59,6 +60,7 @@ pub(crate) mod cluster;
 pub(crate) mod exactly_once;
 mod faults;
 mod operations;
+mod relay;
 mod sink;
 mod sink_between_checkpoints;
 mod source;
@@ -89,6 +91,14 @@ pub(crate) fn broker_or_skip(test: &str) -> Option<&'static Broker> {
 /// A broker of the test's own ([`Broker::start`]), or `None` as in [`broker_or_skip`].
 pub(crate) fn own_broker_or_skip(test: &str) -> Option<Broker> {
     Broker::start().map_err(|reason| skip(test, &reason)).ok()
+}
+
+/// A broker of the test's own behind `relay` ([`Broker::start_behind`]), or `None` as in
+/// [`broker_or_skip`].
+pub(crate) fn own_broker_behind_or_skip(test: &str, relay: &relay::Relay) -> Option<Broker> {
+    Broker::start_behind(relay)
+        .map_err(|reason| skip(test, &reason))
+        .ok()
 }
 
 /// The cluster of three Apache Kafka nodes the tests that kill and pause nodes share, one test
@@ -198,6 +208,18 @@ impl Broker {
         let installed = installed()?;
         let dir = temp_dir()?;
         let process = Nodes::One(BrokerProcess::start(installed, dir.path())?);
+        Ok(Broker { process, _dir: dir })
+    }
+
+    /// A broker of its own, as [`Broker::start`], whose metadata names `relay` as its address:
+    /// its clients' connections after their first go through the relay, which then relays to
+    /// it. Apache Kafka only.
+    pub(crate) fn start_behind(relay: &relay::Relay) -> Result<Broker, String> {
+        let installed = installed()?;
+        let dir = temp_dir()?;
+        let process = BrokerProcess::start_advertising(installed, dir.path(), relay.port())?;
+        relay.forward_to(process.port());
+        let process = Nodes::One(process);
         Ok(Broker { process, _dir: dir })
     }
 

@@ -33,7 +33,7 @@ pub(crate) mod source;
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
 use rdkafka::client::ClientContext;
@@ -42,6 +42,7 @@ use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
 use rdkafka::error::KafkaError;
 use rdkafka::metadata::Metadata;
 use rdkafka::producer::{DeliveryResult, ProducerContext};
+use rdkafka::types::RDKafkaErrorCode;
 
 use crate::checkpoint::task_state::RestoredState;
 use crate::dataflow::error::TaskError;
@@ -768,18 +769,74 @@ fn create_topic(
     for (key, value) in configs {
         new = new.set(key, value);
     }
-    let options = AdminOptions::new().operation_timeout(Some(REQUEST_TIMEOUT));
-    let results = block_on(admin.create_topics([&new], &options))
-        .map_err(|e| failed(e.to_string()))?
-        .map_err(|e| failed(e.to_string()))?;
-    for result in results {
-        match result {
-            Ok(_) => tracing::info!("{connector}: created the topic \"{topic}\""),
-            Err((_, rdkafka::types::RDKafkaErrorCode::TopicAlreadyExists)) => {}
-            Err((_, code)) => return Err(failed(code.to_string())),
+    // A broker killed or a controller moving fails the request for a while only (the workers'
+    // broker chaos test saw a worker that started during a broker's kill exit with code 3
+    // here, "BrokerTransportFailure"): tried again until REQUEST_TIMEOUT has passed, each try
+    // waiting at most what is left of it. librdkafka does not retry an admin request itself.
+    // A lost connection fails the whole request (`KafkaError::AdminOp`, whose code
+    // `KafkaError::rdkafka_error_code` does not give); a broker's refusal comes per topic.
+    let deadline = Instant::now() + REQUEST_TIMEOUT;
+    let mut tries = 0u32;
+    loop {
+        tries += 1;
+        let left = deadline.saturating_duration_since(Instant::now());
+        let options = AdminOptions::new()
+            .operation_timeout(Some(left))
+            .request_timeout(Some(left));
+        let (code, cause) = match block_on(admin.create_topics([&new], &options))
+            .map_err(|e| failed(e.to_string()))?
+        {
+            Ok(results) => match results.into_iter().find_map(Result::err) {
+                None => {
+                    tracing::info!("{connector}: created the topic \"{topic}\"");
+                    return Ok(());
+                }
+                Some((_, RDKafkaErrorCode::TopicAlreadyExists)) => return Ok(()),
+                Some((_, code)) => (code, code.to_string()),
+            },
+            Err(e @ KafkaError::AdminOp(code)) => (code, e.to_string()),
+            Err(e) => return Err(failed(e.to_string())),
+        };
+        if !is_transient(code) {
+            return Err(failed(cause));
         }
+        if deadline.saturating_duration_since(Instant::now()) <= RETRY_PAUSE {
+            return Err(failed(format!(
+                "{cause} (tried {tries} times in {}s)",
+                REQUEST_TIMEOUT.as_secs()
+            )));
+        }
+        if tries == 1 {
+            tracing::warn!(
+                "{connector}: creating the topic \"{topic}\" failed ({cause}); trying again \
+                 for up to {}s",
+                REQUEST_TIMEOUT.as_secs()
+            );
+        } else {
+            tracing::debug!("{connector}: creating the topic \"{topic}\" failed again ({cause})");
+        }
+        std::thread::sleep(RETRY_PAUSE);
     }
-    Ok(())
+}
+
+/// How long [`create_topic`] waits before it tries again.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether a CreateTopics request that failed with `code` may succeed when tried again: its
+/// connection was lost (the broker it went to killed, or the network between failed), the
+/// broker it went to is not the controller (any more), the broker gave up waiting for the
+/// creation (which goes on), or the controller's quota on topic changes asks to wait. Not the
+/// errors of a produce or a fetch (`NotEnoughReplicas`, `LeaderNotAvailable`), which do not
+/// answer a CreateTopics request; nor `InvalidReplicationFactor`: a broker down stays
+/// registered, fenced, and still counts towards the cluster's default replication.
+fn is_transient(code: RDKafkaErrorCode) -> bool {
+    matches!(
+        code,
+        RDKafkaErrorCode::BrokerTransportFailure
+            | RDKafkaErrorCode::NotController
+            | RDKafkaErrorCode::RequestTimedOut
+            | RDKafkaErrorCode::ThrottlingQuotaExceeded
+    )
 }
 
 #[cfg(test)]
