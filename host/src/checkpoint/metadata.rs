@@ -447,6 +447,24 @@ impl CheckpointMetadata {
     pub fn state_bytes(&self) -> u64 {
         self.tasks.iter().map(|entry| entry.state_bytes).sum()
     }
+
+    /// The bytes of the shared files its states name (keyed state kept on the host):
+    /// `(written by this checkpoint, all of them)`. The first is what an incremental
+    /// checkpoint stored beside its state files; the second what a full one would have.
+    pub fn shared_bytes(&self) -> (u64, u64) {
+        let files: BTreeMap<&str, u64> = self
+            .tasks
+            .iter()
+            .flat_map(|t| &t.shared)
+            .map(|file| (file.name.as_str(), file.length))
+            .collect();
+        files.iter().fold((0, 0), |(new, all), (name, length)| {
+            let written_here =
+                CheckpointLayout::shared_file_writer(name) == Some(self.checkpoint_id);
+            let new = if written_here { new + length } else { new };
+            (new, all + length)
+        })
+    }
 }
 
 /// A duration in whole milliseconds, rounded down, as the record keeps them.
@@ -767,6 +785,10 @@ pub(crate) mod tests {
             ]
             .into()
         );
+        // Of the two files' 2 KiB, checkpoint 7 wrote one; a checkpoint without shared files
+        // names none.
+        assert_eq!(meta.shared_bytes(), (1024, 2048));
+        assert_eq!(sample(CheckpointKind::Checkpoint, 7).shared_bytes(), (0, 0));
         // With a chain as well, still version 3.
         meta.tasks[2].chain = vec![CheckpointId(6)];
         assert_eq!(CheckpointMetadata::required_version(&meta.tasks), 3);

@@ -426,8 +426,14 @@ impl Driver<'_> {
                     let result = match written {
                         Ok(meta) => {
                             self.history.completed(id);
+                            let (new, all) = meta.shared_bytes();
+                            let shared = if all > 0 {
+                                format!("; shared files: {new} bytes new of {all}")
+                            } else {
+                                String::new()
+                            };
                             tracing::info!(
-                                "{kind} {id} complete: {} ms, {} bytes",
+                                "{kind} {id} complete: {} ms, {} bytes{shared}",
                                 meta.duration_ms,
                                 meta.state_bytes()
                             );
