@@ -199,14 +199,7 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> (String, Str
 /// A one-time dashboard link from `weir dashboard CHECKPOINTS`, as a person gets one for a job
 /// whose log is not a terminal; checks first that the job's log holds no such link.
 pub(crate) fn login_link(weir: &mut Weir, sandbox: &Sandbox, checkpoints: &Path) -> String {
-    let told = weir.wait_until("the log line naming `weir dashboard`", CLI_TIMEOUT, |w| {
-        w.stderr().contains("`weir dashboard ")
-    });
-    assert!(
-        told,
-        "the job ended before it logged how to open its dashboard:\n{}",
-        weir.stderr()
-    );
+    weir.wait_for_log("`weir dashboard ");
     assert!(
         !weir.stderr().contains("login?once="),
         "a one-time login link in the log, which others may read:\n{}",

@@ -12,7 +12,6 @@
 //! same records for the same input, so one reference run serves every guest.
 
 use std::ops::Range;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 
 use wasm_encoder::{Encode as _, RawSection};
@@ -107,18 +106,7 @@ fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output(
         job(&sandbox, module, capture, Some(8_000.0)).write(&sandbox.job_path());
         // Killed after the 14th snapshot of any task (6 tasks: in the third checkpoint, after two
         // complete ones): the job is mid-way.
-        let killed = Weir::run_to_kill_point(
-            &sandbox.job_path(),
-            &[],
-            "after-snapshot:14",
-            &sandbox.join("killed.log"),
-        );
-        assert_eq!(
-            killed.status.signal(),
-            Some(9),
-            "{name}: the first run must die at the kill point\n{}",
-            killed.stderr
-        );
+        let killed = Weir::killed_at(&sandbox, "after-snapshot:14");
         assert!(
             killed
                 .stderr

@@ -8,7 +8,6 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::process::ExitStatusExt as _;
 
 use crate::support::{
     JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
@@ -83,19 +82,7 @@ fn a_keyed_jsonl_job_killed_after_a_checkpoint_resumes_mid_file_exactly_once() {
 
     // Following the first half, killed right after its third checkpoint completes.
     job(&sandbox, true).write(&sandbox.job_path());
-    let ended = Weir::run_to_kill_point(
-        &sandbox.job_path(),
-        &[],
-        "before-commit:3",
-        &sandbox.join("killed.log"),
-    );
-    assert!(
-        matches!(ended.status.signal(), Some(9 | 6))
-            && ended.stderr.contains("kill point `before-commit` reached"),
-        "the first run should be killed after a checkpoint: {}\n{}",
-        ended.status,
-        ended.stderr
-    );
+    let ended = Weir::killed_at(&sandbox, "before-commit:3");
     assert!(
         ended.stderr.contains("skipped malformed line 37 of"),
         "the first malformed line is named with its number:\n{}",

@@ -106,6 +106,28 @@ impl Weir {
         .wait(CLI_TIMEOUT)
     }
 
+    /// The sandbox's job run to the kill point `point` (`NAME:N`) as
+    /// [`Weir::run_to_kill_point`] runs it, its stderr in `killed.log`; fails, showing that
+    /// stderr, unless it reached the point and was killed there (SIGKILL, or SIGABRT where the
+    /// `kill` program could not be run).
+    #[cfg(unix)]
+    #[track_caller]
+    pub(crate) fn killed_at(sandbox: &Sandbox, point: &str) -> Ended {
+        use std::os::unix::process::ExitStatusExt;
+        let job = sandbox.job_path();
+        let ended = Weir::run_to_kill_point(&job, &[], point, &sandbox.join("killed.log"));
+        let name = point.split_once(':').map_or(point, |(name, _)| name);
+        assert!(
+            matches!(ended.status.signal(), Some(9 | 6))
+                && ended.stderr.contains(&format!("kill point `{name}` reached")),
+            "`weir run {}` should have been killed at {point}, but ended with {}; its stderr:\n{}",
+            job.display(),
+            ended.status,
+            ended.stderr
+        );
+        ended
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -153,6 +175,20 @@ impl Weir {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    /// Waits until its stderr holds `text`; fails, showing that stderr, when the process ends
+    /// first, or after [`CLI_TIMEOUT`].
+    #[track_caller]
+    pub(crate) fn wait_for_log(&mut self, text: &str) {
+        let logged = self.wait_until(&format!("{text:?} in the log"), CLI_TIMEOUT, |w| {
+            w.stderr().contains(text)
+        });
+        assert!(
+            logged,
+            "`weir` ended before it logged {text:?}; its stderr:\n{}",
+            self.stderr()
+        );
     }
 
     /// Sends SIGKILL (unless it already exited) and reaps it.
