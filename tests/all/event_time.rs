@@ -22,7 +22,7 @@ use weir::runtime::RunOptions;
 use weir_tests::guests;
 
 use crate::support::report;
-use crate::support::{
+use crate::support::{reference_output, 
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
     committed_lines, run_cli,
 };
@@ -553,9 +553,7 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
 fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     let reference = Sandbox::new("lengths-reference");
     two_lengths_job(&reference).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
     assert!(
         expected.iter().any(|l| l.starts_with("short\t0,1000,10")),
         "{expected:?}"

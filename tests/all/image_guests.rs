@@ -19,7 +19,7 @@ use wasmparser::{Parser, Payload};
 
 use weir_tests::guests;
 
-use crate::support::{
+use crate::support::{CLI_TIMEOUT, reference_output, 
     GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
     run_cli,
 };
@@ -48,9 +48,7 @@ fn job(sandbox: &Sandbox, module: &str, capture: &str, rate: Option<f64>) -> Job
 fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output() {
     let reference = Sandbox::new("image-guests-reference");
     job(&reference, guests::COUNT, "exports", None).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
     assert_eq!(expected.len(), 12_000);
 
     let mut cases = vec![

@@ -10,8 +10,8 @@ use std::path::Path;
 use weir::kill_point::KillPoint;
 
 use crate::support::report;
-use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpoint_dirs,
+use crate::support::{reference_output, 
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output, checkpoint_dirs,
     checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
 };
 
@@ -35,9 +35,7 @@ fn counting_job(sandbox: &Sandbox, count: u64, rate: Option<f64>, retained: u32)
 fn reference(count: u64) -> Vec<String> {
     let sandbox = Sandbox::new("misuse-reference");
     counting_job(&sandbox, count, None, 1).write(&sandbox.job_path());
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("reference.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
 /// Starts `job` and waits until it has completed a checkpoint: it is running for real.
@@ -90,10 +88,9 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
         }
         refused += 1;
     }
-    let ended = first.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "the first run");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    first.wait(CLI_TIMEOUT).assert_code(0, "the first run");
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "the first run, while a second one was started",
     );
@@ -139,8 +136,8 @@ fn two_jobs_writing_one_sink_directory_are_refused() {
         other.stderr
     );
     first.wait(CLI_TIMEOUT).assert_code(0, "the first job");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "the job whose sink directory another job tried to write",
     );

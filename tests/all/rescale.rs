@@ -5,8 +5,8 @@
 
 use std::path::PathBuf;
 
-use crate::support::{
-    CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
+use crate::support::{reference_output, 
+    CLI_TIMEOUT, Sandbox, Weir, assert_committed_output, assert_same_output, committed_lines, complete_checkpoint_ids,
     in_progress_files, run_cli, stop_with_savepoint, weir_command,
 };
 
@@ -99,9 +99,7 @@ fn savepoint_mid_run(sandbox: &Sandbox, label: &str) -> PathBuf {
 fn reference_of(label: &str, text: impl Fn(&Sandbox) -> String) -> Vec<String> {
     let sandbox = Sandbox::new(&format!("rescale-{label}-reference"));
     std::fs::write(sandbox.job_path(), text(&sandbox)).unwrap();
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
 /// The committed output of an undisturbed run of `op` at parallelism 2.
@@ -403,8 +401,8 @@ fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_sa
             ended.stderr
         );
     }
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "a count rescaled from 2 to 3 to 1 subtasks while it ran",
     );
@@ -453,10 +451,10 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
     );
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(bad.stderr.contains("not a parallelism"), "{}", bad.stderr);
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "the job after refused rescales");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    weir.wait(CLI_TIMEOUT)
+        .assert_code(0, "the job after refused rescales");
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "a job whose rescales were refused",
     );

@@ -2,7 +2,7 @@
 //! commits, exits 0 and names the savepoint; `--restore <savepoint>` then finishes the job with
 //! the output of a run that was never stopped.
 
-use crate::support::{
+use crate::support::{CLI_TIMEOUT, reference_output, 
     Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed, committed_lines,
     generator_count, run_cli, stop_with_savepoint,
 };
@@ -31,9 +31,7 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
         1,
     )
     .write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
 
     let sandbox = Sandbox::new("savepoint");
     let job = sandbox.job_path();

@@ -23,9 +23,9 @@ use weir::checkpoint::metadata::CheckpointMetadata;
 use super::{S3, s3_or_skip};
 use crate::kafka;
 use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
-use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
-    generator_count, in_progress_files, run_cli, weir_command,
+use crate::support::{reference_output, 
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output, assert_same_output, committed_lines,
+    generator_count, run_cli, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
@@ -49,9 +49,7 @@ fn reference(records: u64) -> Vec<String> {
     let sandbox = Sandbox::new("s3-reference");
     let dir = sandbox.checkpoint_dir();
     counting(&sandbox, dir.to_str().unwrap(), records, None).write(&sandbox.job_path());
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
 /// `env` as the `(&str, &str)` pairs the runners take.
@@ -95,11 +93,7 @@ fn restore_to_the_end(
         "{context}: {}",
         ended.stderr
     );
-    assert_same_output(&committed_lines(&sandbox.out_dir()), expected, context);
-    assert!(
-        in_progress_files(&sandbox.out_dir()).is_empty(),
-        "{context}"
-    );
+    assert_committed_output(&sandbox.out_dir(), expected, context);
 }
 
 /// `weir checkpoints verify URL` finds every checkpoint under `url` sound.
@@ -365,13 +359,9 @@ fn an_outage_of_the_store_during_a_restart_is_retried_under_the_restart_strategy
     weir.wait_for_log("cannot restart: ");
     std::thread::sleep(Duration::from_secs(2));
     proxy.clear();
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "a run through a store outage during its restart");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &expected,
-        "a run through a store outage during its restart",
-    );
+    let context = "a run through a store outage during its restart";
+    weir.wait(CLI_TIMEOUT).assert_code(0, context);
+    assert_committed_output(&sandbox.out_dir(), &expected, context);
 }
 
 #[test]

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, complete_checkpoint_ids, weir_bin};
+use super::{
+    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, committed_lines, complete_checkpoint_ids,
+    weir_bin,
+};
 
 /// A running `weir` process. Killed (SIGKILL) and reaped on drop if still running, so a failing
 /// test never leaves one behind. Its stderr goes to a file, readable while it runs.
@@ -432,4 +435,15 @@ pub(crate) fn stop_with_savepoint(sandbox: &Sandbox, log: &Path, checkpoints: u6
 /// Runs `weir run <job> <args…>` to its end (at most [`CLI_TIMEOUT`]), stderr in `stderr_file`.
 pub(crate) fn run_cli(job: &Path, args: &[&str], stderr_file: &Path) -> Ended {
     Weir::run(job, args, stderr_file).wait(CLI_TIMEOUT)
+}
+
+/// The committed output of the sandbox's job (written beforehand) run undisturbed to its end,
+/// at most `timeout` from the job's start, its stderr in `weir.log`: the reference a run with
+/// failures must commit.
+#[track_caller]
+pub(crate) fn reference_output(sandbox: &Sandbox, timeout: Duration) -> Vec<String> {
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(timeout)
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
 }
