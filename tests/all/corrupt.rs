@@ -132,15 +132,10 @@ fn restore_skips(
         "the message should name {file} and say {:?}: {skipped}",
         corruption.problem
     );
-    let previous = corruption.previous.to_str().unwrap();
-    assert!(
-        ended
-            .stderr
-            .lines()
-            .any(|l| l.contains("restoring from") && l.contains(previous)),
-        "the job should restore {previous}:\n{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!(
+        "restoring from {}",
+        corruption.previous.display()
+    ));
     let both = format!("{first}{second}");
     assert_committed_output(
         &sandbox.out_dir(),

@@ -51,7 +51,7 @@ use weir::job::JobStatus;
 use weir::runtime::JobMonitor;
 
 use crate::support::report;
-use crate::support::{
+use crate::support::{incomplete_checkpoints, 
     CLI_TIMEOUT, GeneratorSpec, InProcess, JobFile, Rng, Sandbox, assert_committed_output,
     assert_same_output, checkpoint_dirs, committed_lines, generator_count, run_cli, run_in_process,
     seed_from_env, weir_bin,
@@ -252,11 +252,7 @@ impl Strays {
     }
 
     fn sample(&mut self) {
-        let incomplete = checkpoint_dirs(&self.dir)
-            .iter()
-            .filter(|c| !c.complete)
-            .count();
-        self.most = self.most.max(incomplete);
+        self.most = self.most.max(incomplete_checkpoints(&self.dir).len());
     }
 
     /// Fails if failed checkpoints piled up during the run, or if anything of them is left
@@ -269,10 +265,7 @@ impl Strays {
             self.most,
             self.dir.display()
         );
-        let incomplete: Vec<_> = checkpoint_dirs(&self.dir)
-            .into_iter()
-            .filter(|c| !c.complete)
-            .collect();
+        let incomplete = incomplete_checkpoints(&self.dir);
         assert!(
             incomplete.is_empty(),
             "incomplete checkpoints left after the job ended: {incomplete:?}"
@@ -341,14 +334,7 @@ fn assert_left_checkpoint_restores(sandbox: &Sandbox, checkpoints: &Path) -> u64
         &sandbox.join("restore.log"),
     );
     ended.assert_code(0, &format!("restoring {path}"));
-    assert!(
-        ended
-            .stderr
-            .lines()
-            .any(|l| l.contains("restoring from") && l.contains(path)),
-        "the job should say it restores {path}:\n{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {path}"));
     assert_committed_output(
         &sandbox.out_dir(),
         &reference().lines,
@@ -1130,14 +1116,10 @@ fn any_damage_to_a_complete_checkpoint_is_refused_naming_the_file_and_latest_fal
         &sandbox.join("restore.log"),
     );
     ended.assert_code(3, "restoring a damaged checkpoint");
-    assert!(
-        ended.stderr.contains(&format!(
-            "state file {}: checksum mismatch",
-            state.display()
-        )),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!(
+        "state file {}: checksum mismatch",
+        state.display()
+    ));
 
     report::record(&report::Row {
         area: "storage",
