@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use crate::support::{reference_output, 
+use crate::support::{CliOutput, reference_output, 
     CLI_TIMEOUT, Sandbox, Weir, assert_committed_output, assert_same_output, committed_lines, complete_checkpoint_ids,
     in_progress_files, run_cli, stop_with_savepoint, weir_command,
 };
@@ -345,23 +345,29 @@ fn wait_for_checkpoint_after(weir: &mut Weir, sandbox: &Sandbox, id: u64) {
     );
 }
 
-#[test]
-fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
-    let expected = reference_of("live", |sandbox| long_job(sandbox, &COUNT, 2));
-
-    let sandbox = Sandbox::new("rescale-live");
-    std::fs::write(sandbox.job_path(), long_job(&sandbox, &COUNT, 2)).unwrap();
-    let dir = sandbox.checkpoint_dir();
+/// The output of an undisturbed run of [`long_job`] of `op` at parallelism 2, then that job
+/// started in a sandbox of its own (`rescale-{label}`) and run until a checkpoint completed.
+fn start_long_job(label: &str, op: &Keyed) -> (Vec<String>, Sandbox, Weir) {
+    let expected = reference_of(label, |sandbox| long_job(sandbox, op, 2));
+    let sandbox = Sandbox::new(&format!("rescale-{label}"));
+    std::fs::write(sandbox.job_path(), long_job(&sandbox, op, 2)).unwrap();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     wait_for_checkpoint_after(&mut weir, &sandbox, 0);
+    (expected, sandbox, weir)
+}
+
+/// `weir rescale DIR CHANGE` of the job running in `sandbox`.
+fn rescale(sandbox: &Sandbox, change: &str) -> CliOutput {
+    let dir = sandbox.checkpoint_dir();
+    weir_command(sandbox, &["rescale", dir.to_str().unwrap(), change], "", &[])
+}
+
+#[test]
+fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
+    let (expected, sandbox, mut weir) = start_long_job("live", &COUNT);
     for (to, from) in [(3, 2), (1, 3)] {
         let change = format!("count={to}");
-        let out = weir_command(
-            &sandbox,
-            &["rescale", dir.to_str().unwrap(), &change],
-            "",
-            &[],
-        );
+        let out = rescale(&sandbox, &change);
         assert_eq!(out.code, Some(0), "weir rescale {change}: {}", out.stderr);
         assert!(
             out.stderr
@@ -414,13 +420,7 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         module: weir_tests::guests::WAT_COUNT,
         ..COUNT
     };
-    let expected = reference_of("live-refused", |sandbox| long_job(sandbox, &wat, 2));
-
-    let sandbox = Sandbox::new("rescale-live-refused");
-    std::fs::write(sandbox.job_path(), long_job(&sandbox, &wat, 2)).unwrap();
-    let dir = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_for_checkpoint_after(&mut weir, &sandbox, 0);
+    let (expected, sandbox, weir) = start_long_job("live-refused", &wat);
     for (change, says) in [
         // Refused before anything happens.
         (
@@ -433,22 +433,12 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         ("count=200", "can run at parallelism 1 to 128"),
         ("count=3", "not in the rescalable layout"),
     ] {
-        let out = weir_command(
-            &sandbox,
-            &["rescale", dir.to_str().unwrap(), change],
-            "",
-            &[],
-        );
+        let out = rescale(&sandbox, change);
         assert_eq!(out.code, Some(1), "weir rescale {change}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{change}: {}", out.stderr);
         assert_eq!(parallelism_shown(&status(&sandbox), "count"), 2);
     }
-    let bad = weir_command(
-        &sandbox,
-        &["rescale", dir.to_str().unwrap(), "count=x"],
-        "",
-        &[],
-    );
+    let bad = rescale(&sandbox, "count=x");
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(bad.stderr.contains("not a parallelism"), "{}", bad.stderr);
     weir.wait(CLI_TIMEOUT)
