@@ -409,12 +409,8 @@ fn a_running_jobs_watermarks_show_in_the_api_the_metrics_and_weir_status() {
         &[],
     );
     status.assert_code(0, "weir status of a job with watermarks");
-    let lines: Vec<&str> = status.stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with("vertex  watermark"))
-        .unwrap_or_else(|| panic!("no watermark table in:\n{}", status.stdout));
-    for (row, vertex) in lines[header + 1..].iter().zip(["gen ", "count ", "out "]) {
+    let table = status.stdout_table("vertex  watermark");
+    for (row, vertex) in table[1..].iter().zip(["gen ", "count ", "out "]) {
         // The generator's watermarks are no wall-clock times: a number, no lag.
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert!(

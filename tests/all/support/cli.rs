@@ -317,6 +317,18 @@ impl CliOutput {
         assert_stream("stdout", &self.stdout, text, false);
     }
 
+    /// The lines of its standard output from the first that starts with `header` (a table's
+    /// header row) on; fails, showing that output, when no line does.
+    #[track_caller]
+    pub(crate) fn stdout_table(&self, header: &str) -> Vec<&str> {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(header))
+            .unwrap_or_else(|| panic!("no table headed {header:?} in:\n{}", self.stdout));
+        lines[at..].to_vec()
+    }
+
     /// Its standard output read as JSON; fails, showing it, when it is not JSON.
     #[track_caller]
     pub(crate) fn stdout_json(&self) -> serde_json::Value {
