@@ -44,7 +44,6 @@
 //! `tests/azure/create-container.mjs` makes one with Azure's own client. When the server cannot
 //! be installed the test is skipped, loudly — or fails, under `CI=true`.
 
-use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -58,7 +57,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use weir_test_servers::fault_proxy::FaultProxy;
 use weir_test_servers::s3::{self as server, S3Process};
 
-use crate::support::{skip, workspace_root};
+use crate::support::{skip, timed_install, workspace_root};
 
 mod checkpoints;
 mod s3_server;
@@ -91,16 +90,7 @@ pub(crate) fn s3_or_skip(test: &str) -> Option<&'static S3> {
 fn executable() -> Result<&'static Path, String> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
     EXE.get_or_init(|| {
-        let started = Instant::now();
-        let exe = server::install(&workspace_root())?;
-        if started.elapsed() > Duration::from_secs(2) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "weir: installed the S3 test server in {:.1?}",
-                started.elapsed()
-            );
-        }
-        Ok(exe)
+        timed_install("the S3 test server", || server::install(&workspace_root()))
     })
     .as_ref()
     .map(PathBuf::as_path)
