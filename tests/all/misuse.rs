@@ -10,7 +10,7 @@ use std::path::Path;
 use weir::kill_point::KillPoint;
 
 use crate::support::report;
-use crate::support::{reference_output, 
+use crate::support::{incomplete_checkpoints, reference_output, 
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output, checkpoint_dirs,
     checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
 };
@@ -130,11 +130,7 @@ fn two_jobs_writing_one_sink_directory_are_refused() {
         "output directory of file sink `out` {} is in use by another run",
         sandbox.out_dir().display()
     );
-    assert!(
-        other.stderr.contains(&needle),
-        "{needle:?}:\n{}",
-        other.stderr
-    );
+    other.assert_stderr_contains(&needle);
     first.wait(CLI_TIMEOUT).assert_code(0, "the first job");
     assert_committed_output(
         &sandbox.out_dir(),
@@ -191,11 +187,7 @@ fn restore_latest_refuses_to_replay_committed_output_from_the_beginning() {
         "weir checkpoints",
         "--restore PATH",
     ] {
-        assert!(
-            damaged.stderr.contains(needle),
-            "{needle:?}:\n{}",
-            damaged.stderr
-        );
+        damaged.assert_stderr_contains(needle);
     }
     assert_eq!(
         committed_lines(&sandbox.out_dir()),
@@ -211,12 +203,9 @@ fn restore_latest_refuses_to_replay_committed_output_from_the_beginning() {
         EXIT_CANNOT_START,
         "--restore latest with the checkpoints removed",
     );
-    assert!(
-        removed.stderr.contains("file sink `out` holds")
-            && removed.stderr.contains("committed part file"),
-        "the refusal should name the committed output:\n{}",
-        removed.stderr
-    );
+    // The refusal names the committed output.
+    removed.assert_stderr_contains("file sink `out` holds");
+    removed.assert_stderr_contains("committed part file");
     assert_eq!(
         committed_lines(&sandbox.out_dir()),
         committed,
@@ -262,18 +251,10 @@ fn checkpoint_ids_never_repeat_after_a_crash_between_trigger_and_completion() {
     // Slow enough to be killed mid-run; every checkpoint retained, so every id can be seen.
     counting_job(&sandbox, 12_000, Some(6_000.0), 1_000).write(&sandbox.job_path());
     let job = sandbox.job_path();
-    let kill_at = format!("{}:3", KillPoint::MetadataWrite);
-    let killed = Weir::run_to_kill_point(&job, &[], &kill_at, &sandbox.join("killed.log"));
-    assert!(
-        killed.code().is_none(),
-        "the run should die at {kill_at}:\n{}",
-        killed.stderr
-    );
-    let complete_before = complete_checkpoint_ids(&sandbox.checkpoint_dir());
-    let incomplete: Vec<u64> = checkpoint_dirs(&sandbox.checkpoint_dir())
+    Weir::killed_at(&sandbox, &format!("{}:3", KillPoint::MetadataWrite));
+    let incomplete: Vec<u64> = incomplete_checkpoints(&sandbox.checkpoint_dir())
         .into_iter()
         .map(|c| c.id)
-        .filter(|id| !complete_before.contains(id))
         .collect();
     assert!(
         !incomplete.is_empty(),
@@ -375,16 +356,8 @@ fn a_damaged_restore_path_names_the_newest_checkpoint_that_verifies() {
             "The newest checkpoint of this job that verifies is {0}: restore it with --restore {0}",
             older.path.display()
         );
-        assert!(
-            ended.stderr.contains("checksum mismatch"),
-            "{}",
-            ended.stderr
-        );
-        assert!(
-            ended.stderr.contains(&expected),
-            "{expected:?}:\n{}",
-            ended.stderr
-        );
+        ended.assert_stderr_contains("checksum mismatch");
+        ended.assert_stderr_contains(&expected);
     }
     // Asking for the one that verifies restores it.
     run_cli(

@@ -228,9 +228,9 @@ fn a_generator_savepointed_at_one_restores_at_three_and_emits_every_record_once(
     );
 }
 
-/// Savepoints the job of `op` at parallelism 2 and restores it at 3, expecting a refusal;
-/// returns what it said.
-fn refused_at_three(sandbox: &Sandbox, op: &Keyed) -> String {
+/// Savepoints the job of `op` (its vertex `count`) at parallelism 2 and restores it at 3,
+/// expecting a refusal that says why (`why`) and the way out, keeping the parallelism.
+fn refused_at_three(sandbox: &Sandbox, op: &Keyed, why: &str) {
     std::fs::write(sandbox.job_path(), job(sandbox, op, 2, "")).unwrap();
     let savepoint = savepoint_mid_run(sandbox, "before");
     std::fs::write(sandbox.job_path(), job(sandbox, op, 3, "")).unwrap();
@@ -240,7 +240,9 @@ fn refused_at_three(sandbox: &Sandbox, op: &Keyed) -> String {
         &sandbox.join("after.log"),
     );
     ended.assert_code(3, "a rescale that cannot be done");
-    ended.stderr
+    ended.assert_stderr_contains("cannot rescale `count` from 2 to 3 subtasks");
+    ended.assert_stderr_contains(why);
+    ended.assert_stderr_contains("keep its parallelism");
 }
 
 #[test]
@@ -250,16 +252,7 @@ fn an_operator_checkpointed_as_an_image_is_refused_a_rescale_by_name() {
         settings: "checkpoint = \"image\"\n",
         ..COUNT
     };
-    let said = refused_at_three(&sandbox, &image);
-    assert!(
-        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
-        "{said}"
-    );
-    assert!(
-        said.contains("checkpointed as an image of its memory"),
-        "{said}"
-    );
-    assert!(said.contains("keep its parallelism"), "{said}");
+    refused_at_three(&sandbox, &image, "checkpointed as an image of its memory");
 }
 
 #[test]
@@ -270,13 +263,7 @@ fn an_operator_whose_state_is_its_own_is_refused_a_rescale_with_the_way_out() {
         module: weir_tests::guests::WAT_COUNT,
         ..COUNT
     };
-    let said = refused_at_three(&sandbox, &wat);
-    assert!(
-        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
-        "{said}"
-    );
-    assert!(said.contains("not in the rescalable layout"), "{said}");
-    assert!(said.contains("keep its parallelism"), "{said}");
+    refused_at_three(&sandbox, &wat, "not in the rescalable layout");
 }
 
 #[test]
@@ -292,12 +279,8 @@ fn a_restore_with_another_max_parallelism_is_refused_naming_the_operator() {
         &sandbox.join("after.log"),
     );
     ended.assert_code(3, "a restore with other key groups");
-    assert!(
-        ended.stderr.contains("the state of `count`")
-            && ended.stderr.contains("set max_parallelism = 128"),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains("the state of `count`");
+    ended.assert_stderr_contains("set max_parallelism = 128");
 }
 
 /// [`job`] with six seconds of records: time for rescales while it runs.

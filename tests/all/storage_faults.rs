@@ -96,6 +96,20 @@ fn job(sandbox: &Sandbox, rate: Option<f64>, checkpoints: &Path, tolerable: u32)
         .restart("strategy = \"none\"")
 }
 
+/// The job of `sandbox` at [`RATE`] records a second, tolerating `tolerable` checkpoint
+/// failures in a row, started in this process on `storage`; and the watch on the incomplete
+/// checkpoints in its checkpoint directory.
+fn start_on(
+    sandbox: &Sandbox,
+    tolerable: u32,
+    storage: Arc<dyn CheckpointStorage>,
+) -> (InProcess, Strays) {
+    let checkpoints = sandbox.checkpoint_dir();
+    job(sandbox, Some(RATE), &checkpoints, tolerable).write(&sandbox.job_path());
+    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
+    (running, Strays::new(&checkpoints))
+}
+
 /// What a run without faults produces.
 struct Reference {
     /// The committed output.
@@ -434,9 +448,7 @@ fn disk_full_declines_checkpoints_until_space_is_freed_and_the_job_finishes() {
     let sandbox = Sandbox::new("disk-full");
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_declines_checkpoints");
-    job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 1_000, storage);
 
     disk.fill(&running);
     running.wait_until("checkpoints to fail for want of space", CLI_TIMEOUT, |m| {
@@ -489,9 +501,7 @@ fn disk_full_beyond_the_tolerable_failures_fails_the_job_naming_the_file() {
     let sandbox = Sandbox::new("disk-full-fails");
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_beyond_the_tolerable_failures");
-    job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 2, storage);
     disk.fill(&running);
     let monitor = running.monitor().clone();
     let outcome = running.join_sampling(|| strays.sample());
@@ -549,9 +559,7 @@ fn read_only_checkpoint_directory_declines_checkpoints_until_it_is_writable_agai
                 (None, Some(Arc::clone(&faulty)), faulty)
             }
         };
-    job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 1_000, storage);
     running.wait_until("two checkpoints to complete", CLI_TIMEOUT, |m| {
         m.checkpoint_counts().0 >= 2
     });
@@ -877,9 +885,7 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
     // temporary file, which stays behind until the abort removes the directory.
     faulty.inject_metadata(2, Fault::Fail(io::ErrorKind::StorageFull));
     faulty.inject_metadata(3, Fault::CrashBeforeRename);
-    job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), Arc::clone(&faulty) as _);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 2, Arc::clone(&faulty) as _);
     running.wait_until("two metadata writes to fail", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= 2
