@@ -422,21 +422,28 @@ pub(crate) fn word_text(seed: u64, lines: usize, words_per_line: u64) -> String 
     text
 }
 
-/// The counts the word-count job must commit for `text`: for each word `w` seen `n` times, the
-/// lines `w\t1` … `w\tn` (the count operator emits each updated count), sorted.
+/// The counts the word-count job must commit for `text`: [`running_counts`] of its words.
 pub(crate) fn word_counts(text: &str) -> Vec<String> {
+    running_counts(
+        text.split_whitespace()
+            .map(|word| {
+                word.trim_matches(|c: char| c.is_ascii_punctuation())
+                    .to_lowercase()
+            })
+            .filter(|word| !word.is_empty()),
+    )
+}
+
+/// What the keyed count operator commits for `keys`: for each key `k` seen `n` times, the lines
+/// `k\t1` … `k\tn` (it emits each updated count), sorted.
+pub(crate) fn running_counts(keys: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut totals = BTreeMap::<String, u64>::new();
-    for word in text.split_whitespace() {
-        let word = word
-            .trim_matches(|c: char| c.is_ascii_punctuation())
-            .to_lowercase();
-        if !word.is_empty() {
-            *totals.entry(word).or_default() += 1;
-        }
+    for key in keys {
+        *totals.entry(key).or_default() += 1;
     }
     let mut lines: Vec<String> = totals
         .iter()
-        .flat_map(|(w, n)| (1..=*n).map(move |i| format!("{w}\t{i}")))
+        .flat_map(|(k, n)| (1..=*n).map(move |i| format!("{k}\t{i}")))
         .collect();
     lines.sort_unstable();
     lines
