@@ -11,7 +11,7 @@ use weir::kill_point::KillPoint;
 
 use crate::support::report;
 use crate::support::{incomplete_checkpoints, reference_output, 
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output, checkpoint_dirs,
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpoint_dirs,
     checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
 };
 
@@ -88,9 +88,8 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
         }
         refused += 1;
     }
-    first.wait(CLI_TIMEOUT).assert_code(0, "the first run");
-    assert_committed_output(
-        &sandbox.out_dir(),
+    first.assert_ends_committing(
+        &sandbox,
         &expected,
         "the first run, while a second one was started",
     );
@@ -131,9 +130,8 @@ fn two_jobs_writing_one_sink_directory_are_refused() {
         sandbox.out_dir().display()
     );
     other.assert_stderr_contains(&needle);
-    first.wait(CLI_TIMEOUT).assert_code(0, "the first job");
-    assert_committed_output(
-        &sandbox.out_dir(),
+    first.assert_ends_committing(
+        &sandbox,
         &expected,
         "the job whose sink directory another job tried to write",
     );

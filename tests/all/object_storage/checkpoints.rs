@@ -88,11 +88,7 @@ fn restore_to_the_end(
     )
     .wait(CLI_TIMEOUT);
     ended.assert_code(0, context);
-    assert!(
-        ended.stderr.contains(&format!("restoring from {url}/chk-")),
-        "{context}: {}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {url}/chk-"));
     assert_committed_output(&sandbox.out_dir(), expected, context);
 }
 
@@ -359,9 +355,11 @@ fn an_outage_of_the_store_during_a_restart_is_retried_under_the_restart_strategy
     weir.wait_for_log("cannot restart: ");
     std::thread::sleep(Duration::from_secs(2));
     proxy.clear();
-    let context = "a run through a store outage during its restart";
-    weir.wait(CLI_TIMEOUT).assert_code(0, context);
-    assert_committed_output(&sandbox.out_dir(), &expected, context);
+    weir.assert_ends_committing(
+        &sandbox,
+        &expected,
+        "a run through a store outage during its restart",
+    );
 }
 
 #[test]
@@ -408,13 +406,7 @@ fn a_restore_names_a_savepoint_by_its_url() {
     );
     let restored = again.wait(CLI_TIMEOUT);
     restored.assert_code(0, "the run from the savepoint's URL");
-    assert!(
-        restored
-            .stderr
-            .contains(&format!("restoring from {savepoint}")),
-        "{}",
-        restored.stderr
-    );
+    restored.assert_stderr_contains(&format!("restoring from {savepoint}"));
     let lines = committed_lines(&sandbox.out_dir());
     assert_eq!(lines.len(), 2_000_000, "every record counted once");
     // The key's secret is never in what weir prints.

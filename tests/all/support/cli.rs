@@ -8,7 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{
-    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, committed_lines, complete_checkpoint_ids,
+    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, assert_committed_output, committed_lines, complete_checkpoint_ids,
     weir_bin,
 };
 
@@ -217,6 +217,15 @@ impl Weir {
             .status()
             .unwrap_or_else(|e| panic!("cannot run `kill -{name}`: {e}"));
         assert!(status.success(), "`kill -{name} {}` failed", self.pid());
+    }
+
+    /// Waits for it to end on its own ([`Weir::wait`], [`CLI_TIMEOUT`]) with exit code 0; fails,
+    /// for `context`, unless it did and left exactly `expected` committed by the sandbox's file
+    /// sink and nothing in progress ([`assert_committed_output`]).
+    #[track_caller]
+    pub(crate) fn assert_ends_committing(self, sandbox: &Sandbox, expected: &[String], context: &str) {
+        self.wait(CLI_TIMEOUT).assert_code(0, context);
+        assert_committed_output(&sandbox.out_dir(), expected, context);
     }
 
     /// Waits for it to exit on its own; after `timeout` kills it and fails, showing stderr.
