@@ -182,16 +182,7 @@ impl JobFile {
         config: Option<&str>,
         inputs: &[Input<'_>],
     ) -> JobFile {
-        let inputs: Vec<String> = inputs
-            .iter()
-            .map(|(from, partition)| {
-                format!(
-                    "{{ from = {}, partition = {} }}",
-                    from.toml(),
-                    partition.toml()
-                )
-            })
-            .collect();
+        let inputs: Vec<String> = inputs.iter().map(input_toml).collect();
         let mut text = format!(
             "[[operator]]\nname = {}\nmodule = {}\nparallelism = {parallelism}\ninputs = [{}]\n",
             name.toml(),
@@ -207,21 +198,21 @@ impl JobFile {
 
     /// Sets how every operator added so far is checkpointed: `checkpoint = "exports"`,
     /// `"image"` or `"auto"` (docs/JOB.md).
-    pub(crate) fn state_capture(mut self, capture: &str) -> JobFile {
-        for vertex in &mut self.vertices {
-            if vertex.starts_with("[[operator]]") {
-                writeln!(vertex, "checkpoint = {}", capture.toml()).unwrap();
-            }
-        }
-        self
+    pub(crate) fn state_capture(self, capture: &str) -> JobFile {
+        self.on_every_operator(&format!("checkpoint = {}", capture.toml()))
     }
 
     /// Sets `image_full_every` on every operator added so far: a full image every `n` image
     /// checkpoints, deltas between them (docs/JOB.md).
-    pub(crate) fn image_full_every(mut self, n: u32) -> JobFile {
+    pub(crate) fn image_full_every(self, n: u32) -> JobFile {
+        self.on_every_operator(&format!("image_full_every = {n}"))
+    }
+
+    /// Adds the TOML line `line` to every operator added so far.
+    fn on_every_operator(mut self, line: &str) -> JobFile {
         for vertex in &mut self.vertices {
             if vertex.starts_with("[[operator]]") {
-                writeln!(vertex, "image_full_every = {n}").unwrap();
+                writeln!(vertex, "{line}").unwrap();
             }
         }
         self
@@ -229,34 +220,27 @@ impl JobFile {
 
     /// An exactly-once `file` sink writing into `dir`.
     pub(crate) fn file_sink(
-        mut self,
+        self,
         name: &str,
         dir: &Path,
         parallelism: u32,
-        (from, partition): Input<'_>,
+        input: Input<'_>,
     ) -> JobFile {
-        self.vertices.push(format!(
-            "[[sink]]\nname = {}\ntype = \"file\"\npath = {}\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
-            name.toml(),
-            dir.toml(),
-            from.toml(),
-            partition.toml()
-        ));
-        self
+        let kind = format!("type = \"file\"\npath = {}", dir.toml());
+        self.sink(name, &kind, parallelism, input)
     }
 
     /// A `blackhole` sink: counts records and drops them.
-    pub(crate) fn blackhole_sink(
-        mut self,
-        name: &str,
-        parallelism: u32,
-        (from, partition): Input<'_>,
-    ) -> JobFile {
+    pub(crate) fn blackhole_sink(self, name: &str, parallelism: u32, input: Input<'_>) -> JobFile {
+        self.sink(name, "type = \"blackhole\"", parallelism, input)
+    }
+
+    /// A sink whose type and its keys are the TOML lines `kind`.
+    fn sink(mut self, name: &str, kind: &str, parallelism: u32, input: Input<'_>) -> JobFile {
         self.vertices.push(format!(
-            "[[sink]]\nname = {}\ntype = \"blackhole\"\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            "[[sink]]\nname = {}\n{kind}\nparallelism = {parallelism}\ninputs = [{}]\n",
             name.toml(),
-            from.toml(),
-            partition.toml()
+            input_toml(&input)
         ));
         self
     }
@@ -292,6 +276,15 @@ impl JobFile {
         fs::write(path, self.to_toml())
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
+}
+
+/// An input of a vertex as TOML: `{ from = "FROM", partition = "PARTITION" }`.
+fn input_toml((from, partition): &Input<'_>) -> String {
+    format!(
+        "{{ from = {}, partition = {} }}",
+        from.toml(),
+        partition.toml()
+    )
 }
 
 /// The checkpoint settings most tests use: every `interval`, exactly-once, into the sandbox's
