@@ -482,19 +482,27 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
     verb(&sandbox, &["cancel", dir.to_str().unwrap()], &[]).assert_code(0, "weir cancel");
     weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
 
+    restores_exactly_once(
+        &sandbox,
+        &savepoint,
+        RECORDS,
+        "a savepoint taken with `weir savepoint`, then restored",
+    );
+}
+
+/// Runs the job of `sandbox` from `savepoint` to its end; fails, for `context`, unless it
+/// restored that savepoint and the committed output holds each of its `records` records once.
+#[track_caller]
+fn restores_exactly_once(sandbox: &Sandbox, savepoint: &Path, records: u64, context: &str) {
     let restore = savepoint.to_str().unwrap();
     let ended = run_cli(
         &sandbox.job_path(),
         &["--restore", restore],
         &sandbox.join("restore.log"),
     );
-    ended.assert_code(0, "the run restored from the savepoint");
+    ended.assert_code(0, context);
     ended.assert_stderr_contains(&format!("restoring from {restore}"));
-    assert_exactly_once(
-        &committed_lines(&sandbox.out_dir()),
-        RECORDS,
-        "a savepoint taken with `weir savepoint`, then restored",
-    );
+    assert_exactly_once(&committed_lines(&sandbox.out_dir()), records, context);
 }
 
 #[test]
@@ -536,15 +544,9 @@ fn weir_stop_leaves_a_restorable_savepoint_and_the_job_exits_zero() {
         "the stop should come mid-job: {committed} of {RECORDS} lines committed"
     );
 
-    let restore = savepoint.to_str().unwrap();
-    run_cli(
-        &sandbox.job_path(),
-        &["--restore", restore],
-        &sandbox.join("restore.log"),
-    )
-    .assert_code(0, "the run restored from the stop's savepoint");
-    assert_exactly_once(
-        &committed_lines(&sandbox.out_dir()),
+    restores_exactly_once(
+        &sandbox,
+        &savepoint,
         RECORDS,
         "a stop with `weir stop`, then a restore",
     );
