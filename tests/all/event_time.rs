@@ -363,6 +363,20 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
     eprintln!("event time kills landed ({capture}): {landed:?}");
 }
 
+/// `sources` joined by key into one `window` operator (one subtask, tumbling one-second
+/// windows), whose windows go to a file sink.
+fn second_windows_over(sources: JobFile, sandbox: &Sandbox, [a, b]: [&str; 2]) -> JobFile {
+    sources
+        .operator_with_inputs(
+            "window",
+            guests::WINDOW,
+            1,
+            Some("tumbling 1000"),
+            &[(a, "key-hash"), (b, "key-hash")],
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"))
+}
+
 /// The records of `idle_job`'s `active` input: timestamps 0, 2, … 9998 over seven keys.
 fn idle_records() -> Vec<(String, i64)> {
     (0..5_000).map(|i| (format!("k{}", i % 7), i * 2)).collect()
@@ -380,17 +394,10 @@ fn idle_job(sandbox: &Sandbox, active_idle: &str, silent_idle: &str) -> JobFile 
             "{{ out_of_orderness = \"0ms\", idle_timeout = {idle_timeout:?}, interval = \"20ms\" }}"
         )
     };
-    let job = JobFile::new("idle")
+    let sources = JobFile::new("idle")
         .file_source_with("active", &active, true, &csv_keys(&watermark(active_idle)))
-        .file_source_with("silent", &silent, true, &csv_keys(&watermark(silent_idle)))
-        .operator_with_inputs(
-            "window",
-            guests::WINDOW,
-            1,
-            Some("tumbling 1000"),
-            &[("active", "key-hash"), ("silent", "key-hash")],
-        )
-        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+        .file_source_with("silent", &silent, true, &csv_keys(&watermark(silent_idle)));
+    let job = second_windows_over(sources, sandbox, ["active", "silent"]);
     checkpointed(job, sandbox, "100ms", 2)
 }
 
@@ -531,21 +538,14 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
     let short = sandbox.join("short.csv");
     let records: Vec<(String, i64)> = (0..10).map(|i| ("short".to_string(), i)).collect();
     write_csv(&short, &records);
-    let job = JobFile::new("lengths")
+    let sources = JobFile::new("lengths")
         .file_source_with("short", &short, false, &csv_keys(BOUNDED))
         .vertex(
             "[[source]]\nname = \"long\"\ntype = \"generator\"\nseed = 5\ncount = 40000\n\
              rate = 20000.0\nkeys = 50\ndisorder = 300\n\
              watermark = { out_of_orderness = \"300ms\", interval = \"5ms\" }\n",
-        )
-        .operator_with_inputs(
-            "window",
-            guests::WINDOW,
-            1,
-            Some("tumbling 1000"),
-            &[("short", "key-hash"), ("long", "key-hash")],
-        )
-        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+        );
+    let job = second_windows_over(sources, sandbox, ["short", "long"]);
     checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
 }
 
