@@ -61,19 +61,19 @@ fn client(file: &EndpointFile) -> ControlClient {
     ControlClient::new(&file.address, Some(file.token.clone())).unwrap()
 }
 
-/// Waits until `done` holds of the job's checkpoint statistics.
-fn wait_for_checkpoints(
-    weir: &mut Weir,
-    client: &ControlClient,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) {
-    let reached = weir.wait_until(what, CLI_TIMEOUT, |_| {
+/// Waits until the job's endpoint counts `n` completed checkpoints; fails, showing the log, when
+/// the job ends first.
+fn wait_for_completed(weir: &mut Weir, client: &ControlClient, n: u64) {
+    let reached = weir.wait_until("completed checkpoints", CLI_TIMEOUT, |_| {
         client
             .get_json("/api/checkpoints")
-            .is_ok_and(|checkpoints| done(&checkpoints))
+            .is_ok_and(|checkpoints| checkpoints["counts"]["completed"].as_u64() >= Some(n))
     });
-    assert!(reached, "the job ended before {what}:\n{}", weir.stderr());
+    assert!(
+        reached,
+        "the job ended before {n} checkpoints completed:\n{}",
+        weir.stderr()
+    );
 }
 
 /// The value of the sample `name{labels}` in a text exposition, checking every line's form.
@@ -144,9 +144,7 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
         weir.stderr()
     );
     let client = client(&file);
-    wait_for_checkpoints(&mut weir, &client, "two checkpoints", |c| {
-        c["counts"]["completed"].as_u64() >= Some(2)
-    });
+    wait_for_completed(&mut weir, &client, 2);
 
     let job = client.get_json("/api/job").unwrap();
     assert_eq!(job["name"], "gencount");
@@ -431,9 +429,7 @@ fn cancel_with_on_cancel_delete_removes_completed_checkpoints() {
         .checkpoint("on_cancel", "delete")
         .write(&sandbox.job_path());
     let (mut weir, file) = start(&sandbox, &[], &[]);
-    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
-        c["counts"]["completed"].as_u64() >= Some(1)
-    });
+    wait_for_completed(&mut weir, &client(&file), 1);
     assert!(!complete_checkpoint_ids(&sandbox.checkpoint_dir()).is_empty());
     let cancel = verb(
         &sandbox,
@@ -511,9 +507,7 @@ fn weir_stop_leaves_a_restorable_savepoint_and_the_job_exits_zero() {
     let sandbox = Sandbox::new("control-stop");
     job(&sandbox, Some(RECORDS), 10_000.0, "100ms").write(&sandbox.job_path());
     let (mut weir, file) = start(&sandbox, &[], &[]);
-    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
-        c["counts"]["completed"].as_u64() >= Some(1)
-    });
+    wait_for_completed(&mut weir, &client(&file), 1);
     let stop = verb(
         &sandbox,
         &["stop", sandbox.checkpoint_dir().to_str().unwrap()],
