@@ -38,11 +38,13 @@ fn reference(count: u64) -> Vec<String> {
     reference_output(&sandbox, CLI_TIMEOUT)
 }
 
-/// Starts `job` and waits until it has completed a checkpoint: it is running for real.
-fn start_running(job: &Path, log: &Path, checkpoints: &Path) -> Weir {
-    let mut run = Weir::run(job, &[], log);
+/// Starts the job of `sandbox` (its log `first.log`) and waits until it has completed a
+/// checkpoint: it is running for real.
+fn start_running(sandbox: &Sandbox) -> Weir {
+    let checkpoints = sandbox.checkpoint_dir();
+    let mut run = Weir::run(&sandbox.job_path(), &[], &sandbox.join("first.log"));
     let running = run.wait_until("a completed checkpoint", CLI_TIMEOUT, |_| {
-        !complete_checkpoint_ids(checkpoints).is_empty()
+        !complete_checkpoint_ids(&checkpoints).is_empty()
     });
     assert!(
         running,
@@ -58,11 +60,7 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
     let expected = reference(RECORDS);
     let sandbox = Sandbox::new("two-runs");
     counting_job(&sandbox, RECORDS, Some(8_000.0), 2).write(&sandbox.job_path());
-    let first = start_running(
-        &sandbox.job_path(),
-        &sandbox.join("first.log"),
-        &sandbox.checkpoint_dir(),
-    );
+    let first = start_running(&sandbox);
     let pid = first.pid();
     let mut refused = 0;
     for (i, args) in [&[][..], &["--restore", "latest"][..]].iter().enumerate() {
@@ -80,11 +78,7 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
             format!("pid {pid}, job `gencount`"),
             "weir stop".to_string(),
         ] {
-            assert!(
-                second.stderr.contains(&needle),
-                "the refusal should say {needle:?}:\n{}",
-                second.stderr
-            );
+            second.assert_stderr_contains(&needle);
         }
         refused += 1;
     }
@@ -115,11 +109,7 @@ fn two_jobs_writing_one_sink_directory_are_refused() {
     counting_job(&sandbox, RECORDS, None, 1)
         .checkpoint("directory", other_dir.as_path())
         .write(&other_job);
-    let first = start_running(
-        &sandbox.job_path(),
-        &sandbox.join("first.log"),
-        &sandbox.checkpoint_dir(),
-    );
+    let first = start_running(&sandbox);
     let other = run_cli(&other_job, &[], &sandbox.join("other.log"));
     other.assert_code(
         EXIT_CANNOT_START,
