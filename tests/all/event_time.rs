@@ -165,8 +165,9 @@ fn windows_over_out_of_order_input_are_the_windows_computed_directly() {
         let sandbox = Sandbox::new("windows-direct");
         let csv = sandbox.join("events.csv");
         write_csv(&csv, &records);
-        window_job(&sandbox, &csv, spec, BOUNDED).write(&sandbox.job_path());
-        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, spec);
+        window_job(&sandbox, &csv, spec, BOUNDED)
+            .run_in(&sandbox)
+            .assert_code(0, spec);
         let expected = expected_lines(spec, &records);
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
         assert_same_output(&committed_lines(&sandbox.out_dir()), &expected, spec);
@@ -289,8 +290,9 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
         // the disorder — so its windows are those of the records, whatever the timing; the test
         // above checks that against a direct computation.)
         let reference = Sandbox::new("windows-reference");
-        generated_window_job(&reference, spec).write(&reference.job_path());
-        run_cli(&reference.job_path(), &[], &reference.join("weir.log")).assert_code(0, spec);
+        generated_window_job(&reference, spec)
+            .run_in(&reference)
+            .assert_code(0, spec);
         let expected = committed_lines(&reference.out_dir());
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
 

@@ -284,7 +284,7 @@ fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
         rate: None,
         keys: 3,
     };
-    JobFile::new("noinit")
+    let ended = JobFile::new("noinit")
         .generator("gen", &spec)
         .operator(
             "count",
@@ -294,8 +294,7 @@ fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
             ("gen", "forward"),
         )
         .file_sink("out", &sandbox.out_dir(), 1, ("count", "forward"))
-        .write(&sandbox.job_path());
-    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("run.log"));
+        .run_in(&sandbox);
     ended.assert_code(EXIT_CANNOT_START, "a config for a module without weir_init");
     let error = ended
         .stderr

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use super::{Rng, Sandbox};
+use super::{Ended, Rng, Sandbox, run_cli};
 
 /// A value written into a job file.
 pub(crate) trait TomlValue {
@@ -275,6 +275,13 @@ impl JobFile {
     pub(crate) fn write(&self, path: &Path) {
         fs::write(path, self.to_toml())
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    }
+
+    /// Writes the job file as the job of `sandbox` and runs it to its end ([`run_cli`]), its
+    /// stderr in `weir.log`.
+    pub(crate) fn run_in(&self, sandbox: &Sandbox) -> Ended {
+        self.write(&sandbox.job_path());
+        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
     }
 }
 
