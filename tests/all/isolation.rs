@@ -70,7 +70,7 @@ use weir_tests::guests;
 
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed,,
+    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed,
     weir_command,
 };
 
