@@ -69,33 +69,6 @@ pub struct JobView {
     pub edges: Vec<EdgeView>,
 }
 
-/// What a vertex and each of its subtasks show alike, in the current attempt: a vertex's are
-/// its subtasks' added up, their ratios averaged and their watermark the slowest.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Figures {
-    /// Records taken in (for a source: read).
-    pub records_in: u64,
-    /// Records sent out.
-    pub records_out: u64,
-    /// Records in and out per second over the last few seconds, and the shares of that time
-    /// spent working (back-pressure excluded) and blocked on full output channels, 0 to 1.
-    #[serde(flatten)]
-    pub rates: Rates,
-    /// The watermark, ms (docs/ABI.md §15); `null` before the first; [`END_OF_TIME`] at the end
-    /// of the input. A vertex's is its slowest subtask's, over the subtasks that have one
-    /// ([`vertex_watermark`]).
-    pub watermark: Option<i64>,
-    /// How far the watermark is behind the answer's `now`, ms ([`watermark_lag`]); `null`
-    /// without a watermark or at the end of time.
-    pub watermark_lag: Option<i64>,
-    /// Records that arrived at or before their task's watermark (late).
-    pub records_late: u64,
-    /// Records the guests emitted on a side output no edge reads, dropped.
-    pub records_unwired: u64,
-    /// Timers the guests have set that have not fired.
-    pub pending_timers: u64,
-}
-
 /// One vertex of [`JobView`]: its tasks' figures added up (ratios averaged).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VertexView {
@@ -105,14 +78,37 @@ pub struct VertexView {
     pub kind: &'static str,
     /// How many subtasks run it.
     pub parallelism: u32,
-    /// Its subtasks' figures together.
-    #[serde(flatten)]
-    pub figures: Figures,
+    /// Records taken in (for a source: read) in the current attempt.
+    pub records_in: u64,
+    /// Records sent out in the current attempt.
+    pub records_out: u64,
+    /// Records in per second over the last few seconds.
+    pub rate_in: f64,
+    /// Records out per second over the last few seconds.
+    pub rate_out: f64,
+    /// Share of the time working (back-pressure excluded), 0 to 1.
+    pub busy_ratio: f64,
+    /// Share of the time blocked on full output channels, 0 to 1.
+    pub backpressured_ratio: f64,
     /// Calls into the vertex's wasm guest (operators only; 0 otherwise).
     pub guest_calls: u64,
     /// Input its sources dropped as malformed in the current attempt (a file source's lines
     /// under `on_error = "skip"`; 0 otherwise).
     pub records_skipped: u64,
+    /// The vertex's watermark, ms (docs/ABI.md §15): its slowest subtask's, over the subtasks
+    /// that have one ([`vertex_watermark`]); `null` while none has; [`END_OF_TIME`] once they
+    /// reached the end of their input.
+    pub watermark: Option<i64>,
+    /// How far the watermark is behind the answer's `now`, ms ([`watermark_lag`]); `null`
+    /// without a watermark or at the end of time.
+    pub watermark_lag: Option<i64>,
+    /// Records that arrived at or before their task's watermark (late) in the current attempt.
+    pub records_late: u64,
+    /// Records its guests emitted on a side output no edge reads, dropped, in the current
+    /// attempt.
+    pub records_unwired: u64,
+    /// Timers its guests have set that have not fired.
+    pub pending_timers: u64,
     /// One entry per subtask.
     pub tasks: Vec<TaskView>,
 }
@@ -122,9 +118,29 @@ pub struct VertexView {
 pub struct TaskView {
     /// Its subtask index, from 0.
     pub subtask: u32,
-    /// Its figures.
-    #[serde(flatten)]
-    pub figures: Figures,
+    /// Records taken in.
+    pub records_in: u64,
+    /// Records sent out.
+    pub records_out: u64,
+    /// Records in per second.
+    pub rate_in: f64,
+    /// Records out per second.
+    pub rate_out: f64,
+    /// Share of the time working, 0 to 1.
+    pub busy_ratio: f64,
+    /// Share of the time back-pressured, 0 to 1.
+    pub backpressured_ratio: f64,
+    /// Its watermark, ms; `null` before the first; [`END_OF_TIME`] at the end of its input.
+    pub watermark: Option<i64>,
+    /// How far its watermark is behind the answer's `now`, ms; `null` without a watermark or
+    /// at the end of time.
+    pub watermark_lag: Option<i64>,
+    /// Records that arrived late.
+    pub records_late: u64,
+    /// Records emitted on a side output no edge reads, dropped.
+    pub records_unwired: u64,
+    /// Timers set that have not fired.
+    pub pending_timers: u64,
     /// What the task's connector shows of itself, under its own key (a Kafka source's
     /// `kafka_source`, an exactly-once Kafka sink's `kafka_sink`); absent for other tasks.
     #[serde(flatten)]
@@ -193,7 +209,7 @@ pub fn job_view(
                 0 => vertex.parallelism,
                 n => n as u32,
             };
-            let subtasks: Vec<(TaskView, u64)> = (0..parallelism)
+            let subtasks: Vec<(TaskView, Rates, u64)> = (0..parallelism)
                 .map(|subtask| {
                     let id = TaskId::new(vertex.name.as_str(), subtask);
                     let metrics = tasks
@@ -203,27 +219,22 @@ pub fn job_view(
                     task_view(subtask, metrics.as_ref(), sampler, now, wall_now, &id)
                 })
                 .collect();
-            let rates: Vec<Rates> = subtasks.iter().map(|(t, _)| t.figures.rates).collect();
-            let watermark =
-                vertex_watermark(subtasks.iter().map(|(t, _)| t.figures.watermark));
-            let sum = |figure: fn(&Figures) -> u64| {
-                subtasks.iter().map(|(t, _)| figure(&t.figures)).sum()
-            };
+            let rates: Vec<Rates> = subtasks.iter().map(|(_, r, _)| *r).collect();
+            let combined = Rates::combine(&rates);
+            let watermark = vertex_watermark(subtasks.iter().map(|(t, _, _)| t.watermark));
+            let sum =
+                |figure: fn(&TaskView) -> u64| subtasks.iter().map(|(t, _, _)| figure(t)).sum();
             VertexView {
                 name: vertex.name.clone(),
                 kind: vertex.kind_name(),
                 parallelism,
-                figures: Figures {
-                    records_in: sum(|f| f.records_in),
-                    records_out: sum(|f| f.records_out),
-                    rates: Rates::combine(&rates),
-                    watermark,
-                    watermark_lag: watermark_lag(watermark, wall_now),
-                    records_late: sum(|f| f.records_late),
-                    records_unwired: sum(|f| f.records_unwired),
-                    pending_timers: sum(|f| f.pending_timers),
-                },
-                guest_calls: subtasks.iter().map(|(_, calls)| calls).sum(),
+                records_in: sum(|t| t.records_in),
+                records_out: sum(|t| t.records_out),
+                rate_in: combined.rate_in,
+                rate_out: combined.rate_out,
+                busy_ratio: combined.busy_ratio,
+                backpressured_ratio: combined.backpressured_ratio,
+                guest_calls: subtasks.iter().map(|(_, _, calls)| calls).sum(),
                 records_skipped: (0..parallelism)
                     .filter_map(|subtask| {
                         let id = TaskId::new(vertex.name.as_str(), subtask);
@@ -231,7 +242,12 @@ pub fn job_view(
                     })
                     .map(|(_, _, m)| m.records_skipped())
                     .sum(),
-                tasks: subtasks.into_iter().map(|(t, _)| t).collect(),
+                watermark,
+                watermark_lag: watermark_lag(watermark, wall_now),
+                records_late: sum(|t| t.records_late),
+                records_unwired: sum(|t| t.records_unwired),
+                pending_timers: sum(|t| t.pending_timers),
+                tasks: subtasks.into_iter().map(|(t, _, _)| t).collect(),
             }
         })
         .collect();
@@ -258,8 +274,8 @@ pub fn job_view(
     }
 }
 
-/// One subtask's view and its guest calls, at (`now`, `wall_now`); zeros (and no watermark)
-/// for a task not running (before the first attempt, or between attempts).
+/// One subtask's view, its rates and its guest calls, at (`now`, `wall_now`); zeros (and no
+/// watermark) for a task not running (before the first attempt, or between attempts).
 fn task_view(
     subtask: u32,
     metrics: Option<&Arc<TaskMetrics>>,
@@ -267,27 +283,29 @@ fn task_view(
     now: Instant,
     wall_now: SystemTime,
     id: &TaskId,
-) -> (TaskView, u64) {
+) -> (TaskView, Rates, u64) {
+    let rates = metrics.map_or_else(Rates::default, |m| sampler.rates(now, id, m));
     let watermark = metrics.and_then(|m| m.watermark.get());
     let view = TaskView {
         subtask,
-        figures: Figures {
-            records_in: metrics.map_or(0, |m| m.records_in()),
-            records_out: metrics.map_or(0, |m| m.records_out()),
-            rates: metrics.map_or_else(Rates::default, |m| sampler.rates(now, id, m)),
-            watermark,
-            watermark_lag: watermark_lag(watermark, wall_now),
-            records_late: metrics.map_or(0, |m| m.records_late()),
-            records_unwired: metrics.map_or(0, |m| m.records_unwired()),
-            pending_timers: metrics.map_or(0, |m| m.pending_timers()),
-        },
+        records_in: metrics.map_or(0, |m| m.records_in()),
+        records_out: metrics.map_or(0, |m| m.records_out()),
+        rate_in: rates.rate_in,
+        rate_out: rates.rate_out,
+        busy_ratio: rates.busy_ratio,
+        backpressured_ratio: rates.backpressured_ratio,
+        watermark,
+        watermark_lag: watermark_lag(watermark, wall_now),
+        records_late: metrics.map_or(0, |m| m.records_late()),
+        records_unwired: metrics.map_or(0, |m| m.records_unwired()),
+        pending_timers: metrics.map_or(0, |m| m.pending_timers()),
         connector: metrics
             .and_then(|m| m.connector())
             .map(|figures| figures.view())
             .into_iter()
             .collect(),
     };
-    (view, metrics.map_or(0, |m| m.guest_calls()))
+    (view, rates, metrics.map_or(0, |m| m.guest_calls()))
 }
 
 #[cfg(test)]
@@ -519,8 +537,8 @@ pub(crate) mod tests {
             SystemTime::now(),
         );
         assert_eq!(view.vertices[0].tasks.len(), 2);
-        assert_eq!(view.vertices[0].figures.records_out, 0);
-        assert_eq!(view.vertices[0].figures.rates.rate_out, 0.0);
+        assert_eq!(view.vertices[0].records_out, 0);
+        assert_eq!(view.vertices[0].rate_out, 0.0);
     }
 
     /// Feeds `monitor` checkpoint `id` as the driver would: triggered at

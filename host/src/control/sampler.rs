@@ -48,7 +48,7 @@ impl Counters {
 }
 
 /// A task's rates over the window.
-#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Rates {
     /// Records taken in per second.
     pub rate_in: f64,
