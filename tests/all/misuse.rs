@@ -38,9 +38,13 @@ fn reference(count: u64) -> Vec<String> {
     reference_output(&sandbox, CLI_TIMEOUT)
 }
 
-/// Starts the job of `sandbox` (its log `first.log`) and waits until it has completed a
-/// checkpoint: it is running for real.
-fn start_running(sandbox: &Sandbox) -> Weir {
+/// The [`reference`] output of `records` records, then [`counting_job`] of them at 8000 a
+/// second, keeping `retained` checkpoints, started in a sandbox `label` (its log `first.log`)
+/// and run until it completed a checkpoint: it is running for real.
+fn start_running(label: &str, records: u64, retained: u32) -> (Vec<String>, Sandbox, Weir) {
+    let expected = reference(records);
+    let sandbox = Sandbox::new(label);
+    counting_job(&sandbox, records, Some(8_000.0), retained).write(&sandbox.job_path());
     let checkpoints = sandbox.checkpoint_dir();
     let mut run = Weir::run(&sandbox.job_path(), &[], &sandbox.join("first.log"));
     let running = run.wait_until("a completed checkpoint", CLI_TIMEOUT, |_| {
@@ -51,16 +55,12 @@ fn start_running(sandbox: &Sandbox) -> Weir {
         "the job ended before its first checkpoint:\n{}",
         run.stderr()
     );
-    run
+    (expected, sandbox, run)
 }
 
 #[test]
 fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
-    const RECORDS: u64 = 30_000;
-    let expected = reference(RECORDS);
-    let sandbox = Sandbox::new("two-runs");
-    counting_job(&sandbox, RECORDS, Some(8_000.0), 2).write(&sandbox.job_path());
-    let first = start_running(&sandbox);
+    let (expected, sandbox, first) = start_running("two-runs", 30_000, 2);
     let pid = first.pid();
     let mut refused = 0;
     for (i, args) in [&[][..], &["--restore", "latest"][..]].iter().enumerate() {
@@ -100,16 +100,13 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
 #[test]
 fn two_jobs_writing_one_sink_directory_are_refused() {
     const RECORDS: u64 = 20_000;
-    let expected = reference(RECORDS);
-    let sandbox = Sandbox::new("shared-sink");
-    counting_job(&sandbox, RECORDS, Some(8_000.0), 1).write(&sandbox.job_path());
+    let (expected, sandbox, first) = start_running("shared-sink", RECORDS, 1);
     // Another job: its own checkpoint directory, the same sink directory.
     let other_dir = sandbox.join("other-checkpoints");
     let other_job = sandbox.join("other.toml");
     counting_job(&sandbox, RECORDS, None, 1)
         .checkpoint("directory", other_dir.as_path())
         .write(&other_job);
-    let first = start_running(&sandbox);
     let other = run_cli(&other_job, &[], &sandbox.join("other.log"));
     other.assert_code(
         EXIT_CANNOT_START,
