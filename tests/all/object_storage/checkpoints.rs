@@ -18,7 +18,6 @@ use std::time::Duration;
 
 use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
-use weir::checkpoint::metadata::CheckpointMetadata;
 
 use super::{S3, s3_or_skip};
 use crate::kafka;
@@ -516,10 +515,7 @@ fn complete_generations(s3: &S3, bucket: &str, prefix: &str) -> Vec<(u64, u64)> 
         .into_iter()
         .filter_map(|id| {
             let key = format!("{prefix}/chk-{id:010}/_metadata");
-            // Gone if pruned since it was listed.
-            let bytes = s3.get(bucket, &key)?;
-            let meta = CheckpointMetadata::decode(std::path::Path::new(&key), &bytes)
-                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            let meta = s3.metadata(bucket, &key)?;
             Some((id, meta.generation.0))
         })
         .collect()

@@ -54,6 +54,7 @@ use std::time::{Duration, Instant};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use weir::checkpoint::metadata::CheckpointMetadata;
 use weir_test_servers::fault_proxy::FaultProxy;
 use weir_test_servers::s3::{self as server, S3Process};
 
@@ -203,6 +204,15 @@ impl S3 {
             }
         })
         .map(|got| got.unwrap_or_else(|e| panic!("cannot get s3://{bucket}/{key}: {e}")))
+    }
+
+    /// The checkpoint metadata at `key` of `bucket` (a `…/_metadata` object), decoded; `None`
+    /// when there is none (pruned since it was listed, say).
+    pub(crate) fn metadata(&self, bucket: &str, key: &str) -> Option<CheckpointMetadata> {
+        let bytes = self.get(bucket, key)?;
+        let meta = CheckpointMetadata::decode(std::path::Path::new(key), &bytes)
+            .unwrap_or_else(|e| panic!("s3://{bucket}/{key}: {e}"));
+        Some(meta)
     }
 
     /// Every key of `bucket` under `prefix` (`""`: all), with its size, sorted.
