@@ -22,11 +22,11 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::report;
-use crate::support::{reference_output, 
+use crate::support::{
     CLI_TIMEOUT, JOB_STARTING, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
-    number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
-    wordcount_at, wordcount_counting_with,
+    number_from_env, reference_output, seed_from_env, two_input_count, word_counts, word_text,
+    wordcount, wordcount_at, wordcount_counting_with,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -323,9 +323,14 @@ fn kill_and_restore_wordcount(
 fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
     // 80k lines of 30 words on average for 10 rounds: a few seconds of work for the debug
     // build, so that most kills land in a running job, in every phase of it.
-    kill_and_restore_wordcount("wordcount", 20_260_101, 8_000, 1, &[2], |sandbox, input, _| {
-        wordcount(sandbox, input, false)
-    });
+    kill_and_restore_wordcount(
+        "wordcount",
+        20_260_101,
+        8_000,
+        1,
+        &[2],
+        |sandbox, input, _| wordcount(sandbox, input, false),
+    );
 }
 
 /// The word count with its keyed count (parallelism 2) a component — Python, JavaScript, Rust

@@ -132,10 +132,7 @@ fn restore_skips(
         "the message should name {file} and say {:?}: {skipped}",
         corruption.problem
     );
-    ended.assert_stderr_contains(&format!(
-        "restoring from {}",
-        corruption.previous.display()
-    ));
+    ended.assert_stderr_contains(&format!("restoring from {}", corruption.previous.display()));
     let both = format!("{first}{second}");
     assert_committed_output(
         &sandbox.out_dir(),

@@ -22,9 +22,9 @@ use weir::runtime::RunOptions;
 use weir_tests::guests;
 
 use crate::support::report;
-use crate::support::{reference_output, 
+use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines, run_cli,
+    committed_lines, reference_output, run_cli,
 };
 
 /// Records of the windowed input.

@@ -19,9 +19,9 @@ use wasmparser::{Parser, Payload};
 
 use weir_tests::guests;
 
-use crate::support::{CLI_TIMEOUT, reference_output, 
-    GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
-    run_cli,
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed,
+    committed_lines, reference_output, run_cli,
 };
 
 /// The job: a generator (p=2) → key-hash → `count` (p=2) → forward → exactly-once file sink,

@@ -8,8 +8,9 @@
 
 use std::fs;
 
-use crate::support::{running_counts, 
+use crate::support::{
     JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
+    running_counts,
 };
 
 /// Lines in the file, of which every 37th is malformed.

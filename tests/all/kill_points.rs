@@ -24,10 +24,10 @@ use std::os::unix::process::ExitStatusExt as _;
 use weir::kill_point::{self, KillPoint};
 
 use crate::support::report;
-use crate::support::{reference_output, 
+use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
-    committed_lines, complete_checkpoints, in_progress_files, number_from_env, seed_from_env,
-    two_input_count,
+    committed_lines, complete_checkpoints, in_progress_files, number_from_env, reference_output,
+    seed_from_env, two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.

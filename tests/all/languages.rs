@@ -415,7 +415,10 @@ fn every_component_count_refuses_a_garbage_snapshot_with_a_message() {
     for guest in component_count_guests() {
         let failure = restore_garbage(&guest, "restore");
         let GuestFailure::Failed { message } = &failure else {
-            panic!("{}: expected the guest's message, got {failure:?}", guest.name);
+            panic!(
+                "{}: expected the guest's message, got {failure:?}",
+                guest.name
+            );
         };
         assert!(
             !message.trim().is_empty(),

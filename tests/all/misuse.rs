@@ -10,9 +10,10 @@ use std::path::Path;
 use weir::kill_point::KillPoint;
 
 use crate::support::report;
-use crate::support::{incomplete_checkpoints, reference_output, 
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpoint_dirs,
-    checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpoint_dirs, checkpointed,
+    committed_lines, complete_checkpoint_ids, generator_count, incomplete_checkpoints,
+    reference_output, run_cli,
 };
 
 /// `weir run`'s exit code when the job cannot start.

@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 
-use crate::support::{Ended, CliOutput, reference_output, 
-    CLI_TIMEOUT, Sandbox, Weir, assert_committed_output, assert_same_output, committed_lines, complete_checkpoint_ids,
-    in_progress_files, run_cli, stop_with_savepoint, weir_command,
+use crate::support::{
+    CLI_TIMEOUT, CliOutput, Ended, Sandbox, Weir, assert_committed_output, assert_same_output,
+    committed_lines, complete_checkpoint_ids, in_progress_files, reference_output, run_cli,
+    stop_with_savepoint, weir_command,
 };
 
 /// A keyed operator of the examples, with what it needs from the job.
@@ -352,7 +353,12 @@ fn start_long_job(label: &str, op: &Keyed) -> (Vec<String>, Sandbox, Weir) {
 /// `weir rescale DIR CHANGE` of the job running in `sandbox`.
 fn rescale(sandbox: &Sandbox, change: &str) -> CliOutput {
     let dir = sandbox.checkpoint_dir();
-    weir_command(sandbox, &["rescale", dir.to_str().unwrap(), change], "", &[])
+    weir_command(
+        sandbox,
+        &["rescale", dir.to_str().unwrap(), change],
+        "",
+        &[],
+    )
 }
 
 #[test]

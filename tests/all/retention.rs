@@ -6,9 +6,9 @@ use std::time::Duration;
 use weir::job::JobStatus;
 use weir::runtime::{JobRequest, RunOptions};
 
-use crate::support::{incomplete_checkpoints, 
+use crate::support::{
     GeneratorSpec, InProcess, JobFile, Sandbox, checkpoint_dirs, checkpointed,
-    complete_checkpoint_ids, generator_count, run_in_process,
+    complete_checkpoint_ids, generator_count, incomplete_checkpoints, run_in_process,
 };
 
 const RETAINED: u32 = 2;

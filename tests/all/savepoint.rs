@@ -2,9 +2,9 @@
 //! commits, exits 0 and names the savepoint; `--restore <savepoint>` then finishes the job with
 //! the output of a run that was never stopped.
 
-use crate::support::{CLI_TIMEOUT, reference_output, 
-    Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed, committed_lines,
-    generator_count, run_cli, stop_with_savepoint,
+use crate::support::{
+    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed,
+    committed_lines, generator_count, reference_output, run_cli, stop_with_savepoint,
 };
 
 /// The generator of these tests: 2 subtasks, 300 keys, 10 000 records a second, `count` in

@@ -51,10 +51,10 @@ use weir::job::JobStatus;
 use weir::runtime::JobMonitor;
 
 use crate::support::report;
-use crate::support::{incomplete_checkpoints, 
+use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, InProcess, JobFile, Rng, Sandbox, assert_committed_output,
-    assert_same_output, checkpoint_dirs, committed_lines, generator_count, run_cli, run_in_process,
-    seed_from_env, weir_bin,
+    assert_same_output, checkpoint_dirs, committed_lines, generator_count, incomplete_checkpoints,
+    run_cli, run_in_process, seed_from_env, weir_bin,
 };
 
 /// Records the generator emits in every job of this module.

@@ -18,13 +18,12 @@ use std::time::Duration;
 
 use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
-
 use super::{S3, s3_or_skip};
 use crate::kafka;
 use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
-use crate::support::{reference_output, 
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output, assert_same_output, committed_lines,
-    generator_count, run_cli, weir_command,
+use crate::support::{
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output,
+    assert_same_output, committed_lines, generator_count, reference_output, run_cli, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a

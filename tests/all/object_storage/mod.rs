@@ -90,12 +90,10 @@ pub(crate) fn s3_or_skip(test: &str) -> Option<&'static S3> {
 /// (a no-op when the pinned version is there), or why it could not be.
 fn executable() -> Result<&'static Path, String> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    EXE.get_or_init(|| {
-        timed_install("the S3 test server", || server::install(&workspace_root()))
-    })
-    .as_ref()
-    .map(PathBuf::as_path)
-    .map_err(Clone::clone)
+    EXE.get_or_init(|| timed_install("the S3 test server", || server::install(&workspace_root())))
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(Clone::clone)
 }
 
 /// A running moto server on a loopback port, with its log in a temp folder. Dropping it stops

@@ -8,8 +8,8 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use super::{
-    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, assert_committed_output, committed_lines, complete_checkpoint_ids,
-    weir_bin,
+    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, assert_committed_output, committed_lines,
+    complete_checkpoint_ids, weir_bin,
 };
 
 /// A running `weir` process. Killed (SIGKILL) and reaped on drop if still running, so a failing
@@ -122,7 +122,9 @@ impl Weir {
         let name = point.split_once(':').map_or(point, |(name, _)| name);
         assert!(
             matches!(ended.status.signal(), Some(9 | 6))
-                && ended.stderr.contains(&format!("kill point `{name}` reached")),
+                && ended
+                    .stderr
+                    .contains(&format!("kill point `{name}` reached")),
             "`weir run {}` should have been killed at {point}, but ended with {}; its stderr:\n{}",
             job.display(),
             ended.status,
@@ -223,7 +225,12 @@ impl Weir {
     /// for `context`, unless it did and left exactly `expected` committed by the sandbox's file
     /// sink and nothing in progress ([`assert_committed_output`]).
     #[track_caller]
-    pub(crate) fn assert_ends_committing(self, sandbox: &Sandbox, expected: &[String], context: &str) {
+    pub(crate) fn assert_ends_committing(
+        self,
+        sandbox: &Sandbox,
+        expected: &[String],
+        context: &str,
+    ) {
         self.wait(CLI_TIMEOUT).assert_code(0, context);
         assert_committed_output(&sandbox.out_dir(), expected, context);
     }
