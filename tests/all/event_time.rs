@@ -635,6 +635,15 @@ fn the_shipped_windows_example_runs() {
     );
 }
 
+/// The test broker and a new topic of two partitions on it, for `test`; `None` (the test
+/// skipped) without a broker.
+fn two_partition_topic(test: &str) -> Option<(&'static crate::kafka::Broker, String)> {
+    let broker = crate::kafka::broker_or_skip(test)?;
+    let topic = crate::kafka::unique("events");
+    broker.create_topic(&topic, 2);
+    Some((broker, topic))
+}
+
 /// Writes `(key, timestamp)` records to partition 0 of `topic`, each valued its key, the
 /// timestamp in header `ts`, which the Kafka jobs of this file read; partition 1 stays idle.
 fn produce_stamped(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
@@ -664,11 +673,9 @@ fn produce_stamped(broker: &crate::kafka::Broker, topic: &str, records: &[(&str,
 /// watermark at its start and nothing fires.
 #[test]
 fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
-    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition") else {
+    let Some((broker, topic)) = two_partition_topic("event-time-idle-partition") else {
         return;
     };
-    let topic = crate::kafka::unique("events");
-    broker.create_topic(&topic, 2);
     let keys: Vec<String> = (0..3_000).map(|i| format!("k{}", i % 5)).collect();
     let records: Vec<(&str, i64)> = keys
         .iter()
@@ -728,11 +735,9 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
 /// again held its watermark at 999 for `idle_timeout` and counted the record into the window.
 #[test]
 fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late() {
-    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition-restored") else {
+    let Some((broker, topic)) = two_partition_topic("event-time-idle-partition-restored") else {
         return;
     };
-    let topic = crate::kafka::unique("events");
-    broker.create_topic(&topic, 2);
     let mut first: Vec<(&str, i64)> = (0..1_000).map(|ts| ("a", ts)).collect();
     first.push(("z", 1_000)); // watermark 999: `a`'s window fires on time
     produce_stamped(broker, &topic, &first);
