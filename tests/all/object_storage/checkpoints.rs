@@ -23,7 +23,7 @@ use crate::kafka;
 use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output,
-    assert_same_output, committed_lines, generator_count, reference_output, run_cli, weir_command,
+    assert_same_output, committed_lines, generator_count, reference_output, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
