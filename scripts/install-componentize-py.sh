@@ -10,11 +10,8 @@
 # guest-sdk/python/build.sh runs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/guest-sdk/python"
-venv="$dir/.venv"
-requirements="$dir/requirements-build.txt"
 source "$root/scripts/lib/venv.sh"
-pinned="$(pinned_version "$requirements" componentize-py)"
+venv_for "$root/guest-sdk/python" requirements-build.txt componentize-py
 
 if [ -x "$venv/bin/componentize-py" ] \
    && [ "$("$venv/bin/componentize-py" --version 2>/dev/null)" = "componentize-py $pinned" ]; then

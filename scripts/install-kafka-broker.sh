@@ -12,12 +12,9 @@
 # on, so killing the wrapper leaves the broker running.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/tests/kafka"
-venv="$dir/.venv"
-wrapper="$venv/bin/noida-db"
-requirements="$dir/requirements.txt"
 source "$root/scripts/lib/venv.sh"
-pinned="$(pinned_version "$requirements" noida-db)"
+venv_for "$root/tests/kafka" requirements.txt noida-db
+wrapper="$venv/bin/noida-db"
 
 # The installed version, from the package's metadata.
 installed() {

@@ -11,12 +11,9 @@
 # test uses to read the manifests.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/tests/kubernetes"
-venv="$dir/.venv"
-exe="$venv/bin/kubernetes-validate"
-requirements="$dir/requirements.txt"
 source "$root/scripts/lib/venv.sh"
-pinned="$(pinned_version "$requirements" kubernetes-validate)"
+venv_for "$root/tests/kubernetes" requirements.txt kubernetes-validate
+exe="$venv/bin/kubernetes-validate"
 
 # The installed version, from the package's metadata, when the validator and PyYAML import.
 installed() {

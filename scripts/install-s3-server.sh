@@ -10,12 +10,9 @@
 # executable, a Python script that serves in its own process (signals reach the server).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/tests/s3"
-venv="$dir/.venv"
-exe="$venv/bin/moto_server"
-requirements="$dir/requirements.txt"
 source "$root/scripts/lib/venv.sh"
-pinned="$(pinned_version "$requirements" 'moto[server]')"
+venv_for "$root/tests/s3" requirements.txt 'moto[server]'
+exe="$venv/bin/moto_server"
 
 # The installed version, from the package's metadata, when the server's own modules (the
 # `server` extra's Flask) import too.

@@ -9,11 +9,8 @@
 # examples/zig/build.sh runs).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-dir="$root/examples/zig"
-venv="$dir/.venv"
-requirements="$dir/requirements.txt"
 source "$root/scripts/lib/venv.sh"
-pinned="$(pinned_version "$requirements" ziglang)"
+venv_for "$root/examples/zig" requirements.txt ziglang
 
 if [ -x "$venv/bin/python" ] \
    && [ "$("$venv/bin/python" -m ziglang version 2>/dev/null)" = "$pinned" ]; then

@@ -154,30 +154,24 @@ fn empty_call(c: &mut Criterion) {
     let call_find_memory = typed(&mut store, "call_find_memory");
 
     let mut group = c.benchmark_group("call");
-    group.bench_function("empty", |b| {
-        b.iter(|| {
-            store.set_epoch_deadline(1_000);
-            f.call(&mut store, (7, 0)).expect("call")
-        })
-    });
+    for (name, func) in [
+        ("empty", &f),
+        ("import", &call_nothing),
+        ("import-get-export-memory", &call_find_memory),
+    ] {
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                store.set_epoch_deadline(1_000);
+                func.call(&mut store, (7, 0)).expect("call")
+            })
+        });
+    }
     // `GuestInstance` clones the export's `TypedFunc` before each call (to call it with
     // `&mut self.store`); the clone and its drop are most of the cost of a small batch.
     group.bench_function("empty-cloned-func", |b| {
         b.iter(|| {
             store.set_epoch_deadline(1_000);
             f.clone().call(&mut store, (7, 0)).expect("call")
-        })
-    });
-    group.bench_function("import", |b| {
-        b.iter(|| {
-            store.set_epoch_deadline(1_000);
-            call_nothing.call(&mut store, (7, 0)).expect("call")
-        })
-    });
-    group.bench_function("import-get-export-memory", |b| {
-        b.iter(|| {
-            store.set_epoch_deadline(1_000);
-            call_find_memory.call(&mut store, (7, 0)).expect("call")
         })
     });
     group.finish();

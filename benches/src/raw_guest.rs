@@ -52,6 +52,20 @@ fn range(data: &[u8], ptr: i32, len: i32) -> wasmtime::Result<&[u8]> {
         .ok_or_else(|| wasmtime::format_err!("out of bounds"))
 }
 
+/// Hands `ptr..ptr + len` of the guest's memory, checked, to `take` with what the store
+/// collects: what the `emit` and `save_state` imports do with the bytes they are given.
+fn take_bytes(
+    caller: &mut Caller<'_, Collected>,
+    ptr: i32,
+    len: i32,
+    take: impl FnOnce(&mut Collected, &[u8]),
+) -> wasmtime::Result<()> {
+    let memory = memory(caller)?;
+    let (data, collected) = memory.data_and_store_mut(caller);
+    take(collected, range(data, ptr, len)?);
+    Ok(())
+}
+
 impl RawGuest {
     /// Compiles the module at `path` with a perf map, instantiates it and runs `weir_init`.
     pub fn load(path: &Path, operator: &str) -> wasmtime::Result<RawGuest> {
@@ -68,20 +82,18 @@ impl RawGuest {
             "weir",
             "emit",
             |mut caller: Caller<'_, Collected>, ptr: i32, len: i32| {
-                let memory = memory(&mut caller)?;
-                let (data, collected) = memory.data_and_store_mut(&mut caller);
-                collected.output.push(range(data, ptr, len)?.to_vec());
-                Ok(())
+                take_bytes(&mut caller, ptr, len, |collected, bytes| {
+                    collected.output.push(bytes.to_vec())
+                })
             },
         )?;
         linker.func_wrap(
             "weir",
             "save_state",
             |mut caller: Caller<'_, Collected>, ptr: i32, len: i32| {
-                let memory = memory(&mut caller)?;
-                let (data, collected) = memory.data_and_store_mut(&mut caller);
-                collected.state.extend_from_slice(range(data, ptr, len)?);
-                Ok(())
+                take_bytes(&mut caller, ptr, len, |collected, bytes| {
+                    collected.state.extend_from_slice(bytes)
+                })
             },
         )?;
         linker.func_wrap(

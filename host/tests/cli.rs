@@ -17,12 +17,17 @@ fn weir(args: &[&str]) -> (i32, String) {
     )
 }
 
-#[test]
-fn bad_job_file_exits_2_naming_the_line_and_the_allowed_values() {
+/// `weir run` of a job file holding `text`, in a folder of its own.
+fn run_job(text: &str) -> (i32, String) {
     let dir = tempfile::tempdir().unwrap();
     let job = dir.path().join("job.toml");
-    std::fs::write(&job, "name = \"x\"\n[checkpoint]\ninterval = \"5x\"\n").unwrap();
-    let (code, stderr) = weir(&["run", job.to_str().unwrap()]);
+    std::fs::write(&job, text).unwrap();
+    weir(&["run", job.to_str().unwrap()])
+}
+
+#[test]
+fn bad_job_file_exits_2_naming_the_line_and_the_allowed_values() {
+    let (code, stderr) = run_job("name = \"x\"\n[checkpoint]\ninterval = \"5x\"\n");
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("job.toml:3:"), "{stderr}");
     assert!(stderr.contains("\"500ms\""), "{stderr}");
@@ -30,16 +35,11 @@ fn bad_job_file_exits_2_naming_the_line_and_the_allowed_values() {
 
 #[test]
 fn missing_module_exits_2_naming_the_path_and_the_build_command() {
-    let dir = tempfile::tempdir().unwrap();
-    let job = dir.path().join("job.toml");
-    std::fs::write(
-        &job,
+    let (code, stderr) = run_job(
         "name = \"x\"\n[[source]]\nname = \"g\"\ntype = \"generator\"\ncount = 1\n\
          [[operator]]\nname = \"op\"\nmodule = \"nope.wasm\"\ninputs = [\"g\"]\n\
          [[sink]]\nname = \"s\"\ntype = \"blackhole\"\ninputs = [\"op\"]\n",
-    )
-    .unwrap();
-    let (code, stderr) = weir(&["run", job.to_str().unwrap()]);
+    );
     assert_eq!(code, 2, "{stderr}");
     assert!(stderr.contains("nope.wasm"), "{stderr}");
     assert!(stderr.contains("scripts/build-guests.sh"), "{stderr}");

@@ -7,6 +7,16 @@
 #
 # Every function writes its messages to stderr and expects `root` (the repository) to be set.
 
+# The environment of a tool kept in the folder `dir`, as every install script keeps one: sets
+# `venv` (DIR/.venv), `requirements` (DIR/`file`, what is installed into it) and `pinned` (the
+# version of `package` that file pins; see `pinned_version`).
+venv_for() {
+  local dir="$1" file="$2" package="$3"
+  venv="$dir/.venv"
+  requirements="$dir/$file"
+  pinned="$(pinned_version "$requirements" "$package")"
+}
+
 # The version `requirements` pins for `package` (a line `package==VERSION`), printed; fails
 # naming the file when it is missing or pins none.
 pinned_version() {

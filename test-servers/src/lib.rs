@@ -30,3 +30,7 @@ pub mod kafka;
 mod process;
 pub mod rng;
 pub mod s3;
+
+/// Runs an install script of the workspace the way the servers' installs run theirs, for a
+/// tool that is no server (the Kubernetes schema validator of `tests/all/deployment.rs`).
+pub use process::install as install_with_script;

@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 /// or why it could not,
 /// `what` naming the server and `how` what the script does and needs. The script's messages go
 /// to this process's stderr.
-pub(crate) fn install(root: &Path, script: &str, what: &str, how: &str) -> Result<PathBuf, String> {
+pub fn install(root: &Path, script: &str, what: &str, how: &str) -> Result<PathBuf, String> {
     let path = root.join("scripts").join(script);
     let out = Command::new("bash")
         .arg(&path)

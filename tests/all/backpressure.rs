@@ -189,16 +189,6 @@ fn records_in_out(stderr: &str) -> Option<(u64, u64)> {
     Some((words.get(1)?.parse().ok()?, words.get(3)?.parse().ok()?))
 }
 
-fn wait_started(weir: &mut Weir) {
-    assert!(
-        weir.wait_until("the job to start", CLI_TIMEOUT, |w| w
-            .stderr()
-            .contains(JOB_STARTING)),
-        "`weir` exited before the job started:\n{}",
-        weir.stderr()
-    );
-}
-
 #[test]
 fn a_slow_stage_bounds_memory_and_checkpoints_still_complete() {
     let secs = number_from_env("WEIR_BACKPRESSURE_SECS", 15).max(4);
@@ -210,7 +200,7 @@ fn a_slow_stage_bounds_memory_and_checkpoints_still_complete() {
         .checkpoint("timeout", "20s")
         .write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_started(&mut weir);
+    weir.wait_for_log(JOB_STARTING);
     let mut memory = Memory::default();
     memory.watch(&mut weir, Duration::from_secs(secs));
     assert!(
@@ -277,7 +267,7 @@ fn checkpoints_that_cannot_finish_expire_and_fail_the_job_beyond_the_tolerable_c
         .checkpoint("tolerable_failures", 3u32)
         .write(&sandbox.job_path());
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_started(&mut weir);
+    weir.wait_for_log(JOB_STARTING);
     let mut memory = Memory::default();
     memory.watch(&mut weir, CLI_TIMEOUT);
     let ended = weir.wait(CLI_TIMEOUT);

@@ -295,10 +295,7 @@ fn a_file_source_on_a_fifo_is_refused_and_never_hangs_the_job() {
     );
     fs::write(sandbox.job_path(), text).unwrap();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("follow.log"));
-    let started = weir.wait_until("the job to start", CLI_TIMEOUT, |w| {
-        w.stderr().contains("starting")
-    });
-    assert!(started, "{}", weir.stderr());
+    weir.wait_for_log("starting");
     mkfifo(&fifo);
     let ended = weir.wait(CLI_TIMEOUT);
     ended.assert_code(1, "a followed path that became a FIFO");

@@ -25,8 +25,8 @@ use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, JOB_STARTING, JobFile, Rng, Sandbox, Weir, assert_complete_checkpoints_verify,
     assert_same_output, checkpointed, committed_lines, complete_checkpoint_ids, in_progress_files,
-    number_from_env, seed_from_env, two_input_count, word_counts, word_text, wordcount,
-    wordcount_at, wordcount_counting_with,
+    number_from_env, reference_output, seed_from_env, two_input_count, word_counts, word_text,
+    wordcount, wordcount_at, wordcount_counting_with,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -129,10 +129,7 @@ fn kill_and_restore(
     make_job(&reference, parallelisms[0]).write(&reference.job_path());
     // The jobs grow with the rounds: so does the time their whole runs may take.
     let whole_run = CLI_TIMEOUT * rounds.div_ceil(DEFAULT_ROUNDS).max(1) as u32;
-    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-        .wait(whole_run)
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, whole_run);
     assert!(
         !expected.is_empty(),
         "the reference run committed no output"
@@ -293,25 +290,46 @@ fn kill_and_restore(
     });
 }
 
+/// [`kill_and_restore`] of a word count over `lines_per_round` lines a round of 30 words on
+/// average, drawn from `seed`, checkpointed every 100 ms: `make_job` builds it over the input
+/// file at a parallelism. The reference itself must hold the counts computed here.
+fn kill_and_restore_wordcount(
+    label: &str,
+    seed: u64,
+    lines_per_round: usize,
+    salt: u64,
+    parallelisms: &[u32],
+    make_job: impl Fn(&Sandbox, &Path, u32) -> JobFile,
+) {
+    let input_dir = Sandbox::new(&format!("{label}-input"));
+    let input = input_dir.join("words.txt");
+    let rounds = chaos_rounds();
+    let text = word_text(seed, lines_per_round * rounds as usize, 30);
+    std::fs::write(&input, &text).unwrap();
+    kill_and_restore(
+        label,
+        rounds,
+        salt,
+        (20, 800),
+        parallelisms,
+        |sandbox, parallelism| {
+            checkpointed(make_job(sandbox, &input, parallelism), sandbox, "100ms", 1)
+        },
+        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+    );
+}
+
 #[test]
 fn kill_and_restore_wordcount_commits_exactly_the_undisturbed_output() {
-    let input_dir = Sandbox::new("wordcount-input");
-    let input = input_dir.join("words.txt");
     // 80k lines of 30 words on average for 10 rounds: a few seconds of work for the debug
     // build, so that most kills land in a running job, in every phase of it.
-    let rounds = chaos_rounds();
-    let text = word_text(20_260_101, 8_000 * rounds as usize, 30);
-    std::fs::write(&input, &text).unwrap();
-    let input: &Path = &input;
-    kill_and_restore(
+    kill_and_restore_wordcount(
         "wordcount",
-        rounds,
+        20_260_101,
+        8_000,
         1,
-        (20, 800),
         &[2],
-        |sandbox, _| checkpointed(wordcount(sandbox, input, false), sandbox, "100ms", 1),
-        // The reference itself must hold the counts computed here.
-        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+        |sandbox, input, _| wordcount(sandbox, input, false),
     );
 }
 
@@ -329,23 +347,13 @@ fn kill_and_restore_wordcount_counting_with(
     let Some(count) = crate::support::foreign(language, count) else {
         return;
     };
-    let input_dir = Sandbox::new(&format!("{label}-input"));
-    let input = input_dir.join("words.txt");
-    let rounds = chaos_rounds();
-    let text = word_text(20_261_203, lines_per_round * rounds as usize, 30);
-    std::fs::write(&input, &text).unwrap();
-    let input: &Path = &input;
-    kill_and_restore(
+    kill_and_restore_wordcount(
         label,
-        rounds,
+        20_261_203,
+        lines_per_round,
         3,
-        (20, 800),
         &[2],
-        |sandbox, _| {
-            let job = wordcount_counting_with(sandbox, input, false, count);
-            checkpointed(job, sandbox, "100ms", 1)
-        },
-        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+        |sandbox, input, _| wordcount_counting_with(sandbox, input, false, count),
     );
 }
 
@@ -408,27 +416,13 @@ fn kill_and_restore_two_input_count_commits_exactly_the_undisturbed_output() {
 /// run's.
 #[test]
 fn kill_and_restore_wordcount_at_changing_parallelisms_commits_exactly_the_undisturbed_output() {
-    let input_dir = Sandbox::new("rescale-chaos-input");
-    let input = input_dir.join("words.txt");
-    let rounds = chaos_rounds();
-    let text = word_text(20_261_204, 8_000 * rounds as usize, 30);
-    std::fs::write(&input, &text).unwrap();
-    let input: &Path = &input;
-    kill_and_restore(
+    kill_and_restore_wordcount(
         "wordcount-rescaled",
-        rounds,
+        20_261_204,
+        8_000,
         4,
-        (20, 800),
         &[2, 1, 3, 4],
-        |sandbox, parallelism| {
-            checkpointed(
-                wordcount_at(sandbox, input, parallelism),
-                sandbox,
-                "100ms",
-                1,
-            )
-        },
-        |reference| assert_same_output(reference, &word_counts(&text), "the reference word count"),
+        wordcount_at,
     );
 }
 

@@ -74,11 +74,7 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
     // The table: every complete one, the savepoint newest, and how to restore it.
     let listed = checkpoints(&sandbox, &[text(&dir)]);
     listed.assert_code(0, "weir checkpoints DIR");
-    let lines: Vec<&str> = listed.stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with("ID "))
-        .unwrap_or_else(|| panic!("no table header:\n{}", listed.stdout));
+    let table = listed.stdout_table("ID ");
     for column in [
         "KIND",
         "STATUS",
@@ -87,9 +83,9 @@ fn lists_inspects_and_verifies_the_checkpoints_of_a_real_job() {
         "SIZE",
         "OPERATORS",
     ] {
-        assert!(lines[header].contains(column), "{}", lines[header]);
+        assert!(table[0].contains(column), "{}", table[0]);
     }
-    let first_row = lines[header + 1];
+    let first_row = table[1];
     assert!(
         first_row.starts_with(&format!("{newest} "))
             && first_row.contains("savepoint")

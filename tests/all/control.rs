@@ -61,19 +61,19 @@ fn client(file: &EndpointFile) -> ControlClient {
     ControlClient::new(&file.address, Some(file.token.clone())).unwrap()
 }
 
-/// Waits until `done` holds of the job's checkpoint statistics.
-fn wait_for_checkpoints(
-    weir: &mut Weir,
-    client: &ControlClient,
-    what: &str,
-    done: impl Fn(&Value) -> bool,
-) {
-    let reached = weir.wait_until(what, CLI_TIMEOUT, |_| {
+/// Waits until the job's endpoint counts `n` completed checkpoints; fails, showing the log, when
+/// the job ends first.
+fn wait_for_completed(weir: &mut Weir, client: &ControlClient, n: u64) {
+    let reached = weir.wait_until("completed checkpoints", CLI_TIMEOUT, |_| {
         client
             .get_json("/api/checkpoints")
-            .is_ok_and(|checkpoints| done(&checkpoints))
+            .is_ok_and(|checkpoints| checkpoints["counts"]["completed"].as_u64() >= Some(n))
     });
-    assert!(reached, "the job ended before {what}:\n{}", weir.stderr());
+    assert!(
+        reached,
+        "the job ended before {n} checkpoints completed:\n{}",
+        weir.stderr()
+    );
 }
 
 /// The value of the sample `name{labels}` in a text exposition, checking every line's form.
@@ -144,9 +144,7 @@ fn every_endpoint_answers_for_a_running_job_and_cancel_retains_checkpoints() {
         weir.stderr()
     );
     let client = client(&file);
-    wait_for_checkpoints(&mut weir, &client, "two checkpoints", |c| {
-        c["counts"]["completed"].as_u64() >= Some(2)
-    });
+    wait_for_completed(&mut weir, &client, 2);
 
     let job = client.get_json("/api/job").unwrap();
     assert_eq!(job["name"], "gencount");
@@ -409,12 +407,8 @@ fn a_running_jobs_watermarks_show_in_the_api_the_metrics_and_weir_status() {
         &[],
     );
     status.assert_code(0, "weir status of a job with watermarks");
-    let lines: Vec<&str> = status.stdout.lines().collect();
-    let header = lines
-        .iter()
-        .position(|l| l.starts_with("vertex  watermark"))
-        .unwrap_or_else(|| panic!("no watermark table in:\n{}", status.stdout));
-    for (row, vertex) in lines[header + 1..].iter().zip(["gen ", "count ", "out "]) {
+    let table = status.stdout_table("vertex  watermark");
+    for (row, vertex) in table[1..].iter().zip(["gen ", "count ", "out "]) {
         // The generator's watermarks are no wall-clock times: a number, no lag.
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert!(
@@ -435,9 +429,7 @@ fn cancel_with_on_cancel_delete_removes_completed_checkpoints() {
         .checkpoint("on_cancel", "delete")
         .write(&sandbox.job_path());
     let (mut weir, file) = start(&sandbox, &[], &[]);
-    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
-        c["counts"]["completed"].as_u64() >= Some(1)
-    });
+    wait_for_completed(&mut weir, &client(&file), 1);
     assert!(!complete_checkpoint_ids(&sandbox.checkpoint_dir()).is_empty());
     let cancel = verb(
         &sandbox,
@@ -486,19 +478,27 @@ fn a_savepoint_taken_with_weir_savepoint_restores_to_exactly_once_output() {
     verb(&sandbox, &["cancel", dir.to_str().unwrap()], &[]).assert_code(0, "weir cancel");
     weir.wait(CLI_TIMEOUT).assert_code(130, "the cancelled job");
 
+    restores_exactly_once(
+        &sandbox,
+        &savepoint,
+        RECORDS,
+        "a savepoint taken with `weir savepoint`, then restored",
+    );
+}
+
+/// Runs the job of `sandbox` from `savepoint` to its end; fails, for `context`, unless it
+/// restored that savepoint and the committed output holds each of its `records` records once.
+#[track_caller]
+fn restores_exactly_once(sandbox: &Sandbox, savepoint: &Path, records: u64, context: &str) {
     let restore = savepoint.to_str().unwrap();
     let ended = run_cli(
         &sandbox.job_path(),
         &["--restore", restore],
         &sandbox.join("restore.log"),
     );
-    ended.assert_code(0, "the run restored from the savepoint");
+    ended.assert_code(0, context);
     ended.assert_stderr_contains(&format!("restoring from {restore}"));
-    assert_exactly_once(
-        &committed_lines(&sandbox.out_dir()),
-        RECORDS,
-        "a savepoint taken with `weir savepoint`, then restored",
-    );
+    assert_exactly_once(&committed_lines(&sandbox.out_dir()), records, context);
 }
 
 #[test]
@@ -507,9 +507,7 @@ fn weir_stop_leaves_a_restorable_savepoint_and_the_job_exits_zero() {
     let sandbox = Sandbox::new("control-stop");
     job(&sandbox, Some(RECORDS), 10_000.0, "100ms").write(&sandbox.job_path());
     let (mut weir, file) = start(&sandbox, &[], &[]);
-    wait_for_checkpoints(&mut weir, &client(&file), "a checkpoint", |c| {
-        c["counts"]["completed"].as_u64() >= Some(1)
-    });
+    wait_for_completed(&mut weir, &client(&file), 1);
     let stop = verb(
         &sandbox,
         &["stop", sandbox.checkpoint_dir().to_str().unwrap()],
@@ -540,15 +538,9 @@ fn weir_stop_leaves_a_restorable_savepoint_and_the_job_exits_zero() {
         "the stop should come mid-job: {committed} of {RECORDS} lines committed"
     );
 
-    let restore = savepoint.to_str().unwrap();
-    run_cli(
-        &sandbox.job_path(),
-        &["--restore", restore],
-        &sandbox.join("restore.log"),
-    )
-    .assert_code(0, "the run restored from the stop's savepoint");
-    assert_exactly_once(
-        &committed_lines(&sandbox.out_dir()),
+    restores_exactly_once(
+        &sandbox,
+        &savepoint,
         RECORDS,
         "a stop with `weir stop`, then a restore",
     );

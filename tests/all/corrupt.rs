@@ -132,15 +132,7 @@ fn restore_skips(
         "the message should name {file} and say {:?}: {skipped}",
         corruption.problem
     );
-    let previous = corruption.previous.to_str().unwrap();
-    assert!(
-        ended
-            .stderr
-            .lines()
-            .any(|l| l.contains("restoring from") && l.contains(previous)),
-        "the job should restore {previous}:\n{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {}", corruption.previous.display()));
     let both = format!("{first}{second}");
     assert_committed_output(
         &sandbox.out_dir(),
@@ -149,75 +141,77 @@ fn restore_skips(
     );
 }
 
-#[test]
-fn restores_previous_checkpoint_when_newest_state_file_truncated() {
-    let sandbox = Sandbox::new("corrupt-state");
-    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, false);
-    let (newest, previous) = newest_two(&sandbox, false);
-    // `count` holds the state that matters: cut one of its subtasks' files in half.
-    let state = newest.join("count-1.state");
-    let len = fs::metadata(&state).unwrap().len();
-    fs::OpenOptions::new()
-        .write(true)
-        .open(&state)
-        .unwrap()
-        .set_len(len / 2)
-        .unwrap();
+/// A job cancelled after idle checkpoints (with incremental images or not) in a sandbox
+/// `label`, its newest checkpoint then damaged by `corrupt`, which is given that checkpoint's
+/// directory and returns the file it damaged and the problem a restore must name: then
+/// [`restore_skips`].
+fn restores_past_a_corrupt_newest(
+    label: &str,
+    incremental: bool,
+    corrupt: impl FnOnce(&Sandbox, &Path) -> (PathBuf, &'static str),
+) {
+    let sandbox = Sandbox::new(label);
+    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, incremental);
+    let (newest, previous) = newest_two(&sandbox, incremental);
+    let (file, problem) = corrupt(&sandbox, &newest);
     let corruption = Corruption {
         newest: &newest,
         previous: &previous,
-        file: &state,
-        problem: "truncated",
+        file: &file,
+        problem,
     };
-    restore_skips(&sandbox, &input, &first, &corruption, false);
+    restore_skips(&sandbox, &input, &first, &corruption, incremental);
+}
+
+/// Flips a byte in the middle of `file`: inside the payload, so only the checksum can tell.
+fn flip_middle_byte(file: &Path) {
+    let mut bytes = fs::read(file).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x40;
+    fs::write(file, bytes).unwrap();
+}
+
+#[test]
+fn restores_previous_checkpoint_when_newest_state_file_truncated() {
+    restores_past_a_corrupt_newest("corrupt-state", false, |_, newest| {
+        // `count` holds the state that matters: cut one of its subtasks' files in half.
+        let state = newest.join("count-1.state");
+        let len = fs::metadata(&state).unwrap().len();
+        fs::OpenOptions::new()
+            .write(true)
+            .open(&state)
+            .unwrap()
+            .set_len(len / 2)
+            .unwrap();
+        (state, "truncated")
+    });
 }
 
 #[test]
 fn restores_previous_checkpoint_when_newest_metadata_has_a_flipped_byte() {
-    let sandbox = Sandbox::new("corrupt-metadata");
-    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, false);
-    let (newest, previous) = newest_two(&sandbox, false);
-    let metadata = newest.join("_metadata");
-    let mut bytes = fs::read(&metadata).unwrap();
-    // A byte in the middle: inside the payload, so only the checksum can tell.
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    fs::write(&metadata, bytes).unwrap();
-    let corruption = Corruption {
-        newest: &newest,
-        previous: &previous,
-        file: &metadata,
-        problem: "checksum mismatch",
-    };
-    restore_skips(&sandbox, &input, &first, &corruption, false);
+    restores_past_a_corrupt_newest("corrupt-metadata", false, |_, newest| {
+        let metadata = newest.join("_metadata");
+        flip_middle_byte(&metadata);
+        (metadata, "checksum mismatch")
+    });
 }
 
 #[test]
 fn restores_previous_checkpoint_when_the_newest_image_delta_has_a_flipped_byte() {
-    let sandbox = Sandbox::new("corrupt-delta");
-    let (input, first) = cancelled_after_idle_checkpoints(&sandbox, true);
-    let (newest, previous) = newest_two(&sandbox, true);
-    let on_disk = complete_checkpoints(&sandbox.checkpoint_dir());
-    let meta = on_disk.values().next_back().unwrap();
-    let count = meta
-        .tasks
-        .iter()
-        .find(|t| t.task.vertex == "count" && t.task.subtask == 1)
-        .unwrap();
-    assert!(
-        !count.chain.is_empty(),
-        "the newest state of count#1 is a delta: {count:?}"
-    );
-    let state = newest.join("count-1.state");
-    let mut bytes = fs::read(&state).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x40;
-    fs::write(&state, bytes).unwrap();
-    let corruption = Corruption {
-        newest: &newest,
-        previous: &previous,
-        file: &state,
-        problem: "checksum mismatch",
-    };
-    restore_skips(&sandbox, &input, &first, &corruption, true);
+    restores_past_a_corrupt_newest("corrupt-delta", true, |sandbox, newest| {
+        let on_disk = complete_checkpoints(&sandbox.checkpoint_dir());
+        let meta = on_disk.values().next_back().unwrap();
+        let count = meta
+            .tasks
+            .iter()
+            .find(|t| t.task.vertex == "count" && t.task.subtask == 1)
+            .unwrap();
+        assert!(
+            !count.chain.is_empty(),
+            "the newest state of count#1 is a delta: {count:?}"
+        );
+        let state = newest.join("count-1.state");
+        flip_middle_byte(&state);
+        (state, "checksum mismatch")
+    });
 }

@@ -59,17 +59,42 @@ fn job(sandbox: &Sandbox) -> JobFile {
     checkpointed(job, sandbox, "200ms", 2)
 }
 
+/// A job served: its process, the address of its control endpoint (`http://127.0.0.1:PORT`),
+/// its token, and a one-time login link ([`login_link`]).
+struct Served {
+    weir: Weir,
+    address: String,
+    token: String,
+    login: String,
+}
+
+/// Starts the job of [`job`] in `sandbox` and waits for its control endpoint.
+fn serve(sandbox: &Sandbox) -> Served {
+    job(sandbox).write(&sandbox.job_path());
+    let checkpoints = sandbox.checkpoint_dir();
+    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+    let (address, token) = wait_for_control_address(&mut weir, &checkpoints);
+    let login = login_link(&mut weir, sandbox, &checkpoints);
+    Served {
+        weir,
+        address,
+        token,
+        login,
+    }
+}
+
 /// The one-time link opens the job to whoever holds it: `weir run` prints it on a terminal
 /// only, never into a log (a log file of mode 0644 once let another local user log in and cancel
 /// the job); `weir dashboard DIR` prints one, which works once.
 #[test]
 fn the_one_time_dashboard_link_is_never_written_to_the_log() {
     let sandbox = Sandbox::new("dashboard-link");
-    job(&sandbox).write(&sandbox.job_path());
-    let checkpoints = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    let (address, _) = wait_for_control_address(&mut weir, &checkpoints);
-    let login = login_link(&mut weir, &sandbox, &checkpoints);
+    let Served {
+        weir,
+        address,
+        login,
+        ..
+    } = serve(&sandbox);
     assert!(login.starts_with(&address), "{login} is not on {address}");
     let path = &login[address.len()..];
     let first = get(&address, path);
@@ -91,12 +116,13 @@ fn dashboard_shows_the_graph_and_the_checkpoints_of_a_running_job() {
         return;
     };
     let sandbox = Sandbox::new("dashboard");
-    job(&sandbox).write(&sandbox.job_path());
+    let Served {
+        mut weir,
+        address,
+        token,
+        login,
+    } = serve(&sandbox);
     let checkpoints = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-
-    let (address, token) = wait_for_control_address(&mut weir, &checkpoints);
-    let login = login_link(&mut weir, &sandbox, &checkpoints);
     let mut completed = None;
     let running = weir.wait_until("two completed checkpoints", CLI_TIMEOUT, |_| {
         completed = complete_checkpoint_ids(&checkpoints)
@@ -199,14 +225,7 @@ fn wait_for_control_address(weir: &mut Weir, checkpoints: &Path) -> (String, Str
 /// A one-time dashboard link from `weir dashboard CHECKPOINTS`, as a person gets one for a job
 /// whose log is not a terminal; checks first that the job's log holds no such link.
 pub(crate) fn login_link(weir: &mut Weir, sandbox: &Sandbox, checkpoints: &Path) -> String {
-    let told = weir.wait_until("the log line naming `weir dashboard`", CLI_TIMEOUT, |w| {
-        w.stderr().contains("`weir dashboard ")
-    });
-    assert!(
-        told,
-        "the job ended before it logged how to open its dashboard:\n{}",
-        weir.stderr()
-    );
+    weir.wait_for_log("`weir dashboard ");
     assert!(
         !weir.stderr().contains("login?once="),
         "a one-time login link in the log, which others may read:\n{}",

@@ -16,18 +16,17 @@
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use weir::job::Job;
 use weir::job::workers::{Worker, plan};
 use weir_tests::guests::{COUNT, DEDUP, SPLIT, WINDOW};
 
-use crate::support::{CliOutput, Sandbox, run_program, weir_command, workspace_root};
+use crate::support::{
+    CliOutput, Sandbox, run_program, timed_install, weir_command, workspace_root,
+};
 
 /// The Kubernetes versions whose schemas the manifests must pass: the newest the pinned
 /// validator ships, and 1.28, the oldest that gives a pod its ordinal as the label
@@ -54,18 +53,7 @@ const POD_INDEX: &str = "metadata.labels['apps.kubernetes.io/pod-index']";
 /// prints in a passing test) — when it cannot be; under `CI=true` that is a failure.
 fn validator_or_skip(test: &str) -> Option<&'static Path> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    let exe = EXE.get_or_init(|| {
-        let started = Instant::now();
-        let exe = install_validator()?;
-        if started.elapsed() > Duration::from_secs(2) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "weir: installed kubernetes-validate in {:.1?}",
-                started.elapsed()
-            );
-        }
-        Ok(exe)
-    });
+    let exe = EXE.get_or_init(|| timed_install("kubernetes-validate", install_validator));
     match exe {
         Ok(exe) => Some(exe),
         Err(reason) => {
@@ -78,30 +66,12 @@ fn validator_or_skip(test: &str) -> Option<&'static Path> {
 /// Runs `bash scripts/install-kubernetes-validate.sh` (its messages go to this process's
 /// stderr) and returns the executable it names on stdout, or why there is none.
 fn install_validator() -> Result<PathBuf, String> {
-    let script = workspace_root()
-        .join("scripts")
-        .join("install-kubernetes-validate.sh");
-    let out = Command::new("bash")
-        .arg(&script)
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run bash {}: {e}", script.display()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "`bash scripts/install-kubernetes-validate.sh` failed ({}; what it printed is \
-             above): run it by hand and fix what it reports",
-            out.status
-        ));
-    }
-    let exe = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    if !exe.is_file() {
-        return Err(format!(
-            "scripts/install-kubernetes-validate.sh named {exe:?} as the validator, which is no \
-             file"
-        ));
-    }
-    Ok(exe)
+    weir_test_servers::install_with_script(
+        &workspace_root(),
+        "install-kubernetes-validate.sh",
+        "validator",
+        "run it by hand and fix what it reports",
+    )
 }
 
 /// `kubernetes-validate --strict -k VERSION FILES…`: strict refuses a field the schema does

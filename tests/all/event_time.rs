@@ -24,7 +24,7 @@ use weir_tests::guests;
 use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, InProcess, JobFile, Rng, Sandbox, Weir, assert_same_output, checkpointed,
-    committed_lines, run_cli,
+    committed_lines, reference_output, run_cli,
 };
 
 /// Records of the windowed input.
@@ -165,8 +165,9 @@ fn windows_over_out_of_order_input_are_the_windows_computed_directly() {
         let sandbox = Sandbox::new("windows-direct");
         let csv = sandbox.join("events.csv");
         write_csv(&csv, &records);
-        window_job(&sandbox, &csv, spec, BOUNDED).write(&sandbox.job_path());
-        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log")).assert_code(0, spec);
+        window_job(&sandbox, &csv, spec, BOUNDED)
+            .run_in(&sandbox)
+            .assert_code(0, spec);
         let expected = expected_lines(spec, &records);
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
         assert_same_output(&committed_lines(&sandbox.out_dir()), &expected, spec);
@@ -289,8 +290,9 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
         // the disorder — so its windows are those of the records, whatever the timing; the test
         // above checks that against a direct computation.)
         let reference = Sandbox::new("windows-reference");
-        generated_window_job(&reference, spec).write(&reference.job_path());
-        run_cli(&reference.job_path(), &[], &reference.join("weir.log")).assert_code(0, spec);
+        generated_window_job(&reference, spec)
+            .run_in(&reference)
+            .assert_code(0, spec);
         let expected = committed_lines(&reference.out_dir());
         assert!(expected.len() > 100, "{spec}: {} windows", expected.len());
 
@@ -363,6 +365,20 @@ fn kill_rounds(capture: &str, specs: &[&str], required: &[&str]) {
     eprintln!("event time kills landed ({capture}): {landed:?}");
 }
 
+/// `sources` joined by key into one `window` operator (one subtask, tumbling one-second
+/// windows), whose windows go to a file sink.
+fn second_windows_over(sources: JobFile, sandbox: &Sandbox, [a, b]: [&str; 2]) -> JobFile {
+    sources
+        .operator_with_inputs(
+            "window",
+            guests::WINDOW,
+            1,
+            Some("tumbling 1000"),
+            &[(a, "key-hash"), (b, "key-hash")],
+        )
+        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"))
+}
+
 /// The records of `idle_job`'s `active` input: timestamps 0, 2, … 9998 over seven keys.
 fn idle_records() -> Vec<(String, i64)> {
     (0..5_000).map(|i| (format!("k{}", i % 7), i * 2)).collect()
@@ -380,17 +396,10 @@ fn idle_job(sandbox: &Sandbox, active_idle: &str, silent_idle: &str) -> JobFile 
             "{{ out_of_orderness = \"0ms\", idle_timeout = {idle_timeout:?}, interval = \"20ms\" }}"
         )
     };
-    let job = JobFile::new("idle")
+    let sources = JobFile::new("idle")
         .file_source_with("active", &active, true, &csv_keys(&watermark(active_idle)))
-        .file_source_with("silent", &silent, true, &csv_keys(&watermark(silent_idle)))
-        .operator_with_inputs(
-            "window",
-            guests::WINDOW,
-            1,
-            Some("tumbling 1000"),
-            &[("active", "key-hash"), ("silent", "key-hash")],
-        )
-        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+        .file_source_with("silent", &silent, true, &csv_keys(&watermark(silent_idle)));
+    let job = second_windows_over(sources, sandbox, ["active", "silent"]);
     checkpointed(job, sandbox, "100ms", 2)
 }
 
@@ -531,21 +540,14 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
     let short = sandbox.join("short.csv");
     let records: Vec<(String, i64)> = (0..10).map(|i| ("short".to_string(), i)).collect();
     write_csv(&short, &records);
-    let job = JobFile::new("lengths")
+    let sources = JobFile::new("lengths")
         .file_source_with("short", &short, false, &csv_keys(BOUNDED))
         .vertex(
             "[[source]]\nname = \"long\"\ntype = \"generator\"\nseed = 5\ncount = 40000\n\
              rate = 20000.0\nkeys = 50\ndisorder = 300\n\
              watermark = { out_of_orderness = \"300ms\", interval = \"5ms\" }\n",
-        )
-        .operator_with_inputs(
-            "window",
-            guests::WINDOW,
-            1,
-            Some("tumbling 1000"),
-            &[("short", "key-hash"), ("long", "key-hash")],
-        )
-        .file_sink("out", &sandbox.out_dir(), 1, ("window", "forward"));
+        );
+    let job = second_windows_over(sources, sandbox, ["short", "long"]);
     checkpointed(job, sandbox, "100ms", 3).checkpoint("min_pause", "0ms")
 }
 
@@ -553,9 +555,7 @@ fn two_lengths_job(sandbox: &Sandbox) -> JobFile {
 fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     let reference = Sandbox::new("lengths-reference");
     two_lengths_job(&reference).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
     assert!(
         expected.iter().any(|l| l.starts_with("short\t0,1000,10")),
         "{expected:?}"
@@ -566,17 +566,7 @@ fn a_task_restored_after_one_input_ended_still_reaches_the_end_of_time() {
     // still know it ended, or it never reaches the end of time and its last windows never fire.
     let killed = Sandbox::new("lengths-killed");
     two_lengths_job(&killed).write(&killed.job_path());
-    let ended = Weir::run_to_kill_point(
-        &killed.job_path(),
-        &[],
-        "after-snapshot:12",
-        &killed.join("killed.log"),
-    );
-    assert!(
-        ended.stderr.contains("kill point `after-snapshot` reached"),
-        "{}",
-        ended.stderr
-    );
+    Weir::killed_at(&killed, "after-snapshot:12");
     run_cli(
         &killed.job_path(),
         &["--restore", "latest"],
@@ -645,6 +635,15 @@ fn the_shipped_windows_example_runs() {
     );
 }
 
+/// The test broker and a new topic of two partitions on it, for `test`; `None` (the test
+/// skipped) without a broker.
+fn two_partition_topic(test: &str) -> Option<(&'static crate::kafka::Broker, String)> {
+    let broker = crate::kafka::broker_or_skip(test)?;
+    let topic = crate::kafka::unique("events");
+    broker.create_topic(&topic, 2);
+    Some((broker, topic))
+}
+
 /// Writes `(key, timestamp)` records to partition 0 of `topic`, each valued its key, the
 /// timestamp in header `ts`, which the Kafka jobs of this file read; partition 1 stays idle.
 fn produce_stamped(broker: &crate::kafka::Broker, topic: &str, records: &[(&str, i64)]) {
@@ -674,11 +673,9 @@ fn produce_stamped(broker: &crate::kafka::Broker, topic: &str, records: &[(&str,
 /// watermark at its start and nothing fires.
 #[test]
 fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them_back() {
-    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition") else {
+    let Some((broker, topic)) = two_partition_topic("event-time-idle-partition") else {
         return;
     };
-    let topic = crate::kafka::unique("events");
-    broker.create_topic(&topic, 2);
     let keys: Vec<String> = (0..3_000).map(|i| format!("k{}", i % 5)).collect();
     let records: Vec<(&str, i64)> = keys
         .iter()
@@ -738,11 +735,9 @@ fn an_idle_kafka_partition_lets_windows_fire_and_without_idle_timeout_holds_them
 /// again held its watermark at 999 for `idle_timeout` and counted the record into the window.
 #[test]
 fn a_restored_source_keeps_its_idle_partition_idle_and_a_late_record_stays_late() {
-    let Some(broker) = crate::kafka::broker_or_skip("event-time-idle-partition-restored") else {
+    let Some((broker, topic)) = two_partition_topic("event-time-idle-partition-restored") else {
         return;
     };
-    let topic = crate::kafka::unique("events");
-    broker.create_topic(&topic, 2);
     let mut first: Vec<(&str, i64)> = (0..1_000).map(|ts| ("a", ts)).collect();
     first.push(("z", 1_000)); // watermark 999: `a`'s window fires on time
     produce_stamped(broker, &topic, &first);

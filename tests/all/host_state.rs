@@ -58,13 +58,7 @@ fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
         .checkpoint("min_pause", "0ms")
         .write(&sandbox.job_path());
 
-    let ended = Weir::run_to_kill_point(
-        &sandbox.job_path(),
-        &[],
-        "before-commit:3",
-        &sandbox.join("killed.log"),
-    );
-    ended.assert_killed_at("before-commit", "the first run");
+    Weir::killed_at(&sandbox, "before-commit:3");
     // The counts' table files went to the shared directory, named by the checkpoint that
     // stored them and the count's subtask.
     let shared = shared_files(&sandbox.checkpoint_dir());

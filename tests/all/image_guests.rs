@@ -12,7 +12,6 @@
 //! same records for the same input, so one reference run serves every guest.
 
 use std::ops::Range;
-use std::os::unix::process::ExitStatusExt as _;
 use std::path::{Path, PathBuf};
 
 use wasm_encoder::{Encode as _, RawSection};
@@ -21,8 +20,8 @@ use wasmparser::{Parser, Payload};
 use weir_tests::guests;
 
 use crate::support::{
-    GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines,
-    run_cli,
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpointed,
+    committed_lines, reference_output, run_cli,
 };
 
 /// The job: a generator (p=2) → key-hash → `count` (p=2) → forward → exactly-once file sink,
@@ -49,9 +48,7 @@ fn job(sandbox: &Sandbox, module: &str, capture: &str, rate: Option<f64>) -> Job
 fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output() {
     let reference = Sandbox::new("image-guests-reference");
     job(&reference, guests::COUNT, "exports", None).write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
     assert_eq!(expected.len(), 12_000);
 
     let mut cases = vec![
@@ -107,18 +104,7 @@ fn every_language_restores_from_images_after_a_kill_with_the_undisturbed_output(
         job(&sandbox, module, capture, Some(8_000.0)).write(&sandbox.job_path());
         // Killed after the 14th snapshot of any task (6 tasks: in the third checkpoint, after two
         // complete ones): the job is mid-way.
-        let killed = Weir::run_to_kill_point(
-            &sandbox.job_path(),
-            &[],
-            "after-snapshot:14",
-            &sandbox.join("killed.log"),
-        );
-        assert_eq!(
-            killed.status.signal(),
-            Some(9),
-            "{name}: the first run must die at the kill point\n{}",
-            killed.stderr
-        );
+        let killed = Weir::killed_at(&sandbox, "after-snapshot:14");
         assert!(
             killed
                 .stderr

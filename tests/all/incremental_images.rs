@@ -36,6 +36,14 @@ fn job(sandbox: &Sandbox, retained: u32) -> JobFile {
     checkpointed(job, sandbox, "50ms", retained).checkpoint("on_cancel", "retain")
 }
 
+/// [`job`], keeping `retained` checkpoints, started in this process in a sandbox `label`.
+fn start(label: &str, retained: u32) -> (Sandbox, InProcess) {
+    let sandbox = Sandbox::new(label);
+    job(&sandbox, retained).write(&sandbox.job_path());
+    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    (sandbox, running)
+}
+
 /// What each checkpoint needs kept (its chains' links), by id.
 fn links(
     on_disk: &BTreeMap<u64, weir::checkpoint::metadata::CheckpointMetadata>,
@@ -48,9 +56,7 @@ fn links(
 
 #[test]
 fn pruning_keeps_the_chain_of_the_retained_checkpoint_until_a_full_image_then_removes_it() {
-    let sandbox = Sandbox::new("incremental-pruning");
-    job(&sandbox, 1).write(&sandbox.job_path());
-    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let (sandbox, running) = start("incremental-pruning", 1);
     let dir = sandbox.checkpoint_dir();
     // Seen: the newest checkpoint a delta with its whole chain on disk; after that, a newer
     // full image alone on disk (its predecessors pruned).
@@ -104,9 +110,7 @@ fn pruning_keeps_the_chain_of_the_retained_checkpoint_until_a_full_image_then_re
 
 #[test]
 fn a_savepoint_is_a_full_image_and_no_checkpoint_builds_on_it() {
-    let sandbox = Sandbox::new("incremental-savepoint");
-    job(&sandbox, 10).write(&sandbox.job_path());
-    let running = InProcess::start(&sandbox.job_path(), RunOptions::default());
+    let (sandbox, running) = start("incremental-savepoint", 10);
     let dir = sandbox.checkpoint_dir();
     running.wait_until("three checkpoints", Duration::from_secs(30), |monitor| {
         monitor.checkpoint_counts().0 >= 3

@@ -70,7 +70,7 @@ use weir_tests::guests;
 
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed, run_cli,
+    CLI_TIMEOUT, CliOutput, Ended, GeneratorSpec, JobFile, Sandbox, Weir, checkpointed,
     weir_command,
 };
 
@@ -1291,13 +1291,12 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
 
     // The control: the scanner, run in the instance that wrote the secret, finds it.
     let control = Sandbox::new("isolation-memory-control");
-    JobFile::new("control")
+    let ended = JobFile::new("control")
         .generator("gen", &generator)
         .operator("self", probe_path, 1, Some("x"), ("gen", "forward"))
         .file_sink("out", &control.out_dir(), 1, ("self", "forward"))
         .restart("strategy = \"none\"")
-        .write(&control.job_path());
-    let ended = run_cli(&control.job_path(), &[], &control.join("weir.log"));
+        .run_in(&control);
     ended.assert_code(EXIT_JOB_FAILED, "the control job");
     assert!(
         ended.stderr.contains(&format!(
@@ -1309,14 +1308,13 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
 
     // Two operators of two subtasks: `spy#0` writes the secret over its memory, `spy#1`,
     // `peer#0` and `peer#1` scan theirs, again and again while the job runs.
-    JobFile::new("memory")
+    let ended = JobFile::new("memory")
         .generator("gen", &generator)
         .operator("spy", probe_path, 2, Some("b"), ("gen", "rebalance"))
         .operator("peer", probe_path, 2, Some("s"), ("spy", "rebalance"))
         .file_sink("out", &sandbox.out_dir(), 1, ("peer", "rebalance"))
         .restart("strategy = \"none\"")
-        .write(&sandbox.job_path());
-    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
+        .run_in(&sandbox);
     ended.assert_code(0, "no scanner may find the secret");
     let lines: Vec<&str> = ended.stderr.lines().collect();
     let wrote = lines
@@ -1343,13 +1341,12 @@ fn guests_cannot_read_each_others_memory_nor_an_earlier_instances() {
     // secret, then traps; each of the two restarts scans clean again before failing the same
     // way.
     let fresh = Sandbox::new("isolation-memory-fresh");
-    JobFile::new("fresh")
+    let ended = JobFile::new("fresh")
         .generator("gen", &generator)
         .operator("fresh", probe_path, 1, Some("f"), ("gen", "forward"))
         .file_sink("out", &fresh.out_dir(), 1, ("fresh", "forward"))
         .restart(RESTART)
-        .write(&fresh.job_path());
-    let ended = run_cli(&fresh.job_path(), &[], &fresh.join("weir.log"));
+        .run_in(&fresh);
     ended.assert_code(EXIT_JOB_FAILED, "the fresh-memory job");
     let traps = ended
         .stderr

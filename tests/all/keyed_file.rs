@@ -6,11 +6,11 @@
 //! the middle of the final file. The committed output must be the per-key running counts of
 //! every well-formed line, each exactly once, computed here independently.
 
-use std::collections::BTreeMap;
 use std::fs;
 
 use crate::support::{
     JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
+    running_counts,
 };
 
 /// Lines in the file, of which every 37th is malformed.
@@ -31,23 +31,12 @@ fn line(n: usize) -> String {
     }
 }
 
-/// What `count` must commit: for each user seen `k` times, `u\t1` … `u\tk`, sorted.
+/// What `count` must commit: the [`running_counts`] of the users of the well-formed lines.
 fn expected(lines: &[String]) -> Vec<String> {
-    let mut totals = BTreeMap::<String, u64>::new();
-    for line in lines {
-        let Ok(doc) = serde_json::from_str::<serde_json::Value>(line) else {
-            continue;
-        };
-        if let Some(user) = doc.pointer("/user/id").and_then(|u| u.as_str()) {
-            *totals.entry(user.to_owned()).or_default() += 1;
-        }
-    }
-    let mut out: Vec<String> = totals
-        .iter()
-        .flat_map(|(u, k)| (1..=*k).map(move |i| format!("{u}\t{i}")))
-        .collect();
-    out.sort_unstable();
-    out
+    running_counts(lines.iter().filter_map(|line| {
+        let doc = serde_json::from_str::<serde_json::Value>(line).ok()?;
+        Some(doc.pointer("/user/id")?.as_str()?.to_owned())
+    }))
 }
 
 fn job(sandbox: &Sandbox, follow: bool) -> JobFile {
@@ -82,13 +71,7 @@ fn a_keyed_jsonl_job_killed_after_a_checkpoint_resumes_mid_file_exactly_once() {
 
     // Following the first half, killed right after its third checkpoint completes.
     job(&sandbox, true).write(&sandbox.job_path());
-    let ended = Weir::run_to_kill_point(
-        &sandbox.job_path(),
-        &[],
-        "before-commit:3",
-        &sandbox.join("killed.log"),
-    );
-    ended.assert_killed_at("before-commit", "the first run");
+    let ended = Weir::killed_at(&sandbox, "before-commit:3");
     assert!(
         ended.stderr.contains("skipped malformed line 37 of"),
         "the first malformed line is named with its number:\n{}",

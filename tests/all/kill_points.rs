@@ -26,8 +26,8 @@ use weir::kill_point::{self, KillPoint};
 use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, Rng, Sandbox, Weir, assert_complete_checkpoints_verify, assert_same_output,
-    committed_lines, complete_checkpoints, in_progress_files, number_from_env, seed_from_env,
-    two_input_count,
+    committed_lines, complete_checkpoints, in_progress_files, number_from_env, reference_output,
+    seed_from_env, two_input_count,
 };
 
 /// The seed when `WEIR_CHAOS_SEED` is not set.
@@ -148,10 +148,7 @@ fn kill_at_every_named_point(capture: &str, per_point: u64) {
     two_input_count(&reference, records, None).write(&reference.job_path());
     // The job grows with the rounds: so does the time its whole runs may take.
     let whole_run = CLI_TIMEOUT * per_point.div_ceil(DEFAULT_ROUNDS_PER_POINT).max(1) as u32;
-    Weir::run(&reference.job_path(), &[], &reference.join("weir.log"))
-        .wait(whole_run)
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, whole_run);
     assert_eq!(
         expected.len() as u64,
         2 * records,

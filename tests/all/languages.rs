@@ -372,17 +372,25 @@ fn wat_c_assemblyscript_and_zig_count_restore_each_others_snapshots() {
     }
 }
 
+/// Restores a fresh instance of `guest` from a snapshot that is not one; fails unless its call
+/// `call` failed and the instance is poisoned. Returns how the call failed.
+fn restore_garbage(guest: &Guest, call: &str) -> GuestFailure {
+    let mut instance = guest.instance();
+    let err = instance
+        .restore(b"this is no snapshot of any count")
+        .unwrap_err();
+    assert_eq!(err.call, call, "{}", guest.name);
+    assert!(instance.is_poisoned(), "{}", guest.name);
+    err.failure
+}
+
 /// A snapshot that is not one fails `weir_restore` with the guest's own message (through `fail`,
 /// or `env.abort` for AssemblyScript), not with a trap.
 #[test]
 fn every_count_refuses_a_garbage_snapshot_with_a_message() {
     for guest in count_guests() {
-        let mut instance = guest.instance();
-        let err = instance
-            .restore(b"this is no snapshot of any count")
-            .unwrap_err();
-        assert_eq!(err.call, "weir_restore", "{}", guest.name);
-        let message = match &err.failure {
+        let failure = restore_garbage(&guest, "weir_restore");
+        let message = match &failure {
             GuestFailure::Failed { message } => message.as_str(),
             GuestFailure::Aborted {
                 message: Some(message),
@@ -397,7 +405,6 @@ fn every_count_refuses_a_garbage_snapshot_with_a_message() {
             "count: not a count snapshot (bad magic)"
         };
         assert!(message.starts_with(expected), "{}: {message}", guest.name);
-        assert!(instance.is_poisoned());
     }
 }
 
@@ -406,15 +413,11 @@ fn every_count_refuses_a_garbage_snapshot_with_a_message() {
 #[test]
 fn every_component_count_refuses_a_garbage_snapshot_with_a_message() {
     for guest in component_count_guests() {
-        let mut instance = guest.instance();
-        let err = instance
-            .restore(b"this is no snapshot of any count")
-            .unwrap_err();
-        assert_eq!(err.call, "restore", "{}", guest.name);
-        let GuestFailure::Failed { message } = &err.failure else {
+        let failure = restore_garbage(&guest, "restore");
+        let GuestFailure::Failed { message } = &failure else {
             panic!(
-                "{}: expected the guest's message, got {:?}",
-                guest.name, err.failure
+                "{}: expected the guest's message, got {failure:?}",
+                guest.name
             );
         };
         assert!(
@@ -422,7 +425,6 @@ fn every_component_count_refuses_a_garbage_snapshot_with_a_message() {
             "{}: an empty message",
             guest.name
         );
-        assert!(instance.is_poisoned());
     }
 }
 

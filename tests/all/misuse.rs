@@ -11,8 +11,9 @@ use weir::kill_point::KillPoint;
 
 use crate::support::report;
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, checkpoint_dirs,
-    checkpointed, committed_lines, complete_checkpoint_ids, generator_count, run_cli,
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, checkpoint_dirs, checkpointed,
+    committed_lines, complete_checkpoint_ids, generator_count, incomplete_checkpoints,
+    reference_output, run_cli,
 };
 
 /// `weir run`'s exit code when the job cannot start.
@@ -35,36 +36,32 @@ fn counting_job(sandbox: &Sandbox, count: u64, rate: Option<f64>, retained: u32)
 fn reference(count: u64) -> Vec<String> {
     let sandbox = Sandbox::new("misuse-reference");
     counting_job(&sandbox, count, None, 1).write(&sandbox.job_path());
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("reference.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
-/// Starts `job` and waits until it has completed a checkpoint: it is running for real.
-fn start_running(job: &Path, log: &Path, checkpoints: &Path) -> Weir {
-    let mut run = Weir::run(job, &[], log);
+/// The [`reference`] output of `records` records, then [`counting_job`] of them at 8000 a
+/// second, keeping `retained` checkpoints, started in a sandbox `label` (its log `first.log`)
+/// and run until it completed a checkpoint: it is running for real.
+fn start_running(label: &str, records: u64, retained: u32) -> (Vec<String>, Sandbox, Weir) {
+    let expected = reference(records);
+    let sandbox = Sandbox::new(label);
+    counting_job(&sandbox, records, Some(8_000.0), retained).write(&sandbox.job_path());
+    let checkpoints = sandbox.checkpoint_dir();
+    let mut run = Weir::run(&sandbox.job_path(), &[], &sandbox.join("first.log"));
     let running = run.wait_until("a completed checkpoint", CLI_TIMEOUT, |_| {
-        !complete_checkpoint_ids(checkpoints).is_empty()
+        !complete_checkpoint_ids(&checkpoints).is_empty()
     });
     assert!(
         running,
         "the job ended before its first checkpoint:\n{}",
         run.stderr()
     );
-    run
+    (expected, sandbox, run)
 }
 
 #[test]
 fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
-    const RECORDS: u64 = 30_000;
-    let expected = reference(RECORDS);
-    let sandbox = Sandbox::new("two-runs");
-    counting_job(&sandbox, RECORDS, Some(8_000.0), 2).write(&sandbox.job_path());
-    let first = start_running(
-        &sandbox.job_path(),
-        &sandbox.join("first.log"),
-        &sandbox.checkpoint_dir(),
-    );
+    let (expected, sandbox, first) = start_running("two-runs", 30_000, 2);
     let pid = first.pid();
     let mut refused = 0;
     for (i, args) in [&[][..], &["--restore", "latest"][..]].iter().enumerate() {
@@ -82,18 +79,12 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
             format!("pid {pid}, job `gencount`"),
             "weir stop".to_string(),
         ] {
-            assert!(
-                second.stderr.contains(&needle),
-                "the refusal should say {needle:?}:\n{}",
-                second.stderr
-            );
+            second.assert_stderr_contains(&needle);
         }
         refused += 1;
     }
-    let ended = first.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "the first run");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    first.assert_ends_committing(
+        &sandbox,
         &expected,
         "the first run, while a second one was started",
     );
@@ -110,20 +101,13 @@ fn a_second_run_of_a_running_job_is_refused_and_the_first_stays_exact() {
 #[test]
 fn two_jobs_writing_one_sink_directory_are_refused() {
     const RECORDS: u64 = 20_000;
-    let expected = reference(RECORDS);
-    let sandbox = Sandbox::new("shared-sink");
-    counting_job(&sandbox, RECORDS, Some(8_000.0), 1).write(&sandbox.job_path());
+    let (expected, sandbox, first) = start_running("shared-sink", RECORDS, 1);
     // Another job: its own checkpoint directory, the same sink directory.
     let other_dir = sandbox.join("other-checkpoints");
     let other_job = sandbox.join("other.toml");
     counting_job(&sandbox, RECORDS, None, 1)
         .checkpoint("directory", other_dir.as_path())
         .write(&other_job);
-    let first = start_running(
-        &sandbox.job_path(),
-        &sandbox.join("first.log"),
-        &sandbox.checkpoint_dir(),
-    );
     let other = run_cli(&other_job, &[], &sandbox.join("other.log"));
     other.assert_code(
         EXIT_CANNOT_START,
@@ -133,14 +117,9 @@ fn two_jobs_writing_one_sink_directory_are_refused() {
         "output directory of file sink `out` {} is in use by another run",
         sandbox.out_dir().display()
     );
-    assert!(
-        other.stderr.contains(&needle),
-        "{needle:?}:\n{}",
-        other.stderr
-    );
-    first.wait(CLI_TIMEOUT).assert_code(0, "the first job");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    other.assert_stderr_contains(&needle);
+    first.assert_ends_committing(
+        &sandbox,
         &expected,
         "the job whose sink directory another job tried to write",
     );
@@ -194,11 +173,7 @@ fn restore_latest_refuses_to_replay_committed_output_from_the_beginning() {
         "weir checkpoints",
         "--restore PATH",
     ] {
-        assert!(
-            damaged.stderr.contains(needle),
-            "{needle:?}:\n{}",
-            damaged.stderr
-        );
+        damaged.assert_stderr_contains(needle);
     }
     assert_eq!(
         committed_lines(&sandbox.out_dir()),
@@ -214,12 +189,9 @@ fn restore_latest_refuses_to_replay_committed_output_from_the_beginning() {
         EXIT_CANNOT_START,
         "--restore latest with the checkpoints removed",
     );
-    assert!(
-        removed.stderr.contains("file sink `out` holds")
-            && removed.stderr.contains("committed part file"),
-        "the refusal should name the committed output:\n{}",
-        removed.stderr
-    );
+    // The refusal names the committed output.
+    removed.assert_stderr_contains("file sink `out` holds");
+    removed.assert_stderr_contains("committed part file");
     assert_eq!(
         committed_lines(&sandbox.out_dir()),
         committed,
@@ -265,18 +237,10 @@ fn checkpoint_ids_never_repeat_after_a_crash_between_trigger_and_completion() {
     // Slow enough to be killed mid-run; every checkpoint retained, so every id can be seen.
     counting_job(&sandbox, 12_000, Some(6_000.0), 1_000).write(&sandbox.job_path());
     let job = sandbox.job_path();
-    let kill_at = format!("{}:3", KillPoint::MetadataWrite);
-    let killed = Weir::run_to_kill_point(&job, &[], &kill_at, &sandbox.join("killed.log"));
-    assert!(
-        killed.code().is_none(),
-        "the run should die at {kill_at}:\n{}",
-        killed.stderr
-    );
-    let complete_before = complete_checkpoint_ids(&sandbox.checkpoint_dir());
-    let incomplete: Vec<u64> = checkpoint_dirs(&sandbox.checkpoint_dir())
+    Weir::killed_at(&sandbox, &format!("{}:3", KillPoint::MetadataWrite));
+    let incomplete: Vec<u64> = incomplete_checkpoints(&sandbox.checkpoint_dir())
         .into_iter()
         .map(|c| c.id)
-        .filter(|id| !complete_before.contains(id))
         .collect();
     assert!(
         !incomplete.is_empty(),
@@ -318,7 +282,7 @@ fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
         rate: None,
         keys: 3,
     };
-    JobFile::new("noinit")
+    let ended = JobFile::new("noinit")
         .generator("gen", &spec)
         .operator(
             "count",
@@ -328,8 +292,7 @@ fn a_config_for_a_module_without_weir_init_is_refused_with_one_prefix() {
             ("gen", "forward"),
         )
         .file_sink("out", &sandbox.out_dir(), 1, ("count", "forward"))
-        .write(&sandbox.job_path());
-    let ended = run_cli(&sandbox.job_path(), &[], &sandbox.join("run.log"));
+        .run_in(&sandbox);
     ended.assert_code(EXIT_CANNOT_START, "a config for a module without weir_init");
     let error = ended
         .stderr
@@ -378,16 +341,8 @@ fn a_damaged_restore_path_names_the_newest_checkpoint_that_verifies() {
             "The newest checkpoint of this job that verifies is {0}: restore it with --restore {0}",
             older.path.display()
         );
-        assert!(
-            ended.stderr.contains("checksum mismatch"),
-            "{}",
-            ended.stderr
-        );
-        assert!(
-            ended.stderr.contains(&expected),
-            "{expected:?}:\n{}",
-            ended.stderr
-        );
+        ended.assert_stderr_contains("checksum mismatch");
+        ended.assert_stderr_contains(&expected);
     }
     // Asking for the one that verifies restores it.
     run_cli(

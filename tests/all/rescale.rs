@@ -6,8 +6,9 @@
 use std::path::PathBuf;
 
 use crate::support::{
-    CLI_TIMEOUT, Sandbox, Weir, assert_same_output, committed_lines, complete_checkpoint_ids,
-    in_progress_files, run_cli, stop_with_savepoint, weir_command,
+    CLI_TIMEOUT, CliOutput, Ended, Sandbox, Weir, assert_committed_output, assert_same_output,
+    committed_lines, complete_checkpoint_ids, in_progress_files, reference_output, run_cli,
+    stop_with_savepoint, weir_command,
 };
 
 /// A keyed operator of the examples, with what it needs from the job.
@@ -110,9 +111,7 @@ fn savepoint_mid_run(sandbox: &Sandbox, label: &str) -> PathBuf {
 fn reference_of(label: &str, text: impl Fn(&Sandbox) -> String) -> Vec<String> {
     let sandbox = Sandbox::new(&format!("rescale-{label}-reference"));
     std::fs::write(sandbox.job_path(), text(&sandbox)).unwrap();
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
 /// The committed output of an undisturbed run of `op` at parallelism 2.
@@ -246,19 +245,34 @@ fn a_generator_savepointed_at_one_restores_at_three_and_emits_every_record_once(
     );
 }
 
-/// Savepoints the job of `op` at parallelism 2 and restores it at 3, expecting a refusal;
-/// returns what it said.
-fn refused_at_three(sandbox: &Sandbox, op: &Keyed) -> String {
+/// Savepoints the job of `op` at parallelism 2, then restores its job at `parallelism` with
+/// `settings` from that savepoint, expecting a refusal (exit 3, for `context`); how it ended.
+fn refused_restore(
+    sandbox: &Sandbox,
+    op: &Keyed,
+    parallelism: u32,
+    settings: &str,
+    context: &str,
+) -> Ended {
     std::fs::write(sandbox.job_path(), job(sandbox, op, 2, "")).unwrap();
     let savepoint = savepoint_mid_run(sandbox, "before");
-    std::fs::write(sandbox.job_path(), job(sandbox, op, 3, "")).unwrap();
+    std::fs::write(sandbox.job_path(), job(sandbox, op, parallelism, settings)).unwrap();
     let ended = run_cli(
         &sandbox.job_path(),
         &["--restore", savepoint.to_str().unwrap()],
         &sandbox.join("after.log"),
     );
-    ended.assert_code(3, "a rescale that cannot be done");
-    ended.stderr
+    ended.assert_code(3, context);
+    ended
+}
+
+/// [`refused_restore`] of the job of `op` (its vertex `count`) at parallelism 3, expecting a
+/// refusal that says why (`why`) and the way out, keeping the parallelism.
+fn refused_at_three(sandbox: &Sandbox, op: &Keyed, why: &str) {
+    let ended = refused_restore(sandbox, op, 3, "", "a rescale that cannot be done");
+    ended.assert_stderr_contains("cannot rescale `count` from 2 to 3 subtasks");
+    ended.assert_stderr_contains(why);
+    ended.assert_stderr_contains("keep its parallelism");
 }
 
 #[test]
@@ -268,16 +282,7 @@ fn an_operator_checkpointed_as_an_image_is_refused_a_rescale_by_name() {
         settings: "checkpoint = \"image\"\n",
         ..COUNT
     };
-    let said = refused_at_three(&sandbox, &image);
-    assert!(
-        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
-        "{said}"
-    );
-    assert!(
-        said.contains("checkpointed as an image of its memory"),
-        "{said}"
-    );
-    assert!(said.contains("keep its parallelism"), "{said}");
+    refused_at_three(&sandbox, &image, "checkpointed as an image of its memory");
 }
 
 #[test]
@@ -288,34 +293,21 @@ fn an_operator_whose_state_is_its_own_is_refused_a_rescale_with_the_way_out() {
         module: weir_tests::guests::WAT_COUNT,
         ..COUNT
     };
-    let said = refused_at_three(&sandbox, &wat);
-    assert!(
-        said.contains("cannot rescale `count` from 2 to 3 subtasks"),
-        "{said}"
-    );
-    assert!(said.contains("not in the rescalable layout"), "{said}");
-    assert!(said.contains("keep its parallelism"), "{said}");
+    refused_at_three(&sandbox, &wat, "not in the rescalable layout");
 }
 
 #[test]
 fn a_restore_with_another_max_parallelism_is_refused_naming_the_operator() {
     let sandbox = Sandbox::new("rescale-max-parallelism");
-    std::fs::write(sandbox.job_path(), job(&sandbox, &COUNT, 2, "")).unwrap();
-    let savepoint = savepoint_mid_run(&sandbox, "before");
-    let changed = job(&sandbox, &COUNT, 2, "max_parallelism = 64");
-    std::fs::write(sandbox.job_path(), changed).unwrap();
-    let ended = run_cli(
-        &sandbox.job_path(),
-        &["--restore", savepoint.to_str().unwrap()],
-        &sandbox.join("after.log"),
+    let ended = refused_restore(
+        &sandbox,
+        &COUNT,
+        2,
+        "max_parallelism = 64",
+        "a restore with other key groups",
     );
-    ended.assert_code(3, "a restore with other key groups");
-    assert!(
-        ended.stderr.contains("the state of `count`")
-            && ended.stderr.contains("set max_parallelism = 128"),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains("the state of `count`");
+    ended.assert_stderr_contains("set max_parallelism = 128");
 }
 
 /// [`job`] with six seconds of records: time for rescales while it runs.
@@ -363,23 +355,34 @@ fn wait_for_checkpoint_after(weir: &mut Weir, sandbox: &Sandbox, id: u64) {
     );
 }
 
-#[test]
-fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
-    let expected = reference_of("live", |sandbox| long_job(sandbox, &COUNT, 2));
-
-    let sandbox = Sandbox::new("rescale-live");
-    std::fs::write(sandbox.job_path(), long_job(&sandbox, &COUNT, 2)).unwrap();
-    let dir = sandbox.checkpoint_dir();
+/// The output of an undisturbed run of [`long_job`] of `op` at parallelism 2, then that job
+/// started in a sandbox of its own (`rescale-{label}`) and run until a checkpoint completed.
+fn start_long_job(label: &str, op: &Keyed) -> (Vec<String>, Sandbox, Weir) {
+    let expected = reference_of(label, |sandbox| long_job(sandbox, op, 2));
+    let sandbox = Sandbox::new(&format!("rescale-{label}"));
+    std::fs::write(sandbox.job_path(), long_job(&sandbox, op, 2)).unwrap();
     let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
     wait_for_checkpoint_after(&mut weir, &sandbox, 0);
+    (expected, sandbox, weir)
+}
+
+/// `weir rescale DIR CHANGE` of the job running in `sandbox`.
+fn rescale(sandbox: &Sandbox, change: &str) -> CliOutput {
+    let dir = sandbox.checkpoint_dir();
+    weir_command(
+        sandbox,
+        &["rescale", dir.to_str().unwrap(), change],
+        "",
+        &[],
+    )
+}
+
+#[test]
+fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_same() {
+    let (expected, sandbox, mut weir) = start_long_job("live", &COUNT);
     for (to, from) in [(3, 2), (1, 3)] {
         let change = format!("count={to}");
-        let out = weir_command(
-            &sandbox,
-            &["rescale", dir.to_str().unwrap(), &change],
-            "",
-            &[],
-        );
+        let out = rescale(&sandbox, &change);
         assert_eq!(out.code, Some(0), "weir rescale {change}: {}", out.stderr);
         assert!(
             out.stderr
@@ -419,8 +422,8 @@ fn weir_rescale_changes_a_running_keyed_job_in_place_and_the_output_stays_the_sa
             ended.stderr
         );
     }
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    assert_committed_output(
+        &sandbox.out_dir(),
         &expected,
         "a count rescaled from 2 to 3 to 1 subtasks while it ran",
     );
@@ -432,13 +435,7 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         module: weir_tests::guests::WAT_COUNT,
         ..COUNT
     };
-    let expected = reference_of("live-refused", |sandbox| long_job(sandbox, &wat, 2));
-
-    let sandbox = Sandbox::new("rescale-live-refused");
-    std::fs::write(sandbox.job_path(), long_job(&sandbox, &wat, 2)).unwrap();
-    let dir = sandbox.checkpoint_dir();
-    let mut weir = Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"));
-    wait_for_checkpoint_after(&mut weir, &sandbox, 0);
+    let (expected, sandbox, weir) = start_long_job("live-refused", &wat);
     for (change, says) in [
         // Refused before anything happens.
         (
@@ -451,29 +448,13 @@ fn weir_rescale_refuses_what_cannot_be_done_and_the_job_runs_on_as_it_was() {
         ("count=200", "can run at parallelism 1 to 128"),
         ("count=3", "not in the rescalable layout"),
     ] {
-        let out = weir_command(
-            &sandbox,
-            &["rescale", dir.to_str().unwrap(), change],
-            "",
-            &[],
-        );
+        let out = rescale(&sandbox, change);
         assert_eq!(out.code, Some(1), "weir rescale {change}: {}", out.stderr);
         assert!(out.stderr.contains(says), "{change}: {}", out.stderr);
         assert_eq!(parallelism_shown(&status(&sandbox), "count"), 2);
     }
-    let bad = weir_command(
-        &sandbox,
-        &["rescale", dir.to_str().unwrap(), "count=x"],
-        "",
-        &[],
-    );
+    let bad = rescale(&sandbox, "count=x");
     assert_eq!(bad.code, Some(2), "{}", bad.stderr);
     assert!(bad.stderr.contains("not a parallelism"), "{}", bad.stderr);
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "the job after refused rescales");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
-        &expected,
-        "a job whose rescales were refused",
-    );
+    weir.assert_ends_committing(&sandbox, &expected, "a job whose rescales were refused");
 }

@@ -8,7 +8,7 @@ use weir::runtime::{JobRequest, RunOptions};
 
 use crate::support::{
     GeneratorSpec, InProcess, JobFile, Sandbox, checkpoint_dirs, checkpointed,
-    complete_checkpoint_ids, generator_count, run_in_process,
+    complete_checkpoint_ids, generator_count, incomplete_checkpoints, run_in_process,
 };
 
 const RETAINED: u32 = 2;
@@ -84,10 +84,7 @@ fn cancel_with_retain_keeps_the_retained_newest_checkpoints() {
         Some(&last),
         "the newest completed checkpoint is kept"
     );
-    let incomplete: Vec<_> = checkpoint_dirs(&sandbox.checkpoint_dir())
-        .into_iter()
-        .filter(|c| !c.complete)
-        .collect();
+    let incomplete = incomplete_checkpoints(&sandbox.checkpoint_dir());
     assert!(
         incomplete.is_empty(),
         "a cancelled job leaves incomplete checkpoints behind: {incomplete:?}"

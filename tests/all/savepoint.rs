@@ -3,8 +3,8 @@
 //! the output of a run that was never stopped.
 
 use crate::support::{
-    Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed, committed_lines,
-    generator_count, run_cli, stop_with_savepoint,
+    CLI_TIMEOUT, Ended, GeneratorSpec, JobFile, Sandbox, assert_committed_output, checkpointed,
+    committed_lines, generator_count, reference_output, run_cli, stop_with_savepoint,
 };
 
 /// The generator of these tests: 2 subtasks, 300 keys, 10 000 records a second, `count` in
@@ -31,9 +31,7 @@ fn sigterm_with_savepoint_on_stop_takes_a_savepoint_that_restores_to_the_undistu
         1,
     )
     .write(&reference.job_path());
-    run_cli(&reference.job_path(), &[], &reference.join("weir.log"))
-        .assert_code(0, "the reference run");
-    let expected = committed_lines(&reference.out_dir());
+    let expected = reference_output(&reference, CLI_TIMEOUT);
 
     let sandbox = Sandbox::new("savepoint");
     let job = sandbox.job_path();

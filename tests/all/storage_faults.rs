@@ -53,8 +53,8 @@ use weir::runtime::JobMonitor;
 use crate::support::report;
 use crate::support::{
     CLI_TIMEOUT, GeneratorSpec, InProcess, JobFile, Rng, Sandbox, assert_committed_output,
-    assert_same_output, checkpoint_dirs, committed_lines, generator_count, run_cli, run_in_process,
-    seed_from_env, weir_bin,
+    assert_same_output, checkpoint_dirs, committed_lines, generator_count, incomplete_checkpoints,
+    run_cli, run_in_process, seed_from_env, weir_bin,
 };
 
 /// Records the generator emits in every job of this module.
@@ -94,6 +94,20 @@ fn job(sandbox: &Sandbox, rate: Option<f64>, checkpoints: &Path, tolerable: u32)
         .checkpoint("retained", 1u32)
         .checkpoint("tolerable_failures", tolerable)
         .restart("strategy = \"none\"")
+}
+
+/// The job of `sandbox` at [`RATE`] records a second, tolerating `tolerable` checkpoint
+/// failures in a row, started in this process on `storage`; and the watch on the incomplete
+/// checkpoints in its checkpoint directory.
+fn start_on(
+    sandbox: &Sandbox,
+    tolerable: u32,
+    storage: Arc<dyn CheckpointStorage>,
+) -> (InProcess, Strays) {
+    let checkpoints = sandbox.checkpoint_dir();
+    job(sandbox, Some(RATE), &checkpoints, tolerable).write(&sandbox.job_path());
+    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
+    (running, Strays::new(&checkpoints))
 }
 
 /// What a run without faults produces.
@@ -252,11 +266,7 @@ impl Strays {
     }
 
     fn sample(&mut self) {
-        let incomplete = checkpoint_dirs(&self.dir)
-            .iter()
-            .filter(|c| !c.complete)
-            .count();
-        self.most = self.most.max(incomplete);
+        self.most = self.most.max(incomplete_checkpoints(&self.dir).len());
     }
 
     /// Fails if failed checkpoints piled up during the run, or if anything of them is left
@@ -269,10 +279,7 @@ impl Strays {
             self.most,
             self.dir.display()
         );
-        let incomplete: Vec<_> = checkpoint_dirs(&self.dir)
-            .into_iter()
-            .filter(|c| !c.complete)
-            .collect();
+        let incomplete = incomplete_checkpoints(&self.dir);
         assert!(
             incomplete.is_empty(),
             "incomplete checkpoints left after the job ended: {incomplete:?}"
@@ -341,14 +348,7 @@ fn assert_left_checkpoint_restores(sandbox: &Sandbox, checkpoints: &Path) -> u64
         &sandbox.join("restore.log"),
     );
     ended.assert_code(0, &format!("restoring {path}"));
-    assert!(
-        ended
-            .stderr
-            .lines()
-            .any(|l| l.contains("restoring from") && l.contains(path)),
-        "the job should say it restores {path}:\n{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!("restoring from {path}"));
     assert_committed_output(
         &sandbox.out_dir(),
         &reference().lines,
@@ -448,9 +448,7 @@ fn disk_full_declines_checkpoints_until_space_is_freed_and_the_job_finishes() {
     let sandbox = Sandbox::new("disk-full");
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_declines_checkpoints");
-    job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 1_000, storage);
 
     disk.fill(&running);
     running.wait_until("checkpoints to fail for want of space", CLI_TIMEOUT, |m| {
@@ -503,9 +501,7 @@ fn disk_full_beyond_the_tolerable_failures_fails_the_job_naming_the_file() {
     let sandbox = Sandbox::new("disk-full-fails");
     let checkpoints = sandbox.checkpoint_dir();
     let (disk, storage) = DiskFull::set_up(&sandbox, "disk_full_beyond_the_tolerable_failures");
-    job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 2, storage);
     disk.fill(&running);
     let monitor = running.monitor().clone();
     let outcome = running.join_sampling(|| strays.sample());
@@ -563,9 +559,7 @@ fn read_only_checkpoint_directory_declines_checkpoints_until_it_is_writable_agai
                 (None, Some(Arc::clone(&faulty)), faulty)
             }
         };
-    job(&sandbox, Some(RATE), &checkpoints, 1_000).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), storage);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 1_000, storage);
     running.wait_until("two checkpoints to complete", CLI_TIMEOUT, |m| {
         m.checkpoint_counts().0 >= 2
     });
@@ -891,9 +885,7 @@ fn failed_metadata_writes_leave_no_checkpoint_and_the_next_one_completes() {
     // temporary file, which stays behind until the abort removes the directory.
     faulty.inject_metadata(2, Fault::Fail(io::ErrorKind::StorageFull));
     faulty.inject_metadata(3, Fault::CrashBeforeRename);
-    job(&sandbox, Some(RATE), &checkpoints, 2).write(&sandbox.job_path());
-    let running = InProcess::start_with_storage(&sandbox.job_path(), Arc::clone(&faulty) as _);
-    let mut strays = Strays::new(&checkpoints);
+    let (running, mut strays) = start_on(&sandbox, 2, Arc::clone(&faulty) as _);
     running.wait_until("two metadata writes to fail", CLI_TIMEOUT, |m| {
         strays.sample();
         m.checkpoint_counts().1 >= 2
@@ -1130,14 +1122,10 @@ fn any_damage_to_a_complete_checkpoint_is_refused_naming_the_file_and_latest_fal
         &sandbox.join("restore.log"),
     );
     ended.assert_code(3, "restoring a damaged checkpoint");
-    assert!(
-        ended.stderr.contains(&format!(
-            "state file {}: checksum mismatch",
-            state.display()
-        )),
-        "{}",
-        ended.stderr
-    );
+    ended.assert_stderr_contains(&format!(
+        "state file {}: checksum mismatch",
+        state.display()
+    ));
 
     report::record(&report::Row {
         area: "storage",

@@ -309,7 +309,7 @@ fn task_view(
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::checkpoints::{details_of, overview_of};
@@ -328,6 +328,34 @@ mod tests {
 
     fn job() -> Job {
         Job::from_str(JOB, "/jobs", "j.toml").unwrap()
+    }
+
+    /// The metrics of a Kafka source task reading partitions 0 (at offset 40 of 42) and 2 (at
+    /// 3, its end not known yet) of `words`, and of a Kafka sink task that committed two
+    /// transactions (10 records in 4 ms, 6 in 8 ms) and resent one: what the views of a Kafka
+    /// job are tested with.
+    pub(crate) fn kafka_tasks() -> (Arc<TaskMetrics>, Arc<TaskMetrics>) {
+        use crate::connectors::kafka::figures::{
+            KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
+        };
+        let source = Arc::new(KafkaSourceMetrics::default());
+        let partitions: Arc<[PartitionMetrics]> = Arc::from(vec![
+            PartitionMetrics::new("words", 0),
+            PartitionMetrics::new("words", 2),
+        ]);
+        partitions[0].set_next(40);
+        partitions[0].set_high_watermark(42);
+        partitions[1].set_next(3);
+        source.replace(partitions);
+        let sink = Arc::new(KafkaSinkMetrics::default());
+        sink.committed(10, Duration::from_millis(4));
+        sink.committed(6, Duration::from_millis(8));
+        sink.resent();
+        let source_task = Arc::new(TaskMetrics::default());
+        source_task.set_connector(source);
+        let sink_task = Arc::new(TaskMetrics::default());
+        sink_task.set_connector(sink);
+        (source_task, sink_task)
     }
 
     #[test]
@@ -385,27 +413,8 @@ mod tests {
 
     #[test]
     fn job_view_shows_a_kafka_sources_partitions_and_a_sinks_transactions() {
-        use crate::connectors::kafka::figures::{
-            KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
-        };
         let job = job();
-        let source = Arc::new(KafkaSourceMetrics::default());
-        let partitions: Arc<[PartitionMetrics]> = Arc::from(vec![
-            PartitionMetrics::new("words", 0),
-            PartitionMetrics::new("words", 2),
-        ]);
-        partitions[0].set_next(40);
-        partitions[0].set_high_watermark(42);
-        partitions[1].set_next(3);
-        source.replace(partitions);
-        let sink = Arc::new(KafkaSinkMetrics::default());
-        sink.committed(10, Duration::from_millis(4));
-        sink.committed(6, Duration::from_millis(8));
-        sink.resent();
-        let gen0 = Arc::new(TaskMetrics::default());
-        gen0.set_connector(source);
-        let out = Arc::new(TaskMetrics::default());
-        out.set_connector(sink);
+        let (gen0, out) = kafka_tasks();
         let monitor = JobMonitor::default();
         monitor.set_tasks(vec![
             (TaskId::new("gen", 0), TaskRole::Source, gen0),

@@ -708,9 +708,6 @@ mod tests {
 
     #[test]
     fn renders_kafka_partitions_and_transactions_with_their_labels() {
-        use crate::connectors::kafka::figures::{
-            KafkaSinkMetrics, KafkaSourceMetrics, PartitionMetrics,
-        };
         let job = crate::job::Job::from_str(
             "name = \"j\"\n[[source]]\nname = \"in\"\ntype = \"generator\"\n\
              [[sink]]\nname = \"out\"\ntype = \"blackhole\"\ninputs = [\"in\"]\n",
@@ -718,22 +715,7 @@ mod tests {
             "j.toml",
         )
         .unwrap();
-        let source = Arc::new(KafkaSourceMetrics::default());
-        let partitions: Arc<[PartitionMetrics]> = Arc::from(vec![
-            PartitionMetrics::new("words", 0),
-            PartitionMetrics::new("words", 1),
-        ]);
-        partitions[0].set_next(40);
-        partitions[0].set_high_watermark(42);
-        partitions[1].set_next(7);
-        source.replace(partitions);
-        let sink = Arc::new(KafkaSinkMetrics::default());
-        sink.committed(10, Duration::from_millis(3));
-        sink.committed(5, Duration::from_millis(30));
-        let in_metrics = Arc::new(TaskMetrics::default());
-        in_metrics.set_connector(source);
-        let out_metrics = Arc::new(TaskMetrics::default());
-        out_metrics.set_connector(sink);
+        let (in_metrics, out_metrics) = crate::control::api::tests::kafka_tasks();
         let monitor = JobMonitor::default();
         monitor.set_tasks(vec![
             (TaskId::new("in", 0), TaskRole::Source, in_metrics),
@@ -753,26 +735,26 @@ mod tests {
             assert!(families.contains(family), "{family} missing:\n{text}");
         }
         let p0 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"0\"";
-        let p1 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"1\"";
+        let p2 = "vertex=\"in\",subtask=\"0\",topic=\"words\",partition=\"2\"";
         assert_lines(&text, &[
             format!("weir_kafka_source_offset{{{p0}}} 40"),
-            format!("weir_kafka_source_offset{{{p1}}} 7"),
+            format!("weir_kafka_source_offset{{{p2}}} 3"),
             format!("weir_kafka_source_high_watermark{{{p0}}} 42"),
             format!("weir_kafka_source_lag_records{{{p0}}} 2"),
             "weir_kafka_sink_transactions_total{vertex=\"out\",subtask=\"0\"} 2".into(),
-            "weir_kafka_sink_records_committed_total{vertex=\"out\",subtask=\"0\"} 15".into(),
-            "weir_kafka_sink_transactions_resent_total{vertex=\"out\",subtask=\"0\"} 0".into(),
+            "weir_kafka_sink_records_committed_total{vertex=\"out\",subtask=\"0\"} 16".into(),
+            "weir_kafka_sink_transactions_resent_total{vertex=\"out\",subtask=\"0\"} 1".into(),
             "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"0.001\"} 0"
                 .into(),
             "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"0.005\"} 1"
                 .into(),
             "weir_kafka_sink_commit_seconds_bucket{vertex=\"out\",subtask=\"0\",le=\"+Inf\"} 2"
                 .into(),
-            "weir_kafka_sink_commit_seconds_sum{vertex=\"out\",subtask=\"0\"} 0.033".into(),
+            "weir_kafka_sink_commit_seconds_sum{vertex=\"out\",subtask=\"0\"} 0.012".into(),
             "weir_kafka_sink_commit_seconds_count{vertex=\"out\",subtask=\"0\"} 2".into(),
         ]);
-        // Partition 1's end is not known yet: no high watermark, no lag.
-        assert!(!text.contains(&format!("weir_kafka_source_lag_records{{{p1}}}")));
+        // Partition 2's end is not known yet: no high watermark, no lag.
+        assert!(!text.contains(&format!("weir_kafka_source_lag_records{{{p2}}}")));
         // Neither task has a watermark yet: the families are declared, without samples.
         assert!(families.contains("weir_task_watermark_milliseconds"));
         assert!(

@@ -592,6 +592,14 @@ mod tests {
         ControlClient::new(running.server.url(), Some(TEST_TOKEN.into())).unwrap()
     }
 
+    /// A job served on a loopback port, once it completed a checkpoint, and a client of it.
+    fn past_a_checkpoint() -> (Running, ControlClient) {
+        let running = start("127.0.0.1:0");
+        let client = client(&running);
+        running.wait_for_a_checkpoint();
+        (running, client)
+    }
+
     /// One request written by hand, as `curl` or a hostile page sends it: exactly `headers`
     /// (a `Host` included or not), no body, `Connection: close`.
     fn raw(
@@ -715,9 +723,7 @@ mod tests {
 
     #[test]
     fn stop_answers_with_the_savepoint_and_the_job_finishes() {
-        let running = start("127.0.0.1:0");
-        let client = client(&running);
-        running.wait_for_a_checkpoint();
+        let (running, client) = past_a_checkpoint();
         let taken = client.post_json("/api/stop").unwrap();
         let outcome = running.outcome();
         assert_eq!(outcome.status, JobStatus::Finished);
@@ -729,9 +735,7 @@ mod tests {
 
     #[test]
     fn rescale_goes_on_at_the_new_parallelism_and_refuses_what_it_cannot_do() {
-        let running = start("127.0.0.1:0");
-        let client = client(&running);
-        running.wait_for_a_checkpoint();
+        let (running, client) = past_a_checkpoint();
         // The blackhole holds no state: it takes any parallelism.
         let done = client.post_json("/api/rescale?out=3").unwrap();
         assert_eq!(

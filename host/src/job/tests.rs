@@ -981,21 +981,7 @@ fn keys_of_another_type_are_refused() {
         Problem::KeyNotAllowed {
             key: "follow",
             owner: "generator source \"in\"".into(),
-            allowed: vec![
-                "name",
-                "type",
-                "parallelism",
-                "watermark",
-                "seed",
-                "count",
-                "rate",
-                "keys",
-                "value_size",
-                "values",
-                "min",
-                "max",
-                "disorder"
-            ],
+            allowed: validate::GENERATOR_KEYS.to_vec(),
         }
     );
     let text = MINIMAL.replace(

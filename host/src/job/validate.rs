@@ -58,7 +58,7 @@ const FILE_SOURCE_KEYS: &[&str] = &[
     "on_error",
 ];
 /// Keys of a generator source.
-const GENERATOR_KEYS: &[&str] = &[
+pub(super) const GENERATOR_KEYS: &[&str] = &[
     "name",
     "type",
     "parallelism",

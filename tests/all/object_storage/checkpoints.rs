@@ -18,14 +18,12 @@ use std::time::Duration;
 
 use weir_test_servers::fault_proxy::{Action, Fault, FaultProxy};
 
-use weir::checkpoint::metadata::CheckpointMetadata;
-
 use super::{S3, s3_or_skip};
 use crate::kafka;
 use crate::kafka::exactly_once::{End, append, assert_exact_counts, chunk, job_text};
 use crate::support::{
-    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_same_output, committed_lines,
-    generator_count, in_progress_files, run_cli, weir_command,
+    CLI_TIMEOUT, GeneratorSpec, JobFile, Sandbox, Weir, assert_committed_output,
+    assert_same_output, committed_lines, generator_count, reference_output, weir_command,
 };
 
 /// The keyed count of generated records, checkpointed every 100 ms into `directory` (a
@@ -49,9 +47,7 @@ fn reference(records: u64) -> Vec<String> {
     let sandbox = Sandbox::new("s3-reference");
     let dir = sandbox.checkpoint_dir();
     counting(&sandbox, dir.to_str().unwrap(), records, None).write(&sandbox.job_path());
-    run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
-        .assert_code(0, "the reference run");
-    committed_lines(&sandbox.out_dir())
+    reference_output(&sandbox, CLI_TIMEOUT)
 }
 
 /// `env` as the `(&str, &str)` pairs the runners take.
@@ -90,16 +86,8 @@ fn restore_to_the_end(
     )
     .wait(CLI_TIMEOUT);
     ended.assert_code(0, context);
-    assert!(
-        ended.stderr.contains(&format!("restoring from {url}/chk-")),
-        "{context}: {}",
-        ended.stderr
-    );
-    assert_same_output(&committed_lines(&sandbox.out_dir()), expected, context);
-    assert!(
-        in_progress_files(&sandbox.out_dir()).is_empty(),
-        "{context}"
-    );
+    ended.assert_stderr_contains(&format!("restoring from {url}/chk-"));
+    assert_committed_output(&sandbox.out_dir(), expected, context);
 }
 
 /// `weir checkpoints verify URL` finds every checkpoint under `url` sound.
@@ -359,30 +347,14 @@ fn an_outage_of_the_store_during_a_restart_is_retried_under_the_restart_strategy
         &pairs(&env),
         &sandbox.join("weir.log"),
     );
-    let checkpointed = weir.wait_until("checkpoint 2", CLI_TIMEOUT, |w| {
-        w.stderr().contains("checkpoint 2 complete")
-    });
-    assert!(
-        checkpointed,
-        "ended before checkpoint 2:\n{}",
-        weir.stderr()
-    );
+    weir.wait_for_log("checkpoint 2 complete");
     // Every request fails: the next checkpoint fails the job, and its restart meets the outage.
     proxy.add(Fault::new(Action::Status(500)).times(Fault::FOREVER));
-    let failed_restart = weir.wait_until("a restart that meets the outage", CLI_TIMEOUT, |w| {
-        w.stderr().contains("cannot restart: ")
-    });
-    assert!(
-        failed_restart,
-        "the job ended when its restart met the outage:\n{}",
-        weir.stderr()
-    );
+    weir.wait_for_log("cannot restart: ");
     std::thread::sleep(Duration::from_secs(2));
     proxy.clear();
-    let ended = weir.wait(CLI_TIMEOUT);
-    ended.assert_code(0, "a run through a store outage during its restart");
-    assert_same_output(
-        &committed_lines(&sandbox.out_dir()),
+    weir.assert_ends_committing(
+        &sandbox,
         &expected,
         "a run through a store outage during its restart",
     );
@@ -432,13 +404,7 @@ fn a_restore_names_a_savepoint_by_its_url() {
     );
     let restored = again.wait(CLI_TIMEOUT);
     restored.assert_code(0, "the run from the savepoint's URL");
-    assert!(
-        restored
-            .stderr
-            .contains(&format!("restoring from {savepoint}")),
-        "{}",
-        restored.stderr
-    );
+    restored.assert_stderr_contains(&format!("restoring from {savepoint}"));
     let lines = committed_lines(&sandbox.out_dir());
     assert_eq!(lines.len(), 2_000_000, "every record counted once");
     // The key's secret is never in what weir prints.
@@ -548,10 +514,7 @@ fn complete_generations(s3: &S3, bucket: &str, prefix: &str) -> Vec<(u64, u64)> 
         .into_iter()
         .filter_map(|id| {
             let key = format!("{prefix}/chk-{id:010}/_metadata");
-            // Gone if pruned since it was listed.
-            let bytes = s3.get(bucket, &key)?;
-            let meta = CheckpointMetadata::decode(std::path::Path::new(&key), &bytes)
-                .unwrap_or_else(|e| panic!("{key}: {e}"));
+            let meta = s3.metadata(bucket, &key)?;
             Some((id, meta.generation.0))
         })
         .collect()

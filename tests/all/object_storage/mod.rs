@@ -44,7 +44,6 @@
 //! `tests/azure/create-container.mjs` makes one with Azure's own client. When the server cannot
 //! be installed the test is skipped, loudly — or fails, under `CI=true`.
 
-use std::io::Write as _;
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -55,10 +54,11 @@ use std::time::{Duration, Instant};
 use object_store::aws::{AmazonS3, AmazonS3Builder, AmazonS3ConfigKey};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use weir::checkpoint::metadata::CheckpointMetadata;
 use weir_test_servers::fault_proxy::FaultProxy;
 use weir_test_servers::s3::{self as server, S3Process};
 
-use crate::support::{skip, workspace_root};
+use crate::support::{skip, timed_install, workspace_root};
 
 mod checkpoints;
 mod s3_server;
@@ -90,21 +90,10 @@ pub(crate) fn s3_or_skip(test: &str) -> Option<&'static S3> {
 /// (a no-op when the pinned version is there), or why it could not be.
 fn executable() -> Result<&'static Path, String> {
     static EXE: OnceLock<Result<PathBuf, String>> = OnceLock::new();
-    EXE.get_or_init(|| {
-        let started = Instant::now();
-        let exe = server::install(&workspace_root())?;
-        if started.elapsed() > Duration::from_secs(2) {
-            let _ = writeln!(
-                std::io::stderr(),
-                "weir: installed the S3 test server in {:.1?}",
-                started.elapsed()
-            );
-        }
-        Ok(exe)
-    })
-    .as_ref()
-    .map(PathBuf::as_path)
-    .map_err(Clone::clone)
+    EXE.get_or_init(|| timed_install("the S3 test server", || server::install(&workspace_root())))
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(Clone::clone)
 }
 
 /// A running moto server on a loopback port, with its log in a temp folder. Dropping it stops
@@ -213,6 +202,15 @@ impl S3 {
             }
         })
         .map(|got| got.unwrap_or_else(|e| panic!("cannot get s3://{bucket}/{key}: {e}")))
+    }
+
+    /// The checkpoint metadata at `key` of `bucket` (a `…/_metadata` object), decoded; `None`
+    /// when there is none (pruned since it was listed, say).
+    pub(crate) fn metadata(&self, bucket: &str, key: &str) -> Option<CheckpointMetadata> {
+        let bytes = self.get(bucket, key)?;
+        let meta = CheckpointMetadata::decode(std::path::Path::new(key), &bytes)
+            .unwrap_or_else(|e| panic!("s3://{bucket}/{key}: {e}"));
+        Some(meta)
     }
 
     /// Every key of `bucket` under `prefix` (`""`: all), with its size, sorted.

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 /// The `weir` binary of this build, with the test hooks (kill points) the crash tests arm:
 /// `cargo build -p weir --bin weir --features test-hooks` once per test process (a no-op when
@@ -99,6 +100,25 @@ pub(crate) fn skip(what: &str, reason: &str) {
         std::io::stderr().lock(),
         "\n!!!!! SKIPPED: {what}: {reason} !!!!!\n"
     );
+}
+
+/// What `install` returns, a run of one of the install scripts (which may fetch `what` from its
+/// package registry the first time); says on stderr how long it took when that was over two
+/// seconds, so that a test slowed by it shows why.
+pub(crate) fn timed_install<T>(
+    what: &str,
+    install: impl FnOnce() -> Result<T, String>,
+) -> Result<T, String> {
+    let started = Instant::now();
+    let installed = install()?;
+    if started.elapsed() > Duration::from_secs(2) {
+        let _ = writeln!(
+            std::io::stderr(),
+            "weir: installed {what} in {:.1?}",
+            started.elapsed()
+        );
+    }
+    Ok(installed)
 }
 
 /// The path of a guest built from another language, or `None` — said loudly — when the build

@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::{CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, complete_checkpoint_ids, weir_bin};
+use super::{
+    CLI_TIMEOUT, JOB_STARTING, LOAD_TIMEOUT, Sandbox, assert_committed_output, committed_lines,
+    complete_checkpoint_ids, weir_bin,
+};
 
 /// A running `weir` process. Killed (SIGKILL) and reaped on drop if still running, so a failing
 /// test never leaves one behind. Its stderr goes to a file, readable while it runs.
@@ -122,6 +125,20 @@ impl Weir {
         .wait(CLI_TIMEOUT)
     }
 
+    /// The sandbox's job run to the kill point `point` (`NAME:N`) as
+    /// [`Weir::run_to_kill_point`] runs it, its stderr in `killed.log`; fails, showing that
+    /// stderr, unless it reached the point and was killed there (SIGKILL, or SIGABRT where the
+    /// `kill` program could not be run).
+    #[cfg(unix)]
+    #[track_caller]
+    pub(crate) fn killed_at(sandbox: &Sandbox, point: &str) -> Ended {
+        let job = sandbox.job_path();
+        let ended = Weir::run_to_kill_point(&job, &[], point, &sandbox.join("killed.log"));
+        let name = point.split_once(':').map_or(point, |(name, _)| name);
+        ended.assert_killed_at(name, &format!("`weir run {}`", job.display()));
+        ended
+    }
+
     /// The process id.
     pub(crate) fn pid(&self) -> u32 {
         self.child.as_ref().expect("running").id()
@@ -171,6 +188,20 @@ impl Weir {
         }
     }
 
+    /// Waits until its stderr holds `text`; fails, showing that stderr, when the process ends
+    /// first, or after [`CLI_TIMEOUT`].
+    #[track_caller]
+    pub(crate) fn wait_for_log(&mut self, text: &str) {
+        let logged = self.wait_until(&format!("{text:?} in the log"), CLI_TIMEOUT, |w| {
+            w.stderr().contains(text)
+        });
+        assert!(
+            logged,
+            "`weir` ended before it logged {text:?}; its stderr:\n{}",
+            self.stderr()
+        );
+    }
+
     /// Sends SIGKILL (unless it already exited) and reaps it.
     pub(crate) fn kill(mut self) -> Ended {
         let mut child = self.child.take().expect("running");
@@ -194,6 +225,20 @@ impl Weir {
             .status()
             .unwrap_or_else(|e| panic!("cannot run `kill -{name}`: {e}"));
         assert!(status.success(), "`kill -{name} {}` failed", self.pid());
+    }
+
+    /// Waits for it to end on its own ([`Weir::wait`], [`CLI_TIMEOUT`]) with exit code 0; fails,
+    /// for `context`, unless it did and left exactly `expected` committed by the sandbox's file
+    /// sink and nothing in progress ([`assert_committed_output`]).
+    #[track_caller]
+    pub(crate) fn assert_ends_committing(
+        self,
+        sandbox: &Sandbox,
+        expected: &[String],
+        context: &str,
+    ) {
+        self.wait(CLI_TIMEOUT).assert_code(0, context);
+        assert_committed_output(&sandbox.out_dir(), expected, context);
     }
 
     /// Waits for it to exit on its own; after `timeout` kills it and fails, showing stderr.
@@ -292,6 +337,18 @@ impl CliOutput {
     #[track_caller]
     pub(crate) fn assert_stdout_lacks(&self, text: &str) {
         assert_stream("stdout", &self.stdout, text, false);
+    }
+
+    /// The lines of its standard output from the first that starts with `header` (a table's
+    /// header row) on; fails, showing that output, when no line does.
+    #[track_caller]
+    pub(crate) fn stdout_table(&self, header: &str) -> Vec<&str> {
+        let lines: Vec<&str> = self.stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(header))
+            .unwrap_or_else(|| panic!("no table headed {header:?} in:\n{}", self.stdout));
+        lines[at..].to_vec()
     }
 
     /// Its standard output read as JSON; fails, showing it, when it is not JSON.
@@ -412,4 +469,15 @@ pub(crate) fn stop_with_savepoint(sandbox: &Sandbox, log: &Path, checkpoints: u6
 /// Runs `weir run <job> <args…>` to its end (at most [`CLI_TIMEOUT`]), stderr in `stderr_file`.
 pub(crate) fn run_cli(job: &Path, args: &[&str], stderr_file: &Path) -> Ended {
     Weir::run(job, args, stderr_file).wait(CLI_TIMEOUT)
+}
+
+/// The committed output of the sandbox's job (written beforehand) run undisturbed to its end,
+/// at most `timeout` from the job's start, its stderr in `weir.log`: the reference a run with
+/// failures must commit.
+#[track_caller]
+pub(crate) fn reference_output(sandbox: &Sandbox, timeout: Duration) -> Vec<String> {
+    Weir::run(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+        .wait(timeout)
+        .assert_code(0, "the reference run");
+    committed_lines(&sandbox.out_dir())
 }

@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
-use super::{Rng, Sandbox};
+use super::{Ended, Rng, Sandbox, run_cli};
 
 /// A value written into a job file.
 pub(crate) trait TomlValue {
@@ -182,16 +182,7 @@ impl JobFile {
         config: Option<&str>,
         inputs: &[Input<'_>],
     ) -> JobFile {
-        let inputs: Vec<String> = inputs
-            .iter()
-            .map(|(from, partition)| {
-                format!(
-                    "{{ from = {}, partition = {} }}",
-                    from.toml(),
-                    partition.toml()
-                )
-            })
-            .collect();
+        let inputs: Vec<String> = inputs.iter().map(input_toml).collect();
         let mut text = format!(
             "[[operator]]\nname = {}\nmodule = {}\nparallelism = {parallelism}\ninputs = [{}]\n",
             name.toml(),
@@ -207,21 +198,21 @@ impl JobFile {
 
     /// Sets how every operator added so far is checkpointed: `checkpoint = "exports"`,
     /// `"image"` or `"auto"` (docs/JOB.md).
-    pub(crate) fn state_capture(mut self, capture: &str) -> JobFile {
-        for vertex in &mut self.vertices {
-            if vertex.starts_with("[[operator]]") {
-                writeln!(vertex, "checkpoint = {}", capture.toml()).unwrap();
-            }
-        }
-        self
+    pub(crate) fn state_capture(self, capture: &str) -> JobFile {
+        self.on_every_operator(&format!("checkpoint = {}", capture.toml()))
     }
 
     /// Sets `image_full_every` on every operator added so far: a full image every `n` image
     /// checkpoints, deltas between them (docs/JOB.md).
-    pub(crate) fn image_full_every(mut self, n: u32) -> JobFile {
+    pub(crate) fn image_full_every(self, n: u32) -> JobFile {
+        self.on_every_operator(&format!("image_full_every = {n}"))
+    }
+
+    /// Adds the TOML line `line` to every operator added so far.
+    fn on_every_operator(mut self, line: &str) -> JobFile {
         for vertex in &mut self.vertices {
             if vertex.starts_with("[[operator]]") {
-                writeln!(vertex, "image_full_every = {n}").unwrap();
+                writeln!(vertex, "{line}").unwrap();
             }
         }
         self
@@ -229,34 +220,27 @@ impl JobFile {
 
     /// An exactly-once `file` sink writing into `dir`.
     pub(crate) fn file_sink(
-        mut self,
+        self,
         name: &str,
         dir: &Path,
         parallelism: u32,
-        (from, partition): Input<'_>,
+        input: Input<'_>,
     ) -> JobFile {
-        self.vertices.push(format!(
-            "[[sink]]\nname = {}\ntype = \"file\"\npath = {}\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
-            name.toml(),
-            dir.toml(),
-            from.toml(),
-            partition.toml()
-        ));
-        self
+        let kind = format!("type = \"file\"\npath = {}", dir.toml());
+        self.sink(name, &kind, parallelism, input)
     }
 
     /// A `blackhole` sink: counts records and drops them.
-    pub(crate) fn blackhole_sink(
-        mut self,
-        name: &str,
-        parallelism: u32,
-        (from, partition): Input<'_>,
-    ) -> JobFile {
+    pub(crate) fn blackhole_sink(self, name: &str, parallelism: u32, input: Input<'_>) -> JobFile {
+        self.sink(name, "type = \"blackhole\"", parallelism, input)
+    }
+
+    /// A sink whose type and its keys are the TOML lines `kind`.
+    fn sink(mut self, name: &str, kind: &str, parallelism: u32, input: Input<'_>) -> JobFile {
         self.vertices.push(format!(
-            "[[sink]]\nname = {}\ntype = \"blackhole\"\nparallelism = {parallelism}\ninputs = [{{ from = {}, partition = {} }}]\n",
+            "[[sink]]\nname = {}\n{kind}\nparallelism = {parallelism}\ninputs = [{}]\n",
             name.toml(),
-            from.toml(),
-            partition.toml()
+            input_toml(&input)
         ));
         self
     }
@@ -292,6 +276,22 @@ impl JobFile {
         fs::write(path, self.to_toml())
             .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     }
+
+    /// Writes the job file as the job of `sandbox` and runs it to its end ([`run_cli`]), its
+    /// stderr in `weir.log`.
+    pub(crate) fn run_in(&self, sandbox: &Sandbox) -> Ended {
+        self.write(&sandbox.job_path());
+        run_cli(&sandbox.job_path(), &[], &sandbox.join("weir.log"))
+    }
+}
+
+/// An input of a vertex as TOML: `{ from = "FROM", partition = "PARTITION" }`.
+fn input_toml((from, partition): &Input<'_>) -> String {
+    format!(
+        "{{ from = {}, partition = {} }}",
+        from.toml(),
+        partition.toml()
+    )
 }
 
 /// The checkpoint settings most tests use: every `interval`, exactly-once, into the sandbox's
@@ -422,21 +422,28 @@ pub(crate) fn word_text(seed: u64, lines: usize, words_per_line: u64) -> String 
     text
 }
 
-/// The counts the word-count job must commit for `text`: for each word `w` seen `n` times, the
-/// lines `w\t1` … `w\tn` (the count operator emits each updated count), sorted.
+/// The counts the word-count job must commit for `text`: [`running_counts`] of its words.
 pub(crate) fn word_counts(text: &str) -> Vec<String> {
+    running_counts(
+        text.split_whitespace()
+            .map(|word| {
+                word.trim_matches(|c: char| c.is_ascii_punctuation())
+                    .to_lowercase()
+            })
+            .filter(|word| !word.is_empty()),
+    )
+}
+
+/// What the keyed count operator commits for `keys`: for each key `k` seen `n` times, the lines
+/// `k\t1` … `k\tn` (it emits each updated count), sorted.
+pub(crate) fn running_counts(keys: impl IntoIterator<Item = String>) -> Vec<String> {
     let mut totals = BTreeMap::<String, u64>::new();
-    for word in text.split_whitespace() {
-        let word = word
-            .trim_matches(|c: char| c.is_ascii_punctuation())
-            .to_lowercase();
-        if !word.is_empty() {
-            *totals.entry(word).or_default() += 1;
-        }
+    for key in keys {
+        *totals.entry(key).or_default() += 1;
     }
     let mut lines: Vec<String> = totals
         .iter()
-        .flat_map(|(w, n)| (1..=*n).map(move |i| format!("{w}\t{i}")))
+        .flat_map(|(k, n)| (1..=*n).map(move |i| format!("{k}\t{i}")))
         .collect();
     lines.sort_unstable();
     lines

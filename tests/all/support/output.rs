@@ -137,6 +137,14 @@ pub(crate) fn complete_checkpoint_ids(dir: &Path) -> Vec<u64> {
         .collect()
 }
 
+/// The checkpoint directories of `dir` without `_metadata` (failed, or never finished), oldest
+/// first.
+pub(crate) fn incomplete_checkpoints(dir: &Path) -> Vec<CheckpointDir> {
+    let mut dirs = checkpoint_dirs(dir);
+    dirs.retain(|c| !c.complete);
+    dirs
+}
+
 /// Fails unless every complete checkpoint (one with `_metadata`) under `dir` verifies: its
 /// metadata reads and every state file it names has the recorded length and checksum. A crash
 /// may leave incomplete checkpoints behind, never a complete one that cannot be restored.

@@ -80,10 +80,26 @@ pub(crate) fn run(args: CheckpointsArgs) -> ExitCode {
     }
 }
 
-fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
-    let json = serde_json::to_string_pretty(value).context("cannot write the report as JSON")?;
-    println!("{json}");
-    Ok(())
+/// Prints `report` as JSON under `--json`, else as `render` writes it for people; the exit code
+/// is [`EXIT_PROBLEM`] unless the report is `ok`.
+fn print_report<T: Serialize>(
+    report: &T,
+    json: bool,
+    render: fn(&T) -> String,
+    ok: bool,
+) -> anyhow::Result<ExitCode> {
+    if json {
+        let json =
+            serde_json::to_string_pretty(report).context("cannot write the report as JSON")?;
+        println!("{json}");
+    } else {
+        print!("{}", render(report));
+    }
+    Ok(if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PROBLEM)
+    })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -92,12 +108,7 @@ fn print_json(value: &impl Serialize) -> anyhow::Result<()> {
 fn list(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let catalog = catalog::list(dir)
         .with_context(|| format!("cannot list the checkpoints of {}", dir.display()))?;
-    if json {
-        print_json(&catalog)?;
-    } else {
-        print!("{}", render_catalog(&catalog));
-    }
-    Ok(ExitCode::SUCCESS)
+    print_report(&catalog, json, render_catalog, true)
 }
 
 /// Where the checkpoints were looked for, in words.
@@ -226,16 +237,7 @@ fn format_operators(operators: &[OperatorSize]) -> String {
 fn inspect(path: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let inspection =
         catalog::inspect(path).with_context(|| format!("cannot inspect {}", path.display()))?;
-    if json {
-        print_json(&inspection)?;
-    } else {
-        print!("{}", render_inspection(&inspection));
-    }
-    Ok(if inspection.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_PROBLEM)
-    })
+    print_report(&inspection, json, render_inspection, inspection.ok())
 }
 
 fn render_inspection(inspection: &Inspection) -> String {
@@ -330,16 +332,7 @@ fn render_findings(out: &mut String, problems: &[FileProblem], warnings: &[FileP
 fn verify(dir: &Path, json: bool) -> anyhow::Result<ExitCode> {
     let report = catalog::verify(dir)
         .with_context(|| format!("cannot verify the checkpoints of {}", dir.display()))?;
-    if json {
-        print_json(&report)?;
-    } else {
-        print!("{}", render_verify(&report));
-    }
-    Ok(if report.ok() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(EXIT_PROBLEM)
-    })
+    print_report(&report, json, render_verify, report.ok())
 }
 
 fn render_verify(report: &VerifyReport) -> String {

@@ -728,12 +728,21 @@ mod tests {
         }
     }
 
+    /// The `/api/job` answer for the job `name` (pid 7, checkpoints in `/data/NAME`), running
+    /// for a second without restarts, with `vertices`, answered at `now`.
+    fn running_job(name: &str, now: u64, vertices: serde_json::Value) -> serde_json::Value {
+        serde_json::json!({
+            "name": name, "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
+            "now": now, "checkpoint_directory": format!("/data/{name}"), "vertices": vertices
+        })
+    }
+
     #[test]
     fn the_status_shows_kafka_partitions_and_transactions() {
-        let job = serde_json::json!({
-            "name": "k", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
-            "now": 100_000, "checkpoint_directory": "/data/k",
-            "vertices": [
+        let job = running_job(
+            "k",
+            100_000,
+            serde_json::json!([
                 {"name": "in", "kind": "source", "parallelism": 2, "records_in": 0,
                  "records_out": 10, "tasks": [
                     {"subtask": 0, "kafka_source": {"partitions": [
@@ -750,8 +759,8 @@ mod tests {
                      "records_committed": 12, "transactions_resent": 0,
                      "commit_duration": {"last": 2.0, "max": 14.2, "avg": 6.0, "p50": 4.1,
                                          "p99": 14.2}}}]}
-            ]
-        });
+            ]),
+        );
         let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
         assert_lines(
             &text,
@@ -769,10 +778,10 @@ mod tests {
 
     #[test]
     fn the_status_shows_each_vertexs_watermark_lag_and_event_time_counts() {
-        let job = serde_json::json!({
-            "name": "win", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
-            "now": 1_764_469_923_291u64, "checkpoint_directory": "/data/win",
-            "vertices": [
+        let job = running_job(
+            "win",
+            1_764_469_923_291,
+            serde_json::json!([
                 {"name": "clicks", "kind": "source", "parallelism": 2,
                  "watermark": 1_764_469_922_091u64, "watermark_lag": 1_200,
                  "records_late": 0, "records_unwired": 0, "pending_timers": 0},
@@ -788,8 +797,8 @@ mod tests {
                 {"name": "out", "kind": "sink", "parallelism": 1, "watermark": null,
                  "watermark_lag": null, "records_late": 0, "records_unwired": 0,
                  "pending_timers": 0}
-            ]
-        });
+            ]),
+        );
         let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
         // Columns of counts only when one is not zero (here late and timers, not unwired);
         // the time only when the watermark reads as one, the lag likewise.
@@ -808,30 +817,33 @@ mod tests {
 
     #[test]
     fn the_status_has_no_event_time_table_without_watermarks() {
-        let job = serde_json::json!({
-            "name": "wc", "pid": 7, "status": "RUNNING", "duration": 1000, "restarts": 0,
-            "vertices": [{"name": "lines", "kind": "source", "parallelism": 1,
-                          "watermark": null, "watermark_lag": null, "records_late": 0,
-                          "records_unwired": 0, "pending_timers": 0}]
-        });
+        let job = running_job(
+            "wc",
+            100_000,
+            serde_json::json!([{"name": "lines", "kind": "source", "parallelism": 1,
+                                "watermark": null, "watermark_lag": null, "records_late": 0,
+                                "records_unwired": 0, "pending_timers": 0}]),
+        );
         let text = render_status("http://127.0.0.1:9", &job, &serde_json::json!({}));
         assert!(!text.contains("watermark"), "{text}");
     }
 
     #[test]
     fn the_status_table_shows_the_job_vertices_and_latest_checkpoints() {
-        let job = serde_json::json!({
-            "name": "wc", "pid": 7, "status": "RUNNING", "duration": 12_300, "restarts": 1,
-            "now": 100_000, "checkpoint_directory": "/data/wc",
-            "vertices": [
+        let mut job = running_job(
+            "wc",
+            100_000,
+            serde_json::json!([
                 {"name": "lines", "kind": "source", "parallelism": 1, "records_in": 10,
                  "records_out": 10, "rate_in": 5.0, "rate_out": 5.0, "busy_ratio": 0.25,
                  "backpressured_ratio": 0.0},
                 {"name": "count", "kind": "operator", "parallelism": 2, "records_in": 10,
                  "records_out": 10, "rate_in": 5.0, "rate_out": 5.0, "busy_ratio": 0.5,
                  "backpressured_ratio": 0.125}
-            ]
-        });
+            ]),
+        );
+        job["duration"] = 12_300.into();
+        job["restarts"] = 1.into();
         let checkpoints = serde_json::json!({
             "counts": {"total": 4, "completed": 3, "failed": 1, "in_progress": 0},
             "latest": {

@@ -47,6 +47,14 @@ pub(crate) fn with_states_of(
     meta
 }
 
+/// Starts checkpoint `id` through `storage` without completing it: one task's state written,
+/// no metadata. (The catalog tests leave theirs with it too.)
+pub(crate) fn incomplete(storage: &dyn CheckpointStorage, id: u64) {
+    storage
+        .write_state(CHK, CheckpointId(id), &TaskId::new("count", 0), b"x")
+        .unwrap();
+}
+
 /// The word the tests compare a listing's status by.
 pub(crate) fn status_word(status: &ListingStatus) -> &'static str {
     match status {
@@ -243,9 +251,7 @@ fn a_flipped_byte_in_metadata_is_a_checksum_error_naming_the_file() {
 #[test]
 fn missing_metadata_is_incomplete() {
     let (_dir, storage) = local();
-    storage
-        .write_state(CHK, CheckpointId(2), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 2);
     let err = storage
         .read_metadata(&storage.layout().location(CHK, CheckpointId(2)))
         .unwrap_err();
@@ -285,9 +291,7 @@ fn lists_checkpoints_and_savepoints_by_id_ignoring_other_entries() {
     complete(&storage, CHK, 1);
     complete(&storage, SP, 2);
     complete(&storage, CHK, 3);
-    storage
-        .write_state(CHK, CheckpointId(4), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 4);
     let job = dir.path().join("job");
     fs::create_dir(job.join("chk-7")).unwrap();
     fs::write(job.join("chk-0000000008"), b"a file, not a dir").unwrap();
@@ -335,9 +339,7 @@ fn savepoints_go_to_a_user_given_dir() {
 fn discard_removes_metadata_first_and_tolerates_partial_dirs() {
     let (_dir, storage) = local();
     complete(&storage, CHK, 1);
-    storage
-        .write_state(CHK, CheckpointId(2), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 2);
     storage.discard(CHK, CheckpointId(1)).unwrap();
     storage.discard(CHK, CheckpointId(2)).unwrap();
     storage.discard(CHK, CheckpointId(3)).unwrap();
@@ -355,9 +357,7 @@ fn cleanup_removes_stray_temp_files_and_incomplete_dirs_only() {
     let (_dir, storage) = local();
     let meta = complete(&storage, CHK, 1);
     complete(&storage, SP, 2);
-    storage
-        .write_state(CHK, CheckpointId(3), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 3);
     let chk1 = storage.layout().location(CHK, CheckpointId(1));
     let chk3 = storage.layout().location(CHK, CheckpointId(3));
     let stray = chk1.dir().join("count-0.state.tmp");

@@ -1,7 +1,7 @@
 use super::verify::verify_one;
 use super::*;
 use crate::checkpoint::restore::tests::write_chained;
-use crate::checkpoint::storage::tests::with_states_of;
+use crate::checkpoint::storage::tests::{incomplete, with_states_of};
 use crate::ids::TaskId;
 
 const CHK: CheckpointKind = CheckpointKind::Checkpoint;
@@ -114,17 +114,12 @@ fn lists_every_checkpoint_newest_first_with_times_and_sizes() {
 #[test]
 fn says_why_a_checkpoint_is_incomplete_or_corrupt() {
     let (dir, storage) = job_dir();
-    write_checkpoint(&storage, CHK, 1, 10);
-    write_checkpoint(&storage, CHK, 2, 10);
-    write_checkpoint(&storage, CHK, 3, 10);
-    write_checkpoint(&storage, CHK, 4, 10);
+    for id in 1..=4 {
+        write_checkpoint(&storage, CHK, id, 10);
+    }
     // 5: a state file, no metadata; 6: a metadata being published.
-    storage
-        .write_state(CHK, CheckpointId(5), &TaskId::new("count", 0), b"x")
-        .unwrap();
-    storage
-        .write_state(CHK, CheckpointId(6), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 5);
+    incomplete(&storage, 6);
     let chk6 = storage.layout().checkpoint_dir(CHK, CheckpointId(6));
     fs::write(chk6.join("_metadata.tmp"), b"half").unwrap();
     // 4: metadata with a flipped byte; 3: a truncated state file;
@@ -421,9 +416,7 @@ fn inspect_names_every_bad_file_not_only_the_first() {
 #[test]
 fn inspect_reports_missing_and_corrupt_metadata_and_refuses_non_checkpoints() {
     let (dir, storage) = job_dir();
-    storage
-        .write_state(CHK, CheckpointId(1), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 1);
     let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
     let inspection = inspect(&chk1).unwrap();
     assert_eq!(inspection.status, EntryStatus::Incomplete);
@@ -461,9 +454,7 @@ fn verify_passes_sound_checkpoints_and_warns_of_incomplete_ones_and_temp_files()
     let (dir, storage) = job_dir();
     write_checkpoint(&storage, CHK, 1, 20);
     write_checkpoint(&storage, SP, 2, 20);
-    storage
-        .write_state(CHK, CheckpointId(3), &TaskId::new("count", 0), b"x")
-        .unwrap();
+    incomplete(&storage, 3);
     let chk1 = storage.layout().checkpoint_dir(CHK, CheckpointId(1));
     fs::write(chk1.join("_metadata.tmp"), b"leftover").unwrap();
 
