@@ -313,8 +313,12 @@ impl KeyedStores {
     /// write buffers of every task's store together (Flink's managed memory for RocksDB is of
     /// this order per task manager slot).
     pub const DEFAULT_MEMORY: usize = 512 << 20;
-    /// How many hot keys each task keeps in front of its store ([`super::cache`]).
-    pub const CACHE_KEYS: usize = 64 * 1024;
+    /// How many hot keys each task keeps in front of its store ([`super::cache`]): a working
+    /// set of this many keys is read and written in the host's memory, and reaches the store
+    /// at checkpoints. Measured (docs/BENCHMARKS.md §11): the keyed count over 100 000 keys ran
+    /// at 0.18 M records/s behind 65 536 keys, which thrash, and at 0.50 M behind more. Not yet
+    /// counted in the memory budget: tens of bytes a key, about 30 MB for small values.
+    pub const CACHE_KEYS: usize = 256 * 1024;
 
     /// RocksDB stores within `memory` bytes, each behind a cache of hot keys, working in `dir`
     /// (created; what it held is removed).
