@@ -17,6 +17,7 @@ use super::control::ControlConfig;
 use super::format::{FileFormat, OnError};
 use super::kafka::{KafkaSinkSettings, KafkaSourceSettings};
 use super::restart::RestartStrategy;
+use super::state::StateConfig;
 use super::watermark::WatermarkStrategy;
 use crate::checkpoint::config::CheckpointConfig;
 use crate::ids::TaskId;
@@ -50,6 +51,9 @@ pub struct Job {
     /// The `[control]` table: whether and where the running job serves its
     /// control endpoint.
     pub control: ControlConfig,
+    /// The `[state]` table: where and within what memory its operators keep keyed state on
+    /// the host; `directory` is resolved.
+    pub state: StateConfig,
     /// Whether tasks may run chained at all (`chain` at the top of the file; default true):
     /// `false` gives every task a thread of its own.
     pub chain: bool,

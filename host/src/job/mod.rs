@@ -31,6 +31,7 @@ mod paths;
 mod print;
 mod restart;
 pub mod spec;
+mod state;
 mod status;
 mod units;
 mod validate;
@@ -54,6 +55,7 @@ pub use kafka::{
 };
 pub use restart::RestartStrategy;
 pub use spec::JobSpec;
+pub use state::{DEFAULT_STATE_MEMORY, MIN_STATE_MEMORY, StateConfig};
 pub use status::JobStatus;
 pub use units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,

@@ -26,8 +26,9 @@ use super::graph::{
 use super::restart::RestartStrategy;
 use super::spec::{
     CheckpointSpec, ControlSpec, InputSpec, JobSpec, LimitsSpec, OperatorSpec, RestartSpec,
-    SinkSpec, SourceSpec, WatermarkSpec,
+    SinkSpec, SourceSpec, StateSpec, WatermarkSpec,
 };
+use super::state::StateConfig;
 use super::units::{format_duration, format_size};
 use super::watermark::WatermarkStrategy;
 use crate::checkpoint::config::{CheckpointMode, Retention};
@@ -51,6 +52,15 @@ impl Job {
             control: (self.control != ControlConfig::default()).then(|| ControlSpec {
                 enabled: Some(unspanned(self.control.enabled)),
                 address: Some(unspanned(self.control.address.to_string())),
+            }),
+            // Written only when it differs from the default, as `control`.
+            state: (self.state != StateConfig::default()).then(|| StateSpec {
+                memory: Some(unspanned(format_size(self.state.memory as u64))),
+                directory: self
+                    .state
+                    .directory
+                    .as_ref()
+                    .map(|dir| unspanned(self.relative(dir))),
             }),
             // Written only when off, so job files written back before chaining keep their text.
             chain: (!self.chain).then_some(false),

@@ -74,6 +74,9 @@ job_table! {
         pub limits: Option<LimitsSpec>,
         /// `[control]`: the control endpoint of the running job; absent = on, on loopback.
         pub control: Option<ControlSpec>,
+        /// `[state]`: where and within what memory operators keep keyed state on the host;
+        /// absent = 512MiB, under the system's temporary directory.
+        pub state: Option<StateSpec>,
         /// `[[source]]` tables, in file order.
         #[serde(rename = "source", default, skip_serializing_if = "Vec::is_empty")]
         pub sources: Vec<SourceSpec>,
@@ -130,6 +133,18 @@ job_table! {
         pub enabled: Option<Spanned<bool>>,
         /// `address`: `"host:port"` to listen on.
         pub address: Option<Spanned<String>>,
+    }
+}
+
+job_table! {
+    /// The `[state]` table; every key is optional.
+    #[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct StateSpec {
+        /// `memory`: a size; the memory the stores of the job's process share.
+        pub memory: Option<Spanned<String>>,
+        /// `directory`: relative to the job file's folder; where the stores work.
+        pub directory: Option<Spanned<String>>,
     }
 }
 

@@ -577,6 +577,46 @@ fn an_operator_says_how_often_its_image_is_full() {
 }
 
 #[test]
+fn the_state_table_sets_the_stores_memory_and_folder_and_is_written_back() {
+    let default = job(MINIMAL);
+    assert_eq!(default.state, crate::job::StateConfig::default());
+    assert_eq!(default.state.memory, 512 << 20);
+    assert!(!default.to_toml().contains("[state]"), "the default is not written");
+    let set = job(&format!(
+        "{MINIMAL}[state]\nmemory = \"2GiB\"\ndirectory = \"state\"\n"
+    ));
+    assert_eq!(set.state.memory, 2 << 30);
+    assert_eq!(set.state.directory, Some(set.base_dir.join("state")));
+    assert_eq!(
+        set.state.work_dir("minimal", 7),
+        set.base_dir.join("state").join("weir-state-minimal-7")
+    );
+    let again = job(&set.to_toml());
+    assert_eq!(again.state, set.state);
+}
+
+#[test]
+fn the_state_table_refuses_a_memory_out_of_range_and_an_object_store() {
+    for (memory, expected) in [
+        ("1MiB", "a size of at least 16MiB"),
+        ("2048GiB", "the stores' memory is at most 1TiB"),
+        ("lots", "an integer and a unit"),
+    ] {
+        let text = format!("{MINIMAL}[state]\nmemory = \"{memory}\"\n");
+        let message = parse(&text).unwrap_err().to_string();
+        assert!(
+            message.contains("`state.memory`") && message.contains(expected),
+            "{memory}: {message}"
+        );
+    }
+    let text = format!("{MINIMAL}[state]\ndirectory = \"s3://bucket/state\"\n");
+    let (line, key, _) = bad_value(&text);
+    assert_eq!((line, key.as_str()), (10, "`state.directory`"));
+    let message = parse(&text).unwrap_err().to_string();
+    assert!(message.contains("a local directory"), "{message}");
+}
+
+#[test]
 fn control_address_must_be_an_ip_address_and_port() {
     for (address, found) in [
         ("example.com:80", "\"example.com:80\""),

@@ -27,6 +27,7 @@ use super::graph::{
 };
 use super::restart::RestartStrategy;
 use super::spec::{InputSpec, JobSpec, OperatorSpec, SinkSpec, SourceSpec};
+use super::state::StateConfig;
 use super::units::{
     DURATION_FORMS, SIZE_FORMS, UnitError, format_duration, format_size, parse_duration, parse_size,
 };
@@ -526,9 +527,22 @@ impl Validator<'_> {
         Ok(duration)
     }
 
+    /// A size of a guest's: at least `min` bytes, at most [`MAX_GUEST_BYTES`].
     fn size(&self, value: &Spanned<String>, key: &str, min: u64) -> Result<usize, JobError> {
+        let reason = "a guest's 32-bit memory holds at most 4GiB";
+        self.size_within(value, key, min, (MAX_GUEST_BYTES, reason))
+    }
+
+    /// A size of at least `min` bytes and at most `max`, whose `.1` says why.
+    fn size_within(
+        &self,
+        value: &Spanned<String>,
+        key: &str,
+        min: u64,
+        (limit, reason): (u64, &'static str),
+    ) -> Result<usize, JobError> {
         let found = || format!("{:?}", value.get_ref());
-        let max = || format_size(MAX_GUEST_BYTES);
+        let max = || format_size(limit);
         let bytes = parse_size(value.get_ref()).map_err(|e| match e {
             UnitError::Malformed => {
                 self.bad_value(value.span(), key.to_owned(), found(), SIZE_FORMS)
@@ -542,14 +556,14 @@ impl Validator<'_> {
                 },
             ),
         })?;
-        if bytes > MAX_GUEST_BYTES {
+        if bytes > limit {
             return Err(self.error(
                 value.span(),
                 Problem::TooLarge {
                     key: key.to_owned(),
                     found: found(),
                     max: max(),
-                    reason: "a guest's 32-bit memory holds at most 4GiB",
+                    reason,
                 },
             ));
         }
@@ -625,6 +639,10 @@ impl Validator<'_> {
         let control = match &spec.control {
             Some(table) => self.control(table)?,
             None => ControlConfig::default(),
+        };
+        let state = match &spec.state {
+            Some(table) => self.state(table)?,
+            None => StateConfig::default(),
         };
 
         let mut drafts = Vec::new();
@@ -716,6 +734,7 @@ impl Validator<'_> {
             restart,
             limits,
             control,
+            state,
             chain: spec.chain.unwrap_or(true),
         })
     }

@@ -117,12 +117,8 @@ impl JobRunner {
         // One store budget and one directory for the whole process, made only when an operator
         // keeps keyed state on the host.
         let keyed = if modules.values().any(|m| m.capabilities().keyed_state) {
-            let dir = std::env::temp_dir().join(format!(
-                "weir-state-{}-{}",
-                job.name,
-                std::process::id()
-            ));
-            let stores = KeyedStores::rocksdb(KeyedStores::DEFAULT_MEMORY, dir)
+            let dir = job.state.work_dir(&job.name, std::process::id());
+            let stores = KeyedStores::rocksdb(job.state.memory, dir)
                 .map_err(|e| RunError::Setup(e.to_string()))?;
             Some(Arc::new(stores))
         } else {

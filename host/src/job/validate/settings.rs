@@ -17,8 +17,9 @@ use crate::job::control::{ADDRESS_FORMS, ControlConfig, parse_address};
 use crate::job::error::{JobError, Problem};
 use crate::job::graph::Vertex;
 use crate::job::restart::RestartStrategy;
-use crate::job::spec::{CheckpointSpec, ControlSpec, JobSpec, LimitsSpec, RestartSpec};
+use crate::job::spec::{CheckpointSpec, ControlSpec, JobSpec, LimitsSpec, RestartSpec, StateSpec};
 use crate::job::units::format_duration;
+use crate::job::{MIN_STATE_MEMORY, StateConfig};
 use crate::wasm::GuestLimits;
 
 /// Keys of the `none` restart strategy.
@@ -90,6 +91,30 @@ impl Validator<'_> {
                     ADDRESS_FORMS,
                 )
             })?;
+        }
+        Ok(config)
+    }
+
+    /// The `[state]` table: the stores' memory (16MiB to 1TiB) and their folder.
+    pub(super) fn state(&self, spec: &StateSpec) -> Result<StateConfig, JobError> {
+        let mut config = StateConfig::default();
+        if let Some(memory) = &spec.memory {
+            let most = (1 << 40, "the stores' memory is at most 1TiB");
+            config.memory = self.size_within(memory, "`state.memory`", MIN_STATE_MEMORY, most)?;
+        }
+        if let Some(directory) = &spec.directory {
+            // The stores work on a local disk; their checkpoints go where the checkpoint's do.
+            if let Ok(Some(_)) = ObjectStoreUrl::parse(directory.get_ref()) {
+                return Err(self.bad_value(
+                    directory.span(),
+                    "`state.directory`".into(),
+                    format!("{:?}", directory.get_ref()),
+                    "a local directory, relative to the job file's folder: the stores work on \
+                     a local disk, and their checkpoints go to `checkpoint.directory`, which \
+                     may be an object store",
+                ));
+            }
+            config.directory = Some(self.path(directory, "`state.directory`".into())?);
         }
         Ok(config)
     }

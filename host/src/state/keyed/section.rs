@@ -309,10 +309,6 @@ impl std::fmt::Debug for KeyedStores {
 }
 
 impl KeyedStores {
-    /// How much memory the stores share when the job does not say: the block cache and the
-    /// write buffers of every task's store together (Flink's managed memory for RocksDB is of
-    /// this order per task manager slot).
-    pub const DEFAULT_MEMORY: usize = 512 << 20;
     /// How many hot keys each task keeps in front of its store ([`super::cache`]): a working
     /// set of this many keys is read and written in the host's memory, and reaches the store
     /// at checkpoints. Measured (docs/BENCHMARKS.md §11): the keyed count over 100 000 keys ran
