@@ -581,7 +581,10 @@ fn the_state_table_sets_the_stores_memory_and_folder_and_is_written_back() {
     let default = job(MINIMAL);
     assert_eq!(default.state, crate::job::StateConfig::default());
     assert_eq!(default.state.memory, 512 << 20);
-    assert!(!default.to_toml().contains("[state]"), "the default is not written");
+    assert!(
+        !default.to_toml().contains("[state]"),
+        "the default is not written"
+    );
     let set = job(&format!(
         "{MINIMAL}[state]\nmemory = \"2GiB\"\ndirectory = \"state\"\n"
     ));
