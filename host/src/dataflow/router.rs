@@ -243,6 +243,7 @@ impl Router {
     /// [`push_into`](Self::push_into)): left to LLVM's cost model, a move of the error types to
     /// another file (`235719d`) was enough to take it out of line again, +40 instructions a
     /// record under callgrind (docs/BENCHMARKS.md §2).
+    #[inline(always)]
     pub(crate) fn push(
         &mut self,
         key: &[u8],
