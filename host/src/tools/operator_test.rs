@@ -38,16 +38,22 @@ use std::num::NonZeroUsize;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use weir_abi::key_group::{DEFAULT_MAX_PARALLELISM, KeyGroups};
 use weir_abi::time::END_OF_TIME;
 use weir_abi::{Batch, BatchBuilder};
 
 use super::json_record::{JsonLinesError, JsonRecord, read_json_lines};
 use super::mismatch::{Mismatch, records};
 use crate::ids::CheckpointId;
+use crate::state::keyed::memory::MemoryBackend;
+use crate::state::keyed::section::KeyedState;
 use crate::wasm::{
-    EngineError, EngineOptions, GuestError, GuestInstance, GuestOutput, InstanceContext,
-    LoadOptions, ModuleError, ModuleProblem, ModuleSource, OperatorModule, StateCapture,
-    WasmEngine,
+    EngineError, EngineOptions, GuestError, GuestFailure, GuestInstance, GuestOutput,
+    InstanceContext, LoadOptions, ModuleError, ModuleProblem, ModuleSource, OperatorModule,
+    StateCapture, WasmEngine,
 };
 
 /// The environment variable that, in builds with the `test-hooks` feature, makes every
@@ -514,11 +520,38 @@ impl OperatorTest {
         Ok(output)
     }
 
-    /// A new instance: instantiated and given its init message.
+    /// A new instance: instantiated and given its init message, and, when its module keeps
+    /// keyed state on the host, a store of its own in memory (`weir test` checkpoints by
+    /// moving the host's state to a fresh instance, so nothing of it is written to disk).
     fn instantiate(&self) -> Result<GuestInstance, Box<GuestError>> {
-        Ok(self
+        let mut instance = self
             .module
-            .instantiate(self.context(), &self.options.config)?)
+            .instantiate(self.context(), &self.options.config)?;
+        if self.module.capabilities().keyed_state {
+            let failed = |message: String| {
+                Box::new(GuestError {
+                    operator: self.options.operator.clone(),
+                    subtask: self.options.subtask,
+                    call: "instantiate",
+                    failure: GuestFailure::StateStore { message },
+                    backtrace: None,
+                })
+            };
+            let parallelism = self.options.parallelism;
+            let groups = KeyGroups::new(DEFAULT_MAX_PARALLELISM.max(parallelism), parallelism)
+                .ok_or_else(|| failed(format!("no key groups for parallelism {parallelism}")))?;
+            static INSTANCES: AtomicU64 = AtomicU64::new(0);
+            let dir = std::env::temp_dir().join(format!(
+                "weir-test-state-{}-{}",
+                std::process::id(),
+                INSTANCES.fetch_add(1, Ordering::Relaxed)
+            ));
+            let backend = Arc::new(MemoryBackend);
+            let keyed = KeyedState::create(backend, dir, self.options.subtask, groups)
+                .map_err(|e| failed(e.to_string()))?;
+            instance.host_state().keyed = Some(keyed);
+        }
+        Ok(instance)
     }
 
     /// Who the instances are, as their init message says.

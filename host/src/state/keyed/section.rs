@@ -14,7 +14,7 @@
 //! task's state file then holds the [`StoreSnapshot`].
 
 use std::ops::Range;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use weir_abi::key_group::{KeyGroups, key_group};
@@ -226,16 +226,6 @@ impl KeyedState {
         };
         Ok(())
     }
-
-    /// The section that says what `snapshot`, a checkpoint of this state's store, holds.
-    pub fn section(&self, snapshot: StoreSnapshot) -> KeyedSection {
-        KeyedSection::of(self.subtask, snapshot)
-    }
-
-    /// Where the state works.
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 impl Drop for KeyedState {
@@ -285,11 +275,6 @@ impl PendingStore {
         })();
         let _ = std::fs::remove_dir_all(&dir);
         result
-    }
-
-    /// The files it keeps as shared files: those it uploads and those it names again.
-    pub fn kept(&self) -> &[KeptFile] {
-        &self.plan.kept
     }
 }
 
