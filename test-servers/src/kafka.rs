@@ -158,10 +158,16 @@ impl BrokerProcess {
     /// client then makes every connection after its first to the relay (the broker's address
     /// in the metadata is where a client sends its requests), and the relay can fail the ones
     /// a test picks. Apache Kafka only.
+    ///
+    /// `forward(port)` is called with the broker's own port before the broker starts (again
+    /// for each port tried), so that the relay passes connections on from the first: the
+    /// readiness check's metadata request names the relay, and a relay that held that
+    /// connection until it knew the port would stall the start by its own timeout.
     pub fn start_advertising(
         installed: &Installed,
         dir: &Path,
         advertised: u16,
+        forward: &dyn Fn(u16),
     ) -> Result<BrokerProcess, String> {
         if installed.kind != Kind::Apache {
             return Err(format!(
@@ -169,15 +175,17 @@ impl BrokerProcess {
                 installed.kind.name()
             ));
         }
-        BrokerProcess::start_with(installed, dir, Some(advertised))
+        BrokerProcess::start_with(installed, dir, Some((advertised, forward)))
     }
 
-    /// [`BrokerProcess::start`], advertising `advertised` if given.
+    /// [`BrokerProcess::start`], advertising the port of `advertised` if given, and telling its
+    /// relay the broker's port first.
     fn start_with(
         installed: &Installed,
         dir: &Path,
-        advertised_port: Option<u16>,
+        advertised: Option<(u16, &dyn Fn(u16))>,
     ) -> Result<BrokerProcess, String> {
+        let advertised_port = advertised.map(|(port, _)| port);
         process::on_free_port(|port| {
             let controller_port = match installed.kind {
                 Kind::Apache => process::free_port()?,
@@ -188,6 +196,9 @@ impl BrokerProcess {
             }
             // A failed start leaves a half-formatted data directory behind: start afresh.
             let _ = fs::remove_dir_all(dir.join("data"));
+            if let Some((_, forward)) = advertised {
+                forward(port);
+            }
             let mut broker = BrokerProcess {
                 installed: installed.clone(),
                 port,

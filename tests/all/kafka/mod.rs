@@ -217,8 +217,9 @@ impl Broker {
     pub(crate) fn start_behind(relay: &relay::Relay) -> Result<Broker, String> {
         let installed = installed()?;
         let dir = temp_dir()?;
-        let process = BrokerProcess::start_advertising(installed, dir.path(), relay.port())?;
-        relay.forward_to(process.port());
+        let forward = |port| relay.forward_to(port);
+        let process =
+            BrokerProcess::start_advertising(installed, dir.path(), relay.port(), &forward)?;
         let process = Nodes::One(process);
         Ok(Broker { process, _dir: dir })
     }

@@ -17,12 +17,9 @@ use std::net::{Ipv4Addr, Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread;
-use std::time::{Duration, Instant};
 
 /// The API key of a CreateTopics request.
 pub(crate) const CREATE_TOPICS: i16 = 19;
-/// How long a connection made before the relay knows its broker waits for it.
-const UPSTREAM_WAIT: Duration = Duration::from_secs(60);
 /// A request larger than this is no Kafka request of a test: the connection is closed.
 const MAX_REQUEST: usize = 256 << 20;
 
@@ -54,7 +51,8 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Relay {
     /// A relay listening on a free port of 127.0.0.1; it relays to the broker
-    /// [`Relay::forward_to`] names (a connection made before waits for it).
+    /// [`Relay::forward_to`] names (a connection made before is closed at once, as a broker
+    /// not yet listening would refuse it).
     pub(crate) fn start() -> Relay {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("a loopback port");
         let port = listener.local_addr().expect("its address").port();
@@ -131,17 +129,9 @@ impl Shared {
         true
     }
 
-    /// The broker's port, waiting for [`Relay::forward_to`]; `None` if it does not come or
-    /// the relay is dropped.
+    /// The broker's port, if [`Relay::forward_to`] named it yet.
     fn upstream(&self) -> Option<u16> {
-        let deadline = Instant::now() + UPSTREAM_WAIT;
-        while Instant::now() < deadline && !self.stopped.load(Ordering::SeqCst) {
-            if let Some(port) = *lock(&self.upstream) {
-                return Some(port);
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        None
+        *lock(&self.upstream)
     }
 
     /// Keeps a clone of `socket`, to close it when the relay is dropped.
