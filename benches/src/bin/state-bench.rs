@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use clap::{Parser, ValueEnum};
 use weir::ids::CheckpointId;
-use weir::state::keyed::cache::CachedBackend;
+use weir::state::keyed::cache::{CacheBudget, CachedBackend};
 use weir::state::keyed::memory::MemoryBackend;
 use weir::state::keyed::rocks::{RocksBackend, StoreBudget};
 use weir::state::keyed::snapshot::Uploads;
@@ -50,9 +50,9 @@ struct Args {
     /// The memory budget of the RocksDB stores, MiB.
     #[arg(long, default_value_t = 512)]
     budget_mib: usize,
-    /// Keys held by a write-back cache in front of the store; 0: none.
+    /// The memory of a write-back cache of hot keys in front of the store, MiB; 0: none.
     #[arg(long, default_value_t = 0)]
-    cache_keys: usize,
+    cache_mib: usize,
     /// The share of keys that change between the two checkpoints, percent.
     #[arg(long, default_value_t = 1.0)]
     change_percent: f64,
@@ -99,7 +99,7 @@ fn count(
         let mut writes = Writes::new();
         for ((key, value), add) in distinct.iter().zip(old).zip(&hits) {
             let count = value.map_or(0, |v| u64::from_le_bytes(v.try_into().unwrap())) + add;
-            writes.put(key.clone(), count.to_le_bytes().to_vec());
+            writes.put(key, &count.to_le_bytes());
         }
         store.write(&writes).expect("write");
         done += n as u64;
@@ -112,10 +112,10 @@ fn load(store: &mut dyn KeyedStore, keys: u64, batch: usize) -> Duration {
     let started = Instant::now();
     let mut writes = Writes::new();
     for n in 0..keys {
-        writes.put(store_key(n), 1u64.to_le_bytes().to_vec());
+        writes.put(&store_key(n), &1u64.to_le_bytes());
         if writes.len() == batch {
             store.write(&writes).expect("write");
-            writes = Writes::new();
+            writes.clear();
         }
     }
     store.write(&writes).expect("write");
@@ -159,16 +159,17 @@ fn mib(bytes: u64) -> f64 {
 
 fn run(args: &Args, dir: &Path) -> Result<(), String> {
     let rocksdb = || RocksBackend::new(StoreBudget::new(args.budget_mib << 20));
-    let backend: Box<dyn Backend> = match (args.backend, args.cache_keys) {
+    let budget = || CacheBudget::new(args.cache_mib << 20);
+    let backend: Box<dyn Backend> = match (args.backend, args.cache_mib) {
         (Which::Rocksdb, 0) => Box::new(rocksdb()),
         (Which::Memory, 0) => Box::new(MemoryBackend),
-        (Which::Rocksdb, capacity) => Box::new(CachedBackend {
+        (Which::Rocksdb, _) => Box::new(CachedBackend {
             inner: rocksdb(),
-            capacity,
+            budget: budget(),
         }),
-        (Which::Memory, capacity) => Box::new(CachedBackend {
+        (Which::Memory, _) => Box::new(CachedBackend {
             inner: MemoryBackend,
-            capacity,
+            budget: budget(),
         }),
     };
     let mut store = backend
@@ -198,9 +199,9 @@ fn run(args: &Args, dir: &Path) -> Result<(), String> {
     println!(
         "| {:?}{} | {} | {:.2} M/s | {:.2} M/s | {:.0} ms, {:.1} MiB | {:.0} ms, {:.2} MiB ({:.1} %) | {:.0} ms | {} |",
         args.backend,
-        match args.cache_keys {
+        match args.cache_mib {
             0 => String::new(),
-            n => format!(", cache of {n} keys"),
+            n => format!(", cache of {n} MiB"),
         },
         args.keys,
         args.keys as f64 / loaded.as_secs_f64() / 1e6,

@@ -6,85 +6,173 @@
 //! checkpoints reaches the store once. Flink's RocksDB backend pays the store on every access;
 //! Kafka Streams puts the same kind of cache in front of its RocksDB stores.
 //!
-//! The cache holds at most `capacity` keys. Writes stay in it (dirty) until [`Cached::flush`],
-//! which a checkpoint, a scan and a rescale's retention call first, or until it is full: then
-//! every dirty key is written in one batch and the least recently used half is dropped. A key
-//! read and found absent is cached too, as absent, so a stream of new keys costs one store read
-//! each.
+//! **Memory.** The caches of a process share one budget in bytes ([`CacheBudget`], a part of
+//! `[state] memory`), each cache allowed an equal share of it. A cache's bytes are its keys,
+//! the capacity of its values and a fixed cost per entry ([`ENTRY_OVERHEAD`]). Writes stay in the
+//! cache (dirty) until [`Cached::flush`], which a checkpoint, a scan and a rescale's retention
+//! call first, or until the cache is over its share: then every dirty key is written in one
+//! batch and the least recently used keys are dropped, down to half the share. A key read and found absent
+//! is cached too, as absent, so a stream of new keys costs one store read each.
+//!
+//! **Cost.** On the hot path a key costs one hash (foldhash) and one probe per read and per
+//! write; a value read is borrowed, not copied, and a value written into a cached key reuses
+//! the key's buffer. Nothing is allocated but for a key seen for the first time.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use hashbrown::HashMap;
+use smallvec::SmallVec;
 
 use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, Writes};
+
+/// What a cached entry costs besides the bytes of a key or value too long to be kept in its
+/// slot: the map's slot (room for a short key and a short value, the flags, the clock) and its
+/// control byte, at the map's usual load. An estimate, measured against the process's resident
+/// memory (docs/STATE.md).
+pub const ENTRY_OVERHEAD: usize = 128;
+
+/// A store key, kept in the map's slot when it is this short or shorter: a key group, a state
+/// and a key of up to 20 bytes (a word, a number, a UUID's bytes).
+type Key = SmallVec<[u8; 24]>;
+
+/// A value, kept in the entry when it is this short or shorter (a count, a sum, a timestamp).
+type Value = SmallVec<[u8; 16]>;
+
+/// The memory the hot-key caches of one process share.
+#[derive(Debug)]
+pub struct CacheBudget {
+    bytes: usize,
+    /// How many caches hold a share now.
+    caches: AtomicUsize,
+}
+
+impl CacheBudget {
+    /// A budget of `bytes` for all the caches together.
+    pub fn new(bytes: usize) -> Arc<Self> {
+        Arc::new(CacheBudget {
+            bytes,
+            caches: AtomicUsize::new(0),
+        })
+    }
+
+    /// The budget's bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// What one cache may hold: an equal share of the budget.
+    fn share(&self) -> usize {
+        self.bytes / self.caches.load(Ordering::Relaxed).max(1)
+    }
+}
 
 /// One cached key.
 #[derive(Debug)]
 struct Entry {
     /// Its value; `None` when it is absent (never written, or deleted).
-    value: Option<Vec<u8>>,
+    value: Option<Value>,
     /// Whether the store has yet to see `value`.
     dirty: bool,
     /// When it was last read or written, by the cache's own clock.
     used: u64,
 }
 
+impl Entry {
+    /// What the entry of `key` costs.
+    fn cost(&self, key: &Key) -> usize {
+        let spilled = |capacity: usize, spilled: bool| if spilled { capacity } else { 0 };
+        let value = self
+            .value
+            .as_ref()
+            .map_or(0, |value| spilled(value.capacity(), value.spilled()));
+        spilled(key.capacity(), key.spilled()) + value + ENTRY_OVERHEAD
+    }
+}
+
 /// A keyed store behind a write-back cache of its hot keys.
 pub struct Cached {
     store: Box<dyn KeyedStore>,
-    entries: HashMap<Vec<u8>, Entry>,
-    capacity: usize,
+    entries: HashMap<Key, Entry>,
+    budget: Arc<CacheBudget>,
+    /// What the entries cost ([`Entry::cost`]).
+    bytes: usize,
     clock: u64,
+    /// Reused between calls: the indexes of the keys a read did not find cached.
+    missing: Vec<usize>,
+    /// Reused between flushes.
+    writes: Writes,
 }
 
 impl Cached {
-    /// `store` behind a cache of at most `capacity` keys (at least one).
-    pub fn new(store: Box<dyn KeyedStore>, capacity: usize) -> Self {
+    /// `store` behind a cache that holds a share of `budget`.
+    pub fn new(store: Box<dyn KeyedStore>, budget: Arc<CacheBudget>) -> Self {
+        budget.caches.fetch_add(1, Ordering::Relaxed);
         Cached {
             store,
             entries: HashMap::new(),
-            capacity: capacity.max(1),
+            budget,
+            bytes: 0,
             clock: 0,
+            missing: Vec::new(),
+            writes: Writes::new(),
         }
     }
 
     /// Writes every dirty key to the store, in one batch; they stay cached, clean.
     pub fn flush(&mut self) -> Result<(), StoreError> {
-        let mut writes = Writes::new();
+        self.writes.clear();
         for (key, entry) in &self.entries {
             if entry.dirty {
                 match &entry.value {
-                    Some(value) => writes.put(key.clone(), value.clone()),
-                    None => writes.delete(key.clone()),
+                    Some(value) => self.writes.put(key, value),
+                    None => self.writes.delete(key),
                 }
             }
         }
-        if writes.is_empty() {
+        if self.writes.is_empty() {
             return Ok(());
         }
-        self.store.write(&writes)?;
+        self.store.write(&self.writes)?;
         for entry in self.entries.values_mut() {
             entry.dirty = false;
         }
         Ok(())
     }
 
-    /// Makes room when the cache holds more than its capacity: writes the dirty keys and keeps
-    /// the most recently used half.
+    /// What the cache's entries cost, in bytes.
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    /// Makes room when the cache holds more than its share of the budget: writes the dirty
+    /// keys and keeps the most recently used keys that fit in half the share.
     fn make_room(&mut self) -> Result<(), StoreError> {
-        if self.entries.len() <= self.capacity {
+        let share = self.budget.share();
+        if self.bytes <= share {
             return Ok(());
         }
         self.flush()?;
-        let mut ages: Vec<u64> = self.entries.values().map(|e| e.used).collect();
-        let keep = self.capacity / 2;
-        let cut = ages.len() - keep;
-        let (_, &mut newest_dropped, _) = ages.select_nth_unstable(cut.saturating_sub(1));
-        if keep == 0 {
-            self.entries.clear();
-        } else {
-            self.entries.retain(|_, entry| entry.used > newest_dropped);
+        // Newest first: the keys kept are a prefix of these whose cost fits half the share.
+        let mut ages: Vec<(u64, usize)> = self
+            .entries
+            .iter()
+            .map(|(key, entry)| (entry.used, entry.cost(key)))
+            .collect();
+        ages.sort_unstable_by_key(|&(used, _)| std::cmp::Reverse(used));
+        let mut kept_bytes = 0;
+        let mut oldest_kept = u64::MAX;
+        for (used, cost) in ages {
+            if kept_bytes + cost > share / 2 {
+                break;
+            }
+            kept_bytes += cost;
+            oldest_kept = used;
         }
+        self.entries.retain(|_, entry| entry.used >= oldest_kept);
+        self.bytes = kept_bytes;
         Ok(())
     }
 
@@ -94,56 +182,92 @@ impl Cached {
     }
 }
 
+impl Drop for Cached {
+    fn drop(&mut self) {
+        self.budget.caches.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl KeyedStore for Cached {
-    /// Reads what the cache holds from it and the rest from the store, caching it.
-    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        let mut out: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
-        let mut missing = Vec::new();
+    /// Answers what the cache holds from it, then reads the rest from the store in one batch,
+    /// caching them.
+    fn read_many(
+        &mut self,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), StoreError> {
+        let mut missing = std::mem::take(&mut self.missing);
+        missing.clear();
         for (i, key) in keys.iter().enumerate() {
             let used = self.tick();
             match self.entries.get_mut(*key) {
                 Some(entry) => {
                     entry.used = used;
-                    out.push(entry.value.clone());
+                    found(i, entry.value.as_deref());
                 }
-                None => {
-                    out.push(None);
-                    missing.push(i);
-                }
+                None => missing.push(i),
             }
         }
         if !missing.is_empty() {
             let wanted: Vec<&[u8]> = missing.iter().map(|&i| keys[i]).collect();
-            let values = self.store.get_many(&wanted)?;
-            for (i, value) in missing.into_iter().zip(values) {
-                let used = self.tick();
-                self.entries.insert(
-                    keys[i].to_vec(),
-                    Entry {
-                        value: value.clone(),
-                        dirty: false,
-                        used,
-                    },
-                );
-                out[i] = value;
-            }
+            let (entries, bytes, clock) = (&mut self.entries, &mut self.bytes, &mut self.clock);
+            self.store.read_many(&wanted, &mut |j, value| {
+                let i = missing[j];
+                found(i, value);
+                *clock += 1;
+                let key = Key::from_slice(keys[i]);
+                let entry = Entry {
+                    value: value.map(Value::from_slice),
+                    dirty: false,
+                    used: *clock,
+                };
+                *bytes += entry.cost(&key);
+                // A key named twice in one read is found missing twice: the second replaces
+                // the first, whose cost is taken back.
+                match entries.entry(key) {
+                    hashbrown::hash_map::Entry::Occupied(mut cached) => {
+                        *bytes -= cached.get().cost(cached.key());
+                        *cached.get_mut() = entry;
+                    }
+                    hashbrown::hash_map::Entry::Vacant(vacant) => {
+                        vacant.insert(entry);
+                    }
+                }
+            })?;
+            self.missing = missing;
             self.make_room()?;
+        } else {
+            self.missing = missing;
         }
-        Ok(out)
+        Ok(())
     }
 
     fn write(&mut self, writes: &Writes) -> Result<(), StoreError> {
         for (key, value) in writes.iter() {
             let used = self.tick();
-            let entry = Entry {
-                value: value.map(<[u8]>::to_vec),
-                dirty: true,
-                used,
-            };
-            match self.entries.get_mut(key) {
-                Some(old) => *old = entry,
+            match self.entries.get_key_value_mut(key) {
+                Some((key, entry)) => {
+                    let before = entry.cost(key);
+                    match (value, &mut entry.value) {
+                        (Some(value), Some(buffer)) => {
+                            buffer.clear();
+                            buffer.extend_from_slice(value);
+                        }
+                        (value, slot) => *slot = value.map(Value::from_slice),
+                    }
+                    entry.dirty = true;
+                    entry.used = used;
+                    self.bytes = self.bytes - before + entry.cost(key);
+                }
                 None => {
-                    self.entries.insert(key.to_vec(), entry);
+                    let key = Key::from_slice(key);
+                    let entry = Entry {
+                        value: value.map(Value::from_slice),
+                        dirty: true,
+                        used,
+                    };
+                    self.bytes += entry.cost(&key);
+                    self.entries.insert(key, entry);
                 }
             }
         }
@@ -162,6 +286,7 @@ impl KeyedStore for Cached {
     fn retain_groups(&mut self, groups: Range<u32>) -> Result<(), StoreError> {
         self.flush()?;
         self.entries.clear();
+        self.bytes = 0;
         self.store.retain_groups(groups)
     }
 
@@ -171,19 +296,19 @@ impl KeyedStore for Cached {
     }
 }
 
-/// Stores of another backend, each behind a cache of `capacity` keys.
+/// Stores of another backend, each behind a cache holding a share of `budget`.
 pub struct CachedBackend<B> {
     /// The backend of the stores behind the caches.
     pub inner: B,
-    /// Each cache's capacity, in keys.
-    pub capacity: usize,
+    /// The memory the caches share.
+    pub budget: Arc<CacheBudget>,
 }
 
 impl<B: Backend> Backend for CachedBackend<B> {
     fn create(&self, dir: &Path) -> Result<Box<dyn KeyedStore>, StoreError> {
         Ok(Box::new(Cached::new(
             self.inner.create(dir)?,
-            self.capacity,
+            Arc::clone(&self.budget),
         )))
     }
 
@@ -194,7 +319,7 @@ impl<B: Backend> Backend for CachedBackend<B> {
     ) -> Result<Box<dyn KeyedStore>, StoreError> {
         Ok(Box::new(Cached::new(
             self.inner.open_checkpoint(checkpoint, dir)?,
-            self.capacity,
+            Arc::clone(&self.budget),
         )))
     }
 }

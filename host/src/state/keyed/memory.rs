@@ -40,11 +40,15 @@ impl MemoryStore {
 }
 
 impl KeyedStore for MemoryStore {
-    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        Ok(keys
-            .iter()
-            .map(|key| self.entries.get(*key).cloned())
-            .collect())
+    fn read_many(
+        &mut self,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), StoreError> {
+        for (i, key) in keys.iter().enumerate() {
+            found(i, self.entries.get(*key).map(Vec::as_slice));
+        }
+        Ok(())
     }
 
     fn write(&mut self, writes: &Writes) -> Result<(), StoreError> {

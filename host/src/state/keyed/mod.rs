@@ -89,9 +89,15 @@ impl StoreKey {
 }
 
 /// Writes to apply to a store together, in order (a later write of a key wins).
+///
+/// The keys and values are copied into one buffer: a batch of writes costs no allocation per
+/// entry, and a `Writes` kept and [cleared](Writes::clear) costs none at all once grown.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Writes {
-    entries: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    bytes: Vec<u8>,
+    /// Per write: where its key starts in `bytes`, its length, and its value's length (the
+    /// value follows the key), `None` for a deletion.
+    entries: Vec<(usize, usize, Option<usize>)>,
 }
 
 impl Writes {
@@ -101,13 +107,23 @@ impl Writes {
     }
 
     /// Sets store key `key` to `value`.
-    pub fn put(&mut self, key: Vec<u8>, value: Vec<u8>) {
-        self.entries.push((key, Some(value)));
+    pub fn put(&mut self, key: &[u8], value: &[u8]) {
+        self.entries
+            .push((self.bytes.len(), key.len(), Some(value.len())));
+        self.bytes.extend_from_slice(key);
+        self.bytes.extend_from_slice(value);
     }
 
     /// Deletes store key `key`.
-    pub fn delete(&mut self, key: Vec<u8>) {
-        self.entries.push((key, None));
+    pub fn delete(&mut self, key: &[u8]) {
+        self.entries.push((self.bytes.len(), key.len(), None));
+        self.bytes.extend_from_slice(key);
+    }
+
+    /// Removes every write, keeping the memory for the next.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
     }
 
     /// How many writes there are.
@@ -122,9 +138,13 @@ impl Writes {
 
     /// The writes, in order: a key and its new value, `None` for a deletion.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], Option<&[u8]>)> {
-        self.entries
-            .iter()
-            .map(|(key, value)| (key.as_slice(), value.as_deref()))
+        self.entries.iter().map(|&(start, key_len, value_len)| {
+            let value_start = start + key_len;
+            (
+                &self.bytes[start..value_start],
+                value_len.map(|len| &self.bytes[value_start..value_start + len]),
+            )
+        })
     }
 }
 
@@ -241,8 +261,14 @@ impl StoreError {
 
 /// One task's keyed state: the entries of the store keys ([`StoreKey`]) of its key groups.
 pub trait KeyedStore: Send {
-    /// The value of each of `keys`, in order.
-    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError>;
+    /// Calls `found(i, value)` with the value of `keys[i]`, once for each `i`, in no particular
+    /// order (a store answers what it holds in memory before what it reads). The value is
+    /// borrowed: a caller that keeps it copies it, and one that does not pays no copy.
+    fn read_many(
+        &mut self,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), StoreError>;
 
     /// Applies `writes`, all or none.
     fn write(&mut self, writes: &Writes) -> Result<(), StoreError>;
@@ -262,6 +288,13 @@ pub trait KeyedStore: Send {
     /// Writes a checkpoint of the store as it is now into `dir`, which must not exist yet.
     /// The store goes on changing; the checkpoint does not.
     fn checkpoint(&mut self, dir: &Path) -> Result<StoreCheckpoint, StoreError>;
+
+    /// The value of each of `keys`, in order, copied ([`KeyedStore::read_many`] borrows them).
+    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
+        let mut values = vec![None; keys.len()];
+        self.read_many(keys, &mut |i, value| values[i] = value.map(<[u8]>::to_vec))?;
+        Ok(values)
+    }
 
     /// The value of `key`.
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
@@ -298,14 +331,14 @@ pub fn copy_groups(
     let mut copied = 0u64;
     let mut failed = None;
     from.scan(start.as_slice()..end.as_slice(), &mut |key, value| {
-        writes.put(key.to_vec(), value.to_vec());
+        writes.put(key, value);
         copied += 1;
         if writes.len() >= batch {
             if let Err(e) = into.write(&writes) {
                 failed = Some(e);
                 return false;
             }
-            writes = Writes::new();
+            writes.clear();
         }
         true
     })?;

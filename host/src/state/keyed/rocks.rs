@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 
 use rocksdb::checkpoint::Checkpoint;
 use rocksdb::{
-    BlockBasedIndexType, BlockBasedOptions, Cache, DB, DBCompressionType, LogLevel, Options,
-    ReadOptions, WriteBatch, WriteBufferManager, WriteOptions,
+    BlockBasedIndexType, BlockBasedOptions, Cache, ColumnFamilyDescriptor, DB, DBCompressionType,
+    DEFAULT_COLUMN_FAMILY_NAME, LogLevel, Options, ReadOptions, WriteBatch, WriteBufferManager,
+    WriteOptions,
 };
 
 use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, prepare_dir};
@@ -113,7 +114,12 @@ pub struct RocksStore {
 impl RocksStore {
     /// Opens (creating it if needed) the instance in `dir` within `budget`.
     fn open(budget: &StoreBudget, dir: &Path) -> Result<Self, StoreError> {
-        let db = DB::open(&budget.options(), dir).map_err(|e| backend("open", e))?;
+        let options = budget.options();
+        // The default column family named, with the same options, so that it has a handle:
+        // the batched read takes one.
+        let default = ColumnFamilyDescriptor::new(DEFAULT_COLUMN_FAMILY_NAME, options.clone());
+        let db =
+            DB::open_cf_descriptors(&options, dir, [default]).map_err(|e| backend("open", e))?;
         let mut no_log = WriteOptions::default();
         no_log.disable_wal(true);
         Ok(RocksStore {
@@ -159,12 +165,27 @@ fn backend(action: &'static str, e: rocksdb::Error) -> StoreError {
 }
 
 impl KeyedStore for RocksStore {
-    fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
-        self.db
-            .multi_get(keys)
-            .into_iter()
-            .map(|value| value.map_err(|e| backend("read", e)))
-            .collect()
+    fn read_many(
+        &mut self,
+        keys: &[&[u8]],
+        found: &mut dyn FnMut(usize, Option<&[u8]>),
+    ) -> Result<(), StoreError> {
+        // The batched read, its values pinned in the block cache or memtable rather than
+        // copied out.
+        let default = self
+            .db
+            .cf_handle(DEFAULT_COLUMN_FAMILY_NAME)
+            .ok_or_else(|| {
+                StoreError::Unexpected(
+                    "a RocksDB instance without its default column family".into(),
+                )
+            })?;
+        let values = self.db.batched_multi_get_cf(default, keys, false);
+        for (i, value) in values.into_iter().enumerate() {
+            let value = value.map_err(|e| backend("read", e))?;
+            found(i, value.as_deref());
+        }
+        Ok(())
     }
 
     fn write(&mut self, writes: &Writes) -> Result<(), StoreError> {

@@ -51,6 +51,25 @@ pub struct KeyedState {
     /// The key groups the task owns.
     groups: Range<u32>,
     uploads: Uploads,
+    /// Reused between requests, so that a request allocates nothing once these have grown.
+    scratch: Scratch,
+}
+
+/// The buffers [`KeyedState`] turns a guest's request into store calls with.
+#[derive(Debug, Default)]
+struct Scratch {
+    /// A read's store keys, one after another.
+    keys: Vec<u8>,
+    /// Where each of them ends in `keys`.
+    ends: Vec<usize>,
+    /// The values the store found, one after another, in the order it found them.
+    values: Vec<u8>,
+    /// Per key of a read: where its value is in `values`, `None` when it has none.
+    spans: Vec<Option<Range<usize>>>,
+    /// One store key.
+    key: Vec<u8>,
+    /// A write request's writes.
+    writes: Writes,
 }
 
 impl std::fmt::Debug for KeyedState {
@@ -85,19 +104,47 @@ impl KeyedState {
             max_parallelism: groups.max_parallelism(),
             groups: groups.range(subtask),
             uploads: Uploads::new(),
+            scratch: Scratch::default(),
         })
     }
 
     /// Answers the read request `request` (`weir_abi::state`), appending the result to `out`.
     pub fn get(&mut self, request: &[u8], out: &mut Vec<u8>) -> Result<(), KeyedError> {
-        let mut keys = Vec::new();
+        let Scratch {
+            keys,
+            ends,
+            values,
+            spans,
+            ..
+        } = &mut self.scratch;
+        keys.clear();
+        ends.clear();
         for entry in wire::reads(request) {
             let (state, key) = entry.map_err(KeyedError::Request)?;
-            keys.push(self.store_key(state, key));
+            StoreKey::encode(key_group(key, self.max_parallelism), state, key, keys);
+            ends.push(keys.len());
         }
-        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
-        for value in self.store.get_many(&keys)? {
-            wire::put_result(out, value.as_deref());
+        let mut start = 0;
+        let store_keys: Vec<&[u8]> = ends
+            .iter()
+            .map(|&end| {
+                let key = &keys[start..end];
+                start = end;
+                key
+            })
+            .collect();
+        // The store answers in its own order; the result is in the request's.
+        values.clear();
+        spans.clear();
+        spans.resize(store_keys.len(), None);
+        self.store.read_many(&store_keys, &mut |i, value| {
+            if let Some(value) = value {
+                spans[i] = Some(values.len()..values.len() + value.len());
+                values.extend_from_slice(value);
+            }
+        })?;
+        for span in spans.iter() {
+            wire::put_result(out, span.clone().map(|span| &values[span]));
         }
         Ok(())
     }
@@ -105,23 +152,22 @@ impl KeyedState {
     /// Applies the write request `request` (`weir_abi::state`), all of it or, when it is
     /// malformed, none.
     pub fn write(&mut self, request: &[u8]) -> Result<(), KeyedError> {
-        let mut writes = Writes::new();
+        let Scratch { key, writes, .. } = &mut self.scratch;
+        writes.clear();
         for entry in wire::writes(request) {
             let entry = entry.map_err(KeyedError::Request)?;
-            let key = self.store_key(entry.state, entry.key);
+            key.clear();
+            let group = key_group(entry.key, self.max_parallelism);
+            StoreKey::encode(group, entry.state, entry.key, key);
             match entry.value {
-                Some(value) => writes.put(key, value.to_vec()),
+                Some(value) => writes.put(key, value),
                 None => writes.delete(key),
             }
         }
         if !writes.is_empty() {
-            self.store.write(&writes)?;
+            self.store.write(writes)?;
         }
         Ok(())
-    }
-
-    fn store_key(&self, state: u16, key: &[u8]) -> Vec<u8> {
-        StoreKey::to_vec(key_group(key, self.max_parallelism), state, key)
     }
 
     /// The synchronous half of checkpoint `id`: the store's checkpoint, taken now on the
@@ -294,19 +340,21 @@ impl std::fmt::Debug for KeyedStores {
 }
 
 impl KeyedStores {
-    /// How many hot keys each task keeps in front of its store ([`super::cache`]): a working
-    /// set of this many keys is read and written in the host's memory, and reaches the store
-    /// at checkpoints. Measured (docs/BENCHMARKS.md §11): the keyed count over 100 000 keys ran
-    /// at 0.18 M records/s behind 65 536 keys, which thrash, and at 0.50 M behind more. Not yet
-    /// counted in the memory budget: tens of bytes a key, about 30 MB for small values.
-    pub const CACHE_KEYS: usize = 256 * 1024;
+    /// The part of a `[state] memory` of `memory` bytes that the hot-key caches in front of
+    /// the stores share ([`super::cache`]): a quarter. RocksDB's block cache and write buffers
+    /// have the rest. A keyed count's working set of 100 000 keys takes about 10 MB of cache
+    /// (docs/STATE.md); the default budget gives the caches 128 MiB.
+    pub fn cache_bytes(memory: usize) -> usize {
+        memory / 4
+    }
 
     /// RocksDB stores within `memory` bytes, each behind a cache of hot keys, working in `dir`
     /// (created; what it held is removed).
     pub fn rocksdb(memory: usize, dir: PathBuf) -> Result<Self, StoreError> {
+        let caches = Self::cache_bytes(memory);
         let backend = super::cache::CachedBackend {
-            inner: super::rocks::RocksBackend::new(super::rocks::StoreBudget::new(memory)),
-            capacity: Self::CACHE_KEYS,
+            inner: super::rocks::RocksBackend::new(super::rocks::StoreBudget::new(memory - caches)),
+            budget: super::cache::CacheBudget::new(caches),
         };
         Self::with_backend(Arc::new(backend), dir)
     }

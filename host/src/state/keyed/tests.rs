@@ -2,14 +2,16 @@
 //! RocksDB store, and the random test checks both against a plain sorted map.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
 
 use tempfile::TempDir;
 
 // The random tests' source, seeded so a failure repeats: the generator source's SplitMix64.
 use crate::connectors::generator::splitmix64_next as next;
 
-use super::cache::CachedBackend;
-use super::memory::MemoryBackend;
+use super::cache::{CacheBudget, Cached, CachedBackend};
+use super::memory::{MemoryBackend, MemoryStore};
 use super::rocks::{RocksBackend, StoreBudget};
 use super::{Backend, KeyedStore, StoreError, StoreKey, Writes, copy_groups};
 
@@ -24,14 +26,15 @@ fn backends() -> Vec<(&'static str, Box<dyn Backend>)> {
             "cached memory",
             Box::new(CachedBackend {
                 inner: MemoryBackend,
-                capacity: 7,
+                // About seven small entries.
+                budget: CacheBudget::new(7 * 100),
             }),
         ),
         (
             "cached rocksdb",
             Box::new(CachedBackend {
                 inner: rocksdb(),
-                capacity: 64,
+                budget: CacheBudget::new(64 * 100),
             }),
         ),
     ]
@@ -52,7 +55,7 @@ fn key(group: u32, state: u16, key: &str) -> Vec<u8> {
 fn put(store: &mut dyn KeyedStore, entries: &[(&[u8], &[u8])]) {
     let mut writes = Writes::new();
     for (k, v) in entries {
-        writes.put(k.to_vec(), v.to_vec());
+        writes.put(k, v);
     }
     store.write(&writes).unwrap();
 }
@@ -90,10 +93,10 @@ fn reads_see_writes_and_deletions_and_the_last_write_of_a_key_wins() {
         let (a, b, c) = (key(0, 0, "a"), key(0, 0, "b"), key(5, 1, "c"));
         put(store.as_mut(), &[(&a, b"1"), (&b, b"2")]);
         let mut writes = Writes::new();
-        writes.put(c.clone(), b"3".to_vec());
-        writes.delete(a.clone());
-        writes.put(b.clone(), b"first".to_vec());
-        writes.put(b.clone(), b"second".to_vec());
+        writes.put(&c, b"3");
+        writes.delete(&a);
+        writes.put(&b, b"first");
+        writes.put(&b, b"second");
         store.write(&writes).unwrap();
         let got = store
             .get_many(&[a.as_slice(), b.as_slice(), c.as_slice()])
@@ -192,7 +195,7 @@ fn a_checkpoint_opens_as_the_store_was_and_does_not_change_after() {
         // The store goes on; the checkpoint stays.
         put(store.as_mut(), &[(&a, b"changed")]);
         let mut writes = Writes::new();
-        writes.delete(b.clone());
+        writes.delete(&b);
         store.write(&writes).unwrap();
         let expected = vec![(a.clone(), b"1".to_vec()), (b.clone(), b"2".to_vec())];
         let mut first = backend
@@ -280,11 +283,11 @@ fn random_writes_checkpoints_and_restores_agree_with_a_sorted_map() {
                     &format!("{}", next(&mut seed) % 300),
                 );
                 if next(&mut seed).is_multiple_of(4) {
-                    writes.delete(k.clone());
+                    writes.delete(&k);
                     model.remove(&k);
                 } else {
                     let v = next(&mut seed).to_le_bytes().to_vec();
-                    writes.put(k.clone(), v.clone());
+                    writes.put(&k, &v);
                     model.insert(k, v);
                 }
             }
@@ -343,7 +346,7 @@ fn rocksdb_checkpoints_after_a_small_change_share_most_bytes_with_the_one_before
         let mut writes = Writes::new();
         for i in 0..10_000u32 {
             let n = chunk * 10_000 + i;
-            writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), value());
+            writes.put(&StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), &value());
         }
         store.write(&writes).unwrap();
     }
@@ -354,7 +357,7 @@ fn rocksdb_checkpoints_after_a_small_change_share_most_bytes_with_the_one_before
     // 1 % of the keys change.
     let mut writes = Writes::new();
     for n in (0..100_000u32).step_by(100) {
-        writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), value());
+        writes.put(&StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), &value());
     }
     store.write(&writes).unwrap();
     let second = store.checkpoint(&dir.path().join("c2")).unwrap();
@@ -379,6 +382,66 @@ fn rocksdb_checkpoints_after_a_small_change_share_most_bytes_with_the_one_before
     );
 }
 
+/// Hot-key caches keep within their equal shares of one budget, however much their stores
+/// hold, and spill what does not fit to the store without losing a write.
+#[test]
+fn caches_stay_within_their_shares_of_one_budget_and_lose_nothing() {
+    let budget = CacheBudget::new(64 * 1024);
+    let cache = || Cached::new(Box::new(MemoryStore::default()), Arc::clone(&budget));
+    let value = [7u8; 40];
+    let store_key = |n: u32| StoreKey::to_vec(n % 128, 0, &n.to_be_bytes());
+    // Writes `keys` in batches of 100, checking the cache's bytes after each; returns the most
+    // it held.
+    let write = |cache: &mut Cached, keys: Range<u32>, share: usize| {
+        let mut most = 0;
+        for chunk in keys.collect::<Vec<_>>().chunks(100) {
+            let mut writes = Writes::new();
+            for &n in chunk {
+                writes.put(&store_key(n), &value);
+            }
+            cache.write(&writes).unwrap();
+            assert!(
+                cache.bytes() <= share,
+                "a cache holds {} bytes, over its share of {share}",
+                cache.bytes()
+            );
+            most = most.max(cache.bytes());
+        }
+        most
+    };
+    // Every key, read back in one request: those not cached come from the store.
+    let read_all = |cache: &mut Cached, keys: Range<u32>| {
+        let keys: Vec<Vec<u8>> = keys.map(store_key).collect();
+        let keys: Vec<&[u8]> = keys.iter().map(Vec::as_slice).collect();
+        cache.get_many(&keys).unwrap()
+    };
+    // 1 000 entries of about 170 bytes, more than fits: the first cache has the budget alone.
+    let mut one = cache();
+    let most = write(&mut one, 0..1_000, 64 * 1024);
+    assert!(
+        most > 32 * 1024,
+        "the only cache used at most {most} bytes of 64 KiB"
+    );
+    // With a second cache, each has half.
+    let mut two = cache();
+    write(&mut two, 0..1_000, 32 * 1024);
+    write(&mut one, 1_000..2_000, 32 * 1024);
+    for (cache, written) in [(&mut one, 2_000), (&mut two, 1_000)] {
+        let values = read_all(cache, 0..2_000);
+        assert!(
+            cache.bytes() <= 32 * 1024,
+            "{} bytes after a read",
+            cache.bytes()
+        );
+        for (n, found) in values.into_iter().enumerate() {
+            let expected = (n < written).then_some(&value[..]);
+            assert_eq!(found.as_deref(), expected, "key {n}");
+        }
+    }
+    drop(two);
+    write(&mut one, 2_000..3_000, 64 * 1024);
+}
+
 /// State several times the budget stays readable: what does not fit the cache is in files.
 #[test]
 fn rocksdb_holds_state_many_times_its_memory_budget() {
@@ -396,7 +459,7 @@ fn rocksdb_holds_state_many_times_its_memory_budget() {
                 .flat_map(|_| next(&mut seed).to_le_bytes())
                 .collect();
             v[..4].copy_from_slice(&n.to_le_bytes());
-            writes.put(StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), v);
+            writes.put(&StoreKey::to_vec(n % 128, 0, &n.to_be_bytes()), &v);
         }
         store.write(&writes).unwrap();
     }
@@ -444,7 +507,7 @@ fn a_store_restores_from_its_snapshot_and_the_shared_files_it_names() {
                 );
                 let v = next(&mut seed).to_le_bytes().to_vec();
                 model.insert(k.clone(), v.clone());
-                writes.put(k, v);
+                writes.put(&k, &v);
             }
             store.write(&writes).unwrap();
             let id = CheckpointId(id);
@@ -508,7 +571,7 @@ fn keyed_states_split_and_merge_by_key_group_through_their_checkpoints() {
             "cached rocksdb",
             Arc::new(CachedBackend {
                 inner: RocksBackend::new(StoreBudget::new(8 << 20)),
-                capacity: 16,
+                budget: CacheBudget::new(16 * 100),
             }),
         ),
     ];
