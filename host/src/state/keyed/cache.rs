@@ -19,14 +19,14 @@
 //! the key's buffer. Nothing is allocated but for a key seen for the first time.
 
 use std::ops::Range;
-use std::path::Path;
-use std::sync::Arc;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use hashbrown::HashMap;
 use smallvec::SmallVec;
 
-use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, Writes};
+use super::{Backend, KeyedStore, PendingCheckpoint, StoreCheckpoint, StoreError, Writes};
 
 /// What a cached entry costs besides the bytes of a key or value too long to be kept in its
 /// slot: the map's slot (room for a short key and a short value, the flags, the clock) and its
@@ -94,16 +94,60 @@ impl Entry {
 
 /// A keyed store behind a write-back cache of its hot keys.
 pub struct Cached {
-    store: Box<dyn KeyedStore>,
+    /// The store, shared with the checkpoints begun and not yet taken ([`Deferred`]).
+    store: Arc<Mutex<Box<dyn KeyedStore>>>,
     entries: HashMap<Key, Entry>,
     budget: Arc<CacheBudget>,
     /// What the entries cost ([`Entry::cost`]).
     bytes: usize,
     clock: u64,
+    /// The checkpoints begun and perhaps not yet taken, oldest first: the store is written
+    /// again only once they are.
+    deferred: Vec<Arc<Mutex<Deferred>>>,
     /// Reused between calls: the indexes of the keys a read did not find cached.
     missing: Vec<usize>,
     /// Reused between flushes.
     writes: Writes,
+}
+
+/// A checkpoint of a [`Cached`] store begun at a barrier: the dirty entries of that moment, to
+/// be written to the store before the store's own checkpoint is taken. Whichever thread comes
+/// first does it: the one that finishes the checkpoint (the persister's), or the task's when it
+/// must write to the store before that (the store would then hold writes made after the
+/// barrier). The other waits on the lock and finds it done.
+enum Deferred {
+    /// Not yet written.
+    Waiting {
+        /// The entries dirty at the barrier.
+        writes: Writes,
+        /// Where the checkpoint goes.
+        dir: PathBuf,
+    },
+    /// Written, by the task's thread; its result is for [`PendingCheckpoint::take`].
+    Taken(Result<StoreCheckpoint, StoreError>),
+    /// Handed to [`PendingCheckpoint::take`].
+    Handed,
+}
+
+impl Deferred {
+    /// Writes `writes` to `store` and takes its checkpoint into `dir`.
+    fn take(
+        store: &Mutex<Box<dyn KeyedStore>>,
+        writes: &Writes,
+        dir: &Path,
+    ) -> Result<StoreCheckpoint, StoreError> {
+        let mut store = lock(store);
+        if !writes.is_empty() {
+            store.write(writes)?;
+        }
+        store.checkpoint(dir)
+    }
+}
+
+/// `mutex`, locked whatever a panicking thread left in it: the store's state is what its last
+/// call left, and a failed call fails the task, which restores from a checkpoint.
+fn lock<T: ?Sized>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Cached {
@@ -111,35 +155,73 @@ impl Cached {
     pub fn new(store: Box<dyn KeyedStore>, budget: Arc<CacheBudget>) -> Self {
         budget.caches.fetch_add(1, Ordering::Relaxed);
         Cached {
-            store,
+            store: Arc::new(Mutex::new(store)),
             entries: HashMap::new(),
             budget,
             bytes: 0,
             clock: 0,
+            deferred: Vec::new(),
             missing: Vec::new(),
             writes: Writes::new(),
         }
     }
 
-    /// Writes every dirty key to the store, in one batch; they stay cached, clean.
-    pub fn flush(&mut self) -> Result<(), StoreError> {
-        self.writes.clear();
-        for (key, entry) in &self.entries {
-            if entry.dirty {
-                match &entry.value {
-                    Some(value) => self.writes.put(key, value),
-                    None => self.writes.delete(key),
+    /// Takes every checkpoint begun and not yet taken, oldest first: the store may then be
+    /// written.
+    fn settle(&mut self) -> Result<(), StoreError> {
+        for deferred in self.deferred.drain(..) {
+            // A checkpoint dropped untaken (its barrier failed the task's snapshot) still
+            // holds entries the cache no longer marks dirty: they are written, but no
+            // checkpoint is left in a directory nothing would remove.
+            let dropped = Arc::strong_count(&deferred) == 1;
+            let mut deferred = lock(&deferred);
+            if let Deferred::Waiting { writes, dir } = &*deferred {
+                if dropped {
+                    lock(&self.store).write(writes)?;
+                    *deferred = Deferred::Handed;
+                    continue;
+                }
+                let taken = Deferred::take(&self.store, writes, dir);
+                // The error goes to the checkpoint too, which reports it with its own id.
+                let failed = taken.as_ref().err().map(|e| StoreError::Backend {
+                    action: "take a checkpoint begun at an earlier barrier",
+                    message: e.to_string(),
+                });
+                *deferred = Deferred::Taken(taken);
+                if let Some(e) = failed {
+                    return Err(e);
                 }
             }
         }
-        if self.writes.is_empty() {
-            return Ok(());
-        }
-        self.store.write(&self.writes)?;
-        for entry in self.entries.values_mut() {
-            entry.dirty = false;
-        }
         Ok(())
+    }
+
+    /// The dirty entries, into `writes`; they are clean after.
+    fn take_dirty(&mut self, writes: &mut Writes) {
+        writes.clear();
+        for (key, entry) in &mut self.entries {
+            if entry.dirty {
+                match &entry.value {
+                    Some(value) => writes.put(key, value),
+                    None => writes.delete(key),
+                }
+                entry.dirty = false;
+            }
+        }
+    }
+
+    /// Writes every dirty key to the store, in one batch; they stay cached, clean.
+    pub fn flush(&mut self) -> Result<(), StoreError> {
+        self.settle()?;
+        let mut writes = std::mem::take(&mut self.writes);
+        self.take_dirty(&mut writes);
+        let written = if writes.is_empty() {
+            Ok(())
+        } else {
+            lock(&self.store).write(&writes)
+        };
+        self.writes = writes;
+        written
     }
 
     /// What the cache's entries cost, in bytes.
@@ -211,7 +293,9 @@ impl KeyedStore for Cached {
         if !missing.is_empty() {
             let wanted: Vec<&[u8]> = missing.iter().map(|&i| keys[i]).collect();
             let (entries, bytes, clock) = (&mut self.entries, &mut self.bytes, &mut self.clock);
-            self.store.read_many(&wanted, &mut |j, value| {
+            // Reads need not wait for a checkpoint begun: they change nothing, and every key
+            // the checkpoint writes is cached until it is written.
+            lock(&self.store).read_many(&wanted, &mut |j, value| {
                 let i = missing[j];
                 found(i, value);
                 *clock += 1;
@@ -280,19 +364,44 @@ impl KeyedStore for Cached {
         visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<(), StoreError> {
         self.flush()?;
-        self.store.scan(range, visit)
+        lock(&self.store).scan(range, visit)
     }
 
     fn retain_groups(&mut self, groups: Range<u32>) -> Result<(), StoreError> {
         self.flush()?;
         self.entries.clear();
         self.bytes = 0;
-        self.store.retain_groups(groups)
+        lock(&self.store).retain_groups(groups)
     }
 
     fn checkpoint(&mut self, dir: &Path) -> Result<StoreCheckpoint, StoreError> {
         self.flush()?;
-        self.store.checkpoint(dir)
+        lock(&self.store).checkpoint(dir)
+    }
+
+    /// Copies the dirty entries aside (they are clean in the cache after); the store's writes
+    /// of them and its checkpoint are left to the pending checkpoint, or to this cache's next
+    /// write to the store if that comes first.
+    fn begin_checkpoint(&mut self, dir: &Path) -> Result<PendingCheckpoint, StoreError> {
+        self.settle()?;
+        let mut writes = Writes::new();
+        self.take_dirty(&mut writes);
+        let deferred = Arc::new(Mutex::new(Deferred::Waiting {
+            writes,
+            dir: dir.to_path_buf(),
+        }));
+        self.deferred.push(Arc::clone(&deferred));
+        let store = Arc::clone(&self.store);
+        Ok(PendingCheckpoint::new(move || {
+            let mut deferred = lock(&deferred);
+            match std::mem::replace(&mut *deferred, Deferred::Handed) {
+                Deferred::Waiting { writes, dir } => Deferred::take(&store, &writes, &dir),
+                Deferred::Taken(taken) => taken,
+                Deferred::Handed => Err(StoreError::Unexpected(
+                    "a checkpoint of a store taken twice".into(),
+                )),
+            }
+        }))
     }
 }
 

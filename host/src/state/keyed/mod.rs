@@ -289,6 +289,14 @@ pub trait KeyedStore: Send {
     /// The store goes on changing; the checkpoint does not.
     fn checkpoint(&mut self, dir: &Path) -> Result<StoreCheckpoint, StoreError>;
 
+    /// Begins a checkpoint of the store as it is now into `dir`, as [`KeyedStore::checkpoint`],
+    /// leaving what it can of the work to [`PendingCheckpoint::take`], which may run on another
+    /// thread while this store goes on. A store that cannot split the work does it all here.
+    fn begin_checkpoint(&mut self, dir: &Path) -> Result<PendingCheckpoint, StoreError> {
+        let checkpoint = self.checkpoint(dir)?;
+        Ok(PendingCheckpoint::taken(checkpoint))
+    }
+
     /// The value of each of `keys`, in order, copied ([`KeyedStore::read_many`] borrows them).
     fn get_many(&mut self, keys: &[&[u8]]) -> Result<Vec<Option<Vec<u8>>>, StoreError> {
         let mut values = vec![None; keys.len()];
@@ -299,6 +307,40 @@ pub trait KeyedStore: Send {
     /// The value of `key`.
     fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>, StoreError> {
         Ok(self.get_many(&[key])?.pop().flatten())
+    }
+}
+
+/// A checkpoint of a store begun at a barrier ([`KeyedStore::begin_checkpoint`]) and not yet
+/// written: the rest of its work, to run where it does not hold up the task.
+#[must_use = "a pending checkpoint is taken by `take`"]
+pub struct PendingCheckpoint {
+    take: Box<dyn FnOnce() -> Result<StoreCheckpoint, StoreError> + Send>,
+}
+
+impl PendingCheckpoint {
+    /// A checkpoint whose work is `take`.
+    pub fn new(
+        take: impl FnOnce() -> Result<StoreCheckpoint, StoreError> + Send + 'static,
+    ) -> Self {
+        PendingCheckpoint {
+            take: Box::new(take),
+        }
+    }
+
+    /// A checkpoint already written.
+    pub fn taken(checkpoint: StoreCheckpoint) -> Self {
+        Self::new(move || Ok(checkpoint))
+    }
+
+    /// Does the rest of the work: the checkpoint, written.
+    pub fn take(self) -> Result<StoreCheckpoint, StoreError> {
+        (self.take)()
+    }
+}
+
+impl std::fmt::Debug for PendingCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PendingCheckpoint").finish_non_exhaustive()
     }
 }
 

@@ -15,13 +15,13 @@
 
 use std::ops::Range;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use weir_abi::key_group::{KeyGroups, key_group};
 use weir_abi::state::{self as wire, RequestError};
 
 use super::snapshot::{KeptFile, KeyedSection, Plan, StoreSnapshot, Uploads};
-use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, copy_groups};
+use super::{Backend, KeyedStore, PendingCheckpoint, StoreError, StoreKey, Writes, copy_groups};
 use crate::ids::CheckpointId;
 
 /// Why a guest's request to its keyed state failed.
@@ -50,7 +50,9 @@ pub struct KeyedState {
     max_parallelism: u32,
     /// The key groups the task owns.
     groups: Range<u32>,
-    uploads: Uploads,
+    /// What its checkpoints stored; shared with the checkpoints being stored, which plan their
+    /// uploads by it off the task's thread.
+    uploads: Arc<Mutex<Uploads>>,
     /// Reused between requests, so that a request allocates nothing once these have grown.
     scratch: Scratch,
 }
@@ -103,7 +105,7 @@ impl KeyedState {
             subtask,
             max_parallelism: groups.max_parallelism(),
             groups: groups.range(subtask),
-            uploads: Uploads::new(),
+            uploads: Arc::default(),
             scratch: Scratch::default(),
         })
     }
@@ -170,9 +172,10 @@ impl KeyedState {
         Ok(())
     }
 
-    /// The synchronous half of checkpoint `id`: the store's checkpoint, taken now on the
-    /// task's disk, and what to do with its files. A `self_contained` one (a savepoint) names
-    /// no shared file: every file goes inline, and nothing later builds on it.
+    /// The synchronous half of checkpoint `id`: the store's checkpoint begun now, at the
+    /// barrier ([`KeyedStore::begin_checkpoint`]); [`PendingStore::finish`] takes it and
+    /// stores its files. A `self_contained` one (a savepoint) names no shared file: every file
+    /// goes inline, and nothing later builds on it.
     pub fn snapshot(
         &mut self,
         id: CheckpointId,
@@ -184,27 +187,22 @@ impl KeyedState {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| StoreError::io("remove an unfinished checkpoint", &dir, e))?;
         }
-        let checkpoint = self.store.checkpoint(&dir)?;
-        let plan = if self_contained {
-            Plan {
-                upload: Vec::new(),
-                inline: checkpoint.files.iter().map(|f| f.name.clone()).collect(),
-                kept: Vec::new(),
-            }
-        } else {
-            self.uploads.plan(id, &checkpoint)
-        };
-        Ok(PendingStore { checkpoint, plan })
+        Ok(PendingStore {
+            checkpoint: self.store.begin_checkpoint(&dir)?,
+            dir,
+            id,
+            uploads: (!self_contained).then(|| Arc::clone(&self.uploads)),
+        })
     }
 
     /// Checkpoint `id` completed: later checkpoints name its files instead of storing them.
     pub fn completed(&mut self, id: CheckpointId) {
-        self.uploads.completed(id);
+        lock(&self.uploads).completed(id);
     }
 
     /// Checkpoint `id` was aborted: its files may be swept, so nothing names them.
     pub fn aborted(&mut self, id: CheckpointId) {
-        self.uploads.aborted(id);
+        lock(&self.uploads).aborted(id);
     }
 
     /// Replaces the state with the one `section` describes, the kept files of each part from
@@ -264,7 +262,7 @@ impl KeyedState {
         drop(old);
         let _ = std::fs::remove_dir_all(self.dir.join(format!("store-{}", self.generation)));
         self.generation = generation;
-        self.uploads = match section.parts.as_slice() {
+        *lock(&self.uploads) = match section.parts.as_slice() {
             [(source, snapshot)] if resumable && *source == self.subtask => {
                 Uploads::restored(snapshot)
             }
@@ -282,40 +280,59 @@ impl Drop for KeyedState {
     }
 }
 
-/// The asynchronous half of a checkpoint of a task's store: its files, taken at the barrier,
-/// and the plan for them.
+/// `mutex`, locked whatever a panicking thread left in it (the uploads' bookkeeping is
+/// changed by whole calls).
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The asynchronous half of a checkpoint of a task's store: its checkpoint, begun at the
+/// barrier, and where the plan of its files comes from.
 #[derive(Debug)]
 pub struct PendingStore {
-    checkpoint: StoreCheckpoint,
-    plan: Plan,
+    checkpoint: PendingCheckpoint,
+    /// Where the store's checkpoint is written.
+    dir: PathBuf,
+    id: CheckpointId,
+    /// What the task's checkpoints stored; `None` for a self-contained checkpoint, which
+    /// stores every file inline.
+    uploads: Option<Arc<Mutex<Uploads>>>,
 }
 
 impl PendingStore {
-    /// Stores the checkpoint: each new immutable file through `upload(name, bytes)`, the rest
-    /// read to go inline; returns what the task's state file says of the store. The local copy
-    /// is removed, stored or not.
+    /// Takes the store's checkpoint and stores it: each new immutable file through
+    /// `upload(name, bytes)`, the rest read to go inline; returns what the task's state file
+    /// says of the store. The local copy is removed, stored or not.
     pub fn finish<E: From<StoreError>>(
         self,
         mut upload: impl FnMut(&str, Vec<u8>) -> Result<(), E>,
     ) -> Result<StoreSnapshot, E> {
-        let dir = self.checkpoint.dir.clone();
+        let dir = self.dir;
         let result = (|| {
+            let checkpoint = self.checkpoint.take()?;
+            let plan = match &self.uploads {
+                Some(uploads) => lock(uploads).plan(self.id, &checkpoint),
+                None => Plan {
+                    upload: Vec::new(),
+                    inline: checkpoint.files.iter().map(|f| f.name.clone()).collect(),
+                    kept: Vec::new(),
+                },
+            };
             let read = |name: &str| {
                 let path = dir.join(name);
                 std::fs::read(&path)
                     .map_err(|e| StoreError::io("read a checkpoint's file", &path, e))
             };
-            for name in &self.plan.upload {
+            for name in &plan.upload {
                 upload(name, read(name)?)?;
             }
-            let inline = self
-                .plan
+            let inline = plan
                 .inline
                 .iter()
                 .map(|name| Ok((name.clone(), read(name)?)))
                 .collect::<Result<Vec<_>, StoreError>>()?;
             Ok(StoreSnapshot {
-                kept: self.plan.kept.clone(),
+                kept: plan.kept,
                 inline,
             })
         })();

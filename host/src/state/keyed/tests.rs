@@ -13,7 +13,7 @@ use crate::connectors::generator::splitmix64_next as next;
 use super::cache::{CacheBudget, Cached, CachedBackend};
 use super::memory::{MemoryBackend, MemoryStore};
 use super::rocks::{RocksBackend, StoreBudget};
-use super::{Backend, KeyedStore, StoreError, StoreKey, Writes, copy_groups};
+use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, copy_groups};
 
 /// The backends under test, by name: a small budget for RocksDB so tests spill early, and each
 /// store behind a write-back cache of a few keys too, so that tests evict from it.
@@ -212,6 +212,67 @@ fn a_checkpoint_opens_as_the_store_was_and_does_not_change_after() {
         assert_eq!(all(second.as_mut()), expected, "{name}");
         assert_eq!(store.get(&b).unwrap(), None, "{name}");
         assert_eq!(store.get(&a).unwrap(), Some(b"changed".to_vec()), "{name}");
+    });
+}
+
+/// A checkpoint begun at a barrier holds the store as it was then, whoever finishes it: another
+/// thread while the store goes on, or the store itself when it must write first (a cache that
+/// evicts). One dropped unfinished loses no write.
+#[test]
+fn a_checkpoint_begun_at_a_barrier_holds_the_store_as_it_was_then() {
+    for_each_backend(|name, backend, dir| {
+        let mut store = backend.create(&dir.path().join("work")).unwrap();
+        let mut model = BTreeMap::new();
+        // Writes keys 0..n, each its own value tagged `tag`, in batches of 20 (a cache of a
+        // few keys evicts, writing to the store, several times within it).
+        let mut write = |store: &mut dyn KeyedStore, n: u32, tag: &str| {
+            for batch in (0..n).collect::<Vec<_>>().chunks(20) {
+                let mut writes = Writes::new();
+                for &i in batch {
+                    let (k, v) = (key(i % 4, 0, &format!("k{i}")), format!("{tag}{i}"));
+                    writes.put(&k, v.as_bytes());
+                    model.insert(k, v.into_bytes());
+                }
+                store.write(&writes).unwrap();
+            }
+            model.clone().into_iter().collect::<Vec<_>>()
+        };
+        let opened = |from: &StoreCheckpoint, into: &str| {
+            let mut opened = backend
+                .open_checkpoint(&from.dir, &dir.path().join(into))
+                .unwrap();
+            all(opened.as_mut())
+        };
+        // Finished on another thread while the store goes on.
+        let at_barrier = write(store.as_mut(), 50, "a");
+        let pending = store.begin_checkpoint(&dir.path().join("c1")).unwrap();
+        let finishing = std::thread::spawn(move || pending.take());
+        write(store.as_mut(), 100, "b");
+        let checkpoint = finishing.join().unwrap().unwrap();
+        assert_eq!(
+            opened(&checkpoint, "r1"),
+            at_barrier,
+            "{name}: on another thread"
+        );
+        // Finished after the store went on.
+        let at_barrier = write(store.as_mut(), 30, "c");
+        let pending = store.begin_checkpoint(&dir.path().join("c2")).unwrap();
+        write(store.as_mut(), 200, "d");
+        let checkpoint = pending.take().unwrap();
+        assert_eq!(
+            opened(&checkpoint, "r2"),
+            at_barrier,
+            "{name}: finished after"
+        );
+        // Dropped unfinished.
+        let pending = store.begin_checkpoint(&dir.path().join("c3")).unwrap();
+        drop(pending);
+        let now = write(store.as_mut(), 10, "e");
+        assert_eq!(
+            all(store.as_mut()),
+            now,
+            "{name}: after a dropped checkpoint"
+        );
     });
 }
 
