@@ -24,8 +24,8 @@
 //! | [`tools`] | what the CLI offers besides running: `weir validate`, `weir test`, `weir checkpoints` |
 //!
 //! Beside them: [`kill_point`] (named crash points, armed only in builds with
-//! the `test-hooks` feature) and `parallel` (splitting a large memory pass over
-//! the cores).
+//! the `test-hooks` feature), `parallel` (splitting a large memory pass over
+//! the cores) and `process` (whether another process is gone).
 //!
 //! # The path of a batch
 //!
@@ -65,6 +65,7 @@ pub mod ids;
 pub mod job;
 pub mod kill_point;
 mod parallel;
+mod process;
 pub mod runtime;
 pub mod state;
 pub mod tools;

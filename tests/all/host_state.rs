@@ -54,11 +54,19 @@ fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
     let text = word_text(20_261_207, 12_000, 30);
     fs::write(&input, &text).unwrap();
     let job = wordcount_counting_with(&sandbox, &input, false, weir_tests::guests::HOST_COUNT);
+    let state = sandbox.join("state");
     checkpointed(job, &sandbox, "50ms", 2)
         .checkpoint("min_pause", "0ms")
+        .state("directory", state.as_path())
         .write(&sandbox.job_path());
 
     Weir::killed_at(&sandbox, "before-commit:3");
+    // A process killed cannot remove its stores' directory: the next run of the job does.
+    let left = dir_names(&state);
+    assert!(
+        matches!(left.as_slice(), [one] if one.starts_with("weir-state-wordcount-")),
+        "the killed run left {left:?} in its state directory"
+    );
     // The counts' table files went to the shared directory, named by the checkpoint that
     // stored them and the count's subtask.
     let shared = shared_files(&sandbox.checkpoint_dir());
@@ -80,6 +88,28 @@ fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
         &word_counts(&text),
         "the word counts of the whole input, once",
     );
+    assert!(
+        ended
+            .stderr
+            .contains(&format!("removed {}", state.join(&left[0]).display())),
+        "the restored run did not say it removed the killed run's state: {}",
+        ended.stderr
+    );
+    assert_eq!(
+        dir_names(&state),
+        Vec::<String>::new(),
+        "the state directory after the restored run"
+    );
+}
+
+/// The names of what `dir` holds, sorted.
+fn dir_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.display()))
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The word count at `parallelism`, its counts kept on the host, reaching the sink by

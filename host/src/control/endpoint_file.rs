@@ -179,8 +179,7 @@ impl EndpointFile {
     /// `/proc/PID`). `false` where that cannot be told: the connection then
     /// tells.
     pub fn process_gone(&self) -> bool {
-        let proc = Path::new("/proc");
-        proc.join("self").exists() && !proc.join(self.pid.to_string()).exists()
+        crate::process::gone(self.pid)
     }
 }
 

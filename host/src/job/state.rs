@@ -34,9 +34,65 @@ impl StateConfig {
     /// The folder the stores of a run of job `job` in process `pid` work in: one of their own
     /// under [`directory`](Self::directory), so that two runs never share one.
     pub fn work_dir(&self, job: &str, pid: u32) -> PathBuf {
-        self.directory
-            .clone()
-            .unwrap_or_else(std::env::temp_dir)
-            .join(format!("weir-state-{job}-{pid}"))
+        self.parent().join(format!("weir-state-{job}-{pid}"))
+    }
+
+    /// The working folders of job `job`'s runs under [`directory`](Self::directory), each
+    /// with the id of the process it is (or was) of: what [`StateConfig::work_dir`] made.
+    /// A folder that cannot be listed gives none.
+    pub fn runs(&self, job: &str) -> Vec<(u32, PathBuf)> {
+        let prefix = format!("weir-state-{job}-");
+        let Ok(entries) = std::fs::read_dir(self.parent()) else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|entry| {
+                let name = entry.file_name();
+                // Digits only after the prefix: `weir-state-a-b-1` is job `a-b`'s, not `a`'s.
+                let pid = name.to_str()?.strip_prefix(&prefix)?;
+                let pid = pid.bytes().all(|b| b.is_ascii_digit()).then_some(pid)?;
+                Some((pid.parse().ok()?, entry.path()))
+            })
+            .collect()
+    }
+
+    fn parent(&self) -> PathBuf {
+        self.directory.clone().unwrap_or_else(std::env::temp_dir)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_jobs_runs_are_the_folders_of_its_name_and_a_process_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = StateConfig {
+            directory: Some(dir.path().to_path_buf()),
+            ..StateConfig::default()
+        };
+        for name in [
+            "weir-state-count-12",
+            "weir-state-count-34",
+            "weir-state-count-by-word-56",
+            "weir-state-count-7x",
+            "weir-state-count-",
+            "elsewhere",
+        ] {
+            std::fs::create_dir(dir.path().join(name)).unwrap();
+        }
+        let mut runs = config.runs("count");
+        runs.sort();
+        assert_eq!(
+            runs,
+            vec![
+                (12, dir.path().join("weir-state-count-12")),
+                (34, dir.path().join("weir-state-count-34")),
+            ]
+        );
+        assert_eq!(config.runs("count-by-word").len(), 1);
+        assert_eq!(config.work_dir("count", 12), runs[0].1);
     }
 }

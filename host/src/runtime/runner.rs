@@ -117,6 +117,7 @@ impl JobRunner {
         // One store budget and one directory for the whole process, made only when an operator
         // keeps keyed state on the host.
         let keyed = if modules.values().any(|m| m.capabilities().keyed_state) {
+            remove_abandoned_stores(&job);
             let dir = job.state.work_dir(&job.name, std::process::id());
             let stores = KeyedStores::rocksdb(job.state.memory, dir)
                 .map_err(|e| RunError::Setup(e.to_string()))?;
@@ -502,6 +503,27 @@ impl JobRunner {
         tracing::error!("job stops: {reason}");
         self.monitor.set_status(JobStatus::Failed);
         outcome(JobStatus::Failed, None, Some(reason), restarts)
+    }
+}
+
+/// Removes the stores' working folders that earlier runs of `job` left when they were killed
+/// (a process killed with SIGKILL removes nothing): each named by a process that is gone. Their
+/// state is in the job's checkpoints, not there. A failure is only logged: the run goes on.
+fn remove_abandoned_stores(job: &Job) {
+    for (pid, dir) in job.state.runs(&job.name) {
+        if pid == std::process::id() || !crate::process::gone(pid) {
+            continue;
+        }
+        match std::fs::remove_dir_all(&dir) {
+            Ok(()) => tracing::info!(
+                "removed {}: the state stores of an earlier run of the job (process {pid}),                  which ended without removing them",
+                dir.display()
+            ),
+            Err(e) => tracing::warn!(
+                "cannot remove {}, left by an earlier run of the job (process {pid}): {e}",
+                dir.display()
+            ),
+        }
     }
 }
 

@@ -77,6 +77,7 @@ pub(crate) struct GeneratorSpec {
 pub(crate) struct JobFile {
     name: String,
     checkpoint: Vec<(String, String)>,
+    state: Vec<(String, String)>,
     restart: Option<String>,
     vertices: Vec<String>,
     /// The job's `chain`: whether tasks may be chained.
@@ -89,6 +90,7 @@ impl JobFile {
         JobFile {
             name: name.to_string(),
             checkpoint: Vec::new(),
+            state: Vec::new(),
             restart: None,
             vertices: Vec::new(),
             chain: true,
@@ -105,6 +107,13 @@ impl JobFile {
     pub(crate) fn checkpoint(mut self, key: &str, value: impl TomlValue) -> JobFile {
         self.checkpoint.retain(|(k, _)| k != key);
         self.checkpoint.push((key.to_string(), value.toml()));
+        self
+    }
+
+    /// Sets a key of `[state]`.
+    pub(crate) fn state(mut self, key: &str, value: impl TomlValue) -> JobFile {
+        self.state.retain(|(k, _)| k != key);
+        self.state.push((key.to_string(), value.toml()));
         self
     }
 
@@ -261,6 +270,12 @@ impl JobFile {
         text.push_str("\n[checkpoint]\n");
         for (key, value) in &self.checkpoint {
             writeln!(text, "{key} = {value}").unwrap();
+        }
+        if !self.state.is_empty() {
+            text.push_str("\n[state]\n");
+            for (key, value) in &self.state {
+                writeln!(text, "{key} = {value}").unwrap();
+            }
         }
         if let Some(restart) = &self.restart {
             write!(text, "\n[restart]\n{restart}\n").unwrap();
