@@ -4,7 +4,7 @@
 // 1. it writes an entry module that imports the user's module and the SDK's component glue
 //    (src/component.js) and exports `guest`, the WIT export;
 // 2. it bundles the entry, the user's modules, the SDK and any npm packages they import into
-//    one ES module with rolldown, keeping only `weir:operator/host@1.0.0` as an import (the
+//    one ES module with rolldown, keeping only `weir:operator/host@1.1.0` as an import (the
 //    engine inside a component loads modules only from one directory, so the bundle is what
 //    lets an operator live anywhere and import anything);
 // 3. it runs componentize-js through its Node API (its `jco componentize` CLI fails here),
@@ -33,7 +33,7 @@ import { componentWit } from '@bytecodealliance/jco';
 const here = dirname(fileURLToPath(import.meta.url));
 const WIT = resolve(here, '../../abi/wit/operator.wit');
 const GLUE = resolve(here, 'src/component.js');
-const HOST_IMPORT = 'weir:operator/host@1.0.0';
+const HOST_IMPORT = 'weir:operator/host@1.1.0';
 const NODE_BUILTINS = new Set(builtinModules);
 /** The global the line table is kept in: the key src/errors.js reads it under. */
 const SOURCE_MAP_GLOBAL = "Symbol.for('weir.sourceMap')";

@@ -217,6 +217,7 @@ fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         LoadOptions::default(),
     );
     let valid = loaded.is_ok();
+    let capabilities = loaded.as_ref().ok().map(OperatorModule::capabilities);
     ValidationReport {
         module: name.to_string(),
         valid,
@@ -230,7 +231,7 @@ fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         memory: None,
         exports: Vec::new(),
         imports: Vec::new(),
-        capabilities: valid.then_some(Capabilities::COMPONENT),
+        capabilities,
         checkpoints: valid.then(|| CheckpointsReport {
             auto: "exports",
             image_possible: false,

@@ -643,7 +643,8 @@ pub enum ModuleProblem {
     /// A component built against another version of the world.
     #[error(
         "was built against version {guest} of the Weir world (`{interface}`), but this host \
-         implements version {host}: rebuild it against abi/wit/operator.wit of this version"
+         implements version {host} and runs components of that version or an earlier one of \
+         its major version: rebuild it against abi/wit/operator.wit of this version"
     )]
     WorldVersion {
         /// The interface as the component names it.
