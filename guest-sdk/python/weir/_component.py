@@ -56,6 +56,27 @@ class _WitHost(_host.Host):
     def log(self, level: int, message: str) -> None:
         _imports.log(_LEVELS[level], message)
 
+    def state_get(self, request: bytes) -> bytes:
+        return _keyed_state().state_get(request)
+
+    def state_write(self, request: bytes) -> None:
+        _keyed_state().state_write(request)
+
+
+def _keyed_state():
+    """The imports of interface ``keyed-state``: there only in a component of the world
+    ``keyed-operator``, which ``build.sh`` chooses for an operator that uses
+    :class:`~weir.ValueState`."""
+    try:
+        from wit_world.imports import keyed_state
+    except ImportError:
+        raise WeirError(
+            "this component was built without keyed state: guest-sdk/python/build.sh builds "
+            "against the world keyed-operator when a Python file beside the operator mentions "
+            "ValueState"
+        ) from None
+    return keyed_state
+
 
 _wit_host = _WitHost()
 _host.install(_wit_host)
