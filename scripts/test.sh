@@ -50,7 +50,7 @@ python3 -m unittest discover -q -s examples/python/count
 python3 -m unittest discover -q -s examples/python/host-count
 bash scripts/install-componentize-js.sh
 step "JavaScript SDK (node --test)"
-node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/
+node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/ examples/js/host-count/
 step "cargo test"
 cargo test --workspace
 step "done"
