@@ -58,7 +58,7 @@ pub struct ValidationReport {
     /// How a job checkpoints the operator, when the module is valid.
     pub checkpoints: Option<CheckpointsReport>,
     /// For a component, the world this host implements for components
-    /// (`weir:operator@1.0.0`, `docs/COMPONENTS.md`); `None` for a core module. A component's
+    /// (`weir:operator@1.1.0`, `docs/COMPONENTS.md`); `None` for a core module. A component's
     /// report has no export, import or memory table: its problems name the refused import or
     /// the world version it was built against.
     pub component_world: Option<String>,
