@@ -258,3 +258,23 @@ fn a_component_is_never_checkpointed_as_an_image() {
         "{text}"
     );
 }
+
+#[test]
+fn weir_validate_reports_whether_a_component_keeps_keyed_state() {
+    let engine = WasmEngine::new().unwrap();
+    for (bytes, keyed) in [
+        (component(WIT_1_0_0, "1.0.0", "operator", false), false),
+        (
+            component(WIT, weir_abi::WORLD_VERSION, "keyed-operator", true),
+            true,
+        ),
+    ] {
+        let report = crate::tools::validate_bytes(&engine, "c.wasm", &bytes);
+        assert!(report.valid, "{:?}", report.problems);
+        assert_eq!(
+            report.capabilities.map(|c| c.keyed_state),
+            Some(keyed),
+            "keyed: {keyed}"
+        );
+    }
+}
