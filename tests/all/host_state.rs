@@ -181,7 +181,7 @@ fn a_python_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_on
         "host-state-restore-python",
         count,
         20_261_209,
-        6_000,
+        12_000,
     );
 }
 
@@ -194,7 +194,7 @@ fn a_python_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one
         "host-state-rescale-python",
         count,
         20_261_210,
-        8_000,
+        16_000,
     );
 }
 
@@ -207,6 +207,19 @@ fn a_javascript_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactl
         "host-state-restore-javascript",
         count,
         20_261_211,
-        3_000,
+        12_000,
+    );
+}
+
+#[test]
+fn a_javascript_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
+    let Some(count) = foreign("JavaScript host-count", weir_tests::guests::JS_HOST_COUNT) else {
+        return;
+    };
+    rescales_from_checkpoints_two_to_three_to_one(
+        "host-state-rescale-javascript",
+        count,
+        20_261_212,
+        16_000,
     );
 }
