@@ -47,9 +47,10 @@ python3 scripts/import-graph.py
 step "Python SDK (python3 -m unittest)"
 python3 -m unittest discover -q -s guest-sdk/python/tests -t guest-sdk/python
 python3 -m unittest discover -q -s examples/python/count
+python3 -m unittest discover -q -s examples/python/host-count
 bash scripts/install-componentize-js.sh
 step "JavaScript SDK (node --test)"
-node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/
+node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/ examples/js/host-count/
 step "cargo test"
 cargo test --workspace
 step "done"

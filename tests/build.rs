@@ -191,6 +191,17 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         env: "WEIR_GUEST_PY_COUNT",
         needs: PYTHON_NEEDS,
     },
+    // The Python count with its counts kept on the host (docs/STATE.md), a component of the
+    // world keyed-operator.
+    ForeignGuest {
+        name: "Python host-count (examples/python/host-count)",
+        script: "guest-sdk/python/build.sh",
+        args: &["examples/python/host-count/host_count.py"],
+        sources: &["examples/python/host-count/host_count.py"],
+        toolchain: PYTHON_SDK,
+        env: "WEIR_GUEST_PY_HOST_COUNT",
+        needs: PYTHON_NEEDS,
+    },
     // The hostile Python operator of the isolation tests (tests/guests/python/hostile.py).
     ForeignGuest {
         name: "hostile Python operator (tests/guests/python)",
@@ -209,6 +220,17 @@ const FOREIGN_GUESTS: &[ForeignGuest] = &[
         sources: &["examples/js/count/count.js"],
         toolchain: JS_SDK,
         env: "WEIR_GUEST_JS_COUNT",
+        needs: JS_NEEDS,
+    },
+    // The JavaScript count with its counts kept on the host (docs/STATE.md), a component of
+    // the world keyed-operator.
+    ForeignGuest {
+        name: "JavaScript host-count (examples/js/host-count)",
+        script: "guest-sdk/js/build.sh",
+        args: &["examples/js/host-count/host-count.js"],
+        sources: &["examples/js/host-count/host-count.js"],
+        toolchain: JS_SDK,
+        env: "WEIR_GUEST_JS_HOST_COUNT",
         needs: JS_NEEDS,
     },
     // The hostile JavaScript operator of the isolation tests (tests/guests/js/hostile.js).

@@ -30,9 +30,11 @@ pub const ABI_VERSION: u32 = 1;
 
 /// The version of the component world `weir:operator` (`abi/wit/operator.wit`) this crate's
 /// host implements: the component front door's counterpart of [`ABI_VERSION`]. A component
-/// whose world interfaces carry another version is refused. Kept here, beside the core ABI's
-/// version, so that the host's errors can name it without depending on its component code.
-pub const WORLD_VERSION: &str = "1.0.0";
+/// built against this version or an earlier one of the same major version (1.0.0: the world
+/// without `keyed-state`) is run; one whose world interfaces carry any other version is
+/// refused. Kept here, beside the core ABI's version, so that the host's errors can name it
+/// without depending on its component code.
+pub const WORLD_VERSION: &str = "1.1.0";
 
 /// The module name under which the host provides every import.
 pub const IMPORT_MODULE: &str = "weir";

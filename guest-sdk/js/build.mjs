@@ -4,9 +4,14 @@
 // 1. it writes an entry module that imports the user's module and the SDK's component glue
 //    (src/component.js) and exports `guest`, the WIT export;
 // 2. it bundles the entry, the user's modules, the SDK and any npm packages they import into
-//    one ES module with rolldown, keeping only `weir:operator/host@1.0.0` as an import (the
+//    one ES module with rolldown, keeping only `weir:operator/host@1.1.0` as an import (the
 //    engine inside a component loads modules only from one directory, so the bundle is what
 //    lets an operator live anywhere and import anything);
+//    With the operator's keyed state on the host (a file beside it mentions ValueState), the
+//    world is `keyed-operator` and the glue src/component-keyed.js, which also imports
+//    `weir:operator/keyed-state@1.1.0`; otherwise the world `operator`, so that an operator
+//    keeping no state on the host is given no store (the bindings import every function of
+//    their world, used or not).
 // 3. it runs componentize-js through its Node API (its `jco componentize` CLI fails here),
 //    without the `http` and `fetch-event` features, which would make the component import
 //    wasi:http, which the host refuses.
@@ -21,7 +26,7 @@
 // Relative paths resolve against the current directory. Silent on success; on failure it
 // prints what failed and exits 1 (2 for a usage error).
 
-import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { builtinModules } from 'node:module';
 import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
@@ -33,7 +38,8 @@ import { componentWit } from '@bytecodealliance/jco';
 const here = dirname(fileURLToPath(import.meta.url));
 const WIT = resolve(here, '../../abi/wit/operator.wit');
 const GLUE = resolve(here, 'src/component.js');
-const HOST_IMPORT = 'weir:operator/host@1.0.0';
+const KEYED_GLUE = resolve(here, 'src/component-keyed.js');
+const HOST_IMPORTS = ['weir:operator/host@1.1.0', 'weir:operator/keyed-state@1.1.0'];
 const NODE_BUILTINS = new Set(builtinModules);
 /** The global the line table is kept in: the key src/errors.js reads it under. */
 const SOURCE_MAP_GLOBAL = "Symbol.for('weir.sourceMap')";
@@ -55,24 +61,46 @@ export async function build(outPath, operatorPath) {
   if (!(await stat(source).catch(() => null))?.isFile()) {
     throw new BuildError(`the operator module ${operatorPath} does not exist`);
   }
+  const keyed = await mentionsValueState(dirname(source));
   const work = await mkdtemp(join(tmpdir(), 'weir-js-build-'));
   try {
     const entry = join(work, 'entry.js');
     await writeFile(
       entry,
       `import * as operatorModule from ${JSON.stringify(source)};\n` +
-        `import { exportGuest } from ${JSON.stringify(GLUE)};\n` +
+        `import { exportGuest } from ${JSON.stringify(keyed ? KEYED_GLUE : GLUE)};\n` +
         `export const guest = exportGuest(operatorModule, ${JSON.stringify(basename(source))});\n`,
     );
     const bundled = join(work, 'operator.js');
     await bundle(entry, bundled);
-    const component = await componentizeIn(work, bundled);
+    const component = await componentizeIn(work, bundled, keyed ? 'keyed-operator' : 'operator');
     await checkImports(component);
     await mkdir(dirname(out), { recursive: true });
     await writeFile(out, component);
   } finally {
     await rm(work, { recursive: true, force: true });
   }
+}
+
+/**
+ * Whether a JavaScript or TypeScript file in `dir` (or below it, node_modules aside) mentions
+ * ValueState: then the operator keeps keyed state on the host.
+ *
+ * @param {string} dir
+ * @returns {Promise<boolean>}
+ */
+async function mentionsValueState(dir) {
+  for (const entry of await readdir(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (entry.name !== 'node_modules' && !entry.name.startsWith('.') && (await mentionsValueState(path))) {
+        return true;
+      }
+    } else if (/\.(m?js|ts)$/.test(entry.name) && /\bValueState\b/.test(await readFile(path, 'utf8'))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 /**
@@ -94,7 +122,7 @@ async function bundle(entry, file) {
   const bundler = await rolldown({
     input: entry,
     platform: 'neutral',
-    external: [HOST_IMPORT],
+    external: HOST_IMPORTS,
     plugins: [
       {
         name: 'weir-no-node-builtins',
@@ -189,17 +217,17 @@ function decodeMappings(mappings) {
 }
 
 /**
- * Runs componentize-js on `file` from inside `work`, so that the engine's module directory is
- * `work` wherever the caller stands; returns the component's bytes.
+ * Runs componentize-js on `file` against the world `world` from inside `work`, so that the
+ * engine's module directory is `work` wherever the caller stands; returns the component's bytes.
  */
-async function componentizeIn(work, file) {
+async function componentizeIn(work, file, world) {
   const cwd = process.cwd();
   process.chdir(work);
   try {
     const { component } = await componentize({
       sourcePath: file,
       witPath: WIT,
-      worldName: 'operator',
+      worldName: world,
       disableFeatures: ['http', 'fetch-event'],
     });
     return component;

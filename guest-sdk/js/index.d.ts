@@ -74,6 +74,23 @@ export class Timers implements Iterable<Timer> {
   [Symbol.iterator](): IterableIterator<Timer>;
 }
 
+/**
+ * One value per key, kept on the host under a state number (docs/STATE.md); JSON by default.
+ * `undefined` is no value.
+ */
+export class ValueState<T = any> {
+  constructor(
+    state: number,
+    serializer?: { serialize(value: T): Uint8Array; deserialize(bytes: Uint8Array): T },
+  );
+  readonly state: number;
+  getMany(out: Output, keys: Iterable<Uint8Array | string>): (T | undefined)[];
+  get(out: Output, key: Uint8Array | string): T | undefined;
+  putMany(out: Output, entries: Iterable<[Uint8Array | string, T | undefined]>): void;
+  put(out: Output, key: Uint8Array | string, value: T | undefined): void;
+  delete(out: Output, key: Uint8Array | string): void;
+}
+
 /** Where an operator's records go, and its handle on the host's timers and clocks. */
 export class Output {
   /** Emits one record on the main output. */

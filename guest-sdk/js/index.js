@@ -5,6 +5,7 @@ export { Operator } from './src/operator.js';
 export { Context } from './src/context.js';
 export { Batch, Timers } from './src/batch.js';
 export { Output } from './src/output.js';
+export { ValueState } from './src/keyed.js';
 export { WeirError } from './src/errors.js';
 export { log } from './src/log.js';
 export { bytesKey, keyBytes, text, utf8 } from './src/bytes.js';

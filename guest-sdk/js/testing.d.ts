@@ -22,6 +22,11 @@ export function record(key: BytesLike, value?: BytesLike, timestamp?: Timestamp)
 /** Records encoded as a batch arriving on `port` (docs/ABI.md §5). */
 export function encodeBatch(port: number, records: Iterable<RecordLike>): Uint8Array;
 
+/** A checkpoint of one instance (Harness#checkpoint); its fields are the harness's. */
+export interface Checkpoint {
+  readonly state: Uint8Array;
+}
+
 /** An operator's method failed: the call, and the message the host would report. */
 export class OperatorError extends Error {
   readonly call: string;
@@ -46,6 +51,20 @@ export class Harness<T extends Operator = Operator> {
   snapshot(): Uint8Array;
   restoreIntoFresh(state: Uint8Array): void;
   snapshotAndRestore(): void;
+  /** A checkpoint as the host takes it: the snapshot, timers, watermark and keyed state. */
+  checkpoint(): Checkpoint;
+  /** A fresh instance restored from `checkpoint`, with the host's state as it was then. */
+  restoreCheckpoint(checkpoint: Checkpoint): void;
+  /** The keyed state kept on the host (ValueState), as [state, key, value] entries. */
+  keyedState(): [number, Uint8Array, Uint8Array][];
+  /** The subtasks' checkpoints split by key group for `parallelism` subtasks, as the host does. */
+  static rescale<T extends Operator>(
+    subject: new (ctx: Context) => T,
+    ctx: Context,
+    checkpoints: Checkpoint[],
+    parallelism: number,
+    maxParallelism?: number,
+  ): Harness<T>[];
   sideOutput(name: string): Record[];
   sideOutputNames(): string[];
   watermark(): Timestamp;

@@ -12,6 +12,14 @@ import { Context, initMessage } from './src/context.js';
 import { WeirError } from './src/errors.js';
 import { makeGuest } from './src/guest.js';
 import {
+  DEFAULT_MAX_PARALLELISM,
+  encodeResult,
+  keyGroup,
+  owner,
+  reads,
+  writes,
+} from './src/keyed.js';
+import {
   END_OF_TIME,
   EVENT_TIME,
   NO_WATERMARK,
@@ -92,6 +100,26 @@ class EmulatedHost {
     this.call = null;
     /** @type {{ level: string, message: string }[]} */
     this.logs = [];
+    /**
+     * The instance's keyed state kept on the host (ValueState), by `state:key`.
+     * @type {Map<string, { state: number, key: Uint8Array, value: Uint8Array }>}
+     */
+    this.keyed = new Map();
+  }
+
+  stateGet(request) {
+    this.#allowed(MAY_EMIT, 'state-get');
+    return encodeResult(reads(request).map(([state, key]) => this.keyed.get(keyedId(state, key))?.value));
+  }
+
+  stateWrite(request) {
+    this.#allowed(MAY_EMIT, 'state-write');
+    // Read whole first: a malformed request changes nothing, as on the host.
+    for (const [state, key, value] of writes(request)) {
+      const id = keyedId(state, key);
+      if (value === undefined) this.keyed.delete(id);
+      else this.keyed.set(id, { state, key, value });
+    }
   }
 
   emit(batch) {
@@ -169,6 +197,11 @@ class EmulatedHost {
   }
 }
 
+/** A keyed value's identity: the pair (state, key). */
+function keyedId(state, key) {
+  return `${state}:${bytesKey(key)}`;
+}
+
 /** A timer's identity: the pair (timestamp, key). */
 function timerId(timestamp, key) {
   return `${timestamp}:${bytesKey(key)}`;
@@ -188,6 +221,16 @@ function compareBytes(a, b) {
   }
   return a.length - b.length;
 }
+
+/**
+ * A checkpoint of one instance as the host takes it (Harness#checkpoint).
+ *
+ * @typedef {object} Checkpoint
+ * @property {Uint8Array} state the operator's snapshot
+ * @property {Map<string, { timestamp: bigint, key: Uint8Array }>[]} timers by domain
+ * @property {bigint} watermark
+ * @property {Map<string, { state: number, key: Uint8Array, value: Uint8Array }>} keyed
+ */
 
 /**
  * Encodes records as a batch arriving on `port`.
@@ -411,6 +454,99 @@ export class Harness {
   /** Snapshots the instance and replaces it by a fresh one restored from the snapshot. */
   snapshotAndRestore() {
     this.restoreIntoFresh(this.snapshot());
+  }
+
+  /**
+   * Takes a checkpoint the way the host does: the operator's snapshot and the host's state for
+   * the instance: its timers, the watermark and its keyed state.
+   *
+   * @returns {Checkpoint}
+   */
+  checkpoint() {
+    const host = this.#host;
+    return {
+      state: this.snapshot(),
+      timers: host.timers.map((timers) => new Map(timers)),
+      watermark: host.watermark,
+      keyed: new Map(host.keyed),
+    };
+  }
+
+  /**
+   * Restores `checkpoint` the way a job restart does: a fresh instance restored from its
+   * snapshot, and the host's timers, watermark and keyed state as they were. The clock is not
+   * rewound, nor the side outputs.
+   *
+   * @param {Checkpoint} checkpoint
+   */
+  restoreCheckpoint(checkpoint) {
+    this.restoreIntoFresh(checkpoint.state);
+    const host = this.#host;
+    host.timers = checkpoint.timers.map((timers) => new Map(timers));
+    host.watermark = checkpoint.watermark;
+    host.keyed = new Map(checkpoint.keyed);
+  }
+
+  /**
+   * Splits and merges the checkpoints of an operator's subtasks (one per subtask, in order,
+   * taken at parallelism `checkpoints.length`) for `parallelism` subtasks, the way the host
+   * does when a job is restored at another parallelism (docs/ABI.md §16): keyed state kept on
+   * the host and timers go to the subtask that owns their key's group among
+   * `maxParallelism`, and each gets the smallest watermark. Returns one harness per new
+   * subtask, restored, its context `ctx` with its subtask and parallelism.
+   *
+   * Throws a WeirError, as the host refuses the restore, when an operator's snapshot is not
+   * empty: its JSON cannot be split by key. An operator that keeps its state in ValueState has
+   * an empty snapshot.
+   *
+   * @param {typeof import('./src/operator.js').Operator} subject
+   * @param {Context} ctx
+   * @param {Checkpoint[]} checkpoints
+   * @param {number} parallelism
+   * @param {number} [maxParallelism]
+   * @returns {Harness[]}
+   */
+  static rescale(subject, ctx, checkpoints, parallelism, maxParallelism = DEFAULT_MAX_PARALLELISM) {
+    for (const count of [checkpoints.length, parallelism]) {
+      if (!Number.isInteger(count) || count < 1 || count > maxParallelism) {
+        throw new WeirError(`parallelism ${count} is not between 1 and the max_parallelism ${maxParallelism}`);
+      }
+    }
+    checkpoints.forEach((checkpoint, subtask) => {
+      if (checkpoint.state.length > 0) {
+        throw new WeirError(
+          `the host would refuse this rescale: the snapshot of subtask ${subtask} is ` +
+            `${checkpoint.state.length} bytes of the operator's own state, which the host cannot ` +
+            'split by key; keep keyed state in ValueState',
+        );
+      }
+    });
+    const ownerOf = (key) => owner(keyGroup(key, maxParallelism), parallelism, maxParallelism);
+    const keyed = Array.from({ length: parallelism }, () => new Map());
+    const timers = Array.from({ length: parallelism }, () => [new Map(), new Map()]);
+    for (const checkpoint of checkpoints) {
+      for (const [id, entry] of checkpoint.keyed) keyed[ownerOf(entry.key)].set(id, entry);
+      checkpoint.timers.forEach((pending, domain) => {
+        for (const [id, timer] of pending) timers[ownerOf(timer.key)][domain].set(id, timer);
+      });
+    }
+    const watermark = checkpoints.map((c) => c.watermark).reduce((a, b) => (a < b ? a : b));
+    return Array.from({ length: parallelism }, (_, subtask) => {
+      const context = new Context(ctx.operator, { subtask, parallelism, config: ctx.config });
+      const harness = new Harness(subject, context);
+      harness.restoreCheckpoint({
+        state: new Uint8Array(0),
+        timers: timers[subtask],
+        watermark,
+        keyed: keyed[subtask],
+      });
+      return harness;
+    });
+  }
+
+  /** The instance's keyed state kept on the host, as `[state, key, value]` entries. */
+  keyedState() {
+    return [...this.#host.keyed.values()].map(({ state, key, value }) => [state, key.slice(), value.slice()]);
   }
 
   /**

@@ -13,6 +13,11 @@
 # does not depend on what the machine has installed. componentize-py runs the operator file's
 # top-level code at build time and keeps its result in the component, so an import that fails
 # (or a file with no operator class) fails the build.
+#
+# The world: `keyed-operator`, which imports the host's keyed state, when a Python file beside
+# the operator (or below that directory) mentions ValueState; `operator` otherwise, so that an
+# operator keeping no state on the host is given no store (componentize-py imports every
+# function of its world, used or not).
 set -euo pipefail
 sdk="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$sdk/../.." && pwd)"
@@ -40,6 +45,11 @@ operator_file="$(basename "$file")"
 mkdir -p "$(dirname "$out")"
 out="$(cd "$(dirname "$out")" && pwd)/$(basename "$out")"
 
+world=operator
+if grep -rqsw --include='*.py' ValueState "$operator_dir"; then
+  world=keyed-operator
+fi
+
 bash "$root/scripts/install-componentize-py.sh"
 venv="$sdk/.venv"
 
@@ -62,5 +72,5 @@ PY
 # an empty site-packages: without it componentize-py would add the machine's. No Rust
 # backtraces in componentize-py's error reports: the Python traceback is the useful part.
 (cd "$work" && VIRTUAL_ENV="$work/no-venv" RUST_BACKTRACE=0 RUST_LIB_BACKTRACE=0 \
-  "$venv/bin/componentize-py" -q -d "$root/abi/wit" -w operator componentize weir_app \
+  "$venv/bin/componentize-py" -q -d "$root/abi/wit" -w "$world" componentize weir_app \
   -p "$sdk" -p "$work/app" -p "$operator_dir" -o "$out")

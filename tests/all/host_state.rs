@@ -12,12 +12,17 @@
 //! A rescale from a checkpoint (shared files, not a savepoint's inline copy): killed after a
 //! checkpoint at parallelism 2, restored at 3, killed again, restored at 1; each new subtask's
 //! store is laid out from the old stores that owned its key groups, clipped to its own.
+//!
+//! The same runs are made with the count in Python (`examples/python/host-count`) and in
+//! JavaScript (`examples/js/host-count`), components of the world `keyed-operator` whose
+//! counts are kept in the same stores: a guest in any language restores and rescales with no
+//! code of its own.
 
 use std::fs;
 use std::path::Path;
 
 use crate::support::{
-    JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, run_cli,
+    JobFile, Sandbox, Weir, assert_same_output, checkpointed, committed_lines, foreign, run_cli,
     word_counts, word_text, wordcount_counting_with, wordcount_of,
 };
 
@@ -47,13 +52,20 @@ fn shared_files(dir: &Path) -> Vec<String> {
     found
 }
 
-#[test]
-fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
-    let sandbox = Sandbox::new("host-state-restore");
+/// Runs the word count with `count` (a host-count module) on `lines` lines of words, kills the
+/// process right after its third checkpoint completes, restores the job in a new process, and
+/// checks that the committed output is the word counts of the whole input, each once.
+fn killed_after_a_checkpoint_restores_exactly_once(
+    name: &str,
+    count: &str,
+    seed: u64,
+    lines: usize,
+) {
+    let sandbox = Sandbox::new(name);
     let input = sandbox.join("words.txt");
-    let text = word_text(20_261_207, 12_000, 30);
+    let text = word_text(seed, lines, 30);
     fs::write(&input, &text).unwrap();
-    let job = wordcount_counting_with(&sandbox, &input, false, weir_tests::guests::HOST_COUNT);
+    let job = wordcount_counting_with(&sandbox, &input, false, count);
     let state = sandbox.join("state");
     checkpointed(job, &sandbox, "50ms", 2)
         .checkpoint("min_pause", "0ms")
@@ -112,25 +124,26 @@ fn dir_names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The word count at `parallelism`, its counts kept on the host, reaching the sink by
+/// The word count at `parallelism` with `count` (a host-count module), reaching the sink by
 /// `rebalance` (so the sink's parallelism stays 2 whatever the count's).
-fn wordcount_at(sandbox: &Sandbox, input: &Path, parallelism: u32) -> JobFile {
-    let count = (weir_tests::guests::HOST_COUNT, parallelism);
-    let job = wordcount_of(sandbox, input, false, count, "rebalance");
+fn wordcount_at(sandbox: &Sandbox, input: &Path, count: &str, parallelism: u32) -> JobFile {
+    let job = wordcount_of(sandbox, input, false, (count, parallelism), "rebalance");
     checkpointed(job, sandbox, "50ms", 2).checkpoint("min_pause", "0ms")
 }
 
-#[test]
-fn a_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
-    let sandbox = Sandbox::new("host-state-rescale");
+/// Runs the word count with `count` (a host-count module) on `lines` lines of words at
+/// parallelism 2, killed after a checkpoint; restored at 3, killed again; restored at 1 and run
+/// to its end. The committed output must be the word counts of the whole input, each once.
+fn rescales_from_checkpoints_two_to_three_to_one(name: &str, count: &str, seed: u64, lines: usize) {
+    let sandbox = Sandbox::new(name);
     let input = sandbox.join("words.txt");
-    let text = word_text(20_261_208, 16_000, 30);
+    let text = word_text(seed, lines, 30);
     fs::write(&input, &text).unwrap();
     for (parallelism, restore, kill) in [
         (2, None, "before-commit:3"),
         (3, Some("latest"), "before-commit:2"),
     ] {
-        wordcount_at(&sandbox, &input, parallelism).write(&sandbox.job_path());
+        wordcount_at(&sandbox, &input, count, parallelism).write(&sandbox.job_path());
         let args: Vec<&str> = restore.map(|r| vec!["--restore", r]).unwrap_or_default();
         let log = sandbox.join(&format!("at-{parallelism}.log"));
         let ended = Weir::run_to_kill_point(&sandbox.job_path(), &args, kill, &log);
@@ -148,7 +161,7 @@ fn a_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
             );
         }
     }
-    wordcount_at(&sandbox, &input, 1).write(&sandbox.job_path());
+    wordcount_at(&sandbox, &input, count, 1).write(&sandbox.job_path());
     let ended = run_cli(
         &sandbox.job_path(),
         &["--restore", "latest"],
@@ -166,5 +179,77 @@ fn a_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
         &committed_lines(&sandbox.out_dir()),
         &word_counts(&text),
         "the word counts of the whole input, once, across parallelism 2, 3 and 1",
+    );
+}
+
+#[test]
+fn a_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
+    killed_after_a_checkpoint_restores_exactly_once(
+        "host-state-restore",
+        weir_tests::guests::HOST_COUNT,
+        20_261_207,
+        12_000,
+    );
+}
+
+#[test]
+fn a_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
+    rescales_from_checkpoints_two_to_three_to_one(
+        "host-state-rescale",
+        weir_tests::guests::HOST_COUNT,
+        20_261_208,
+        16_000,
+    );
+}
+
+#[test]
+fn a_python_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
+    let Some(count) = foreign("Python host-count", weir_tests::guests::PY_HOST_COUNT) else {
+        return;
+    };
+    killed_after_a_checkpoint_restores_exactly_once(
+        "host-state-restore-python",
+        count,
+        20_261_209,
+        12_000,
+    );
+}
+
+#[test]
+fn a_python_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
+    let Some(count) = foreign("Python host-count", weir_tests::guests::PY_HOST_COUNT) else {
+        return;
+    };
+    rescales_from_checkpoints_two_to_three_to_one(
+        "host-state-rescale-python",
+        count,
+        20_261_210,
+        16_000,
+    );
+}
+
+#[test]
+fn a_javascript_count_kept_on_the_host_killed_after_a_checkpoint_restores_exactly_once() {
+    let Some(count) = foreign("JavaScript host-count", weir_tests::guests::JS_HOST_COUNT) else {
+        return;
+    };
+    killed_after_a_checkpoint_restores_exactly_once(
+        "host-state-restore-javascript",
+        count,
+        20_261_211,
+        12_000,
+    );
+}
+
+#[test]
+fn a_javascript_count_kept_on_the_host_rescales_from_checkpoints_two_to_three_to_one() {
+    let Some(count) = foreign("JavaScript host-count", weir_tests::guests::JS_HOST_COUNT) else {
+        return;
+    };
+    rescales_from_checkpoints_two_to_three_to_one(
+        "host-state-rescale-javascript",
+        count,
+        20_261_212,
+        16_000,
     );
 }

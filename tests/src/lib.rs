@@ -48,12 +48,18 @@ pub mod guests {
     /// `examples/python/count`: the count in Python, a component built with componentize-py
     /// and the SDK of `guest-sdk/python`; `None` when skipped.
     pub const PY_COUNT: Option<&str> = built(env!("WEIR_GUEST_PY_COUNT"));
+    /// `examples/python/host-count`: the Python count with its counts kept on the host, a
+    /// component of the world `keyed-operator`; `None` when skipped.
+    pub const PY_HOST_COUNT: Option<&str> = built(env!("WEIR_GUEST_PY_HOST_COUNT"));
     /// `tests/guests/python/hostile.py`: misbehaves on its first batch as its config says
     /// (`loop`, `allocate`, `open-file`, `socket`); `None` when skipped.
     pub const PY_HOSTILE: Option<&str> = built(env!("WEIR_GUEST_PY_HOSTILE"));
     /// `examples/js/count`: the count in JavaScript, a component built with componentize-js
     /// and the SDK of `guest-sdk/js`; `None` when skipped.
     pub const JS_COUNT: Option<&str> = built(env!("WEIR_GUEST_JS_COUNT"));
+    /// `examples/js/host-count`: the JavaScript count with its counts kept on the host, a
+    /// component of the world `keyed-operator`; `None` when skipped.
+    pub const JS_HOST_COUNT: Option<&str> = built(env!("WEIR_GUEST_JS_HOST_COUNT"));
     /// `tests/guests/js/hostile.js`: misbehaves on its first batch as its config says
     /// (`loop`, `allocate`, `fetch`); `None` when skipped.
     pub const JS_HOSTILE: Option<&str> = built(env!("WEIR_GUEST_JS_HOSTILE"));

@@ -1,5 +1,5 @@
 //! `count` as a WebAssembly **component**: the keyed running count of `examples/rust/count`,
-//! implementing the WIT world `weir:operator/operator@1.0.0` (`abi/wit/operator.wit`) instead
+//! implementing the WIT world `weir:operator/operator@1.1.0` (`abi/wit/operator.wit`) instead
 //! of the core-module ABI.
 //!
 //! It exists to prove that world from a third toolchain, after Python and JavaScript: plain

@@ -1,10 +1,10 @@
 // Why this module exists: it is the only module that imports the host's WIT interface
-// (`weir:operator/host@1.0.0`, which exists only inside a component), so everything else in
+// (`weir:operator/host@1.1.0`, which exists only inside a component), so everything else in
 // the SDK stays importable in plain Node. The entry module that build.mjs generates calls
 // `exportGuest` and exports the result as `guest`, the name componentize-js gives the WIT
-// export `weir:operator/guest@1.0.0`.
+// export `weir:operator/guest@1.1.0`.
 
-import * as wit from 'weir:operator/host@1.0.0';
+import * as wit from 'weir:operator/host@1.1.0';
 import { makeGuest, operatorClassOf } from './guest.js';
 import { hostOf } from './wit.js';
 

@@ -36,6 +36,8 @@ const MAX_OUTPUT_NAME_BYTES = 255;
  * @property {(domain: number, timestamp: bigint, key: Uint8Array) => void} timerDelete
  * @property {(domain: number) => bigint} currentTime
  * @property {(level: import('./log.js').Level, message: string) => void} log
+ * @property {(request: Uint8Array) => Uint8Array} [stateGet] the interface `keyed-state`
+ * @property {(request: Uint8Array) => void} [stateWrite]
  */
 
 /** The SDK's own handles on an Output, kept off its public face. */
@@ -43,6 +45,14 @@ export const BEGIN = Symbol('begin');
 export const END = Symbol('end');
 export const FLUSH = Symbol('flush');
 export const DISCARD = Symbol('discard');
+/** ValueState's ways to the host's keyed state (src/keyed.js). */
+export const STATE_GET = Symbol('stateGet');
+export const STATE_WRITE = Symbol('stateWrite');
+
+/** Why a host gives no keyed state. */
+const NO_KEYED_STATE =
+  'this component was built without keyed state: guest-sdk/js/build.sh builds against the ' +
+  'world keyed-operator when a file beside the operator mentions ValueState';
 
 /** The calls during which the operator holds an Output. */
 const EMITTING_CALLS = new Set(['process', 'onTimers', 'onWatermark', 'finish']);
@@ -148,6 +158,20 @@ export class Output {
    */
   processingTime() {
     return timestampFromBigInt(this.#host.currentTime(PROCESSING_TIME));
+  }
+
+  /** Reads keyed state: the host's `state-get` (src/keyed.js). */
+  [STATE_GET](request) {
+    this.#checkEmitting('keyed state');
+    if (this.#host.stateGet === undefined) throw new WeirError(NO_KEYED_STATE);
+    return this.#host.stateGet(request);
+  }
+
+  /** Writes keyed state: the host's `state-write`. */
+  [STATE_WRITE](request) {
+    this.#checkEmitting('keyed state');
+    if (this.#host.stateWrite === undefined) throw new WeirError(NO_KEYED_STATE);
+    this.#host.stateWrite(request);
   }
 
   /** Starts the operator method `call`. */

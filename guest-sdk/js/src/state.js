@@ -36,8 +36,12 @@ export function stateNames(operator) {
  * @returns {Uint8Array}
  */
 export function encodeState(operator) {
+  const names = stateNames(operator);
+  // No state of its own (all of it on the host, in ValueState): an empty snapshot, which the
+  // host can rescale.
+  if (names.length === 0) return new Uint8Array(0);
   const state = Object.create(null);
-  for (const name of stateNames(operator)) {
+  for (const name of names) {
     state[name] = operator[name];
   }
   return encoder.encode(stringify(state));

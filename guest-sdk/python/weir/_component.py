@@ -18,6 +18,15 @@ from wit_world import exports
 from wit_world.imports import host as _imports
 from wit_world.imports import types as _types
 
+# The imports of interface ``keyed-state``: there only in a component of the world
+# ``keyed-operator``, which ``build.sh`` chooses for an operator that uses ValueState. Imported
+# here, at the top, because componentize-py keeps only the binding modules imported while it
+# builds the component.
+try:
+    from wit_world.imports import keyed_state as _keyed_imports
+except ImportError:
+    _keyed_imports = None
+
 from . import _dispatch, _host, _loader
 from ._context import Context
 from ._errors import WeirError, describe
@@ -55,6 +64,24 @@ class _WitHost(_host.Host):
 
     def log(self, level: int, message: str) -> None:
         _imports.log(_LEVELS[level], message)
+
+    def state_get(self, request: bytes) -> bytes:
+        return _keyed_state().state_get(request)
+
+    def state_write(self, request: bytes) -> None:
+        _keyed_state().state_write(request)
+
+
+def _keyed_state():
+    """The imports of interface ``keyed-state``, or the failure of a component built without
+    them."""
+    if _keyed_imports is None:
+        raise WeirError(
+            "this component was built without keyed state: guest-sdk/python/build.sh builds "
+            "against the world keyed-operator when a Python file beside the operator mentions "
+            "ValueState"
+        )
+    return _keyed_imports
 
 
 _wit_host = _WitHost()

@@ -10,6 +10,8 @@ which the glue replaces with :func:`install`.
 
 import sys
 
+from ._errors import WeirError
+
 __all__ = ["Host", "NativeHost", "install", "current", "LEVEL_NAMES"]
 
 # The log levels of the WIT enum ``level``, by their number.
@@ -47,6 +49,22 @@ class Host:
     def log(self, level: int, message: str) -> None:
         """Writes a line to the job's log."""
         raise NotImplementedError
+
+    def state_get(self, request: bytes) -> bytes:
+        """Reads keyed state: a read request in, its result out (interface ``keyed-state``,
+        ``weir._state``)."""
+        raise WeirError(_NO_KEYED_STATE)
+
+    def state_write(self, request: bytes) -> None:
+        """Applies a write request to keyed state (interface ``keyed-state``)."""
+        raise WeirError(_NO_KEYED_STATE)
+
+
+# Why a host gives no keyed state.
+_NO_KEYED_STATE = (
+    "keyed state (weir.ValueState) is kept by the host: in plain CPython, run the operator "
+    "in weir.testing.Harness"
+)
 
 
 class NativeHost(Host):

@@ -73,9 +73,13 @@ class Operator:
 
         The default pickles (protocol :data:`PICKLE_PROTOCOL`) a dict of the instance's
         attributes whose names do not start with ``_``. An attribute that does not pickle
-        fails the checkpoint with a :class:`~weir.WeirError` naming it.
+        fails the checkpoint with a :class:`~weir.WeirError` naming it. An instance with no
+        such attribute (one whose state is all on the host, in :class:`~weir.ValueState`) has
+        an empty snapshot, which the host can rescale.
         """
         state = {name: value for name, value in vars(self).items() if not name.startswith("_")}
+        if not state:
+            return b""
         try:
             return pickle.dumps(state, protocol=PICKLE_PROTOCOL)
         except Exception as e:

@@ -144,6 +144,25 @@ class Output:
             )
         return to_bytes(key, f"{method}: the key")
 
+    def _state_get(self, request: bytes) -> bytes:
+        """Reads keyed state (:class:`~weir.ValueState`): the host's ``state-get``."""
+        if self._call is None:
+            self._refuse(_outside("keyed state"))
+        try:
+            return self._host.state_get(request)
+        except WeirError as e:
+            # The harness's host refusing the request, as the real host would fail the call.
+            self._refuse(str(e))
+
+    def _state_write(self, request: bytes) -> None:
+        """Writes keyed state (:class:`~weir.ValueState`): the host's ``state-write``."""
+        if self._call is None:
+            self._refuse(_outside("keyed state"))
+        try:
+            self._host.state_write(request)
+        except WeirError as e:
+            self._refuse(str(e))
+
     def _refuse(self, message: str):
         """Records a forbidden use, which fails the call (the first one is reported), and
         raises it."""

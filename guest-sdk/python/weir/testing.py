@@ -12,12 +12,17 @@ too (:class:`EmulatedHost`): it keeps the instance's timers, moves the watermark
 processing-time clock when the test says, and fires due timers with the host's order, batching
 and rounds, so an operator that passes here sees the same calls in a job.
 
+So is keyed state kept on the host (:class:`~weir.ValueState`, docs/STATE.md): the emulated host
+keeps the values, reads the requests as the host reads them, and :meth:`Harness.checkpoint`,
+:meth:`Harness.restore_checkpoint` and :meth:`Harness.rescale` carry them through checkpoints
+and split them by key group (``weir_abi::key_group``) as the host splits its stores.
+
 :func:`assert_records_eq` compares outputs with a readable diff, and
 :func:`assert_restore_preserves_output` checks that checkpointing an operator does not change
 what it emits.
 """
 
-from . import _dispatch, _host
+from . import _dispatch, _host, _state
 from ._batch import EVENT_TIME, PROCESSING_TIME, Batch, Record, encode_batch, to_bytes
 from ._context import Context
 from ._errors import WeirError
@@ -25,6 +30,7 @@ from ._output import END_OF_TIME, NO_WATERMARK, Output
 
 __all__ = [
     "Harness",
+    "Checkpoint",
     "EmulatedHost",
     "record",
     "assert_records_eq",
@@ -64,9 +70,13 @@ class EmulatedHost(_host.Host):
     takes them, its timers (unique (timestamp, key) pairs per domain, bounded by
     ``max_timer_state`` as the host bounds them), the task's watermark and a clock.
 
+    It keeps the instance's keyed state too, in ``keyed``: a dict from ``(state, key)`` to the
+    value's bytes.
+
     Log lines do not come here: ``weir.log`` writes to stderr in plain CPython."""
 
     def __init__(self):
+        self.keyed = {}
         self.emitted = []
         self.emitted_to = []
         self.timers = (set(), set())
@@ -106,6 +116,23 @@ class EmulatedHost(_host.Host):
     def current_time(self, domain: int) -> int:
         return self.watermark if domain == EVENT_TIME else self.clock
 
+    def state_get(self, request: bytes) -> bytes:
+        """Answers a read request as the host does: per entry, its value or none."""
+        keyed = self.keyed
+        parts = []
+        for entry in _state.reads(request):
+            _state.put_result(parts, keyed.get(entry))
+        return b"".join(parts)
+
+    def state_write(self, request: bytes) -> None:
+        """Applies a write request as the host does: whole, or (malformed) not at all."""
+        keyed = self.keyed
+        for state, key, value in _state.writes(request):
+            if value is None:
+                keyed.pop((state, key), None)
+            else:
+                keyed[(state, key)] = value
+
     def take(self):
         """The main and side output batches emitted since the last ``take``."""
         taken = self.emitted, self.emitted_to
@@ -128,6 +155,20 @@ class EmulatedHost(_host.Host):
         """Forgets every timer of ``domain``."""
         for timestamp, key in list(self.timers[domain]):
             self.timer_delete(domain, timestamp, key)
+
+
+class Checkpoint:
+    """A checkpoint of one instance as the host takes it (:meth:`Harness.checkpoint`): the
+    operator's snapshot (``state``), its timers per domain, the task's watermark and its keyed
+    state kept on the host."""
+
+    __slots__ = ("state", "timers", "watermark", "keyed")
+
+    def __init__(self, state: bytes, timers, watermark: int, keyed):
+        self.state = state
+        self.timers = timers
+        self.watermark = watermark
+        self.keyed = keyed
 
 
 class Harness:
@@ -245,6 +286,89 @@ class Harness:
     def snapshot_and_restore(self) -> None:
         """Snapshots the instance and replaces it by a fresh one restored from the snapshot."""
         self.restore_into_fresh(self.snapshot())
+
+    def checkpoint(self) -> Checkpoint:
+        """Takes a checkpoint the way the host does: the operator's snapshot and the host's
+        state for the instance: its timers, the watermark and its keyed state."""
+        host = self.host
+        return Checkpoint(
+            self.snapshot(),
+            tuple(set(timers) for timers in host.timers),
+            host.watermark,
+            dict(host.keyed),
+        )
+
+    def restore_checkpoint(self, checkpoint: Checkpoint) -> None:
+        """Restores ``checkpoint`` the way a job restart does: a fresh instance restored from
+        its snapshot, and the host's timers, watermark and keyed state as they were. The clock
+        is not rewound (it is a clock), nor the side outputs (they are output)."""
+        self.restore_into_fresh(checkpoint.state)
+        host = self.host
+        host.drop_timers(EVENT_TIME)
+        host.drop_timers(PROCESSING_TIME)
+        for domain, timers in enumerate(checkpoint.timers):
+            for timestamp, key in timers:
+                host.timer_set(domain, timestamp, key)
+        host.watermark = checkpoint.watermark
+        host.keyed = dict(checkpoint.keyed)
+
+    @classmethod
+    def rescale(
+        cls,
+        operator_class,
+        ctx,
+        checkpoints,
+        parallelism: int,
+        max_parallelism: int = _state.DEFAULT_MAX_PARALLELISM,
+    ):
+        """Splits and merges the checkpoints of an operator's subtasks (one per subtask, in
+        order, taken at parallelism ``len(checkpoints)``) for ``parallelism`` subtasks, the way
+        the host does when a job is restored at another parallelism (docs/ABI.md section 16):
+        keyed state kept on the host and timers go to the subtask that owns their key's group
+        among ``max_parallelism``, and each gets the smallest watermark. Returns one harness
+        per new subtask, restored, its context ``ctx`` (by default
+        ``Context(operator_class.__name__)``) with its subtask and parallelism.
+
+        Raises :class:`~weir.WeirError`, as the host refuses the restore, when an operator's
+        snapshot is not empty: a pickle cannot be split by key. An operator that keeps its
+        state in :class:`~weir.ValueState` has an empty snapshot.
+        """
+        old = len(checkpoints)
+        for count in (old, parallelism):
+            if type(count) is not int or not 1 <= count <= max_parallelism:
+                raise WeirError(
+                    f"parallelism {count!r} is not between 1 and the max_parallelism "
+                    f"{max_parallelism}"
+                )
+        for subtask, checkpoint in enumerate(checkpoints):
+            if checkpoint.state:
+                raise WeirError(
+                    f"the host would refuse this rescale: the snapshot of subtask {subtask} is "
+                    f"{len(checkpoint.state)} bytes of the operator's own state, which the host "
+                    "cannot split by key; keep keyed state in weir.ValueState"
+                )
+
+        def owner_of(key):
+            group = _state.key_group(key, max_parallelism)
+            return _state.owner(group, parallelism, max_parallelism)
+
+        keyed = [{} for _ in range(parallelism)]
+        timers = [(set(), set()) for _ in range(parallelism)]
+        for checkpoint in checkpoints:
+            for (state, key), value in checkpoint.keyed.items():
+                keyed[owner_of(key)][(state, key)] = value
+            for domain, pending in enumerate(checkpoint.timers):
+                for timestamp, key in pending:
+                    timers[owner_of(key)][domain].add((timestamp, key))
+        watermark = min(checkpoint.watermark for checkpoint in checkpoints)
+        base = Context(operator_class.__name__) if ctx is None else ctx
+        harnesses = []
+        for subtask in range(parallelism):
+            context = Context(base.operator, subtask, parallelism, base.config)
+            harness = cls(operator_class, context)
+            harness.restore_checkpoint(Checkpoint(b"", timers[subtask], watermark, keyed[subtask]))
+            harnesses.append(harness)
+        return harnesses
 
     def side_output(self, name: str):
         """Every record the operator emitted on the side output ``name`` so far, in order (empty

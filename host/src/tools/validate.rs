@@ -58,7 +58,7 @@ pub struct ValidationReport {
     /// How a job checkpoints the operator, when the module is valid.
     pub checkpoints: Option<CheckpointsReport>,
     /// For a component, the world this host implements for components
-    /// (`weir:operator@1.0.0`, `docs/COMPONENTS.md`); `None` for a core module. A component's
+    /// (`weir:operator@1.1.0`, `docs/COMPONENTS.md`); `None` for a core module. A component's
     /// report has no export, import or memory table: its problems name the refused import or
     /// the world version it was built against.
     pub component_world: Option<String>,
@@ -217,6 +217,7 @@ fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         LoadOptions::default(),
     );
     let valid = loaded.is_ok();
+    let capabilities = loaded.as_ref().ok().map(OperatorModule::capabilities);
     ValidationReport {
         module: name.to_string(),
         valid,
@@ -230,7 +231,7 @@ fn validate_component(engine: &WasmEngine, name: &str, bytes: &[u8]) -> Validati
         memory: None,
         exports: Vec::new(),
         imports: Vec::new(),
-        capabilities: valid.then_some(Capabilities::COMPONENT),
+        capabilities,
         checkpoints: valid.then(|| CheckpointsReport {
             auto: "exports",
             image_possible: false,

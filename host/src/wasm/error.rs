@@ -632,7 +632,7 @@ pub enum ModuleProblem {
     /// A component imports an interface outside the world and the WASI the host allows.
     #[error(
         "imports `{import}`, which the host refuses: a component may import only the world's \
-         `weir:operator/host` and the WASI 0.2 interfaces docs/COMPONENTS.md lists (no files, \
+         `weir:operator/host` (and `weir:operator/keyed-state`) and the WASI 0.2 interfaces docs/COMPONENTS.md lists (no files, \
          network or environment); build it without that import (for componentize-js, pass \
          disableFeatures: ['http', 'fetch-event'])"
     )]
@@ -643,7 +643,8 @@ pub enum ModuleProblem {
     /// A component built against another version of the world.
     #[error(
         "was built against version {guest} of the Weir world (`{interface}`), but this host \
-         implements version {host}: rebuild it against abi/wit/operator.wit of this version"
+         implements version {host} and runs components of that version or an earlier one of \
+         its major version: rebuild it against abi/wit/operator.wit of this version"
     )]
     WorldVersion {
         /// The interface as the component names it.

@@ -228,27 +228,32 @@ fn state_get(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmtime
     let result = state_get_checked(state, request)?;
     // The result is at most the guest's memory's worth of values (each read is of a value it
     // wrote, within the 16 MiB limit, and a guest allocates the result in its own memory).
-    i32::try_from(result).map_err(|_| {
+    let len = i32::try_from(result.len()).map_err(|_| {
         Abort::error(GuestFailure::StateRequest {
             import: imports::STATE_GET,
             problem: format!(
-                "its result would be {result} bytes, over 2 GiB: read fewer keys at once"
+                "its result would be {} bytes, over 2 GiB: read fewer keys at once",
+                result.len()
             ),
         })
-    })
+    })?;
+    state.state_result = Some(result);
+    Ok(len)
 }
 
-/// What `state_get` does with the guest's request: refused outside the calls that may make
-/// output, read, and the result kept; returns its length.
-pub(crate) fn state_get_checked(state: &mut GuestState, request: &[u8]) -> wasmtime::Result<usize> {
+/// What `state_get` does with the guest's request, for both front doors: refused outside the
+/// calls that may make output, and read; returns the read result. A core module's import
+/// keeps it for `state_result`; a component's call returns it.
+pub(crate) fn state_get_checked(
+    state: &mut GuestState,
+    request: &[u8],
+) -> wasmtime::Result<Vec<u8>> {
     let keyed = keyed_state(state, imports::STATE_GET)?;
     let mut result = Vec::new();
     keyed
         .get(request, &mut result)
         .map_err(|e| keyed_failure(imports::STATE_GET, e))?;
-    let len = result.len();
-    state.state_result = Some(result);
-    Ok(len)
+    Ok(result)
 }
 
 /// `state_result(ptr)`: copies the result of the last `state_get` to `ptr`, once.
@@ -273,8 +278,8 @@ fn state_write(mut caller: Caller<'_, GuestState>, ptr: i32, len: i32) -> wasmti
     state_write_checked(state, request)
 }
 
-/// What `state_write` does with the guest's request: refused outside the calls that may make
-/// output, and applied whole.
+/// What `state_write` does with the guest's request, for both front doors: refused outside the
+/// calls that may make output, and applied whole.
 pub(crate) fn state_write_checked(state: &mut GuestState, request: &[u8]) -> wasmtime::Result<()> {
     keyed_state(state, imports::STATE_WRITE)?
         .write(request)

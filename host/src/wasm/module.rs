@@ -356,7 +356,7 @@ impl OperatorModule {
             Component::new(engine.engine(), bytes).map_err(|e| ModuleProblem::Compile {
                 message: format!("{e:#}"),
             })?;
-        component::check(&compiled, engine.engine())?;
+        let capabilities = component::check(&compiled, engine.engine())?;
         let link = |e: wasmtime::Error| ModuleProblem::Link {
             message: format!("{e:#}"),
         };
@@ -368,7 +368,7 @@ impl OperatorModule {
         Ok(Self {
             name: name.into(),
             template: Template::Component(pre),
-            capabilities: Capabilities::COMPONENT,
+            capabilities,
             image: None,
             limits,
             _engine: engine.clone(),

@@ -10,9 +10,21 @@
 //! component runs exactly where a core module does, and the dataflow and checkpoint code never
 //! learn which it is. This module holds what differs: reading the world's version off a
 //! component, refusing imports outside the world and the denied WASI of `wasi`, and the host
-//! side of the world's `host` interface, which shares every check with the core imports.
+//! side of the world's `host` and `keyed-state` interfaces, which share every check with the
+//! core imports.
 //!
-//! The bindings are generated from the WIT file itself, so the host cannot drift from it.
+//! The bindings are generated from the WIT file itself, so the host cannot drift from it: from
+//! its largest world, `keyed-operator`, whose imports cover every world's.
+//!
+//! # Versions
+//!
+//! The host implements [`WORLD_VERSION`] and runs components built against it or an earlier
+//! minor version of the same major one: 1.1.0 only added the `keyed-state` interface, so a
+//! 1.0.0 component's imports are a subset of what the linker defines. Wasmtime matches both
+//! directions semver-compatibly: the linker's `weir:operator/host@1.1.0` satisfies an import
+//! of `…@1.0.0`, and the bindings' lookup of the export `weir:operator/guest@1.1.0` finds a
+//! component's `…@1.0.0` (both are looked up by the key `…@1`). [`check`] refuses every
+//! other version by name before the linker sees it.
 
 pub(crate) mod instance;
 pub(crate) mod wasi;
@@ -22,14 +34,16 @@ use wasmtime::component::{Component, HasSelf, Linker, types::ComponentItem};
 
 use super::error::ModuleProblem;
 use super::imports;
+use super::inspection::Capabilities;
 use super::state::{GuestState, StoreExtension};
 
 pub use wasi::{ALLOWED, MAX_LOG_LINES_PER_SECOND, WASI_VERSION, WasiInterface};
 
-/// The host's side of the world, generated from `abi/wit/operator.wit`.
+/// The host's side of the world, generated from `abi/wit/operator.wit`: its world
+/// `keyed-operator`, which imports every interface of the package.
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
-        world: "operator",
+        world: "keyed-operator",
         path: "../abi/wit",
         imports: { default: trappable },
     });
@@ -47,11 +61,15 @@ pub use weir_abi::WORLD_VERSION;
 /// The exported interface every operator component implements.
 pub const GUEST_INTERFACE: &str = "weir:operator/guest";
 
+/// The imported interface of a component that keeps keyed state on the host (world
+/// `keyed-operator`, since 1.1.0).
+pub const KEYED_STATE_INTERFACE: &str = "weir:operator/keyed-state";
+
 /// The guest's exports, looked up once per instance.
-pub(crate) type ComponentExports = bindings::Operator;
+pub(crate) type ComponentExports = bindings::KeyedOperator;
 
 /// The pre-linked template of a component's instances.
-pub(crate) type ComponentPre = bindings::OperatorPre<GuestState>;
+pub(crate) type ComponentPre = bindings::KeyedOperatorPre<GuestState>;
 
 /// What a component instance's store holds besides the host's state: its WASI context, which
 /// gives `operator`'s `subtask` nothing to reach ([`wasi::ComponentWasi::denied`]).
@@ -69,20 +87,23 @@ pub fn is_component(bytes: &[u8]) -> bool {
 /// `host` interface in `linker`.
 pub(crate) fn add_to_linker(linker: &mut Linker<GuestState>) -> wasmtime::Result<()> {
     wasmtime_wasi::p2::add_to_linker_sync(linker)?;
-    bindings::Operator::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)
+    bindings::KeyedOperator::add_to_linker::<GuestState, HasSelf<GuestState>>(linker, |state| state)
 }
 
-/// Checks a compiled component against the world: it exports the `guest` interface at this
-/// host's version, and imports nothing but the world's interfaces and the allowed WASI
-/// ([`wasi::ALLOWED`]).
-pub(crate) fn check(component: &Component, engine: &Engine) -> Result<(), ModuleProblem> {
+/// Checks a compiled component against the world: it exports the `guest` interface at a
+/// version this host runs ([`check_world_version`]), and imports nothing but the world's
+/// interfaces and the allowed WASI ([`wasi::ALLOWED`]). Returns its capabilities: a
+/// component's, with keyed state when it imports `keyed-state`.
+pub(crate) fn check(component: &Component, engine: &Engine) -> Result<Capabilities, ModuleProblem> {
     let ty = component.component_type();
+    let mut keyed_state = false;
     // Imports first: a component that reaches for the network is refused for that, whatever
     // else is wrong with it.
     for (name, item) in ty.imports(engine) {
         let (interface, version) = split_version(name);
         if interface.starts_with(WORLD_PACKAGE) && interface.contains('/') {
             check_world_version(name, version)?;
+            keyed_state |= interface == KEYED_STATE_INTERFACE;
             continue;
         }
         if !matches!(item.ty, ComponentItem::ComponentInstance(_))
@@ -109,12 +130,21 @@ pub(crate) fn check(component: &Component, engine: &Engine) -> Result<(), Module
                 .collect(),
         });
     }
-    Ok(())
+    Ok(Capabilities {
+        keyed_state,
+        ..Capabilities::COMPONENT
+    })
 }
 
-/// Refuses a world interface `name` whose version is not this host's.
+/// Refuses a world interface `name` whose version this host does not run: any but
+/// [`WORLD_VERSION`] and the earlier versions of its major version (`1.0.0` for `1.1.0`), whose
+/// interfaces are subsets of this one's. A later minor version may import calls this host
+/// lacks, and another major version changes what the calls mean.
 fn check_world_version(name: &str, version: &str) -> Result<(), ModuleProblem> {
-    if version == WORLD_VERSION {
+    if let (Some(guest), Some(host)) = (semver(version), semver(WORLD_VERSION))
+        && guest.0 == host.0
+        && guest <= host
+    {
         return Ok(());
     }
     Err(ModuleProblem::WorldVersion {
@@ -122,6 +152,18 @@ fn check_world_version(name: &str, version: &str) -> Result<(), ModuleProblem> {
         guest: version.to_string(),
         host: WORLD_VERSION.to_string(),
     })
+}
+
+/// `1.0.0` → `(1, 0, 0)`; `None` for anything else (a pre-release, a missing part).
+fn semver(version: &str) -> Option<(u64, u64, u64)> {
+    let mut parts = version.split('.').map(|part| {
+        part.bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| part.parse::<u64>().ok())
+            .flatten()
+    });
+    let version = (parts.next()??, parts.next()??, parts.next()??);
+    parts.next().is_none().then_some(version)
 }
 
 /// `wasi:io/streams@0.2.0` → (`wasi:io/streams`, `0.2.0`); a name without a version gives an
@@ -178,6 +220,16 @@ impl bindings::weir::operator::host::Host for GuestState {
     }
 }
 
+impl bindings::weir::operator::keyed_state::Host for GuestState {
+    fn state_get(&mut self, request: Vec<u8>) -> wasmtime::Result<Vec<u8>> {
+        imports::state_get_checked(self, &request)
+    }
+
+    fn state_write(&mut self, request: Vec<u8>) -> wasmtime::Result<()> {
+        imports::state_write_checked(self, &request)
+    }
+}
+
 /// The ABI's time domain of the world's.
 fn domain_of(domain: WitTimeDomain) -> weir_abi::TimeDomain {
     match domain {
@@ -201,6 +253,27 @@ mod unit_tests {
             wit.contains(&declared),
             "abi/wit/operator.wit lacks `{declared}`"
         );
+    }
+
+    #[test]
+    fn the_host_runs_its_version_and_earlier_minor_versions_of_its_major_one() {
+        let runs = |version: &str| check_world_version("weir:operator/host", version).is_ok();
+        assert_eq!(WORLD_VERSION, "1.1.0", "update the versions below");
+        for version in ["1.0.0", "1.1.0", "1.0.7"] {
+            assert!(runs(version), "{version} is refused");
+        }
+        for version in [
+            "1.2.0",
+            "1.1.1",
+            "2.0.0",
+            "0.1.0",
+            "1.0",
+            "1.0.0-rc.1",
+            "",
+            "x.y.z",
+        ] {
+            assert!(!runs(version), "{version} is run");
+        }
     }
 
     #[test]
