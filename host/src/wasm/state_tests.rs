@@ -77,8 +77,8 @@ fn command(guest: &mut GuestInstance, len: usize) -> Result<(), GuestError> {
     guest.process(batch.as_bytes()).map(drop)
 }
 
-/// The value of `key` in state 0, read as a guest would.
-fn value(guest: &mut GuestInstance, key: &[u8]) -> Option<Vec<u8>> {
+/// The value of `key` in state 0, read as a guest would (the component tests' too).
+pub(super) fn value(guest: &mut GuestInstance, key: &[u8]) -> Option<Vec<u8>> {
     let mut request = Vec::new();
     weir_abi::state::put_read(&mut request, 0, key);
     let mut result = Vec::new();

@@ -18,6 +18,7 @@ use weir_abi::BatchBuilder;
 
 use crate::state::keyed::memory::MemoryBackend;
 use crate::state::keyed::section::KeyedState;
+use crate::wasm::state_tests::value;
 use crate::wasm::{
     GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, LoadOptions,
     ModuleProblem, ModuleSource, OperatorModule, StateCapture, WasmEngine,
@@ -92,17 +93,6 @@ fn command(guest: &mut GuestInstance, len: usize) -> Result<Vec<Vec<u8>>, GuestE
     let mut batch = BatchBuilder::new(0);
     batch.push(b"key", &vec![b'.'; len], 7);
     guest.process(batch.as_bytes())
-}
-
-/// The value of `key` in state 0, read as a guest would.
-fn value(guest: &mut GuestInstance, key: &[u8]) -> Option<Vec<u8>> {
-    let mut request = Vec::new();
-    weir_abi::state::put_read(&mut request, 0, key);
-    let mut result = Vec::new();
-    let keyed = guest.host_state().keyed.as_mut().unwrap();
-    keyed.get(&request, &mut result).unwrap();
-    let mut answers = weir_abi::state::results(&result);
-    answers.next().unwrap().unwrap().map(<[u8]>::to_vec)
 }
 
 #[test]
