@@ -92,14 +92,20 @@ pub(super) fn value(guest: &mut GuestInstance, key: &[u8]) -> Option<Vec<u8>> {
 fn a_guest_reads_what_it_wrote_and_an_absent_key_as_absent() {
     let dir = TempDir::new().unwrap();
     let mut guest = start(&dir, true);
-    command(&mut guest, 1).unwrap();
-    assert_eq!(value(&mut guest, b"k"), Some(b"v".to_vec()));
-    command(&mut guest, 2).unwrap();
+    assert_reads_what_it_wrote(&mut guest);
+}
+
+/// Runs command 1 (`k` set to `v`) and command 2 (`k` and `x` read, the result written under
+/// `copy`) of a test guest, core module or component, and checks what its state then holds.
+pub(super) fn assert_reads_what_it_wrote(guest: &mut GuestInstance) {
+    command(guest, 1).unwrap();
+    assert_eq!(value(guest, b"k"), Some(b"v".to_vec()));
+    command(guest, 2).unwrap();
     // `k` is `v`, `x` has no value: what the guest copied out and wrote back under `copy`.
     let mut expected = Vec::new();
     weir_abi::state::put_result(&mut expected, Some(b"v"));
     weir_abi::state::put_result(&mut expected, None);
-    assert_eq!(value(&mut guest, b"copy"), Some(expected));
+    assert_eq!(value(guest, b"copy"), Some(expected));
 }
 
 #[test]

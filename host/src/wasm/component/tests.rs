@@ -18,7 +18,7 @@ use weir_abi::BatchBuilder;
 
 use crate::state::keyed::memory::MemoryBackend;
 use crate::state::keyed::section::KeyedState;
-use crate::wasm::state_tests::value;
+use crate::wasm::state_tests::{assert_reads_what_it_wrote, value};
 use crate::wasm::{
     GuestError, GuestFailure, GuestInstance, GuestLimits, InstanceContext, LoadOptions,
     ModuleProblem, ModuleSource, OperatorModule, StateCapture, WasmEngine,
@@ -115,14 +115,7 @@ fn a_component_of_the_keyed_world_has_keyed_state_and_reads_what_it_wrote() {
     assert!(module.capabilities().keyed_state);
     let dir = TempDir::new().unwrap();
     give_store(&mut guest, &dir);
-    command(&mut guest, 1).unwrap();
-    assert_eq!(value(&mut guest, b"k"), Some(b"v".to_vec()));
-    command(&mut guest, 2).unwrap();
-    // `k` is `v`, `x` has no value: what the guest was given and wrote back under `copy`.
-    let mut expected = Vec::new();
-    weir_abi::state::put_result(&mut expected, Some(b"v"));
-    weir_abi::state::put_result(&mut expected, None);
-    assert_eq!(value(&mut guest, b"copy"), Some(expected));
+    assert_reads_what_it_wrote(&mut guest);
 }
 
 #[test]
