@@ -73,10 +73,12 @@ fn killed_after_a_checkpoint_restores_exactly_once(
         .write(&sandbox.job_path());
 
     Weir::killed_at(&sandbox, "before-commit:3");
-    // A process killed cannot remove its stores' directory: the next run of the job does.
+    // A process killed cannot remove its stores' directory: the next run of the job does. The
+    // local copies of its checkpoints are the job's, for that run to restore from.
     let left = dir_names(&state);
     assert!(
-        matches!(left.as_slice(), [one] if one.starts_with("weir-state-wordcount-")),
+        matches!(left.as_slice(), [local, one] if local.starts_with("weir-local-wordcount-")
+            && one.starts_with("weir-state-wordcount-")),
         "the killed run left {left:?} in its state directory"
     );
     // The counts' table files went to the shared directory, named by the checkpoint that
@@ -103,9 +105,25 @@ fn killed_after_a_checkpoint_restores_exactly_once(
     assert!(
         ended
             .stderr
-            .contains(&format!("removed {}", state.join(&left[0]).display())),
+            .contains(&format!("removed {}", state.join(&left[1]).display())),
         "the restored run did not say it removed the killed run's state: {}",
         ended.stderr
+    );
+    // Every table file came from the killed run's local copies; none was read back.
+    let taken = ended
+        .stderr
+        .lines()
+        .find(|line| line.contains("taken from local copies"))
+        .unwrap_or_else(|| {
+            panic!(
+                "the restored run did not say where its keyed state came from: {}",
+                ended.stderr
+            )
+        });
+    assert!(
+        !taken.contains(" 0 file(s) of 0 bytes taken")
+            && taken.ends_with("0 file(s) of 0 bytes read from the checkpoint storage"),
+        "the restored run read table files it had locally: {taken}"
     );
     assert_eq!(
         dir_names(&state),

@@ -1011,13 +1011,13 @@ impl Damage<'_> {
     fn assert_refused(&self, file: &Path, bytes: &[u8], what: &str) {
         fs::write(file, bytes).unwrap();
         let name = file.to_str().unwrap();
-        let err = restore_from_path(self.storage, self.newest)
+        let err = restore_from_path(self.storage, self.newest, None)
             .expect_err(&format!("{what} of {name} went unnoticed"));
         assert!(
             err.to_string().contains(name),
             "{what}: the error should name {name}: {err}"
         );
-        let selection = restore_latest(self.storage).unwrap();
+        let selection = restore_latest(self.storage, None).unwrap();
         let chosen = selection.chosen.as_ref().map(|p| p.location.dir());
         assert_eq!(chosen, Some(self.older), "{what} of {name}");
         let skipped = selection.skipped[0].to_string();
@@ -1099,10 +1099,10 @@ fn any_damage_to_a_complete_checkpoint_is_refused_naming_the_file_and_latest_fal
         .expect("the tasks' state files are not all equal");
     damage.assert_refused(&state, &other, "the older checkpoint's file");
     fs::remove_file(&state).unwrap();
-    let err = restore_from_path(&storage, &newest).unwrap_err();
+    let err = restore_from_path(&storage, &newest, None).unwrap_err();
     assert!(err.to_string().contains(state.to_str().unwrap()), "{err}");
     assert_eq!(
-        restore_latest(&storage)
+        restore_latest(&storage, None)
             .unwrap()
             .chosen
             .unwrap()

@@ -207,13 +207,37 @@ pub struct Frame<'a> {
 /// Frames `payload` as a file of `kind`: header, payload, checksum.
 pub fn encode(kind: FileKind, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(payload.len() + FRAME_OVERHEAD);
-    out.extend_from_slice(&kind.magic());
-    out.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-    out.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    out.extend_from_slice(&header(kind, payload.len()));
     out.extend_from_slice(payload);
     let crc = parallel::crc32(&out);
     out.extend_from_slice(&crc.to_le_bytes());
     out
+}
+
+/// The header of a file of `kind` whose payload is `len` bytes long.
+fn header(kind: FileKind, len: usize) -> [u8; HEADER_LEN] {
+    let mut header = [0; HEADER_LEN];
+    header[..8].copy_from_slice(&kind.magic());
+    header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[12..].copy_from_slice(&(len as u64).to_le_bytes());
+    header
+}
+
+/// Whether the file at `path` is the payload of a file of `kind` whose handle gives its
+/// `length` (frame included) and `crc32`: what a local copy of a file that the storage holds
+/// framed must be to stand in for it. Reads the file only when its length fits.
+pub fn is_payload_of(kind: FileKind, path: &Path, length: u64, crc32: u32) -> io::Result<bool> {
+    if fs::metadata(path)?.len() + FRAME_OVERHEAD as u64 != length {
+        return Ok(false);
+    }
+    let payload = parallel::read_file(path)?;
+    let mut whole = crc32fast::Hasher::new();
+    whole.update(&header(kind, payload.len()));
+    whole.combine(&crc32fast::Hasher::new_with_initial_len(
+        parallel::crc32(&payload),
+        payload.len() as u64,
+    ));
+    Ok(payload.len() as u64 + FRAME_OVERHEAD as u64 == length && whole.finalize() == crc32)
 }
 
 /// The checksum stored in the trailer of an encoded file, as recorded in a

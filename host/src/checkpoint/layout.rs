@@ -319,6 +319,17 @@ impl CheckpointLayout {
         Some(CheckpointId(digits.parse().ok()?))
     }
 
+    /// The name `task` gave shared file `name` (a store's file name), read from the name
+    /// [`shared_file_name`](Self::shared_file_name) gave it; `None` when `name` is not one of
+    /// `task`'s.
+    pub fn own_shared_name<'a>(name: &'a str, task: &TaskId) -> Option<&'a str> {
+        Self::shared_file_writer(name)?;
+        let state_file = Self::state_file_name(task).ok()?;
+        let stem = state_file.strip_suffix(STATE_SUFFIX)?;
+        let own = name[ID_WIDTH + 1..].strip_prefix(stem)?.strip_prefix('.')?;
+        (!own.is_empty()).then_some(own)
+    }
+
     /// The directory holding savepoints.
     pub fn savepoint_root(&self) -> PathBuf {
         match &self.savepoint_dir {
@@ -746,6 +757,40 @@ mod tests {
             let kind = if savepoint { CheckpointKind::Savepoint } else { CheckpointKind::Checkpoint };
             let name = CheckpointLayout::dir_name(kind, CheckpointId(id));
             prop_assert_eq!(CheckpointLayout::parse_dir_name(&name), Some((kind, CheckpointId(id))));
+        }
+    }
+
+    #[test]
+    fn a_shared_files_name_gives_back_its_tasks_own_name_for_it_and_no_other_tasks() {
+        let count = TaskId::new("count", 1);
+        let name =
+            CheckpointLayout::shared_file_name(CheckpointId(7), &count, "000012.sst").unwrap();
+        assert_eq!(
+            CheckpointLayout::own_shared_name(&name, &count),
+            Some("000012.sst")
+        );
+        for other in [
+            TaskId::new("count", 11),
+            TaskId::new("count", 0),
+            TaskId::new("c", 1),
+        ] {
+            assert_eq!(
+                CheckpointLayout::own_shared_name(&name, &other),
+                None,
+                "{other}"
+            );
+        }
+        for garbage in [
+            "",
+            "7.count-1.x",
+            "0000000007.count-1.",
+            "0000000007.count-1",
+        ] {
+            assert_eq!(
+                CheckpointLayout::own_shared_name(garbage, &count),
+                None,
+                "{garbage:?}"
+            );
         }
     }
 }

@@ -11,19 +11,27 @@
 //! was not verified. Which checkpoint to read is [`super::recovery`]'s choice
 //! (pure); which of its states a job takes is the runtime's.
 //!
+//! A shared file (a keyed store's table file) that this machine still has in a task's local copy
+//! of the checkpoint (`state::keyed::local`) is taken from there instead of read, once it is
+//! checked against its handle as a read file is: the restore of a large keyed state then reads
+//! the files it has locally instead of downloading and writing them again.
+//!
 //! Everything here reads through [`CheckpointStorage`], so it runs as well over
 //! the in-memory test double.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
+use std::sync::Arc;
 
-use crate::checkpoint::layout::CheckpointLocation;
+use crate::checkpoint::format::{self, FileKind};
+use crate::checkpoint::layout::{CheckpointLayout, CheckpointLocation};
 use crate::checkpoint::metadata::{CheckpointMetadata, StateHandle, TaskStateMeta, format_chain};
 use crate::checkpoint::recovery::{LatestSelection, choose_latest};
 use crate::checkpoint::shared::SharedFile;
 use crate::checkpoint::storage::{CheckpointStorage, StorageError};
 use crate::checkpoint::task_state::{RestoredState, TaskState, TaskStateError};
 use crate::ids::{CheckpointId, CheckpointKind, TaskId};
+use crate::state::keyed::local::{LocalCopies, RestoredFile};
 
 /// A checkpoint or savepoint read whole: its metadata and the state files of every task it
 /// holds, each verified (frame, length and checksum against its handle) as it was read.
@@ -53,8 +61,8 @@ pub struct VerifiedState {
     /// The contents of the state files of the same task at the earlier checkpoints its image
     /// builds on, base first; empty for a self-contained state.
     pub chain: Vec<Vec<u8>>,
-    /// The shared files the state names, verified, with their bytes.
-    pub shared: Vec<(SharedFile, Vec<u8>)>,
+    /// The shared files the state names, verified: read, or taken from a local copy.
+    pub shared: Vec<(SharedFile, RestoredFile)>,
 }
 
 /// A state file that verified, whose contents are not a task state envelope this build reads.
@@ -138,10 +146,13 @@ impl VerifiedCheckpoint {
 /// file it references (frame, length and checksum against the state handle), every shared
 /// file its states name, and every state file of the earlier checkpoints its image chains need
 /// ([`read_chain`]). Each file is read once; the first failure is returned, naming the file.
-/// The shared files are kept as read, for the keyed state that names them to be laid out from.
+/// The shared files are kept as read, for the keyed state that names them to be laid out from;
+/// with `local`, one that a task's local copy of this checkpoint has and that matches its
+/// handle is taken from there instead ([`LocalCopies::stage`]).
 pub fn read_checkpoint<S>(
     storage: &S,
     location: CheckpointLocation,
+    local: Option<&LocalCopies>,
 ) -> Result<VerifiedCheckpoint, StorageError>
 where
     S: CheckpointStorage + ?Sized,
@@ -151,10 +162,24 @@ where
     let mut states = BTreeMap::new();
     for entry in &metadata.tasks {
         let state = storage.read_state(&location, &entry.handle)?;
+        let local_copy = |file: &SharedFile| {
+            let local = local?;
+            let own = CheckpointLayout::own_shared_name(&file.name, &entry.task)?;
+            let staged = local.stage(&entry.task, metadata.checkpoint_id, own)?;
+            format::is_payload_of(FileKind::State, staged.path(), file.length, file.crc32)
+                .ok()?
+                .then(|| RestoredFile::Local(Arc::new(staged)))
+        };
         let shared = entry
             .shared
             .iter()
-            .map(|file| Ok((file.clone(), storage.read_shared(&location, file)?)))
+            .map(|file| {
+                let restored = match local_copy(file) {
+                    Some(local) => local,
+                    None => RestoredFile::read(storage.read_shared(&location, file)?),
+                };
+                Ok((file.clone(), restored))
+            })
             .collect::<Result<Vec<_>, StorageError>>()?;
         let chain = read_chain(storage, &location, entry, &mut links)?
             .into_iter()
@@ -192,7 +217,7 @@ pub fn verify<S>(
 where
     S: CheckpointStorage + ?Sized,
 {
-    read_checkpoint(storage, location.clone()).map(|checkpoint| checkpoint.metadata)
+    read_checkpoint(storage, location.clone(), None).map(|checkpoint| checkpoint.metadata)
 }
 
 /// A state an incremental image builds on, read by [`read_chain`].
@@ -265,12 +290,16 @@ where
 }
 
 /// `--restore latest`: lists the storage and chooses with [`choose_latest`],
-/// reading each candidate with [`read_checkpoint`] until one verifies.
-pub fn restore_latest<S>(storage: &S) -> Result<LatestSelection<VerifiedCheckpoint>, StorageError>
+/// reading each candidate with [`read_checkpoint`] (taking what it can from `local`) until one
+/// verifies.
+pub fn restore_latest<S>(
+    storage: &S,
+    local: Option<&LocalCopies>,
+) -> Result<LatestSelection<VerifiedCheckpoint>, StorageError>
 where
     S: CheckpointStorage + ?Sized,
 {
-    restore_latest_since(storage, CheckpointId(0))
+    restore_latest_since(storage, CheckpointId(0), local)
 }
 
 /// [`restore_latest`] among the checkpoints and savepoints whose id is at
@@ -280,6 +309,7 @@ where
 pub fn restore_latest_since<S>(
     storage: &S,
     since: CheckpointId,
+    local: Option<&LocalCopies>,
 ) -> Result<LatestSelection<VerifiedCheckpoint>, StorageError>
 where
     S: CheckpointStorage + ?Sized,
@@ -287,18 +317,22 @@ where
     let mut listings = storage.list()?;
     listings.retain(|listing| listing.id >= since);
     Ok(choose_latest(listings, |location| {
-        read_checkpoint(storage, location.clone())
+        read_checkpoint(storage, location.clone(), local)
     }))
 }
 
 /// `--restore PATH`: the checkpoint or savepoint at `path` (its directory or
-/// its `_metadata` file), read whole and verified.
-pub fn restore_from_path<S>(storage: &S, path: &Path) -> Result<VerifiedCheckpoint, StorageError>
+/// its `_metadata` file), read whole and verified, taking what it can from `local`.
+pub fn restore_from_path<S>(
+    storage: &S,
+    path: &Path,
+    local: Option<&LocalCopies>,
+) -> Result<VerifiedCheckpoint, StorageError>
 where
     S: CheckpointStorage + ?Sized,
 {
     let location = storage.locate(path)?;
-    read_checkpoint(storage, location)
+    read_checkpoint(storage, location, local)
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@
 use weir_abi::wire::{Reader, put_prefixed};
 
 use crate::checkpoint::shared::SharedFile;
+use crate::state::keyed::local::RestoredFile;
 use crate::state::{Section, SectionTag};
 
 const VERSION: u8 = 2;
@@ -160,8 +161,8 @@ pub struct RestoredState {
     /// checkpoint may need it).
     pub resumable: bool,
     /// The shared files the state names (its keyed state's kept files), each verified against
-    /// its handle, with its bytes.
-    pub shared: Vec<(SharedFile, Vec<u8>)>,
+    /// its handle: read, or taken from a local copy.
+    pub shared: Vec<(SharedFile, RestoredFile)>,
 }
 
 impl RestoredState {

@@ -28,6 +28,7 @@ use crate::ids::CheckpointId;
 use crate::ids::TaskId;
 use crate::state;
 use crate::state::keyed::StoreError;
+use crate::state::keyed::local::RestoredFile;
 use crate::state::keyed::section::PendingStore;
 use crate::state::keyed::snapshot::KeptFile;
 
@@ -127,15 +128,15 @@ pub(crate) struct StoreUpload {
     pub(crate) handles: SharedHandles,
 }
 
-/// The shared files of a restored state (`shared`, verified as read), as the restore of its
+/// The shared files of a restored state (`shared`, verified), as the restore of its
 /// keyed state fetches them: each by the subtask of `vertex` whose store it belongs to (an old
 /// subtask's, after a rescale) and its name there. Their handles go into `handles`, for later
 /// checkpoints to name them again.
 pub(crate) fn restored_files<'a>(
     vertex: &'a str,
-    shared: Vec<(SharedFile, Vec<u8>)>,
+    shared: Vec<(SharedFile, RestoredFile)>,
     handles: &SharedHandles,
-) -> impl FnMut(u32, &KeptFile) -> Result<Vec<u8>, StoreError> + 'a {
+) -> impl FnMut(u32, &KeptFile) -> Result<RestoredFile, StoreError> + 'a {
     let mut files = HashMap::new();
     let mut known = handles.lock().unwrap_or_else(PoisonError::into_inner);
     for (handle, bytes) in shared {

@@ -2,7 +2,7 @@
 //! within what memory its operators keep keyed state on the host (docs/STATE.md); the stores
 //! themselves are [`crate::state::keyed`]'s, which the runner makes from these.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// The memory the stores of a process share when the job does not say: their block cache and
 /// write buffers together (Flink's managed memory for RocksDB is of this order per slot).
@@ -35,6 +35,16 @@ impl StateConfig {
     /// under [`directory`](Self::directory), so that two runs never share one.
     pub fn work_dir(&self, job: &str, pid: u32) -> PathBuf {
         self.parent().join(format!("weir-state-{job}-{pid}"))
+    }
+
+    /// The folder where the tasks of job `job` keep local copies of the checkpoints they store
+    /// under `checkpoints` (`state::keyed::local`), under [`directory`](Self::directory): the
+    /// same for every run of the job, since a run restores from what an earlier one kept, and
+    /// named by the checkpoints' place too, since the workers of a job run as many processes
+    /// (each with checkpoints of its own) have tasks of the same names.
+    pub fn local_dir(&self, job: &str, checkpoints: &Path) -> PathBuf {
+        let place = xxhash_rust::xxh3::xxh3_64(checkpoints.as_os_str().as_encoded_bytes());
+        self.parent().join(format!("weir-local-{job}-{place:016x}"))
     }
 
     /// The working folders of job `job`'s runs under [`directory`](Self::directory), each

@@ -34,6 +34,7 @@ use crate::ids::CheckpointKind;
 use crate::ids::TaskId;
 use crate::job::{Job, VertexKind};
 use crate::state;
+use crate::state::keyed::local::RestoredFile;
 
 /// Why a checkpoint or savepoint cannot be restored into this job. Each names the checkpoint
 /// (its directory name) and what to do.
@@ -314,7 +315,7 @@ pub(crate) fn match_states(
         })?;
         // The shared files of each old subtask (its keyed state's), for the new subtasks
         // whose key groups it owned some of: their restore takes its store's part.
-        let mut shared_of: Vec<Vec<(SharedFile, Vec<u8>)>> = vec![Vec::new(); old as usize];
+        let mut shared_of: Vec<Vec<(SharedFile, RestoredFile)>> = vec![Vec::new(); old as usize];
         for (task, state) in &own {
             if let Some(slot) = shared_of.get_mut(task.subtask as usize) {
                 slot.clone_from(&state.shared);
@@ -355,7 +356,7 @@ impl StateMatch {
         old: u32,
         new: u32,
         states: Vec<TaskState>,
-        shared: impl Iterator<Item = Vec<(SharedFile, Vec<u8>)>>,
+        shared: impl Iterator<Item = Vec<(SharedFile, RestoredFile)>>,
     ) {
         for ((subtask, state), shared) in (0..).zip(states).zip(shared) {
             let restored = RestoredState {

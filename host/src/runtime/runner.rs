@@ -45,7 +45,7 @@ pub struct JobRunner {
     /// The job's directories, owned by this run until it ends.
     locks: JobLocks,
     /// Where and within what memory its operators keep keyed state on the host, if one does.
-    keyed: Option<Arc<KeyedStores>>,
+    pub(super) keyed: Option<Arc<KeyedStores>>,
 }
 
 impl JobRunner {
@@ -120,7 +120,11 @@ impl JobRunner {
             remove_abandoned_stores(&job);
             let dir = job.state.work_dir(&job.name, std::process::id());
             let stores = KeyedStores::rocksdb(job.state.memory, dir)
-                .map_err(|e| RunError::Setup(e.to_string()))?;
+                .map_err(|e| RunError::Setup(e.to_string()))?
+                .keeping_copies_in(
+                    job.state
+                        .local_dir(&job.name, &job.checkpoint.storage_root()),
+                );
             Some(Arc::new(stores))
         } else {
             None
@@ -177,13 +181,21 @@ impl JobRunner {
         let handle = runtime.handle().clone();
         let storage = Arc::clone(&self.storage);
         let locks = self.take_locks();
+        let local = self.keyed.as_ref().and_then(|k| k.local_copies().cloned());
         let result = runtime.block_on(self.run_async(handle, &mut requests));
         // Dropping the runtime waits for its blocking tasks, the state writes
         // still under way among them: after that nothing writes checkpoint
         // files any more, and what aborted checkpoints left can go.
         drop(runtime);
-        if result.is_ok() {
+        if let Ok(outcome) = &result {
             cleanup_after_run(storage.as_ref());
+            // Nothing restores from the checkpoints of a job that ended; a failed one may be
+            // restored by the next run, here.
+            if matches!(outcome.status, JobStatus::Finished | JobStatus::Canceled)
+                && let Some(local) = &local
+            {
+                local.remove_all();
+            }
         }
         // Only now may another run take the directories.
         drop(locks);
@@ -516,7 +528,8 @@ fn remove_abandoned_stores(job: &Job) {
         }
         match std::fs::remove_dir_all(&dir) {
             Ok(()) => tracing::info!(
-                "removed {}: the state stores of an earlier run of the job (process {pid}),                  which ended without removing them",
+                "removed {}: the state stores of an earlier run of the job (process {pid}), \
+                 which ended without removing them",
                 dir.display()
             ),
             Err(e) => tracing::warn!(

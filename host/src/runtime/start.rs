@@ -17,6 +17,7 @@ use super::error::RunError;
 use super::monitor::RestoredCheckpoint;
 use super::restore::{RestoreError, match_states};
 use super::runner::{JobRunner, blocking};
+use crate::checkpoint::format::FRAME_OVERHEAD;
 use crate::checkpoint::history::CheckpointHistory;
 use crate::checkpoint::recovery::SkipReason;
 use crate::checkpoint::restore::{
@@ -27,6 +28,8 @@ use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
 use crate::ids::{CheckpointId, CheckpointKind, TaskId};
 use crate::job::{Job, SinkKind, VertexKind};
+use crate::state::keyed::local::LocalCopies;
+use crate::state::keyed::section::KeyedStores;
 
 impl JobRunner {
     /// The states `job` restores from the checkpoint `p`, and the job as it runs from them (its
@@ -38,6 +41,7 @@ impl JobRunner {
         job: &Job,
     ) -> Result<(Job, HashMap<TaskId, RestoredState>), RunError> {
         tracing::info!("restoring from {}", p.location.dir().display());
+        log_local_copies(&p);
         let restored = RestoredCheckpoint {
             id: p.metadata.checkpoint_id,
             kind: p.metadata.kind,
@@ -107,7 +111,8 @@ impl JobRunner {
     ) -> Result<VerifiedCheckpoint, RunError> {
         let storage = Arc::clone(&self.storage);
         let path = path.to_path_buf();
-        blocking(move || restore_from_path(storage.as_ref(), &path)).await
+        let keyed = self.keyed.clone();
+        blocking(move || restore_from_path(storage.as_ref(), &path, local_copies(&keyed))).await
     }
 
     /// What the run starts from: the restore its options ask for, refusing a silent replay
@@ -118,17 +123,23 @@ impl JobRunner {
         history: &CheckpointHistory,
     ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
+        let keyed = self.keyed.clone();
         match self.options.restore.clone() {
             Some(RestoreFrom::Path(path)) => {
                 let asked = path.clone();
-                let result = blocking(move || restore_from_path(storage.as_ref(), &path)).await;
+                let result = blocking(move || {
+                    restore_from_path(storage.as_ref(), &path, local_copies(&keyed))
+                })
+                .await;
                 match result {
                     Ok(point) => Ok(Some(point)),
                     Err(e) => Err(self.with_alternative(e, &asked).await),
                 }
             }
             Some(RestoreFrom::Latest) => {
-                let selection = blocking(move || restore_latest(storage.as_ref())).await?;
+                let selection =
+                    blocking(move || restore_latest(storage.as_ref(), local_copies(&keyed)))
+                        .await?;
                 for skipped in &selection.skipped {
                     tracing::warn!("{skipped}");
                 }
@@ -248,7 +259,7 @@ impl JobRunner {
     /// the one asked for.
     async fn with_alternative(&self, error: RunError, asked: &std::path::Path) -> RunError {
         let storage = Arc::clone(&self.storage);
-        let selection = blocking(move || restore_latest(storage.as_ref())).await;
+        let selection = blocking(move || restore_latest(storage.as_ref(), None)).await;
         let RunError::Storage(error) = error else {
             return error;
         };
@@ -283,8 +294,11 @@ impl JobRunner {
         initial: Option<&std::path::Path>,
     ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
-        let selection =
-            blocking(move || restore_latest_since(storage.as_ref(), run_first_id)).await?;
+        let keyed = self.keyed.clone();
+        let selection = blocking(move || {
+            restore_latest_since(storage.as_ref(), run_first_id, local_copies(&keyed))
+        })
+        .await?;
         for skipped in &selection.skipped {
             tracing::warn!("{skipped}");
         }
@@ -295,8 +309,12 @@ impl JobRunner {
             Some(initial) => {
                 let storage = Arc::clone(&self.storage);
                 let dir = initial.to_path_buf();
+                let keyed = self.keyed.clone();
                 Ok(Some(
-                    blocking(move || restore_from_path(storage.as_ref(), &dir)).await?,
+                    blocking(move || {
+                        restore_from_path(storage.as_ref(), &dir, local_copies(&keyed))
+                    })
+                    .await?,
                 ))
             }
             None => {
@@ -324,5 +342,35 @@ impl JobRunner {
         })
         .await?;
         Ok(())
+    }
+}
+
+/// The local copies of the process's keyed stores, which a restore takes what files it can from.
+fn local_copies(keyed: &Option<Arc<KeyedStores>>) -> Option<&LocalCopies> {
+    keyed.as_deref().and_then(KeyedStores::local_copies)
+}
+
+/// Says how much of `p`'s keyed state the restore takes from local copies of its checkpoints and
+/// how much it read from the checkpoint storage, if it has keyed state.
+fn log_local_copies(p: &VerifiedCheckpoint) {
+    let (mut local, mut read) = ((0, 0), (0, 0));
+    for (handle, file) in p.states.values().flat_map(|state| &state.shared) {
+        let sum = if file.is_local() {
+            &mut local
+        } else {
+            &mut read
+        };
+        sum.0 += 1;
+        sum.1 += handle.length.saturating_sub(FRAME_OVERHEAD as u64);
+    }
+    if local.0 + read.0 > 0 {
+        tracing::info!(
+            "keyed state: {} file(s) of {} bytes taken from local copies, {} file(s) of {} bytes \
+             read from the checkpoint storage",
+            local.0,
+            local.1,
+            read.0,
+            read.1
+        );
     }
 }

@@ -24,6 +24,7 @@ pub mod time;
 use weir_abi::key_group::KeyGroups;
 
 use self::keyed::StoreError;
+use self::keyed::local::RestoredFile;
 use self::keyed::section::{KeyedState, PendingStore};
 use self::keyed::snapshot::{KeptFile, KeyedSection, StoreSnapshot};
 use self::time::{GuestTime, TaskClock, TimeState};
@@ -183,13 +184,13 @@ pub fn keyed_section(subtask: u32, snapshot: StoreSnapshot) -> Section {
     }
 }
 
-/// The bytes of a kept file of the given (old) subtask's store, verified.
-pub type FetchShared<'a> = &'a mut dyn FnMut(u32, &KeptFile) -> Result<Vec<u8>, StoreError>;
+/// A kept file of the given (old) subtask's store, verified: its bytes or a local copy.
+pub type FetchShared<'a> = &'a mut dyn FnMut(u32, &KeptFile) -> Result<RestoredFile, StoreError>;
 
 /// How a restore reaches the files a keyed section keeps as shared files, and whether later
 /// checkpoints may name them again.
 pub struct SharedFiles<'a> {
-    /// The bytes of each kept file.
+    /// Each kept file.
     pub fetch: FetchShared<'a>,
     /// Whether the files belong to this job's own checkpoints.
     pub resumable: bool,

@@ -45,7 +45,7 @@ fn restores_previous_checkpoint_when_a_state_file_is_truncated() {
     let bytes = fs::read(&path).unwrap();
     fs::write(&path, &bytes[..bytes.len() - 5]).unwrap();
 
-    let selection = restore_latest(&storage).unwrap();
+    let selection = restore_latest(&storage, None).unwrap();
     assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
     assert_eq!(
         skipped(&selection),
@@ -72,7 +72,7 @@ fn restores_previous_checkpoint_when_metadata_has_a_flipped_byte() {
     bytes[100] ^= 0x08;
     fs::write(&path, bytes).unwrap();
 
-    let selection = restore_latest(&storage).unwrap();
+    let selection = restore_latest(&storage, None).unwrap();
     assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000002"));
     let message = skipped(&selection).join("\n");
     assert!(
@@ -94,7 +94,7 @@ fn restores_previous_checkpoint_when_a_state_file_is_missing() {
         .state_file(CHK, CheckpointId(2), &TaskId::new("source", 0))
         .unwrap();
     assert!(storage.remove_raw_file(&path));
-    let selection = restore_latest(&storage).unwrap();
+    let selection = restore_latest(&storage, None).unwrap();
     assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
     assert!(
         skipped(&selection)[0].contains("source-0.state"),
@@ -109,7 +109,7 @@ fn restores_previous_checkpoint_when_the_newest_is_incomplete() {
     storage
         .write_state(CHK, CheckpointId(2), &TaskId::new("count", 0), b"x")
         .unwrap();
-    let selection = restore_latest(&storage).unwrap();
+    let selection = restore_latest(&storage, None).unwrap();
     assert_eq!(chosen(&selection).as_deref(), Some("chk-0000000001"));
     assert_eq!(
         skipped(&selection),
@@ -139,8 +139,8 @@ fn a_verified_checkpoint_holds_every_state_it_read() {
     let chk2 = storage.layout().location(CHK, CheckpointId(2));
     let task = TaskId::new("count", 0);
     for point in [
-        restore_latest(&storage).unwrap().chosen.unwrap(),
-        restore_from_path(&storage, chk2.dir()).unwrap(),
+        restore_latest(&storage, None).unwrap().chosen.unwrap(),
+        restore_from_path(&storage, chk2.dir(), None).unwrap(),
     ] {
         let id = point.metadata.checkpoint_id;
         // The files are gone from the storage; the checkpoint still has what it verified.
@@ -244,7 +244,7 @@ fn verifying_a_delta_reads_its_chain_and_a_broken_link_falls_back_naming_both_fi
     write_chained(&storage, 2, &[1]);
     write_chained(&storage, 3, &[1, 2]);
     let chk3 = storage.layout().location(CHK, CheckpointId(3));
-    let point = restore_from_path(&storage, chk3.dir()).unwrap();
+    let point = restore_from_path(&storage, chk3.dir(), None).unwrap();
     let entry = point.metadata.task(&TaskId::new("count", 0)).unwrap();
     let states = read_chain(&storage, &point.location, entry, &mut BTreeMap::new()).unwrap();
     let bytes: Vec<&[u8]> = states.iter().map(|s| s.bytes.as_slice()).collect();
@@ -259,7 +259,7 @@ fn verifying_a_delta_reads_its_chain_and_a_broken_link_falls_back_naming_both_fi
     let mut bytes = fs::read(&link).unwrap();
     bytes[22] ^= 0x01;
     fs::write(&link, &bytes).unwrap();
-    let selection = restore_latest(&storage).unwrap();
+    let selection = restore_latest(&storage, None).unwrap();
     assert_eq!(chosen(&selection), None, "1 is damaged, 2 and 3 need it");
     let message = skipped(&selection).join("\n");
     let delta = chk3.dir().join("count-0.state");
@@ -313,14 +313,67 @@ fn restores_a_given_path_only_if_it_verifies() {
     let (_dir, storage) = local_with(&[1]);
     write_checkpoint(&storage, SP, 2);
     let sp = storage.layout().location(SP, CheckpointId(2));
-    let point = restore_from_path(&storage, &CheckpointLayout::metadata_file(&sp)).unwrap();
+    let point = restore_from_path(&storage, &CheckpointLayout::metadata_file(&sp), None).unwrap();
     assert_eq!(point.location, sp);
     assert_eq!(point.metadata.kind, SP);
 
     fs::write(sp.dir().join("count-0.state"), b"WEIRSTAT").unwrap();
-    let err = restore_from_path(&storage, sp.dir()).unwrap_err();
+    let err = restore_from_path(&storage, sp.dir(), None).unwrap_err();
     assert!(
         err.to_string().contains("count-0.state: truncated"),
         "{err}"
     );
+}
+
+/// A shared file that a task's local copy of the checkpoint holds is taken from there once it
+/// matches its handle; one whose copy does not match, or that has none, is read from the
+/// storage. What was taken is a link of the restore's own, gone when the restore is done.
+#[test]
+fn a_shared_file_is_taken_from_a_local_copy_that_matches_its_handle() {
+    use crate::checkpoint::metadata::CheckpointMetadata;
+
+    let (dir, storage) = local_with(&[]);
+    let task = TaskId::new("count", 1);
+    let write = |name, bytes: &[u8]| {
+        storage
+            .write_shared(CheckpointId(3), &task, name, bytes)
+            .unwrap()
+    };
+    let (a, b, c) = (
+        write("000012.sst", b"table a"),
+        write("000013.sst", b"table b"),
+        write("000014.sst", b"table c"),
+    );
+    let mut meta = with_states_of(&storage, CHK, 3, |t| state_of(t, 3));
+    assert_eq!(meta.tasks[2].task, task);
+    meta.tasks[2].shared = vec![a.clone(), b.clone(), c.clone()];
+    meta.format_version = CheckpointMetadata::required_version(&meta.tasks);
+    storage.write_metadata(&meta).unwrap();
+    let local = LocalCopies::new(dir.path().join("local"), dir.path().join("staged"));
+    let copy = local.checkpoint_dir(&task, CheckpointId(3));
+    fs::create_dir_all(&copy).unwrap();
+    fs::write(copy.join("000012.sst"), b"table a").unwrap();
+    // The same length, other bytes: not the file the handle names.
+    fs::write(copy.join("000013.sst"), b"table B").unwrap();
+    // `a` is no longer in the storage: only its local copy can give it.
+    fs::remove_file(storage.layout().shared_dir().join(&a.name)).unwrap();
+
+    let location = storage.layout().location(CHK, CheckpointId(3));
+    let point = read_checkpoint(&storage, location.clone(), Some(&local)).unwrap();
+    let shared = &point.states[&task].shared;
+    let names: Vec<&SharedFile> = shared.iter().map(|(handle, _)| handle).collect();
+    assert_eq!(names, [&a, &b, &c]);
+    assert!(shared[0].1.is_local(), "{:?}", shared[0].1);
+    assert_eq!(shared[1].1, RestoredFile::read(b"table b".to_vec()));
+    assert_eq!(shared[2].1, RestoredFile::read(b"table c".to_vec()));
+    let placed = dir.path().join("placed");
+    shared[0].1.place(&placed).unwrap();
+    assert_eq!(fs::read(&placed).unwrap(), b"table a");
+    drop(point);
+    let staged = fs::read_dir(dir.path().join("staged")).map_or(0, Iterator::count);
+    assert_eq!(staged, 0, "the restore's links go with it");
+
+    // Without the local copy the checkpoint does not verify: `a` is gone.
+    let err = read_checkpoint(&storage, location, None).unwrap_err();
+    assert!(err.to_string().contains(&a.name), "{err}");
 }

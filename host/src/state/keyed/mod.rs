@@ -27,6 +27,7 @@
 //! checkpoints (`checkpoint/shared.rs`).
 
 pub mod cache;
+pub mod local;
 pub mod memory;
 pub mod rocks;
 pub mod section;

@@ -10,19 +10,24 @@
 //! **A checkpoint** has a synchronous half, at the barrier ([`KeyedState::snapshot`]: the
 //! cache's writes applied and the store's own checkpoint taken, hard links on the task's disk)
 //! and an asynchronous half, off the task's thread ([`PendingStore::finish`]: the new immutable
-//! files uploaded as shared files, the rest read to go inline, the local copy removed). The
-//! task's state file then holds the [`StoreSnapshot`].
+//! files uploaded as shared files, the rest read to go inline, the directory kept as a local
+//! copy or removed). The task's state file then holds the [`StoreSnapshot`].
+//!
+//! **Local copies** ([`super::local`]): a task given a folder for them keeps each store
+//! checkpoint there once its files are stored, until a later checkpoint completes, so that a
+//! restore on this machine links the files instead of reading them back.
 
 use std::ops::Range;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use weir_abi::key_group::{KeyGroups, key_group};
 use weir_abi::state::{self as wire, RequestError};
 
+use super::local::{self, LocalCopies, RestoredFile};
 use super::snapshot::{KeptFile, KeyedSection, Plan, StoreSnapshot, Uploads};
 use super::{Backend, KeyedStore, PendingCheckpoint, StoreError, StoreKey, Writes, copy_groups};
-use crate::ids::CheckpointId;
+use crate::ids::{CheckpointId, TaskId};
 
 /// Why a guest's request to its keyed state failed.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +49,9 @@ pub struct KeyedState {
     dir: PathBuf,
     /// The `n` of the live store's directory: a restore opens a new one beside it.
     generation: u32,
+    /// Where the task keeps local copies of its store's checkpoints ([`super::local`]), if it
+    /// does.
+    local: Option<PathBuf>,
     /// Which subtask of its operator the task is.
     subtask: u32,
     /// How many key groups the operator's keys fall into.
@@ -102,12 +110,20 @@ impl KeyedState {
             store,
             dir,
             generation: 0,
+            local: None,
             subtask,
             max_parallelism: groups.max_parallelism(),
             groups: groups.range(subtask),
             uploads: Arc::default(),
             scratch: Scratch::default(),
         })
+    }
+
+    /// The state, keeping a local copy of each of its store's checkpoints in `dir` once its
+    /// files are stored ([`super::local`]).
+    pub fn keeping_copies_in(mut self, dir: PathBuf) -> Self {
+        self.local = Some(dir);
+        self
     }
 
     /// Answers the read request `request` (`weir_abi::state`), appending the result to `out`.
@@ -187,22 +203,36 @@ impl KeyedState {
             std::fs::remove_dir_all(&dir)
                 .map_err(|e| StoreError::io("remove an unfinished checkpoint", &dir, e))?;
         }
+        // A savepoint's files are all inline, and no restore takes one from a local copy.
+        let keep = match &self.local {
+            Some(local) if !self_contained => Some(local::checkpoint_dir(local, id)),
+            _ => None,
+        };
         Ok(PendingStore {
             checkpoint: self.store.begin_checkpoint(&dir)?,
             dir,
             id,
             uploads: (!self_contained).then(|| Arc::clone(&self.uploads)),
+            keep,
         })
     }
 
-    /// Checkpoint `id` completed: later checkpoints name its files instead of storing them.
+    /// Checkpoint `id` completed: later checkpoints name its files instead of storing them,
+    /// and the local copies of older ones go.
     pub fn completed(&mut self, id: CheckpointId) {
         lock(&self.uploads).completed(id);
+        if let Some(local) = &self.local {
+            local::remove_older(local, id);
+        }
     }
 
-    /// Checkpoint `id` was aborted: its files may be swept, so nothing names them.
+    /// Checkpoint `id` was aborted: its files may be swept, so nothing names them, and its
+    /// local copy goes.
     pub fn aborted(&mut self, id: CheckpointId) {
         lock(&self.uploads).aborted(id);
+        if let Some(local) = &self.local {
+            let _ = std::fs::remove_dir_all(local::checkpoint_dir(local, id));
+        }
     }
 
     /// Replaces the state with the one `section` describes, the kept files of each part from
@@ -218,7 +248,7 @@ impl KeyedState {
         &mut self,
         section: &KeyedSection,
         resumable: bool,
-        mut fetch: impl FnMut(u32, &KeptFile) -> Result<Vec<u8>, StoreError>,
+        mut fetch: impl FnMut(u32, &KeptFile) -> Result<RestoredFile, StoreError>,
     ) -> Result<(), StoreError> {
         let generation = self.generation + 1;
         let mut store = None;
@@ -297,12 +327,16 @@ pub struct PendingStore {
     /// What the task's checkpoints stored; `None` for a self-contained checkpoint, which
     /// stores every file inline.
     uploads: Option<Arc<Mutex<Uploads>>>,
+    /// Where the checkpoint's directory is kept once stored, as a local copy; `None`: it is
+    /// removed.
+    keep: Option<PathBuf>,
 }
 
 impl PendingStore {
     /// Takes the store's checkpoint and stores it: each new immutable file through
     /// `upload(name, bytes)`, the rest read to go inline; returns what the task's state file
-    /// says of the store. The local copy is removed, stored or not.
+    /// says of the store. The checkpoint's directory is then kept as a local copy, if the task
+    /// keeps them, or removed (and removed whenever the checkpoint fails to be stored).
     pub fn finish<E: From<StoreError>>(
         self,
         mut upload: impl FnMut(&str, Vec<u8>) -> Result<(), E>,
@@ -336,8 +370,36 @@ impl PendingStore {
                 inline,
             })
         })();
-        let _ = std::fs::remove_dir_all(&dir);
+        match (&result, &self.keep) {
+            (Ok(_), Some(keep)) => keep_copy(&dir, keep),
+            _ => {
+                let _ = std::fs::remove_dir_all(&dir);
+            }
+        }
         result
+    }
+}
+
+/// Moves the stored checkpoint in `dir` to `keep`, a local copy; a copy that cannot be kept is
+/// removed (a restore then reads the files from the checkpoint storage).
+fn keep_copy(dir: &Path, keep: &Path) {
+    let kept = (|| {
+        if keep.exists() {
+            // Left by an earlier attempt at a checkpoint of the same id.
+            std::fs::remove_dir_all(keep)?;
+        }
+        if let Some(parent) = keep.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::rename(dir, keep)
+    })();
+    if let Err(e) = kept {
+        tracing::warn!(
+            "cannot keep a local copy of a state checkpoint in {}: {e}; a restore will read \
+             its files from the checkpoint storage",
+            keep.display()
+        );
+        let _ = std::fs::remove_dir_all(dir);
     }
 }
 
@@ -346,6 +408,8 @@ impl PendingStore {
 pub struct KeyedStores {
     backend: Arc<dyn Backend + Send + Sync>,
     dir: PathBuf,
+    /// Where the tasks keep local copies of their checkpoints, if they do.
+    local: Option<LocalCopies>,
 }
 
 impl std::fmt::Debug for KeyedStores {
@@ -387,7 +451,24 @@ impl KeyedStores {
         }
         std::fs::create_dir_all(&dir)
             .map_err(|e| StoreError::io("create the state directory", &dir, e))?;
-        Ok(KeyedStores { backend, dir })
+        Ok(KeyedStores {
+            backend,
+            dir,
+            local: None,
+        })
+    }
+
+    /// The stores, their tasks keeping local copies of their checkpoints under `root`
+    /// ([`super::local`]), which a restore of this process takes files from through a folder
+    /// of its own working directory.
+    pub fn keeping_copies_in(mut self, root: PathBuf) -> Self {
+        self.local = Some(LocalCopies::new(root, self.dir.join("staged")));
+        self
+    }
+
+    /// The local copies of the tasks' checkpoints, if they keep them.
+    pub fn local_copies(&self) -> Option<&LocalCopies> {
+        self.local.as_ref()
     }
 
     /// An empty keyed state for subtask `subtask` of `vertex`, whose keys fall into `groups`.
@@ -397,12 +478,16 @@ impl KeyedStores {
         subtask: u32,
         groups: KeyGroups,
     ) -> Result<KeyedState, StoreError> {
-        KeyedState::create(
+        let state = KeyedState::create(
             Arc::clone(&self.backend),
             self.dir.join(format!("{vertex}-{subtask}")),
             subtask,
             groups,
-        )
+        )?;
+        Ok(match &self.local {
+            Some(local) => state.keeping_copies_in(local.task_dir(&TaskId::new(vertex, subtask))),
+            None => state,
+        })
     }
 }
 

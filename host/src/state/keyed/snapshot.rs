@@ -26,6 +26,7 @@ use weir_abi::wire::{Reader, put_len, put_prefixed};
 
 use crate::ids::CheckpointId;
 
+use super::local::RestoredFile;
 use super::{StoreCheckpoint, StoreError};
 
 /// A file of a store's checkpoint kept as a shared file.
@@ -104,26 +105,24 @@ impl StoreSnapshot {
     }
 
     /// Lays the store's checkpoint out in `dir` (created; it must not exist yet): the inline
-    /// files from the snapshot, each kept file from `fetch(file)` (a download, or a copy of a
-    /// local file with the same bytes). A store then opens it
+    /// files from the snapshot, each kept file from `fetch(file)` (read from the checkpoint
+    /// storage, or a local copy, linked). A store then opens it
     /// ([`Backend::open_checkpoint`](super::Backend::open_checkpoint)).
     pub fn materialise(
         &self,
         dir: &Path,
-        mut fetch: impl FnMut(&KeptFile) -> Result<Vec<u8>, StoreError>,
+        mut fetch: impl FnMut(&KeptFile) -> Result<RestoredFile, StoreError>,
     ) -> Result<(), StoreError> {
         std::fs::create_dir(dir)
             .map_err(|e| StoreError::io("create a directory to restore into", dir, e))?;
-        let write = |name: &str, bytes: &[u8]| {
-            let path = dir.join(name);
-            std::fs::write(&path, bytes)
-                .map_err(|e| StoreError::io("write a restored file", &path, e))
-        };
+        let failed = |path: &Path, e| StoreError::io("write a restored file", path, e);
         for file in &self.kept {
-            write(&file.name, &fetch(file)?)?;
+            let path = dir.join(&file.name);
+            fetch(file)?.place(&path).map_err(|e| failed(&path, e))?;
         }
         for (name, bytes) in &self.inline {
-            write(name, bytes)?;
+            let path = dir.join(name);
+            std::fs::write(&path, bytes).map_err(|e| failed(&path, e))?;
         }
         Ok(())
     }

@@ -11,6 +11,7 @@ use tempfile::TempDir;
 use crate::connectors::generator::splitmix64_next as next;
 
 use super::cache::{CacheBudget, Cached, CachedBackend};
+use super::local::{LocalCopies, RestoredFile};
 use super::memory::{MemoryBackend, MemoryStore};
 use super::rocks::{RocksBackend, StoreBudget};
 use super::{Backend, KeyedStore, StoreCheckpoint, StoreError, StoreKey, Writes, copy_groups};
@@ -599,7 +600,9 @@ fn a_store_restores_from_its_snapshot_and_the_shared_files_it_names() {
         let laid_out = dir.path().join("restore");
         snapshot
             .materialise(&laid_out, |file| {
-                Ok(shared[&(file.writer, file.name.clone())].clone())
+                Ok(RestoredFile::read(
+                    shared[&(file.writer, file.name.clone())].clone(),
+                ))
             })
             .unwrap();
         let mut restored = backend
@@ -704,7 +707,9 @@ fn keyed_states_split_and_merge_by_key_group_through_their_checkpoints() {
                 let section = KeyedSection::decode(&sections[0].bytes).unwrap();
                 state
                     .restore(&section, true, |source, kept| {
-                        Ok(stored[&(source, kept.writer.0, kept.name.clone())].clone())
+                        Ok(RestoredFile::read(
+                            stored[&(source, kept.writer.0, kept.name.clone())].clone(),
+                        ))
                     })
                     .unwrap();
                 for key in &keys {
@@ -719,5 +724,99 @@ fn keyed_states_split_and_merge_by_key_group_through_their_checkpoints() {
             }
             sections = next;
         }
+    }
+}
+
+/// A task given a folder for local copies keeps each checkpoint of its store there once stored
+/// (not a savepoint's), drops the older ones when a checkpoint completes and an aborted one at
+/// once, and a store restores from a copy's files alone. Flink's local recovery.
+#[test]
+fn a_task_keeps_local_copies_of_its_checkpoints_until_a_later_one_completes() {
+    use std::collections::HashMap;
+
+    use weir_abi::key_group::KeyGroups;
+    use weir_abi::state as wire;
+
+    use super::section::KeyedState;
+    use super::snapshot::{KeyedSection, StoreSnapshot};
+    use crate::ids::{CheckpointId, TaskId};
+
+    let backends: Vec<(&str, Arc<dyn Backend + Send + Sync>)> = vec![
+        ("memory", Arc::new(MemoryBackend)),
+        (
+            "rocksdb",
+            Arc::new(RocksBackend::new(StoreBudget::new(8 << 20))),
+        ),
+    ];
+    let task = TaskId::new("count", 0);
+    let groups = KeyGroups::new(16, 1).unwrap();
+    let write = |state: &mut KeyedState, key: &str, value: &str| {
+        let mut request = Vec::new();
+        wire::put_write(&mut request, 0, key.as_bytes(), Some(value.as_bytes()));
+        state.write(&request).unwrap();
+    };
+    for (name, backend) in backends {
+        let dir = TempDir::new().unwrap();
+        let local = LocalCopies::new(dir.path().join("local"), dir.path().join("staged"));
+        let mut state = KeyedState::create(Arc::clone(&backend), dir.path().join("a"), 0, groups)
+            .unwrap()
+            .keeping_copies_in(local.task_dir(&task));
+        let mut uploaded: HashMap<String, Vec<u8>> = HashMap::new();
+        let checkpoint = |uploaded: &mut HashMap<String, Vec<u8>>,
+                          state: &mut KeyedState,
+                          id: u64,
+                          savepoint: bool|
+         -> StoreSnapshot {
+            let pending = state.snapshot(CheckpointId(id), savepoint).unwrap();
+            pending
+                .finish(|file, bytes| {
+                    uploaded.insert(file.to_string(), bytes);
+                    Ok::<_, StoreError>(())
+                })
+                .unwrap()
+        };
+        let copy = |id| local.checkpoint_dir(&task, CheckpointId(id));
+        write(&mut state, "a", "1");
+        let first = checkpoint(&mut uploaded, &mut state, 1, false);
+        write(&mut state, "b", "2");
+        let second = checkpoint(&mut uploaded, &mut state, 2, false);
+        checkpoint(&mut uploaded, &mut state, 3, true);
+        assert!(copy(1).is_dir() && copy(2).is_dir(), "{name}");
+        assert!(!copy(3).exists(), "{name}: a savepoint keeps no local copy");
+        // Each kept file of the copy is the file the checkpoint stored.
+        for (id, snapshot) in [(1, &first), (2, &second)] {
+            for kept in &snapshot.kept {
+                let local = std::fs::read(copy(id).join(&kept.name)).unwrap();
+                assert_eq!(local, uploaded[&kept.name], "{name}: {}", kept.name);
+            }
+        }
+        state.completed(CheckpointId(2));
+        assert!(!copy(1).exists() && copy(2).is_dir(), "{name}");
+        checkpoint(&mut uploaded, &mut state, 4, false);
+        state.aborted(CheckpointId(4));
+        assert!(!copy(4).exists() && copy(2).is_dir(), "{name}");
+
+        // The task's working folder is gone (the process was killed): checkpoint 2 restores
+        // from its local copy alone.
+        drop(state);
+        let mut restored =
+            KeyedState::create(Arc::clone(&backend), dir.path().join("b"), 0, groups).unwrap();
+        restored
+            .restore(&KeyedSection::of(0, second), true, |_, kept| {
+                let staged = local.stage(&task, CheckpointId(2), &kept.name).unwrap();
+                Ok(RestoredFile::Local(Arc::new(staged)))
+            })
+            .unwrap();
+        let mut request = Vec::new();
+        wire::put_read(&mut request, 0, b"a");
+        wire::put_read(&mut request, 0, b"b");
+        let mut result = Vec::new();
+        restored.get(&request, &mut result).unwrap();
+        let values: Vec<Option<&[u8]>> = wire::results(&result).map(Result::unwrap).collect();
+        assert_eq!(values, [Some(&b"1"[..]), Some(&b"2"[..])], "{name}");
+        // What the restore staged is gone with it; the copy stays for the next restore.
+        let staged = std::fs::read_dir(dir.path().join("staged")).map_or(0, Iterator::count);
+        assert_eq!(staged, 0, "{name}");
+        assert!(copy(2).is_dir(), "{name}");
     }
 }

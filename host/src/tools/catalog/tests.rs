@@ -205,7 +205,10 @@ fn the_latest_restorable_is_what_restore_latest_picks_even_past_a_flipped_byte()
 
     let catalog = list(&dir.path().join("job")).unwrap();
     let latest = catalog.latest_restorable.clone().unwrap();
-    let chosen = restore::restore_latest(&storage).unwrap().chosen.unwrap();
+    let chosen = restore::restore_latest(&storage, None)
+        .unwrap()
+        .chosen
+        .unwrap();
     assert_eq!(latest.path, chosen.location.dir());
     assert_eq!((latest.kind, latest.id), (SP, CheckpointId(2)));
     let newest = &catalog.entries[0];
