@@ -129,6 +129,16 @@ impl RocksStore {
         })
     }
 
+    /// Whether the store holds any key in `range`.
+    fn holds_any(&mut self, range: Range<&[u8]>) -> Result<bool, StoreError> {
+        let mut any = false;
+        self.scan(range, &mut |_, _| {
+            any = true;
+            false
+        })?;
+        Ok(any)
+    }
+
     /// Where the instance works.
     pub fn dir(&self) -> &Path {
         &self.dir
@@ -227,9 +237,16 @@ impl KeyedStore for RocksStore {
         let end = StoreKey::group_start(groups.end);
         // Every store key starts with a key group below 2^15, so below 0xff.
         let past_all: &[u8] = &[0xff];
+        let (below, above) = (&[][..]..&start[..], &end[..]..past_all);
+        // A restore without a rescale finds nothing outside its groups: nothing to delete, and
+        // no compaction, which would rewrite the whole store (the flushed tombstones span the
+        // whole key space: 7.5 s of a 10-million-key restore). Two seeks tell.
+        if !self.holds_any(below.clone())? && !self.holds_any(above.clone())? {
+            return Ok(());
+        }
         let mut batch = WriteBatch::default();
-        batch.delete_range(&[][..], &start[..]);
-        batch.delete_range(&end[..], past_all);
+        batch.delete_range(below.start, below.end);
+        batch.delete_range(above.start, above.end);
         self.apply(batch)?;
         // Range deletions hide the entries; compacting the two ranges drops their bytes, so a
         // rescaled task's first checkpoint does not carry the other tasks' state along.

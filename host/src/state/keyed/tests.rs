@@ -820,3 +820,67 @@ fn a_task_keeps_local_copies_of_its_checkpoints_until_a_later_one_completes() {
         assert!(copy(2).is_dir(), "{name}");
     }
 }
+
+/// A restore at the same parallelism keeps the checkpoint's table files as they are: the first
+/// checkpoint after it stores none of them again. (Clipping the store to its key groups used to
+/// compact it whole, rewriting every file: seconds at 10 million keys, and a full upload after.)
+#[test]
+fn a_restore_without_a_rescale_keeps_the_files_its_checkpoint_stored() {
+    use std::collections::HashMap;
+
+    use weir_abi::key_group::KeyGroups;
+    use weir_abi::state as wire;
+
+    use super::section::KeyedState;
+    use super::snapshot::KeyedSection;
+    use crate::ids::CheckpointId;
+
+    let backend: Arc<dyn Backend + Send + Sync> =
+        Arc::new(RocksBackend::new(StoreBudget::new(8 << 20)));
+    let groups = KeyGroups::new(16, 1).unwrap();
+    let dir = TempDir::new().unwrap();
+    let mut state =
+        KeyedState::create(Arc::clone(&backend), dir.path().join("a"), 0, groups).unwrap();
+    let mut request = Vec::new();
+    for i in 0..5000u32 {
+        wire::put_write(&mut request, 0, format!("key-{i}").as_bytes(), Some(b"1"));
+    }
+    state.write(&request).unwrap();
+    let mut stored: HashMap<String, Vec<u8>> = HashMap::new();
+    let first = state
+        .snapshot(CheckpointId(1), false)
+        .unwrap()
+        .finish(|name, bytes| {
+            stored.insert(name.to_string(), bytes);
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert!(
+        !stored.is_empty(),
+        "the first checkpoint stores the table files"
+    );
+    state.completed(CheckpointId(1));
+    drop(state);
+
+    let mut restored =
+        KeyedState::create(Arc::clone(&backend), dir.path().join("b"), 0, groups).unwrap();
+    restored
+        .restore(&KeyedSection::of(0, first), true, |_, kept| {
+            Ok(RestoredFile::read(stored[&kept.name].clone()))
+        })
+        .unwrap();
+    let mut again = Vec::new();
+    restored
+        .snapshot(CheckpointId(2), false)
+        .unwrap()
+        .finish(|name, _| {
+            again.push(name.to_string());
+            Ok::<_, StoreError>(())
+        })
+        .unwrap();
+    assert_eq!(
+        again,
+        Vec::<String>::new(),
+        "files stored again after the restore"
+    );
+}
