@@ -2,12 +2,12 @@
 # Restore of host-kept keyed state into a new process, with and without local recovery
 # (docs/STATE.md, "Local recovery"; the figures are in docs/BENCHMARKS.md §12).
 #
-#   bash scripts/bench-local-recovery.sh [KEYS] [RUNS]     # default 10000000 keys, 3 runs
+#   bash scripts/bench-local-recovery.sh [KEYS] [RUNS] [PER_KEY]   # default 10000000, 3, 3
 #
 # A keyed count whose counts live in the host's store (examples/rust/host-count) counts a
 # generator's records over KEYS distinct keys, checkpointing every second, until it has taken
-# in five records per key (the generator draws keys at random: 1 - e^-5, 99.3 % of them, are
-# counted) and two more checkpoints completed; then it is killed with SIGKILL. Each run restores
+# in PER_KEY records per key (the generator draws keys at random: with 3, 1 - e^-3 = 95 % of
+# them are counted) and two more checkpoints completed; then it is killed with SIGKILL. Each run restores
 # its last checkpoint with `weir run --restore PATH` in a new process, timed from the spawn to the first record the
 # count takes in (`weir_task_records_in_total` on the control endpoint, polled every 2 ms),
 # twice: with the killed run's local copies of its checkpoints present, and with them removed
@@ -19,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 keys="${1:-10000000}"
 runs="${2:-3}"
+per_key="${3:-3}"
 source scripts/lib/host-build.sh
 cargo build --release -p weir --bin weir
 cargo build --release --target wasm32-unknown-unknown -p weir-example-host-count
@@ -58,11 +59,11 @@ inputs = [{ from = "count" }]
 EOF
 
 echo "== load before: $(cat /proc/loadavg)"
-WEIR="$target/release/weir" WORK="$work" KEYS="$keys" RUNS="$runs" python3 - <<'PY'
+WEIR="$target/release/weir" WORK="$work" KEYS="$keys" RUNS="$runs" PER_KEY="$per_key" python3 - <<'PY'
 import os, re, signal, socket, statistics, subprocess, time, urllib.request, shutil, glob
 
 weir, work = os.environ["WEIR"], os.environ["WORK"]
-keys, runs = int(os.environ["KEYS"]), int(os.environ["RUNS"])
+keys, runs, per_key = int(os.environ["KEYS"]), int(os.environ["RUNS"]), int(os.environ["PER_KEY"])
 job = os.path.join(work, "job.toml")
 token = "local-recovery-bench"
 env = dict(os.environ, WEIR_CONTROL_TOKEN=token)
@@ -97,8 +98,13 @@ def start(*args, log):
     return process, port
 
 
-def completed_checkpoints():
-    return sorted(glob.glob(os.path.join(work, "checkpoints", "chk-*", "_metadata")))
+def newest_checkpoint():
+    """The directory of the newest completed checkpoint, and its id (0 for none)."""
+    done = sorted(glob.glob(os.path.join(work, "checkpoints", "chk-*", "_metadata")))
+    if not done:
+        return None, 0
+    newest = os.path.dirname(done[-1])
+    return newest, int(os.path.basename(newest)[len("chk-"):])
 
 
 # The run that fills the state: every key counted at least once, then one more checkpoint.
@@ -109,14 +115,14 @@ while True:
     counted = records_in(port, "count")
     if process.poll() is not None:
         raise SystemExit(f"the filling run ended: {open(os.path.join(work, 'fill.log')).read()}")
-    if counted is not None and counted >= 5 * keys:
+    if counted is not None and counted >= per_key * keys:
         break
-seen = len(completed_checkpoints())
-while len(completed_checkpoints()) < seen + 2:
-    time.sleep(0.1)
+_, seen = newest_checkpoint()
+while newest_checkpoint()[1] < seen + 2:
+    time.sleep(0.05)
 process.send_signal(signal.SIGKILL)
 process.wait()
-checkpoint = os.path.dirname(completed_checkpoints()[-1])
+checkpoint, _ = newest_checkpoint()
 print(f"filled: {keys} keys, {counted:.0f}+ records in {time.time() - began:.1f} s; "
       f"killed after {os.path.basename(checkpoint)}")
 local = glob.glob(os.path.join(work, "state", "weir-local-*"))[0]
@@ -145,7 +151,7 @@ def restore(with_local, i):
     elapsed = time.perf_counter() - t0
     process.send_signal(signal.SIGKILL)
     process.wait()
-    said = [line.split("keyed state: ")[1] for line in open(log) if "keyed state: " in line]
+    said = [line.split("keyed state: ")[1].strip() for line in open(log) if "keyed state: " in line]
     return elapsed * 1000, said[0] if said else "(no keyed state restored?)"
 
 
