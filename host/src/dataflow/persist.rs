@@ -119,6 +119,31 @@ impl TaskSnapshot {
 /// name: what its later checkpoints name again. Filled by the persister as it stores files.
 pub(crate) type SharedHandles = Arc<Mutex<HashMap<String, SharedFile>>>;
 
+/// Drops from `handles` (those of `task`'s keyed state) the handles no later checkpoint can
+/// name, once checkpoint `completed` completed: a later checkpoint names a file of the newest
+/// completed checkpoint or of one still in flight (`live`, the keyed state's
+/// [`live_files`](crate::state::keyed::section::KeyedState::live_files)), or a file it uploads
+/// itself (written by a checkpoint after `completed`). Without it the map grew by every file a
+/// task ever uploaded.
+pub(crate) fn prune_handles(
+    handles: &SharedHandles,
+    task: &TaskId,
+    live: &[KeptFile],
+    completed: CheckpointId,
+) {
+    let live: std::collections::HashSet<String> = live
+        .iter()
+        .filter_map(|kept| CheckpointLayout::shared_file_name(kept.writer, task, &kept.name).ok())
+        .collect();
+    handles
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .retain(|name, _| {
+            live.contains(name)
+                || CheckpointLayout::shared_file_writer(name).is_some_and(|w| w > completed)
+        });
+}
+
 /// The keyed state's part of a task's snapshot, still to be stored: its store's checkpoint,
 /// and the handles of what earlier checkpoints stored.
 pub(crate) struct StoreUpload {
@@ -290,5 +315,47 @@ impl Persister {
     /// Tells the driver a task's thread ended.
     pub(crate) fn exited(&self, task: TaskId, result: Result<(), TaskError>) {
         let _ = self.events.send(TaskEvent::Exited { task, result });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Once a checkpoint completes, a task keeps the handles of the files a later checkpoint
+    /// may name (the live ones, and any a checkpoint after it uploaded) and drops the rest.
+    #[test]
+    fn handles_no_later_checkpoint_can_name_are_dropped() {
+        let task = TaskId::new("count", 1);
+        let kept = |writer, name: &str| KeptFile {
+            name: name.to_string(),
+            writer: CheckpointId(writer),
+        };
+        let shared = |writer, name: &str| {
+            CheckpointLayout::shared_file_name(CheckpointId(writer), &task, name).unwrap()
+        };
+        let handles = SharedHandles::default();
+        for (writer, name) in [(1, "a.sst"), (2, "b.sst"), (3, "c.sst"), (5, "d.sst")] {
+            let name = shared(writer, name);
+            let handle = SharedFile {
+                name: name.clone(),
+                length: 30,
+                crc32: 7,
+            };
+            handles.lock().unwrap().insert(name, handle);
+        }
+        // Checkpoint 4 completed naming b and c; 5, in flight, uploaded d; a was compacted away.
+        prune_handles(
+            &handles,
+            &task,
+            &[kept(2, "b.sst"), kept(3, "c.sst")],
+            CheckpointId(4),
+        );
+        let mut left: Vec<String> = handles.lock().unwrap().keys().cloned().collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [shared(2, "b.sst"), shared(3, "c.sst"), shared(5, "d.sst")]
+        );
     }
 }

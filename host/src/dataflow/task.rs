@@ -37,7 +37,8 @@ use super::error::TaskError;
 use super::message::{Control, Message};
 use super::metrics::TaskMetrics;
 use super::persist::{
-    DeclineReason, Persister, SharedHandles, StoreUpload, TaskSnapshot, restored_files,
+    DeclineReason, Persister, SharedHandles, StoreUpload, TaskSnapshot, prune_handles,
+    restored_files,
 };
 use super::processor::{ChainedState, Processor, Source, SourceOutput, SourcePoll};
 use super::router::{ChainedTask, Router};
@@ -211,6 +212,8 @@ impl ProcessingTask {
             Control::Complete(id) => {
                 if let Some(keyed) = self.keyed() {
                     keyed.completed(id);
+                    let live = keyed.live_files();
+                    prune_handles(&self.shared, &self.out.id, &live, id);
                 }
                 self.processor.checkpoint_complete(id)?;
             }

@@ -226,6 +226,11 @@ impl KeyedState {
         }
     }
 
+    /// The stored files a checkpoint of the state may still name ([`Uploads::live`]).
+    pub fn live_files(&self) -> Vec<KeptFile> {
+        lock(&self.uploads).live()
+    }
+
     /// Checkpoint `id` was aborted: its files may be swept, so nothing names them, and its
     /// local copy goes.
     pub fn aborted(&mut self, id: CheckpointId) {

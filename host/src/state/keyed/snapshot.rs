@@ -264,6 +264,20 @@ impl Uploads {
     pub fn aborted(&mut self, id: CheckpointId) {
         self.pending.remove(&id);
     }
+
+    /// The stored files a checkpoint may still name: those of the newest completed one, which
+    /// the next plans name again, and those of the checkpoints planned and still in flight.
+    pub fn live(&self) -> Vec<KeptFile> {
+        let planned = self.pending.values().flatten();
+        self.confirmed
+            .iter()
+            .chain(planned)
+            .map(|(name, &writer)| KeptFile {
+                name: name.clone(),
+                writer,
+            })
+            .collect()
+    }
 }
 
 #[cfg(test)]
@@ -416,5 +430,40 @@ mod tests {
         );
         assert_eq!(names(&plan.upload), ["6.sst"]);
         assert_eq!(plan.kept[0].writer, CheckpointId(8));
+    }
+
+    #[test]
+    fn the_live_files_are_the_newest_completed_checkpoints_and_those_in_flight() {
+        let mut uploads = Uploads::new();
+        uploads.plan(
+            CheckpointId(1),
+            &checkpoint(&[("1.sst", true), ("m", false)]),
+        );
+        uploads.completed(CheckpointId(1));
+        // 2 is in flight and names 1.sst again beside a file of its own; 1.sst then goes.
+        uploads.plan(
+            CheckpointId(2),
+            &checkpoint(&[("1.sst", true), ("2.sst", true)]),
+        );
+        uploads.plan(CheckpointId(3), &checkpoint(&[("3.sst", true)]));
+        let live = |uploads: &Uploads| {
+            let mut live: Vec<(String, u64)> = uploads
+                .live()
+                .into_iter()
+                .map(|f| (f.name, f.writer.0))
+                .collect();
+            live.sort();
+            live.dedup();
+            live
+        };
+        let named = |pairs: &[(&str, u64)]| -> Vec<(String, u64)> {
+            pairs.iter().map(|&(n, w)| (n.to_string(), w)).collect()
+        };
+        assert_eq!(
+            live(&uploads),
+            named(&[("1.sst", 1), ("2.sst", 2), ("3.sst", 3)])
+        );
+        uploads.completed(CheckpointId(3));
+        assert_eq!(live(&uploads), named(&[("3.sst", 3)]));
     }
 }
