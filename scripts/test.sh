@@ -40,8 +40,11 @@ cargo fmt --all -- --check
 # (RUSTFLAGS; the dependencies are built with their lints capped, as always): the lints of
 # every target of every member and the code the tests run come out of one pass, and each
 # dependency is compiled once. Exported, because `cargo test` below and the `cargo test
-# --workspace --no-run` the end-to-end tests run to find the `weir` binary must see the very
-# same build (tests/all/support/binary.rs); builds of guests and of new projects remove them.
+# --workspace --all-targets --no-run` the end-to-end tests run to find the `weir` binary must
+# see the very same build (tests/all/support/binary.rs); builds of guests and of new projects
+# remove them. Every cargo command here selects `--workspace --all-targets`: another selection
+# gives some build dependencies another profile (their debug information), and cargo builds
+# them and what depends on them again (78 s, the end-to-end tests' build script among them).
 # (The host is not linted a second time without the test crates' `test-hooks` feature, as the
 # release binary is built: that resolves the dependencies' features for the host alone and
 # builds wasmtime again, minutes for a feature that gates a handful of items. Before changing
@@ -66,5 +69,6 @@ bash scripts/install-componentize-js.sh
 step "JavaScript SDK (node --test)"
 node --test --test-reporter=dot guest-sdk/js/test/ examples/js/count/ examples/js/host-count/
 step "cargo test"
-cargo test --workspace
+# The benchmarks run too, each once as a test (criterion's test mode): seconds.
+cargo test --workspace --all-targets
 step "done"

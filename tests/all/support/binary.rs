@@ -11,12 +11,12 @@ use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// The `weir` binary of this build, with the test hooks (kill points) the crash tests arm:
-/// built by `cargo test --workspace --no-run` once per test process (see [`build_weir`]; a
-/// no-op when it is up to date; cargo, not file times, decides). Tests live in package
-/// `weir-tests`, so cargo does not build the binary of package `weir` for them (and
-/// `CARGO_BIN_EXE_weir` does not exist); it lives next to this test executable's `deps` folder.
-/// `WEIR_BIN` overrides the choice (a binary built without `test-hooks` then fails the tests
-/// that arm a kill point).
+/// built by `cargo test --workspace --all-targets --no-run` once per test process (see
+/// [`build_weir`]; a no-op when it is up to date; cargo, not file times, decides). Tests live
+/// in package `weir-tests`, so cargo does not build the binary of package `weir` for them (and
+/// `CARGO_BIN_EXE_weir` does not exist); it lives next to this test executable's `deps`
+/// folder. `WEIR_BIN` overrides the choice (a binary built without `test-hooks` then fails the
+/// tests that arm a kill point).
 pub(crate) fn weir_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -33,7 +33,7 @@ pub(crate) fn weir_bin() -> &'static Path {
         build_weir(profile_dir);
         assert!(
             bin.exists(),
-            "`cargo test --workspace --no-run` did not produce {}",
+            "`cargo test --workspace --all-targets --no-run` did not produce {}",
             bin.display()
         );
         bin
@@ -51,8 +51,9 @@ pub(crate) fn workspace_root() -> PathBuf {
 /// Builds the `weir` binary into the target directory and profile of this test run as the
 /// suite's own `cargo test --workspace` does, for the tests of package `weir` (`host/tests/`),
 /// with `test-hooks` on (this package turns it on for the whole workspace's build): with
-/// `cargo test --workspace --no-run`, so that it is the very build the suite made and the call
-/// is a no-op there. (`cargo build -p weir --features test-hooks` resolves the dependencies'
+/// `cargo test --workspace --all-targets --no-run`, the very build `scripts/test.sh` makes, so
+/// that the call is a no-op there (the suite's compiler settings reach it through the
+/// environment). (`cargo build -p weir --features test-hooks` resolves the dependencies'
 /// features for package `weir` alone, which differ from the workspace's — the test crates'
 /// dev-dependencies add some, to `wasmparser` among others — so it compiled wasmtime and the
 /// host again: about four minutes of CI's time, in the middle of the tests.) Run alone, e.g.
@@ -60,8 +61,13 @@ pub(crate) fn workspace_root() -> PathBuf {
 fn build_weir(profile_dir: &Path) {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(workspace_root())
-        .args(["test", "--workspace", "--no-run", "--quiet"]);
+    cmd.current_dir(workspace_root()).args([
+        "test",
+        "--workspace",
+        "--all-targets",
+        "--no-run",
+        "--quiet",
+    ]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some("release") => {
@@ -81,7 +87,7 @@ fn build_weir(profile_dir: &Path) {
         .expect("cannot run cargo to build the weir binary");
     assert!(
         status.success(),
-        "`cargo test --workspace --no-run` failed (see above)"
+        "`cargo test --workspace --all-targets --no-run` failed (see above)"
     );
 }
 
