@@ -225,19 +225,19 @@ fn header(kind: FileKind, len: usize) -> [u8; HEADER_LEN] {
 
 /// Whether the file at `path` is the payload of a file of `kind` whose handle gives its
 /// `length` (frame included) and `crc32`: what a local copy of a file that the storage holds
-/// framed must be to stand in for it. Reads the file only when its length fits.
+/// framed must be to stand in for it.
 pub fn is_payload_of(kind: FileKind, path: &Path, length: u64, crc32: u32) -> io::Result<bool> {
-    if fs::metadata(path)?.len() + FRAME_OVERHEAD as u64 != length {
+    let payload = parallel::read_file(path)?;
+    if payload.len() as u64 + FRAME_OVERHEAD as u64 != length {
         return Ok(false);
     }
-    let payload = parallel::read_file(path)?;
     let mut whole = crc32fast::Hasher::new();
     whole.update(&header(kind, payload.len()));
     whole.combine(&crc32fast::Hasher::new_with_initial_len(
         parallel::crc32(&payload),
         payload.len() as u64,
     ));
-    Ok(payload.len() as u64 + FRAME_OVERHEAD as u64 == length && whole.finalize() == crc32)
+    Ok(whole.finalize() == crc32)
 }
 
 /// The checksum stored in the trailer of an encoded file, as recorded in a

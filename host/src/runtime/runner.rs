@@ -29,6 +29,7 @@ use crate::dataflow::persist::TaskEvent;
 use crate::ids::TaskId;
 use crate::ids::{CheckpointId, CheckpointKind};
 use crate::job::{Job, JobStatus, VertexKind};
+use crate::state::keyed::local::LocalCopies;
 use crate::state::keyed::section::KeyedStores;
 use crate::wasm::{
     EngineOptions, ImagePool, LoadOptions, ModuleError, ModuleProblem, ModuleSource,
@@ -45,7 +46,7 @@ pub struct JobRunner {
     /// The job's directories, owned by this run until it ends.
     locks: JobLocks,
     /// Where and within what memory its operators keep keyed state on the host, if one does.
-    pub(super) keyed: Option<Arc<KeyedStores>>,
+    keyed: Option<Arc<KeyedStores>>,
 }
 
 impl JobRunner {
@@ -181,7 +182,7 @@ impl JobRunner {
         let handle = runtime.handle().clone();
         let storage = Arc::clone(&self.storage);
         let locks = self.take_locks();
-        let local = self.keyed.as_ref().and_then(|k| k.local_copies().cloned());
+        let local = self.local_copies();
         let result = runtime.block_on(self.run_async(handle, &mut requests));
         // Dropping the runtime waits for its blocking tasks, the state writes
         // still under way among them: after that nothing writes checkpoint
@@ -200,6 +201,15 @@ impl JobRunner {
         // Only now may another run take the directories.
         drop(locks);
         result
+    }
+
+    /// The local copies of the tasks' store checkpoints, which a restore takes what files it
+    /// can from, if an operator keeps keyed state on the host.
+    pub(super) fn local_copies(&self) -> Option<LocalCopies> {
+        self.keyed
+            .as_deref()
+            .and_then(KeyedStores::local_copies)
+            .cloned()
     }
 
     /// The locks, moved out so they outlive the run's last file operation.

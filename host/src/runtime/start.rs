@@ -28,8 +28,6 @@ use crate::checkpoint::task_state::RestoredState;
 use crate::connectors::file_sink::committed_parts;
 use crate::ids::{CheckpointId, CheckpointKind, TaskId};
 use crate::job::{Job, SinkKind, VertexKind};
-use crate::state::keyed::local::LocalCopies;
-use crate::state::keyed::section::KeyedStores;
 
 impl JobRunner {
     /// The states `job` restores from the checkpoint `p`, and the job as it runs from them (its
@@ -111,8 +109,8 @@ impl JobRunner {
     ) -> Result<VerifiedCheckpoint, RunError> {
         let storage = Arc::clone(&self.storage);
         let path = path.to_path_buf();
-        let keyed = self.keyed.clone();
-        blocking(move || restore_from_path(storage.as_ref(), &path, local_copies(&keyed))).await
+        let local = self.local_copies();
+        blocking(move || restore_from_path(storage.as_ref(), &path, local.as_ref())).await
     }
 
     /// What the run starts from: the restore its options ask for, refusing a silent replay
@@ -123,14 +121,13 @@ impl JobRunner {
         history: &CheckpointHistory,
     ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
-        let keyed = self.keyed.clone();
+        let local = self.local_copies();
         match self.options.restore.clone() {
             Some(RestoreFrom::Path(path)) => {
                 let asked = path.clone();
-                let result = blocking(move || {
-                    restore_from_path(storage.as_ref(), &path, local_copies(&keyed))
-                })
-                .await;
+                let result =
+                    blocking(move || restore_from_path(storage.as_ref(), &path, local.as_ref()))
+                        .await;
                 match result {
                     Ok(point) => Ok(Some(point)),
                     Err(e) => Err(self.with_alternative(e, &asked).await),
@@ -138,8 +135,7 @@ impl JobRunner {
             }
             Some(RestoreFrom::Latest) => {
                 let selection =
-                    blocking(move || restore_latest(storage.as_ref(), local_copies(&keyed)))
-                        .await?;
+                    blocking(move || restore_latest(storage.as_ref(), local.as_ref())).await?;
                 for skipped in &selection.skipped {
                     tracing::warn!("{skipped}");
                 }
@@ -294,11 +290,10 @@ impl JobRunner {
         initial: Option<&std::path::Path>,
     ) -> Result<Option<VerifiedCheckpoint>, RunError> {
         let storage = Arc::clone(&self.storage);
-        let keyed = self.keyed.clone();
-        let selection = blocking(move || {
-            restore_latest_since(storage.as_ref(), run_first_id, local_copies(&keyed))
-        })
-        .await?;
+        let local = self.local_copies();
+        let selection =
+            blocking(move || restore_latest_since(storage.as_ref(), run_first_id, local.as_ref()))
+                .await?;
         for skipped in &selection.skipped {
             tracing::warn!("{skipped}");
         }
@@ -309,12 +304,10 @@ impl JobRunner {
             Some(initial) => {
                 let storage = Arc::clone(&self.storage);
                 let dir = initial.to_path_buf();
-                let keyed = self.keyed.clone();
+                let local = self.local_copies();
                 Ok(Some(
-                    blocking(move || {
-                        restore_from_path(storage.as_ref(), &dir, local_copies(&keyed))
-                    })
-                    .await?,
+                    blocking(move || restore_from_path(storage.as_ref(), &dir, local.as_ref()))
+                        .await?,
                 ))
             }
             None => {
@@ -343,11 +336,6 @@ impl JobRunner {
         .await?;
         Ok(())
     }
-}
-
-/// The local copies of the process's keyed stores, which a restore takes what files it can from.
-fn local_copies(keyed: &Option<Arc<KeyedStores>>) -> Option<&LocalCopies> {
-    keyed.as_deref().and_then(KeyedStores::local_copies)
 }
 
 /// Says how much of `p`'s keyed state the restore takes from local copies of its checkpoints and

@@ -10,7 +10,7 @@
 //! module's; the checkpoint storage still holds every file, and a restore on another machine,
 //! or one whose local copy is gone or damaged, reads them from there.
 //!
-//! **Where.** Under [`LocalCopies::root`], a folder of the job's that outlives its processes
+//! **Where.** Under the copies' root, a folder of the job's that outlives its processes
 //! (`weir-local-<job>-<place>` beside the stores' working folders in `[state] directory`, as
 //! `job::StateConfig::local_dir` names it): one folder per task (`<vertex>-<subtask>`), holding
 //! `chk-<id>` for each checkpoint of its store still kept.
@@ -45,11 +45,6 @@ impl LocalCopies {
     /// when a file is first taken) for a restore.
     pub fn new(root: PathBuf, staging: PathBuf) -> Self {
         LocalCopies { root, staging }
-    }
-
-    /// The job's folder of copies.
-    pub fn root(&self) -> &Path {
-        &self.root
     }
 
     /// The folder of `task`'s copies.
